@@ -1,0 +1,77 @@
+//! Who the caller is. Admin identity is here; API keys and console sessions plug in beside it.
+
+use crate::config::secrets::Secret;
+use crate::errors::ApiError;
+use std::net::IpAddr;
+use subtle::ConstantTimeEq;
+
+/// The authenticated caller, as far as the edge knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Principal {
+    Anonymous,
+    Admin,
+}
+
+/// Loopback by the socket's peer address only: `X-Forwarded-For` and `Host` never count.
+pub fn is_loopback(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_loopback(),
+        IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    }
+}
+
+/// Constant-time equality of two secrets (length may leak, content does not).
+pub fn secret_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && bool::from(a.ct_eq(b))
+}
+
+/// Admin routes: loopback origin, or a valid `X-Admin-Token`.
+pub fn admin(
+    peer: Option<IpAddr>,
+    token_header: Option<&[u8]>,
+    token: Option<&Secret>,
+) -> Result<Principal, ApiError> {
+    if peer.is_some_and(is_loopback) {
+        return Ok(Principal::Admin);
+    }
+    if let (Some(given), Some(expected)) = (token_header, token) {
+        if secret_eq(given, expected.expose().as_bytes()) {
+            return Ok(Principal::Admin);
+        }
+    }
+    Err(ApiError::new(
+        403,
+        "admin_forbidden",
+        "admin endpoint loopback-only",
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_is_by_socket_address() {
+        assert!(is_loopback("127.0.0.1".parse().unwrap()));
+        assert!(is_loopback("::1".parse().unwrap()));
+        assert!(is_loopback("::ffff:127.0.0.1".parse().unwrap()));
+        assert!(!is_loopback("10.0.0.1".parse().unwrap()));
+        assert!(!is_loopback("::ffff:10.0.0.1".parse().unwrap()));
+    }
+
+    #[test]
+    fn admin_token_or_loopback() {
+        std::env::set_var("CHAINEDGE_TEST_ADMIN", "tok");
+        let t = crate::config::secrets::SecretRef("env:CHAINEDGE_TEST_ADMIN".into())
+            .resolve()
+            .unwrap();
+        let remote = Some("10.1.1.1".parse().unwrap());
+        assert!(admin(remote, Some(b"tok"), Some(&t)).is_ok());
+        assert!(admin(remote, Some(b"tok2"), Some(&t)).is_err());
+        assert!(admin(remote, None, Some(&t)).is_err());
+        assert!(admin(remote, Some(b"tok"), None).is_err());
+        assert!(admin(Some("127.0.0.1".parse().unwrap()), None, None).is_ok());
+    }
+}

@@ -1,0 +1,454 @@
+//! Operator configuration: the app YAML, validated into what the edge runs on.
+
+pub mod secrets;
+pub mod server;
+
+use secrets::{Secret, SecretRef};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// A configuration problem, naming the file, the key and the reason.
+#[derive(Debug, Clone)]
+pub struct ConfigError {
+    pub file: String,
+    pub key: String,
+    pub reason: String,
+}
+
+impl ConfigError {
+    pub fn new(file: &Path, key: &str, reason: String) -> Self {
+        ConfigError {
+            file: file.display().to_string(),
+            key: key.to_string(),
+            reason,
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.key.is_empty() {
+            write!(f, "{}: {}", self.file, self.reason)
+        } else {
+            write!(f, "{}: {}: {}", self.file, self.key, self.reason)
+        }
+    }
+}
+
+/// Deserialize YAML, reporting the failing key path (`pools.eth_el.hosts[0].url`).
+pub fn parse_yaml<T: DeserializeOwned>(text: &str) -> Result<T, (String, String)> {
+    let de = serde_yaml::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let key = e.path().to_string();
+        let key = if key == "." { String::new() } else { key };
+        (key, e.into_inner().to_string())
+    })
+}
+
+/// Pools the product knows; manifests and config may only name these.
+pub const POOL_NAMES: &[&str] = &[
+    "eth_el",
+    "eth_cl",
+    "eth_mev_relay",
+    "eth_mev_builder",
+    "eth_mev_share",
+    "eth_private_rpc",
+    "polygon_bor",
+    "polygon_heimdall",
+    "sol_rpc",
+    "sol_block_engine",
+    "base",
+    "base_portal",
+];
+
+/// Release switches routes can depend on.
+pub const SWITCHES: &[&str] = &["base_native"];
+
+/// Client families: the ten metrics layers plus the non-Ethereum node kinds.
+pub const FAMILIES: &[&str] = &[
+    "el-geth",
+    "el-nethermind",
+    "el-erigon",
+    "el-besu",
+    "el-reth",
+    "cl-lighthouse",
+    "cl-prysm",
+    "cl-teku",
+    "cl-nimbus",
+    "cl-lodestar",
+    "el-anvil",
+    "bor",
+    "heimdall",
+    "solana",
+    "relay",
+    "builder",
+    "mev-share",
+    "portal",
+];
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppConfig {
+    /// Manifests directory; relative paths are relative to this config file.
+    pub plugins: PathBuf,
+    pub listen: Listen,
+    pub metrics: MetricsConf,
+    #[serde(default)]
+    pub console: ConsoleConf,
+    #[serde(default)]
+    pub admin: AdminConf,
+    pub store: StoreConf,
+    /// Plans, lowest first.
+    pub plans: Vec<String>,
+    #[serde(default = "default_upgrade_url")]
+    pub upgrade_url: String,
+    #[serde(default)]
+    pub switches: BTreeMap<String, bool>,
+    #[serde(default)]
+    pub rpc: RpcConf,
+    #[serde(default)]
+    pub pools: BTreeMap<String, PoolConf>,
+    /// Edge worker threads for the public listeners (Pingora `threads` is per service).
+    #[serde(default)]
+    pub threads: Option<usize>,
+}
+
+fn default_upgrade_url() -> String {
+    "https://chainedge.dev/pricing".into()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Listen {
+    #[serde(default)]
+    pub http: Vec<String>,
+    #[serde(default)]
+    pub tls: Vec<TlsListen>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsListen {
+    pub addr: String,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConf {
+    pub listen: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConsoleConf {
+    /// The one origin allowed to call console routes with credentials.
+    #[serde(default)]
+    pub origin: Option<String>,
+    /// Proxy addresses whose `X-Forwarded-Proto` is believed.
+    #[serde(default)]
+    pub trusted_proxies: Vec<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminConf {
+    /// Secret reference of the `X-Admin-Token` value; without it admin is loopback-only.
+    #[serde(default)]
+    pub token: Option<SecretRef>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConf {
+    /// SQLite file; relative paths are relative to this config file.
+    pub path: PathBuf,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RpcConf {
+    #[serde(default = "d_body")]
+    pub max_body_bytes: usize,
+    #[serde(default = "d_batch")]
+    pub max_batch: usize,
+    #[serde(default = "d_resp")]
+    pub max_response_bytes: usize,
+    #[serde(default = "d_timeout")]
+    pub timeout_ms: u64,
+    #[serde(default = "d_attempts")]
+    pub max_attempts: usize,
+    #[serde(default)]
+    pub write_policy: WritePolicy,
+}
+
+fn d_body() -> usize {
+    1 << 20
+}
+fn d_batch() -> usize {
+    100
+}
+fn d_resp() -> usize {
+    32 << 20
+}
+fn d_timeout() -> u64 {
+    10_000
+}
+fn d_attempts() -> usize {
+    3
+}
+
+impl Default for RpcConf {
+    fn default() -> Self {
+        RpcConf {
+            max_body_bytes: d_body(),
+            max_batch: d_batch(),
+            max_response_bytes: d_resp(),
+            timeout_ms: d_timeout(),
+            max_attempts: d_attempts(),
+            write_policy: WritePolicy::default(),
+        }
+    }
+}
+
+/// How `eth_sendRawTransaction` is dispatched.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WritePolicy {
+    /// Every healthy node of the pool at once; the fleet learns it without gossip.
+    #[default]
+    Broadcast,
+    /// Host after host until one accepts.
+    FirstAccepting,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolConf {
+    pub hosts: Vec<HostConf>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostConf {
+    pub id: String,
+    /// `http://host:port[/path]` or `https://…`.
+    pub url: String,
+    /// TLS server name when it differs from the URL's host.
+    #[serde(default)]
+    pub sni: Option<String>,
+    pub family: String,
+    #[serde(default = "d_role")]
+    pub role: String,
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+    #[serde(default)]
+    pub metrics_url: Option<String>,
+    /// Headers sent to this host, each value a secret reference (provider keys).
+    #[serde(default)]
+    pub headers: BTreeMap<String, SecretRef>,
+}
+
+fn d_role() -> String {
+    "primary".into()
+}
+
+/// The loaded configuration plus what was resolved from it.
+#[derive(Debug)]
+pub struct Loaded {
+    pub path: PathBuf,
+    pub app: AppConfig,
+    pub plugins_dir: PathBuf,
+    pub store_path: PathBuf,
+    pub admin_token: Option<Secret>,
+    /// Resolved host headers, per pool then per host index.
+    pub host_headers: BTreeMap<String, Vec<Vec<(String, Secret)>>>,
+}
+
+impl Loaded {
+    pub fn switch(&self, name: &str) -> bool {
+        // The environment wins so a release can flip BASE_NATIVE without editing config.
+        let env = std::env::var(name.to_ascii_uppercase()).ok();
+        match env.as_deref() {
+            Some("true" | "1") => true,
+            Some("false" | "0") => false,
+            _ => self.app.switches.get(name).copied().unwrap_or(false),
+        }
+    }
+}
+
+/// Parse and validate the app config; every problem is reported, not just the first.
+pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| vec![ConfigError::new(path, "", format!("cannot read: {e}"))])?;
+    let app: AppConfig =
+        parse_yaml(&text).map_err(|(key, reason)| vec![ConfigError::new(path, &key, reason)])?;
+    let mut errors = Vec::new();
+    let mut bad = |key: &str, reason: String| errors.push(ConfigError::new(path, key, reason));
+
+    let base = path.parent().unwrap_or(Path::new("."));
+    let rel = |p: &Path| {
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            base.join(p)
+        }
+    };
+
+    if app.listen.http.is_empty() && app.listen.tls.is_empty() {
+        bad(
+            "listen",
+            "at least one http or tls listener is required".into(),
+        );
+    }
+    for (i, a) in app.listen.http.iter().enumerate() {
+        if a.parse::<SocketAddr>().is_err() {
+            bad(
+                &format!("listen.http[{i}]"),
+                format!("'{a}' is not an address like 127.0.0.1:8080"),
+            );
+        }
+    }
+    for (i, t) in app.listen.tls.iter().enumerate() {
+        if t.addr.parse::<SocketAddr>().is_err() {
+            bad(
+                &format!("listen.tls[{i}].addr"),
+                format!("'{}' is not an address", t.addr),
+            );
+        }
+        for (k, p) in [("cert", &t.cert), ("key", &t.key)] {
+            if !rel(p).is_file() {
+                bad(
+                    &format!("listen.tls[{i}].{k}"),
+                    format!("{} is not a readable file", rel(p).display()),
+                );
+            }
+        }
+    }
+    if app.metrics.listen.parse::<SocketAddr>().is_err() {
+        bad(
+            "metrics.listen",
+            format!("'{}' is not an address", app.metrics.listen),
+        );
+    }
+    if let Some(o) = &app.console.origin {
+        if !(o.starts_with("http://") || o.starts_with("https://")) || o.ends_with('/') {
+            bad(
+                "console.origin",
+                format!("'{o}' must be an origin like https://console.example.com"),
+            );
+        }
+    }
+    for (i, p) in app.console.trusted_proxies.iter().enumerate() {
+        if p.parse::<std::net::IpAddr>().is_err() {
+            bad(
+                &format!("console.trusted_proxies[{i}]"),
+                format!("'{p}' is not an IP address"),
+            );
+        }
+    }
+    let admin_token = match &app.admin.token {
+        Some(r) => match r.resolve() {
+            Ok(s) => Some(s),
+            Err(e) => {
+                bad("admin.token", e);
+                None
+            }
+        },
+        None => None,
+    };
+    if app.plans.is_empty() {
+        bad("plans", "at least one plan is required".into());
+    }
+    for (i, p) in app.plans.iter().enumerate() {
+        if app.plans[..i].contains(p) {
+            bad(
+                &format!("plans[{i}]"),
+                format!("plan '{p}' is listed twice"),
+            );
+        }
+    }
+    for k in app.switches.keys() {
+        if !SWITCHES.contains(&k.as_str()) {
+            bad(
+                &format!("switches.{k}"),
+                format!("unknown switch; switches are {SWITCHES:?}"),
+            );
+        }
+    }
+    if app.rpc.max_batch == 0 || app.rpc.max_body_bytes == 0 || app.rpc.max_attempts == 0 {
+        bad(
+            "rpc",
+            "max_batch, max_body_bytes and max_attempts must be positive".into(),
+        );
+    }
+    let mut host_headers = BTreeMap::new();
+    for (name, pool) in &app.pools {
+        if !POOL_NAMES.contains(&name.as_str()) {
+            bad(
+                &format!("pools.{name}"),
+                format!("unknown pool; pools are {POOL_NAMES:?}"),
+            );
+        }
+        let mut ids = Vec::new();
+        let mut pool_headers = Vec::new();
+        for (i, h) in pool.hosts.iter().enumerate() {
+            let key = |k: &str| format!("pools.{name}.hosts[{i}].{k}");
+            if ids.contains(&&h.id) {
+                bad(
+                    &key("id"),
+                    format!("host id '{}' is used twice in this pool", h.id),
+                );
+            }
+            ids.push(&h.id);
+            if let Err(e) = crate::pools::HostAddr::parse(&h.url) {
+                bad(&key("url"), e);
+            }
+            if let Some(m) = &h.metrics_url {
+                if let Err(e) = crate::pools::HostAddr::parse(m) {
+                    bad(&key("metrics_url"), e);
+                }
+            }
+            if !FAMILIES.contains(&h.family.as_str()) {
+                bad(
+                    &key("family"),
+                    format!(
+                        "unknown client family '{}'; families are {FAMILIES:?}",
+                        h.family
+                    ),
+                );
+            }
+            let mut resolved = Vec::new();
+            for (hn, r) in &h.headers {
+                if http::HeaderName::from_bytes(hn.as_bytes()).is_err() {
+                    bad(
+                        &key(&format!("headers.{hn}")),
+                        "not a valid header name".into(),
+                    );
+                }
+                match r.resolve() {
+                    Ok(s) => resolved.push((hn.clone(), s)),
+                    Err(e) => bad(&key(&format!("headers.{hn}")), e),
+                }
+            }
+            pool_headers.push(resolved);
+        }
+        host_headers.insert(name.clone(), pool_headers);
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    Ok(Loaded {
+        path: path.to_path_buf(),
+        plugins_dir: rel(&app.plugins),
+        store_path: rel(&app.store.path),
+        admin_token,
+        host_headers,
+        app,
+    })
+}

@@ -1,0 +1,362 @@
+//! The Pingora `ProxyHttp` implementation: the request pipeline, top to bottom in
+//! `request_filter` — classify, CORS, authenticate, dispatch — and the access log.
+
+pub mod cors;
+mod respond;
+
+use crate::auth::{self, Principal};
+use crate::config::Loaded;
+use crate::errors::{ApiError, Envelope};
+use crate::observe::{access_log, metrics};
+use crate::pools::Pools;
+use crate::routes::matcher::{Match, Matcher, NormalizedPath};
+use crate::routes::spec::{Credential, HandlerKind};
+use crate::routes::Route;
+use crate::rpc::Gateway;
+use async_trait::async_trait;
+use bytes::{Bytes, BytesMut};
+use pingora_core::upstreams::peer::HttpPeer;
+use pingora_core::{Error, ErrorType, Result};
+use pingora_http::ResponseHeader;
+use pingora_proxy::{ProxyHttp, Session};
+use respond::Reply;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Everything the edge needs, built once at start-up.
+pub struct State {
+    pub matcher: Matcher,
+    pub config: Loaded,
+    pub pools: Pools,
+    pub gateway: Gateway,
+}
+
+pub struct Edge {
+    pub state: Arc<State>,
+}
+
+/// Per-request state carried across Pingora's phases.
+pub struct Ctx {
+    started: Instant,
+    request_id: String,
+    route: Option<Arc<Route>>,
+    envelope: Envelope,
+    cors_headers: Vec<(&'static str, String)>,
+    upstream: Option<String>,
+    error_code: Option<&'static str>,
+}
+
+impl Ctx {
+    fn route_name(&self) -> &str {
+        self.route
+            .as_ref()
+            .map(|r| r.name.as_str())
+            .unwrap_or("unmatched")
+    }
+}
+
+#[async_trait]
+impl ProxyHttp for Edge {
+    type CTX = Ctx;
+
+    fn new_ctx(&self) -> Ctx {
+        Ctx {
+            started: Instant::now(),
+            request_id: String::new(),
+            route: None,
+            envelope: Envelope::ChainRest,
+            cors_headers: Vec::new(),
+            upstream: None,
+            error_code: None,
+        }
+    }
+
+    async fn request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
+        ctx.request_id = request_id(session.get_header("x-request-id").map(|v| v.as_bytes()));
+        let reply = match self.pipeline(session, ctx).await {
+            Ok(reply) => reply,
+            Err(e) => {
+                ctx.error_code = Some(e.code);
+                Reply::error(&e, ctx.envelope, &ctx.request_id)
+            }
+        };
+        respond::write(session, ctx, reply).await?;
+        Ok(true)
+    }
+
+    async fn upstream_peer(&self, _session: &mut Session, _ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
+        // Every route is answered in `request_filter` until passthrough handlers land.
+        Error::e_explain(ErrorType::InternalError, "no passthrough route selected")
+    }
+
+    async fn response_filter(
+        &self,
+        _session: &mut Session,
+        resp: &mut ResponseHeader,
+        ctx: &mut Ctx,
+    ) -> Result<()> {
+        resp.insert_header("Server", "chainedge")?;
+        resp.insert_header("X-Request-Id", ctx.request_id.as_str())?;
+        for (k, v) in &ctx.cors_headers {
+            resp.insert_header(*k, v.as_str())?;
+        }
+        Ok(())
+    }
+
+    async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Ctx) {
+        let status = session
+            .response_written()
+            .map(|h| h.status.as_u16())
+            .unwrap_or(0);
+        let elapsed = ctx.started.elapsed().as_secs_f64();
+        metrics::request_done(ctx.route_name(), status, elapsed);
+        let req = session.req_header();
+        let err_text = e.map(|e| e.to_string());
+        access_log::write(&access_log::AccessLine {
+            ts: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+            request_id: &ctx.request_id,
+            client: session
+                .client_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default(),
+            method: req.method.as_str(),
+            path: req.uri.path(),
+            route: ctx.route_name(),
+            status,
+            latency_ms: (elapsed * 1e6).round() / 1e3,
+            upstream: ctx.upstream.as_deref(),
+            error: ctx.error_code.or(err_text.as_deref()),
+        });
+    }
+}
+
+impl Edge {
+    /// classify → CORS → authenticate → dispatch. Any refusal is an `ApiError`.
+    async fn pipeline(&self, session: &mut Session, ctx: &mut Ctx) -> Result<Reply, ApiError> {
+        let st = &*self.state;
+        let req = session.req_header();
+        let method = req.method.as_str().to_string();
+        let path = NormalizedPath::parse(req.uri.path());
+        let origin = header_str(session, "origin").map(str::to_string);
+
+        // CORS preflight: answered from the policy of the route the real request would hit.
+        if method == "OPTIONS" {
+            if let (Some(origin), Some(wanted)) = (
+                &origin,
+                header_str(session, "access-control-request-method"),
+            ) {
+                let wanted = wanted.to_string();
+                let route = self.classify(ctx, &wanted, &path, false)?;
+                return match cors::check(&route, Some(origin), self.console_origin()) {
+                    cors::Verdict::Allow(mut h) => {
+                        h.extend(cors::preflight_headers(&route));
+                        Ok(Reply::empty(204).with_headers(h))
+                    }
+                    _ => Err(ApiError::new(
+                        403,
+                        "origin_not_allowed",
+                        format!("origin {origin} may not call this route"),
+                    )),
+                };
+            }
+        }
+
+        let upgrade = session.is_upgrade_req();
+        let route = self.classify(ctx, &method, &path, upgrade)?;
+        match cors::check(&route, origin.as_deref(), self.console_origin()) {
+            cors::Verdict::Allow(h) => ctx.cors_headers = h,
+            cors::Verdict::Deny if route.cors != crate::routes::spec::CorsPolicy::None => {
+                return Err(ApiError::new(
+                    403,
+                    "origin_not_allowed",
+                    "this origin may not call this route",
+                ))
+            }
+            _ => {}
+        }
+        if !route.enabled {
+            return Err(ApiError::new(
+                503,
+                "route_disabled",
+                format!("{} is switched off", route.name),
+            ));
+        }
+        if let Some(switch) = &route.switch {
+            if !st.config.switch(switch) {
+                return Err(ApiError::new(
+                    503,
+                    "route_disabled",
+                    format!(
+                        "{} is off until the {} switch is enabled",
+                        route.name,
+                        switch.to_ascii_uppercase()
+                    ),
+                ));
+            }
+        }
+
+        let _principal = self.authenticate(session, &route)?;
+        self.dispatch(session, ctx, &route).await
+    }
+
+    /// Match the route and record it in the context; 404 / 405 / traversal refusals.
+    fn classify(
+        &self,
+        ctx: &mut Ctx,
+        method: &str,
+        path: &NormalizedPath,
+        upgrade: bool,
+    ) -> Result<Arc<Route>, ApiError> {
+        match self.state.matcher.find(method, path, upgrade) {
+            Match::Found { route, .. } => {
+                ctx.route = Some(route.clone());
+                ctx.envelope = route.envelope;
+                let has_tail = matches!(
+                    route.segments.last(),
+                    Some(crate::routes::matcher::Seg::Tail(_))
+                );
+                if path.suspicious && !has_tail {
+                    return Err(ApiError::new(
+                        400,
+                        "invalid_path",
+                        "path segments may not be '.', '..' or contain encoded slashes",
+                    ));
+                }
+                Ok(route.clone())
+            }
+            Match::MethodNotAllowed { routes } => {
+                let first = routes[0];
+                ctx.route = Some(first.clone());
+                ctx.envelope = first.envelope;
+                let mut methods: Vec<&str> = routes
+                    .iter()
+                    .flat_map(|r| r.methods.iter().map(|m| m.as_str()))
+                    .collect();
+                methods.sort();
+                methods.dedup();
+                let allow = methods.join(", ");
+                let mut e = ApiError::method_not_allowed(&allow);
+                if first.envelope == Envelope::Admin {
+                    e.message = format!("only {allow} supported");
+                }
+                Err(e)
+            }
+            Match::NotFound => Err(ApiError::route_not_found()),
+        }
+    }
+
+    fn authenticate(&self, session: &Session, route: &Route) -> Result<Principal, ApiError> {
+        match route.credential {
+            Credential::Admin => auth::admin(
+                peer_ip(session),
+                session.get_header("x-admin-token").map(|v| v.as_bytes()),
+                self.state.config.admin_token.as_ref(),
+            ),
+            // API keys, bearer tokens and console sessions are resolved by the identity
+            // layer (issues 3 and 4); until it lands these routes see an anonymous caller.
+            _ => Ok(Principal::Anonymous),
+        }
+    }
+
+    async fn dispatch(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        route: &Arc<Route>,
+    ) -> Result<Reply, ApiError> {
+        let st = &*self.state;
+        match route.handler {
+            HandlerKind::JsonRpc => {
+                let pool_name = route.pool.as_deref().unwrap_or("eth_el");
+                let pool = st
+                    .pools
+                    .get(pool_name)
+                    .ok_or_else(|| {
+                        ApiError::new(
+                            503,
+                            "pool_not_configured",
+                            format!("no {pool_name} pool is configured"),
+                        )
+                    })?
+                    .clone();
+                let body = read_body(session, st.config.app.rpc.max_body_bytes).await?;
+                let reply = st.gateway.handle(&pool, &body, &ctx.request_id).await?;
+                ctx.upstream = reply.upstream;
+                Ok(Reply::json(200, reply.body))
+            }
+            _ => Err(ApiError::not_implemented(&route.name)),
+        }
+    }
+
+    fn console_origin(&self) -> Option<&str> {
+        self.state.config.app.console.origin.as_deref()
+    }
+}
+
+/// Read the request body, refusing more than `limit` bytes with 413.
+async fn read_body(session: &mut Session, limit: usize) -> Result<Bytes, ApiError> {
+    let too_large = || {
+        ApiError::new(
+            413,
+            "payload_too_large",
+            format!("request body exceeds {limit} bytes"),
+        )
+    };
+    if let Some(len) = header_str(session, "content-length").and_then(|v| v.parse::<usize>().ok()) {
+        if len > limit {
+            return Err(too_large());
+        }
+    }
+    let mut buf = BytesMut::new();
+    loop {
+        match session.read_request_body().await {
+            Ok(Some(chunk)) => {
+                if buf.len() + chunk.len() > limit {
+                    return Err(too_large());
+                }
+                buf.extend_from_slice(&chunk);
+            }
+            Ok(None) => return Ok(buf.freeze()),
+            Err(e) => {
+                return Err(ApiError::new(
+                    400,
+                    "invalid_body",
+                    format!("cannot read request body: {e}"),
+                ))
+            }
+        }
+    }
+}
+
+fn header_str<'a>(session: &'a Session, name: &str) -> Option<&'a str> {
+    session.get_header(name).and_then(|v| v.to_str().ok())
+}
+
+fn peer_ip(session: &Session) -> Option<IpAddr> {
+    session
+        .client_addr()
+        .and_then(|a| a.as_inet())
+        .map(|a| a.ip())
+}
+
+/// Keep a caller's well-formed `X-Request-Id` (for tracing across hops); otherwise mint one.
+fn request_id(given: Option<&[u8]>) -> String {
+    if let Some(g) = given {
+        if !g.is_empty()
+            && g.len() <= 64
+            && g.iter()
+                .all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(c))
+        {
+            return String::from_utf8_lossy(g).into_owned();
+        }
+    }
+    static PREFIX: once_cell::sync::Lazy<u32> = once_cell::sync::Lazy::new(rand::random);
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{:08x}{:012x}",
+        *PREFIX,
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}

@@ -1,0 +1,71 @@
+//! Writing a locally produced response: one complete response, keep-alive preserved.
+
+use super::Ctx;
+use crate::errors::{ApiError, Envelope};
+use bytes::Bytes;
+use pingora_core::Result;
+use pingora_http::ResponseHeader;
+use pingora_proxy::Session;
+
+/// A response produced by the edge or a local handler (no Pingora types inside).
+pub struct Reply {
+    pub status: u16,
+    pub content_type: Option<&'static str>,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: Bytes,
+}
+
+impl Reply {
+    pub fn json(status: u16, body: impl Into<Bytes>) -> Self {
+        Reply {
+            status,
+            content_type: Some("application/json"),
+            headers: Vec::new(),
+            body: body.into(),
+        }
+    }
+
+    pub fn empty(status: u16) -> Self {
+        Reply {
+            status,
+            content_type: None,
+            headers: Vec::new(),
+            body: Bytes::new(),
+        }
+    }
+
+    pub fn error(e: &ApiError, envelope: Envelope, request_id: &str) -> Self {
+        let mut r = Reply::json(e.status, e.body(envelope, request_id));
+        r.headers.extend(e.headers.iter().cloned());
+        r
+    }
+
+    pub fn with_headers(mut self, h: Vec<(&'static str, String)>) -> Self {
+        self.headers.extend(h);
+        self
+    }
+}
+
+pub async fn write(session: &mut Session, ctx: &Ctx, reply: Reply) -> Result<()> {
+    let mut h = ResponseHeader::build(
+        reply.status,
+        Some(4 + reply.headers.len() + ctx.cors_headers.len()),
+    )?;
+    h.insert_header("Server", "chainedge")?;
+    h.insert_header("X-Request-Id", ctx.request_id.as_str())?;
+    if let Some(ct) = reply.content_type {
+        h.insert_header("Content-Type", ct)?;
+    }
+    h.insert_header("Content-Length", reply.body.len().to_string())?;
+    for (k, v) in reply.headers.iter().chain(ctx.cors_headers.iter()) {
+        h.append_header(*k, v.as_str())?;
+    }
+    let head_only = session.req_header().method == http::Method::HEAD || reply.body.is_empty();
+    session
+        .write_response_header(Box::new(h), head_only)
+        .await?;
+    if !head_only {
+        session.write_response_body(Some(reply.body), true).await?;
+    }
+    Ok(())
+}

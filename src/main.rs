@@ -1,0 +1,189 @@
+//! chainedge: an edge data plane for blockchain node fleets, on Pingora.
+
+mod auth;
+mod config;
+mod edge;
+mod errors;
+mod observe;
+mod pools;
+mod routes;
+mod rpc;
+mod upstream;
+
+use clap::Parser;
+use pingora_core::listeners::tls::TlsSettings;
+use pingora_core::server::configuration::{Opt, ServerConf};
+use pingora_core::server::Server;
+use pingora_core::services::listening::Service;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "chainedge",
+    version,
+    about = "Edge data plane for blockchain node fleets"
+)]
+struct Cli {
+    /// Pingora's own flags: -c server YAML, -d daemon, -u upgrade, -t test configuration.
+    #[command(flatten)]
+    pingora: Opt,
+
+    /// The app configuration (listeners, pools, plans, store, plugins directory).
+    #[arg(
+        long = "app",
+        env = "CHAINEDGE_APP",
+        default_value = "conf/chainedge.yaml"
+    )]
+    app: PathBuf,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+
+    let loaded = match load_all(&cli) {
+        Ok(l) => l,
+        Err(errors) => {
+            for e in &errors {
+                eprintln!("chainedge: {e}");
+            }
+            eprintln!(
+                "chainedge: configuration invalid ({} problem(s))",
+                errors.len()
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let (server_conf, app, matcher) = loaded;
+    if cli.pingora.test {
+        println!(
+            "chainedge: configuration OK ({} routes from {}, app config {})",
+            matcher.routes().len(),
+            app.plugins_dir.display(),
+            app.path.display()
+        );
+        return ExitCode::SUCCESS;
+    }
+    match run(cli, server_conf, app, matcher) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("chainedge: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+type LoadedAll = (ServerConf, config::Loaded, routes::matcher::Matcher);
+
+/// Validate the Pingora YAML, the app config and every manifest; collect all problems.
+fn load_all(cli: &Cli) -> Result<LoadedAll, Vec<config::ConfigError>> {
+    let mut errors = Vec::new();
+    let server_conf = match &cli.pingora.conf {
+        Some(p) => match config::server::load(std::path::Path::new(p)) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                errors.push(e);
+                None
+            }
+        },
+        None => Some(ServerConf::default()),
+    };
+    let app = match config::load(&cli.app) {
+        Ok(a) => Some(a),
+        Err(mut e) => {
+            errors.append(&mut e);
+            None
+        }
+    };
+    let matcher = app.as_ref().and_then(|app| {
+        let pools: Vec<&str> = config::POOL_NAMES.to_vec();
+        let ctx = routes::RouteContext {
+            plans: &app.app.plans,
+            pools: &pools,
+            switches: config::SWITCHES,
+        };
+        match routes::load(&app.plugins_dir, &ctx) {
+            Ok(m) => Some(m),
+            Err(mut e) => {
+                errors.append(&mut e);
+                None
+            }
+        }
+    });
+    match (server_conf, app, matcher) {
+        (Some(s), Some(a), Some(m)) if errors.is_empty() => Ok((s, a, m)),
+        _ => Err(errors),
+    }
+}
+
+fn run(
+    cli: Cli,
+    server_conf: ServerConf,
+    app: config::Loaded,
+    matcher: routes::matcher::Matcher,
+) -> Result<(), String> {
+    let pools = pools::Pools::from_config(&app)?;
+    observe::metrics::init();
+    let gateway = rpc::Gateway {
+        client: Arc::new(upstream::UpstreamClient::default()),
+        conf: rpc::RpcSettings::from(&app.app.rpc),
+    };
+    let http_addrs = app.app.listen.http.clone();
+    let tls = app
+        .app
+        .listen
+        .tls
+        .iter()
+        .map(|t| {
+            let base = app.path.parent().unwrap_or(std::path::Path::new("."));
+            (t.addr.clone(), base.join(&t.cert), base.join(&t.key))
+        })
+        .collect::<Vec<_>>();
+    let metrics_addr = app.app.metrics.listen.clone();
+    let threads = app.app.threads;
+    let state = Arc::new(edge::State {
+        matcher,
+        config: app,
+        pools,
+        gateway,
+    });
+
+    let mut opt = cli.pingora;
+    opt.conf = None; // already loaded (strictly) above
+    let mut server = Server::new_with_opt_and_conf(opt, server_conf);
+    server.bootstrap();
+
+    let mut proxy = pingora_proxy::http_proxy_service_with_name(
+        &server.configuration,
+        edge::Edge {
+            state: state.clone(),
+        },
+        "chainedge edge",
+    );
+    for addr in &http_addrs {
+        proxy.add_tcp(addr);
+    }
+    for (addr, cert, key) in &tls {
+        let mut settings =
+            TlsSettings::intermediate(&cert.to_string_lossy(), &key.to_string_lossy())
+                .map_err(|e| format!("TLS listener {addr}: {e}"))?;
+        settings.enable_h2();
+        proxy.add_tls_with_settings(addr, None, settings);
+    }
+    if threads.is_some() {
+        proxy.threads = threads;
+    }
+    server.add_service(proxy);
+
+    let mut metrics = Service::new(
+        "chainedge metrics".to_string(),
+        observe::metrics::MetricsApp,
+    );
+    metrics.add_tcp(&metrics_addr);
+    metrics.threads = Some(1);
+    server.add_service(metrics);
+
+    server.run_forever()
+}

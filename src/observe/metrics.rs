@@ -1,0 +1,143 @@
+//! The gateway's own metrics, served on a separate listener (`metrics.listen`).
+
+use async_trait::async_trait;
+use once_cell::sync::Lazy;
+use pingora_core::apps::http_app::ServeHttp;
+use pingora_core::protocols::http::ServerSession;
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
+};
+
+pub static REGISTRY: Lazy<Registry> = Lazy::new(Registry::new);
+
+fn register<C: prometheus::core::Collector + Clone + 'static>(c: C) -> C {
+    // Registration only fails on duplicate names, which would be a programming error.
+    REGISTRY
+        .register(Box::new(c.clone()))
+        .expect("metric registered once");
+    c
+}
+
+pub static REQUESTS: Lazy<IntCounterVec> = Lazy::new(|| {
+    register(
+        IntCounterVec::new(
+            Opts::new(
+                "chainedge_requests_total",
+                "Requests answered, by route and status",
+            ),
+            &["route", "status"],
+        )
+        .unwrap(),
+    )
+});
+
+pub static LATENCY: Lazy<HistogramVec> = Lazy::new(|| {
+    register(
+        HistogramVec::new(
+            HistogramOpts::new(
+                "chainedge_request_duration_seconds",
+                "Time from request head to last byte, by route",
+            )
+            .buckets(vec![
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                10.0,
+            ]),
+            &["route"],
+        )
+        .unwrap(),
+    )
+});
+
+pub static UPSTREAM_ATTEMPTS: Lazy<IntCounterVec> = Lazy::new(|| {
+    register(
+        IntCounterVec::new(
+            Opts::new(
+                "chainedge_upstream_attempts_total",
+                "Calls sent to upstream hosts",
+            ),
+            &["pool", "host"],
+        )
+        .unwrap(),
+    )
+});
+
+pub static UPSTREAM_FAILURES: Lazy<IntCounterVec> = Lazy::new(|| {
+    register(
+        IntCounterVec::new(
+            Opts::new(
+                "chainedge_upstream_failures_total",
+                "Upstream calls that failed, by reason",
+            ),
+            &["pool", "host", "reason"],
+        )
+        .unwrap(),
+    )
+});
+
+/// Touch every metric so the families appear (with HELP/TYPE) before the first request.
+pub fn init() {
+    Lazy::force(&REQUESTS);
+    Lazy::force(&LATENCY);
+    Lazy::force(&UPSTREAM_ATTEMPTS);
+    Lazy::force(&UPSTREAM_FAILURES);
+}
+
+pub fn request_done(route: &str, status: u16, seconds: f64) {
+    let mut buf = itoa_buf(status);
+    REQUESTS.with_label_values(&[route, buf.as_str()]).inc();
+    LATENCY.with_label_values(&[route]).observe(seconds);
+    buf.clear();
+}
+
+fn itoa_buf(n: u16) -> String {
+    n.to_string()
+}
+
+pub fn upstream_attempt(pool: &str, host: &str) {
+    UPSTREAM_ATTEMPTS.with_label_values(&[pool, host]).inc();
+}
+
+pub fn upstream_failure(pool: &str, host: &str, reason: &str) {
+    UPSTREAM_FAILURES
+        .with_label_values(&[pool, host, reason])
+        .inc();
+}
+
+pub fn render() -> Vec<u8> {
+    let mut out = Vec::new();
+    let _ = TextEncoder::new().encode(&REGISTRY.gather(), &mut out);
+    out
+}
+
+/// `GET /metrics` on the metrics listener; everything else is 404.
+pub struct MetricsApp;
+
+#[async_trait]
+impl ServeHttp for MetricsApp {
+    async fn response(&self, session: &mut ServerSession) -> http::Response<Vec<u8>> {
+        let path = session.req_header().uri.path();
+        let method = session.req_header().method.as_str();
+        let (status, ctype, body) = if path != "/metrics" {
+            (
+                404,
+                "application/json",
+                br#"{"error":"route_not_found","code":404}"#.to_vec(),
+            )
+        } else if method != "GET" && method != "HEAD" {
+            (
+                405,
+                "application/json",
+                br#"{"error":"method_not_allowed","code":405}"#.to_vec(),
+            )
+        } else {
+            (200, "text/plain; version=0.0.4", render())
+        };
+        http::Response::builder()
+            .status(status)
+            .header("Content-Type", ctype)
+            .header("Content-Length", body.len())
+            .header("Server", "chainedge")
+            .body(body)
+            .unwrap_or_default()
+    }
+}

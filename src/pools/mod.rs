@@ -1,0 +1,261 @@
+//! Upstream pools: hosts with family, role and capabilities, and which to try first.
+//!
+//! Health here is passive: a host that fails a call is set aside for a cool-down and tried
+//! last. Protocol-aware background checks (issue 5) will drive the same `HostState`.
+
+use crate::config::secrets::Secret;
+use crate::config::Loaded;
+use pingora_core::upstreams::peer::HttpPeer;
+use std::collections::HashMap;
+use std::net::ToSocketAddrs;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A parsed `http(s)://host:port/path` upstream address.
+#[derive(Debug, Clone)]
+pub struct HostAddr {
+    pub tls: bool,
+    pub host: String,
+    pub port: u16,
+    pub path: String,
+}
+
+impl HostAddr {
+    pub fn parse(url: &str) -> Result<Self, String> {
+        let (tls, rest) = if let Some(r) = url.strip_prefix("https://") {
+            (true, r)
+        } else if let Some(r) = url.strip_prefix("http://") {
+            (false, r)
+        } else {
+            return Err(format!("'{url}' must start with http:// or https://"));
+        };
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, "/"),
+        };
+        if authority.contains('@') {
+            return Err(format!(
+                "'{url}': credentials in URLs are refused; use headers with secret references"
+            ));
+        }
+        if path.contains('?') {
+            return Err(format!(
+                "'{url}': query strings are refused (no keys in URLs)"
+            ));
+        }
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => {
+                let port = p
+                    .parse::<u16>()
+                    .map_err(|_| format!("'{url}': bad port '{p}'"))?;
+                (
+                    h.trim_start_matches('[').trim_end_matches(']').to_string(),
+                    port,
+                )
+            }
+            _ => (authority.to_string(), if tls { 443 } else { 80 }),
+        };
+        if host.is_empty() {
+            return Err(format!("'{url}': missing host"));
+        }
+        Ok(HostAddr {
+            tls,
+            host,
+            port,
+            path: path.to_string(),
+        })
+    }
+
+    /// `Host` header value.
+    pub fn authority(&self) -> String {
+        let default = if self.tls { 443 } else { 80 };
+        if self.port == default {
+            self.host.clone()
+        } else if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+
+    pub fn peer(&self, sni: Option<&str>) -> Result<HttpPeer, String> {
+        let addr = (self.host.as_str(), self.port)
+            .to_socket_addrs()
+            .map_err(|e| format!("cannot resolve {}: {e}", self.host))?
+            .next()
+            .ok_or_else(|| format!("{} resolves to no address", self.host))?;
+        let mut peer = HttpPeer::new(addr, self.tls, sni.unwrap_or(&self.host).to_string());
+        peer.options.connection_timeout = Some(Duration::from_secs(2));
+        peer.options.idle_timeout = Some(Duration::from_secs(60));
+        Ok(peer)
+    }
+}
+
+pub struct Host {
+    pub id: String,
+    pub pool: String,
+    pub family: String,
+    pub role: String,
+    pub capabilities: Vec<String>,
+    pub addr: HostAddr,
+    pub peer: HttpPeer,
+    pub headers: Vec<(String, Secret)>,
+    pub metrics_url: Option<String>,
+    /// Milliseconds since `epoch` until which this host is set aside.
+    set_aside_until_ms: AtomicU64,
+    last_error: Mutex<Option<String>>,
+}
+
+impl Host {
+    pub fn has(&self, capability: &str) -> bool {
+        self.capabilities.iter().any(|c| c == capability)
+    }
+
+    pub fn set_aside(&self) -> bool {
+        now_ms() < self.set_aside_until_ms.load(Ordering::Relaxed)
+    }
+
+    /// Record a failed call: the host is tried last for the cool-down.
+    pub fn record_failure(&self, reason: &str) {
+        self.set_aside_until_ms
+            .store(now_ms() + COOL_DOWN.as_millis() as u64, Ordering::Relaxed);
+        if let Ok(mut e) = self.last_error.lock() {
+            *e = Some(reason.to_string());
+        }
+    }
+
+    pub fn record_success(&self) {
+        if self.set_aside_until_ms.load(Ordering::Relaxed) != 0 {
+            self.set_aside_until_ms.store(0, Ordering::Relaxed);
+        }
+    }
+
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error.lock().ok().and_then(|e| e.clone())
+    }
+}
+
+const COOL_DOWN: Duration = Duration::from_secs(5);
+
+fn now_ms() -> u64 {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_millis() as u64 + 1
+}
+
+pub struct Pool {
+    pub name: String,
+    pub hosts: Vec<Arc<Host>>,
+    next: AtomicUsize,
+}
+
+impl Pool {
+    /// Hosts to try, in order: round-robin over those not set aside, then the set-aside ones.
+    /// `capability` filters hosts that lack it.
+    pub fn candidates(&self, capability: Option<&str>) -> Vec<Arc<Host>> {
+        let n = self.hosts.len();
+        if n == 0 {
+            return Vec::new();
+        }
+        let start = self.next.fetch_add(1, Ordering::Relaxed) % n;
+        let mut good = Vec::with_capacity(n);
+        let mut aside = Vec::new();
+        for i in 0..n {
+            let h = &self.hosts[(start + i) % n];
+            if capability.is_some_and(|c| !h.has(c)) {
+                continue;
+            }
+            if h.set_aside() {
+                aside.push(h.clone());
+            } else {
+                good.push(h.clone());
+            }
+        }
+        good.extend(aside);
+        good
+    }
+
+    pub fn host(&self, id: &str) -> Option<&Arc<Host>> {
+        self.hosts.iter().find(|h| h.id == id)
+    }
+}
+
+#[derive(Default)]
+pub struct Pools {
+    pools: HashMap<String, Arc<Pool>>,
+}
+
+impl Pools {
+    pub fn from_config(cfg: &Loaded) -> Result<Self, String> {
+        let mut pools = HashMap::new();
+        for (name, pc) in &cfg.app.pools {
+            let mut hosts = Vec::new();
+            for (i, hc) in pc.hosts.iter().enumerate() {
+                let addr = HostAddr::parse(&hc.url)?;
+                let peer = addr
+                    .peer(hc.sni.as_deref())
+                    .map_err(|e| format!("pools.{name}.hosts[{i}].url: {e}"))?;
+                let headers = cfg
+                    .host_headers
+                    .get(name)
+                    .and_then(|v| v.get(i))
+                    .cloned()
+                    .unwrap_or_default();
+                hosts.push(Arc::new(Host {
+                    id: hc.id.clone(),
+                    pool: name.clone(),
+                    family: hc.family.clone(),
+                    role: hc.role.clone(),
+                    capabilities: hc.capabilities.clone(),
+                    addr,
+                    peer,
+                    headers,
+                    metrics_url: hc.metrics_url.clone(),
+                    set_aside_until_ms: AtomicU64::new(0),
+                    last_error: Mutex::new(None),
+                }));
+            }
+            pools.insert(
+                name.clone(),
+                Arc::new(Pool {
+                    name: name.clone(),
+                    hosts,
+                    next: AtomicUsize::new(0),
+                }),
+            );
+        }
+        Ok(Pools { pools })
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<Pool>> {
+        self.pools.get(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_urls_and_refuses_secrets_in_them() {
+        let a = HostAddr::parse("http://127.0.0.1:8545").unwrap();
+        assert_eq!(
+            (a.tls, a.host.as_str(), a.port, a.path.as_str()),
+            (false, "127.0.0.1", 8545, "/")
+        );
+        let a = HostAddr::parse("https://node.example/rpc/v1").unwrap();
+        assert_eq!(
+            (a.port, a.path.as_str(), a.authority().as_str()),
+            (443, "/rpc/v1", "node.example")
+        );
+        let a = HostAddr::parse("http://[::1]:9000/x").unwrap();
+        assert_eq!(
+            (a.host.as_str(), a.authority().as_str()),
+            ("::1", "[::1]:9000")
+        );
+        assert!(HostAddr::parse("ftp://x").is_err());
+        assert!(HostAddr::parse("https://user:key@x").is_err());
+        assert!(HostAddr::parse("https://x/rpc?apikey=1").is_err());
+        assert!(HostAddr::parse("http://x:notaport").is_err());
+    }
+}

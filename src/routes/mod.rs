@@ -1,0 +1,240 @@
+//! The route table: `plugins/*.yaml` manifests → validated [`Route`]s → a compiled [`Matcher`].
+
+pub mod matcher;
+pub mod spec;
+
+use crate::config::ConfigError;
+use crate::errors::Envelope;
+use matcher::{parse_pattern, Matcher, Seg};
+use spec::{CorsPolicy, Credential, HandlerKind, HttpMethod, Manifest};
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The surfaces the product has; each has exactly one manifest.
+pub const SURFACES: &[&str] = &[
+    "admin", "base", "console", "eth", "polygon", "sol", "streams",
+];
+
+/// One route with every default resolved: what the edge needs per request.
+#[derive(Debug)]
+pub struct Route {
+    pub name: String,
+    pub surface: String,
+    pub methods: Vec<HttpMethod>,
+    pub path: String,
+    pub segments: Vec<Seg>,
+    pub param_names: Vec<String>,
+    pub handler: HandlerKind,
+    pub credential: Credential,
+    /// Lowest admitted plan, as its rank in the configured plan order.
+    pub min_plan: Option<usize>,
+    pub min_plan_name: Option<String>,
+    pub scopes: Vec<String>,
+    pub features: Vec<String>,
+    pub rate: Option<String>,
+    pub pool: Option<String>,
+    pub envelope: Envelope,
+    pub cors: CorsPolicy,
+    pub websocket: bool,
+    pub switch: Option<String>,
+    pub enabled: bool,
+    /// Precomputed `Allow` header value.
+    pub allow: String,
+}
+
+impl Route {
+    pub fn param<'a>(&self, params: &'a [String], name: &str) -> Option<&'a str> {
+        let i = self.param_names.iter().position(|n| n == name)?;
+        params.get(i).map(String::as_str)
+    }
+}
+
+/// What manifests may refer to, taken from the app config.
+pub struct RouteContext<'a> {
+    pub plans: &'a [String],
+    pub pools: &'a [&'a str],
+    pub switches: &'a [&'a str],
+}
+
+/// Load and compile every manifest in `dir`. All problems are collected, each naming
+/// file, key and reason.
+pub fn load(dir: &Path, ctx: &RouteContext) -> Result<Matcher, Vec<ConfigError>> {
+    let mut errors = Vec::new();
+    let mut routes: Vec<Arc<Route>> = Vec::new();
+    let mut origin: Vec<(String, usize)> = Vec::new(); // (file, index in file) per route
+    let mut names = HashSet::new();
+
+    let mut files: Vec<_> = match std::fs::read_dir(dir) {
+        Ok(rd) => rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
+            .collect(),
+        Err(e) => {
+            return Err(vec![ConfigError::new(
+                dir,
+                "",
+                format!("cannot read plugins directory: {e}"),
+            )])
+        }
+    };
+    files.sort();
+    let mut seen_surfaces = HashSet::new();
+
+    for file in &files {
+        let text = match std::fs::read_to_string(file) {
+            Ok(t) => t,
+            Err(e) => {
+                errors.push(ConfigError::new(file, "", format!("cannot read: {e}")));
+                continue;
+            }
+        };
+        let manifest: Manifest = match crate::config::parse_yaml(&text) {
+            Ok(m) => m,
+            Err((key, reason)) => {
+                errors.push(ConfigError::new(file, &key, reason));
+                continue;
+            }
+        };
+        let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+        if manifest.surface != stem {
+            errors.push(ConfigError::new(
+                file,
+                "surface",
+                format!(
+                    "surface '{}' must match the file name '{stem}'",
+                    manifest.surface
+                ),
+            ));
+        }
+        if !SURFACES.contains(&manifest.surface.as_str()) {
+            errors.push(ConfigError::new(
+                file,
+                "surface",
+                format!(
+                    "unknown surface '{}'; expected one of {SURFACES:?}",
+                    manifest.surface
+                ),
+            ));
+        }
+        seen_surfaces.insert(manifest.surface.clone());
+
+        for (i, spec) in manifest.routes.into_iter().enumerate() {
+            let key = |k: &str| format!("routes[{i}].{k}");
+            let mut bad =
+                |k: &str, reason: String| errors.push(ConfigError::new(file, &key(k), reason));
+            if !names.insert(spec.name.clone()) {
+                bad("name", format!("route name '{}' is used twice", spec.name));
+            }
+            let segments = match parse_pattern(&spec.path) {
+                Ok(s) => s,
+                Err(reason) => {
+                    bad("path", format!("'{}': {reason}", spec.path));
+                    continue;
+                }
+            };
+            if spec.methods.is_empty() && !spec.websocket {
+                bad("methods", "at least one method is required".into());
+            }
+            let min_plan = match &spec.tier {
+                Some(t) => match ctx.plans.iter().position(|p| p == t) {
+                    Some(rank) => Some(rank),
+                    None => {
+                        bad(
+                            "tier",
+                            format!("unknown plan '{t}'; plans are {:?}", ctx.plans),
+                        );
+                        None
+                    }
+                },
+                None => None,
+            };
+            if let Some(p) = &spec.pool {
+                if !ctx.pools.contains(&p.as_str()) {
+                    bad(
+                        "pool",
+                        format!("unknown pool '{p}'; pools are {:?}", ctx.pools),
+                    );
+                }
+            }
+            if let Some(s) = &spec.switch {
+                if !ctx.switches.contains(&s.as_str()) {
+                    bad(
+                        "switch",
+                        format!("unknown switch '{s}'; switches are {:?}", ctx.switches),
+                    );
+                }
+            }
+            let param_names = segments
+                .iter()
+                .filter_map(|s| match s {
+                    Seg::Param(n) | Seg::Tail(n) => Some(n.clone()),
+                    Seg::Lit(_) => None,
+                })
+                .collect();
+            let mut methods = spec.methods.clone();
+            methods.sort();
+            methods.dedup();
+            let allow = methods
+                .iter()
+                .map(|m| m.as_str())
+                .collect::<Vec<_>>()
+                .join(", ");
+            origin.push((file.display().to_string(), i));
+            routes.push(Arc::new(Route {
+                name: spec.name,
+                surface: manifest.surface.clone(),
+                methods,
+                path: spec.path,
+                segments,
+                param_names,
+                handler: spec.handler,
+                credential: spec.credential.unwrap_or(manifest.credential),
+                min_plan,
+                min_plan_name: spec.tier,
+                scopes: spec.scopes,
+                features: spec.features,
+                rate: spec.rate,
+                pool: spec.pool,
+                envelope: spec.envelope.unwrap_or(manifest.envelope),
+                cors: spec.cors.unwrap_or(manifest.cors),
+                websocket: spec.websocket,
+                switch: spec.switch,
+                enabled: spec.enabled,
+                allow,
+            }));
+        }
+    }
+    for s in SURFACES {
+        if !seen_surfaces.contains(*s) {
+            errors.push(ConfigError::new(
+                dir,
+                "",
+                format!("missing manifest for surface '{s}' ({s}.yaml)"),
+            ));
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    Matcher::build(routes.clone()).map_err(|overlaps| {
+        overlaps
+            .into_iter()
+            .map(|(a, b, m)| {
+                let (fa, ia) = &origin[a];
+                let (fb, ib) = &origin[b];
+                ConfigError::new(
+                    Path::new(fa),
+                    &format!("routes[{ia}].path"),
+                    format!(
+                        "route '{}' ({} {}) overlaps route '{}' ({fb} routes[{ib}])",
+                        routes[a].name,
+                        m.as_str(),
+                        routes[a].path,
+                        routes[b].name
+                    ),
+                )
+            })
+            .collect()
+    })
+}

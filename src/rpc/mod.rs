@@ -1,0 +1,514 @@
+//! The JSON-RPC gateway behind `/rpc/eth` (and `/rpc/base`): parse, classify, route with
+//! fallback, dispatch writes by policy.
+
+pub mod methods;
+
+use crate::config::{RpcConf, WritePolicy};
+use crate::errors::ApiError;
+use crate::observe::metrics;
+use crate::pools::{Host, Pool};
+use crate::upstream::{UpstreamClient, UpstreamError};
+use bytes::Bytes;
+use methods::{classify, MethodClass};
+use serde_json::{json, Value};
+use sha3::{Digest, Keccak256};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub struct Gateway {
+    pub client: Arc<UpstreamClient>,
+    pub conf: RpcSettings,
+}
+
+#[derive(Clone)]
+pub struct RpcSettings {
+    pub max_batch: usize,
+    pub max_response_bytes: usize,
+    pub timeout: Duration,
+    pub max_attempts: usize,
+    pub write_policy: WritePolicy,
+}
+
+impl From<&RpcConf> for RpcSettings {
+    fn from(c: &RpcConf) -> Self {
+        RpcSettings {
+            max_batch: c.max_batch,
+            max_response_bytes: c.max_response_bytes,
+            timeout: Duration::from_millis(c.timeout_ms),
+            max_attempts: c.max_attempts,
+            write_policy: c.write_policy,
+        }
+    }
+}
+
+/// The gateway's answer: a JSON body, and which host served it (for the access log).
+pub struct RpcReply {
+    pub body: Bytes,
+    pub upstream: Option<String>,
+}
+
+/// Node-state errors: the host cannot answer *now*; another host may.
+const NODE_STATE_PATTERNS: &[&str] = &[
+    "header not found",
+    "missing trie node",
+    "unknown block",
+    "block not found",
+    "not synced",
+    "syncing",
+];
+
+/// An upstream's way of saying "I already have this transaction".
+const ALREADY_KNOWN_PATTERNS: &[&str] = &["already known", "already imported", "known transaction"];
+
+fn jsonrpc_error(id: &Value, code: i64, message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+impl Gateway {
+    pub async fn handle(
+        &self,
+        pool: &Pool,
+        body: &[u8],
+        request_id: &str,
+    ) -> Result<RpcReply, ApiError> {
+        let parsed: Value = serde_json::from_slice(body).map_err(|e| {
+            ApiError::invalid_params(format!("body is not JSON: {e}"))
+                .with_field("jsonrpc_code", -32700)
+        })?;
+        match parsed {
+            Value::Array(calls) => self.batch(pool, calls, request_id).await,
+            call @ Value::Object(_) => self.single(pool, call, body, request_id).await,
+            _ => Err(ApiError::invalid_params(
+                "a JSON-RPC request is an object or a non-empty array",
+            )),
+        }
+    }
+
+    async fn single(
+        &self,
+        pool: &Pool,
+        call: Value,
+        raw: &[u8],
+        rid: &str,
+    ) -> Result<RpcReply, ApiError> {
+        let method = method_of(&call)?;
+        match classify(method) {
+            MethodClass::Unknown => Err(ApiError::new(
+                403,
+                "method_unknown",
+                format!("method '{method}' is not part of the product"),
+            )),
+            MethodClass::Subscription => Err(ApiError::invalid_params(format!(
+                "{method} needs a WebSocket connection to /rpc/eth"
+            ))),
+            MethodClass::Write => {
+                let (v, host) = self.write(pool, &call, rid).await?;
+                Ok(RpcReply {
+                    body: Bytes::from(serde_json::to_vec(&v).unwrap_or_default()),
+                    upstream: host,
+                })
+            }
+            class => {
+                self.read(pool, class.capability(), Bytes::copy_from_slice(raw), rid)
+                    .await
+            }
+        }
+    }
+
+    async fn batch(&self, pool: &Pool, calls: Vec<Value>, rid: &str) -> Result<RpcReply, ApiError> {
+        if calls.is_empty() {
+            return Err(ApiError::invalid_params("empty batch"));
+        }
+        if calls.len() > self.conf.max_batch {
+            return Err(ApiError::invalid_params(format!(
+                "batch of {} calls exceeds the limit of {}",
+                calls.len(),
+                self.conf.max_batch
+            )));
+        }
+        // Slots keep the caller's order; reads go upstream together, the rest one by one.
+        let mut out: Vec<Option<Value>> = vec![None; calls.len()];
+        let mut reads: Vec<(usize, Value)> = Vec::new();
+        let mut upstream = None;
+        // JSON-RPC 2.0: a call without an `id` member is a notification and gets no reply.
+        let notification: Vec<bool> = calls.iter().map(|c| c.get("id").is_none()).collect();
+        for (i, call) in calls.into_iter().enumerate() {
+            let id = call.get("id").cloned().unwrap_or(Value::Null);
+            let method = match method_of(&call) {
+                Ok(m) => m.to_string(),
+                Err(e) => {
+                    out[i] = Some(jsonrpc_error(&id, -32600, &e.message));
+                    continue;
+                }
+            };
+            match classify(&method) {
+                MethodClass::Unknown => {
+                    out[i] = Some(jsonrpc_error(
+                        &id,
+                        -32601,
+                        &format!("method_unknown: '{method}' is not part of the product"),
+                    ))
+                }
+                MethodClass::Subscription => {
+                    out[i] = Some(jsonrpc_error(
+                        &id,
+                        -32600,
+                        &format!("{method} needs a WebSocket connection"),
+                    ))
+                }
+                MethodClass::Write => match self.write(pool, &call, rid).await {
+                    Ok((v, h)) => {
+                        out[i] = Some(v);
+                        upstream = upstream.or(h);
+                    }
+                    Err(e) => out[i] = Some(jsonrpc_error(&id, -32603, &e.message)),
+                },
+                MethodClass::Read => reads.push((i, call)),
+                // Capability-bound calls travel alone so each finds a host that can serve it.
+                class => {
+                    let body = Bytes::from(serde_json::to_vec(&call).unwrap_or_default());
+                    out[i] = Some(match self.read(pool, class.capability(), body, rid).await {
+                        Ok(r) => {
+                            upstream = upstream.or(r.upstream);
+                            serde_json::from_slice(&r.body).unwrap_or_else(|_| {
+                                jsonrpc_error(&id, -32603, "upstream answered non-JSON")
+                            })
+                        }
+                        Err(e) => jsonrpc_error(&id, -32603, &e.message),
+                    });
+                }
+            }
+        }
+        if !reads.is_empty() {
+            let sub: Vec<&Value> = reads.iter().map(|(_, c)| c).collect();
+            let body = Bytes::from(serde_json::to_vec(&sub).unwrap_or_default());
+            let answered: Vec<Value> = match self.read(pool, None, body, rid).await {
+                Ok(r) => {
+                    upstream = upstream.or(r.upstream);
+                    match serde_json::from_slice::<Value>(&r.body) {
+                        Ok(Value::Array(items)) => items,
+                        _ => Vec::new(),
+                    }
+                }
+                Err(_) => Vec::new(),
+            };
+            // Match answers to calls by id: upstreams may reorder batch responses.
+            for (slot, call) in &reads {
+                let id = call.get("id").cloned().unwrap_or(Value::Null);
+                let found = answered.iter().find(|a| a.get("id") == Some(&id)).cloned();
+                out[*slot] = Some(found.unwrap_or_else(|| {
+                    jsonrpc_error(&id, -32603, "no upstream answered this call")
+                }));
+            }
+        }
+        let items: Vec<Value> = out
+            .into_iter()
+            .zip(notification)
+            .filter_map(|(v, n)| if n { None } else { v })
+            .collect();
+        Ok(RpcReply {
+            body: Bytes::from(serde_json::to_vec(&items).unwrap_or_default()),
+            upstream,
+        })
+    }
+
+    /// Send a read to hosts in order until one gives an answer worth returning.
+    async fn read(
+        &self,
+        pool: &Pool,
+        capability: Option<&str>,
+        body: Bytes,
+        rid: &str,
+    ) -> Result<RpcReply, ApiError> {
+        let hosts = pool.candidates(capability);
+        if hosts.is_empty() {
+            return Err(ApiError::new(
+                503,
+                "no_upstream",
+                format!(
+                    "no host in pool {} can serve this call{}",
+                    pool.name,
+                    capability
+                        .map(|c| format!(" (needs {c})"))
+                        .unwrap_or_default()
+                ),
+            ));
+        }
+        let deadline = Instant::now() + self.conf.timeout;
+        let mut last_error = String::new();
+        for host in hosts.iter().take(self.conf.max_attempts) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match self.attempt(host, body.clone(), rid, left).await {
+                Ok(body) => {
+                    if let Some(reason) = node_state_error(&body) {
+                        host.record_failure(&reason);
+                        metrics::upstream_failure(&pool.name, &host.id, "node_state");
+                        last_error = format!("{}: {reason}", host.id);
+                        continue;
+                    }
+                    host.record_success();
+                    return Ok(RpcReply {
+                        body,
+                        upstream: Some(host.id.clone()),
+                    });
+                }
+                Err(e) => last_error = format!("{}: {e}", host.id),
+            }
+        }
+        Err(ApiError::bad_gateway(
+            "upstream_unavailable",
+            format!("every attempt failed; last: {last_error}"),
+        ))
+    }
+
+    /// One call to one host; transport errors, timeouts and 5xx/429 count as failures.
+    async fn attempt(
+        &self,
+        host: &Arc<Host>,
+        body: Bytes,
+        rid: &str,
+        timeout: Duration,
+    ) -> Result<Bytes, String> {
+        metrics::upstream_attempt(&host.pool, &host.id);
+        let res = self
+            .client
+            .post_json(host, body, rid, timeout, self.conf.max_response_bytes)
+            .await;
+        let reason = match res {
+            Ok(r) if r.status < 400 || (r.status < 500 && r.status != 429) => return Ok(r.body),
+            Ok(r) => format!("HTTP {}", r.status),
+            Err(UpstreamError::Timeout) => "timeout".to_string(),
+            Err(e) => e.to_string(),
+        };
+        host.record_failure(&reason);
+        metrics::upstream_failure(
+            &host.pool,
+            &host.id,
+            if reason == "timeout" {
+                "timeout"
+            } else {
+                "transport"
+            },
+        );
+        Err(reason)
+    }
+
+    /// Dispatch `eth_sendRawTransaction`. Each host receives the write at most once.
+    async fn write(
+        &self,
+        pool: &Pool,
+        call: &Value,
+        rid: &str,
+    ) -> Result<(Value, Option<String>), ApiError> {
+        let id = call.get("id").cloned().unwrap_or(Value::Null);
+        let raw = call
+            .get("params")
+            .and_then(|p| p.get(0))
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                ApiError::invalid_params("eth_sendRawTransaction takes one 0x-hex string")
+            })?;
+        let tx_hash = tx_hash(raw)
+            .ok_or_else(|| ApiError::invalid_params("raw transaction is not 0x-prefixed hex"))?;
+        let hosts = pool.candidates(None);
+        if hosts.is_empty() {
+            return Err(ApiError::new(
+                503,
+                "no_upstream",
+                format!("pool {} has no hosts", pool.name),
+            ));
+        }
+        let body = Bytes::from(serde_json::to_vec(call).unwrap_or_default());
+        let answers: Vec<(String, Result<Bytes, String>)> = match self.conf.write_policy {
+            WritePolicy::Broadcast => {
+                let mut tasks = Vec::new();
+                for host in hosts {
+                    let (client, body, rid, conf) = (
+                        self.client.clone(),
+                        body.clone(),
+                        rid.to_string(),
+                        self.conf.clone(),
+                    );
+                    tasks.push(tokio::spawn(async move {
+                        metrics::upstream_attempt(&host.pool, &host.id);
+                        let r = client
+                            .post_json(&host, body, &rid, conf.timeout, conf.max_response_bytes)
+                            .await;
+                        let r = match r {
+                            Ok(r) if r.status < 500 => Ok(r.body),
+                            Ok(r) => Err(format!("HTTP {}", r.status)),
+                            Err(e) => Err(e.to_string()),
+                        };
+                        if let Err(e) = &r {
+                            host.record_failure(e);
+                            metrics::upstream_failure(&host.pool, &host.id, "transport");
+                        }
+                        (host.id.clone(), r)
+                    }));
+                }
+                let mut out = Vec::new();
+                for t in tasks {
+                    if let Ok(a) = t.await {
+                        out.push(a);
+                    }
+                }
+                out
+            }
+            WritePolicy::FirstAccepting => {
+                let mut out = Vec::new();
+                for host in hosts.iter().take(self.conf.max_attempts) {
+                    let r = self
+                        .attempt(host, body.clone(), rid, self.conf.timeout)
+                        .await;
+                    let accepted = r
+                        .as_ref()
+                        .is_ok_and(|b| write_outcome(b) != WriteOutcome::Rejected);
+                    out.push((host.id.clone(), r));
+                    if accepted {
+                        break;
+                    }
+                }
+                out
+            }
+        };
+        // Prefer an acceptance; an "already known" counts as one (the resend is idempotent).
+        let mut first_rejection: Option<(Value, String)> = None;
+        for (host, answer) in &answers {
+            if let Ok(b) = answer {
+                match write_outcome(b) {
+                    WriteOutcome::Accepted | WriteOutcome::AlreadyKnown => {
+                        return Ok((
+                            json!({"jsonrpc": "2.0", "id": id, "result": tx_hash}),
+                            Some(host.clone()),
+                        ));
+                    }
+                    WriteOutcome::Rejected => {
+                        if first_rejection.is_none() {
+                            if let Ok(v) = serde_json::from_slice::<Value>(b) {
+                                first_rejection = Some((v, host.clone()));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        match first_rejection {
+            Some((mut v, host)) => {
+                v["id"] = id;
+                Ok((v, Some(host)))
+            }
+            None => Err(ApiError::bad_gateway(
+                "upstream_unavailable",
+                "no host answered the transaction",
+            )),
+        }
+    }
+}
+
+#[derive(PartialEq, Eq, Debug)]
+enum WriteOutcome {
+    Accepted,
+    AlreadyKnown,
+    Rejected,
+}
+
+fn write_outcome(body: &[u8]) -> WriteOutcome {
+    let Ok(v) = serde_json::from_slice::<Value>(body) else {
+        return WriteOutcome::Rejected;
+    };
+    if v.get("result").is_some_and(Value::is_string) {
+        return WriteOutcome::Accepted;
+    }
+    let msg = v
+        .pointer("/error/message")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    if ALREADY_KNOWN_PATTERNS.iter().any(|p| msg.contains(p)) {
+        WriteOutcome::AlreadyKnown
+    } else {
+        WriteOutcome::Rejected
+    }
+}
+
+/// A single response whose error says the node cannot answer now (not the call's fault).
+fn node_state_error(body: &[u8]) -> Option<String> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    let err = v.get("error")?;
+    let code = err.get("code").and_then(Value::as_i64).unwrap_or(0);
+    let msg = err.get("message").and_then(Value::as_str).unwrap_or("");
+    let lower = msg.to_ascii_lowercase();
+    if code == -32601 || NODE_STATE_PATTERNS.iter().any(|p| lower.contains(p)) {
+        Some(format!("{code} {msg}"))
+    } else {
+        None
+    }
+}
+
+fn method_of(call: &Value) -> Result<&str, ApiError> {
+    call.get("method")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ApiError::invalid_params("each JSON-RPC call needs a string 'method'"))
+}
+
+/// keccak256 of the raw transaction bytes: its hash.
+pub fn tx_hash(raw: &str) -> Option<String> {
+    let bytes = hex::decode(raw.strip_prefix("0x")?).ok()?;
+    if bytes.is_empty() {
+        return None;
+    }
+    Some(format!("0x{}", hex::encode(Keccak256::digest(&bytes))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcome_of_writes() {
+        assert_eq!(
+            write_outcome(br#"{"jsonrpc":"2.0","id":1,"result":"0xab"}"#),
+            WriteOutcome::Accepted
+        );
+        assert_eq!(
+            write_outcome(br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32003,"message":"transaction already imported"}}"#),
+            WriteOutcome::AlreadyKnown
+        );
+        assert_eq!(
+            write_outcome(
+                br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32003,"message":"nonce too low"}}"#
+            ),
+            WriteOutcome::Rejected
+        );
+    }
+
+    #[test]
+    fn node_state_vs_deterministic_errors() {
+        assert!(
+            node_state_error(br#"{"error":{"code":-32000,"message":"header not found"}}"#)
+                .is_some()
+        );
+        assert!(node_state_error(
+            br#"{"error":{"code":-32601,"message":"the method trace_block does not exist"}}"#
+        )
+        .is_some());
+        assert!(
+            node_state_error(br#"{"error":{"code":3,"message":"execution reverted"}}"#).is_none()
+        );
+        assert!(node_state_error(br#"{"result":"0x1"}"#).is_none());
+    }
+
+    #[test]
+    fn hash_of_raw_tx() {
+        // keccak256 of the single byte 0x00.
+        assert_eq!(
+            tx_hash("0x00").unwrap(),
+            "0xbc36789e7a1e281436464229828f817d6612f7b477d66591ff96a9e064bcc98a"
+        );
+        assert!(tx_hash("0x").is_none());
+        assert!(tx_hash("zz").is_none());
+    }
+}

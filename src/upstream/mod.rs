@@ -1,0 +1,115 @@
+//! HTTP client toward nodes, on Pingora's pooled connector (keep-alive reuse per host).
+
+use crate::pools::Host;
+use bytes::{Bytes, BytesMut};
+use pingora_core::connectors::http::Connector;
+use pingora_http::RequestHeader;
+use std::time::Duration;
+
+pub struct UpstreamClient {
+    connector: Connector,
+}
+
+#[derive(Debug)]
+pub struct UpstreamResponse {
+    pub status: u16,
+    pub body: Bytes,
+}
+
+#[derive(Debug)]
+pub enum UpstreamError {
+    Connect(String),
+    Io(String),
+    Timeout,
+    TooLarge(usize),
+}
+
+impl std::fmt::Display for UpstreamError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Connect(e) => write!(f, "connect: {e}"),
+            Self::Io(e) => write!(f, "io: {e}"),
+            Self::Timeout => write!(f, "timeout"),
+            Self::TooLarge(n) => write!(f, "response exceeds {n} bytes"),
+        }
+    }
+}
+
+impl Default for UpstreamClient {
+    fn default() -> Self {
+        UpstreamClient {
+            connector: Connector::new(None),
+        }
+    }
+}
+
+impl UpstreamClient {
+    /// POST a JSON body to the host's URL path and read the whole (bounded) response.
+    pub async fn post_json(
+        &self,
+        host: &Host,
+        body: Bytes,
+        request_id: &str,
+        timeout: Duration,
+        max_response: usize,
+    ) -> Result<UpstreamResponse, UpstreamError> {
+        match tokio::time::timeout(timeout, self.exchange(host, body, request_id, max_response))
+            .await
+        {
+            Ok(r) => r,
+            Err(_) => Err(UpstreamError::Timeout),
+        }
+    }
+
+    async fn exchange(
+        &self,
+        host: &Host,
+        body: Bytes,
+        request_id: &str,
+        max_response: usize,
+    ) -> Result<UpstreamResponse, UpstreamError> {
+        let io = |e: Box<pingora_error::Error>| UpstreamError::Io(e.to_string());
+        let mut req = RequestHeader::build("POST", host.addr.path.as_bytes(), None).map_err(io)?;
+        req.insert_header("Host", host.addr.authority())
+            .map_err(io)?;
+        req.insert_header("Content-Type", "application/json")
+            .map_err(io)?;
+        req.insert_header("Content-Length", body.len().to_string())
+            .map_err(io)?;
+        req.insert_header("X-Request-Id", request_id).map_err(io)?;
+        for (name, value) in &host.headers {
+            req.insert_header(name.clone(), value.expose())
+                .map_err(io)?;
+        }
+        let (mut session, _reused) = self
+            .connector
+            .get_http_session(&host.peer)
+            .await
+            .map_err(|e| UpstreamError::Connect(e.to_string()))?;
+        session
+            .write_request_header(Box::new(req))
+            .await
+            .map_err(io)?;
+        session.write_request_body(body, true).await.map_err(io)?;
+        session.finish_request_body().await.map_err(io)?;
+        session.read_response_header().await.map_err(io)?;
+        let status = session
+            .response_header()
+            .map(|h| h.status.as_u16())
+            .unwrap_or(0);
+        let mut buf = BytesMut::new();
+        while let Some(chunk) = session.read_response_body().await.map_err(io)? {
+            if buf.len() + chunk.len() > max_response {
+                return Err(UpstreamError::TooLarge(max_response));
+            }
+            buf.extend_from_slice(&chunk);
+        }
+        self.connector
+            .release_http_session(session, &host.peer, Some(Duration::from_secs(60)))
+            .await;
+        Ok(UpstreamResponse {
+            status,
+            body: buf.freeze(),
+        })
+    }
+}
