@@ -1,6 +1,7 @@
 //! chainedge: an edge data plane for blockchain node fleets, on Pingora.
 
 mod auth;
+mod cli;
 mod config;
 mod edge;
 mod errors;
@@ -8,6 +9,7 @@ mod observe;
 mod pools;
 mod routes;
 mod rpc;
+mod store;
 mod upstream;
 
 use clap::Parser;
@@ -34,9 +36,13 @@ struct Cli {
     #[arg(
         long = "app",
         env = "CHAINEDGE_APP",
-        default_value = "conf/chainedge.yaml"
+        default_value = "conf/chainedge.yaml",
+        global = true
     )]
     app: PathBuf,
+
+    #[command(subcommand)]
+    command: Option<cli::Command>,
 }
 
 fn main() -> ExitCode {
@@ -57,6 +63,9 @@ fn main() -> ExitCode {
         }
     };
     let (server_conf, app, matcher) = loaded;
+    if let Some(cmd) = &cli.command {
+        return cli::run(cmd, &app);
+    }
     if cli.pingora.test {
         println!(
             "chainedge: configuration OK ({} routes from {}, app config {})",
@@ -143,17 +152,27 @@ fn run(
         .collect::<Vec<_>>();
     let metrics_addr = app.app.metrics.listen.clone();
     let threads = app.app.threads;
+
+    let mut opt = cli.pingora;
+    opt.conf = None; // already loaded (strictly) above
+    let mut server = Server::new_with_opt_and_conf(opt, server_conf);
+    // Daemonizes with -d: open the store only after, so no SQLite handle crosses a fork.
+    server.bootstrap();
+
+    let store = store::Store::open(&app.store_path)
+        .map_err(|e| format!("store {}: {e}", app.store_path.display()))?;
+    let keys = auth::keys::KeyAuth::new(
+        Arc::new(std::sync::Mutex::new(store)),
+        app.app.auth.key_cache_size,
+        std::time::Duration::from_millis(app.app.auth.key_cache_ttl_ms),
+    );
     let state = Arc::new(edge::State {
         matcher,
         config: app,
         pools,
         gateway,
+        keys,
     });
-
-    let mut opt = cli.pingora;
-    opt.conf = None; // already loaded (strictly) above
-    let mut server = Server::new_with_opt_and_conf(opt, server_conf);
-    server.bootstrap();
 
     let mut proxy = pingora_proxy::http_proxy_service_with_name(
         &server.configuration,

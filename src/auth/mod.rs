@@ -1,15 +1,42 @@
-//! Who the caller is. Admin identity is here; API keys and console sessions plug in beside it.
+//! Who the caller is: admin (loopback / token), API keys, and the plan checks on them.
+//! Console sessions (issue 4) plug in beside these.
+
+pub mod keys;
 
 use crate::config::secrets::Secret;
 use crate::errors::ApiError;
+use crate::store::KeyRecord;
 use std::net::IpAddr;
+use std::sync::Arc;
 use subtle::ConstantTimeEq;
 
 /// The authenticated caller, as far as the edge knows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Principal {
     Anonymous,
     Admin,
+    Key(Arc<KeyRecord>),
+}
+
+/// Lapsed trial or subscription, checked on every key use.
+pub fn check_standing(rec: &KeyRecord, now: i64) -> Result<(), ApiError> {
+    if rec.revoked {
+        return Err(ApiError::new(401, "unauthorized", "API key is revoked"));
+    }
+    if let Some(end) = rec.subscription_ends_at {
+        if end <= now {
+            return Err(ApiError::new(
+                401,
+                "subscription_expired",
+                "the subscription has lapsed",
+            ));
+        }
+    } else if let Some(end) = rec.trial_ends_at {
+        if end <= now {
+            return Err(ApiError::new(401, "trial_expired", "the trial has ended"));
+        }
+    }
+    Ok(())
 }
 
 /// Loopback by the socket's peer address only: `X-Forwarded-For` and `Host` never count.

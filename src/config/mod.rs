@@ -109,6 +109,8 @@ pub struct AppConfig {
     #[serde(default)]
     pub switches: BTreeMap<String, bool>,
     #[serde(default)]
+    pub auth: AuthConf,
+    #[serde(default)]
     pub rpc: RpcConf,
     #[serde(default)]
     pub pools: BTreeMap<String, PoolConf>,
@@ -168,6 +170,34 @@ pub struct AdminConf {
 pub struct StoreConf {
     /// SQLite file; relative paths are relative to this config file.
     pub path: PathBuf,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConf {
+    /// API keys held in memory (LRU by key hash).
+    #[serde(default = "d_key_cache_size")]
+    pub key_cache_size: usize,
+    /// How long a cached key is trusted: the bound on staleness of a revocation made
+    /// elsewhere (another node or the CLI). Revocation through this node is immediate.
+    #[serde(default = "d_key_cache_ttl")]
+    pub key_cache_ttl_ms: u64,
+}
+
+fn d_key_cache_size() -> usize {
+    100_000
+}
+fn d_key_cache_ttl() -> u64 {
+    30_000
+}
+
+impl Default for AuthConf {
+    fn default() -> Self {
+        AuthConf {
+            key_cache_size: d_key_cache_size(),
+            key_cache_ttl_ms: d_key_cache_ttl(),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]

@@ -31,6 +31,7 @@ pub struct State {
     pub config: Loaded,
     pub pools: Pools,
     pub gateway: Gateway,
+    pub keys: crate::auth::keys::KeyAuth,
 }
 
 pub struct Edge {
@@ -197,7 +198,7 @@ impl Edge {
             }
         }
 
-        let _principal = self.authenticate(session, &route)?;
+        let _principal = self.authenticate(session, &route).await?;
         self.dispatch(session, ctx, &route).await
     }
 
@@ -247,17 +248,106 @@ impl Edge {
         }
     }
 
-    fn authenticate(&self, session: &Session, route: &Route) -> Result<Principal, ApiError> {
-        match route.credential {
-            Credential::Admin => auth::admin(
+    async fn authenticate(&self, session: &Session, route: &Route) -> Result<Principal, ApiError> {
+        let st = &*self.state;
+        let admin = || {
+            auth::admin(
                 peer_ip(session),
                 session.get_header("x-admin-token").map(|v| v.as_bytes()),
-                self.state.config.admin_token.as_ref(),
-            ),
-            // API keys, bearer tokens and console sessions are resolved by the identity
-            // layer (issues 3 and 4); until it lands these routes see an anonymous caller.
-            _ => Ok(Principal::Anonymous),
+                st.config.admin_token.as_ref(),
+            )
+        };
+        match route.credential {
+            Credential::Admin => admin(),
+            // Console sessions are resolved by the console layer (issue 4).
+            Credential::None | Credential::Session => Ok(Principal::Anonymous),
+            Credential::ApiKey
+            | Credential::OptionalApiKey
+            | Credential::Bearer
+            | Credential::AdminOrApiKey => {
+                if route.credential == Credential::AdminOrApiKey {
+                    if let Ok(p) = admin() {
+                        return Ok(p);
+                    }
+                }
+                let secret = auth::keys::presented(
+                    header_str(session, "authorization"),
+                    header_str(session, "x-token"),
+                    route.credential == Credential::Bearer,
+                )?;
+                let Some(secret) = secret else {
+                    if route.credential == Credential::OptionalApiKey {
+                        return Ok(Principal::Anonymous);
+                    }
+                    return Err(ApiError::new(
+                        401,
+                        "unauthorized",
+                        "an API key is required (Authorization: Bearer <key>)",
+                    ));
+                };
+                let rec = st
+                    .keys
+                    .resolve(secret)
+                    .await?
+                    .ok_or_else(|| ApiError::new(401, "unauthorized", "unknown API key"))?;
+                auth::check_standing(&rec, crate::store::now())?;
+                self.authorize(route, &rec)?;
+                Ok(Principal::Key(rec))
+            }
         }
+    }
+
+    /// Plan ("X and above"), scopes and features of the route against the key's tenant.
+    fn authorize(&self, route: &Route, rec: &crate::store::KeyRecord) -> Result<(), ApiError> {
+        let plans = &self.state.config.app.plans;
+        let rank = plans.iter().position(|p| *p == rec.plan).unwrap_or(0);
+        let streams = route.envelope == Envelope::Stream;
+        if let (Some(min), Some(required)) = (route.min_plan, &route.min_plan_name) {
+            if rank < min {
+                if streams {
+                    return Err(ApiError::new(
+                        403,
+                        "tier_locked",
+                        format!("plan {} does not include this route", rec.plan),
+                    ));
+                }
+                return Err(self.tier_insufficient(
+                    &rec.plan,
+                    required,
+                    format!("this route needs plan {required} or above"),
+                ));
+            }
+        }
+        if let Some(scope) = route.scopes.iter().find(|s| !rec.scopes.contains(s)) {
+            let required = route.min_plan_name.as_deref().unwrap_or(&rec.plan);
+            return Err(self
+                .tier_insufficient(
+                    &rec.plan,
+                    required,
+                    format!("this API key lacks the scope {scope}"),
+                )
+                .with_field("required_scope", scope.as_str()));
+        }
+        if let Some(feature) = route.features.iter().find(|f| !rec.features.contains(f)) {
+            return Err(ApiError::new(
+                403,
+                if streams {
+                    "tier_locked"
+                } else {
+                    "tier_insufficient"
+                },
+                format!("plan lacks the feature {feature}"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn tier_insufficient(&self, current: &str, required: &str, message: String) -> ApiError {
+        ApiError::new(403, "tier_insufficient", message)
+            .with_field("current_tier", current)
+            .with_field("required_tier", required)
+            .with_field("upgrade_url", self.state.config.app.upgrade_url.as_str())
+            .with_header("X-Required-Tier", required.to_string())
     }
 
     async fn dispatch(

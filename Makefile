@@ -1,0 +1,19 @@
+# The two commands of the quick start: `make demo` and `make test`.
+.PHONY: demo test setup build lint bench
+
+setup:
+	bash scripts/setup.sh
+
+build: setup
+	cargo build --release
+
+demo: build
+	bash scripts/demo.sh
+
+# Every test: unit tests and the integration tests that start the real binary.
+test: build
+	cargo test --release -- --test-threads=2
+
+lint:
+	cargo fmt --all -- --check
+	cargo clippy --release --all-targets -- -D warnings

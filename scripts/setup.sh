@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian 12 machine lacks for building, the demo and the tests.
+# Idempotent: each step checks first. Needs root (or sudo) only for apt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+apt_pkgs=()
+command -v cmake >/dev/null || apt_pkgs+=(cmake)
+command -v promtool >/dev/null || apt_pkgs+=(prometheus)
+command -v curl >/dev/null || apt_pkgs+=(curl)
+if ((${#apt_pkgs[@]})); then
+  echo "setup: apt-get install ${apt_pkgs[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${apt_pkgs[@]}" >/dev/null
+fi
+
+# A real Ethereum JSON-RPC node (anvil) from npm, into the repository.
+if [ ! -x node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil ]; then
+  echo "setup: npm install anvil"
+  npm install --no-save --no-audit --no-fund --loglevel=error @foundry-rs/anvil-linux-amd64 >/dev/null
+fi
+
+# Python test clients (web3.py, eth-account) in a venv.
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import web3, eth_account' 2>/dev/null; then
+  echo "setup: python venv with web3"
+  python3 -m venv .venv
+  .venv/bin/pip install -q --disable-pip-version-check -r tests/requirements.txt
+fi
+echo "setup: ok"

@@ -1,0 +1,110 @@
+//! API-key identity: `Authorization: Bearer <key>` or `x-token: <key>`, resolved through an
+//! in-memory LRU keyed by the key's SHA-256; SQLite is touched only on a miss, off the
+//! async workers. Entries live at most `ttl`, which bounds how stale a revocation made by
+//! another node (or the CLI) can be; revocation through this node evicts at once.
+
+use crate::errors::ApiError;
+use crate::store::{sha256, KeyRecord, Store};
+use lru::LruCache;
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub struct KeyAuth {
+    store: Arc<Mutex<Store>>,
+    cache: Mutex<LruCache<[u8; 32], (Instant, Option<Arc<KeyRecord>>)>>,
+    ttl: Duration,
+}
+
+impl KeyAuth {
+    pub fn new(store: Arc<Mutex<Store>>, capacity: usize, ttl: Duration) -> Self {
+        KeyAuth {
+            store,
+            cache: Mutex::new(LruCache::new(
+                NonZeroUsize::new(capacity.max(1)).unwrap_or(NonZeroUsize::MIN),
+            )),
+            ttl,
+        }
+    }
+
+    /// The key's record, or `None` if no such key exists.
+    pub async fn resolve(&self, secret: &str) -> Result<Option<Arc<KeyRecord>>, ApiError> {
+        let hash = sha256(secret);
+        if let Ok(mut c) = self.cache.lock() {
+            if let Some((at, rec)) = c.get(&hash) {
+                if at.elapsed() < self.ttl {
+                    return Ok(rec.clone());
+                }
+            }
+        }
+        let store = self.store.clone();
+        let rec = tokio::task::spawn_blocking(move || {
+            store
+                .lock()
+                .map_err(|_| ())
+                .and_then(|s| s.lookup_key(&hash).map_err(|_| ()))
+        })
+        .await
+        .map_err(|_| ApiError::internal("key lookup task failed"))?
+        .map_err(|_| ApiError::internal("key store unavailable"))?
+        .map(Arc::new);
+        if let Ok(mut c) = self.cache.lock() {
+            c.put(hash, (Instant::now(), rec.clone()));
+        }
+        Ok(rec)
+    }
+
+    /// Drop a key from the cache (after revocation or rotation through this node).
+    #[allow(dead_code)] // used by the console key routes (issue 4)
+    pub fn evict(&self, hash: &[u8; 32]) {
+        if let Ok(mut c) = self.cache.lock() {
+            c.pop(hash);
+        }
+    }
+}
+
+/// The presented API key: `Authorization: Bearer`, or `x-token` unless `bearer_only`.
+/// `Err` when a credential header is present but malformed.
+pub fn presented<'a>(
+    authorization: Option<&'a str>,
+    x_token: Option<&'a str>,
+    bearer_only: bool,
+) -> Result<Option<&'a str>, ApiError> {
+    if let Some(a) = authorization {
+        let token = a
+            .strip_prefix("Bearer ")
+            .or_else(|| a.strip_prefix("bearer "))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| {
+                ApiError::new(
+                    401,
+                    "unauthorized",
+                    "Authorization must be 'Bearer <API key>'",
+                )
+            })?;
+        return Ok(Some(token));
+    }
+    if bearer_only {
+        return Ok(None);
+    }
+    Ok(x_token.map(str::trim).filter(|t| !t.is_empty()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credential_headers() {
+        assert_eq!(
+            presented(Some("Bearer abc"), None, false).unwrap(),
+            Some("abc")
+        );
+        assert_eq!(presented(None, Some("abc"), false).unwrap(), Some("abc"));
+        assert_eq!(presented(None, Some("abc"), true).unwrap(), None);
+        assert!(presented(Some("Basic abc"), None, false).is_err());
+        assert!(presented(Some("Bearer "), None, false).is_err());
+        assert_eq!(presented(None, None, false).unwrap(), None);
+    }
+}

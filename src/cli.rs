@@ -1,0 +1,135 @@
+//! Admin CLI against the configured store: tenants and API keys.
+//! A new key's secret is printed exactly once, on stdout, and never stored.
+
+use crate::config::Loaded;
+use crate::store::Store;
+use clap::Subcommand;
+use std::process::ExitCode;
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Manage tenants (plan, features).
+    #[command(subcommand)]
+    Tenants(TenantCmd),
+    /// Manage API keys.
+    #[command(subcommand)]
+    Keys(KeyCmd),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TenantCmd {
+    /// Create a tenant; prints its id.
+    Create {
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        plan: String,
+    },
+    /// Change a tenant's plan.
+    SetPlan {
+        #[arg(long)]
+        tenant: String,
+        #[arg(long)]
+        plan: String,
+    },
+    /// Replace a tenant's features (comma-separated, e.g. eth.chain_metrics_el).
+    SetFeatures {
+        #[arg(long)]
+        tenant: String,
+        #[arg(long, value_delimiter = ',')]
+        features: Vec<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum KeyCmd {
+    /// Create a key; prints the secret once on stdout (its id on stderr).
+    Create {
+        #[arg(long)]
+        tenant: String,
+        #[arg(long, default_value = "cli")]
+        name: String,
+        #[arg(long, value_delimiter = ',')]
+        scopes: Vec<String>,
+    },
+    /// List a tenant's keys (never secrets), one JSON object per line.
+    List {
+        #[arg(long)]
+        tenant: String,
+    },
+    /// Revoke a key by id.
+    Revoke {
+        #[arg(long)]
+        id: String,
+    },
+}
+
+pub fn run(cmd: &Command, cfg: &Loaded) -> ExitCode {
+    match execute(cmd, cfg) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("chainedge: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn execute(cmd: &Command, cfg: &Loaded) -> Result<(), String> {
+    let store = Store::open(&cfg.store_path)
+        .map_err(|e| format!("store {}: {e}", cfg.store_path.display()))?;
+    let db = |e: rusqlite::Error| format!("store: {e}");
+    let check_plan = |plan: &str| {
+        if cfg.app.plans.iter().any(|p| p == plan) {
+            Ok(())
+        } else {
+            Err(format!(
+                "unknown plan '{plan}'; plans are {:?}",
+                cfg.app.plans
+            ))
+        }
+    };
+    let must_exist = |tenant: &str| -> Result<(), String> {
+        if store.tenant_exists(tenant).map_err(db)? {
+            Ok(())
+        } else {
+            Err(format!("no tenant with id {tenant}"))
+        }
+    };
+    match cmd {
+        Command::Tenants(TenantCmd::Create { name, plan }) => {
+            check_plan(plan)?;
+            println!("{}", store.create_tenant(name, plan).map_err(db)?);
+        }
+        Command::Tenants(TenantCmd::SetPlan { tenant, plan }) => {
+            check_plan(plan)?;
+            must_exist(tenant)?;
+            store.set_plan(tenant, plan).map_err(db)?;
+        }
+        Command::Tenants(TenantCmd::SetFeatures { tenant, features }) => {
+            must_exist(tenant)?;
+            store.set_features(tenant, features).map_err(db)?;
+        }
+        Command::Keys(KeyCmd::Create {
+            tenant,
+            name,
+            scopes,
+        }) => {
+            must_exist(tenant)?;
+            let (id, raw) = store
+                .create_key(tenant, None, name, scopes, false)
+                .map_err(db)?;
+            eprintln!("key id {id}");
+            println!("{raw}");
+        }
+        Command::Keys(KeyCmd::List { tenant }) => {
+            for k in store.list_keys(tenant).map_err(db)? {
+                println!("{}", serde_json::to_string(&k).unwrap_or_default());
+            }
+        }
+        Command::Keys(KeyCmd::Revoke { id }) => match store.revoke_key(id).map_err(db)? {
+            Some(_) => eprintln!("revoked {id}"),
+            None => return Err(format!("no key with id {id}")),
+        },
+    }
+    Ok(())
+}
