@@ -231,9 +231,18 @@ impl Edge {
                 let first = routes[0];
                 ctx.route = Some(first.clone());
                 ctx.envelope = first.envelope;
+                if method == "GET" && routes.iter().any(|r| r.websocket) {
+                    return Err(ApiError::new(
+                        426,
+                        "upgrade_required",
+                        "this route is a WebSocket channel",
+                    )
+                    .with_header("Upgrade", "websocket"));
+                }
                 let mut methods: Vec<&str> = routes
                     .iter()
-                    .flat_map(|r| r.methods.iter().map(|m| m.as_str()))
+                    .flat_map(|r| r.all_methods())
+                    .map(|m| m.as_str())
                     .collect();
                 methods.sort();
                 methods.dedup();

@@ -1,0 +1,391 @@
+//! Test harness: the real `chainedge` binary and real anvil nodes on ephemeral loopback
+//! ports, a raw HTTP/1.1 client, and cleanup of every process started (in `Drop`).
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_chainedge")
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn tempdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "chainedge-test-{tag}-{}-{}",
+        std::process::id(),
+        rand_suffix()
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn rand_suffix() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(Instant::now().elapsed().as_nanos() as u64);
+    h.finish()
+}
+
+#[derive(Debug)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Resp {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// One request on a fresh connection, sent byte for byte as given (paths are not normalised).
+pub fn request(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> std::io::Result<Resp> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(20)))?;
+    let mut req =
+        format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if !body.is_empty() || method == "POST" {
+        req.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes())?;
+    s.write_all(body)?;
+    read_response(&mut BufReader::new(s), method == "HEAD")
+}
+
+fn read_response<R: BufRead>(r: &mut R, head: bool) -> std::io::Result<Resp> {
+    let bad = |m: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, m.to_string());
+    let mut line = String::new();
+    r.read_line(&mut line)?;
+    let status = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| bad(&format!("bad status line {line:?}")))?;
+    let mut headers = Vec::new();
+    loop {
+        line.clear();
+        r.read_line(&mut line)?;
+        let l = line.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = l.split_once(':') {
+            headers.push((k.trim().to_string(), v.trim().to_string()));
+        }
+    }
+    let get = |n: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(n))
+            .map(|(_, v)| v.clone())
+    };
+    let mut body = Vec::new();
+    if head || status == 204 || status == 304 {
+    } else if let Some(len) = get("content-length") {
+        let len: usize = len.parse().map_err(|_| bad("bad content-length"))?;
+        body.resize(len, 0);
+        r.read_exact(&mut body)?;
+    } else if get("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+        loop {
+            line.clear();
+            r.read_line(&mut line)?;
+            let n = usize::from_str_radix(line.trim(), 16).map_err(|_| bad("bad chunk"))?;
+            let mut chunk = vec![0; n + 2];
+            r.read_exact(&mut chunk)?;
+            if n == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..n]);
+        }
+    } else {
+        r.read_to_end(&mut body)?;
+    }
+    Ok(Resp {
+        status,
+        headers,
+        body,
+    })
+}
+
+pub fn rpc(port: u16, path: &str, key: Option<&str>, body: &serde_json::Value) -> Resp {
+    let auth = key.map(|k| format!("Bearer {k}"));
+    let mut h = vec![("Content-Type", "application/json")];
+    if let Some(a) = &auth {
+        h.push(("Authorization", a.as_str()));
+    }
+    request(port, "POST", path, &h, body.to_string().as_bytes()).expect("rpc request")
+}
+
+/// A child process killed (SIGTERM, then SIGKILL) when dropped.
+pub struct Proc {
+    pub child: Child,
+}
+
+impl Proc {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+    pub fn signal(&self, sig: &str) {
+        let _ = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.pid().to_string())
+            .status();
+    }
+    pub fn exited_within(&mut self, d: Duration) -> bool {
+        let until = Instant::now() + d;
+        while Instant::now() < until {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.signal("TERM");
+            if !self.exited_within(Duration::from_secs(3)) {
+                let _ = self.child.kill();
+            }
+        }
+        let _ = self.child.wait();
+    }
+}
+
+pub fn wait_for_port(port: u16, within: Duration) {
+    let until = Instant::now() + within;
+    while Instant::now() < until {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("port {port} did not open within {within:?}");
+}
+
+pub fn anvil_path() -> PathBuf {
+    let p = root().join("node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil");
+    assert!(
+        p.exists(),
+        "anvil missing: run `make setup` (npm install @foundry-rs/anvil-linux-amd64)"
+    );
+    p
+}
+
+pub struct Anvil {
+    pub port: u16,
+    pub proc: Proc,
+}
+
+impl Anvil {
+    pub fn start(chain_id: u64, extra: &[&str]) -> Anvil {
+        let port = free_port();
+        let child = Command::new(anvil_path())
+            .args([
+                "--port",
+                &port.to_string(),
+                "--chain-id",
+                &chain_id.to_string(),
+                "--silent",
+            ])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn anvil");
+        let proc = Proc { child };
+        wait_for_port(port, Duration::from_secs(10));
+        Anvil { port, proc }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+/// Options for one gateway under test.
+pub struct GatewayOpts {
+    /// `pools:` section of the app YAML (already indented at two spaces), or empty.
+    pub pools: String,
+    pub extra_yaml: String,
+    pub admin_token: Option<String>,
+    pub env: Vec<(String, String)>,
+}
+
+impl Default for GatewayOpts {
+    fn default() -> Self {
+        GatewayOpts {
+            pools: String::new(),
+            extra_yaml: String::new(),
+            admin_token: Some("test-admin-token".into()),
+            env: Vec::new(),
+        }
+    }
+}
+
+pub struct Gateway {
+    pub port: u16,
+    pub metrics_port: u16,
+    pub dir: PathBuf,
+    pub app: PathBuf,
+    pub server_conf: PathBuf,
+    pub proc: Option<Proc>,
+    pub env: Vec<(String, String)>,
+}
+
+impl Gateway {
+    pub fn start(opts: GatewayOpts) -> Gateway {
+        let dir = tempdir("gw");
+        let port = free_port();
+        let metrics_port = free_port();
+        let mut env = opts.env.clone();
+        let admin = match &opts.admin_token {
+            Some(t) => {
+                env.push(("CHAINEDGE_TEST_ADMIN_TOKEN".into(), t.clone()));
+                "admin:\n  token: env:CHAINEDGE_TEST_ADMIN_TOKEN\n".to_string()
+            }
+            None => String::new(),
+        };
+        let app = dir.join("app.yaml");
+        let pools = if opts.pools.is_empty() {
+            String::new()
+        } else {
+            format!("pools:\n{}", opts.pools)
+        };
+        std::fs::write(
+            &app,
+            format!(
+                "plugins: {plugins}\nlisten:\n  http: [\"127.0.0.1:{port}\"]\nmetrics:\n  listen: \"127.0.0.1:{metrics_port}\"\n\
+                 console:\n  origin: \"http://console.test\"\n{admin}store:\n  path: {db}\n\
+                 plans: [free, basic, pro, business, enterprise, scale]\nthreads: 1\n{pools}{extra}",
+                plugins = root().join("plugins").display(),
+                db = dir.join("store.db").display(),
+                extra = opts.extra_yaml,
+            ),
+        )
+        .unwrap();
+        let server_conf = dir.join("pingora.yaml");
+        std::fs::write(
+            &server_conf,
+            format!(
+                "version: 1\nthreads: 1\npid_file: {d}/pid\nupgrade_sock: {d}/upgrade.sock\ngrace_period_seconds: 1\ngraceful_shutdown_timeout_seconds: 2\n",
+                d = dir.display()
+            ),
+        )
+        .unwrap();
+        let mut gw = Gateway {
+            port,
+            metrics_port,
+            dir,
+            app,
+            server_conf,
+            proc: None,
+            env,
+        };
+        gw.proc = Some(gw.spawn(false));
+        wait_for_port(port, Duration::from_secs(15));
+        gw
+    }
+
+    /// Start a gateway process on this config (`upgrade` adds `-u`).
+    pub fn spawn(&self, upgrade: bool) -> Proc {
+        let mut cmd = Command::new(bin());
+        cmd.arg("-c")
+            .arg(&self.server_conf)
+            .arg("--app")
+            .arg(&self.app);
+        if upgrade {
+            cmd.arg("-u");
+        }
+        cmd.envs(self.env.iter().cloned())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(
+                std::fs::File::create(self.dir.join(format!("stderr-{}", rand_suffix()))).unwrap(),
+            ));
+        Proc {
+            child: cmd.spawn().expect("spawn chainedge"),
+        }
+    }
+
+    /// Run the CLI against this gateway's config and return stdout.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let out = Command::new(bin())
+            .arg("--app")
+            .arg(&self.app)
+            .args(args)
+            .envs(self.env.iter().cloned())
+            .output()
+            .expect("run cli");
+        assert!(
+            out.status.success(),
+            "cli {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    /// A tenant on `plan` with one key carrying `scopes`; returns the raw key.
+    pub fn key(&self, plan: &str, scopes: &[&str]) -> String {
+        let tenant = self.cli(&["tenants", "create", "--name", plan, "--plan", plan]);
+        let mut args = vec!["keys", "create", "--tenant", tenant.as_str()];
+        let joined = scopes.join(",");
+        if !scopes.is_empty() {
+            args.extend(["--scopes", joined.as_str()]);
+        }
+        self.cli(&args)
+    }
+
+    pub fn get(&self, path: &str, headers: &[(&str, &str)]) -> Resp {
+        request(self.port, "GET", path, headers, b"").expect("request")
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        self.proc.take();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+pub fn path_exists(p: &Path) -> bool {
+    p.exists()
+}

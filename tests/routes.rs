@@ -1,0 +1,290 @@
+//! Every route of every manifest is classified and answered in its surface's envelope,
+//! through the real binary.
+
+mod common;
+use common::*;
+use serde_json::{json, Value};
+
+fn sample(param: &str, route: &str) -> String {
+    match param {
+        "address" => "0x00000000000000000000000000000000000000aa".into(),
+        "validator_index" | "epoch" | "id" => "7".into(),
+        "metrics_path" => "h1/el-geth".into(),
+        "beacon_path" => "eth/v1/node/health".into(),
+        _ if route.is_empty() => "x".into(),
+        _ => "x1".into(),
+    }
+}
+
+fn concrete(path: &str) -> String {
+    path.split('/')
+        .map(
+            |seg| match seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+                Some(p) => sample(p.trim_start_matches('*'), "r"),
+                None => seg.to_string(),
+            },
+        )
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// Assert the body is exactly the envelope of `surface_envelope`.
+fn assert_envelope(envelope: &str, r: &Resp, ctx: &str) {
+    let v = r.json();
+    let obj = v
+        .as_object()
+        .unwrap_or_else(|| panic!("{ctx}: body is not an object: {v}"));
+    assert!(
+        obj.get("error").is_some_and(Value::is_string),
+        "{ctx}: no error string: {v}"
+    );
+    match envelope {
+        "chain_rest" => {
+            assert!(
+                obj.get("message").is_some_and(Value::is_string),
+                "{ctx}: {v}"
+            );
+            assert_eq!(
+                obj.get("request_id").and_then(Value::as_str),
+                r.header("x-request-id"),
+                "{ctx}: {v}"
+            );
+        }
+        "console" | "admin" => assert_eq!(
+            obj.len(),
+            1,
+            "{ctx}: {envelope} envelope has only 'error': {v}"
+        ),
+        "stream" => {
+            assert_eq!(obj.len(), 2, "{ctx}: {v}");
+            assert_eq!(obj["code"], json!(r.status), "{ctx}: {v}");
+        }
+        other => panic!("unknown envelope {other}"),
+    }
+}
+
+#[test]
+fn every_manifest_route_is_classified_in_its_envelope() {
+    let anvil = Anvil::start(1, &[]);
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-anvil}}\n",
+            anvil.url()
+        ),
+        ..Default::default()
+    });
+    let key = gw.key(
+        "scale",
+        &["rpc:read", "rpc:write", "sol_watchlist", "sol_gpa_snapshot"],
+    );
+    let auth = format!("Bearer {key}");
+
+    let mut checked = 0;
+    for entry in std::fs::read_dir(root().join("plugins")).unwrap() {
+        let file = entry.unwrap().path();
+        let m: Value = serde_yaml::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        let default_env = m["envelope"].as_str().unwrap().to_string();
+        for route in m["routes"].as_array().unwrap() {
+            let name = route["name"].as_str().unwrap();
+            let envelope = route["envelope"].as_str().unwrap_or(&default_env);
+            let path = concrete(route["path"].as_str().unwrap());
+            let methods: Vec<&str> = route["methods"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m.as_str().unwrap())
+                .collect();
+            let disabled = route["enabled"] == json!(false) || route["switch"].is_string();
+            let ctx = |m: &str| format!("{} {m} {path}", name);
+            if methods.is_empty() {
+                // WebSocket-only channel: a plain GET is told to upgrade.
+                let r = gw.get(&path, &[("Authorization", &auth)]);
+                assert_eq!(r.status, 426, "{}", ctx("GET"));
+                assert_envelope(envelope, &r, &ctx("GET"));
+                checked += 1;
+                continue;
+            }
+            for method in methods {
+                let body: &[u8] = if route["handler"] == "json_rpc" {
+                    br#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}"#
+                } else {
+                    b""
+                };
+                let r = request(
+                    gw.port,
+                    method,
+                    &path,
+                    &[
+                        ("Authorization", &auth),
+                        ("Content-Type", "application/json"),
+                    ],
+                    body,
+                )
+                .unwrap();
+                assert!(
+                    r.header("x-request-id").is_some_and(|v| !v.is_empty()),
+                    "{}: no X-Request-Id",
+                    ctx(method)
+                );
+                assert_eq!(r.header("server"), Some("chainedge"), "{}", ctx(method));
+                let expected = if disabled {
+                    503
+                } else if route["handler"] == "json_rpc" {
+                    200
+                } else {
+                    501
+                };
+                assert_eq!(r.status, expected, "{}: {}", ctx(method), r.text());
+                if r.status == 200 {
+                    assert_eq!(r.json()["result"], "0x1", "{}", ctx(method));
+                } else if method != "HEAD" {
+                    assert_envelope(envelope, &r, &ctx(method));
+                    let code = r.json()["error"].as_str().unwrap().to_string();
+                    if envelope != "admin" {
+                        assert_eq!(
+                            code,
+                            if disabled {
+                                "route_disabled"
+                            } else {
+                                "not_implemented"
+                            },
+                            "{}",
+                            ctx(method)
+                        );
+                    }
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 80, "only {checked} route/method pairs checked");
+}
+
+#[test]
+fn unknown_paths_wrong_methods_and_traversal() {
+    let gw = Gateway::start(GatewayOpts::default());
+
+    let r = gw.get("/v1/eth/nothing-here", &[]);
+    assert_eq!(r.status, 404);
+    assert_eq!(r.json()["error"], "route_not_found");
+    assert_envelope("chain_rest", &r, "404");
+
+    // 405 with Allow, in each surface's envelope.
+    let r = request(gw.port, "DELETE", "/v1/polygon/mempool/stats", &[], b"").unwrap();
+    assert_eq!((r.status, r.header("allow")), (405, Some("GET")));
+    assert_envelope("chain_rest", &r, "405 chain");
+    let r = request(gw.port, "POST", "/v1/eth/mesh/health", &[], b"").unwrap();
+    assert_eq!((r.status, r.header("allow")), (405, Some("GET")));
+    assert_eq!(r.json(), json!({"error": "only GET supported"}));
+    let r = request(gw.port, "POST", "/sse/eth-mev-share", &[], b"").unwrap();
+    assert_eq!(
+        r.json(),
+        json!({"error": "method_not_allowed", "code": 405})
+    );
+    let r = request(gw.port, "PUT", "/v1/auth/me", &[], b"").unwrap();
+    assert_eq!(r.json(), json!({"error": "method_not_allowed"}));
+    // Same path, different methods: the Allow header lists them all.
+    let r = request(gw.port, "PUT", "/v1/sol/watchlist/abc", &[], b"").unwrap();
+    assert_eq!(r.header("allow"), Some("DELETE, GET"));
+    // SPEC: a non-POST to exactly /rpc/base is 405 with Allow: POST.
+    for m in ["GET", "HEAD", "PUT"] {
+        let r = request(gw.port, m, "/rpc/base", &[], b"").unwrap();
+        assert_eq!((r.status, r.header("allow")), (405, Some("POST")), "{m}");
+    }
+
+    // Traversal and encoded slashes are refused before any handler.
+    for p in [
+        "/v1/eth/wallet/..%2f../balance",
+        "/v1/eth/wallet/%2e%2e/balance",
+        "/v1/sol/watchlist/a%2Fb",
+    ] {
+        let r = gw.get(p, &[]);
+        assert_eq!(r.status, 400, "{p}: {}", r.text());
+        assert_eq!(r.json()["error"], "invalid_path", "{p}");
+    }
+    // Doubled slashes collapse onto the route.
+    let r = gw.get("/v1//polygon/mempool//stats", &[]);
+    assert_eq!(r.json()["error"], "unauthorized");
+
+    // A caller's well-formed request id is kept; a hostile one is replaced.
+    let r = gw.get("/nope", &[("X-Request-Id", "trace-abc.123")]);
+    assert_eq!(r.header("x-request-id"), Some("trace-abc.123"));
+    let r = gw.get("/nope", &[("X-Request-Id", "bad id\"{")]);
+    assert_ne!(r.header("x-request-id"), Some("bad id\"{"));
+}
+
+#[test]
+fn cors_per_route_policy() {
+    let gw = Gateway::start(GatewayOpts::default());
+    let pre = |path: &str, origin: &str, method: &str| {
+        request(
+            gw.port,
+            "OPTIONS",
+            path,
+            &[
+                ("Origin", origin),
+                ("Access-Control-Request-Method", method),
+                ("Access-Control-Request-Headers", "authorization"),
+            ],
+            b"",
+        )
+        .unwrap()
+    };
+    // Dapps on any origin: /rpc/eth and chain REST, no cookies.
+    let r = pre("/rpc/eth", "https://dapp.example", "POST");
+    assert_eq!(r.status, 204);
+    assert_eq!(r.header("access-control-allow-origin"), Some("*"));
+    assert!(r
+        .header("access-control-allow-headers")
+        .unwrap()
+        .contains("x-token"));
+    assert!(r
+        .header("access-control-allow-headers")
+        .unwrap()
+        .contains("Authorization"));
+    assert_eq!(r.header("access-control-allow-credentials"), None);
+    let r = pre(
+        "/v1/polygon/wallet/balance/0x00000000000000000000000000000000000000aa",
+        "https://dapp.example",
+        "GET",
+    );
+    assert_eq!(r.status, 204);
+    // Console: only the configured origin, with credentials.
+    let r = pre("/v1/keys", "http://console.test", "POST");
+    assert_eq!(r.status, 204);
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some("http://console.test")
+    );
+    assert_eq!(r.header("access-control-allow-credentials"), Some("true"));
+    assert!(r
+        .header("access-control-allow-headers")
+        .unwrap()
+        .contains("X-CSRF-Token"));
+    let r = pre("/v1/keys", "https://evil.example", "POST");
+    assert_eq!(r.status, 403);
+    assert_eq!(r.json(), json!({"error": "origin_not_allowed"}));
+    // A cross-site console call is refused even without a preflight.
+    let r = request(
+        gw.port,
+        "POST",
+        "/v1/auth/logout",
+        &[("Origin", "https://evil.example")],
+        b"",
+    )
+    .unwrap();
+    assert_eq!(r.status, 403);
+    // Admin routes: no cross-origin access.
+    let r = pre("/v1/eth/mesh/health", "https://dapp.example", "GET");
+    assert_eq!(r.status, 403);
+    // Actual public responses carry the CORS headers too.
+    let r = request(
+        gw.port,
+        "GET",
+        "/v1/eth/mempool/stats",
+        &[("Origin", "https://dapp.example")],
+        b"",
+    )
+    .unwrap();
+    assert_eq!(r.header("access-control-allow-origin"), Some("*"));
+}
