@@ -10,9 +10,12 @@ use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// A cached lookup: when it was made, and the key (or `None`: no such key).
+type CachedKey = (Instant, Option<Arc<KeyRecord>>);
+
 pub struct KeyAuth {
     store: Arc<Mutex<Store>>,
-    cache: Mutex<LruCache<[u8; 32], (Instant, Option<Arc<KeyRecord>>)>>,
+    cache: Mutex<LruCache<[u8; 32], CachedKey>>,
     ttl: Duration,
 }
 

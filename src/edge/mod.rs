@@ -47,6 +47,7 @@ pub struct Ctx {
     cors_headers: Vec<(&'static str, String)>,
     upstream: Option<String>,
     error_code: Option<&'static str>,
+    principal: Option<Principal>,
 }
 
 impl Ctx {
@@ -71,6 +72,7 @@ impl ProxyHttp for Edge {
             cors_headers: Vec::new(),
             upstream: None,
             error_code: None,
+            principal: None,
         }
     }
 
@@ -125,6 +127,15 @@ impl ProxyHttp for Edge {
             method: req.method.as_str(),
             path: req.uri.path(),
             route: ctx.route_name(),
+            surface: ctx.route.as_ref().map(|r| r.surface.as_str()).unwrap_or(""),
+            tenant: match &ctx.principal {
+                Some(Principal::Key(k)) => Some(k.tenant_id.as_str()),
+                _ => None,
+            },
+            key_id: match &ctx.principal {
+                Some(Principal::Key(k)) => Some(k.key_id.as_str()),
+                _ => None,
+            },
             status,
             latency_ms: (elapsed * 1e6).round() / 1e3,
             upstream: ctx.upstream.as_deref(),
@@ -198,7 +209,7 @@ impl Edge {
             }
         }
 
-        let _principal = self.authenticate(session, &route).await?;
+        ctx.principal = Some(self.authenticate(session, &route).await?);
         self.dispatch(session, ctx, &route).await
     }
 

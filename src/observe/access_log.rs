@@ -13,6 +13,10 @@ pub struct AccessLine<'a> {
     /// Path without the query string (queries may carry what callers should not have sent).
     pub path: &'a str,
     pub route: &'a str,
+    pub surface: &'a str,
+    /// Tenant and key *id* of an API-key caller (ids, never the secret).
+    pub tenant: Option<&'a str>,
+    pub key_id: Option<&'a str>,
     pub status: u16,
     pub latency_ms: f64,
     pub upstream: Option<&'a str>,

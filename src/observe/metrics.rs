@@ -83,14 +83,33 @@ pub fn init() {
 }
 
 pub fn request_done(route: &str, status: u16, seconds: f64) {
-    let mut buf = itoa_buf(status);
-    REQUESTS.with_label_values(&[route, buf.as_str()]).inc();
+    REQUESTS
+        .with_label_values(&[route, status_label(status)])
+        .inc();
     LATENCY.with_label_values(&[route]).observe(seconds);
-    buf.clear();
 }
 
-fn itoa_buf(n: u16) -> String {
-    n.to_string()
+/// Status label without a per-request allocation for the common codes.
+fn status_label(status: u16) -> &'static str {
+    match status {
+        200 => "200",
+        204 => "204",
+        400 => "400",
+        401 => "401",
+        403 => "403",
+        404 => "404",
+        405 => "405",
+        413 => "413",
+        426 => "426",
+        429 => "429",
+        500 => "500",
+        501 => "501",
+        502 => "502",
+        503 => "503",
+        504 => "504",
+        0 => "0",
+        _ => "other",
+    }
 }
 
 pub fn upstream_attempt(pool: &str, host: &str) {

@@ -92,6 +92,7 @@ impl HostAddr {
     }
 }
 
+#[allow(dead_code)] // family, role, metrics_url: mesh health and metrics mirror (issue 5)
 pub struct Host {
     pub id: String,
     pub pool: String,
@@ -131,6 +132,7 @@ impl Host {
         }
     }
 
+    #[allow(dead_code)] // mesh health (issue 5)
     pub fn last_error(&self) -> Option<String> {
         self.last_error.lock().ok().and_then(|e| e.clone())
     }
@@ -175,6 +177,7 @@ impl Pool {
         good
     }
 
+    #[allow(dead_code)] // per-host RPC and metrics mirror (issues 5, 6)
     pub fn host(&self, id: &str) -> Option<&Arc<Host>> {
         self.hosts.iter().find(|h| h.id == id)
     }

@@ -24,6 +24,7 @@ pub struct Route {
     pub methods: Vec<HttpMethod>,
     pub path: String,
     pub segments: Vec<Seg>,
+    #[allow(dead_code)] // read by local handlers through `param` (issues 4-7)
     pub param_names: Vec<String>,
     pub handler: HandlerKind,
     pub credential: Credential,
@@ -32,6 +33,7 @@ pub struct Route {
     pub min_plan_name: Option<String>,
     pub scopes: Vec<String>,
     pub features: Vec<String>,
+    #[allow(dead_code)] // the tier × category limiter (issue 3)
     pub rate: Option<String>,
     pub pool: Option<String>,
     pub envelope: Envelope,
@@ -44,6 +46,7 @@ pub struct Route {
 }
 
 impl Route {
+    #[allow(dead_code)] // local handlers (issues 4-7)
     pub fn param<'a>(&self, params: &'a [String], name: &str) -> Option<&'a str> {
         let i = self.param_names.iter().position(|n| n == name)?;
         params.get(i).map(String::as_str)

@@ -63,6 +63,7 @@ pub struct RouteSpec {
     pub enabled: bool,
     /// Free text for operators: what the route does, where SPEC left the path open.
     #[serde(default)]
+    #[allow(dead_code)] // documentation for operators; accepted, not used at run time
     pub doc: Option<String>,
 }
 
@@ -71,6 +72,7 @@ fn yes() -> bool {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, PartialOrd, Ord)]
+#[allow(clippy::upper_case_acronyms)] // manifests spell methods as HTTP does
 pub enum HttpMethod {
     GET,
     HEAD,

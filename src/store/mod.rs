@@ -49,6 +49,7 @@ pub struct Store {
 pub struct KeyRecord {
     pub key_id: String,
     pub tenant_id: String,
+    #[allow(dead_code)] // console default-key bootstrap (issue 4)
     pub user_id: Option<String>,
     pub plan: String,
     pub scopes: Vec<String>,

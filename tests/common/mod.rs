@@ -2,7 +2,7 @@
 //! ports, a raw HTTP/1.1 client, and cleanup of every process started (in `Drop`).
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -1,0 +1,229 @@
+//! `chainedge -t` validation and the graceful upgrade under load.
+
+mod common;
+use common::*;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Run `chainedge -t` on a copy of the demo config with one edit; returns (exit ok, stderr).
+fn check(
+    edit_app: impl Fn(String) -> String,
+    edit_plugins: impl Fn(&std::path::Path),
+) -> (bool, String) {
+    let dir = tempdir("check");
+    let plugins = dir.join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    for e in std::fs::read_dir(root().join("plugins")).unwrap() {
+        let p = e.unwrap().path();
+        std::fs::copy(&p, plugins.join(p.file_name().unwrap())).unwrap();
+    }
+    edit_plugins(&plugins);
+    let app = std::fs::read_to_string(root().join("conf/demo.yaml")).unwrap();
+    let app = app.replace(
+        "plugins: ../plugins",
+        &format!("plugins: {}", plugins.display()),
+    );
+    std::fs::write(dir.join("app.yaml"), edit_app(app)).unwrap();
+    let out = Command::new(bin())
+        .args(["-t", "-c"])
+        .arg(root().join("conf/pingora-demo.yaml"))
+        .arg("--app")
+        .arg(dir.join("app.yaml"))
+        .env("CHAINEDGE_ADMIN_TOKEN", "x")
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn edit_file(dir: &std::path::Path, name: &str, f: impl Fn(String) -> String) {
+    let p = dir.join(name);
+    std::fs::write(&p, f(std::fs::read_to_string(&p).unwrap())).unwrap();
+}
+
+#[test]
+fn test_flag_validates_app_config_and_plugins() {
+    let (ok, err) = check(|a| a, |_| {});
+    assert!(ok, "demo config should validate: {err}");
+
+    let (ok, err) = check(|a| a.replace("rpc:\n", "rpc:\n  bogus_key: 1\n"), |_| {});
+    assert!(!ok);
+    assert!(
+        err.contains("app.yaml: rpc.bogus_key:") && err.contains("unknown field `bogus_key`"),
+        "{err}"
+    );
+
+    let (ok, err) = check(|a| a.replace("127.0.0.1:9091", "not-an-address"), |_| {});
+    assert!(!ok);
+    assert!(
+        err.contains("app.yaml: metrics.listen: 'not-an-address' is not an address"),
+        "{err}"
+    );
+
+    let (ok, err) = check(
+        |a| {
+            a.replace(
+                "env:CHAINEDGE_ADMIN_TOKEN",
+                "env:CHAINEDGE_SURELY_UNSET_VAR",
+            )
+        },
+        |_| {},
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("admin.token: environment variable CHAINEDGE_SURELY_UNSET_VAR is not set"),
+        "{err}"
+    );
+
+    let (ok, err) = check(
+        |a| a,
+        |d| {
+            edit_file(d, "eth.yaml", |t| {
+                t.replace("handler: eth_mempool_stats", "handler: teleport")
+            })
+        },
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("eth.yaml: routes[7].handler:") && err.contains("unknown variant `teleport`"),
+        "{err}"
+    );
+
+    let (ok, err) = check(
+        |a| a,
+        |d| {
+            edit_file(d, "sol.yaml", |t| {
+                t.replace(
+                    "tier: business, scopes: [sol_watchlist], rate: sol_watchlist}",
+                    "tier: business, scopes: [sol_watchlist], rate: sol_watchlist, colour: red}",
+                )
+            })
+        },
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("sol.yaml: routes[0].colour:") && err.contains("unknown field `colour`"),
+        "{err}"
+    );
+
+    // Overlap: a second route with the same shape and method.
+    let (ok, err) = check(
+        |a| a,
+        |d| {
+            edit_file(d, "polygon.yaml", |t| {
+                t + "  - {name: polygon.dup, methods: [GET], path: \"/v1/polygon/spans/{span}\", handler: polygon_span}\n"
+            })
+        },
+    );
+    assert!(!ok);
+    assert!(err.contains("polygon.yaml: routes[16].path: route 'polygon.dup' (GET /v1/polygon/spans/{span}) overlaps route 'polygon.span'"), "{err}");
+
+    let (ok, err) = check(
+        |a| a,
+        |d| {
+            edit_file(d, "eth.yaml", |t| {
+                t.replace("tier: enterprise", "tier: platinum")
+            })
+        },
+    );
+    assert!(!ok);
+    assert!(err.contains("tier: unknown plan 'platinum'"), "{err}");
+
+    // Pingora's own YAML: unknown keys are refused too.
+    let dir = tempdir("srv");
+    std::fs::write(dir.join("p.yaml"), "version: 1\nthreads: 1\nthreadz: 2\n").unwrap();
+    let out = Command::new(bin())
+        .args(["-t", "-c"])
+        .arg(dir.join("p.yaml"))
+        .arg("--app")
+        .arg(root().join("conf/demo.yaml"))
+        .env("CHAINEDGE_ADMIN_TOKEN", "x")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("p.yaml: threadz: unknown Pingora server key"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn graceful_upgrade_under_load_loses_no_request() {
+    let anvil = Anvil::start(1, &[]);
+    let mut gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-anvil}}\n",
+            anvil.url()
+        ),
+        ..Default::default()
+    });
+    let key = gw.key("free", &[]);
+    let port = gw.port;
+    let stop = Arc::new(AtomicBool::new(false));
+    let ok = Arc::new(AtomicUsize::new(0));
+    let failures = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        let (stop, ok, failures, key) = (stop.clone(), ok.clone(), failures.clone(), key.clone());
+        clients.push(std::thread::spawn(move || {
+            let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []});
+            while !stop.load(Ordering::Relaxed) {
+                let auth = format!("Bearer {key}");
+                match request(port, "POST", "/rpc/eth", &[("Authorization", &auth), ("Content-Type", "application/json")], body.to_string().as_bytes()) {
+                    Ok(r) if r.status == 200 => {
+                        ok.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(r) => failures.lock().unwrap().push(format!("{} {}", r.status, r.text())),
+                    Err(e) => failures.lock().unwrap().push(e.to_string()),
+                }
+            }
+        }));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let before = ok.load(Ordering::Relaxed);
+
+    // As systemd's ExecReload does: start the new process with -u, then SIGQUIT the old one.
+    let mut old = gw.proc.take().unwrap();
+    let new = gw.spawn(true);
+    std::thread::sleep(Duration::from_millis(300));
+    old.signal("QUIT");
+    assert!(
+        old.exited_within(Duration::from_secs(15)),
+        "old process did not drain and exit"
+    );
+    std::thread::sleep(Duration::from_millis(700));
+    gw.proc = Some(new);
+
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        c.join().unwrap();
+    }
+    let failures = failures.lock().unwrap();
+    let total = ok.load(Ordering::Relaxed);
+    assert!(
+        failures.is_empty(),
+        "{} of {} requests failed during the upgrade: {:?}",
+        failures.len(),
+        total,
+        &failures[..failures.len().min(5)]
+    );
+    assert!(
+        total > before + 50,
+        "load kept flowing after the upgrade ({before} → {total})"
+    );
+    // The new process is the one serving now.
+    let r = rpc(
+        port,
+        "/rpc/eth",
+        Some(&key),
+        &serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "eth_chainId", "params": []}),
+    );
+    assert_eq!(r.status, 200);
+}
