@@ -298,17 +298,13 @@ pub struct Loaded {
     pub admin_token: Option<Secret>,
     /// Resolved host headers, per pool then per host index.
     pub host_headers: BTreeMap<String, Vec<Vec<(String, Secret)>>>,
+    /// Release switches resolved once at load: env (`BASE_NATIVE`) over config over off.
+    pub switches_on: Vec<&'static str>,
 }
 
 impl Loaded {
     pub fn switch(&self, name: &str) -> bool {
-        // The environment wins so a release can flip BASE_NATIVE without editing config.
-        let env = std::env::var(name.to_ascii_uppercase()).ok();
-        match env.as_deref() {
-            Some("true" | "1") => true,
-            Some("false" | "0") => false,
-            _ => self.app.switches.get(name).copied().unwrap_or(false),
-        }
+        self.switches_on.contains(&name)
     }
 }
 
@@ -473,7 +469,20 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
     if !errors.is_empty() {
         return Err(errors);
     }
+    // The environment wins so a release can flip BASE_NATIVE without editing config.
+    let switches_on = SWITCHES
+        .iter()
+        .copied()
+        .filter(
+            |name| match std::env::var(name.to_ascii_uppercase()).as_deref() {
+                Ok("true" | "1") => true,
+                Ok("false" | "0") => false,
+                _ => app.switches.get(*name).copied().unwrap_or(false),
+            },
+        )
+        .collect();
     Ok(Loaded {
+        switches_on,
         path: path.to_path_buf(),
         plugins_dir: rel(&app.plugins),
         store_path: rel(&app.store.path),

@@ -378,6 +378,11 @@ impl Edge {
     ) -> Result<Reply, ApiError> {
         let st = &*self.state;
         match route.handler {
+            // JSON-RPC over WebSocket is not proxied yet (issue 6); refuse it plainly
+            // rather than parsing an empty body.
+            HandlerKind::JsonRpc if session.is_upgrade_req() => {
+                Err(ApiError::not_implemented(&route.name))
+            }
             HandlerKind::JsonRpc => {
                 let pool_name = route.pool.as_deref().unwrap_or("eth_el");
                 let pool = st
