@@ -227,3 +227,37 @@ fn graceful_upgrade_under_load_loses_no_request() {
     );
     assert_eq!(r.status, 200);
 }
+
+/// The TLS listener serves the same routes, offers HTTP/2 by ALPN and still speaks HTTP/1.1.
+#[test]
+fn tls_listener_offers_http2() {
+    let gw = Gateway::start(GatewayOpts {
+        tls: true,
+        ..Default::default()
+    });
+    let port = gw.tls_port.unwrap();
+    wait_for_port(port, Duration::from_secs(10));
+    let url = format!("https://127.0.0.1:{port}/v1/eth/no/such/route");
+    let curl = |version: &str| {
+        let out = std::process::Command::new("curl")
+            .args(["-sk", "--max-time", "10", version, "-o", "/dev/null"])
+            .args(["-w", "%{http_version} %{http_code}"])
+            .arg(&url)
+            .output()
+            .expect("run curl");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    assert_eq!(curl("--http2"), "2 404");
+    assert_eq!(curl("--http1.1"), "1.1 404");
+
+    // The envelope and headers are the same as on the plain listener.
+    let out = std::process::Command::new("curl")
+        .args(["-sk", "--http2", "--max-time", "10", "-D", "-"])
+        .arg(&url)
+        .output()
+        .expect("run curl");
+    let text = String::from_utf8_lossy(&out.stdout).to_lowercase();
+    assert!(text.contains("server: chainedge"), "{text}");
+    assert!(text.contains("x-request-id:"), "{text}");
+    assert!(text.contains("\"error\":\"route_not_found\""), "{text}");
+}

@@ -249,6 +249,8 @@ pub struct GatewayOpts {
     pub extra_yaml: String,
     pub admin_token: Option<String>,
     pub env: Vec<(String, String)>,
+    /// Also listen with TLS (a fresh self-signed certificate) on `Gateway::tls_port`.
+    pub tls: bool,
 }
 
 impl Default for GatewayOpts {
@@ -258,12 +260,14 @@ impl Default for GatewayOpts {
             extra_yaml: String::new(),
             admin_token: Some("test-admin-token".into()),
             env: Vec::new(),
+            tls: false,
         }
     }
 }
 
 pub struct Gateway {
     pub port: u16,
+    pub tls_port: Option<u16>,
     pub metrics_port: u16,
     pub dir: PathBuf,
     pub app: PathBuf,
@@ -285,6 +289,17 @@ impl Gateway {
             }
             None => String::new(),
         };
+        let tls_port = opts.tls.then(free_port);
+        let tls = match tls_port {
+            Some(p) => {
+                self_signed_cert(&dir);
+                format!(
+                    "  tls:\n    - {{addr: \"127.0.0.1:{p}\", cert: {d}/cert.pem, key: {d}/key.pem}}\n",
+                    d = dir.display()
+                )
+            }
+            None => String::new(),
+        };
         let app = dir.join("app.yaml");
         let pools = if opts.pools.is_empty() {
             String::new()
@@ -294,7 +309,7 @@ impl Gateway {
         std::fs::write(
             &app,
             format!(
-                "plugins: {plugins}\nlisten:\n  http: [\"127.0.0.1:{port}\"]\nmetrics:\n  listen: \"127.0.0.1:{metrics_port}\"\n\
+                "plugins: {plugins}\nlisten:\n  http: [\"127.0.0.1:{port}\"]\n{tls}metrics:\n  listen: \"127.0.0.1:{metrics_port}\"\n\
                  console:\n  origin: \"http://console.test\"\n{admin}store:\n  path: {db}\n\
                  plans: [free, basic, pro, business, enterprise, scale]\nthreads: 1\n{pools}{extra}",
                 plugins = root().join("plugins").display(),
@@ -314,6 +329,7 @@ impl Gateway {
         .unwrap();
         let mut gw = Gateway {
             port,
+            tls_port,
             metrics_port,
             dir,
             app,
@@ -388,4 +404,18 @@ impl Drop for Gateway {
 
 pub fn path_exists(p: &Path) -> bool {
     p.exists()
+}
+
+/// A throwaway self-signed certificate for 127.0.0.1 (`cert.pem`, `key.pem` in `dir`).
+pub fn self_signed_cert(dir: &Path) {
+    let out = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2"])
+        .args(["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"])
+        .arg("-keyout")
+        .arg(dir.join("key.pem"))
+        .arg("-out")
+        .arg(dir.join("cert.pem"))
+        .output()
+        .expect("run openssl");
+    assert!(out.status.success(), "openssl: {}", String::from_utf8_lossy(&out.stderr));
 }
