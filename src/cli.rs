@@ -25,12 +25,19 @@ pub enum TenantCmd {
         #[arg(long)]
         plan: String,
     },
-    /// Change a tenant's plan.
+    /// Change a tenant's plan and, optionally, its trial / subscription end.
     SetPlan {
         #[arg(long)]
         tenant: String,
         #[arg(long)]
         plan: String,
+        /// RFC 3339 time or unix seconds; `none` clears it.
+        #[arg(long, value_parser = parse_when)]
+        trial_ends: Option<When>,
+        /// RFC 3339 time or unix seconds; `none` clears it. When set, it decides
+        /// standing and the trial end is ignored.
+        #[arg(long, value_parser = parse_when)]
+        subscription_ends: Option<When>,
     },
     /// Replace a tenant's features (comma-separated, e.g. eth.chain_metrics_el).
     SetFeatures {
@@ -100,10 +107,22 @@ fn execute(cmd: &Command, cfg: &Loaded) -> Result<(), String> {
             check_plan(plan)?;
             println!("{}", store.create_tenant(name, plan).map_err(db)?);
         }
-        Command::Tenants(TenantCmd::SetPlan { tenant, plan }) => {
+        Command::Tenants(TenantCmd::SetPlan {
+            tenant,
+            plan,
+            trial_ends,
+            subscription_ends,
+        }) => {
             check_plan(plan)?;
             must_exist(tenant)?;
             store.set_plan(tenant, plan).map_err(db)?;
+            store
+                .set_billing(
+                    tenant,
+                    trial_ends.map(|w| w.0),
+                    subscription_ends.map(|w| w.0),
+                )
+                .map_err(db)?;
         }
         Command::Tenants(TenantCmd::SetFeatures { tenant, features }) => {
             must_exist(tenant)?;
@@ -132,4 +151,24 @@ fn execute(cmd: &Command, cfg: &Loaded) -> Result<(), String> {
         },
     }
     Ok(())
+}
+
+/// A point in time given on the command line, or `none` (cleared).
+#[derive(Debug, Clone, Copy)]
+pub struct When(Option<i64>);
+
+fn parse_when(s: &str) -> Result<When, String> {
+    if s.eq_ignore_ascii_case("none") {
+        return Ok(When(None));
+    }
+    if let Ok(secs) = s.parse::<i64>() {
+        return Ok(When(Some(secs)));
+    }
+    let t = humantime::parse_rfc3339_weak(s)
+        .map_err(|e| format!("expected RFC 3339 time, unix seconds or none: {e}"))?;
+    let secs = match t.duration_since(std::time::UNIX_EPOCH) {
+        Ok(d) => d.as_secs() as i64,
+        Err(e) => -(e.duration().as_secs() as i64),
+    };
+    Ok(When(Some(secs)))
 }

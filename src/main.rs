@@ -5,6 +5,7 @@ mod cli;
 mod config;
 mod edge;
 mod errors;
+mod limits;
 mod observe;
 mod pools;
 mod routes;
@@ -121,6 +122,23 @@ fn load_all(cli: &Cli) -> Result<LoadedAll, Vec<config::ConfigError>> {
             }
         }
     });
+    // A limit for a category no route uses is almost certainly a typo.
+    if let (Some(app), Some(m)) = (&app, &matcher) {
+        let used: std::collections::BTreeSet<&str> = m
+            .routes()
+            .iter()
+            .filter_map(|r| r.rate.as_deref())
+            .collect();
+        for cat in app.app.limits.categories.keys() {
+            if !used.contains(cat.as_str()) {
+                errors.push(config::ConfigError::new(
+                    &app.path,
+                    &format!("limits.categories.{cat}"),
+                    format!("no route uses this rate category; categories are {used:?}"),
+                ));
+            }
+        }
+    }
     match (server_conf, app, matcher) {
         (Some(s), Some(a), Some(m)) if errors.is_empty() => Ok((s, a, m)),
         _ => Err(errors),
@@ -166,7 +184,9 @@ fn run(
         app.app.auth.key_cache_size,
         std::time::Duration::from_millis(app.app.auth.key_cache_ttl_ms),
     );
+    let limiter = limits::Limiter::new(&app.app.limits, &app.app.plans);
     let state = Arc::new(edge::State {
+        limiter,
         matcher,
         config: app,
         pools,

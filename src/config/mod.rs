@@ -1,5 +1,6 @@
 //! Operator configuration: the app YAML, validated into what the edge runs on.
 
+pub mod limits;
 pub mod secrets;
 pub mod server;
 
@@ -112,6 +113,8 @@ pub struct AppConfig {
     pub auth: AuthConf,
     #[serde(default)]
     pub rpc: RpcConf,
+    #[serde(default)]
+    pub limits: limits::LimitsConf,
     #[serde(default)]
     pub pools: BTreeMap<String, PoolConf>,
     /// Edge worker threads for the public listeners (Pingora `threads` is per service).
@@ -398,6 +401,9 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
                 format!("plan '{p}' is listed twice"),
             );
         }
+    }
+    for (key, reason) in app.limits.problems(&app.plans) {
+        bad(&key, reason);
     }
     for k in app.switches.keys() {
         if !SWITCHES.contains(&k.as_str()) {

@@ -32,6 +32,7 @@ pub struct State {
     pub pools: Pools,
     pub gateway: Gateway,
     pub keys: crate::auth::keys::KeyAuth,
+    pub limiter: crate::limits::Limiter,
 }
 
 pub struct Edge {
@@ -48,6 +49,8 @@ pub struct Ctx {
     upstream: Option<String>,
     error_code: Option<&'static str>,
     principal: Option<Principal>,
+    /// `X-RateLimit-*` headers for an admitted, rate-limited request.
+    rate_headers: Vec<(&'static str, String)>,
 }
 
 impl Ctx {
@@ -73,6 +76,7 @@ impl ProxyHttp for Edge {
             upstream: None,
             error_code: None,
             principal: None,
+            rate_headers: Vec::new(),
         }
     }
 
@@ -102,7 +106,7 @@ impl ProxyHttp for Edge {
     ) -> Result<()> {
         resp.insert_header("Server", "chainedge")?;
         resp.insert_header("X-Request-Id", ctx.request_id.as_str())?;
-        for (k, v) in &ctx.cors_headers {
+        for (k, v) in ctx.cors_headers.iter().chain(ctx.rate_headers.iter()) {
             resp.insert_header(*k, v.as_str())?;
         }
         Ok(())
@@ -209,7 +213,11 @@ impl Edge {
             }
         }
 
-        ctx.principal = Some(self.authenticate(session, &route).await?);
+        let principal = self.authenticate(session, &route).await?;
+        if let Some(category) = &route.rate {
+            self.limit(session, ctx, &principal, category)?;
+        }
+        ctx.principal = Some(principal);
         self.dispatch(session, ctx, &route).await
     }
 
@@ -362,6 +370,55 @@ impl Edge {
         Ok(())
     }
 
+    /// The tier × category rate limit; admins are not limited.
+    fn limit(
+        &self,
+        session: &Session,
+        ctx: &mut Ctx,
+        principal: &Principal,
+        category: &str,
+    ) -> Result<(), ApiError> {
+        let plans = &self.state.config.app.plans;
+        let (caller, tier) = match principal {
+            Principal::Admin => return Ok(()),
+            Principal::Key(rec) => (
+                crate::limits::Caller::Tenant {
+                    id: &rec.tenant_id,
+                    rank: plans.iter().position(|p| *p == rec.plan).unwrap_or(0),
+                },
+                rec.plan.as_str(),
+            ),
+            Principal::Anonymous => (
+                crate::limits::Caller::Address(
+                    peer_ip(session).unwrap_or(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)),
+                ),
+                crate::config::limits::ANONYMOUS,
+            ),
+        };
+        let d = self.state.limiter.check(&caller, category);
+        let limit = format_rps(d.limit_rps);
+        if d.admitted {
+            ctx.rate_headers = vec![
+                ("X-RateLimit-Limit", limit),
+                ("X-RateLimit-Remaining", d.remaining.to_string()),
+            ];
+            return Ok(());
+        }
+        Err(ApiError::new(
+            429,
+            "rate_limited",
+            format!("over {limit} requests/s for {category} on plan {tier}"),
+        )
+        .with_field("retry_after_sec", d.retry_after_sec)
+        .with_field("limit_rps", d.limit_rps)
+        .with_field("current_tier", tier)
+        .with_field("category", category)
+        .with_header("Retry-After", d.retry_after_sec.to_string())
+        .with_header("X-RateLimit-Limit", limit)
+        .with_header("X-RateLimit-Remaining", "0")
+        .with_header("X-RateLimit-Reset", d.retry_after_sec.to_string()))
+    }
+
     fn tier_insufficient(&self, current: &str, required: &str, message: String) -> ApiError {
         ApiError::new(403, "tier_insufficient", message)
             .with_field("current_tier", current)
@@ -442,6 +499,15 @@ async fn read_body(session: &mut Session, limit: usize) -> Result<Bytes, ApiErro
                 ))
             }
         }
+    }
+}
+
+/// `10` rather than `10.0`; fractional rates keep their decimals.
+fn format_rps(rps: f64) -> String {
+    if rps.fract() == 0.0 {
+        format!("{}", rps as u64)
+    } else {
+        format!("{rps}")
     }
 }
 

@@ -49,7 +49,7 @@ impl Reply {
 pub async fn write(session: &mut Session, ctx: &Ctx, reply: Reply) -> Result<()> {
     let mut h = ResponseHeader::build(
         reply.status,
-        Some(4 + reply.headers.len() + ctx.cors_headers.len()),
+        Some(4 + reply.headers.len() + ctx.cors_headers.len() + ctx.rate_headers.len()),
     )?;
     h.insert_header("Server", "chainedge")?;
     h.insert_header("X-Request-Id", ctx.request_id.as_str())?;
@@ -57,7 +57,8 @@ pub async fn write(session: &mut Session, ctx: &Ctx, reply: Reply) -> Result<()>
         h.insert_header("Content-Type", ct)?;
     }
     h.insert_header("Content-Length", reply.body.len().to_string())?;
-    for (k, v) in reply.headers.iter().chain(ctx.cors_headers.iter()) {
+    let edge_headers = ctx.cors_headers.iter().chain(ctx.rate_headers.iter());
+    for (k, v) in reply.headers.iter().chain(edge_headers) {
         h.append_header(*k, v.as_str())?;
     }
     let head_only = session.req_header().method == http::Method::HEAD || reply.body.is_empty();

@@ -33,7 +33,6 @@ pub struct Route {
     pub min_plan_name: Option<String>,
     pub scopes: Vec<String>,
     pub features: Vec<String>,
-    #[allow(dead_code)] // the tier × category limiter (issue 3)
     pub rate: Option<String>,
     pub pool: Option<String>,
     pub envelope: Envelope,

@@ -136,6 +136,28 @@ impl Store {
         )? == 1)
     }
 
+    /// Set or clear (`None`) the trial and subscription ends, unix seconds.
+    pub fn set_billing(
+        &self,
+        tenant: &str,
+        trial_ends_at: Option<Option<i64>>,
+        subscription_ends_at: Option<Option<i64>>,
+    ) -> rusqlite::Result<()> {
+        if let Some(t) = trial_ends_at {
+            self.conn.execute(
+                "UPDATE tenants SET trial_ends_at = ?2 WHERE id = ?1",
+                params![tenant, t],
+            )?;
+        }
+        if let Some(t) = subscription_ends_at {
+            self.conn.execute(
+                "UPDATE tenants SET subscription_ends_at = ?2 WHERE id = ?1",
+                params![tenant, t],
+            )?;
+        }
+        Ok(())
+    }
+
     pub fn set_features(&self, tenant: &str, features: &[String]) -> rusqlite::Result<bool> {
         let f = serde_json::to_string(features).unwrap_or_else(|_| "[]".into());
         Ok(self.conn.execute(

@@ -2,6 +2,10 @@
 //! ports, a raw HTTP/1.1 client, and cleanup of every process started (in `Drop`).
 #![allow(dead_code)]
 
+mod fixture;
+#[allow(unused_imports)]
+pub use fixture::*;
+
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -409,13 +413,24 @@ pub fn path_exists(p: &Path) -> bool {
 /// A throwaway self-signed certificate for 127.0.0.1 (`cert.pem`, `key.pem` in `dir`).
 pub fn self_signed_cert(dir: &Path) {
     let out = Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2"])
-        .args(["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"])
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        ])
+        .args([
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ])
         .arg("-keyout")
         .arg(dir.join("key.pem"))
         .arg("-out")
         .arg(dir.join("cert.pem"))
         .output()
         .expect("run openssl");
-    assert!(out.status.success(), "openssl: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "openssl: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -1,0 +1,310 @@
+//! The tier × rate-category limiter.
+//!
+//! Algorithm: a sliding window of one-second buckets. The limiter keeps a ring of
+//! `horizon + 1` count-min sketches (`pingora_limits::estimator::Estimator`), one per
+//! wall-clock second, each counting admitted requests per (caller, category). With `L`
+//! the sustained rate of the caller's plan in that category, a request is admitted while
+//!   - the last second's count (`this second + previous × (1 − elapsed fraction)`)
+//!     stays ≤ `burst × L` — the short-term ceiling, 2× by default, and
+//!   - the count over the last `horizon` seconds (oldest bucket weighted the same way)
+//!     stays ≤ `L × (horizon + burst − 1)` — on average `L`, plus one second of burst.
+//!
+//! So a caller at `L` is never refused, a caller idle for a while may send `burst × L`
+//! at once, and a caller pushing harder is held to `L × (horizon + 1) / horizon` on
+//! average (1.1 × L with the default 10-second horizon). Refused requests are not
+//! counted, so hammering does not extend the penalty. Callers are tenants (all keys of a
+//! tenant share its budget) or, without a credential, the client address (IPv6 by /64).
+//!
+//! Sketches never under-count: a hash collision can only make a caller look busier.
+//! The chance shrinks with `sketch_slots`, which should be well above the number of
+//! distinct callers active in one second. Memory: `(horizon + 1) × hashes × slots × 8` bytes.
+
+use crate::config::limits::{LimitsConf, ANONYMOUS};
+use pingora_limits::estimator::Estimator;
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+/// Who is being limited.
+pub enum Caller<'a> {
+    /// A tenant, by id and plan rank.
+    Tenant { id: &'a str, rank: usize },
+    /// No credential: the client address.
+    Address(IpAddr),
+}
+
+/// The outcome of one check, with what the response headers need.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    pub admitted: bool,
+    pub limit_rps: f64,
+    /// Requests that could still be sent right now.
+    pub remaining: u64,
+    /// Seconds until a request would be admitted again (refusals only).
+    pub retry_after_sec: u64,
+}
+
+/// One second's counts; `second` says which second they belong to.
+struct Bucket {
+    second: AtomicU64,
+    counts: Estimator,
+}
+
+pub struct Limiter {
+    start: Instant,
+    ring: Box<[Bucket]>,
+    horizon: u64,
+    burst: f64,
+    /// Requests/s by plan rank; the anonymous rate is last.
+    default: Box<[f64]>,
+    categories: HashMap<String, Box<[f64]>>,
+    seed: std::collections::hash_map::RandomState,
+}
+
+impl Limiter {
+    pub fn new(conf: &LimitsConf, plans: &[String]) -> Limiter {
+        let table = |t: Option<&std::collections::BTreeMap<String, f64>>| -> Box<[f64]> {
+            plans
+                .iter()
+                .map(String::as_str)
+                .chain([ANONYMOUS])
+                .map(|p| {
+                    t.and_then(|t| t.get(p))
+                        .or_else(|| conf.default.get(p))
+                        .copied()
+                        .unwrap_or(1.0)
+                })
+                .collect()
+        };
+        Limiter {
+            start: Instant::now(),
+            ring: (0..=conf.horizon_secs)
+                .map(|_| Bucket {
+                    // u64::MAX: never a valid second, so unused buckets read as empty.
+                    second: AtomicU64::new(u64::MAX),
+                    counts: Estimator::new(conf.sketch_hashes, conf.sketch_slots),
+                })
+                .collect(),
+            horizon: conf.horizon_secs,
+            burst: conf.burst,
+            default: table(None),
+            categories: conf
+                .categories
+                .iter()
+                .map(|(c, t)| (c.clone(), table(Some(t))))
+                .collect(),
+            seed: Default::default(),
+        }
+    }
+
+    /// The sustained rate of a caller in a category.
+    pub fn limit_rps(&self, caller: &Caller, category: &str) -> f64 {
+        let table = self.categories.get(category).unwrap_or(&self.default);
+        let i = match caller {
+            Caller::Tenant { rank, .. } => (*rank).min(table.len() - 1),
+            Caller::Address(_) => table.len() - 1,
+        };
+        table[i]
+    }
+
+    /// Count one request and decide whether it is admitted.
+    pub fn check(&self, caller: &Caller, category: &str) -> Decision {
+        let elapsed = self.start.elapsed();
+        self.check_at(
+            caller,
+            category,
+            elapsed.as_secs(),
+            elapsed.subsec_nanos() as f64 / 1e9,
+        )
+    }
+
+    fn check_at(&self, caller: &Caller, category: &str, now: u64, frac: f64) -> Decision {
+        let limit = self.limit_rps(caller, category);
+        let key = self.key(caller, category);
+        let short_cap = self.burst * limit;
+        let long_cap = limit * (self.horizon as f64 + self.burst - 1.0);
+
+        // Counts per second, newest first: [now, now-1, ..., now-horizon].
+        let mut counts = [0f64; 61];
+        let counts = &mut counts[..=self.horizon as usize];
+        for (back, c) in counts.iter_mut().enumerate().skip(1) {
+            *c = self.count(now.wrapping_sub(back as u64), key);
+        }
+        counts[0] = self.current(now).incr(key, 1) as f64;
+        let weight = 1.0 - frac;
+        let short = counts[0] + counts[1] * weight;
+        let h = self.horizon as usize;
+        let long = counts[..h].iter().sum::<f64>() + counts[h] * weight;
+
+        let admitted = short <= short_cap && long <= long_cap;
+        if !admitted {
+            // Refusals do not consume budget.
+            self.current(now).incr(key, -1);
+        }
+        let remaining = (short_cap - short).min(long_cap - long).floor().max(0.0) as u64;
+        let retry_after_sec = if admitted {
+            0
+        } else if long > long_cap {
+            // Seconds until enough old buckets leave the window.
+            let mut excess = long - long_cap;
+            let mut wait = 0;
+            for c in counts.iter().rev() {
+                wait += 1;
+                excess -= c;
+                if excess <= 0.0 {
+                    break;
+                }
+            }
+            wait
+        } else {
+            1
+        };
+        Decision {
+            admitted,
+            limit_rps: limit,
+            remaining,
+            retry_after_sec,
+        }
+    }
+
+    /// The bucket for second `now`, recycled from `horizon + 1` seconds ago if needed.
+    fn current(&self, now: u64) -> &Estimator {
+        let b = &self.ring[(now % self.ring.len() as u64) as usize];
+        let seen = b.second.load(Ordering::Acquire);
+        if seen != now
+            && b.second
+                .compare_exchange(seen, now, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
+            // A count racing with this reset may be lost: a rare under-count of one.
+            b.counts.reset();
+        }
+        &b.counts
+    }
+
+    /// The count of `key` in second `second`, 0 if that bucket holds another second.
+    fn count(&self, second: u64, key: u64) -> f64 {
+        let b = &self.ring[(second % self.ring.len() as u64) as usize];
+        if b.second.load(Ordering::Acquire) != second {
+            return 0.0;
+        }
+        b.counts.get(key).max(0) as f64
+    }
+
+    /// One 64-bit key per (caller, category), so the sketches hash a `u64` per row.
+    fn key(&self, caller: &Caller, category: &str) -> u64 {
+        let mut h = self.seed.build_hasher();
+        match caller {
+            Caller::Tenant { id, .. } => {
+                0u8.hash(&mut h);
+                id.hash(&mut h);
+            }
+            Caller::Address(IpAddr::V4(a)) => {
+                1u8.hash(&mut h);
+                a.hash(&mut h);
+            }
+            Caller::Address(IpAddr::V6(a)) => match a.to_ipv4_mapped() {
+                Some(v4) => {
+                    1u8.hash(&mut h);
+                    v4.hash(&mut h);
+                }
+                None => {
+                    2u8.hash(&mut h);
+                    a.segments()[..4].hash(&mut h);
+                }
+            },
+        }
+        category.hash(&mut h);
+        h.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limiter(horizon: u64) -> Limiter {
+        let conf = LimitsConf {
+            horizon_secs: horizon,
+            sketch_slots: 1024,
+            ..Default::default()
+        };
+        let plans: Vec<String> = ["free", "basic", "pro", "business", "enterprise", "scale"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        Limiter::new(&conf, &plans)
+    }
+
+    #[test]
+    fn burst_of_twice_the_rate_after_idle_then_refused() {
+        let l = limiter(10);
+        let caller = Caller::Tenant { id: "t1", rank: 0 }; // free: 10 rps
+        for i in 0..20 {
+            assert!(l.check(&caller, "eth_read").admitted, "request {i}");
+        }
+        let d = l.check(&caller, "eth_read");
+        assert!(!d.admitted);
+        assert_eq!(d.limit_rps, 10.0);
+        assert_eq!(d.remaining, 0);
+        assert!(d.retry_after_sec >= 1);
+        // Another tenant and another category have their own budgets.
+        assert!(
+            l.check(&Caller::Tenant { id: "t2", rank: 0 }, "eth_read")
+                .admitted
+        );
+        assert!(l.check(&caller, "sol_read").admitted);
+    }
+
+    /// Offer `rps` for `secs` on a simulated clock; returns the admitted rate.
+    fn drive(l: &Limiter, id: &str, rps: f64, secs: f64, t0: f64) -> (f64, usize) {
+        let caller = Caller::Tenant { id, rank: 0 };
+        let (mut ok, mut refused) = (0, 0);
+        let n = (rps * secs) as usize;
+        for i in 0..n {
+            let t = t0 + i as f64 / rps;
+            let d = l.check_at(&caller, "c", t.floor() as u64, t.fract());
+            if d.admitted {
+                ok += 1;
+            } else {
+                refused += 1;
+            }
+        }
+        (ok as f64 / secs, refused)
+    }
+
+    #[test]
+    fn sustained_never_refused_and_overdrive_held_near_the_rate() {
+        let l = limiter(10); // free: 10 rps
+        assert_eq!(drive(&l, "steady", 10.0, 60.0, 100.25).1, 0);
+        let (rate, _) = drive(&l, "over", 30.0, 60.0, 100.6);
+        assert!((10.0..=11.5).contains(&rate), "3x held to {rate}");
+        let (rate, _) = drive(&l, "over10s", 30.0, 10.0, 300.9);
+        assert!((10.0..=12.5).contains(&rate), "3x over 10 s held to {rate}");
+    }
+
+    #[test]
+    fn plans_and_anonymous_take_their_own_rates() {
+        let l = limiter(10);
+        assert_eq!(
+            l.limit_rps(&Caller::Tenant { id: "x", rank: 5 }, "c"),
+            1000.0
+        );
+        assert_eq!(
+            l.limit_rps(&Caller::Address("10.0.0.1".parse().unwrap()), "c"),
+            5.0
+        );
+    }
+
+    #[test]
+    fn ipv6_callers_share_a_slash_64() {
+        let l = limiter(10);
+        let a = Caller::Address("2001:db8:1:2::1".parse().unwrap());
+        let b = Caller::Address("2001:db8:1:2::ffff".parse().unwrap());
+        let c = Caller::Address("2001:db8:1:3::1".parse().unwrap());
+        assert_eq!(l.key(&a, "x"), l.key(&b, "x"));
+        assert_ne!(l.key(&a, "x"), l.key(&c, "x"));
+    }
+}

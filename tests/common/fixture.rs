@@ -1,0 +1,196 @@
+//! A small HTTP/1.1 fixture upstream for tests: keep-alive, one thread per connection,
+//! answers from a closure, counts every request it receives, and can be told to fail.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct FixtureRequest {
+    pub method: String,
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl FixtureRequest {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+pub struct FixtureResponse {
+    pub status: u16,
+    pub content_type: &'static str,
+    pub body: Vec<u8>,
+}
+
+impl FixtureResponse {
+    pub fn json(v: serde_json::Value) -> Self {
+        FixtureResponse {
+            status: 200,
+            content_type: "application/json",
+            body: v.to_string().into_bytes(),
+        }
+    }
+    pub fn status(status: u16, body: &str) -> Self {
+        FixtureResponse {
+            status,
+            content_type: "text/plain",
+            body: body.as_bytes().to_vec(),
+        }
+    }
+}
+
+type Handler = dyn Fn(&FixtureRequest) -> FixtureResponse + Send + Sync;
+
+pub struct Fixture {
+    pub port: u16,
+    hits: Arc<AtomicUsize>,
+    /// When set, connections are accepted and closed without an answer.
+    pub down: Arc<AtomicBool>,
+    pub seen: Arc<Mutex<Vec<FixtureRequest>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Fixture {
+    pub fn start(
+        handler: impl Fn(&FixtureRequest) -> FixtureResponse + Send + Sync + 'static,
+    ) -> Fixture {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let handler: Arc<Handler> = Arc::new(handler);
+        let hits = Arc::new(AtomicUsize::new(0));
+        let down = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (h2, d2, s2, seen2) = (hits.clone(), down.clone(), stop.clone(), seen.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if s2.load(Ordering::Relaxed) {
+                    break;
+                }
+                let Ok(conn) = conn else { continue };
+                if d2.load(Ordering::Relaxed) {
+                    drop(conn);
+                    continue;
+                }
+                let (handler, hits, seen, down) =
+                    (handler.clone(), h2.clone(), seen2.clone(), d2.clone());
+                std::thread::spawn(move || serve(conn, &*handler, &hits, &seen, &down));
+            }
+        });
+        Fixture {
+            port,
+            hits,
+            down,
+            seen,
+            stop,
+        }
+    }
+
+    /// A JSON-RPC node answering `eth_chainId` (0x1), `eth_blockNumber` (0x10) and
+    /// `null` for anything else, batches included.
+    pub fn json_rpc() -> Fixture {
+        Fixture::start(|req| {
+            let one = |call: &serde_json::Value| {
+                let result = match call["method"].as_str() {
+                    Some("eth_chainId") => serde_json::json!("0x1"),
+                    Some("eth_blockNumber") => serde_json::json!("0x10"),
+                    _ => serde_json::Value::Null,
+                };
+                serde_json::json!({"jsonrpc": "2.0", "id": call["id"], "result": result})
+            };
+            let v: serde_json::Value = serde_json::from_slice(&req.body).unwrap_or_default();
+            FixtureResponse::json(match &v {
+                serde_json::Value::Array(calls) => calls.iter().map(one).collect(),
+                call => one(call),
+            })
+        })
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn hits(&self) -> usize {
+        self.hits.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+    }
+}
+
+fn serve(
+    conn: TcpStream,
+    handler: &Handler,
+    hits: &AtomicUsize,
+    seen: &Mutex<Vec<FixtureRequest>>,
+    down: &AtomicBool,
+) {
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(30)));
+    let mut w = conn.try_clone().unwrap();
+    let mut r = BufReader::new(conn);
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let mut parts = line.split_whitespace();
+        let method = parts.next().unwrap_or("").to_string();
+        let path = parts.next().unwrap_or("").to_string();
+        let mut headers = Vec::new();
+        loop {
+            let mut h = String::new();
+            if r.read_line(&mut h).unwrap_or(0) == 0 {
+                return;
+            }
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = h.split_once(':') {
+                headers.push((k.trim().to_string(), v.trim().to_string()));
+            }
+        }
+        let len = headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+            .and_then(|(_, v)| v.parse::<usize>().ok())
+            .unwrap_or(0);
+        let mut body = vec![0; len];
+        if r.read_exact(&mut body).is_err() {
+            return;
+        }
+        hits.fetch_add(1, Ordering::SeqCst);
+        if down.load(Ordering::Relaxed) {
+            return;
+        }
+        let req = FixtureRequest {
+            method,
+            path,
+            headers,
+            body,
+        };
+        let resp = handler(&req);
+        seen.lock().unwrap().push(req);
+        let head = format!(
+            "HTTP/1.1 {} X\r\nContent-Type: {}\r\nContent-Length: {}\r\n\r\n",
+            resp.status,
+            resp.content_type,
+            resp.body.len()
+        );
+        if w.write_all(head.as_bytes()).is_err() || w.write_all(&resp.body).is_err() {
+            return;
+        }
+    }
+}
