@@ -162,6 +162,7 @@ fn graceful_upgrade_under_load_loses_no_request() {
             "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-anvil}}\n",
             anvil.url()
         ),
+        extra_yaml: UNLIMITED.into(),
         ..Default::default()
     });
     let key = gw.key("free", &[]);

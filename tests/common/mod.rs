@@ -434,3 +434,6 @@ pub fn self_signed_cert(dir: &Path) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// App YAML raising every rate limit out of the way (for load tests).
+pub const UNLIMITED: &str = "limits:\n  default: {anonymous: 1000000, free: 1000000, basic: 1000000, pro: 1000000, business: 1000000, enterprise: 1000000, scale: 1000000}\n";
