@@ -151,7 +151,7 @@ fn run(
     app: config::Loaded,
     matcher: routes::matcher::Matcher,
 ) -> Result<(), String> {
-    let pools = pools::Pools::from_config(&app)?;
+    let pools = Arc::new(pools::Pools::from_config(&app)?);
     observe::metrics::init();
     let gateway = rpc::Gateway {
         client: Arc::new(upstream::UpstreamClient::default()),
@@ -214,7 +214,18 @@ fn run(
     if threads.is_some() {
         proxy.threads = threads;
     }
-    server.add_service(proxy);
+    let edge_service = server.add_service(proxy);
+
+    // The edge starts once the first health round has classified every host.
+    let health = pingora_core::services::background::background_service(
+        "health checks",
+        pools::health::HealthChecker {
+            pools: state.pools.clone(),
+            conf: state.config.app.health.clone(),
+        },
+    );
+    let health_service = server.add_service(health);
+    edge_service.add_dependency(&health_service);
 
     let mut metrics = Service::new(
         "chainedge metrics".to_string(),

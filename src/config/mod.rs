@@ -116,6 +116,10 @@ pub struct AppConfig {
     #[serde(default)]
     pub limits: limits::LimitsConf,
     #[serde(default)]
+    pub health: HealthConf,
+    #[serde(default)]
+    pub metrics_mirror: MirrorConf,
+    #[serde(default)]
     pub pools: BTreeMap<String, PoolConf>,
     /// Edge worker threads for the public listeners (Pingora `threads` is per service).
     #[serde(default)]
@@ -264,6 +268,85 @@ pub enum WritePolicy {
 #[serde(deny_unknown_fields)]
 pub struct PoolConf {
     pub hosts: Vec<HostConf>,
+    /// Blocks (or slots) behind the pool head before a host is degraded; default by
+    /// kind: EL 5, CL 3, Solana 50, heimdall 5.
+    #[serde(default)]
+    pub max_lag: Option<u64>,
+}
+
+/// Background health checks of every pool host.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthConf {
+    #[serde(default = "d_health_interval")]
+    pub interval_ms: u64,
+    #[serde(default = "d_health_timeout")]
+    pub timeout_ms: u64,
+    /// Consecutive failed checks before a host is quarantined.
+    #[serde(default = "d_quarantine_after")]
+    pub quarantine_after: u32,
+    /// A check slower than this degrades the host.
+    #[serde(default = "d_slow")]
+    pub slow_ms: u64,
+}
+
+impl Default for HealthConf {
+    fn default() -> Self {
+        HealthConf {
+            interval_ms: d_health_interval(),
+            timeout_ms: d_health_timeout(),
+            quarantine_after: d_quarantine_after(),
+            slow_ms: d_slow(),
+        }
+    }
+}
+
+fn d_health_interval() -> u64 {
+    5000
+}
+fn d_health_timeout() -> u64 {
+    2000
+}
+fn d_quarantine_after() -> u32 {
+    2
+}
+fn d_slow() -> u64 {
+    1500
+}
+
+/// The metrics mirror's cache and scrape bounds.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MirrorConf {
+    #[serde(default = "d_fresh")]
+    pub fresh_ms: u64,
+    #[serde(default = "d_stale")]
+    pub stale_ms: u64,
+    #[serde(default = "d_health_timeout")]
+    pub timeout_ms: u64,
+    #[serde(default = "d_mirror_max")]
+    pub max_bytes: usize,
+}
+
+impl Default for MirrorConf {
+    fn default() -> Self {
+        MirrorConf {
+            fresh_ms: d_fresh(),
+            stale_ms: d_stale(),
+            timeout_ms: d_health_timeout(),
+            max_bytes: d_mirror_max(),
+        }
+    }
+}
+
+fn d_fresh() -> u64 {
+    5000
+}
+fn d_stale() -> u64 {
+    60000
+}
+fn d_mirror_max() -> usize {
+    8 << 20
 }
 
 #[derive(Debug, Deserialize)]
@@ -413,6 +496,18 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
             );
         }
     }
+    if app.health.interval_ms < 100 || app.health.timeout_ms == 0 || app.health.quarantine_after == 0 {
+        bad(
+            "health",
+            "interval_ms must be at least 100; timeout_ms and quarantine_after positive".into(),
+        );
+    }
+    if app.metrics_mirror.stale_ms < app.metrics_mirror.fresh_ms {
+        bad(
+            "metrics_mirror.stale_ms",
+            "must be at least fresh_ms".into(),
+        );
+    }
     if app.rpc.max_batch == 0 || app.rpc.max_body_bytes == 0 || app.rpc.max_attempts == 0 {
         bad(
             "rpc",
@@ -445,6 +540,12 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
                 if let Err(e) = crate::pools::HostAddr::parse(m) {
                     bad(&key("metrics_url"), e);
                 }
+            }
+            if h.capabilities.iter().any(|c| c == "metrics") && h.metrics_url.is_none() {
+                bad(
+                    &key("metrics_url"),
+                    "a host with the metrics capability needs a metrics_url".into(),
+                );
             }
             if !FAMILIES.contains(&h.family.as_str()) {
                 bad(

@@ -29,7 +29,7 @@ use std::time::Instant;
 pub struct State {
     pub matcher: Matcher,
     pub config: Loaded,
-    pub pools: Pools,
+    pub pools: Arc<Pools>,
     pub gateway: Gateway,
     pub keys: crate::auth::keys::KeyAuth,
     pub limiter: crate::limits::Limiter,

@@ -5,7 +5,8 @@ use once_cell::sync::Lazy;
 use pingora_core::apps::http_app::ServeHttp;
 use pingora_core::protocols::http::ServerSession;
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
+    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
 
 pub static REGISTRY: Lazy<Registry> = Lazy::new(Registry::new);
@@ -74,12 +75,69 @@ pub static UPSTREAM_FAILURES: Lazy<IntCounterVec> = Lazy::new(|| {
     )
 });
 
+fn gauge(name: &str, help: &str) -> IntGaugeVec {
+    register(IntGaugeVec::new(Opts::new(name, help), &["pool", "host"]).unwrap())
+}
+
+pub static HOST_STATE: Lazy<IntGaugeVec> = Lazy::new(|| {
+    gauge(
+        "chainedge_host_state",
+        "Health state per host: 0 available, 1 degraded, 2 quarantined",
+    )
+});
+pub static HOST_HEAD: Lazy<IntGaugeVec> = Lazy::new(|| {
+    gauge(
+        "chainedge_host_head",
+        "Last good head (block or slot) per host",
+    )
+});
+pub static HOST_LAG: Lazy<IntGaugeVec> = Lazy::new(|| {
+    gauge(
+        "chainedge_host_lag",
+        "Blocks or slots behind the pool head per host",
+    )
+});
+pub static HOST_CHECK_LATENCY: Lazy<GaugeVec> = Lazy::new(|| {
+    register(
+        GaugeVec::new(
+            Opts::new(
+                "chainedge_host_check_latency_seconds",
+                "Duration of the last health check per host",
+            ),
+            &["pool", "host"],
+        )
+        .unwrap(),
+    )
+});
+
+/// Record one host's classification after a health round.
+pub fn host_health(
+    pool: &str,
+    host: &str,
+    state: u8,
+    head: u64,
+    lag: u64,
+    latency: std::time::Duration,
+) {
+    let l = [pool, host];
+    HOST_STATE.with_label_values(&l).set(state as i64);
+    HOST_HEAD.with_label_values(&l).set(head as i64);
+    HOST_LAG.with_label_values(&l).set(lag as i64);
+    HOST_CHECK_LATENCY
+        .with_label_values(&l)
+        .set(latency.as_secs_f64());
+}
+
 /// Touch every metric so the families appear (with HELP/TYPE) before the first request.
 pub fn init() {
     Lazy::force(&REQUESTS);
     Lazy::force(&LATENCY);
     Lazy::force(&UPSTREAM_ATTEMPTS);
     Lazy::force(&UPSTREAM_FAILURES);
+    Lazy::force(&HOST_STATE);
+    Lazy::force(&HOST_HEAD);
+    Lazy::force(&HOST_LAG);
+    Lazy::force(&HOST_CHECK_LATENCY);
 }
 
 pub fn request_done(route: &str, status: u16, seconds: f64) {

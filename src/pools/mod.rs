@@ -1,15 +1,19 @@
 //! Upstream pools: hosts with family, role and capabilities, and which to try first.
 //!
-//! Health here is passive: a host that fails a call is set aside for a cool-down and tried
-//! last. Protocol-aware background checks (issue 5) will drive the same `HostState`.
+//! Two signals decide the order: the background health checks (`health.rs`: available,
+//! degraded, quarantined), and a passive cool-down — a host that just failed a call is
+//! tried after its healthy peers for a few seconds, without waiting for the next round.
 
+pub mod health;
+
+use health::{HealthState, HostHealth};
 use crate::config::secrets::Secret;
 use crate::config::Loaded;
 use pingora_core::upstreams::peer::HttpPeer;
 use std::collections::HashMap;
 use std::net::ToSocketAddrs;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A parsed `http(s)://host:port/path` upstream address.
@@ -92,7 +96,6 @@ impl HostAddr {
     }
 }
 
-#[allow(dead_code)] // family, role, metrics_url: mesh health and metrics mirror (issue 5)
 pub struct Host {
     pub id: String,
     pub pool: String,
@@ -105,7 +108,7 @@ pub struct Host {
     pub metrics_url: Option<String>,
     /// Milliseconds since `epoch` until which this host is set aside.
     set_aside_until_ms: AtomicU64,
-    last_error: Mutex<Option<String>>,
+    pub health: HostHealth,
 }
 
 impl Host {
@@ -121,7 +124,7 @@ impl Host {
     pub fn record_failure(&self, reason: &str) {
         self.set_aside_until_ms
             .store(now_ms() + COOL_DOWN.as_millis() as u64, Ordering::Relaxed);
-        if let Ok(mut e) = self.last_error.lock() {
+        if let Ok(mut e) = self.health.last_error.lock() {
             *e = Some(reason.to_string());
         }
     }
@@ -132,9 +135,8 @@ impl Host {
         }
     }
 
-    #[allow(dead_code)] // mesh health (issue 5)
     pub fn last_error(&self) -> Option<String> {
-        self.last_error.lock().ok().and_then(|e| e.clone())
+        self.health.last_error.lock().ok().and_then(|e| e.clone())
     }
 }
 
@@ -147,37 +149,45 @@ fn now_ms() -> u64 {
 
 pub struct Pool {
     pub name: String,
+    /// Sorted by id.
     pub hosts: Vec<Arc<Host>>,
     next: AtomicUsize,
+    /// The highest head seen in the last health round.
+    pub head: AtomicU64,
+    pub max_lag: Option<u64>,
 }
 
 impl Pool {
-    /// Hosts to try, in order: round-robin over those not set aside, then the set-aside ones.
-    /// `capability` filters hosts that lack it.
+    /// Hosts to try, in order: available ones (round-robin), then degraded ones (least
+    /// lag first), then those in a passive cool-down; quarantined hosts never.
+    /// `capability` filters out hosts that lack it.
     pub fn candidates(&self, capability: Option<&str>) -> Vec<Arc<Host>> {
         let n = self.hosts.len();
         if n == 0 {
             return Vec::new();
         }
         let start = self.next.fetch_add(1, Ordering::Relaxed) % n;
-        let mut good = Vec::with_capacity(n);
+        let mut available = Vec::with_capacity(n);
+        let mut degraded = Vec::new();
         let mut aside = Vec::new();
         for i in 0..n {
             let h = &self.hosts[(start + i) % n];
             if capability.is_some_and(|c| !h.has(c)) {
                 continue;
             }
-            if h.set_aside() {
-                aside.push(h.clone());
-            } else {
-                good.push(h.clone());
+            match h.health.state() {
+                HealthState::Quarantined => continue,
+                _ if h.set_aside() => aside.push(h.clone()),
+                HealthState::Available => available.push(h.clone()),
+                HealthState::Degraded => degraded.push(h.clone()),
             }
         }
-        good.extend(aside);
-        good
+        degraded.sort_by_key(|h| h.health.lag());
+        available.extend(degraded);
+        available.extend(aside);
+        available
     }
 
-    #[allow(dead_code)] // per-host RPC and metrics mirror (issues 5, 6)
     pub fn host(&self, id: &str) -> Option<&Arc<Host>> {
         self.hosts.iter().find(|h| h.id == id)
     }
@@ -215,15 +225,18 @@ impl Pools {
                     headers,
                     metrics_url: hc.metrics_url.clone(),
                     set_aside_until_ms: AtomicU64::new(0),
-                    last_error: Mutex::new(None),
+                    health: HostHealth::default(),
                 }));
             }
+            hosts.sort_by(|a, b| a.id.cmp(&b.id));
             pools.insert(
                 name.clone(),
                 Arc::new(Pool {
                     name: name.clone(),
                     hosts,
                     next: AtomicUsize::new(0),
+                    head: AtomicU64::new(0),
+                    max_lag: pc.max_lag,
                 }),
             );
         }
@@ -232,6 +245,10 @@ impl Pools {
 
     pub fn get(&self, name: &str) -> Option<&Arc<Pool>> {
         self.pools.get(name)
+    }
+
+    pub fn all(&self) -> impl Iterator<Item = &Arc<Pool>> {
+        self.pools.values()
     }
 }
 

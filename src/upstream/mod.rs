@@ -1,8 +1,10 @@
 //! HTTP client toward nodes, on Pingora's pooled connector (keep-alive reuse per host).
 
+use crate::config::secrets::Secret;
 use crate::pools::Host;
 use bytes::{Bytes, BytesMut};
 use pingora_core::connectors::http::Connector;
+use pingora_core::upstreams::peer::HttpPeer;
 use pingora_http::RequestHeader;
 use std::time::Duration;
 
@@ -43,6 +45,18 @@ impl Default for UpstreamClient {
     }
 }
 
+/// One request to a node: which peer, and what to send.
+pub struct Call<'a> {
+    pub peer: &'a HttpPeer,
+    pub authority: String,
+    pub method: &'static str,
+    pub path: &'a str,
+    /// Extra headers (provider keys come from secret references).
+    pub headers: &'a [(String, Secret)],
+    pub body: Option<Bytes>,
+    pub request_id: &'a str,
+}
+
 impl UpstreamClient {
     /// POST a JSON body to the host's URL path and read the whole (bounded) response.
     pub async fn post_json(
@@ -53,9 +67,26 @@ impl UpstreamClient {
         timeout: Duration,
         max_response: usize,
     ) -> Result<UpstreamResponse, UpstreamError> {
-        match tokio::time::timeout(timeout, self.exchange(host, body, request_id, max_response))
-            .await
-        {
+        let call = Call {
+            peer: &host.peer,
+            authority: host.addr.authority(),
+            method: "POST",
+            path: &host.addr.path,
+            headers: &host.headers,
+            body: Some(body),
+            request_id,
+        };
+        self.send(call, timeout, max_response).await
+    }
+
+    /// Send any request and read the whole (bounded) response within `timeout`.
+    pub async fn send(
+        &self,
+        call: Call<'_>,
+        timeout: Duration,
+        max_response: usize,
+    ) -> Result<UpstreamResponse, UpstreamError> {
+        match tokio::time::timeout(timeout, self.exchange(call, max_response)).await {
             Ok(r) => r,
             Err(_) => Err(UpstreamError::Timeout),
         }
@@ -63,34 +94,36 @@ impl UpstreamClient {
 
     async fn exchange(
         &self,
-        host: &Host,
-        body: Bytes,
-        request_id: &str,
+        call: Call<'_>,
         max_response: usize,
     ) -> Result<UpstreamResponse, UpstreamError> {
         let io = |e: Box<pingora_error::Error>| UpstreamError::Io(e.to_string());
-        let mut req = RequestHeader::build("POST", host.addr.path.as_bytes(), None).map_err(io)?;
-        req.insert_header("Host", host.addr.authority())
+        let mut req = RequestHeader::build(call.method, call.path.as_bytes(), None).map_err(io)?;
+        req.insert_header("Host", call.authority).map_err(io)?;
+        if let Some(body) = &call.body {
+            req.insert_header("Content-Type", "application/json")
+                .map_err(io)?;
+            req.insert_header("Content-Length", body.len().to_string())
+                .map_err(io)?;
+        }
+        req.insert_header("X-Request-Id", call.request_id)
             .map_err(io)?;
-        req.insert_header("Content-Type", "application/json")
-            .map_err(io)?;
-        req.insert_header("Content-Length", body.len().to_string())
-            .map_err(io)?;
-        req.insert_header("X-Request-Id", request_id).map_err(io)?;
-        for (name, value) in &host.headers {
+        for (name, value) in call.headers {
             req.insert_header(name.clone(), value.expose())
                 .map_err(io)?;
         }
         let (mut session, _reused) = self
             .connector
-            .get_http_session(&host.peer)
+            .get_http_session(call.peer)
             .await
             .map_err(|e| UpstreamError::Connect(e.to_string()))?;
         session
             .write_request_header(Box::new(req))
             .await
             .map_err(io)?;
-        session.write_request_body(body, true).await.map_err(io)?;
+        if let Some(body) = call.body {
+            session.write_request_body(body, true).await.map_err(io)?;
+        }
         session.finish_request_body().await.map_err(io)?;
         session.read_response_header().await.map_err(io)?;
         let status = session
@@ -105,7 +138,7 @@ impl UpstreamClient {
             buf.extend_from_slice(&chunk);
         }
         self.connector
-            .release_http_session(session, &host.peer, Some(Duration::from_secs(60)))
+            .release_http_session(session, call.peer, Some(Duration::from_secs(60)))
             .await;
         Ok(UpstreamResponse {
             status,

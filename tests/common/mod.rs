@@ -238,11 +238,46 @@ impl Anvil {
             .expect("spawn anvil");
         let proc = Proc { child };
         wait_for_port(port, Duration::from_secs(10));
-        Anvil { port, proc }
+        let a = Anvil { port, proc };
+        // A fresh chain sits at height 0, which health checks treat as broken.
+        a.mine(1);
+        a
+    }
+
+    /// Start a node on a given port (a restart of a stopped one).
+    pub fn start_on(port: u16, chain_id: u64, extra: &[&str]) -> Anvil {
+        let child = Command::new(anvil_path())
+            .args(["--port", &port.to_string(), "--chain-id", &chain_id.to_string(), "--silent"])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn anvil");
+        wait_for_port(port, Duration::from_secs(10));
+        let a = Anvil { port, proc: Proc { child } };
+        a.mine(1);
+        a
     }
 
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Direct JSON-RPC call to this node.
+    pub fn call(&self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let r = rpc(self.port, "/", None, &body);
+        assert_eq!(r.status, 200, "{method}: {}", r.text());
+        r.json()["result"].clone()
+    }
+
+    pub fn mine(&self, blocks: u64) {
+        self.call("anvil_mine", serde_json::json!([format!("0x{blocks:x}")]));
+    }
+
+    pub fn block_number(&self) -> u64 {
+        let v = self.call("eth_blockNumber", serde_json::json!([]));
+        u64::from_str_radix(v.as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
     }
 }
 
