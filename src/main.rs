@@ -5,6 +5,7 @@ mod cli;
 mod config;
 mod edge;
 mod errors;
+mod handlers;
 mod limits;
 mod observe;
 mod pools;
@@ -153,10 +154,13 @@ fn run(
 ) -> Result<(), String> {
     let pools = Arc::new(pools::Pools::from_config(&app)?);
     observe::metrics::init();
+    let client = Arc::new(upstream::UpstreamClient::default());
     let gateway = rpc::Gateway {
-        client: Arc::new(upstream::UpstreamClient::default()),
+        client: client.clone(),
         conf: rpc::RpcSettings::from(&app.app.rpc),
     };
+    let metrics_cache =
+        handlers::metrics_mirror::MetricsCache::new(app.app.metrics_mirror.clone(), client);
     let http_addrs = app.app.listen.http.clone();
     let tls = app
         .app
@@ -187,6 +191,7 @@ fn run(
     let limiter = limits::Limiter::new(&app.app.limits, &app.app.plans);
     let state = Arc::new(edge::State {
         limiter,
+        metrics_cache,
         matcher,
         config: app,
         pools,

@@ -315,7 +315,7 @@ fn d_slow() -> u64 {
 }
 
 /// The metrics mirror's cache and scrape bounds.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MirrorConf {
     #[serde(default = "d_fresh")]
@@ -496,7 +496,10 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
             );
         }
     }
-    if app.health.interval_ms < 100 || app.health.timeout_ms == 0 || app.health.quarantine_after == 0 {
+    if app.health.interval_ms < 100
+        || app.health.timeout_ms == 0
+        || app.health.quarantine_after == 0
+    {
         bad(
             "health",
             "interval_ms must be at least 100; timeout_ms and quarantine_after positive".into(),

@@ -7,6 +7,7 @@ mod respond;
 use crate::auth::{self, Principal};
 use crate::config::Loaded;
 use crate::errors::{ApiError, Envelope};
+use crate::handlers::{self, metrics_mirror};
 use crate::observe::{access_log, metrics};
 use crate::pools::Pools;
 use crate::routes::matcher::{Match, Matcher, NormalizedPath};
@@ -33,6 +34,7 @@ pub struct State {
     pub gateway: Gateway,
     pub keys: crate::auth::keys::KeyAuth,
     pub limiter: crate::limits::Limiter,
+    pub metrics_cache: crate::handlers::metrics_mirror::MetricsCache,
 }
 
 pub struct Edge {
@@ -51,6 +53,10 @@ pub struct Ctx {
     principal: Option<Principal>,
     /// `X-RateLimit-*` headers for an admitted, rate-limited request.
     rate_headers: Vec<(&'static str, String)>,
+    /// Values of the route's `{param}`s (a tail is the rest of the path).
+    params: Vec<String>,
+    /// The path had `.`/`..` or encoded-slash segments (tail routes only get this far).
+    path_suspicious: bool,
 }
 
 impl Ctx {
@@ -77,6 +83,8 @@ impl ProxyHttp for Edge {
             error_code: None,
             principal: None,
             rate_headers: Vec::new(),
+            params: Vec::new(),
+            path_suspicious: false,
         }
     }
 
@@ -230,8 +238,10 @@ impl Edge {
         upgrade: bool,
     ) -> Result<Arc<Route>, ApiError> {
         match self.state.matcher.find(method, path, upgrade) {
-            Match::Found { route, .. } => {
+            Match::Found { route, params } => {
                 ctx.route = Some(route.clone());
+                ctx.params = params;
+                ctx.path_suspicious = path.suspicious;
                 ctx.envelope = route.envelope;
                 let has_tail = matches!(
                     route.segments.last(),
@@ -458,6 +468,46 @@ impl Edge {
                 ctx.upstream = reply.upstream;
                 Ok(Reply::json(200, reply.body))
             }
+            HandlerKind::MeshHealth => Ok(mesh_reply(
+                handlers::mesh::health(&st.pools, &handlers::mesh::ETH),
+                handlers::mesh::ETH.source,
+            )),
+            HandlerKind::PolygonMeshHealth => Ok(mesh_reply(
+                handlers::mesh::health(&st.pools, &handlers::mesh::POLYGON),
+                handlers::mesh::POLYGON.source,
+            )),
+            HandlerKind::MeshHosts => Ok(mesh_reply(
+                handlers::mesh::hosts(&st.pools),
+                handlers::mesh::ETH.source,
+            )),
+            HandlerKind::MetricsMirror | HandlerKind::PolygonMetricsMirror => {
+                let chain = if route.handler == HandlerKind::MetricsMirror {
+                    metrics_mirror::Chain::Eth
+                } else {
+                    metrics_mirror::Chain::Polygon
+                };
+                let key = match &ctx.principal {
+                    Some(Principal::Key(k)) => Some(&**k),
+                    _ => None,
+                };
+                let tail = ctx.params.last().map(String::as_str).unwrap_or("");
+                let host = metrics_mirror::resolve(
+                    chain,
+                    &st.pools,
+                    session.req_header().uri.path(),
+                    ctx.path_suspicious,
+                    tail,
+                    key,
+                )?;
+                ctx.upstream = Some(host.id.clone());
+                let (body, cache) = st.metrics_cache.get(host, &ctx.request_id).await?;
+                Ok(Reply {
+                    status: 200,
+                    content_type: Some("text/plain; version=0.0.4; charset=utf-8"),
+                    headers: vec![("X-Cache-Status", cache.to_string())],
+                    body,
+                })
+            }
             _ => Err(ApiError::not_implemented(&route.name)),
         }
     }
@@ -465,6 +515,14 @@ impl Edge {
     fn console_origin(&self) -> Option<&str> {
         self.state.config.app.console.origin.as_deref()
     }
+}
+
+/// Admin JSON from the live fleet state: never cached by intermediaries.
+fn mesh_reply(body: serde_json::Value, source: &'static str) -> Reply {
+    Reply::json(200, serde_json::to_vec(&body).unwrap_or_default()).with_headers(vec![
+        ("X-Mesh-Source", source.to_string()),
+        ("Cache-Control", "no-store".to_string()),
+    ])
 }
 
 /// Read the request body, refusing more than `limit` bytes with 413.

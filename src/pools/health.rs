@@ -190,13 +190,7 @@ pub async fn probe(
     };
     let post = |body: Value| async move {
         let r = client
-            .post_json(
-                host,
-                Bytes::from(body.to_string()),
-                rid,
-                timeout,
-                1 << 20,
-            )
+            .post_json(host, Bytes::from(body.to_string()), rid, timeout, 1 << 20)
             .await
             .map_err(|e| e.to_string())?;
         if r.status != 200 {
@@ -365,12 +359,16 @@ pub async fn check_pool(client: &UpstreamClient, pool: &Pool, conf: &HealthConf)
     for (h, (r, latency)) in pool.hosts.iter().zip(&results) {
         let rules = Rules {
             quarantine_after: conf.quarantine_after,
-            max_lag: pool.max_lag.unwrap_or_else(|| ProbeKind::for_family(&h.family).default_max_lag()),
+            max_lag: pool
+                .max_lag
+                .unwrap_or_else(|| ProbeKind::for_family(&h.family).default_max_lag()),
             slow: Duration::from_millis(conf.slow_ms),
         };
         let hh = &h.health;
         let lag = match r {
-            Ok(Observation { head: Some(head), .. }) => pool_head.saturating_sub(*head),
+            Ok(Observation {
+                head: Some(head), ..
+            }) => pool_head.saturating_sub(*head),
             _ => pool_head.saturating_sub(hh.head()),
         };
         let state = rules.classify(
@@ -473,24 +471,39 @@ mod tests {
         let r = rules();
         let fast = Duration::from_millis(5);
         // Never a good check: quarantined, whatever else.
-        assert_eq!(r.classify(0, false, None, fast, 0), HealthState::Quarantined);
+        assert_eq!(
+            r.classify(0, false, None, fast, 0),
+            HealthState::Quarantined
+        );
         // Consecutive failures reach the threshold: quarantined even if it was lagging.
-        assert_eq!(r.classify(2, true, None, fast, 100), HealthState::Quarantined);
+        assert_eq!(
+            r.classify(2, true, None, fast, 100),
+            HealthState::Quarantined
+        );
         // One failure short of quarantine: degraded.
         assert_eq!(r.classify(1, true, None, fast, 0), HealthState::Degraded);
         // Lagging, syncing or slow: degraded.
-        assert_eq!(r.classify(0, true, Some(&ok(10)), fast, 6), HealthState::Degraded);
+        assert_eq!(
+            r.classify(0, true, Some(&ok(10)), fast, 6),
+            HealthState::Degraded
+        );
         let syncing = Observation {
             head: Some(10),
             syncing: true,
         };
-        assert_eq!(r.classify(0, true, Some(&syncing), fast, 0), HealthState::Degraded);
+        assert_eq!(
+            r.classify(0, true, Some(&syncing), fast, 0),
+            HealthState::Degraded
+        );
         assert_eq!(
             r.classify(0, true, Some(&ok(10)), Duration::from_secs(2), 0),
             HealthState::Degraded
         );
         // Within the lag bound and fast: available.
-        assert_eq!(r.classify(0, true, Some(&ok(10)), fast, 5), HealthState::Available);
+        assert_eq!(
+            r.classify(0, true, Some(&ok(10)), fast, 5),
+            HealthState::Available
+        );
     }
 
     #[test]

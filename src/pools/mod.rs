@@ -6,9 +6,9 @@
 
 pub mod health;
 
-use health::{HealthState, HostHealth};
 use crate::config::secrets::Secret;
 use crate::config::Loaded;
+use health::{HealthState, HostHealth};
 use pingora_core::upstreams::peer::HttpPeer;
 use std::collections::HashMap;
 use std::net::ToSocketAddrs;
@@ -105,7 +105,8 @@ pub struct Host {
     pub addr: HostAddr,
     pub peer: HttpPeer,
     pub headers: Vec<(String, Secret)>,
-    pub metrics_url: Option<String>,
+    /// Where this host's Prometheus metrics are scraped (metrics mirror).
+    pub metrics: Option<(HostAddr, HttpPeer)>,
     /// Milliseconds since `epoch` until which this host is set aside.
     set_aside_until_ms: AtomicU64,
     pub health: HostHealth,
@@ -214,6 +215,16 @@ impl Pools {
                     .and_then(|v| v.get(i))
                     .cloned()
                     .unwrap_or_default();
+                let metrics = match &hc.metrics_url {
+                    Some(url) => {
+                        let a = HostAddr::parse(url)?;
+                        let p = a
+                            .peer(None)
+                            .map_err(|e| format!("pools.{name}.hosts[{i}].metrics_url: {e}"))?;
+                        Some((a, p))
+                    }
+                    None => None,
+                };
                 hosts.push(Arc::new(Host {
                     id: hc.id.clone(),
                     pool: name.clone(),
@@ -223,7 +234,7 @@ impl Pools {
                     addr,
                     peer,
                     headers,
-                    metrics_url: hc.metrics_url.clone(),
+                    metrics,
                     set_aside_until_ms: AtomicU64::new(0),
                     health: HostHealth::default(),
                 }));

@@ -76,7 +76,6 @@ pub enum Match<'a> {
     Found {
         route: &'a Arc<Route>,
         /// Values of the route's `{param}`s in path order; a tail is the rest joined by `/`.
-        #[allow(dead_code)] // local handlers (issues 4-7)
         params: Vec<String>,
     },
     /// The path exists but not for this method; the routes that do exist at that path.

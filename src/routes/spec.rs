@@ -176,8 +176,10 @@ pub enum HandlerKind {
     ConsolePage,
     // Admin and fleet.
     MeshHealth,
+    PolygonMeshHealth,
     MeshHosts,
     MetricsMirror,
+    PolygonMetricsMirror,
     // Ethereum product endpoints.
     EthWalletBalance,
     EthWalletTokens,

@@ -247,14 +247,23 @@ impl Anvil {
     /// Start a node on a given port (a restart of a stopped one).
     pub fn start_on(port: u16, chain_id: u64, extra: &[&str]) -> Anvil {
         let child = Command::new(anvil_path())
-            .args(["--port", &port.to_string(), "--chain-id", &chain_id.to_string(), "--silent"])
+            .args([
+                "--port",
+                &port.to_string(),
+                "--chain-id",
+                &chain_id.to_string(),
+                "--silent",
+            ])
             .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn anvil");
         wait_for_port(port, Duration::from_secs(10));
-        let a = Anvil { port, proc: Proc { child } };
+        let a = Anvil {
+            port,
+            proc: Proc { child },
+        };
         a.mine(1);
         a
     }
@@ -265,7 +274,8 @@ impl Anvil {
 
     /// Direct JSON-RPC call to this node.
     pub fn call(&self, method: &str, params: serde_json::Value) -> serde_json::Value {
-        let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let body =
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
         let r = rpc(self.port, "/", None, &body);
         assert_eq!(r.status, 200, "{method}: {}", r.text());
         r.json()["result"].clone()

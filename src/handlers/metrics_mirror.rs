@@ -1,0 +1,287 @@
+//! `GET /v1/eth/metrics/{host_id}/{layer}` (and Polygon's): a node's Prometheus metrics,
+//! scrubbed of operator details, cached (fresh, then stale while the node is down) and
+//! scraped once for concurrent misses.
+//!
+//! Refusals follow SPEC's metrics-mirror table in its order: pprof → path shape →
+//! layer → feature → pool → host → family → capability → upstream.
+
+use super::scrub::scrub;
+use crate::config::MirrorConf;
+use crate::errors::ApiError;
+use crate::pools::{Host, Pools};
+use crate::routes::matcher::percent_decode;
+use crate::store::KeyRecord;
+use crate::upstream::{Call, UpstreamClient};
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The ten Ethereum client layers.
+pub const ETH_LAYERS: &[&str] = &[
+    "el-geth",
+    "el-nethermind",
+    "el-erigon",
+    "el-besu",
+    "el-reth",
+    "cl-lighthouse",
+    "cl-prysm",
+    "cl-teku",
+    "cl-nimbus",
+    "cl-lodestar",
+];
+/// Polygon's two node kinds.
+pub const POLYGON_LAYERS: &[&str] = &["bor", "heimdall"];
+
+#[derive(Clone, Copy, PartialEq)]
+pub enum Chain {
+    Eth,
+    Polygon,
+}
+
+impl Chain {
+    /// (pool, required feature) for a layer of this chain.
+    fn pool_and_feature(self, layer: &str) -> (&'static str, Option<&'static str>) {
+        match (self, layer.starts_with("el-"), layer) {
+            (Chain::Eth, true, _) => ("eth_el", Some("eth.chain_metrics_el")),
+            (Chain::Eth, false, _) => ("eth_cl", Some("eth.chain_metrics_cl")),
+            (Chain::Polygon, _, "heimdall") => ("polygon_heimdall", None),
+            (Chain::Polygon, _, _) => ("polygon_bor", None),
+        }
+    }
+
+    fn layers(self) -> &'static [&'static str] {
+        match self {
+            Chain::Eth => ETH_LAYERS,
+            Chain::Polygon => POLYGON_LAYERS,
+        }
+    }
+}
+
+/// True when the raw path reaches `/debug/pprof` in any spelling: percent-encoded (even
+/// twice), with doubled or back slashes, in any case.
+pub fn is_pprof(raw_path: &str) -> bool {
+    let mut p = raw_path.to_string();
+    for _ in 0..3 {
+        let d = percent_decode(&p);
+        if d == p {
+            break;
+        }
+        p = d;
+    }
+    let mut norm = String::with_capacity(p.len());
+    for c in p.chars().map(|c| {
+        if c == '\\' {
+            '/'
+        } else {
+            c.to_ascii_lowercase()
+        }
+    }) {
+        if c == '/' && norm.ends_with('/') {
+            continue;
+        }
+        norm.push(c);
+    }
+    norm.split('/')
+        .collect::<Vec<_>>()
+        .windows(2)
+        .any(|w| w[0] == "debug" && w[1] == "pprof")
+}
+
+/// Stream-envelope error of the mirror.
+fn err(status: u16, code: &'static str, message: impl Into<String>) -> ApiError {
+    ApiError::new(status, code, message)
+}
+
+/// The checks before any scrape, in SPEC's order; returns the host and its layer.
+pub fn resolve<'p>(
+    chain: Chain,
+    pools: &'p Pools,
+    raw_path: &str,
+    suspicious: bool,
+    tail: &str,
+    key: Option<&KeyRecord>,
+) -> Result<&'p Arc<Host>, ApiError> {
+    if is_pprof(raw_path) {
+        return Err(err(
+            404,
+            "pprof_not_allowed",
+            "profiling endpoints are never mirrored",
+        ));
+    }
+    let segs: Vec<&str> = tail.split('/').filter(|s| !s.is_empty()).collect();
+    if suspicious || segs.len() != 2 {
+        return Err(err(
+            404,
+            "invalid_path",
+            "expected exactly two segments: {host_id}/{layer}",
+        ));
+    }
+    let (host_id, layer) = (segs[0], segs[1].to_ascii_lowercase());
+    if !chain.layers().contains(&layer.as_str()) {
+        return Err(err(404, "unknown_layer", format!("unknown layer {layer}")));
+    }
+    let (pool_name, feature) = chain.pool_and_feature(&layer);
+    if let Some(f) = feature {
+        if !key.is_some_and(|k| k.features.iter().any(|x| x == f)) {
+            return Err(err(
+                403,
+                "tier_locked",
+                format!("plan lacks the feature {f}"),
+            ));
+        }
+    }
+    let pool = pools
+        .get(pool_name)
+        .ok_or_else(|| err(503, "pool_not_configured", format!("no {pool_name} pool")))?;
+    let host = pool.host(host_id).ok_or_else(|| {
+        err(
+            404,
+            "unknown_host",
+            format!("no host {host_id} in {pool_name}"),
+        )
+    })?;
+    if host.family != layer {
+        return Err(err(
+            400,
+            "family_mismatch",
+            format!("host {host_id} runs {}, not {layer}", host.family),
+        ));
+    }
+    if !host.has("metrics") || host.metrics.is_none() {
+        return Err(err(
+            403,
+            "capability_missing",
+            format!("host {host_id} does not publish metrics"),
+        ));
+    }
+    Ok(host)
+}
+
+struct Cached {
+    body: Bytes,
+    at: Instant,
+}
+
+/// Scrubbed payloads per host. Hosts come from config, so the map is bounded by it.
+pub struct MetricsCache {
+    slots: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Cached>>>>>,
+    conf: MirrorConf,
+    client: Arc<UpstreamClient>,
+}
+
+/// `X-Cache-Status` values.
+pub const MISS: &str = "miss";
+pub const FRESH: &str = "fresh";
+pub const STALE: &str = "stale";
+
+impl MetricsCache {
+    pub fn new(conf: MirrorConf, client: Arc<UpstreamClient>) -> Self {
+        MetricsCache {
+            slots: Mutex::new(HashMap::new()),
+            conf,
+            client,
+        }
+    }
+
+    /// The scrubbed metrics of `host` and how they were obtained.
+    pub async fn get(
+        &self,
+        host: &Host,
+        request_id: &str,
+    ) -> Result<(Bytes, &'static str), ApiError> {
+        let key = format!("{}/{}", host.pool, host.id);
+        let slot = {
+            let mut slots = self
+                .slots
+                .lock()
+                .map_err(|_| ApiError::internal("cache lock"))?;
+            slots.entry(key).or_default().clone()
+        };
+        // One scrape per host at a time: concurrent misses wait here and then find it fresh.
+        let mut entry = slot.lock().await;
+        if let Some(c) = entry.as_ref() {
+            if c.at.elapsed() < Duration::from_millis(self.conf.fresh_ms) {
+                return Ok((c.body.clone(), FRESH));
+            }
+        }
+        match self.scrape(host, request_id).await {
+            Ok(body) => {
+                *entry = Some(Cached {
+                    body: body.clone(),
+                    at: Instant::now(),
+                });
+                Ok((body, MISS))
+            }
+            Err(e) => match entry.as_ref() {
+                Some(c) if c.at.elapsed() < Duration::from_millis(self.conf.stale_ms) => {
+                    host.record_failure(&format!("metrics scrape: {e}"));
+                    Ok((c.body.clone(), STALE))
+                }
+                _ => {
+                    host.record_failure(&format!("metrics scrape: {e}"));
+                    Err(err(
+                        502,
+                        "upstream_unavailable",
+                        format!("metrics scrape failed: {e}"),
+                    ))
+                }
+            },
+        }
+    }
+
+    async fn scrape(&self, host: &Host, request_id: &str) -> Result<Bytes, String> {
+        let (addr, peer) = host.metrics.as_ref().ok_or("no metrics_url")?;
+        let call = Call {
+            peer,
+            authority: addr.authority(),
+            method: "GET",
+            path: &addr.path,
+            headers: &[],
+            body: None,
+            request_id,
+        };
+        let r = self
+            .client
+            .send(
+                call,
+                Duration::from_millis(self.conf.timeout_ms),
+                self.conf.max_bytes,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        if r.status != 200 {
+            return Err(format!("HTTP {}", r.status));
+        }
+        let text = std::str::from_utf8(&r.body).map_err(|_| "metrics are not UTF-8".to_string())?;
+        Ok(Bytes::from(scrub(text, &host.id)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pprof_in_any_spelling() {
+        for p in [
+            "/v1/eth/metrics/h/el-geth/debug/pprof/",
+            "/v1/eth/metrics/h/el-geth/debug/pprof",
+            "/v1/eth/metrics/h//debug//pprof/heap",
+            "/v1/eth/metrics/h/%64ebug/%70prof/",
+            "/v1/eth/metrics/h%2Fdebug%2Fpprof",
+            "/v1/eth/metrics/h%252Fdebug%252Fpprof",
+            "/v1/eth/metrics/h/DEBUG/PProf/",
+            "/v1/eth/metrics/h\\debug\\pprof",
+        ] {
+            assert!(is_pprof(p), "{p}");
+        }
+        for p in [
+            "/v1/eth/metrics/h/el-geth",
+            "/v1/eth/metrics/debug/el-geth",
+            "/v1/eth/metrics/pprof/debug",
+        ] {
+            assert!(!is_pprof(p), "{p}");
+        }
+    }
+}

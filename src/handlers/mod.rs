@@ -1,0 +1,5 @@
+//! Local handlers: routes answered by the edge itself rather than passed through.
+
+pub mod mesh;
+pub mod metrics_mirror;
+pub mod scrub;

@@ -1,0 +1,347 @@
+//! Scrub a node's Prometheus exposition text before customers see it.
+//!
+//! Kept: `# HELP` / `# TYPE` lines and samples, in order. Dropped: other comments,
+//! labels that identify the operator's machines (pod, node, namespace, hostnames,
+//! addresses), any label whose value carries an IPv4 or IPv6 address, and lines that do
+//! not parse. `instance` is rewritten to the host id. When dropping labels makes two
+//! series identical, the first one wins, so the output never repeats a series.
+
+use std::collections::HashSet;
+
+/// Label names removed wherever they appear (compared case-insensitively).
+const DROPPED_LABELS: &[&str] = &[
+    "pod",
+    "pod_name",
+    "pod_ip",
+    "node",
+    "node_name",
+    "nodename",
+    "namespace",
+    "kubernetes_namespace",
+    "kubernetes_pod_name",
+    "kubernetes_node",
+    "host",
+    "hostname",
+    "host_ip",
+    "fqdn",
+    "ip",
+    "ip_address",
+    "address",
+    "addr",
+    "exported_instance",
+    "instance_ip",
+    "machine",
+    "server",
+];
+
+pub fn scrub(input: &str, host_id: &str) -> String {
+    let mut out = String::with_capacity(input.len());
+    let mut seen_series: HashSet<String> = HashSet::new();
+    let mut seen_meta: HashSet<(bool, String)> = HashSet::new();
+    for line in input.lines() {
+        let line = line.trim_end_matches('\r');
+        if line.trim().is_empty() {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix('#') {
+            if let Some(meta) = meta_line(rest) {
+                // One HELP and one TYPE per family, as the format requires.
+                if seen_meta.insert((meta.0, meta.1.to_string())) {
+                    out.push_str(line);
+                    out.push('\n');
+                }
+            }
+            continue;
+        }
+        let Some(sample) = parse_sample(line) else {
+            continue;
+        };
+        let mut kept = String::new();
+        for (name, raw_value) in &sample.labels {
+            let lname = name.to_ascii_lowercase();
+            if DROPPED_LABELS.contains(&lname.as_str()) || lname.starts_with("kubernetes_") {
+                continue;
+            }
+            let value = if lname == "instance" {
+                escape(host_id)
+            } else if carries_ip(&unescape(raw_value)) {
+                continue;
+            } else {
+                raw_value.to_string()
+            };
+            if !kept.is_empty() {
+                kept.push(',');
+            }
+            kept.push_str(name);
+            kept.push_str("=\"");
+            kept.push_str(&value);
+            kept.push('"');
+        }
+        let series = if kept.is_empty() {
+            sample.name.to_string()
+        } else {
+            format!("{}{{{kept}}}", sample.name)
+        };
+        if !seen_series.insert(series.clone()) {
+            continue;
+        }
+        out.push_str(&series);
+        out.push(' ');
+        out.push_str(sample.value);
+        if let Some(ts) = sample.timestamp {
+            out.push(' ');
+            out.push_str(ts);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// `# HELP name …` → (false, name); `# TYPE name kind` → (true, name); else None.
+fn meta_line(rest: &str) -> Option<(bool, &str)> {
+    let rest = rest.trim_start();
+    let (is_type, rest) = if let Some(r) = rest.strip_prefix("HELP ") {
+        (false, r)
+    } else if let Some(r) = rest.strip_prefix("TYPE ") {
+        (true, r)
+    } else {
+        return None;
+    };
+    let mut parts = rest.split_whitespace();
+    let name = parts.next().filter(|n| valid_metric_name(n))?;
+    if is_type {
+        let kind = parts.next()?;
+        if !matches!(
+            kind,
+            "counter" | "gauge" | "histogram" | "summary" | "untyped"
+        ) || parts.next().is_some()
+        {
+            return None;
+        }
+    }
+    Some((is_type, name))
+}
+
+struct Sample<'a> {
+    name: &'a str,
+    /// (name, value as written, still escaped)
+    labels: Vec<(&'a str, &'a str)>,
+    value: &'a str,
+    timestamp: Option<&'a str>,
+}
+
+fn parse_sample(line: &str) -> Option<Sample<'_>> {
+    let line = line.trim_start();
+    let name_end = line
+        .find(|c: char| c == '{' || c.is_whitespace())
+        .unwrap_or(line.len());
+    let name = &line[..name_end];
+    if !valid_metric_name(name) {
+        return None;
+    }
+    let mut rest = &line[name_end..];
+    let mut labels = Vec::new();
+    if let Some(body) = rest.strip_prefix('{') {
+        let (parsed, after) = parse_labels(body)?;
+        labels = parsed;
+        rest = after;
+    }
+    // Value, optional timestamp; anything after (an exemplar) is dropped.
+    let rest = rest.split(" # ").next().unwrap_or("");
+    let mut parts = rest.split_whitespace();
+    let value = parts.next().filter(|v| valid_value(v))?;
+    let timestamp = match parts.next() {
+        Some(t) if t.parse::<i64>().is_ok() => Some(t),
+        Some(_) => return None,
+        None => None,
+    };
+    if parts.next().is_some() {
+        return None;
+    }
+    Some(Sample {
+        name,
+        labels,
+        value,
+        timestamp,
+    })
+}
+
+/// Parse `a="x",b="y"}` (after the `{`); returns the labels and the text after `}`.
+fn parse_labels(s: &str) -> Option<(Vec<(&str, &str)>, &str)> {
+    let mut labels = Vec::new();
+    let mut rest = s.trim_start();
+    loop {
+        if let Some(after) = rest.strip_prefix('}') {
+            return Some((labels, after));
+        }
+        let eq = rest.find('=')?;
+        let name = rest[..eq].trim();
+        if !valid_label_name(name) {
+            return None;
+        }
+        let after_eq = rest[eq + 1..].trim_start().strip_prefix('"')?;
+        // Find the closing quote, honouring backslash escapes.
+        let bytes = after_eq.as_bytes();
+        let mut i = 0;
+        loop {
+            match bytes.get(i)? {
+                b'\\' => {
+                    if !matches!(bytes.get(i + 1)?, b'\\' | b'"' | b'n') {
+                        return None;
+                    }
+                    i += 2;
+                }
+                b'"' => break,
+                b'\n' => return None,
+                _ => i += 1,
+            }
+        }
+        labels.push((name, &after_eq[..i]));
+        rest = after_eq[i + 1..].trim_start();
+        if let Some(r) = rest.strip_prefix(',') {
+            rest = r.trim_start();
+        } else if !rest.starts_with('}') {
+            return None;
+        }
+    }
+}
+
+fn valid_metric_name(n: &str) -> bool {
+    let mut chars = n.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_' || c == ':')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+}
+
+fn valid_label_name(n: &str) -> bool {
+    let mut chars = n.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn valid_value(v: &str) -> bool {
+    matches!(v, "NaN" | "+Inf" | "-Inf" | "Inf") || v.parse::<f64>().is_ok_and(|f| f.is_finite())
+}
+
+fn unescape(v: &str) -> String {
+    v.replace("\\\"", "\"")
+        .replace("\\n", "\n")
+        .replace("\\\\", "\\")
+}
+
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// True when the value contains something shaped like an IPv4 or IPv6 address
+/// (`10.0.0.1`, `10.0.0.1:30303`, `[fe80::1]:9000`, `enode://…@1.2.3.4:30303`, `::1`).
+pub fn carries_ip(v: &str) -> bool {
+    // IPv4: four dot-separated runs of 1-3 digits, each ≤ 255.
+    let tokens = v.split(|c: char| !(c.is_ascii_digit() || c == '.'));
+    for t in tokens {
+        let parts: Vec<&str> = t.split('.').collect();
+        if parts.len() >= 4 {
+            for w in parts.windows(4) {
+                if w.iter().all(|p| {
+                    !p.is_empty() && p.len() <= 3 && p.parse::<u16>().is_ok_and(|n| n <= 255)
+                }) {
+                    return true;
+                }
+            }
+        }
+    }
+    // IPv6: any run of hex digits, colons and dots that parses as an address.
+    let hexish = |c: char| c.is_ascii_hexdigit() || c == ':' || c == '.';
+    v.split(|c: char| !hexish(c))
+        .filter(|t| t.matches(':').count() >= 2)
+        .any(|t| {
+            t.parse::<std::net::Ipv6Addr>().is_ok()
+                // `[::1]:9000` splits off the port after the bracket; try without a suffix.
+                || t.rsplit_once(':').is_some_and(|(a, _)| a.parse::<std::net::Ipv6Addr>().is_ok())
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drops_operator_labels_and_addresses_and_rewrites_instance() {
+        let input = "\
+# HELP geth_peers Number of peers
+# TYPE geth_peers gauge
+geth_peers{instance=\"10.1.2.3:6060\",job=\"geth\",pod=\"geth-0\",namespace=\"eth\",node=\"ip-10-1-2-3\"} 25
+# an operator comment with 10.0.0.7
+p2p_dials{peer=\"enode://abc@52.1.2.3:30303\",kind=\"out\"} 3 1700000000000
+p2p_v6{remote=\"[2001:db8::7]:30303\",kind=\"v6\"} 1
+p2p_v6b{remote=\"fe80::1\"} 1
+quoted{msg=\"say \\\"hi\\\" from 1.2.3.4\",ok=\"a\\\\b\"} 1
+version_info{version=\"1.14.3\",hostname=\"geth-0.internal\"} 1
+";
+        let out = scrub(input, "el-1");
+        assert_eq!(
+            out,
+            "\
+# HELP geth_peers Number of peers
+# TYPE geth_peers gauge
+geth_peers{instance=\"el-1\",job=\"geth\"} 25
+p2p_dials{kind=\"out\"} 3 1700000000000
+p2p_v6{kind=\"v6\"} 1
+p2p_v6b 1
+quoted{ok=\"a\\\\b\"} 1
+version_info{version=\"1.14.3\"} 1
+"
+        );
+    }
+
+    #[test]
+    fn histograms_keep_le_and_collapsed_series_are_not_repeated() {
+        let input = "\
+# TYPE rpc_duration_seconds histogram
+rpc_duration_seconds_bucket{le=\"0.1\",pod=\"a\"} 1
+rpc_duration_seconds_bucket{le=\"+Inf\",pod=\"a\"} 2
+rpc_duration_seconds_sum{pod=\"a\"} 0.3
+rpc_duration_seconds_count{pod=\"a\"} 2
+rpc_duration_seconds_bucket{le=\"0.1\",pod=\"b\"} 5
+rpc_duration_seconds_bucket{le=\"+Inf\",pod=\"b\"} 9
+rpc_duration_seconds_sum{pod=\"b\"} 1.3
+rpc_duration_seconds_count{pod=\"b\"} 9
+";
+        let out = scrub(input, "h");
+        assert_eq!(
+            out,
+            "\
+# TYPE rpc_duration_seconds histogram
+rpc_duration_seconds_bucket{le=\"0.1\"} 1
+rpc_duration_seconds_bucket{le=\"+Inf\"} 2
+rpc_duration_seconds_sum 0.3
+rpc_duration_seconds_count 2
+"
+        );
+    }
+
+    #[test]
+    fn malformed_lines_are_dropped_not_passed_through() {
+        let input =
+            "ok 1\nbad{x=\"unterminated} 1\n9bad 1\nnovalue\nx{a=\"1\"} notanumber\ny{a=1} 2\n";
+        assert_eq!(scrub(input, "h"), "ok 1\n");
+    }
+
+    #[test]
+    fn ip_shapes() {
+        for v in [
+            "10.0.0.1",
+            "x@1.2.3.4:30303",
+            "::1",
+            "[::1]:9000",
+            "2001:db8::1",
+            "::ffff:10.0.0.1",
+        ] {
+            assert!(carries_ip(v), "{v}");
+        }
+        for v in ["1.14.3", "v1.2.3", "geth", "12:30", "a:b:c", "999.1.1.1"] {
+            assert!(!carries_ip(v), "{v}");
+        }
+    }
+}
