@@ -67,9 +67,17 @@ app=(--app conf/demo.yaml)
   printf '}\n'
 } > "$demo/keys.json"
 
+# Health checks treat height 0 as broken: give every chain a first block now.
+ts=$((genesis_ts + 1))
+for port in 18545 18546; do
+  rpc "$port" "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"evm_mine\",\"params\":[$ts]}" >/dev/null
+done
+for port in 18547 18548; do
+  rpc "$port" '{"jsonrpc":"2.0","id":1,"method":"anvil_mine","params":["0x1"]}' >/dev/null
+done
+
 # Mine both EL nodes in step: same block, same timestamp, same transactions.
 (
-  ts=$genesis_ts
   while true; do
     sleep 2
     ts=$((ts + 2))
