@@ -3,6 +3,7 @@
 mod auth;
 mod cli;
 mod config;
+mod console;
 mod edge;
 mod errors;
 mod handlers;
@@ -183,8 +184,10 @@ fn run(
 
     let store = store::Store::open(&app.store_path)
         .map_err(|e| format!("store {}: {e}", app.store_path.display()))?;
+    let store = Arc::new(std::sync::Mutex::new(store));
+    let console = console::Console::new(&app, store.clone())?;
     let keys = auth::keys::KeyAuth::new(
-        Arc::new(std::sync::Mutex::new(store)),
+        store,
         app.app.auth.key_cache_size,
         std::time::Duration::from_millis(app.app.auth.key_cache_ttl_ms),
     );
@@ -192,6 +195,7 @@ fn run(
     let state = Arc::new(edge::State {
         limiter,
         metrics_cache,
+        console,
         matcher,
         config: app,
         pools,

@@ -16,6 +16,8 @@ pub enum Principal {
     Anonymous,
     Admin,
     Key(Arc<KeyRecord>),
+    /// A console user, by cookie session.
+    User(Arc<crate::console::ConsoleSession>),
 }
 
 /// Lapsed trial or subscription, checked on every key use.

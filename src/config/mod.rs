@@ -162,6 +162,96 @@ pub struct ConsoleConf {
     /// Proxy addresses whose `X-Forwarded-Proto` is believed.
     #[serde(default)]
     pub trusted_proxies: Vec<String>,
+    /// Session lifetime; refreshed when less than half remains.
+    #[serde(default = "d_session_ttl")]
+    pub session_ttl_secs: i64,
+    #[serde(default)]
+    pub email: EmailConf,
+    /// Lifetime of a wallet sign-in challenge.
+    #[serde(default = "d_challenge_ttl")]
+    pub challenge_ttl_secs: i64,
+}
+
+fn d_session_ttl() -> i64 {
+    30 * 86400
+}
+fn d_challenge_ttl() -> i64 {
+    300
+}
+
+/// One-time sign-in codes by email: delivered over SMTP, or (demo) appended to a file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmailConf {
+    #[serde(default = "d_from")]
+    pub from: String,
+    /// Demo delivery: each message is appended to this file instead of being sent.
+    #[serde(default)]
+    pub outbox: Option<PathBuf>,
+    #[serde(default)]
+    pub smtp: Option<SmtpConf>,
+    #[serde(default = "d_code_ttl")]
+    pub code_ttl_secs: i64,
+    /// Wrong guesses allowed per code.
+    #[serde(default = "d_code_attempts")]
+    pub max_attempts: i64,
+    /// Codes one address may be sent per 15 minutes.
+    #[serde(default = "d_codes_per_window")]
+    pub max_codes_per_15min: i64,
+}
+
+impl Default for EmailConf {
+    fn default() -> Self {
+        EmailConf {
+            from: d_from(),
+            outbox: None,
+            smtp: None,
+            code_ttl_secs: d_code_ttl(),
+            max_attempts: d_code_attempts(),
+            max_codes_per_15min: d_codes_per_window(),
+        }
+    }
+}
+
+fn d_from() -> String {
+    "chainedge <login@chainedge.invalid>".into()
+}
+fn d_code_ttl() -> i64 {
+    600
+}
+fn d_code_attempts() -> i64 {
+    5
+}
+fn d_codes_per_window() -> i64 {
+    5
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SmtpConf {
+    pub host: String,
+    #[serde(default = "d_smtp_port")]
+    pub port: u16,
+    /// `none` (plain, local relays and tests), `starttls` or `tls`.
+    #[serde(default)]
+    pub security: SmtpSecurity,
+    #[serde(default)]
+    pub username: Option<SecretRef>,
+    #[serde(default)]
+    pub password: Option<SecretRef>,
+}
+
+fn d_smtp_port() -> u16 {
+    587
+}
+
+#[derive(Debug, Default, Clone, Copy, Deserialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum SmtpSecurity {
+    None,
+    #[default]
+    Starttls,
+    Tls,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -382,6 +472,10 @@ pub struct Loaded {
     pub plugins_dir: PathBuf,
     pub store_path: PathBuf,
     pub admin_token: Option<Secret>,
+    /// SMTP user name and password, resolved from their references.
+    pub smtp_credentials: Option<(Secret, Secret)>,
+    /// `console.email.outbox`, relative to the config file.
+    pub email_outbox: Option<PathBuf>,
     /// Resolved host headers, per pool then per host index.
     pub host_headers: BTreeMap<String, Vec<Vec<(String, Secret)>>>,
     /// Release switches resolved once at load: env (`BASE_NATIVE`) over config over off.
@@ -473,6 +567,50 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
             }
         },
         None => None,
+    };
+    let email = &app.console.email;
+    if email.outbox.is_some() && email.smtp.is_some() {
+        bad(
+            "console.email",
+            "choose one delivery: outbox (demo) or smtp".into(),
+        );
+    }
+    if email.from.contains(['\r', '\n']) || !email.from.contains('@') {
+        bad("console.email.from", "not a mailbox".into());
+    }
+    if email.code_ttl_secs < 60 || email.max_attempts < 1 || email.max_codes_per_15min < 1 {
+        bad(
+            "console.email",
+            "code_ttl_secs must be at least 60; max_attempts and max_codes_per_15min positive"
+                .into(),
+        );
+    }
+    if app.console.session_ttl_secs < 60 || app.console.challenge_ttl_secs < 10 {
+        bad(
+            "console",
+            "session_ttl_secs must be at least 60 and challenge_ttl_secs at least 10".into(),
+        );
+    }
+    let smtp_credentials = match email.smtp.as_ref().map(|s| (&s.username, &s.password)) {
+        Some((Some(u), Some(p))) => match (u.resolve(), p.resolve()) {
+            (Ok(u), Ok(p)) => Some((u, p)),
+            (Err(e), _) => {
+                bad("console.email.smtp.username", e);
+                None
+            }
+            (_, Err(e)) => {
+                bad("console.email.smtp.password", e);
+                None
+            }
+        },
+        Some((None, None)) | None => None,
+        Some(_) => {
+            bad(
+                "console.email.smtp",
+                "username and password go together".into(),
+            );
+            None
+        }
     };
     if app.plans.is_empty() {
         bad("plans", "at least one plan is required".into());
@@ -597,6 +735,8 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
         plugins_dir: rel(&app.plugins),
         store_path: rel(&app.store.path),
         admin_token,
+        smtp_credentials,
+        email_outbox: app.console.email.outbox.as_deref().map(rel),
         host_headers,
         app,
     })

@@ -2,7 +2,7 @@
 //! `request_filter` — classify, CORS, authenticate, dispatch — and the access log.
 
 pub mod cors;
-mod respond;
+pub mod respond;
 
 use crate::auth::{self, Principal};
 use crate::config::Loaded;
@@ -35,6 +35,7 @@ pub struct State {
     pub keys: crate::auth::keys::KeyAuth,
     pub limiter: crate::limits::Limiter,
     pub metrics_cache: crate::handlers::metrics_mirror::MetricsCache,
+    pub console: crate::console::Console,
 }
 
 pub struct Edge {
@@ -53,6 +54,8 @@ pub struct Ctx {
     principal: Option<Principal>,
     /// `X-RateLimit-*` headers for an admitted, rate-limited request.
     rate_headers: Vec<(&'static str, String)>,
+    /// `Set-Cookie` values (console sign-in, sliding refresh).
+    cookies: Vec<String>,
     /// Values of the route's `{param}`s (a tail is the rest of the path).
     params: Vec<String>,
     /// The path had `.`/`..` or encoded-slash segments (tail routes only get this far).
@@ -85,6 +88,7 @@ impl ProxyHttp for Edge {
             rate_headers: Vec::new(),
             params: Vec::new(),
             path_suspicious: false,
+            cookies: Vec::new(),
         }
     }
 
@@ -117,6 +121,9 @@ impl ProxyHttp for Edge {
         for (k, v) in ctx.cors_headers.iter().chain(ctx.rate_headers.iter()) {
             resp.insert_header(*k, v.as_str())?;
         }
+        for c in &ctx.cookies {
+            resp.append_header("Set-Cookie", c.as_str())?;
+        }
         Ok(())
     }
 
@@ -146,6 +153,11 @@ impl ProxyHttp for Edge {
             },
             key_id: match &ctx.principal {
                 Some(Principal::Key(k)) => Some(k.key_id.as_str()),
+                _ => None,
+            },
+            user: match &ctx.principal {
+                Some(Principal::Key(k)) => k.user_id.as_deref(),
+                Some(Principal::User(s)) => Some(s.user_id.as_str()),
                 _ => None,
             },
             status,
@@ -222,6 +234,17 @@ impl Edge {
         }
 
         let principal = self.authenticate(session, &route).await?;
+        if let Principal::User(s) = &principal {
+            // SPEC order: session first (401), then the double-submit CSRF check (403).
+            crate::console::check_csrf(
+                &method,
+                s.csrf.as_deref(),
+                header_str(session, "x-csrf-token"),
+            )?;
+            let cookies = cookie_header(session);
+            let token = crate::console::cookie(cookies.as_deref(), crate::console::SESSION_COOKIE);
+            ctx.cookies = st.console.refresh(s, self.secure(session), token).await;
+        }
         if let Some(category) = &route.rate {
             self.limit(session, ctx, &principal, category)?;
         }
@@ -297,8 +320,15 @@ impl Edge {
         };
         match route.credential {
             Credential::Admin => admin(),
-            // Console sessions are resolved by the console layer (issue 4).
-            Credential::None | Credential::Session => Ok(Principal::Anonymous),
+            Credential::None => Ok(Principal::Anonymous),
+            Credential::Session => {
+                let cookies = cookie_header(session);
+                let s = st
+                    .console
+                    .resolve(cookies.as_deref(), self.secure(session))
+                    .await?;
+                Ok(Principal::User(Arc::new(s)))
+            }
             Credential::ApiKey
             | Credential::OptionalApiKey
             | Credential::Bearer
@@ -390,7 +420,7 @@ impl Edge {
     ) -> Result<(), ApiError> {
         let plans = &self.state.config.app.plans;
         let (caller, tier) = match principal {
-            Principal::Admin => return Ok(()),
+            Principal::Admin | Principal::User(_) => return Ok(()),
             Principal::Key(rec) => (
                 crate::limits::Caller::Tenant {
                     id: &rec.tenant_id,
@@ -468,6 +498,31 @@ impl Edge {
                 ctx.upstream = reply.upstream;
                 Ok(Reply::json(200, reply.body))
             }
+            HandlerKind::ConsolePage => {
+                crate::console::page::serve(ctx.params.last().map(String::as_str).unwrap_or(""))
+            }
+            HandlerKind::ConsoleGoogleStart | HandlerKind::ConsoleGoogleCallback => {
+                Err(ApiError::not_implemented(&route.name))
+            }
+            kind if kind.is_console_api() => {
+                let body = if session.req_header().method == http::Method::GET {
+                    Bytes::new()
+                } else {
+                    read_body(session, CONSOLE_MAX_BODY).await?
+                };
+                let user = match &ctx.principal {
+                    Some(Principal::User(s)) => Some(s.clone()),
+                    _ => None,
+                };
+                let req = crate::console::api::Req {
+                    kind,
+                    session: user.as_deref(),
+                    params: &ctx.params,
+                    body,
+                    secure: self.secure(session),
+                };
+                crate::console::api::handle(&st.console, &st.keys, req).await
+            }
             HandlerKind::MeshHealth => Ok(mesh_reply(
                 handlers::mesh::health(&st.pools, &handlers::mesh::ETH),
                 handlers::mesh::ETH.source,
@@ -512,9 +567,34 @@ impl Edge {
         }
     }
 
+    /// Whether cookies set on this response get `Secure`.
+    fn secure(&self, session: &Session) -> bool {
+        let tls = session.digest().is_some_and(|d| d.ssl_digest.is_some());
+        self.state.console.secure(
+            tls,
+            peer_ip(session),
+            header_str(session, "x-forwarded-proto"),
+        )
+    }
+
     fn console_origin(&self) -> Option<&str> {
         self.state.config.app.console.origin.as_deref()
     }
+}
+
+/// Console request bodies are small JSON objects.
+const CONSOLE_MAX_BODY: usize = 16 * 1024;
+
+/// All `Cookie` headers joined (HTTP/2 sends each cookie as its own header).
+fn cookie_header(session: &Session) -> Option<String> {
+    let parts: Vec<&str> = session
+        .req_header()
+        .headers
+        .get_all("cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 /// Admin JSON from the live fleet state: never cached by intermediaries.

@@ -61,6 +61,9 @@ pub async fn write(session: &mut Session, ctx: &Ctx, reply: Reply) -> Result<()>
     for (k, v) in reply.headers.iter().chain(edge_headers) {
         h.append_header(*k, v.as_str())?;
     }
+    for c in &ctx.cookies {
+        h.append_header("Set-Cookie", c.as_str())?;
+    }
     let head_only = session.req_header().method == http::Method::HEAD || reply.body.is_empty();
     session
         .write_response_header(Box::new(h), head_only)

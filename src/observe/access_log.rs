@@ -17,6 +17,7 @@ pub struct AccessLine<'a> {
     /// Tenant and key *id* of an API-key caller (ids, never the secret).
     pub tenant: Option<&'a str>,
     pub key_id: Option<&'a str>,
+    pub user: Option<&'a str>,
     pub status: u16,
     pub latency_ms: f64,
     pub upstream: Option<&'a str>,

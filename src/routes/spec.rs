@@ -230,3 +230,22 @@ pub enum HandlerKind {
     SolMempoolSnapshot,
     SolMempoolStats,
 }
+
+impl HandlerKind {
+    /// The console JSON API routes (`/v1/auth/*`, `/v1/keys*`), answered by `console::api`.
+    pub fn is_console_api(self) -> bool {
+        matches!(
+            self,
+            HandlerKind::ConsoleMe
+                | HandlerKind::ConsoleLogout
+                | HandlerKind::ConsoleKeysList
+                | HandlerKind::ConsoleKeysCreate
+                | HandlerKind::ConsoleKeysRevoke
+                | HandlerKind::ConsoleKeysRotate
+                | HandlerKind::ConsoleEmailStart
+                | HandlerKind::ConsoleEmailVerify
+                | HandlerKind::ConsoleWalletChallenge
+                | HandlerKind::ConsoleWalletVerify
+        )
+    }
+}

@@ -1,13 +1,16 @@
 //! The embedded SQLite store: tenants, users and API keys. Secrets are stored only as
 //! SHA-256 hashes. Callers on the async runtime reach it through `spawn_blocking`.
 
+pub mod console;
+
 use rusqlite::{params, Connection, OptionalExtension};
 use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Schema versions, applied in order at open (PRAGMA user_version tracks progress).
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE tenants (
     id TEXT PRIMARY KEY,
     name TEXT NOT NULL,
@@ -39,7 +42,45 @@ CREATE TABLE api_keys (
     revoked_at INTEGER
 );
 CREATE INDEX api_keys_tenant ON api_keys(tenant_id);
-"#];
+"#,
+    r#"
+ALTER TABLE users ADD COLUMN wallet_evm TEXT;
+ALTER TABLE users ADD COLUMN wallet_solana TEXT;
+CREATE UNIQUE INDEX users_wallet_evm ON users(wallet_evm) WHERE wallet_evm IS NOT NULL;
+CREATE UNIQUE INDEX users_wallet_solana ON users(wallet_solana) WHERE wallet_solana IS NOT NULL;
+CREATE INDEX api_keys_user ON api_keys(user_id);
+-- At most one active default key per user, whatever races the application loses.
+CREATE UNIQUE INDEX api_keys_one_default ON api_keys(user_id)
+    WHERE is_default = 1 AND revoked_at IS NULL;
+CREATE TABLE sessions (
+    token_sha256 BLOB PRIMARY KEY,
+    user_id TEXT NOT NULL REFERENCES users(id),
+    provider TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    revoked_at INTEGER
+);
+CREATE TABLE login_codes (
+    id TEXT PRIMARY KEY,
+    email TEXT NOT NULL,
+    code_sha256 BLOB NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    used_at INTEGER
+);
+CREATE INDEX login_codes_email ON login_codes(email, created_at);
+CREATE TABLE challenges (
+    nonce TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    message TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    used_at INTEGER
+);
+"#,
+];
 
 pub struct Store {
     conn: Connection,
@@ -49,7 +90,6 @@ pub struct Store {
 pub struct KeyRecord {
     pub key_id: String,
     pub tenant_id: String,
-    #[allow(dead_code)] // console default-key bootstrap (issue 4)
     pub user_id: Option<String>,
     pub plan: String,
     pub scopes: Vec<String>,
@@ -183,25 +223,7 @@ impl Store {
         scopes: &[String],
         is_default: bool,
     ) -> rusqlite::Result<(String, String)> {
-        let id = uuid::Uuid::new_v4().to_string();
-        let raw = new_key_secret();
-        let prefix: String = raw.chars().take(10).collect();
-        self.conn.execute(
-            "INSERT INTO api_keys (id, tenant_id, user_id, name, prefix, secret_sha256, scopes, is_default, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            params![
-                id,
-                tenant,
-                user,
-                name,
-                prefix,
-                &sha256(&raw)[..],
-                serde_json::to_string(scopes).unwrap_or_else(|_| "[]".into()),
-                is_default,
-                now()
-            ],
-        )?;
-        Ok((id, raw))
+        console::insert_key(&self.conn, tenant, user, name, scopes, is_default)
     }
 
     pub fn list_keys(&self, tenant: &str) -> rusqlite::Result<Vec<KeyInfo>> {

@@ -1,0 +1,399 @@
+//! Console route handlers: `/v1/auth/*` and `/v1/keys*`. Errors use the console
+//! envelope (`{"error": code}`); see the README for each route's payloads.
+
+use super::{clear_cookies, db, email, wallet, Console, ConsoleSession};
+use crate::auth::keys::KeyAuth;
+use crate::edge::respond::Reply;
+use crate::errors::ApiError;
+use crate::routes::spec::HandlerKind;
+use crate::store::console::{Challenge, CodeCheck, Identity, UserRow};
+use crate::store::{self, KeyInfo};
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::time::{Duration, UNIX_EPOCH};
+
+/// Scopes a console user may put on a key.
+pub const SCOPES: &[&str] = &["rpc:read", "rpc:write", "sol_watchlist", "sol_gpa_snapshot"];
+/// Scopes of the default key made by `/v1/auth/me`.
+const DEFAULT_SCOPES: &[&str] = &["rpc:read", "rpc:write"];
+
+/// What a console handler gets from the edge.
+pub struct Req<'a> {
+    pub kind: HandlerKind,
+    pub session: Option<&'a ConsoleSession>,
+    pub params: &'a [String],
+    pub body: Bytes,
+    pub secure: bool,
+}
+
+pub async fn handle(console: &Console, keys: &KeyAuth, req: Req<'_>) -> Result<Reply, ApiError> {
+    match req.kind {
+        HandlerKind::ConsoleMe => me(console, session(&req)?).await,
+        HandlerKind::ConsoleLogout => {
+            let hash = session(&req)?.token_hash;
+            db(&console.store, move |s| s.revoke_session(&hash)).await?;
+            Ok(Reply::empty(204).with_headers(set_cookies(clear_cookies(req.secure))))
+        }
+        HandlerKind::ConsoleKeysList => {
+            let uid = session(&req)?.user_id.clone();
+            let list = db(&console.store, move |s| s.user_keys(&uid)).await?;
+            json_reply(
+                200,
+                json!({"keys": list.iter().map(key_json).collect::<Vec<_>>()}),
+            )
+        }
+        HandlerKind::ConsoleKeysCreate => create_key(console, &req).await,
+        HandlerKind::ConsoleKeysRevoke => {
+            let uid = session(&req)?.user_id.clone();
+            let id = req.params.first().cloned().unwrap_or_default();
+            match db(&console.store, move |s| s.revoke_user_key(&uid, &id)).await? {
+                Some(hash) => {
+                    keys.evict(&hash);
+                    Ok(Reply::empty(204))
+                }
+                None => Err(not_found()),
+            }
+        }
+        HandlerKind::ConsoleKeysRotate => {
+            let user = user_of(console, session(&req)?).await?;
+            let id = req.params.first().cloned().unwrap_or_default();
+            match db(&console.store, move |s| s.rotate_user_key(&user, &id)).await? {
+                Some((k, raw, old_hash)) => {
+                    keys.evict(&old_hash);
+                    let mut v = key_json(&k);
+                    v["raw"] = json!(raw);
+                    json_reply(200, v)
+                }
+                None => Err(not_found()),
+            }
+        }
+        HandlerKind::ConsoleEmailStart => email_start(console, &req).await,
+        HandlerKind::ConsoleEmailVerify => email_verify(console, &req).await,
+        HandlerKind::ConsoleWalletChallenge => wallet_challenge(console, &req).await,
+        HandlerKind::ConsoleWalletVerify => wallet_verify(console, &req).await,
+        _ => Err(ApiError::not_implemented("console route")),
+    }
+}
+
+fn session<'a>(req: &'a Req<'_>) -> Result<&'a ConsoleSession, ApiError> {
+    req.session
+        .ok_or_else(|| ApiError::new(401, "unauthenticated", "no valid session"))
+}
+
+fn not_found() -> ApiError {
+    ApiError::new(404, "not_found", "no such key")
+}
+
+fn bad(code: &'static str, message: &str) -> ApiError {
+    ApiError::new(400, code, message)
+}
+
+fn json_reply(status: u16, v: Value) -> Result<Reply, ApiError> {
+    Ok(
+        Reply::json(status, serde_json::to_vec(&v).unwrap_or_default())
+            .with_headers(vec![("Cache-Control", "no-store".into())]),
+    )
+}
+
+fn set_cookies(cookies: Vec<String>) -> Vec<(&'static str, String)> {
+    cookies.into_iter().map(|c| ("Set-Cookie", c)).collect()
+}
+
+fn parse<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, ApiError> {
+    serde_json::from_slice(body)
+        .map_err(|_| bad("invalid_request", "body is not the expected JSON"))
+}
+
+fn rfc3339(unix: i64) -> String {
+    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(unix.max(0) as u64))
+        .to_string()
+}
+
+fn key_json(k: &KeyInfo) -> Value {
+    json!({
+        "id": k.id,
+        "name": k.name,
+        "key_prefix": k.key_prefix,
+        "scopes": k.scopes,
+        "is_default": k.is_default,
+        "created_at": rfc3339(k.created_at),
+    })
+}
+
+fn user_json(u: &UserRow) -> Value {
+    let mut v = json!({
+        "id": u.id,
+        "created_at": rfc3339(u.created_at),
+        "updated_at": rfc3339(u.updated_at),
+    });
+    for (k, val) in [
+        ("email", &u.email),
+        ("display_name", &u.display_name),
+        ("avatar_url", &u.avatar_url),
+    ] {
+        if let Some(x) = val {
+            v[k] = json!(x);
+        }
+    }
+    v
+}
+
+async fn user_of(console: &Console, s: &ConsoleSession) -> Result<UserRow, ApiError> {
+    let uid = s.user_id.clone();
+    db(&console.store, move |st| st.user(&uid))
+        .await?
+        .ok_or_else(|| ApiError::internal("session without a user"))
+}
+
+/// `GET /v1/auth/me`: the user, the sign-in provider, and the default key — created on
+/// the first call (and after the default was revoked or rotated), with `raw` once.
+async fn me(console: &Console, s: &ConsoleSession) -> Result<Reply, ApiError> {
+    let user = user_of(console, s).await?;
+    let mut body = json!({"user": user_json(&user), "provider": s.provider});
+    let u = user.clone();
+    let scopes: Vec<String> = DEFAULT_SCOPES.iter().map(|s| s.to_string()).collect();
+    // A failed bootstrap leaves `default_key` out; a later call returns it.
+    if let Ok((k, raw)) = db(&console.store, move |st| {
+        st.bootstrap_default_key(&u, &scopes)
+    })
+    .await
+    {
+        let mut dk = json!({
+            "id": k.id,
+            "key_prefix": k.key_prefix,
+            "scopes": k.scopes,
+            "is_default": true,
+        });
+        if let Some(raw) = raw {
+            dk["raw"] = json!(raw);
+            dk["created"] = json!(true);
+        }
+        body["default_key"] = dk;
+    }
+    json_reply(200, body)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewKey {
+    name: String,
+    #[serde(default)]
+    scopes: Option<Vec<String>>,
+}
+
+async fn create_key(console: &Console, req: &Req<'_>) -> Result<Reply, ApiError> {
+    let user = user_of(console, session(req)?).await?;
+    let new: NewKey = parse(&req.body)?;
+    let name = new.name.trim().to_string();
+    if name.is_empty() || name.chars().count() > 64 || name.chars().any(char::is_control) {
+        return Err(bad(
+            "invalid_request",
+            "name must be 1 to 64 printable characters",
+        ));
+    }
+    let scopes = new.scopes.unwrap_or_else(|| vec!["rpc:read".into()]);
+    if scopes.len() > SCOPES.len() || scopes.iter().any(|s| !SCOPES.contains(&s.as_str())) {
+        return Err(bad("invalid_request", "unknown scope"));
+    }
+    match db(&console.store, move |s| {
+        s.create_user_key(&user, &name, &scopes)
+    })
+    .await?
+    {
+        Some((k, raw)) => {
+            let mut v = key_json(&k);
+            v["raw"] = json!(raw);
+            json_reply(201, v)
+        }
+        None => Err(ApiError::new(409, "too_many_keys", "revoke a key first")),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EmailStart {
+    email: String,
+}
+
+async fn email_start(console: &Console, req: &Req<'_>) -> Result<Reply, ApiError> {
+    let start: EmailStart = parse(&req.body)?;
+    if !console.mailer.enabled() {
+        return Err(ApiError::new(
+            503,
+            "email_disabled",
+            "email sign-in is not configured",
+        ));
+    }
+    let addr = email::normalize(&start.email)
+        .ok_or_else(|| bad("invalid_email", "not an email address"))?;
+    let code = email::new_code();
+    let hash = email::code_hash(&addr, &code);
+    let ttl = console.email.code_ttl_secs;
+    let a = addr.clone();
+    let sent = db(&console.store, move |s| s.store_code(&a, &hash, ttl, 900)).await?;
+    if sent > console.email.max_codes_per_15min {
+        return Err(ApiError::new(
+            429,
+            "too_many_codes",
+            "too many codes for this address; wait a while",
+        ));
+    }
+    console
+        .mailer
+        .send_code(&addr, &code, ttl)
+        .await
+        .map_err(|e| {
+            log::warn!("console: code delivery failed: {e}");
+            ApiError::new(502, "email_delivery_failed", "the code could not be sent")
+        })?;
+    json_reply(202, json!({"sent": true, "expires_in_sec": ttl}))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EmailVerify {
+    email: String,
+    code: String,
+}
+
+async fn email_verify(console: &Console, req: &Req<'_>) -> Result<Reply, ApiError> {
+    let v: EmailVerify = parse(&req.body)?;
+    let addr =
+        email::normalize(&v.email).ok_or_else(|| bad("invalid_email", "not an email address"))?;
+    let code = v.code.trim();
+    if code.len() != 6 || !code.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad("invalid_code", "the code is 6 digits"));
+    }
+    let hash = email::code_hash(&addr, code);
+    let max = console.email.max_attempts;
+    let a = addr.clone();
+    match db(&console.store, move |s| s.check_code(&a, &hash, max)).await? {
+        CodeCheck::Ok => sign_in(console, Identity::Email(addr), req.secure).await,
+        CodeCheck::Wrong | CodeCheck::NoCode => Err(bad("invalid_code", "wrong or unknown code")),
+        CodeCheck::Expired => Err(bad(
+            "code_expired",
+            "the code has expired; ask for a new one",
+        )),
+        CodeCheck::TooManyAttempts => Err(ApiError::new(
+            429,
+            "too_many_attempts",
+            "too many wrong codes; ask for a new one",
+        )),
+    }
+}
+
+/// Find or create the user, start a session, answer with the user and the cookies.
+async fn sign_in(console: &Console, id: Identity, secure: bool) -> Result<Reply, ApiError> {
+    let provider = id.provider();
+    let plan = console.signup_plan.clone();
+    let user_id = db(&console.store, move |s| s.user_for(&id, &plan)).await?;
+    let cookies = console
+        .start_session(user_id.clone(), provider, secure)
+        .await?;
+    let user = db(&console.store, move |s| s.user(&user_id))
+        .await?
+        .ok_or_else(|| ApiError::internal("user vanished"))?;
+    Ok(
+        json_reply(200, json!({"user": user_json(&user), "provider": provider}))?
+            .with_headers(set_cookies(cookies)),
+    )
+}
+
+fn wallet_chain(req: &Req<'_>) -> Result<wallet::Chain, ApiError> {
+    req.params
+        .first()
+        .and_then(|c| wallet::Chain::parse(c))
+        .ok_or_else(|| ApiError::new(404, "not_found", "wallet chain is evm or solana"))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChallengeReq {
+    address: String,
+}
+
+async fn wallet_challenge(console: &Console, req: &Req<'_>) -> Result<Reply, ApiError> {
+    let chain = wallet_chain(req)?;
+    let c: ChallengeReq = parse(&req.body)?;
+    let address = wallet::canonical_address(chain, c.address.trim())
+        .ok_or_else(|| bad("invalid_address", "not a wallet address"))?;
+    let origin = console
+        .origin
+        .clone()
+        .unwrap_or_else(|| "http://localhost".into());
+    let domain = origin
+        .split_once("://")
+        .map(|(_, d)| d.to_string())
+        .unwrap_or(origin.clone());
+    let nonce = hex::encode(rand::random::<[u8; 16]>());
+    let now = store::now();
+    let expires_at = now + console.challenge_ttl;
+    let message = wallet::message(
+        chain,
+        &domain,
+        &origin,
+        &address,
+        &nonce,
+        &rfc3339(now),
+        &rfc3339(expires_at),
+    );
+    let challenge = Challenge {
+        kind: chain.as_str().into(),
+        subject: address,
+        message: message.clone(),
+        expires_at,
+    };
+    let n = nonce.clone();
+    db(&console.store, move |s| s.store_challenge(&n, &challenge)).await?;
+    json_reply(
+        200,
+        json!({"message": message, "nonce": nonce, "expires_at": rfc3339(expires_at)}),
+    )
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VerifyReq {
+    message: String,
+    signature: String,
+}
+
+async fn wallet_verify(console: &Console, req: &Req<'_>) -> Result<Reply, ApiError> {
+    let chain = wallet_chain(req)?;
+    let v: VerifyReq = parse(&req.body)?;
+    let nonce = wallet::nonce_of(&v.message)
+        .ok_or_else(|| bad("invalid_nonce", "the message carries no nonce"))?
+        .to_string();
+    // Single use: the challenge is consumed whether or not the signature is good.
+    let c = db(&console.store, move |s| s.take_challenge(&nonce))
+        .await?
+        .filter(|c| c.kind == chain.as_str())
+        .ok_or_else(|| bad("invalid_nonce", "unknown or already used nonce"))?;
+    if c.message != v.message {
+        return Err(bad(
+            "message_mismatch",
+            "the message differs from the challenge",
+        ));
+    }
+    if c.expires_at <= store::now() {
+        return Err(bad("challenge_expired", "the challenge has expired"));
+    }
+    let ok = match chain {
+        wallet::Chain::Evm => {
+            wallet::recover_evm(&v.message, &v.signature).as_deref() == Some(c.subject.as_str())
+        }
+        wallet::Chain::Solana => wallet::verify_solana(&v.message, &c.subject, &v.signature),
+    };
+    if !ok {
+        return Err(bad(
+            "invalid_signature",
+            "the signature does not match the address",
+        ));
+    }
+    let id = match chain {
+        wallet::Chain::Evm => Identity::WalletEvm(c.subject),
+        wallet::Chain::Solana => Identity::WalletSolana(c.subject),
+    };
+    sign_in(console, id, req.secure).await
+}

@@ -1,0 +1,29 @@
+//! The console page: two static files compiled into the binary (no build step, no file
+//! system access, so no path to traverse).
+
+use crate::edge::respond::Reply;
+use crate::errors::ApiError;
+
+const INDEX: &str = include_str!("page/index.html");
+const APP_JS: &str = include_str!("page/app.js");
+
+/// Scripts only from this origin, no framing, no inline script.
+const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; \
+                   img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+pub fn serve(file: &str) -> Result<Reply, ApiError> {
+    let (content_type, body) = match file {
+        "" | "index.html" => ("text/html; charset=utf-8", INDEX),
+        "app.js" => ("text/javascript; charset=utf-8", APP_JS),
+        _ => return Err(ApiError::new(404, "not_found", "no such console file")),
+    };
+    let mut r = Reply::json(200, body.as_bytes().to_vec());
+    r.content_type = Some(content_type);
+    Ok(r.with_headers(vec![
+        ("Content-Security-Policy", CSP.into()),
+        ("X-Content-Type-Options", "nosniff".into()),
+        ("X-Frame-Options", "DENY".into()),
+        ("Referrer-Policy", "same-origin".into()),
+        ("Cache-Control", "no-cache".into()),
+    ]))
+}
