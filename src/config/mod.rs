@@ -585,10 +585,10 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
                 .into(),
         );
     }
-    if app.console.session_ttl_secs < 60 || app.console.challenge_ttl_secs < 10 {
+    if app.console.session_ttl_secs < 2 || app.console.challenge_ttl_secs < 2 {
         bad(
             "console",
-            "session_ttl_secs must be at least 60 and challenge_ttl_secs at least 10".into(),
+            "session_ttl_secs and challenge_ttl_secs must be at least 2".into(),
         );
     }
     let smtp_credentials = match email.smtp.as_ref().map(|s| (&s.username, &s.password)) {

@@ -216,7 +216,7 @@ impl Store {
     /// Active keys of one user.
     pub fn user_keys(&self, user_id: &str) -> rusqlite::Result<Vec<KeyInfo>> {
         let mut st = self.conn.prepare(&format!(
-            "{KEY_COLUMNS} WHERE user_id = ?1 AND revoked_at IS NULL ORDER BY created_at, id"
+            "{KEY_COLUMNS} WHERE user_id = ?1 AND revoked_at IS NULL ORDER BY created_at, rowid"
         ))?;
         let rows = st.query_map([user_id], key_info)?;
         rows.collect()

@@ -300,6 +300,8 @@ pub struct GatewayOpts {
     pub env: Vec<(String, String)>,
     /// Also listen with TLS (a fresh self-signed certificate) on `Gateway::tls_port`.
     pub tls: bool,
+    /// Extra keys under `console:` (indented two spaces).
+    pub console_yaml: String,
 }
 
 impl Default for GatewayOpts {
@@ -310,6 +312,7 @@ impl Default for GatewayOpts {
             admin_token: Some("test-admin-token".into()),
             env: Vec::new(),
             tls: false,
+            console_yaml: String::new(),
         }
     }
 }
@@ -359,11 +362,12 @@ impl Gateway {
             &app,
             format!(
                 "plugins: {plugins}\nlisten:\n  http: [\"127.0.0.1:{port}\"]\n{tls}metrics:\n  listen: \"127.0.0.1:{metrics_port}\"\n\
-                 console:\n  origin: \"http://console.test\"\n{admin}store:\n  path: {db}\n\
+                 console:\n  origin: \"http://console.test\"\n{console}{admin}store:\n  path: {db}\n\
                  plans: [free, basic, pro, business, enterprise, scale]\nthreads: 1\n{pools}{extra}",
                 plugins = root().join("plugins").display(),
                 db = dir.join("store.db").display(),
                 extra = opts.extra_yaml,
+                console = opts.console_yaml,
             ),
         )
         .unwrap();

@@ -1,0 +1,484 @@
+//! The console through the real binary (issue 4): email sign-in (outbox delivery),
+//! cookies, CSRF, `/v1/auth/me` default-key rules, keys CRUD, revocation on the chain
+//! routes at once, logout, sliding refresh and expiry.
+
+mod common;
+use common::*;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::time::Duration;
+
+/// A browser-like client: keeps the cookies the gateway sets.
+struct Browser {
+    port: u16,
+    cookies: Vec<(String, String)>,
+    last_set_cookies: Vec<String>,
+}
+
+impl Browser {
+    fn new(port: u16) -> Self {
+        Browser {
+            port,
+            cookies: Vec::new(),
+            last_set_cookies: Vec::new(),
+        }
+    }
+
+    fn cookie(&self, name: &str) -> Option<&str> {
+        self.cookies
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Send with cookies; unsafe methods echo `nl_csrf` in `X-CSRF-Token` unless `csrf` says otherwise.
+    fn send(&mut self, method: &str, path: &str, body: Option<Value>, csrf: Option<&str>) -> Resp {
+        let jar: Vec<String> = self
+            .cookies
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let jar = jar.join("; ");
+        let token = csrf
+            .map(str::to_string)
+            .or_else(|| self.cookie("nl_csrf").map(str::to_string));
+        let mut h: Vec<(&str, &str)> = vec![("Content-Type", "application/json")];
+        if !jar.is_empty() {
+            h.push(("Cookie", &jar));
+        }
+        if method != "GET" {
+            if let Some(t) = token.as_deref().filter(|t| !t.is_empty()) {
+                h.push(("X-CSRF-Token", t));
+            }
+        }
+        let body = body.map(|b| b.to_string()).unwrap_or_default();
+        let r = request(self.port, method, path, &h, body.as_bytes()).unwrap();
+        self.last_set_cookies = r
+            .headers
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case("set-cookie"))
+            .map(|(_, v)| v.clone())
+            .collect();
+        for c in &self.last_set_cookies {
+            let (kv, attrs) = c.split_once(';').unwrap_or((c, ""));
+            let (k, v) = kv.split_once('=').unwrap();
+            self.cookies.retain(|(n, _)| n != k);
+            if !attrs.contains("Max-Age=0") {
+                self.cookies.push((k.to_string(), v.to_string()));
+            }
+        }
+        r
+    }
+}
+
+fn outbox_code(outbox: &std::path::Path, to: &str) -> String {
+    let text = std::fs::read_to_string(outbox).unwrap();
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.contains(&format!("\"to\":\"{to}\"")))
+        .unwrap();
+    let v: Value = serde_json::from_str(line).unwrap();
+    let body = v["body"].as_str().unwrap();
+    let at = body.find("code is ").unwrap() + 8;
+    body[at..at + 6].to_string()
+}
+
+fn sign_in(b: &mut Browser, outbox: &std::path::Path, email: &str) -> Resp {
+    let r = b.send(
+        "POST",
+        "/v1/auth/email/start",
+        Some(json!({"email": email})),
+        None,
+    );
+    assert_eq!(r.status, 202, "{}", r.text());
+    let code = outbox_code(outbox, email);
+    b.send(
+        "POST",
+        "/v1/auth/email/verify",
+        Some(json!({"email": email, "code": code})),
+        None,
+    )
+}
+
+/// A gateway whose console delivers codes to an outbox file; chain limits are tiny
+/// (1 rps, except JSON-RPC) to show console routes are never rate limited.
+fn console_gateway(node: &Fixture, console_yaml: &str) -> (Gateway, std::path::PathBuf) {
+    let dir = tempdir("console");
+    let outbox = dir.join("outbox.jsonl");
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-geth}}\n",
+            node.url()
+        ),
+        console_yaml: format!("  email:\n    outbox: {}\n{console_yaml}", outbox.display()),
+        extra_yaml: "limits:\n  default: {anonymous: 1, free: 1, basic: 1, pro: 1, business: 1, enterprise: 1, scale: 1}\n  categories:\n    eth_rpc: {free: 1000}\n".into(),
+        ..Default::default()
+    });
+    (gw, outbox)
+}
+
+fn rpc_status(port: u16, key: &str) -> u16 {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []});
+    let r = rpc(port, "/rpc/eth", Some(key), &body);
+    r.status
+}
+
+fn attr(cookie: &str, name: &str) -> bool {
+    cookie
+        .split(';')
+        .any(|a| a.trim().eq_ignore_ascii_case(name))
+}
+
+#[test]
+fn email_sign_in_cookies_csrf_default_key_and_keys() {
+    let node = Fixture::json_rpc();
+    let (gw, outbox) = console_gateway(&node, "");
+    let mut b = Browser::new(gw.port);
+
+    // No session: 401 unauthenticated, console envelope, cookies cleared.
+    let r = b.send("GET", "/v1/auth/me", None, None);
+    assert_eq!(r.status, 401);
+    assert_eq!(r.json(), json!({"error": "unauthenticated"}));
+    assert!(b
+        .last_set_cookies
+        .iter()
+        .any(|c| c.starts_with("nl_session=;") && c.contains("Max-Age=0")));
+
+    // Bad input to the sign-in flow.
+    let r = b.send(
+        "POST",
+        "/v1/auth/email/start",
+        Some(json!({"email": "not an email"})),
+        None,
+    );
+    assert_eq!(
+        (r.status, r.json()),
+        (400, json!({"error": "invalid_email"}))
+    );
+    let r = b.send(
+        "POST",
+        "/v1/auth/email/start",
+        Some(json!({"mail": "x"})),
+        None,
+    );
+    assert_eq!(
+        (r.status, r.json()),
+        (400, json!({"error": "invalid_request"}))
+    );
+
+    // Wrong code, then the right one: the session starts.
+    let r = b.send(
+        "POST",
+        "/v1/auth/email/start",
+        Some(json!({"email": "Ada@Example.com"})),
+        None,
+    );
+    assert_eq!(r.status, 202, "{}", r.text());
+    let code = outbox_code(&outbox, "ada@example.com");
+    let wrong = if code == "000000" { "000001" } else { "000000" };
+    let r = b.send(
+        "POST",
+        "/v1/auth/email/verify",
+        Some(json!({"email": "ada@example.com", "code": wrong})),
+        None,
+    );
+    assert_eq!(
+        (r.status, r.json()),
+        (400, json!({"error": "invalid_code"}))
+    );
+    assert!(b.cookie("nl_session").is_none());
+    let r = b.send(
+        "POST",
+        "/v1/auth/email/verify",
+        Some(json!({"email": "ada@example.com", "code": code})),
+        None,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["provider"], "email");
+    assert_eq!(r.json()["user"]["email"], "ada@example.com");
+
+    // Cookie attributes (plain HTTP: no Secure).
+    let session_c = b
+        .last_set_cookies
+        .iter()
+        .find(|c| c.starts_with("nl_session="))
+        .unwrap()
+        .clone();
+    let csrf_c = b
+        .last_set_cookies
+        .iter()
+        .find(|c| c.starts_with("nl_csrf="))
+        .unwrap()
+        .clone();
+    for c in [&session_c, &csrf_c] {
+        assert!(
+            attr(c, "SameSite=Lax") && attr(c, "Path=/") && !attr(c, "Secure"),
+            "{c}"
+        );
+        let expires = c
+            .split(';')
+            .find_map(|a| a.trim().strip_prefix("Expires="))
+            .unwrap();
+        let t = httpdate::parse_http_date(expires).unwrap();
+        let days = t
+            .duration_since(std::time::SystemTime::now())
+            .unwrap()
+            .as_secs() as f64
+            / 86400.0;
+        assert!((29.9..=30.1).contains(&days), "{c}");
+    }
+    assert!(attr(&session_c, "HttpOnly") && !attr(&csrf_c, "HttpOnly"));
+    let token = b.cookie("nl_session").unwrap().to_string();
+    assert_eq!(token.len(), 43, "256-bit token, base64url");
+    assert_eq!(
+        b.cookie("nl_csrf").unwrap().len(),
+        22,
+        "128-bit token, base64url"
+    );
+
+    // The store keeps only the token's hash.
+    let db = rusqlite::Connection::open(gw.dir.join("store.db")).unwrap();
+    let hashed: i64 = db
+        .query_row(
+            "SELECT COUNT(*) FROM sessions WHERE token_sha256 = ?1",
+            [&Sha256::digest(token.as_bytes())[..]],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let clear: i64 = db
+        .query_row(
+            "SELECT COUNT(*) FROM sessions WHERE CAST(token_sha256 AS TEXT) = ?1",
+            [&token],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!((hashed, clear), (1, 0));
+
+    // A code works once.
+    let mut other = Browser::new(gw.port);
+    let r = other.send(
+        "POST",
+        "/v1/auth/email/verify",
+        Some(json!({"email": "ada@example.com", "code": code})),
+        None,
+    );
+    assert_eq!(
+        (r.status, r.json()),
+        (400, json!({"error": "invalid_code"}))
+    );
+
+    // /v1/auth/me: the first call creates the default key and shows it once.
+    let me = b.send("GET", "/v1/auth/me", None, None).json();
+    let dk = &me["default_key"];
+    assert_eq!(dk["created"], true);
+    assert_eq!(dk["is_default"], true);
+    let raw = dk["raw"].as_str().unwrap().to_string();
+    assert!(raw.starts_with(dk["key_prefix"].as_str().unwrap()));
+    assert_eq!(dk["scopes"], json!(["rpc:read", "rpc:write"]));
+    let me2 = b.send("GET", "/v1/auth/me", None, None).json();
+    assert_eq!(me2["default_key"]["id"], dk["id"]);
+    assert!(me2["default_key"].get("raw").is_none() && me2["default_key"].get("created").is_none());
+    assert_eq!(me2["user"]["id"], me["user"]["id"]);
+    // The default key works on the chain routes.
+    assert_eq!(rpc_status(gw.port, &raw), 200);
+
+    // CSRF on unsafe methods: session first, then cookie, then header.
+    let r = b.send("POST", "/v1/keys", Some(json!({"name": "ci"})), Some(""));
+    assert_eq!(
+        (r.status, r.json()),
+        (403, json!({"error": "csrf_invalid"}))
+    );
+    let r = b.send(
+        "POST",
+        "/v1/keys",
+        Some(json!({"name": "ci"})),
+        Some("not-the-cookie"),
+    );
+    assert_eq!(
+        (r.status, r.json()),
+        (403, json!({"error": "csrf_invalid"}))
+    );
+    let saved = b.cookies.clone();
+    b.cookies.retain(|(k, _)| k != "nl_csrf");
+    let r = b.send(
+        "POST",
+        "/v1/keys",
+        Some(json!({"name": "ci"})),
+        Some("anything"),
+    );
+    assert_eq!(
+        (r.status, r.json()),
+        (403, json!({"error": "csrf_missing"}))
+    );
+    b.cookies.retain(|(k, _)| k != "nl_session");
+    let r = b.send(
+        "POST",
+        "/v1/keys",
+        Some(json!({"name": "ci"})),
+        Some("anything"),
+    );
+    assert_eq!(
+        (r.status, r.json()),
+        (401, json!({"error": "unauthenticated"}))
+    );
+    b.cookies = saved;
+
+    // Keys: create (raw once), list (never secrets), bad input.
+    let r = b.send(
+        "POST",
+        "/v1/keys",
+        Some(json!({"name": "ci", "scopes": ["rpc:read", "sol_watchlist"]})),
+        None,
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    let created = r.json();
+    let ci_raw = created["raw"].as_str().unwrap().to_string();
+    assert_eq!(rpc_status(gw.port, &ci_raw), 200);
+    let r = b.send(
+        "POST",
+        "/v1/keys",
+        Some(json!({"name": "x", "scopes": ["admin"]})),
+        None,
+    );
+    assert_eq!(
+        (r.status, r.json()),
+        (400, json!({"error": "invalid_request"}))
+    );
+    let r = b.send("POST", "/v1/keys", Some(json!({"name": ""})), None);
+    assert_eq!(r.status, 400);
+    let list = b.send("GET", "/v1/keys", None, None);
+    assert_eq!(list.status, 200);
+    assert!(
+        !list.text().contains(&ci_raw) && !list.text().contains(&raw),
+        "secrets in the list"
+    );
+    let listed = list.json();
+    let names: Vec<&str> = listed["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["default", "ci"]);
+
+    // Another user sees none of these keys and cannot touch them.
+    let mut eve = Browser::new(gw.port);
+    assert_eq!(sign_in(&mut eve, &outbox, "eve@example.com").status, 200);
+    let eve_keys = eve.send("GET", "/v1/keys", None, None).json();
+    assert_eq!(eve_keys["keys"], json!([]));
+    let ci_id = created["id"].as_str().unwrap();
+    let r = eve.send("DELETE", &format!("/v1/keys/{ci_id}"), None, None);
+    assert_eq!((r.status, r.json()), (404, json!({"error": "not_found"})));
+    let r = eve.send("POST", &format!("/v1/keys/{ci_id}/rotate"), None, None);
+    assert_eq!(r.status, 404);
+    assert_eq!(rpc_status(gw.port, &ci_raw), 200);
+
+    // Rotate: a new secret once; the old one stops working at once (it was cached).
+    let r = b.send("POST", &format!("/v1/keys/{ci_id}/rotate"), None, None);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let rotated = r.json()["raw"].as_str().unwrap().to_string();
+    assert_ne!(rotated, ci_raw);
+    assert_eq!(rpc_status(gw.port, &ci_raw), 401);
+    assert_eq!(rpc_status(gw.port, &rotated), 200);
+
+    // Revoking the default key: refused on the chain routes at once; /me makes a new one.
+    let dk_id = dk["id"].as_str().unwrap();
+    let r = b.send("DELETE", &format!("/v1/keys/{dk_id}"), None, None);
+    assert_eq!(r.status, 204, "{}", r.text());
+    assert_eq!(rpc_status(gw.port, &raw), 401);
+    let me3 = b.send("GET", "/v1/auth/me", None, None).json();
+    assert_eq!(me3["default_key"]["created"], true);
+    assert_ne!(me3["default_key"]["id"], dk["id"]);
+    let raw3 = me3["default_key"]["raw"].as_str().unwrap().to_string();
+    // Rotating the default key also leads to a fresh default on the next /me.
+    let id3 = me3["default_key"]["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        b.send("POST", &format!("/v1/keys/{id3}/rotate"), None, None)
+            .status,
+        200
+    );
+    assert_eq!(rpc_status(gw.port, &raw3), 401);
+    let me4 = b.send("GET", "/v1/auth/me", None, None).json();
+    assert_eq!(me4["default_key"]["created"], true);
+
+    // Console routes are never rate limited (chain limits here are 1 rps).
+    for _ in 0..30 {
+        assert_eq!(b.send("GET", "/v1/auth/me", None, None).status, 200);
+    }
+
+    // Logout: cookies cleared, the old token refused at once.
+    let r = b.send("POST", "/v1/auth/logout", None, None);
+    assert_eq!(r.status, 204);
+    assert!(b
+        .last_set_cookies
+        .iter()
+        .any(|c| c.starts_with("nl_session=;")));
+    let mut replay = Browser::new(gw.port);
+    replay.cookies.push(("nl_session".into(), token.clone()));
+    let r = replay.send("GET", "/v1/auth/me", None, None);
+    assert_eq!(r.status, 401);
+}
+
+#[test]
+fn concurrent_first_me_creates_one_default_key() {
+    let node = Fixture::json_rpc();
+    let (gw, outbox) = console_gateway(&node, "");
+    let mut b = Browser::new(gw.port);
+    assert_eq!(sign_in(&mut b, &outbox, "bob@example.com").status, 200);
+    let jar: Vec<String> = b.cookies.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let jar = jar.join("; ");
+    let port = gw.port;
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let jar = jar.clone();
+            std::thread::spawn(move || {
+                request(port, "GET", "/v1/auth/me", &[("Cookie", &jar)], b"")
+                    .unwrap()
+                    .json()
+            })
+        })
+        .collect();
+    let answers: Vec<Value> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let created = answers
+        .iter()
+        .filter(|a| a["default_key"]["created"] == true)
+        .count();
+    assert_eq!(created, 1, "{answers:?}");
+    let ids: std::collections::HashSet<&str> = answers
+        .iter()
+        .map(|a| a["default_key"]["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 1);
+}
+
+#[test]
+fn sliding_refresh_then_expiry() {
+    let node = Fixture::json_rpc();
+    let (gw, outbox) = console_gateway(&node, "  session_ttl_secs: 4\n");
+    let mut b = Browser::new(gw.port);
+    assert_eq!(sign_in(&mut b, &outbox, "carol@example.com").status, 200);
+    let token = b.cookie("nl_session").unwrap().to_string();
+    let csrf = b.cookie("nl_csrf").unwrap().to_string();
+    // Half or more of the lifetime left: cookies untouched.
+    let r = b.send("GET", "/v1/auth/me", None, None);
+    assert_eq!(r.status, 200);
+    assert!(b.last_set_cookies.is_empty(), "{:?}", b.last_set_cookies);
+    // Under half left: expiry pushed, both cookies re-issued with the same values.
+    std::thread::sleep(Duration::from_millis(3100));
+    let r = b.send("GET", "/v1/keys", None, None);
+    assert_eq!(r.status, 200);
+    assert_eq!(b.last_set_cookies.len(), 2, "{:?}", b.last_set_cookies);
+    assert_eq!(b.cookie("nl_session"), Some(token.as_str()));
+    assert_eq!(b.cookie("nl_csrf"), Some(csrf.as_str()));
+    // Refreshed in the store too: still valid past the original expiry.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(b.send("GET", "/v1/auth/me", None, None).status, 200);
+    // Left alone past its lifetime: expired.
+    std::thread::sleep(Duration::from_millis(4500));
+    let r = b.send("GET", "/v1/auth/me", None, None);
+    assert_eq!(
+        (r.status, r.json()),
+        (401, json!({"error": "unauthenticated"}))
+    );
+}
