@@ -136,6 +136,15 @@ fn every_manifest_route_is_classified_in_its_envelope() {
                     "metrics_mirror" => (403, "tier_locked"),
                     // Polygon layers are bor and heimdall.
                     "polygon_metrics_mirror" => (404, "unknown_layer"),
+                    // Console: no session cookie here.
+                    "console_me" | "console_logout" | "console_keys_list" | "console_keys_create"
+                    | "console_keys_revoke" | "console_keys_rotate" => (401, "unauthenticated"),
+                    // Sign-in flows with an empty body.
+                    "console_email_start" | "console_email_verify" => (400, "invalid_request"),
+                    // `{chain}` is sampled as "x1": only evm and solana exist; likewise no such page file.
+                    "console_wallet_challenge" | "console_wallet_verify" | "console_page" => {
+                        (404, "not_found")
+                    }
                     _ => (501, "not_implemented"),
                 };
                 assert_eq!(r.status, expected, "{}: {}", ctx(method), r.text());
