@@ -22,8 +22,8 @@ if [ ! -x node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil ]; then
 fi
 
 # Python test clients (web3.py, eth-account) in a venv.
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import web3, eth_account' 2>/dev/null; then
-  echo "setup: python venv with web3"
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import web3, eth_account, aiosmtpd, nacl' 2>/dev/null; then
+  echo "setup: python venv (web3, eth-account, aiosmtpd, PyNaCl)"
   python3 -m venv .venv
   .venv/bin/pip install -q --disable-pip-version-check -r tests/requirements.txt
 fi

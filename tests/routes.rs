@@ -137,8 +137,12 @@ fn every_manifest_route_is_classified_in_its_envelope() {
                     // Polygon layers are bor and heimdall.
                     "polygon_metrics_mirror" => (404, "unknown_layer"),
                     // Console: no session cookie here.
-                    "console_me" | "console_logout" | "console_keys_list" | "console_keys_create"
-                    | "console_keys_revoke" | "console_keys_rotate" => (401, "unauthenticated"),
+                    "console_me"
+                    | "console_logout"
+                    | "console_keys_list"
+                    | "console_keys_create"
+                    | "console_keys_revoke"
+                    | "console_keys_rotate" => (401, "unauthenticated"),
                     // Sign-in flows with an empty body.
                     "console_email_start" | "console_email_verify" => (400, "invalid_request"),
                     // `{chain}` is sampled as "x1": only evm and solana exist; likewise no such page file.
