@@ -8,6 +8,7 @@ apt_pkgs=()
 command -v cmake >/dev/null || apt_pkgs+=(cmake)
 command -v promtool >/dev/null || apt_pkgs+=(prometheus)
 command -v curl >/dev/null || apt_pkgs+=(curl)
+[ -x /usr/bin/chromium ] || apt_pkgs+=(chromium)
 if ((${#apt_pkgs[@]})); then
   echo "setup: apt-get install ${apt_pkgs[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
@@ -15,10 +16,11 @@ if ((${#apt_pkgs[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${apt_pkgs[@]}" >/dev/null
 fi
 
-# A real Ethereum JSON-RPC node (anvil) from npm, into the repository.
-if [ ! -x node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil ]; then
-  echo "setup: npm install anvil"
-  npm install --no-save --no-audit --no-fund --loglevel=error @foundry-rs/anvil-linux-amd64 >/dev/null
+# A real Ethereum JSON-RPC node (anvil) and Playwright (browser tests) from npm, into the
+# repository. One install command: a later --no-save install would prune the other.
+if [ ! -x node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil ] || [ ! -d node_modules/playwright-core ]; then
+  echo "setup: npm install anvil playwright-core"
+  npm install --no-save --no-audit --no-fund --loglevel=error @foundry-rs/anvil-linux-amd64 playwright-core >/dev/null
 fi
 
 # Python test clients (web3.py, eth-account) in a venv.

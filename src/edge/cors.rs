@@ -19,10 +19,20 @@ pub enum Verdict {
     Deny,
 }
 
-pub fn check(route: &Route, origin: Option<&str>, console_origin: Option<&str>) -> Verdict {
+/// `same_origin`: the `Origin` is the gateway's own (the console page it serves at
+/// `/console/`); browsers never let another site claim it.
+pub fn check(
+    route: &Route,
+    origin: Option<&str>,
+    console_origin: Option<&str>,
+    same_origin: bool,
+) -> Verdict {
     let Some(origin) = origin else {
         return Verdict::NotCors;
     };
+    if same_origin && route.cors == CorsPolicy::Console {
+        return Verdict::NotCors;
+    }
     match route.cors {
         CorsPolicy::Public => Verdict::Allow(vec![
             ("Access-Control-Allow-Origin", "*".into()),

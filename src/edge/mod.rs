@@ -185,7 +185,8 @@ impl Edge {
             ) {
                 let wanted = wanted.to_string();
                 let route = self.classify(ctx, &wanted, &path, false)?;
-                return match cors::check(&route, Some(origin), self.console_origin()) {
+                let same = self.same_origin(session, origin);
+                return match cors::check(&route, Some(origin), self.console_origin(), same) {
                     cors::Verdict::Allow(mut h) => {
                         h.extend(cors::preflight_headers(&route));
                         Ok(Reply::empty(204).with_headers(h))
@@ -201,7 +202,10 @@ impl Edge {
 
         let upgrade = session.is_upgrade_req();
         let route = self.classify(ctx, &method, &path, upgrade)?;
-        match cors::check(&route, origin.as_deref(), self.console_origin()) {
+        let same = origin
+            .as_deref()
+            .is_some_and(|o| self.same_origin(session, o));
+        match cors::check(&route, origin.as_deref(), self.console_origin(), same) {
             cors::Verdict::Allow(h) => ctx.cors_headers = h,
             cors::Verdict::Deny if route.cors != crate::routes::spec::CorsPolicy::None => {
                 return Err(ApiError::new(
@@ -575,6 +579,17 @@ impl Edge {
             peer_ip(session),
             header_str(session, "x-forwarded-proto"),
         )
+    }
+
+    /// Whether `origin` is this gateway itself (scheme of the connection + `Host`).
+    fn same_origin(&self, session: &Session, origin: &str) -> bool {
+        let tls = session.digest().is_some_and(|d| d.ssl_digest.is_some());
+        // HTTP/2 carries the host in `:authority` rather than a Host header.
+        let host = header_str(session, "host")
+            .or_else(|| session.req_header().uri.authority().map(|a| a.as_str()));
+        let Some(host) = host else { return false };
+        let scheme = if tls { "https://" } else { "http://" };
+        origin.strip_prefix(scheme) == Some(host)
     }
 
     fn console_origin(&self) -> Option<&str> {

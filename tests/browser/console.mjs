@@ -1,0 +1,126 @@
+// Drives the console page in headless Chromium: email sign-in, cookie attributes,
+// default key, create / rotate / revoke, a forged cross-site POST, sign-out.
+// Usage: node console.mjs BASE_URL OUTBOX_FILE   (exit status 0 = every check passed)
+import { chromium } from "playwright-core";
+import { readFileSync, existsSync } from "node:fs";
+import assert from "node:assert/strict";
+
+const [base, outbox] = process.argv.slice(2);
+const email = "browser@example.com";
+
+async function codeFromOutbox() {
+  for (let i = 0; i < 100; i++) {
+    if (existsSync(outbox)) {
+      const lines = readFileSync(outbox, "utf8").trim().split("\n").filter(Boolean);
+      const mine = lines.map((l) => JSON.parse(l)).filter((m) => m.to === email);
+      if (mine.length) return mine.at(-1).body.match(/code is (\d{6})/)[1];
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error("no code in the outbox");
+}
+
+const browser = await chromium.launch({
+  executablePath: "/usr/bin/chromium",
+  args: ["--no-sandbox", "--headless"],
+});
+try {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  const resp = await page.goto(base + "/console/");
+  assert.equal(resp.status(), 200);
+  assert.match(resp.headers()["content-security-policy"], /script-src 'self'/);
+
+  // Sign in with an email code.
+  await page.waitForSelector("#signin:not([hidden])");
+  await page.fill("#email", email);
+  await page.click("#send-code");
+  await page.waitForSelector("#code-form:not([hidden])");
+  await page.fill("#code", await codeFromOutbox());
+  await page.click("#verify-code");
+  await page.waitForSelector("#app:not([hidden])");
+  assert.equal(await page.textContent("#who"), email);
+  assert.equal(await page.textContent("#provider"), "email");
+
+  // Cookie attributes as SPEC says (plain HTTP here, so not Secure).
+  const cookies = await context.cookies();
+  const session = cookies.find((c) => c.name === "nl_session");
+  const csrf = cookies.find((c) => c.name === "nl_csrf");
+  assert.ok(session && csrf, JSON.stringify(cookies));
+  assert.equal(session.httpOnly, true);
+  assert.equal(csrf.httpOnly, false);
+  for (const c of [session, csrf]) {
+    assert.equal(c.sameSite, "Lax");
+    assert.equal(c.path, "/");
+    assert.equal(c.secure, false);
+    const days = (c.expires * 1000 - Date.now()) / 86400000;
+    assert.ok(days > 29.9 && days < 30.1, `${c.name} expires in ${days} days`);
+  }
+  assert.equal(session.value.length, 43);
+  assert.equal(csrf.value.length, 22);
+  // Script can read the CSRF cookie but not the session cookie.
+  const visible = await page.evaluate(() => document.cookie);
+  assert.ok(visible.includes("nl_csrf=") && !visible.includes("nl_session="), visible);
+
+  // The default key is shown once, with its secret.
+  const raw = await page.textContent("#default-raw");
+  assert.match(raw, /^ce_[A-Za-z0-9_-]{43}$/);
+  await page.waitForSelector("#keys tr");
+  assert.equal(await page.locator("#keys tr").count(), 1);
+
+  // Create, rotate, revoke.
+  await page.fill("#key-name", "browser-key");
+  await page.click("#create-key");
+  await page.waitForFunction(() => document.querySelectorAll("#keys tr").length === 2);
+  const created = await page.textContent("#new-raw");
+  assert.match(created, /^ce_/);
+  const row = page.locator("#keys tr", { hasText: "browser-key" });
+  await row.locator("button.rotate").click();
+  await page.waitForFunction((old) => document.getElementById("new-raw").textContent !== old, created);
+  const rotated = await page.textContent("#new-raw");
+  assert.notEqual(rotated, created);
+  await page.locator("#keys tr", { hasText: "browser-key" }).locator("button.revoke").click();
+  await page.waitForFunction(() => document.querySelectorAll("#keys tr").length === 1);
+
+  // A forged cross-site POST: another site auto-submits a form to /v1/keys. The session
+  // cookie (SameSite=Lax) is not sent on a cross-site POST and there is no CSRF header.
+  await context.route("http://attacker.test/**", (route) =>
+    route.fulfill({
+      contentType: "text/html",
+      body: `<form id=f method=POST action="${base}/v1/keys" enctype="text/plain">
+               <input name='{"name":"pwned","x":"' value='"}'></form>
+             <script>document.getElementById("f").submit()</script>`,
+    }),
+  );
+  const evil = await context.newPage();
+  const forged = evil.waitForResponse((r) => r.url() === base + "/v1/keys");
+  await evil.goto("http://attacker.test/");
+  const forgedResp = await forged;
+  assert.ok([401, 403].includes(forgedResp.status()), `forged POST got ${forgedResp.status()}`);
+  // And a credentialed fetch from that site is refused too.
+  const fetchStatus = await evil.evaluate(async (url) => {
+    try {
+      const r = await fetch(url, { method: "POST", credentials: "include", body: '{"name":"pwned2"}' });
+      return r.status;
+    } catch (e) {
+      return "blocked";
+    }
+  }, base + "/v1/keys");
+  assert.ok(fetchStatus === "blocked" || fetchStatus >= 400, `fetch got ${fetchStatus}`);
+  console.log(`forged form POST: ${forgedResp.status()}, cross-site fetch: ${fetchStatus}`);
+  await evil.close();
+  await page.reload();
+  await page.waitForSelector("#app:not([hidden])");
+  await page.waitForSelector("#keys tr");
+  const names = await page.locator("#keys tr td:first-child").allTextContents();
+  assert.ok(!names.some((n) => n.includes("pwned")), names.join(","));
+
+  // Sign out: back to the sign-in form, cookies gone.
+  await page.click("#logout");
+  await page.waitForSelector("#signin:not([hidden])");
+  const after = await context.cookies();
+  assert.ok(!after.some((c) => c.name === "nl_session"), JSON.stringify(after));
+  console.log("console page: all browser checks passed");
+} finally {
+  await browser.close();
+}
