@@ -38,7 +38,7 @@ for port in 8080 9091 18545 18546 18547 18548; do
 done
 
 mkdir -p "$demo"
-rm -f "$demo"/chainedge.db*
+rm -f "$demo"/chainedge.db* "$demo"/outbox.jsonl
 umask 077
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$demo/admin-token"
 export CHAINEDGE_ADMIN_TOKEN
@@ -97,6 +97,7 @@ demo: chainedge is up
                -d '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}' http://127.0.0.1:8080/rpc/eth
   mesh       curl -s http://127.0.0.1:8080/v1/eth/mesh/health
   metrics    curl -s http://127.0.0.1:9091/metrics
+  console    http://127.0.0.1:8080/console/   (sign-in codes: .demo/outbox.jsonl)
   keys       .demo/keys.json   admin token  .demo/admin-token
 Ctrl-C stops everything.
 MSG
