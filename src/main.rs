@@ -161,7 +161,7 @@ fn run(
         conf: rpc::RpcSettings::from(&app.app.rpc),
     };
     let metrics_cache =
-        handlers::metrics_mirror::MetricsCache::new(app.app.metrics_mirror.clone(), client);
+        handlers::metrics_mirror::MetricsCache::new(app.app.metrics_mirror.clone(), client.clone());
     let http_addrs = app.app.listen.http.clone();
     let tls = app
         .app
@@ -185,7 +185,7 @@ fn run(
     let store = store::Store::open(&app.store_path)
         .map_err(|e| format!("store {}: {e}", app.store_path.display()))?;
     let store = Arc::new(std::sync::Mutex::new(store));
-    let console = console::Console::new(&app, store.clone())?;
+    let console = console::Console::new(&app, store.clone(), client.clone())?;
     let keys = auth::keys::KeyAuth::new(
         store,
         app.app.auth.key_cache_size,

@@ -482,3 +482,261 @@ fn sliding_refresh_then_expiry() {
         (401, json!({"error": "unauthenticated"}))
     );
 }
+
+/// A local OIDC provider: RS256 keys from `openssl`, a token endpoint that checks the PKCE
+/// verifier, and a JWKS endpoint.
+struct OidcFixture {
+    server: Fixture,
+    key_pem: Vec<u8>,
+    other_pem: Vec<u8>,
+    /// The PKCE challenge the next token request must match, and the ID token it gets.
+    expect: std::sync::Arc<std::sync::Mutex<(String, String)>>,
+}
+
+fn rsa_key(dir: &std::path::Path, name: &str) -> (Vec<u8>, String) {
+    let path = dir.join(name);
+    let ok = std::process::Command::new("openssl")
+        .args(["genrsa", "-out"])
+        .arg(&path)
+        .arg("2048")
+        .output()
+        .unwrap()
+        .status
+        .success();
+    assert!(ok, "openssl genrsa");
+    let out = std::process::Command::new("openssl")
+        .args(["rsa", "-noout", "-modulus", "-in"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let hex_n = String::from_utf8(out.stdout)
+        .unwrap()
+        .trim()
+        .trim_start_matches("Modulus=")
+        .to_string();
+    let n: Vec<u8> = (0..hex_n.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex_n[i..i + 2], 16).unwrap())
+        .collect();
+    use base64::Engine;
+    (
+        std::fs::read(&path).unwrap(),
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(n),
+    )
+}
+
+impl OidcFixture {
+    fn start() -> OidcFixture {
+        let dir = tempdir("oidc");
+        let (key_pem, n) = rsa_key(&dir, "k1.pem");
+        let (other_pem, _) = rsa_key(&dir, "k2.pem");
+        let expect = std::sync::Arc::new(std::sync::Mutex::new((String::new(), String::new())));
+        let e = expect.clone();
+        let server = Fixture::start(move |req| match req.path.as_str() {
+            "/jwks" => FixtureResponse::json(
+                json!({"keys": [{"kty": "RSA", "kid": "k1", "use": "sig", "alg": "RS256", "n": n, "e": "AQAB"}]}),
+            ),
+            "/token" => {
+                let form = String::from_utf8_lossy(&req.body).to_string();
+                let (challenge, token) = e.lock().unwrap().clone();
+                let verifier = form
+                    .split('&')
+                    .find_map(|p| p.strip_prefix("code_verifier="))
+                    .unwrap_or("");
+                use base64::Engine;
+                let got = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                    .encode(Sha256::digest(verifier.as_bytes()));
+                let secret_ok = form.contains("client_secret=s3cret")
+                    && form.contains("grant_type=authorization_code");
+                if got != challenge
+                    || !secret_ok
+                    || req.header("content-type") != Some("application/x-www-form-urlencoded")
+                {
+                    return FixtureResponse::status(400, "invalid_grant");
+                }
+                FixtureResponse::json(json!({"id_token": token, "token_type": "Bearer"}))
+            }
+            _ => FixtureResponse::status(404, "no"),
+        });
+        OidcFixture {
+            server,
+            key_pem,
+            other_pem,
+            expect,
+        }
+    }
+
+    fn token(&self, pem: &[u8], claims: Value) -> String {
+        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256);
+        header.kid = Some("k1".into());
+        jsonwebtoken::encode(
+            &header,
+            &claims,
+            &jsonwebtoken::EncodingKey::from_rsa_pem(pem).unwrap(),
+        )
+        .unwrap()
+    }
+}
+
+fn query_of(url: &str, name: &str) -> String {
+    let q = url.split_once('?').unwrap().1;
+    q.split('&')
+        .find_map(|p| p.strip_prefix(&format!("{name}=")))
+        .map(|v| String::from_utf8(percent_decode(v)).unwrap())
+        .unwrap_or_default()
+}
+
+fn percent_decode(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() + 1 {
+            out.push(u8::from_str_radix(&s[i + 1..i + 3], 16).unwrap());
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+#[test]
+fn google_oidc_sign_in_with_pkce_state_and_nonce() {
+    let idp = OidcFixture::start();
+    let base = idp.server.url();
+    let outbox = tempdir("oidc-outbox").join("outbox.jsonl");
+    let gw = Gateway::start(GatewayOpts {
+        console_yaml: format!(
+            "  email:\n    outbox: {}\n  google:\n    client_id: test-client\n    client_secret: env:CHAINEDGE_TEST_GOOGLE_SECRET\n\
+             \x20   redirect_uri: http://127.0.0.1/v1/auth/google/callback\n    issuer: https://issuer.test\n\
+             \x20   authorization_endpoint: {base}/authorize\n    token_endpoint: {base}/token\n    jwks_uri: {base}/jwks\n",
+            outbox.display()
+        ),
+        env: vec![("CHAINEDGE_TEST_GOOGLE_SECRET".into(), "s3cret".into())],
+        ..Default::default()
+    });
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let claims = |nonce: &str, aud: &str| {
+        json!({"iss": "https://issuer.test", "aud": aud, "sub": "g-123", "email": "Gina@Example.com",
+               "email_verified": true, "name": "Gina", "picture": "https://img.test/g.png",
+               "iat": now, "exp": now + 300, "nonce": nonce})
+    };
+
+    // Start: 302 to the provider with state, nonce and an S256 PKCE challenge; state cookie.
+    let start = |b: &mut Browser| {
+        let r = b.send("GET", "/v1/auth/google/start", None, None);
+        assert_eq!(r.status, 302, "{}", r.text());
+        let loc = r.header("Location").unwrap().to_string();
+        assert!(loc.starts_with(&format!("{base}/authorize?")), "{loc}");
+        assert_eq!(query_of(&loc, "code_challenge_method"), "S256");
+        assert_eq!(query_of(&loc, "client_id"), "test-client");
+        assert_eq!(query_of(&loc, "scope"), "openid email profile");
+        let state = query_of(&loc, "state");
+        let cookie = b
+            .last_set_cookies
+            .iter()
+            .find(|c| c.starts_with("nl_oauth="))
+            .unwrap();
+        assert!(
+            cookie.contains(&state) && attr(cookie, "HttpOnly") && attr(cookie, "SameSite=Lax"),
+            "{cookie}"
+        );
+        (
+            state,
+            query_of(&loc, "nonce"),
+            query_of(&loc, "code_challenge"),
+        )
+    };
+    let callback = |b: &mut Browser, state: &str| {
+        b.send(
+            "GET",
+            &format!("/v1/auth/google/callback?code=c0de&state={state}"),
+            None,
+            None,
+        )
+    };
+
+    // Gina first signed up with an email code; Google (verified email) finds that account.
+    let mut by_email = Browser::new(gw.port);
+    assert_eq!(
+        sign_in(&mut by_email, &outbox, "gina@example.com").status,
+        200
+    );
+    let email_user = by_email.send("GET", "/v1/auth/me", None, None).json()["user"]["id"].clone();
+
+    let mut b = Browser::new(gw.port);
+    let (state, nonce, challenge) = start(&mut b);
+    *idp.expect.lock().unwrap() = (
+        challenge,
+        idp.token(&idp.key_pem, claims(&nonce, "test-client")),
+    );
+    // Another browser (no state cookie) cannot complete this sign-in.
+    let r = callback(&mut Browser::new(gw.port), &state);
+    assert_eq!(
+        (r.status, r.json()),
+        (400, json!({"error": "invalid_state"}))
+    );
+    // The browser that started it can.
+    let r = callback(&mut b, &state);
+    assert_eq!(r.status, 302, "{}", r.text());
+    assert_eq!(r.header("Location"), Some("/console/"));
+    assert!(b.cookie("nl_session").is_some() && b.cookie("nl_csrf").is_some());
+    let me = b.send("GET", "/v1/auth/me", None, None).json();
+    assert_eq!(me["provider"], "google");
+    assert_eq!(me["user"]["email"], "gina@example.com");
+    assert_eq!(me["user"]["display_name"], "Gina");
+    assert_eq!(
+        me["user"]["id"], email_user,
+        "verified email links to the existing account"
+    );
+    // The same account: its default key already exists, so no raw value this time.
+    assert!(me["default_key"]["id"].is_string() && me["default_key"].get("raw").is_none());
+    // The state is single use.
+    b.cookies.push(("nl_oauth".into(), state.clone()));
+    let r = callback(&mut b, &state);
+    assert_eq!(
+        (r.status, r.json()),
+        (400, json!({"error": "invalid_state"}))
+    );
+
+    // Tokens that must not verify: wrong nonce, wrong audience, wrong signing key, expired.
+    let bad_tokens = [
+        claims("not-the-nonce", "test-client"),
+        claims("NONCE", "someone-else"),
+        claims("NONCE", "test-client"),
+        {
+            let mut c = claims("NONCE", "test-client");
+            c["exp"] = json!(now - 3600);
+            c
+        },
+    ];
+    for (i, c) in bad_tokens.into_iter().enumerate() {
+        let mut b = Browser::new(gw.port);
+        let (state, nonce, challenge) = start(&mut b);
+        let c: Value = serde_json::from_str(&c.to_string().replace("NONCE", &nonce)).unwrap();
+        let pem = if i == 2 { &idp.other_pem } else { &idp.key_pem };
+        *idp.expect.lock().unwrap() = (challenge, idp.token(pem, c));
+        let r = callback(&mut b, &state);
+        assert_eq!(
+            (r.status, r.json()),
+            (400, json!({"error": "invalid_token"})),
+            "case {i}"
+        );
+        assert!(b.cookie("nl_session").is_none());
+    }
+
+    // The provider refuses the code (e.g. a wrong PKCE verifier): 502.
+    let mut b = Browser::new(gw.port);
+    let (state, _, _) = start(&mut b);
+    *idp.expect.lock().unwrap() = ("not-this-challenge".into(), String::new());
+    let r = callback(&mut b, &state);
+    assert_eq!(
+        (r.status, r.json()),
+        (502, json!({"error": "oidc_exchange_failed"}))
+    );
+}

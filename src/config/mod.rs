@@ -170,6 +170,46 @@ pub struct ConsoleConf {
     /// Lifetime of a wallet sign-in challenge.
     #[serde(default = "d_challenge_ttl")]
     pub challenge_ttl_secs: i64,
+    /// Google sign-in (OAuth 2.0 / OIDC authorization code with PKCE).
+    #[serde(default)]
+    pub google: Option<GoogleConf>,
+}
+
+/// An OIDC provider (Google by default; endpoints configurable for tests and other IdPs).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GoogleConf {
+    pub client_id: String,
+    pub client_secret: SecretRef,
+    /// Where the provider sends the browser back: this gateway's `/v1/auth/google/callback`.
+    pub redirect_uri: String,
+    #[serde(default = "d_google_issuer")]
+    pub issuer: String,
+    #[serde(default = "d_google_auth")]
+    pub authorization_endpoint: String,
+    #[serde(default = "d_google_token")]
+    pub token_endpoint: String,
+    #[serde(default = "d_google_jwks")]
+    pub jwks_uri: String,
+    /// Where the browser lands after signing in.
+    #[serde(default = "d_after_login")]
+    pub after_login: String,
+}
+
+fn d_google_issuer() -> String {
+    "https://accounts.google.com".into()
+}
+fn d_google_auth() -> String {
+    "https://accounts.google.com/o/oauth2/v2/auth".into()
+}
+fn d_google_token() -> String {
+    "https://oauth2.googleapis.com/token".into()
+}
+fn d_google_jwks() -> String {
+    "https://www.googleapis.com/oauth2/v3/certs".into()
+}
+fn d_after_login() -> String {
+    "/console/".into()
 }
 
 fn d_session_ttl() -> i64 {
@@ -474,6 +514,8 @@ pub struct Loaded {
     pub admin_token: Option<Secret>,
     /// SMTP user name and password, resolved from their references.
     pub smtp_credentials: Option<(Secret, Secret)>,
+    /// `console.google.client_secret`, resolved.
+    pub google_secret: Option<Secret>,
     /// `console.email.outbox`, relative to the config file.
     pub email_outbox: Option<PathBuf>,
     /// Resolved host headers, per pool then per host index.
@@ -612,6 +654,43 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
             None
         }
     };
+    let google_secret = match &app.console.google {
+        Some(g) => {
+            for (k, url) in [
+                ("token_endpoint", &g.token_endpoint),
+                ("jwks_uri", &g.jwks_uri),
+            ] {
+                if let Err(e) = crate::pools::HostAddr::parse(url) {
+                    bad(&format!("console.google.{k}"), e);
+                }
+            }
+            for (k, url) in [
+                ("authorization_endpoint", &g.authorization_endpoint),
+                ("redirect_uri", &g.redirect_uri),
+            ] {
+                if !(url.starts_with("https://") || url.starts_with("http://")) {
+                    bad(
+                        &format!("console.google.{k}"),
+                        "must be an http(s) URL".into(),
+                    );
+                }
+            }
+            if !g.after_login.starts_with('/') {
+                bad(
+                    "console.google.after_login",
+                    "must be a path on this gateway".into(),
+                );
+            }
+            match g.client_secret.resolve() {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    bad("console.google.client_secret", e);
+                    None
+                }
+            }
+        }
+        None => None,
+    };
     if app.plans.is_empty() {
         bad("plans", "at least one plan is required".into());
     }
@@ -736,6 +815,7 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
         store_path: rel(&app.store.path),
         admin_token,
         smtp_credentials,
+        google_secret,
         email_outbox: app.console.email.outbox.as_deref().map(rel),
         host_headers,
         app,

@@ -25,6 +25,9 @@ pub struct Req<'a> {
     pub params: &'a [String],
     pub body: Bytes,
     pub secure: bool,
+    pub query: Option<&'a str>,
+    pub cookies: Option<&'a str>,
+    pub request_id: &'a str,
 }
 
 pub async fn handle(console: &Console, keys: &KeyAuth, req: Req<'_>) -> Result<Reply, ApiError> {
@@ -72,6 +75,8 @@ pub async fn handle(console: &Console, keys: &KeyAuth, req: Req<'_>) -> Result<R
         HandlerKind::ConsoleEmailVerify => email_verify(console, &req).await,
         HandlerKind::ConsoleWalletChallenge => wallet_challenge(console, &req).await,
         HandlerKind::ConsoleWalletVerify => wallet_verify(console, &req).await,
+        HandlerKind::ConsoleGoogleStart => google_start(console, &req).await,
+        HandlerKind::ConsoleGoogleCallback => google_callback(console, &req).await,
         _ => Err(ApiError::not_implemented("console route")),
     }
 }
@@ -396,4 +401,81 @@ async fn wallet_verify(console: &Console, req: &Req<'_>) -> Result<Reply, ApiErr
         wallet::Chain::Solana => Identity::WalletSolana(c.subject),
     };
     sign_in(console, id, req.secure).await
+}
+
+fn oidc(console: &Console) -> Result<&super::google::Oidc, ApiError> {
+    console
+        .oidc
+        .as_ref()
+        .ok_or_else(|| ApiError::new(503, "google_disabled", "Google sign-in is not configured"))
+}
+
+fn state_cookie(value: &str, max_age: i64, secure: bool) -> String {
+    let sec = if secure { "; Secure" } else { "" };
+    format!(
+        "{}={value}; Path=/v1/auth/google; Max-Age={max_age}; HttpOnly; SameSite=Lax{sec}",
+        super::google::STATE_COOKIE
+    )
+}
+
+/// `GET /v1/auth/google/start`: 302 to the provider with state, nonce and a PKCE challenge.
+async fn google_start(console: &Console, req: &Req<'_>) -> Result<Reply, ApiError> {
+    let oidc = oidc(console)?;
+    let state = super::random_token(16);
+    let nonce = super::random_token(16);
+    let verifier = super::random_token(32);
+    let location = oidc.authorize_url(&state, &nonce, &verifier);
+    let flow = Challenge {
+        kind: "google".into(),
+        subject: nonce,
+        message: verifier,
+        expires_at: store::now() + super::google::FLOW_TTL_SECS,
+    };
+    let s = state.clone();
+    db(&console.store, move |st| st.store_challenge(&s, &flow)).await?;
+    Ok(Reply::empty(302).with_headers(vec![
+        ("Location", location),
+        ("Cache-Control", "no-store".into()),
+        (
+            "Set-Cookie",
+            state_cookie(&state, super::google::FLOW_TTL_SECS, req.secure),
+        ),
+    ]))
+}
+
+/// `GET /v1/auth/google/callback?code&state`: check the state against the browser's
+/// cookie, exchange the code, verify the ID token, sign in, 302 to the console.
+async fn google_callback(console: &Console, req: &Req<'_>) -> Result<Reply, ApiError> {
+    use super::google::query_param;
+    let oidc = oidc(console)?;
+    if query_param(req.query, "error").is_some() {
+        return Err(bad("oauth_denied", "the provider did not grant sign-in"));
+    }
+    let state = query_param(req.query, "state").unwrap_or_default();
+    let code = query_param(req.query, "code").unwrap_or_default();
+    let bound = super::cookie(req.cookies, super::google::STATE_COOKIE).unwrap_or("");
+    if state.is_empty()
+        || code.is_empty()
+        || !crate::auth::secret_eq(state.as_bytes(), bound.as_bytes())
+    {
+        return Err(bad(
+            "invalid_state",
+            "this sign-in was not started by this browser",
+        ));
+    }
+    let flow = db(&console.store, move |s| s.take_challenge(&state))
+        .await?
+        .filter(|c| c.kind == "google" && c.expires_at > store::now())
+        .ok_or_else(|| bad("invalid_state", "unknown, used or expired sign-in"))?;
+    let identity = oidc
+        .sign_in(&code, &flow.message, &flow.subject, req.request_id)
+        .await?;
+    let provider = identity.provider();
+    let plan = console.signup_plan.clone();
+    let user_id = db(&console.store, move |s| s.user_for(&identity, &plan)).await?;
+    let mut headers = set_cookies(console.start_session(user_id, provider, req.secure).await?);
+    headers.push(("Set-Cookie", state_cookie("", 0, req.secure)));
+    headers.push(("Location", oidc.after_login.clone()));
+    headers.push(("Cache-Control", "no-store".into()));
+    Ok(Reply::empty(302).with_headers(headers))
 }

@@ -10,6 +10,7 @@
 
 pub mod api;
 pub mod email;
+pub mod google;
 pub mod page;
 pub mod wallet;
 
@@ -44,6 +45,8 @@ pub struct Console {
     pub challenge_ttl: i64,
     /// Plan of tenants created by console sign-up (the lowest).
     pub signup_plan: String,
+    /// Google sign-in, when configured.
+    pub oidc: Option<google::Oidc>,
 }
 
 /// Run a store call off the async workers; store errors become 500 `internal`.
@@ -68,8 +71,16 @@ pub async fn db<T: Send + 'static>(
 }
 
 impl Console {
-    pub fn new(cfg: &crate::config::Loaded, store: Arc<Mutex<Store>>) -> Result<Console, String> {
+    pub fn new(
+        cfg: &crate::config::Loaded,
+        store: Arc<Mutex<Store>>,
+        client: Arc<crate::upstream::UpstreamClient>,
+    ) -> Result<Console, String> {
         let c = &cfg.app.console;
+        let oidc = match (&c.google, &cfg.google_secret) {
+            (Some(g), Some(secret)) => Some(google::Oidc::new(g, secret.clone(), client)?),
+            _ => None,
+        };
         Ok(Console {
             store,
             ttl: c.session_ttl_secs,
@@ -83,6 +94,7 @@ impl Console {
             email: clone_email(&c.email),
             challenge_ttl: c.challenge_ttl_secs,
             signup_plan: cfg.app.plans.first().cloned().unwrap_or_default(),
+            oidc,
         })
     }
 

@@ -505,9 +505,6 @@ impl Edge {
             HandlerKind::ConsolePage => {
                 crate::console::page::serve(ctx.params.last().map(String::as_str).unwrap_or(""))
             }
-            HandlerKind::ConsoleGoogleStart | HandlerKind::ConsoleGoogleCallback => {
-                Err(ApiError::not_implemented(&route.name))
-            }
             kind if kind.is_console_api() => {
                 let body = if session.req_header().method == http::Method::GET {
                     Bytes::new()
@@ -518,12 +515,16 @@ impl Edge {
                     Some(Principal::User(s)) => Some(s.clone()),
                     _ => None,
                 };
+                let cookies = cookie_header(session);
                 let req = crate::console::api::Req {
                     kind,
                     session: user.as_deref(),
                     params: &ctx.params,
                     body,
                     secure: self.secure(session),
+                    query: session.req_header().uri.query(),
+                    cookies: cookies.as_deref(),
+                    request_id: &ctx.request_id,
                 };
                 crate::console::api::handle(&st.console, &st.keys, req).await
             }

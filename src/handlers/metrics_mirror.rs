@@ -239,6 +239,7 @@ impl MetricsCache {
             path: &addr.path,
             headers: &[],
             body: None,
+            content_type: None,
             request_id,
         };
         let r = self

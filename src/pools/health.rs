@@ -181,6 +181,7 @@ pub async fn probe(
             path: &path,
             headers: &host.headers,
             body: None,
+            content_type: None,
             request_id: rid,
         };
         client

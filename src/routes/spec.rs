@@ -246,6 +246,8 @@ impl HandlerKind {
                 | HandlerKind::ConsoleEmailVerify
                 | HandlerKind::ConsoleWalletChallenge
                 | HandlerKind::ConsoleWalletVerify
+                | HandlerKind::ConsoleGoogleStart
+                | HandlerKind::ConsoleGoogleCallback
         )
     }
 }

@@ -10,6 +10,13 @@ pub enum Identity {
     Email(String),
     WalletEvm(String),
     WalletSolana(String),
+    /// An OIDC subject with the provider-verified email and profile.
+    Google {
+        sub: String,
+        email: Option<String>,
+        name: Option<String>,
+        picture: Option<String>,
+    },
 }
 
 impl Identity {
@@ -18,6 +25,7 @@ impl Identity {
             Identity::Email(_) => "email",
             Identity::WalletEvm(_) => "wallet_evm",
             Identity::WalletSolana(_) => "wallet_solana",
+            Identity::Google { .. } => "google",
         }
     }
     fn column(&self) -> &'static str {
@@ -25,11 +33,13 @@ impl Identity {
             Identity::Email(_) => "email",
             Identity::WalletEvm(_) => "wallet_evm",
             Identity::WalletSolana(_) => "wallet_solana",
+            Identity::Google { .. } => "google_sub",
         }
     }
     fn value(&self) -> &str {
         match self {
             Identity::Email(v) | Identity::WalletEvm(v) | Identity::WalletSolana(v) => v,
+            Identity::Google { sub, .. } => sub,
         }
     }
 }
@@ -90,9 +100,34 @@ impl Store {
             tx.commit()?;
             return Ok(user);
         }
+        let t = now();
+        if let Identity::Google {
+            sub,
+            email: Some(email),
+            name,
+            picture,
+        } = id
+        {
+            // The provider verified this email: an existing email user is the same person.
+            if let Some(user) = tx
+                .query_row(
+                    "SELECT id FROM users WHERE email = ?1 AND google_sub IS NULL",
+                    [email],
+                    |r| r.get::<_, String>(0),
+                )
+                .optional()?
+            {
+                tx.execute(
+                    "UPDATE users SET google_sub = ?2, display_name = COALESCE(display_name, ?3),
+                     avatar_url = COALESCE(avatar_url, ?4), updated_at = ?5 WHERE id = ?1",
+                    params![user, sub, name, picture, t],
+                )?;
+                tx.commit()?;
+                return Ok(user);
+            }
+        }
         let tenant = uuid::Uuid::new_v4().to_string();
         let user = uuid::Uuid::new_v4().to_string();
-        let t = now();
         tx.execute(
             "INSERT INTO tenants (id, name, plan, created_at) VALUES (?1, ?2, ?3, ?4)",
             params![tenant, id.value(), plan, t],
@@ -104,6 +139,23 @@ impl Store {
             ),
             params![user, tenant, id.value(), t],
         )?;
+        if let Identity::Google {
+            email,
+            name,
+            picture,
+            ..
+        } = id
+        {
+            tx.execute(
+                "UPDATE users SET display_name = ?2, avatar_url = ?3 WHERE id = ?1",
+                params![user, name, picture],
+            )?;
+            // Unless another account already holds that email.
+            tx.execute(
+                "UPDATE OR IGNORE users SET email = ?2 WHERE id = ?1",
+                params![user, email],
+            )?;
+        }
         tx.commit()?;
         Ok(user)
     }

@@ -80,6 +80,10 @@ CREATE TABLE challenges (
     used_at INTEGER
 );
 "#,
+    r#"
+ALTER TABLE users ADD COLUMN google_sub TEXT;
+CREATE UNIQUE INDEX users_google_sub ON users(google_sub) WHERE google_sub IS NOT NULL;
+"#,
 ];
 
 pub struct Store {

@@ -54,6 +54,8 @@ pub struct Call<'a> {
     /// Extra headers (provider keys come from secret references).
     pub headers: &'a [(String, Secret)],
     pub body: Option<Bytes>,
+    /// Content type of `body` (JSON when unset).
+    pub content_type: Option<&'static str>,
     pub request_id: &'a str,
 }
 
@@ -74,6 +76,7 @@ impl UpstreamClient {
             path: &host.addr.path,
             headers: &host.headers,
             body: Some(body),
+            content_type: None,
             request_id,
         };
         self.send(call, timeout, max_response).await
@@ -101,8 +104,11 @@ impl UpstreamClient {
         let mut req = RequestHeader::build(call.method, call.path.as_bytes(), None).map_err(io)?;
         req.insert_header("Host", call.authority).map_err(io)?;
         if let Some(body) = &call.body {
-            req.insert_header("Content-Type", "application/json")
-                .map_err(io)?;
+            req.insert_header(
+                "Content-Type",
+                call.content_type.unwrap_or("application/json"),
+            )
+            .map_err(io)?;
             req.insert_header("Content-Length", body.len().to_string())
                 .map_err(io)?;
         }

@@ -451,6 +451,19 @@ impl Gateway {
 impl Drop for Gateway {
     fn drop(&mut self) {
         self.proc.take();
+        // A failing test shows what the gateway said.
+        if std::thread::panicking() {
+            for e in std::fs::read_dir(&self.dir).into_iter().flatten().flatten() {
+                if e.file_name().to_string_lossy().starts_with("stderr-") {
+                    let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+                    let tail: Vec<&str> = text.lines().rev().take(40).collect();
+                    eprintln!("--- gateway {}:", e.file_name().to_string_lossy());
+                    for l in tail.iter().rev() {
+                        eprintln!("{l}");
+                    }
+                }
+            }
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
