@@ -284,7 +284,7 @@ mod tests {
     fn pkce_and_encoding() {
         // RFC 7636 appendix B.
         assert_eq!(
-            pkce_challenge("dBjftJeZ4CVP-1mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
+            pkce_challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
             "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
         );
         assert_eq!(enc("a b/c?d=e&f"), "a%20b%2Fc%3Fd%3De%26f");
