@@ -130,6 +130,7 @@ fn load_all(cli: &Cli) -> Result<LoadedAll, Vec<config::ConfigError>> {
             .routes()
             .iter()
             .filter_map(|r| r.rate.as_deref())
+            .chain(handlers::beacon::RATE_CATEGORIES.iter().copied())
             .collect();
         for cat in app.app.limits.categories.keys() {
             if !used.contains(cat.as_str()) {

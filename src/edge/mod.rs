@@ -9,7 +9,7 @@ use crate::config::Loaded;
 use crate::errors::{ApiError, Envelope};
 use crate::handlers::{self, metrics_mirror};
 use crate::observe::{access_log, metrics};
-use crate::pools::Pools;
+use crate::pools::{Host, Pools};
 use crate::routes::matcher::{Match, Matcher, NormalizedPath};
 use crate::routes::spec::{Credential, HandlerKind};
 use crate::routes::Route;
@@ -56,11 +56,35 @@ pub struct Ctx {
     rate_headers: Vec<(&'static str, String)>,
     /// `Set-Cookie` values (console sign-in, sliding refresh).
     cookies: Vec<String>,
+    /// The beacon path and its policy, checked before authentication.
+    beacon: Option<(String, crate::handlers::beacon::BeaconPolicy)>,
+    /// A request handed to Pingora's proxy phases.
+    pass: Option<Pass>,
     /// Values of the route's `{param}`s (a tail is the rest of the path).
     params: Vec<String>,
     /// The path had `.`/`..` or encoded-slash segments (tail routes only get this far).
     path_suspicious: bool,
 }
+
+/// A passthrough: the hosts to try in order, and the path under each host's base path.
+pub struct Pass {
+    hosts: Vec<Arc<Host>>,
+    next: usize,
+    /// Path (and query) relative to the host's base path; empty = the base path itself.
+    rest: String,
+    /// Long-lived (SSE, WebSocket): no read timeout, no compression.
+    stream: bool,
+    current: Option<Arc<Host>>,
+}
+
+/// What the pipeline decided: answer here, or proxy.
+enum Outcome {
+    Reply(Reply),
+    Proxy(Pass),
+}
+
+/// Read timeout toward nodes on ordinary passthroughs.
+const PASS_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Ctx {
     fn route_name(&self) -> &str {
@@ -89,13 +113,23 @@ impl ProxyHttp for Edge {
             params: Vec::new(),
             path_suspicious: false,
             cookies: Vec::new(),
+            beacon: None,
+            pass: None,
         }
     }
 
     async fn request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
         ctx.request_id = request_id(session.get_header("x-request-id").map(|v| v.as_bytes()));
         let reply = match self.pipeline(session, ctx).await {
-            Ok(reply) => reply,
+            Ok(Outcome::Reply(reply)) => reply,
+            Ok(Outcome::Proxy(pass)) => {
+                if pass.stream {
+                    // SSE and WebSocket stay open as long as both ends want.
+                    session.set_read_timeout(None);
+                }
+                ctx.pass = Some(pass);
+                return Ok(false);
+            }
             Err(e) => {
                 ctx.error_code = Some(e.code);
                 Reply::error(&e, ctx.envelope, &ctx.request_id)
@@ -105,9 +139,146 @@ impl ProxyHttp for Edge {
         Ok(true)
     }
 
-    async fn upstream_peer(&self, _session: &mut Session, _ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
-        // Every route is answered in `request_filter` until passthrough handlers land.
-        Error::e_explain(ErrorType::InternalError, "no passthrough route selected")
+    /// Passthroughs only: the next host in the pass's order (called again on each retry).
+    async fn upstream_peer(&self, _session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
+        let Some(pass) = ctx.pass.as_mut() else {
+            return Error::e_explain(ErrorType::InternalError, "no passthrough route selected");
+        };
+        let Some(host) = pass.hosts.get(pass.next).cloned() else {
+            ctx.error_code = Some("upstream_unavailable");
+            return Error::e_explain(ErrorType::ConnectNoRoute, "every host of the pool failed");
+        };
+        pass.next += 1;
+        let mut peer = host.peer.clone();
+        peer.options.read_timeout = if pass.stream {
+            None
+        } else {
+            Some(PASS_READ_TIMEOUT)
+        };
+        metrics::upstream_attempt(&host.pool, &host.id);
+        ctx.upstream = Some(host.id.clone());
+        pass.current = Some(host);
+        Ok(Box::new(peer))
+    }
+
+    /// Nothing reached the node yet: try the next host, if any.
+    fn fail_to_connect(
+        &self,
+        _session: &mut Session,
+        _peer: &HttpPeer,
+        ctx: &mut Ctx,
+        mut e: Box<Error>,
+    ) -> Box<Error> {
+        if let Some(pass) = ctx.pass.as_ref() {
+            if let Some(h) = &pass.current {
+                h.record_failure(&format!("connect: {e}"));
+                metrics::upstream_failure(&h.pool, &h.id, "connect");
+            }
+            if pass.next < pass.hosts.len() {
+                e.set_retry(true);
+            }
+        }
+        e
+    }
+
+    /// The node failed mid-exchange. A GET whose answer has not started downstream is
+    /// safe to send to the next host; anything else is not retried.
+    fn error_while_proxy(
+        &self,
+        peer: &HttpPeer,
+        session: &mut Session,
+        e: Box<Error>,
+        ctx: &mut Ctx,
+        _client_reused: bool,
+    ) -> Box<Error> {
+        let mut e = e.more_context(format!("peer {peer}"));
+        let idempotent = session.req_header().method == http::Method::GET;
+        if let Some(pass) = ctx.pass.as_ref() {
+            if let Some(h) = &pass.current {
+                h.record_failure(&format!("proxy: {e}"));
+                metrics::upstream_failure(&h.pool, &h.id, "transport");
+            }
+            let more = pass.next < pass.hosts.len();
+            e.set_retry(idempotent && more && session.response_written().is_none());
+        }
+        e
+    }
+
+    /// Toward the node: its own path and Host, its secret headers, and never the
+    /// caller's credentials.
+    async fn upstream_request_filter(
+        &self,
+        _session: &mut Session,
+        req: &mut pingora_http::RequestHeader,
+        ctx: &mut Ctx,
+    ) -> Result<()> {
+        let Some(pass) = ctx.pass.as_ref() else {
+            return Ok(());
+        };
+        let Some(host) = pass.current.as_ref() else {
+            return Ok(());
+        };
+        let base = host.addr.path.trim_end_matches('/');
+        let path = if pass.rest.is_empty() {
+            host.addr.path.clone()
+        } else {
+            format!("{base}/{}", pass.rest)
+        };
+        let uri = path
+            .parse::<http::Uri>()
+            .map_err(|e| Error::explain(ErrorType::InternalError, format!("upstream path: {e}")))?;
+        req.set_uri(uri);
+        for h in CALLER_ONLY_HEADERS {
+            req.remove_header(*h);
+        }
+        if pass.stream {
+            req.remove_header("accept-encoding");
+        }
+        req.insert_header("Host", host.addr.authority())?;
+        req.insert_header("X-Request-Id", ctx.request_id.as_str())?;
+        for (name, value) in &host.headers {
+            req.insert_header(name.clone(), value.expose())?;
+        }
+        Ok(())
+    }
+
+    /// A passthrough that could not be completed: our envelope, not Pingora's bare page.
+    async fn fail_to_proxy(
+        &self,
+        session: &mut Session,
+        e: &Error,
+        ctx: &mut Ctx,
+    ) -> pingora_proxy::FailToProxy {
+        let code = match e.etype() {
+            ErrorType::HTTPStatus(c) => *c,
+            _ => match e.esource() {
+                pingora_core::ErrorSource::Upstream => 502,
+                pingora_core::ErrorSource::Downstream => match e.etype() {
+                    ErrorType::WriteError | ErrorType::ReadError | ErrorType::ConnectionClosed => 0,
+                    _ => 400,
+                },
+                _ => 502,
+            },
+        };
+        if code > 0 && session.response_written().is_none() {
+            let err = match code {
+                502..=504 => {
+                    ctx.error_code = Some("upstream_unavailable");
+                    ApiError::bad_gateway(
+                        "upstream_unavailable",
+                        "no node of the pool could answer",
+                    )
+                }
+                400 => ApiError::new(400, "bad_request", "malformed request"),
+                c => ApiError::new(c, "upstream_error", "the node refused the request"),
+            };
+            let reply = Reply::error(&err, ctx.envelope, &ctx.request_id);
+            let _ = respond::write(session, ctx, reply).await;
+        }
+        pingora_proxy::FailToProxy {
+            error_code: code,
+            can_reuse_downstream: false,
+        }
     }
 
     async fn response_filter(
@@ -170,7 +341,7 @@ impl ProxyHttp for Edge {
 
 impl Edge {
     /// classify → CORS → authenticate → dispatch. Any refusal is an `ApiError`.
-    async fn pipeline(&self, session: &mut Session, ctx: &mut Ctx) -> Result<Reply, ApiError> {
+    async fn pipeline(&self, session: &mut Session, ctx: &mut Ctx) -> Result<Outcome, ApiError> {
         let st = &*self.state;
         let req = session.req_header();
         let method = req.method.as_str().to_string();
@@ -189,7 +360,7 @@ impl Edge {
                 return match cors::check(&route, Some(origin), self.console_origin(), same) {
                     cors::Verdict::Allow(mut h) => {
                         h.extend(cors::preflight_headers(&route));
-                        Ok(Reply::empty(204).with_headers(h))
+                        Ok(Outcome::Reply(Reply::empty(204).with_headers(h)))
                     }
                     _ => Err(ApiError::new(
                         403,
@@ -237,7 +408,23 @@ impl Edge {
             }
         }
 
+        // Beacon paths are checked (traversal, group) before anything else is done.
+        if matches!(
+            route.handler,
+            HandlerKind::BeaconProxy | HandlerKind::BeaconEvents
+        ) {
+            let raw = session.req_header().uri.path().to_string();
+            ctx.beacon = Some(crate::handlers::beacon::policy(&raw, "/rpc/eth-beacon")?);
+        }
+
         let principal = self.authenticate(session, &route).await?;
+        let mut category = route.rate.clone();
+        if let Some((_, pol)) = &ctx.beacon {
+            if let Principal::Key(rec) = &principal {
+                self.require_plan(rec, pol.min_plan)?;
+            }
+            category = Some(pol.rate.to_string());
+        }
         if let Principal::User(s) = &principal {
             // SPEC order: session first (401), then the double-submit CSRF check (403).
             crate::console::check_csrf(
@@ -249,7 +436,7 @@ impl Edge {
             let token = crate::console::cookie(cookies.as_deref(), crate::console::SESSION_COOKIE);
             ctx.cookies = st.console.refresh(s, self.secure(session), token).await;
         }
-        if let Some(category) = &route.rate {
+        if let Some(category) = &category {
             self.limit(session, ctx, &principal, category)?;
         }
         ctx.principal = Some(principal);
@@ -471,7 +658,95 @@ impl Edge {
             .with_header("X-Required-Tier", required.to_string())
     }
 
+    /// Passthroughs become a `Pass` for Pingora's proxy phases; the rest answer here.
     async fn dispatch(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        route: &Arc<Route>,
+    ) -> Result<Outcome, ApiError> {
+        match route.handler {
+            // JSON-RPC over WebSocket: proxied to a ws-capable host, frames untouched.
+            HandlerKind::JsonRpc if session.is_upgrade_req() => {
+                let pool = self.pool(route.pool.as_deref().unwrap_or("eth_el"))?;
+                let hosts = pool.candidates(Some("ws"));
+                Ok(Outcome::Proxy(self.pass(
+                    &pool,
+                    hosts,
+                    String::new(),
+                    true,
+                )?))
+            }
+            HandlerKind::BeaconProxy | HandlerKind::BeaconEvents => {
+                let (rest, pol) = ctx.beacon.clone().ok_or_else(ApiError::route_not_found)?;
+                let pool = self.pool("eth_cl")?;
+                let hosts = pool
+                    .candidates(None)
+                    .into_iter()
+                    .filter(|h| pol.families.is_none_or(|f| f.contains(&h.family.as_str())))
+                    .collect();
+                let rest = match session.req_header().uri.query() {
+                    Some(q) => format!("{rest}?{q}"),
+                    None => rest,
+                };
+                Ok(Outcome::Proxy(self.pass(&pool, hosts, rest, pol.stream)?))
+            }
+            _ => self
+                .dispatch_local(session, ctx, route)
+                .await
+                .map(Outcome::Reply),
+        }
+    }
+
+    fn pool(&self, name: &str) -> Result<Arc<crate::pools::Pool>, ApiError> {
+        self.state.pools.get(name).cloned().ok_or_else(|| {
+            ApiError::new(
+                503,
+                "pool_not_configured",
+                format!("no {name} pool is configured"),
+            )
+        })
+    }
+
+    fn pass(
+        &self,
+        pool: &crate::pools::Pool,
+        hosts: Vec<Arc<Host>>,
+        rest: String,
+        stream: bool,
+    ) -> Result<Pass, ApiError> {
+        if hosts.is_empty() {
+            return Err(ApiError::new(
+                503,
+                "no_upstream",
+                format!("no healthy host in pool {} can serve this route", pool.name),
+            ));
+        }
+        Ok(Pass {
+            hosts,
+            next: 0,
+            rest,
+            stream,
+            current: None,
+        })
+    }
+
+    /// "X and above" against the key's plan, for checks finer than the route's own tier.
+    fn require_plan(&self, rec: &crate::store::KeyRecord, required: &str) -> Result<(), ApiError> {
+        let plans = &self.state.config.app.plans;
+        let rank = |p: &str| plans.iter().position(|x| x == p);
+        match (rank(&rec.plan), rank(required)) {
+            (Some(have), Some(need)) if have >= need => Ok(()),
+            (_, None) => Ok(()),
+            _ => Err(self.tier_insufficient(
+                &rec.plan,
+                required,
+                format!("this path needs plan {required} or above"),
+            )),
+        }
+    }
+
+    async fn dispatch_local(
         &self,
         session: &mut Session,
         ctx: &mut Ctx,
@@ -479,11 +754,6 @@ impl Edge {
     ) -> Result<Reply, ApiError> {
         let st = &*self.state;
         match route.handler {
-            // JSON-RPC over WebSocket is not proxied yet (issue 6); refuse it plainly
-            // rather than parsing an empty body.
-            HandlerKind::JsonRpc if session.is_upgrade_req() => {
-                Err(ApiError::not_implemented(&route.name))
-            }
             HandlerKind::JsonRpc => {
                 let pool_name = route.pool.as_deref().unwrap_or("eth_el");
                 let pool = st
@@ -597,6 +867,15 @@ impl Edge {
         self.state.config.app.console.origin.as_deref()
     }
 }
+
+/// Caller credentials and console headers never travel to a node.
+const CALLER_ONLY_HEADERS: &[&str] = &[
+    "authorization",
+    "x-token",
+    "cookie",
+    "x-admin-token",
+    "x-csrf-token",
+];
 
 /// Console request bodies are small JSON objects.
 const CONSOLE_MAX_BODY: usize = 16 * 1024;

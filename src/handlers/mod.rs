@@ -1,5 +1,6 @@
 //! Local handlers: routes answered by the edge itself rather than passed through.
 
+pub mod beacon;
 pub mod mesh;
 pub mod metrics_mirror;
 pub mod scrub;

@@ -28,6 +28,9 @@ pub struct FixtureResponse {
     pub status: u16,
     pub content_type: &'static str,
     pub body: Vec<u8>,
+    /// An event stream instead of a body: these chunks, one every `sse_every`, cycling
+    /// until the client goes away.
+    pub sse: Option<(Vec<String>, Duration)>,
 }
 
 impl FixtureResponse {
@@ -36,6 +39,7 @@ impl FixtureResponse {
             status: 200,
             content_type: "application/json",
             body: v.to_string().into_bytes(),
+            sse: None,
         }
     }
     pub fn status(status: u16, body: &str) -> Self {
@@ -43,6 +47,16 @@ impl FixtureResponse {
             status,
             content_type: "text/plain",
             body: body.as_bytes().to_vec(),
+            sse: None,
+        }
+    }
+
+    pub fn events(chunks: Vec<String>, every: Duration) -> Self {
+        FixtureResponse {
+            status: 200,
+            content_type: "text/event-stream",
+            body: Vec::new(),
+            sse: Some((chunks, every)),
         }
     }
 }
@@ -56,6 +70,8 @@ pub struct Fixture {
     pub down: Arc<AtomicBool>,
     pub seen: Arc<Mutex<Vec<FixtureRequest>>>,
     stop: Arc<AtomicBool>,
+    /// Open connections, shut down when the fixture is dropped (a node that dies).
+    conns: Arc<Mutex<Vec<TcpStream>>>,
 }
 
 impl Fixture {
@@ -69,13 +85,18 @@ impl Fixture {
         let down = Arc::new(AtomicBool::new(false));
         let stop = Arc::new(AtomicBool::new(false));
         let seen = Arc::new(Mutex::new(Vec::new()));
+        let conns = Arc::new(Mutex::new(Vec::new()));
         let (h2, d2, s2, seen2) = (hits.clone(), down.clone(), stop.clone(), seen.clone());
+        let conns2 = conns.clone();
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 if s2.load(Ordering::Relaxed) {
                     break;
                 }
                 let Ok(conn) = conn else { continue };
+                if let Ok(c) = conn.try_clone() {
+                    conns2.lock().unwrap().push(c);
+                }
                 if d2.load(Ordering::Relaxed) {
                     drop(conn);
                     continue;
@@ -91,6 +112,7 @@ impl Fixture {
             down,
             seen,
             stop,
+            conns,
         }
     }
 
@@ -129,6 +151,9 @@ impl Drop for Fixture {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         let _ = TcpStream::connect(("127.0.0.1", self.port));
+        for c in self.conns.lock().unwrap().drain(..) {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
     }
 }
 
@@ -191,6 +216,22 @@ fn serve(
         };
         let resp = handler(&req);
         seen.lock().unwrap().push(req);
+        if let Some((chunks, every)) = resp.sse {
+            let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n";
+            if w.write_all(head.as_bytes()).is_err() {
+                return;
+            }
+            for chunk in chunks.iter().cycle().take(100_000) {
+                if w.write_all(chunk.as_bytes())
+                    .and_then(|_| w.flush())
+                    .is_err()
+                {
+                    return;
+                }
+                std::thread::sleep(every);
+            }
+            return;
+        }
         let head = format!(
             "HTTP/1.1 {} X\r\nContent-Type: {}\r\nContent-Length: {}\r\n\r\n",
             resp.status,

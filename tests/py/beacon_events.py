@@ -1,0 +1,23 @@
+"""Read the beacon events stream through chainedge with a real SSE client (sseclient-py).
+Usage: beacon_events.py URL KEY COUNT -> prints one JSON line per event with arrival time."""
+import json
+import sys
+import time
+
+import requests
+import sseclient
+
+url, key, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+start = time.time()
+resp = requests.get(url, headers={"x-token": key, "Accept": "text/event-stream"}, stream=True, timeout=10)
+assert resp.status_code == 200, resp.status_code
+assert resp.headers["Content-Type"].startswith("text/event-stream"), resp.headers
+assert "Content-Encoding" not in resp.headers, resp.headers
+client = sseclient.SSEClient(resp)
+seen = 0
+for event in client.events():
+    print(json.dumps({"event": event.event, "data": json.loads(event.data), "t": round(time.time() - start, 3)}), flush=True)
+    seen += 1
+    if seen == count:
+        break
+resp.close()

@@ -1,0 +1,327 @@
+//! Passthroughs (issue 7): the beacon REST proxy and its event stream, through the real
+//! binary against fixture beacon nodes; JSON-RPC over WebSocket (issue 6).
+
+mod common;
+use common::*;
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+fn beacon_node(head_slot: u64) -> Fixture {
+    Fixture::start(move |req| {
+        let path = req.path.split('?').next().unwrap_or("");
+        match path {
+            "/eth/v1/node/syncing" => FixtureResponse::json(json!({"data": {
+                "head_slot": head_slot.to_string(), "sync_distance": "0",
+                "is_syncing": false, "is_optimistic": false, "el_offline": false}})),
+            "/eth/v1/node/version" => {
+                FixtureResponse::json(json!({"data": {"version": format!("fixture/{head_slot}")}}))
+            }
+            "/eth/v1/beacon/blob_sidecars/head" => {
+                FixtureResponse::json(json!({"data": [{"index": "0", "blob": "0x00"}]}))
+            }
+            "/eth/v1/beacon/headers/head" => {
+                // Echo what the node received, so the test can see what the edge forwarded.
+                let headers: Vec<String> = req
+                    .headers
+                    .iter()
+                    .map(|(k, _)| k.to_ascii_lowercase())
+                    .collect();
+                FixtureResponse::json(
+                    json!({"data": {"forwarded_headers": headers, "query": req.path.split_once('?').map(|x| x.1)}}),
+                )
+            }
+            "/eth/v1/events" => FixtureResponse::events(
+                vec![
+                    format!(
+                        "event: head\ndata: {{\"slot\":\"{head_slot}\",\"block\":\"0xab\"}}\n\n"
+                    ),
+                    ": keepalive\n\n".to_string(),
+                ],
+                Duration::from_millis(150),
+            ),
+            _ => FixtureResponse::status(404, "{\"code\":404,\"message\":\"not found\"}"),
+        }
+    })
+}
+
+fn cl_pool(hosts: &[(&str, &Fixture, &str)]) -> String {
+    let mut s = "  eth_cl:\n    hosts:\n".to_string();
+    for (id, f, family) in hosts {
+        s.push_str(&format!(
+            "      - {{id: {id}, url: \"{}\", family: {family}}}\n",
+            f.url()
+        ));
+    }
+    s
+}
+
+#[test]
+fn beacon_rest_proxy_policy_failover_and_events() {
+    let a = beacon_node(100);
+    let b = beacon_node(100);
+    let gw = Gateway::start(GatewayOpts {
+        pools: cl_pool(&[("cl-a", &a, "cl-lighthouse"), ("cl-b", &b, "cl-teku")]),
+        // Long health interval: a node that dies stays "available" until the passthrough meets it.
+        extra_yaml: format!("health:\n  interval_ms: 600000\n{UNLIMITED}"),
+        ..Default::default()
+    });
+    let (free, basic, pro) = (
+        gw.key("free", &[]),
+        gw.key("basic", &[]),
+        gw.key("pro", &[]),
+    );
+
+    // Streamed through unchanged; the caller's credentials never reach the node.
+    let r = gw.get(
+        "/rpc/eth-beacon/eth/v1/beacon/headers/head?x=1",
+        &[
+            ("Authorization", &format!("Bearer {basic}")),
+            ("Cookie", "nl_session=abc"),
+            ("X-Request-Id", "trace-1"),
+        ],
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let fwd: Vec<String> =
+        serde_json::from_value(r.json()["data"]["forwarded_headers"].clone()).unwrap();
+    for secret in ["authorization", "x-token", "cookie"] {
+        assert!(
+            !fwd.contains(&secret.to_string()),
+            "{secret} forwarded: {fwd:?}"
+        );
+    }
+    assert!(fwd.contains(&"x-request-id".to_string()));
+    assert_eq!(r.json()["data"]["query"], "x=1");
+    assert_eq!(r.header("X-Request-Id"), Some("trace-1"));
+    assert_eq!(r.header("Server"), Some("chainedge"));
+    let r = gw.get(
+        "/rpc/eth-beacon/eth/v1/node/version",
+        &[("x-token", &basic)],
+    );
+    assert_eq!(r.status, 200);
+    // The node's own errors pass through as they are.
+    let r = gw.get(
+        "/rpc/eth-beacon/eth/v1/beacon/states/head/nothing",
+        &[("x-token", &basic)],
+    );
+    assert_eq!(r.status, 404);
+    assert_eq!(r.json()["message"], "not found");
+
+    // Per-path plans: the route needs basic, blob sidecars need pro, debug enterprise.
+    let r = gw.get("/rpc/eth-beacon/eth/v1/node/version", &[("x-token", &free)]);
+    assert_eq!(
+        (r.status, r.json()["required_tier"].as_str()),
+        (403, Some("basic"))
+    );
+    let r = gw.get(
+        "/rpc/eth-beacon/eth/v1/beacon/blob_sidecars/head",
+        &[("x-token", &basic)],
+    );
+    assert_eq!(r.status, 403);
+    assert_eq!(r.json()["error"], "tier_insufficient");
+    assert_eq!(r.json()["required_tier"], "pro");
+    assert_eq!(r.header("X-Required-Tier"), Some("pro"));
+    let r = gw.get(
+        "/rpc/eth-beacon/eth/v1/beacon/blob_sidecars/head",
+        &[("x-token", &pro)],
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = gw.get(
+        "/rpc/eth-beacon/eth/v2/debug/beacon/states/head",
+        &[("x-token", &pro)],
+    );
+    assert_eq!(r.json()["required_tier"], "enterprise");
+
+    // Traversal and odd spellings are refused before any route or node is chosen.
+    let before = a.hits() + b.hits();
+    for bad in [
+        "/rpc/eth-beacon/eth/v1/node/../../admin",
+        "/rpc/eth-beacon/eth/v1//node/version",
+        "/rpc/eth-beacon/eth/v1/node%2Fversion",
+        "/rpc/eth-beacon/eth/v1/node/%2e%2e/version",
+    ] {
+        let r = gw.get(bad, &[("x-token", &pro)]);
+        assert_eq!(
+            (r.status, r.json()["error"].as_str()),
+            (400, Some("invalid_path")),
+            "{bad}"
+        );
+    }
+    let r = gw.get("/rpc/eth-beacon/lighthouse/peers", &[("x-token", &pro)]);
+    assert_eq!(
+        (r.status, r.json()["error"].as_str()),
+        (404, Some("route_not_found"))
+    );
+    let r = request(
+        gw.port,
+        "POST",
+        "/rpc/eth-beacon/eth/v1/node/version",
+        &[("x-token", &pro)],
+        b"{}",
+    )
+    .unwrap();
+    assert_eq!(r.status, 405);
+    assert_eq!(
+        a.hits() + b.hits(),
+        before,
+        "refused requests reached a node"
+    );
+
+    // Events: streamed event by event, keep-alive comments passed through, no buffering.
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", gw.port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(s, "GET /rpc/eth-beacon/eth/v1/events?topics=head HTTP/1.1\r\nHost: x\r\nx-token: {basic}\r\nAccept: text/event-stream\r\nAccept-Encoding: gzip\r\n\r\n").unwrap();
+    let started = Instant::now();
+    let mut got = String::new();
+    let mut first_event_at = None;
+    let mut buf = [0u8; 4096];
+    while started.elapsed() < Duration::from_secs(3) && got.matches("event: head").count() < 3 {
+        let n = s
+            .read(&mut buf)
+            .unwrap_or_else(|e| panic!("{e}: got so far {got:?}"));
+        assert!(n > 0, "stream closed early: {got}");
+        got.push_str(&String::from_utf8_lossy(&buf[..n]));
+        if first_event_at.is_none() && got.contains("event: head") {
+            first_event_at = Some(started.elapsed());
+        }
+    }
+    assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+    assert!(
+        got.to_ascii_lowercase()
+            .contains("content-type: text/event-stream"),
+        "{got}"
+    );
+    assert!(
+        !got.to_ascii_lowercase().contains("content-encoding"),
+        "{got}"
+    );
+    assert!(
+        got.contains(": keepalive"),
+        "keep-alive comments must pass through: {got}"
+    );
+    assert!(got.matches("event: head").count() >= 3, "{got}");
+    assert!(
+        first_event_at.unwrap() < Duration::from_millis(1000),
+        "first event buffered: {first_event_at:?}"
+    );
+    drop(s);
+
+    // A real SSE client reads the same stream.
+    let out = std::process::Command::new(root().join(".venv/bin/python"))
+        .arg(root().join("tests/py/beacon_events.py"))
+        .arg(format!(
+            "http://127.0.0.1:{}/rpc/eth-beacon/eth/v1/events?topics=head",
+            gw.port
+        ))
+        .arg(&basic)
+        .arg("4")
+        .output()
+        .expect("python");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events.len(), 4);
+    assert!(events
+        .iter()
+        .all(|e| e["event"] == "head" && e["data"]["slot"] == "100"));
+    // Arrivals are spread out as the node sent them (~300 ms apart), not in one burst.
+    let spread = events[3]["t"].as_f64().unwrap() - events[0]["t"].as_f64().unwrap();
+    assert!(spread > 0.5, "events arrived together: {stdout}");
+
+    // A node dies (connection refused): calls move to the next CL host, none fail.
+    drop(a);
+    std::thread::sleep(Duration::from_millis(100));
+    for i in 0..8 {
+        let r = gw.get(
+            "/rpc/eth-beacon/eth/v1/node/version",
+            &[("x-token", &basic)],
+        );
+        assert_eq!(r.status, 200, "call {i}: {}", r.text());
+    }
+    // With every node gone: 502 in the chain REST envelope.
+    drop(b);
+    std::thread::sleep(Duration::from_millis(100));
+    let r = gw.get(
+        "/rpc/eth-beacon/eth/v1/node/version",
+        &[("x-token", &basic)],
+    );
+    assert_eq!(r.status, 502, "{}", r.text());
+    assert_eq!(r.json()["error"], "upstream_unavailable");
+    assert!(r.json()["request_id"].is_string());
+}
+
+#[test]
+fn json_rpc_over_websocket_is_proxied() {
+    let anvil = Anvil::start(1, &[]);
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-anvil, capabilities: [ws]}}\n",
+            anvil.url()
+        ),
+        ..Default::default()
+    });
+    let key = gw.key("free", &[]);
+    // A minimal WebSocket client: handshake, one masked text frame, one answer.
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", gw.port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(
+        s,
+        "GET /rpc/eth HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nx-token: {key}\r\n\r\n"
+    )
+    .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).to_string();
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    assert!(head.contains("s3pPLMBiTxaQ9kYGzzhZRbK+xOo="), "{head}");
+    let payload =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []}).to_string();
+    let mask = [1u8, 2, 3, 4];
+    let mut frame = vec![0x81, 0x80 | payload.len() as u8];
+    frame.extend_from_slice(&mask);
+    frame.extend(payload.bytes().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+    s.write_all(&frame).unwrap();
+    let mut hdr = [0u8; 2];
+    s.read_exact(&mut hdr).unwrap();
+    assert_eq!(hdr[0], 0x81, "a text frame");
+    let len = match hdr[1] & 0x7f {
+        126 => {
+            let mut l = [0u8; 2];
+            s.read_exact(&mut l).unwrap();
+            u16::from_be_bytes(l) as usize
+        }
+        n => n as usize,
+    };
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).unwrap();
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["result"], "0x1", "{v}");
+
+    // Without a key the upgrade is refused before any node is contacted.
+    let r = request(
+        gw.port,
+        "GET",
+        "/rpc/eth",
+        &[
+            ("Upgrade", "websocket"),
+            ("Connection", "Upgrade"),
+            ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+            ("Sec-WebSocket-Version", "13"),
+        ],
+        b"",
+    )
+    .unwrap();
+    assert_eq!(r.status, 401);
+}
