@@ -197,6 +197,7 @@ fn run(
         limiter,
         metrics_cache,
         console,
+        stream_slots: Default::default(),
         matcher,
         config: app,
         pools,

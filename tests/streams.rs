@@ -325,3 +325,266 @@ fn json_rpc_over_websocket_is_proxied() {
     .unwrap();
     assert_eq!(r.status, 401);
 }
+
+const HINT: &str = r#"{"hash":"0x1f2e3d4c5b6a79881f2e3d4c5b6a79881f2e3d4c5b6a79881f2e3d4c5b6a7988","logs":null,"txs":[{"to":"0x0000000000000000000000000000000000000001","functionSelector":"0xa9059cbb","callData":null}],"gasUsed":null,"mevGasPrice":"0x3b9aca00"}"#;
+
+fn mev_share_node(status: u16, silent: bool) -> Fixture {
+    Fixture::start(move |req| match req.path.as_str() {
+        "/" if req.header("accept") == Some("text/event-stream") => {
+            if status != 200 {
+                FixtureResponse::status(status, "upstream error")
+            } else if silent {
+                FixtureResponse::events(vec![String::new()], Duration::from_secs(30))
+            } else {
+                FixtureResponse::events(
+                    vec![format!("data: {HINT}\n\n"), ":ping\n\n".into()],
+                    Duration::from_millis(100),
+                )
+            }
+        }
+        // Health probes (GET /, no event-stream Accept).
+        _ => FixtureResponse::status(404, "not here"),
+    })
+}
+
+fn mev_gateway(node: &Fixture, window_secs: u64) -> Gateway {
+    Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_mev_share:\n    hosts:\n      - {{id: mevshare-1, url: \"{}\", family: mev-share}}\n",
+            node.url()
+        ),
+        extra_yaml: format!("streams:\n  mev_share_window_secs: {window_secs}\n  ping_interval_secs: 1\n{UNLIMITED}"),
+        ..Default::default()
+    })
+}
+
+/// Open the stream; returns the socket and the response head.
+fn open_stream(port: u16, key: &str) -> (std::net::TcpStream, String) {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(6))).unwrap();
+    write!(s, "GET /sse/eth-mev-share HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\nAccept: text/event-stream\r\n\r\n").unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if s.read(&mut byte).unwrap_or(0) == 0 {
+            break;
+        }
+        head.push(byte[0]);
+    }
+    (s, String::from_utf8_lossy(&head).into_owned())
+}
+
+/// Read until `needle` shows up (or EOF / timeout); returns what was read and whether it ended.
+fn read_until(s: &mut std::net::TcpStream, needle: &str, within: Duration) -> (String, bool) {
+    let start = Instant::now();
+    let mut got = String::new();
+    let mut buf = [0u8; 4096];
+    while start.elapsed() < within && !got.contains(needle) {
+        match s.read(&mut buf) {
+            Ok(0) => return (got, true),
+            Ok(n) => got.push_str(&String::from_utf8_lossy(&buf[..n])),
+            Err(_) => break,
+        }
+    }
+    (got, false)
+}
+
+fn stream_status(port: u16, key: &str) -> (u16, String) {
+    let (mut s, head) = open_stream(port, key);
+    let status: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    if status == 200 {
+        return (200, head);
+    }
+    let (body, _) = read_until(&mut s, "}", Duration::from_secs(2));
+    (status, body)
+}
+
+#[test]
+fn mev_share_stream_cap_window_and_errors() {
+    let node = mev_share_node(200, false);
+    let gw = mev_gateway(&node, 3);
+    let (alice, bob) = (gw.key("scale", &[]), gw.key("scale", &[]));
+
+    // Hints arrive event by event, each `data:` exactly as the upstream sent it.
+    let started = Instant::now();
+    let (mut a, head) = open_stream(gw.port, &alice);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: text/event-stream"),
+        "{head}"
+    );
+    let (got, _) = read_until(&mut a, "mevGasPrice", Duration::from_secs(2));
+    assert!(got.contains(&format!("data: {HINT}")), "{got}");
+
+    // One stream per user: a second one is refused before it starts; another user is fine.
+    let (status, body) = stream_status(gw.port, &alice);
+    assert_eq!(status, 429);
+    assert!(
+        body.contains(r#"{"code":429,"error":"stream_cap_exceeded"}"#),
+        "{body}"
+    );
+    let (b_sock, head) = open_stream(gw.port, &bob);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    drop(b_sock);
+
+    // The window closes the stream (3 s here); the slot is free right after.
+    let (_, ended) = read_until(&mut a, "never-appears", Duration::from_secs(6));
+    let took = started.elapsed();
+    assert!(ended, "the stream should end at the window");
+    assert!(
+        took >= Duration::from_millis(2800) && took < Duration::from_secs(6),
+        "closed after {took:?}"
+    );
+    drop(a);
+    std::thread::sleep(Duration::from_millis(200));
+
+    // Concurrent attempts by one user: exactly one stream.
+    let port = gw.port;
+    let threads: Vec<_> = (0..6)
+        .map(|_| {
+            let k = alice.clone();
+            std::thread::spawn(move || {
+                let (s, head) = open_stream(port, &k);
+                (head.split_whitespace().nth(1).unwrap_or("0").to_string(), s)
+            })
+        })
+        .collect();
+    let results: Vec<(String, std::net::TcpStream)> =
+        threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let codes: Vec<&str> = results.iter().map(|(c, _)| c.as_str()).collect();
+    assert_eq!(
+        codes.iter().filter(|c| **c == "200").count(),
+        1,
+        "{codes:?}"
+    );
+    assert_eq!(
+        codes.iter().filter(|c| **c == "429").count(),
+        5,
+        "{codes:?}"
+    );
+    // The client going away frees the slot.
+    drop(results);
+    let mut freed = false;
+    for _ in 0..20 {
+        std::thread::sleep(Duration::from_millis(100));
+        let (s, head) = open_stream(gw.port, &alice);
+        if head.starts_with("HTTP/1.1 200") {
+            freed = true;
+            drop(s);
+            break;
+        }
+    }
+    assert!(freed, "slot not released after the client left");
+
+    // A real SSE client reads the hints.
+    std::thread::sleep(Duration::from_millis(300));
+    let out = std::process::Command::new(root().join(".venv/bin/python"))
+        .arg(root().join("tests/py/sse_read.py"))
+        .arg(format!("http://127.0.0.1:{}/sse/eth-mev-share", gw.port))
+        .arg("Authorization")
+        .arg(format!("Bearer {bob}"))
+        .arg("3")
+        .output()
+        .expect("python");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let hints: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["data"].clone())
+        .collect();
+    assert_eq!(hints.len(), 3);
+    assert_eq!(hints[0], serde_json::from_str::<Value>(HINT).unwrap());
+
+    // Errors before the stream, in the SSE envelope.
+    let r = request(
+        gw.port,
+        "POST",
+        "/sse/eth-mev-share",
+        &[("Authorization", &format!("Bearer {alice}"))],
+        b"",
+    )
+    .unwrap();
+    assert_eq!(
+        (r.status, r.json()),
+        (405, json!({"error": "method_not_allowed", "code": 405}))
+    );
+    let business = gw.key("business", &[]);
+    let r = gw.get(
+        "/sse/eth-mev-share",
+        &[("Authorization", &format!("Bearer {business}"))],
+    );
+    assert_eq!(
+        (r.status, r.json()),
+        (403, json!({"error": "tier_locked", "code": 403}))
+    );
+
+    // Memory stays flat across many opened and dropped streams.
+    let pid = gw.proc.as_ref().unwrap().pid();
+    let rss = || -> u64 {
+        let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        s.lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .unwrap()
+            .split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let open_drop = |n: usize| {
+        for _ in 0..n {
+            let (mut s, head) = open_stream(gw.port, &bob);
+            if head.starts_with("HTTP/1.1 200") {
+                let _ = read_until(&mut s, "data:", Duration::from_millis(500));
+            }
+            drop(s);
+            std::thread::sleep(Duration::from_millis(15));
+        }
+    };
+    open_drop(50); // warm up allocator pools
+    let before = rss();
+    open_drop(300);
+    std::thread::sleep(Duration::from_millis(300));
+    let after = rss();
+    eprintln!("RSS before {before} KiB, after 300 streams {after} KiB");
+    assert!(
+        after < before + 8 * 1024,
+        "RSS grew from {before} to {after} KiB"
+    );
+}
+
+#[test]
+fn mev_share_pings_when_idle_and_reports_upstream_failures() {
+    let quiet = mev_share_node(200, true);
+    let gw = mev_gateway(&quiet, 60);
+    let key = gw.key("scale", &[]);
+    let (mut s, head) = open_stream(gw.port, &key);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let (got, _) = read_until(&mut s, ":ping", Duration::from_secs(3));
+    assert!(got.contains(":ping"), "no ping while idle: {got:?}");
+    // The upstream going away ends the stream and frees the slot.
+    drop(quiet);
+    let (_, ended) = read_until(&mut s, "never", Duration::from_secs(5));
+    assert!(ended, "stream should end when the upstream goes away");
+    drop(s);
+
+    // Upstream answers non-200: 502 before any stream.
+    let failing = mev_share_node(500, false);
+    let gw2 = mev_gateway(&failing, 60);
+    let key2 = gw2.key("scale", &[]);
+    let (status, body) = stream_status(gw2.port, &key2);
+    assert_eq!(status, 502);
+    assert!(
+        body.contains(r#"{"code":502,"error":"mev_share_unavailable"}"#),
+        "{body}"
+    );
+}

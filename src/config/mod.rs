@@ -120,6 +120,8 @@ pub struct AppConfig {
     #[serde(default)]
     pub metrics_mirror: MirrorConf,
     #[serde(default)]
+    pub streams: StreamsConf,
+    #[serde(default)]
     pub pools: BTreeMap<String, PoolConf>,
     /// Edge worker threads for the public listeners (Pingora `threads` is per service).
     #[serde(default)]
@@ -444,6 +446,41 @@ fn d_slow() -> u64 {
     1500
 }
 
+/// Long-lived streams served by the edge (MEV-Share SSE).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamsConf {
+    /// The server closes a MEV-Share stream after this long; the client reconnects.
+    #[serde(default = "d_window")]
+    pub mev_share_window_secs: u64,
+    /// A `:ping` comment after this long without anything sent.
+    #[serde(default = "d_ping")]
+    pub ping_interval_secs: u64,
+    /// Open MEV-Share streams in total, across users.
+    #[serde(default = "d_max_streams")]
+    pub max_streams: usize,
+}
+
+impl Default for StreamsConf {
+    fn default() -> Self {
+        StreamsConf {
+            mev_share_window_secs: d_window(),
+            ping_interval_secs: d_ping(),
+            max_streams: d_max_streams(),
+        }
+    }
+}
+
+fn d_window() -> u64 {
+    3600
+}
+fn d_ping() -> u64 {
+    15
+}
+fn d_max_streams() -> usize {
+    10_000
+}
+
 /// The metrics mirror's cache and scrape bounds.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -720,6 +757,15 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
         bad(
             "health",
             "interval_ms must be at least 100; timeout_ms and quarantine_after positive".into(),
+        );
+    }
+    if app.streams.mev_share_window_secs == 0
+        || app.streams.ping_interval_secs == 0
+        || app.streams.max_streams == 0
+    {
+        bad(
+            "streams",
+            "mev_share_window_secs, ping_interval_secs and max_streams must be positive".into(),
         );
     }
     if app.metrics_mirror.stale_ms < app.metrics_mirror.fresh_ms {

@@ -36,6 +36,7 @@ pub struct State {
     pub limiter: crate::limits::Limiter,
     pub metrics_cache: crate::handlers::metrics_mirror::MetricsCache,
     pub console: crate::console::Console,
+    pub stream_slots: crate::handlers::mev_share::StreamSlots,
 }
 
 pub struct Edge {
@@ -77,10 +78,11 @@ pub struct Pass {
     current: Option<Arc<Host>>,
 }
 
-/// What the pipeline decided: answer here, or proxy.
+/// What the pipeline decided: answer here, or proxy, or already answered (streams).
 enum Outcome {
     Reply(Reply),
     Proxy(Pass),
+    Done,
 }
 
 /// Read timeout toward nodes on ordinary passthroughs.
@@ -122,6 +124,7 @@ impl ProxyHttp for Edge {
         ctx.request_id = request_id(session.get_header("x-request-id").map(|v| v.as_bytes()));
         let reply = match self.pipeline(session, ctx).await {
             Ok(Outcome::Reply(reply)) => reply,
+            Ok(Outcome::Done) => return Ok(true),
             Ok(Outcome::Proxy(pass)) => {
                 if pass.stream {
                     // SSE and WebSocket stay open as long as both ends want.
@@ -690,6 +693,29 @@ impl Edge {
                     None => rest,
                 };
                 Ok(Outcome::Proxy(self.pass(&pool, hosts, rest, pol.stream)?))
+            }
+            HandlerKind::MevShareSse => {
+                let st = &*self.state;
+                let user = match &ctx.principal {
+                    Some(Principal::Key(k)) => {
+                        k.user_id.clone().unwrap_or_else(|| k.tenant_id.clone())
+                    }
+                    _ => return Err(ApiError::new(401, "unauthorized", "a key is required")),
+                };
+                let pool = st.pools.get("eth_mev_share").cloned();
+                let headers = ctx.cors_headers.clone();
+                ctx.upstream = handlers::mev_share::serve(
+                    session,
+                    &st.stream_slots,
+                    &user,
+                    pool.as_deref(),
+                    &st.gateway.client,
+                    &st.config.app.streams,
+                    &ctx.request_id,
+                    &headers,
+                )
+                .await?;
+                Ok(Outcome::Done)
             }
             _ => self
                 .dispatch_local(session, ctx, route)

@@ -3,4 +3,5 @@
 pub mod beacon;
 pub mod mesh;
 pub mod metrics_mirror;
+pub mod mev_share;
 pub mod scrub;

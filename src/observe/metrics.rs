@@ -110,6 +110,10 @@ pub static HOST_CHECK_LATENCY: Lazy<GaugeVec> = Lazy::new(|| {
     )
 });
 
+pub static STREAMS_OPEN: Lazy<prometheus::IntGauge> = Lazy::new(|| {
+    register(prometheus::IntGauge::new("chainedge_streams_open", "Open MEV-Share streams").unwrap())
+});
+
 /// Record one host's classification after a health round.
 pub fn host_health(
     pool: &str,
@@ -138,6 +142,7 @@ pub fn init() {
     Lazy::force(&HOST_HEAD);
     Lazy::force(&HOST_LAG);
     Lazy::force(&HOST_CHECK_LATENCY);
+    Lazy::force(&STREAMS_OPEN);
 }
 
 pub fn request_done(route: &str, status: u16, seconds: f64) {

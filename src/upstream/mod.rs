@@ -95,6 +95,50 @@ impl UpstreamClient {
         }
     }
 
+    /// Send a request and return once the response head is in: status and the session,
+    /// whose body the caller reads as it arrives (event streams). `timeout` bounds the
+    /// connect and the head only.
+    pub async fn open(
+        &self,
+        call: Call<'_>,
+        timeout: Duration,
+    ) -> Result<(u16, pingora_core::protocols::http::client::HttpSession), UpstreamError> {
+        let io = |e: Box<pingora_error::Error>| UpstreamError::Io(e.to_string());
+        let fut = async {
+            let mut req =
+                RequestHeader::build(call.method, call.path.as_bytes(), None).map_err(io)?;
+            req.insert_header("Host", call.authority).map_err(io)?;
+            req.insert_header("Accept", "text/event-stream")
+                .map_err(io)?;
+            req.insert_header("X-Request-Id", call.request_id)
+                .map_err(io)?;
+            for (name, value) in call.headers {
+                req.insert_header(name.clone(), value.expose())
+                    .map_err(io)?;
+            }
+            let (mut session, _) = self
+                .connector
+                .get_http_session(call.peer)
+                .await
+                .map_err(|e| UpstreamError::Connect(e.to_string()))?;
+            session
+                .write_request_header(Box::new(req))
+                .await
+                .map_err(io)?;
+            session.finish_request_body().await.map_err(io)?;
+            session.read_response_header().await.map_err(io)?;
+            let status = session
+                .response_header()
+                .map(|h| h.status.as_u16())
+                .unwrap_or(0);
+            Ok((status, session))
+        };
+        match tokio::time::timeout(timeout, fut).await {
+            Ok(r) => r,
+            Err(_) => Err(UpstreamError::Timeout),
+        }
+    }
+
     async fn exchange(
         &self,
         call: Call<'_>,

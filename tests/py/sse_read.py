@@ -1,5 +1,5 @@
-"""Read the beacon events stream through chainedge with a real SSE client (sseclient-py).
-Usage: beacon_events.py URL KEY COUNT -> prints one JSON line per event with arrival time."""
+"""Read an SSE stream through chainedge with a real SSE client (sseclient-py).
+Usage: sse_read.py URL HEADER VALUE COUNT -> one JSON line per event with arrival time."""
 import json
 import sys
 import time
@@ -7,9 +7,9 @@ import time
 import requests
 import sseclient
 
-url, key, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+url, header, value, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 start = time.time()
-resp = requests.get(url, headers={"x-token": key, "Accept": "text/event-stream"}, stream=True, timeout=10)
+resp = requests.get(url, headers={header: value, "Accept": "text/event-stream"}, stream=True, timeout=10)
 assert resp.status_code == 200, resp.status_code
 assert resp.headers["Content-Type"].startswith("text/event-stream"), resp.headers
 assert "Content-Encoding" not in resp.headers, resp.headers
