@@ -146,6 +146,8 @@ fn every_manifest_route_is_classified_in_its_envelope() {
                     // This gateway has no consensus-layer pool.
                     "beacon_proxy" | "beacon_events" => (503, "pool_not_configured"),
                     "mev_share_sse" => (503, "no_mev_share_upstream"),
+                    // `relay_path` is sampled as "x1": not one of the three data endpoints.
+                    "relay_data" => (404, "route_not_found"),
                     // Google sign-in is not configured in this gateway.
                     "console_google_start" | "console_google_callback" => (503, "google_disabled"),
                     // Sign-in flows with an empty body.

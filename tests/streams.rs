@@ -588,3 +588,82 @@ fn mev_share_pings_when_idle_and_reports_upstream_failures() {
         "{body}"
     );
 }
+
+fn relay(name: &'static str) -> Fixture {
+    Fixture::start(move |req| {
+        let path = req.path.split('?').next().unwrap_or("");
+        match path {
+            "/eth/v1/builder/status" => FixtureResponse::json(json!({})),
+            "/relay/v1/data/bidtraces/proposer_payload_delivered" => {
+                FixtureResponse::json(json!([{
+                "slot": "8000000", "parent_hash": "0x00", "block_hash": "0x01", "builder_pubkey": "0xb0",
+                "proposer_pubkey": "0xa0", "proposer_fee_recipient": "0xfe", "gas_limit": "30000000",
+                "gas_used": "12000000", "value": "42", "num_tx": "100", "block_number": "19000000", "relay": name}]))
+            }
+            _ => FixtureResponse::status(404, "{\"code\":404,\"message\":\"not found\"}"),
+        }
+    })
+}
+
+#[test]
+fn relay_data_passthrough_checks_parameters_and_fails_over() {
+    let (r1, r2) = (relay("r1"), relay("r2"));
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_mev_relay:\n    hosts:\n      - {{id: relay-1, url: \"{}\", family: relay}}\n      - {{id: relay-2, url: \"{}\", family: relay}}\n",
+            r1.url(),
+            r2.url()
+        ),
+        extra_yaml: format!("health:\n  interval_ms: 600000\n{UNLIMITED}"),
+        ..Default::default()
+    });
+    let pro = gw.key("pro", &[]);
+    let base = "/v1/eth/mev/relay/relay/v1/data/bidtraces";
+    let r = gw.get(
+        &format!("{base}/proposer_payload_delivered?limit=5&order_by=-value"),
+        &[("x-token", &pro)],
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()[0]["value"], "42");
+    // The relay's own parameter rules, checked before any relay is asked.
+    let before = r1.hits() + r2.hits();
+    for bad in [
+        "proposer_payload_delivered?slot=1&cursor=2",
+        "proposer_payload_delivered?limit=201",
+        "proposer_payload_delivered?order_by=gas",
+        "builder_blocks_received?limit=10",
+        "builder_blocks_received?slot=1&cursor=3",
+        "proposer_payload_delivered?block_hash=0x1234",
+    ] {
+        let r = gw.get(&format!("{base}/{bad}"), &[("x-token", &pro)]);
+        assert_eq!(
+            (r.status, r.json()["error"].as_str()),
+            (400, Some("invalid_params")),
+            "{bad}"
+        );
+    }
+    let r = gw.get(
+        "/v1/eth/mev/relay/relay/v1/builder/validators",
+        &[("x-token", &pro)],
+    );
+    assert_eq!(r.status, 404);
+    assert_eq!(r1.hits() + r2.hits(), before);
+    // Plan: pro and above.
+    let basic = gw.key("basic", &[]);
+    let r = gw.get(
+        &format!("{base}/proposer_payload_delivered"),
+        &[("x-token", &basic)],
+    );
+    assert_eq!(r.status, 403);
+    // One relay dies: every call still answered by the other.
+    drop(r1);
+    std::thread::sleep(Duration::from_millis(100));
+    for _ in 0..6 {
+        let r = gw.get(
+            &format!("{base}/proposer_payload_delivered?slot=8000000"),
+            &[("x-token", &pro)],
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.json()[0]["relay"], "r2");
+    }
+}

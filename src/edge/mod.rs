@@ -694,6 +694,13 @@ impl Edge {
                 };
                 Ok(Outcome::Proxy(self.pass(&pool, hosts, rest, pol.stream)?))
             }
+            HandlerKind::RelayData => {
+                let tail = ctx.params.last().cloned().unwrap_or_default();
+                let rest = handlers::relay::check(&tail, session.req_header().uri.query())?;
+                let pool = self.pool("eth_mev_relay")?;
+                let hosts = pool.candidates(None);
+                Ok(Outcome::Proxy(self.pass(&pool, hosts, rest, false)?))
+            }
             HandlerKind::MevShareSse => {
                 let st = &*self.state;
                 let user = match &ctx.principal {

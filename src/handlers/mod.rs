@@ -4,4 +4,5 @@ pub mod beacon;
 pub mod mesh;
 pub mod metrics_mirror;
 pub mod mev_share;
+pub mod relay;
 pub mod scrub;
