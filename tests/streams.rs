@@ -208,11 +208,12 @@ fn beacon_rest_proxy_policy_failover_and_events() {
 
     // A real SSE client reads the same stream.
     let out = std::process::Command::new(root().join(".venv/bin/python"))
-        .arg(root().join("tests/py/beacon_events.py"))
+        .arg(root().join("tests/py/sse_read.py"))
         .arg(format!(
             "http://127.0.0.1:{}/rpc/eth-beacon/eth/v1/events?topics=head",
             gw.port
         ))
+        .arg("x-token")
         .arg(&basic)
         .arg("4")
         .output()

@@ -479,10 +479,10 @@ impl Store {
     }
 }
 
-const KEY_COLUMNS: &str =
+pub(super) const KEY_COLUMNS: &str =
     "SELECT id, name, prefix, scopes, is_default, created_at, revoked_at FROM api_keys";
 
-fn key_info(r: &rusqlite::Row) -> rusqlite::Result<KeyInfo> {
+pub(super) fn key_info(r: &rusqlite::Row) -> rusqlite::Result<KeyInfo> {
     Ok(KeyInfo {
         id: r.get(0)?,
         name: r.get(1)?,

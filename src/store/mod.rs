@@ -231,20 +231,11 @@ impl Store {
     }
 
     pub fn list_keys(&self, tenant: &str) -> rusqlite::Result<Vec<KeyInfo>> {
-        let mut st = self.conn.prepare(
-            "SELECT id, name, prefix, scopes, is_default, created_at, revoked_at FROM api_keys WHERE tenant_id = ?1 ORDER BY created_at, id",
-        )?;
-        let rows = st.query_map([tenant], |r| {
-            Ok(KeyInfo {
-                id: r.get(0)?,
-                name: r.get(1)?,
-                key_prefix: r.get(2)?,
-                scopes: parse_list(&r.get::<_, String>(3)?),
-                is_default: r.get(4)?,
-                created_at: r.get(5)?,
-                revoked: r.get::<_, Option<i64>>(6)?.is_some(),
-            })
-        })?;
+        let mut st = self.conn.prepare(&format!(
+            "{} WHERE tenant_id = ?1 ORDER BY created_at, rowid",
+            console::KEY_COLUMNS
+        ))?;
+        let rows = st.query_map([tenant], console::key_info)?;
         rows.collect()
     }
 

@@ -4,6 +4,7 @@ use crate::config::secrets::Secret;
 use crate::pools::Host;
 use bytes::{Bytes, BytesMut};
 use pingora_core::connectors::http::Connector;
+use pingora_core::protocols::http::client::HttpSession;
 use pingora_core::upstreams::peer::HttpPeer;
 use pingora_http::RequestHeader;
 use std::time::Duration;
@@ -102,51 +103,26 @@ impl UpstreamClient {
         &self,
         call: Call<'_>,
         timeout: Duration,
-    ) -> Result<(u16, pingora_core::protocols::http::client::HttpSession), UpstreamError> {
-        let io = |e: Box<pingora_error::Error>| UpstreamError::Io(e.to_string());
-        let fut = async {
-            let mut req =
-                RequestHeader::build(call.method, call.path.as_bytes(), None).map_err(io)?;
-            req.insert_header("Host", call.authority).map_err(io)?;
-            req.insert_header("Accept", "text/event-stream")
-                .map_err(io)?;
-            req.insert_header("X-Request-Id", call.request_id)
-                .map_err(io)?;
-            for (name, value) in call.headers {
-                req.insert_header(name.clone(), value.expose())
-                    .map_err(io)?;
-            }
-            let (mut session, _) = self
-                .connector
-                .get_http_session(call.peer)
-                .await
-                .map_err(|e| UpstreamError::Connect(e.to_string()))?;
-            session
-                .write_request_header(Box::new(req))
-                .await
-                .map_err(io)?;
-            session.finish_request_body().await.map_err(io)?;
-            session.read_response_header().await.map_err(io)?;
-            let status = session
-                .response_header()
-                .map(|h| h.status.as_u16())
-                .unwrap_or(0);
-            Ok((status, session))
-        };
-        match tokio::time::timeout(timeout, fut).await {
-            Ok(r) => r,
+    ) -> Result<(u16, HttpSession), UpstreamError> {
+        match tokio::time::timeout(timeout, self.start(call, Some("text/event-stream"))).await {
+            Ok(Ok(session)) => Ok((status_of(&session), session)),
+            Ok(Err(e)) => Err(e),
             Err(_) => Err(UpstreamError::Timeout),
         }
     }
 
-    async fn exchange(
+    /// Connect (or reuse a pooled connection), send the request, read the response head.
+    async fn start(
         &self,
         call: Call<'_>,
-        max_response: usize,
-    ) -> Result<UpstreamResponse, UpstreamError> {
+        accept: Option<&str>,
+    ) -> Result<HttpSession, UpstreamError> {
         let io = |e: Box<pingora_error::Error>| UpstreamError::Io(e.to_string());
         let mut req = RequestHeader::build(call.method, call.path.as_bytes(), None).map_err(io)?;
         req.insert_header("Host", call.authority).map_err(io)?;
+        if let Some(accept) = accept {
+            req.insert_header("Accept", accept).map_err(io)?;
+        }
         if let Some(body) = &call.body {
             req.insert_header(
                 "Content-Type",
@@ -176,10 +152,18 @@ impl UpstreamClient {
         }
         session.finish_request_body().await.map_err(io)?;
         session.read_response_header().await.map_err(io)?;
-        let status = session
-            .response_header()
-            .map(|h| h.status.as_u16())
-            .unwrap_or(0);
+        Ok(session)
+    }
+
+    async fn exchange(
+        &self,
+        call: Call<'_>,
+        max_response: usize,
+    ) -> Result<UpstreamResponse, UpstreamError> {
+        let io = |e: Box<pingora_error::Error>| UpstreamError::Io(e.to_string());
+        let peer = call.peer;
+        let mut session = self.start(call, None).await?;
+        let status = status_of(&session);
         let mut buf = BytesMut::new();
         while let Some(chunk) = session.read_response_body().await.map_err(io)? {
             if buf.len() + chunk.len() > max_response {
@@ -188,11 +172,18 @@ impl UpstreamClient {
             buf.extend_from_slice(&chunk);
         }
         self.connector
-            .release_http_session(session, call.peer, Some(Duration::from_secs(60)))
+            .release_http_session(session, peer, Some(Duration::from_secs(60)))
             .await;
         Ok(UpstreamResponse {
             status,
             body: buf.freeze(),
         })
     }
+}
+
+fn status_of(session: &HttpSession) -> u16 {
+    session
+        .response_header()
+        .map(|h| h.status.as_u16())
+        .unwrap_or(0)
 }

@@ -222,7 +222,11 @@ pub struct Anvil {
 
 impl Anvil {
     pub fn start(chain_id: u64, extra: &[&str]) -> Anvil {
-        let port = free_port();
+        Anvil::start_on(free_port(), chain_id, extra)
+    }
+
+    /// Start a node on a given port (also: restart a stopped one on its old port).
+    pub fn start_on(port: u16, chain_id: u64, extra: &[&str]) -> Anvil {
         let child = Command::new(anvil_path())
             .args([
                 "--port",
@@ -240,30 +244,6 @@ impl Anvil {
         wait_for_port(port, Duration::from_secs(10));
         let a = Anvil { port, proc };
         // A fresh chain sits at height 0, which health checks treat as broken.
-        a.mine(1);
-        a
-    }
-
-    /// Start a node on a given port (a restart of a stopped one).
-    pub fn start_on(port: u16, chain_id: u64, extra: &[&str]) -> Anvil {
-        let child = Command::new(anvil_path())
-            .args([
-                "--port",
-                &port.to_string(),
-                "--chain-id",
-                &chain_id.to_string(),
-                "--silent",
-            ])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn anvil");
-        wait_for_port(port, Duration::from_secs(10));
-        let a = Anvil {
-            port,
-            proc: Proc { child },
-        };
         a.mine(1);
         a
     }
