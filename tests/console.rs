@@ -457,6 +457,16 @@ fn sliding_refresh_then_expiry() {
     let node = Fixture::json_rpc();
     let (gw, outbox) = console_gateway(&node, "  session_ttl_secs: 4\n");
     let mut b = Browser::new(gw.port);
+    // Session times are whole seconds: start just after a second begins, so the
+    // sleeps below land well inside each second.
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    std::thread::sleep(
+        Duration::from_millis(1050)
+            - Duration::from_nanos(since.subsec_nanos() as u64 % 1_000_000_000)
+                .min(Duration::from_millis(1000)),
+    );
     assert_eq!(sign_in(&mut b, &outbox, "carol@example.com").status, 200);
     let token = b.cookie("nl_session").unwrap().to_string();
     let csrf = b.cookie("nl_csrf").unwrap().to_string();

@@ -33,3 +33,60 @@ fn console_sign_in_with_smtp_and_wallets() {
     );
     assert!(stdout.contains("all console flows passed"), "{stdout}");
 }
+
+#[test]
+fn web3_py_over_two_anvil_nodes_one_lagging_one_killed() {
+    let lead = Anvil::start(1, &[]);
+    let lagging = Anvil::start(1, &[]);
+    lead.mine(20);
+    let gw = Gateway::start(GatewayOpts {
+        // max_lag is large so the lagging node stays "available": only the per-call
+        // need (the pool head) keeps it away from `latest`.
+        pools: format!(
+            "  eth_el:\n    max_lag: 1000\n    hosts:\n      - {{id: el-lead, url: \"{}\", family: el-anvil}}\n      - {{id: el-lag, url: \"{}\", family: el-anvil}}\n",
+            lead.url(),
+            lagging.url()
+        ),
+        extra_yaml: format!("health:\n  interval_ms: 300\n  timeout_ms: 500\nrpc:\n  write_policy: broadcast\n{UNLIMITED}"),
+        ..Default::default()
+    });
+    let key = gw.key("free", &[]);
+    let url = format!("http://127.0.0.1:{}/rpc/eth", gw.port);
+    let run = |args: &[&str]| {
+        std::process::Command::new(python())
+            .arg(root().join("tests/py/web3_rpc.py"))
+            .arg(&url)
+            .arg(&key)
+            .args(args)
+            .output()
+            .expect("python")
+    };
+    let out = run(&["checks"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("web3 checks passed"));
+
+    // Steady reads while the lagging node is killed: no client error.
+    let load = std::process::Command::new(python())
+        .arg(root().join("tests/py/web3_rpc.py"))
+        .arg(&url)
+        .arg(&key)
+        .args(["load", "4"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    drop(lagging);
+    let out = load.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let v: serde_json::Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|_| panic!("{stdout}{}", String::from_utf8_lossy(&out.stderr)));
+    eprintln!("web3 load while a node died: {v}");
+    assert_eq!(v["errors"], 0, "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(v["ok"].as_u64().unwrap() > 20);
+}

@@ -106,9 +106,129 @@ pub fn classify(method: &str) -> MethodClass {
     }
 }
 
+/// What state a read needs, from its block parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum BlockNeed {
+    /// No block parameter that matters (or `safe` / `finalized`): any synced host.
+    Any,
+    /// `latest` / `pending` / omitted: the host should be at the pool head.
+    Head,
+    /// A numbered block: the host's head must be at least this.
+    AtLeast(u64),
+    /// `earliest`: genesis state, archive hosts first.
+    Earliest,
+}
+
+/// Where a method's block tag sits in its params, if it has one.
+fn block_param(method: &str) -> Option<usize> {
+    Some(match method {
+        "eth_getBalance"
+        | "eth_getCode"
+        | "eth_getTransactionCount"
+        | "eth_call"
+        | "eth_estimateGas"
+        | "eth_createAccessList" => 1,
+        "eth_getStorageAt" | "eth_getProof" => 2,
+        "eth_getBlockByNumber"
+        | "eth_getBlockTransactionCountByNumber"
+        | "eth_getUncleCountByBlockNumber"
+        | "eth_getBlockReceipts"
+        | "eth_getTransactionByBlockNumberAndIndex"
+        | "trace_block"
+        | "trace_replayBlockTransactions"
+        | "debug_traceBlockByNumber" => 0,
+        "eth_feeHistory" => 1,
+        _ => return None,
+    })
+}
+
+fn tag_need(tag: Option<&serde_json::Value>) -> BlockNeed {
+    match tag.and_then(|t| t.as_str()) {
+        None | Some("latest") | Some("pending") => BlockNeed::Head,
+        Some("earliest") => BlockNeed::Earliest,
+        Some("safe") | Some("finalized") => BlockNeed::Any,
+        Some(hex) => hex
+            .strip_prefix("0x")
+            .and_then(|h| u64::from_str_radix(h, 16).ok())
+            .map(BlockNeed::AtLeast)
+            .unwrap_or(BlockNeed::Any),
+    }
+}
+
+/// The state one call needs. Methods without a block parameter that report the chain
+/// tip (`eth_blockNumber`, gas prices, ...) want the head too.
+pub fn block_need(method: &str, params: Option<&serde_json::Value>) -> BlockNeed {
+    if method == "eth_getLogs" {
+        let filter = params.and_then(|p| p.get(0));
+        if filter.and_then(|f| f.get("blockHash")).is_some() {
+            return BlockNeed::Any;
+        }
+        // The later end of the range decides.
+        let to = tag_need(filter.and_then(|f| f.get("toBlock")));
+        let from = tag_need(filter.and_then(|f| f.get("fromBlock")));
+        return to.max(from);
+    }
+    match block_param(method) {
+        Some(i) => {
+            let tag = params.and_then(|p| p.get(i));
+            // eth_call and friends may carry a block hash object: any host that has it.
+            if tag.is_some_and(|t| t.is_object()) {
+                return BlockNeed::Any;
+            }
+            tag_need(tag)
+        }
+        None if matches!(
+            method,
+            "eth_blockNumber" | "eth_gasPrice" | "eth_maxPriorityFeePerGas" | "eth_blobBaseFee"
+        ) =>
+        {
+            BlockNeed::Head
+        }
+        None => BlockNeed::Any,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn block_needs() {
+        use serde_json::json;
+        let p = |v: serde_json::Value| Some(v);
+        assert_eq!(
+            block_need("eth_getBalance", p(json!(["0xab", "0x10"])).as_ref()),
+            BlockNeed::AtLeast(16)
+        );
+        assert_eq!(
+            block_need("eth_getBalance", p(json!(["0xab"])).as_ref()),
+            BlockNeed::Head
+        );
+        assert_eq!(
+            block_need("eth_call", p(json!([{}, "earliest"])).as_ref()),
+            BlockNeed::Earliest
+        );
+        assert_eq!(
+            block_need(
+                "eth_getBlockByNumber",
+                p(json!(["finalized", false])).as_ref()
+            ),
+            BlockNeed::Any
+        );
+        assert_eq!(block_need("eth_blockNumber", None), BlockNeed::Head);
+        assert_eq!(block_need("eth_chainId", None), BlockNeed::Any);
+        assert_eq!(
+            block_need(
+                "eth_getLogs",
+                p(json!([{"fromBlock": "0x1", "toBlock": "0x20"}])).as_ref()
+            ),
+            BlockNeed::AtLeast(32)
+        );
+        assert_eq!(
+            block_need("eth_getLogs", p(json!([{"blockHash": "0x00"}])).as_ref()),
+            BlockNeed::Any
+        );
+    }
 
     #[test]
     fn classes() {

@@ -9,7 +9,7 @@ use crate::observe::metrics;
 use crate::pools::{Host, Pool};
 use crate::upstream::{UpstreamClient, UpstreamError};
 use bytes::Bytes;
-use methods::{classify, MethodClass};
+use methods::{block_need, classify, BlockNeed, MethodClass};
 use serde_json::{json, Value};
 use sha3::{Digest, Keccak256};
 use std::sync::Arc;
@@ -56,6 +56,56 @@ const NODE_STATE_PATTERNS: &[&str] = &[
     "not synced",
     "syncing",
 ];
+
+/// What a read (or a batch of reads) needs of a host: a minimum head, and whether
+/// archive hosts should go first.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Need {
+    pub min_head: u64,
+    pub archive: bool,
+}
+
+/// Blocks behind the head beyond which full nodes have pruned state (geth's default).
+const ARCHIVE_DEPTH: u64 = 128;
+
+/// Combine the calls' block needs against the pool head of the last health round.
+fn need_of<'a>(pool: &Pool, calls: impl IntoIterator<Item = &'a Value>) -> Need {
+    let head = pool.head.load(std::sync::atomic::Ordering::Relaxed);
+    let mut need = Need::default();
+    for call in calls {
+        let method = call.get("method").and_then(Value::as_str).unwrap_or("");
+        match block_need(method, call.get("params")) {
+            BlockNeed::Any => {}
+            BlockNeed::Head => need.min_head = need.min_head.max(head),
+            BlockNeed::AtLeast(n) => {
+                need.min_head = need.min_head.max(n);
+                need.archive |= n.saturating_add(ARCHIVE_DEPTH) < head;
+            }
+            BlockNeed::Earliest => need.archive = true,
+        }
+    }
+    need
+}
+
+/// Stable reorder: hosts whose head covers the need (archive ones first when asked) ahead
+/// of the rest, which stay as fallbacks.
+fn order_by_need(hosts: Vec<Arc<Host>>, need: Need) -> Vec<Arc<Host>> {
+    if need == Need::default() {
+        return hosts;
+    }
+    let rank = |h: &Arc<Host>| {
+        let covers = h.health.head() >= need.min_head;
+        let archive_ok = !need.archive || h.has("archive");
+        match (covers, archive_ok) {
+            (true, true) => 0,
+            (true, false) => 1,
+            _ => 2,
+        }
+    };
+    let mut hosts = hosts;
+    hosts.sort_by_key(rank);
+    hosts
+}
 
 /// An upstream's way of saying "I already have this transaction".
 const ALREADY_KNOWN_PATTERNS: &[&str] = &["already known", "already imported", "known transaction"];
@@ -109,8 +159,15 @@ impl Gateway {
                 })
             }
             class => {
-                self.read(pool, class.capability(), Bytes::copy_from_slice(raw), rid)
-                    .await
+                let need = need_of(pool, [&call]);
+                self.read(
+                    pool,
+                    class.capability(),
+                    need,
+                    Bytes::copy_from_slice(raw),
+                    rid,
+                )
+                .await
             }
         }
     }
@@ -167,22 +224,26 @@ impl Gateway {
                 // Capability-bound calls travel alone so each finds a host that can serve it.
                 class => {
                     let body = Bytes::from(serde_json::to_vec(&call).unwrap_or_default());
-                    out[i] = Some(match self.read(pool, class.capability(), body, rid).await {
-                        Ok(r) => {
-                            upstream = upstream.or(r.upstream);
-                            serde_json::from_slice(&r.body).unwrap_or_else(|_| {
-                                jsonrpc_error(&id, -32603, "upstream answered non-JSON")
-                            })
-                        }
-                        Err(e) => jsonrpc_error(&id, -32603, &e.message),
-                    });
+                    let need = need_of(pool, [&call]);
+                    out[i] = Some(
+                        match self.read(pool, class.capability(), need, body, rid).await {
+                            Ok(r) => {
+                                upstream = upstream.or(r.upstream);
+                                serde_json::from_slice(&r.body).unwrap_or_else(|_| {
+                                    jsonrpc_error(&id, -32603, "upstream answered non-JSON")
+                                })
+                            }
+                            Err(e) => jsonrpc_error(&id, -32603, &e.message),
+                        },
+                    );
                 }
             }
         }
         if !reads.is_empty() {
             let sub: Vec<&Value> = reads.iter().map(|(_, c)| c).collect();
             let body = Bytes::from(serde_json::to_vec(&sub).unwrap_or_default());
-            let answered: Vec<Value> = match self.read(pool, None, body, rid).await {
+            let need = need_of(pool, reads.iter().map(|(_, c)| c));
+            let answered: Vec<Value> = match self.read(pool, None, need, body, rid).await {
                 Ok(r) => {
                     upstream = upstream.or(r.upstream);
                     match serde_json::from_slice::<Value>(&r.body) {
@@ -212,15 +273,17 @@ impl Gateway {
         })
     }
 
-    /// Send a read to hosts in order until one gives an answer worth returning.
+    /// Send a read to hosts in order until one gives an answer worth returning. Hosts
+    /// that have the state the call needs go first; the others stay as fallbacks.
     async fn read(
         &self,
         pool: &Pool,
         capability: Option<&str>,
+        need: Need,
         body: Bytes,
         rid: &str,
     ) -> Result<RpcReply, ApiError> {
-        let hosts = pool.candidates(capability);
+        let hosts = order_by_need(pool.candidates(capability), need);
         if hosts.is_empty() {
             return Err(ApiError::new(
                 503,
@@ -395,6 +458,16 @@ impl Gateway {
                 }
             }
         }
+        // A resend after the transaction was mined meets "nonce too low": if the chain
+        // already has this very transaction, the resend succeeded.
+        let nonce_too_low = first_rejection.as_ref().is_some_and(|(v, _)| {
+            v.pointer("/error/message")
+                .and_then(Value::as_str)
+                .is_some_and(|m| m.to_ascii_lowercase().contains("nonce too low"))
+        });
+        if nonce_too_low && self.known_on_chain(pool, &tx_hash, rid).await {
+            return Ok((json!({"jsonrpc": "2.0", "id": id, "result": tx_hash}), None));
+        }
         match first_rejection {
             Some((mut v, host)) => {
                 v["id"] = id;
@@ -404,6 +477,21 @@ impl Gateway {
                 "upstream_unavailable",
                 "no host answered the transaction",
             )),
+        }
+    }
+}
+
+impl Gateway {
+    /// Whether some node of the pool knows a transaction with this hash.
+    async fn known_on_chain(&self, pool: &Pool, tx_hash: &str, rid: &str) -> bool {
+        let call = json!({"jsonrpc": "2.0", "id": 1, "method": "eth_getTransactionByHash", "params": [tx_hash]});
+        let body = Bytes::from(call.to_string());
+        match self.read(pool, None, Need::default(), body, rid).await {
+            Ok(r) => serde_json::from_slice::<Value>(&r.body)
+                .ok()
+                .and_then(|v| v.get("result").cloned())
+                .is_some_and(|t| t.get("hash").and_then(Value::as_str) == Some(tx_hash)),
+            Err(_) => false,
         }
     }
 }
