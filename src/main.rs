@@ -160,6 +160,7 @@ fn run(
     let gateway = rpc::Gateway {
         client: client.clone(),
         conf: rpc::RpcSettings::from(&app.app.rpc),
+        filters: Default::default(),
     };
     let metrics_cache =
         handlers::metrics_mirror::MetricsCache::new(app.app.metrics_mirror.clone(), client.clone());
