@@ -159,7 +159,7 @@ fn run(
     let client = Arc::new(upstream::UpstreamClient::default());
     let gateway = rpc::Gateway {
         client: client.clone(),
-        conf: rpc::RpcSettings::from(&app.app.rpc),
+        conf: rpc::RpcSettings::new(&app.app.rpc, &app.app.plans, &app.app.upgrade_url),
         filters: Default::default(),
     };
     let metrics_cache =

@@ -64,3 +64,49 @@ fn filters_stick_to_the_node_that_created_them() {
     let v = call("eth_getFilterChanges", json!(["0xdeadbeef"]));
     assert_eq!(v["error"]["message"], "filter not found");
 }
+
+#[test]
+fn trace_and_debug_need_their_plan_and_capability() {
+    let a = Anvil::start(1, &[]);
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-a, url: \"{}\", family: el-anvil, capabilities: [debug]}}\n",
+            a.url()
+        ),
+        extra_yaml: format!("rpc:\n  method_plans: {{debug: pro, trace: business}}\n{UNLIMITED}"),
+        ..Default::default()
+    });
+    let (free, pro) = (gw.key("free", &[]), gw.key("pro", &[]));
+    let trace_call = json!({"jsonrpc": "2.0", "id": 7, "method": "debug_traceBlockByNumber", "params": ["0x1", {}]});
+    let r = rpc(gw.port, "/rpc/eth", Some(&free), &trace_call);
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert_eq!(r.json()["error"], "tier_insufficient");
+    assert_eq!(r.json()["required_tier"], "pro");
+    assert_eq!(r.json()["current_tier"], "free");
+    assert_eq!(r.header("X-Required-Tier"), Some("pro"));
+    // Inside a batch: a per-call error, the other calls answered.
+    let batch =
+        json!([trace_call, {"jsonrpc": "2.0", "id": 8, "method": "eth_chainId", "params": []}]);
+    let v = rpc(gw.port, "/rpc/eth", Some(&free), &batch).json();
+    assert_eq!(v[0]["error"]["code"], -32001, "{v}");
+    assert_eq!(v[1]["result"], "0x1");
+    // The right plan reaches a host with the capability.
+    let v = rpc(gw.port, "/rpc/eth", Some(&pro), &trace_call).json();
+    assert!(v["result"].is_array(), "{v}");
+    // trace_* needs business here; and no host has the trace capability anyway.
+    let r = rpc(
+        gw.port,
+        "/rpc/eth",
+        Some(&pro),
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "trace_block", "params": ["0x1"]}),
+    );
+    assert_eq!(r.json()["required_tier"], "business");
+    let business = gw.key("business", &[]);
+    let r = rpc(
+        gw.port,
+        "/rpc/eth",
+        Some(&business),
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "trace_block", "params": ["0x1"]}),
+    );
+    assert_eq!(r.status, 503, "{}", r.text());
+}

@@ -354,6 +354,17 @@ pub struct RpcConf {
     pub max_attempts: usize,
     #[serde(default)]
     pub write_policy: WritePolicy,
+    /// Lowest plan per method family: `trace`, `debug`, `txpool`. Families not listed
+    /// are open to every plan that may call the route.
+    #[serde(default = "d_method_plans")]
+    pub method_plans: BTreeMap<String, String>,
+}
+
+fn d_method_plans() -> BTreeMap<String, String> {
+    [("trace", "pro"), ("debug", "pro"), ("txpool", "basic")]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 fn d_body() -> usize {
@@ -381,6 +392,7 @@ impl Default for RpcConf {
             timeout_ms: d_timeout(),
             max_attempts: d_attempts(),
             write_policy: WritePolicy::default(),
+            method_plans: d_method_plans(),
         }
     }
 }
@@ -773,6 +785,20 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
             "metrics_mirror.stale_ms",
             "must be at least fresh_ms".into(),
         );
+    }
+    for (family, plan) in &app.rpc.method_plans {
+        if !["trace", "debug", "txpool"].contains(&family.as_str()) {
+            bad(
+                &format!("rpc.method_plans.{family}"),
+                "method families are trace, debug and txpool".into(),
+            );
+        }
+        if !app.plans.contains(plan) {
+            bad(
+                &format!("rpc.method_plans.{family}"),
+                format!("unknown plan '{plan}'"),
+            );
+        }
     }
     if app.rpc.max_batch == 0 || app.rpc.max_body_bytes == 0 || app.rpc.max_attempts == 0 {
         bad(

@@ -801,7 +801,24 @@ impl Edge {
                     })?
                     .clone();
                 let body = read_body(session, st.config.app.rpc.max_body_bytes).await?;
-                let reply = st.gateway.handle(&pool, &body, &ctx.request_id).await?;
+                let (rank, plan) = match &ctx.principal {
+                    Some(Principal::Key(k)) => (
+                        st.config
+                            .app
+                            .plans
+                            .iter()
+                            .position(|p| *p == k.plan)
+                            .unwrap_or(0),
+                        k.plan.clone(),
+                    ),
+                    // Admins (per-host RPC) are not bound by plans.
+                    _ => (usize::MAX, "admin".to_string()),
+                };
+                let caller = crate::rpc::Caller { rank, plan: &plan };
+                let reply = st
+                    .gateway
+                    .handle(&pool, &body, &ctx.request_id, &caller)
+                    .await?;
                 ctx.upstream = reply.upstream;
                 Ok(Reply::json(200, reply.body))
             }

@@ -69,18 +69,46 @@ pub struct RpcSettings {
     pub timeout: Duration,
     pub max_attempts: usize,
     pub write_policy: WritePolicy,
+    /// (family, rank, plan name) for `trace`, `debug`, `txpool`.
+    pub method_plans: Vec<(&'static str, usize, String)>,
+    pub upgrade_url: String,
 }
 
-impl From<&RpcConf> for RpcSettings {
-    fn from(c: &RpcConf) -> Self {
+impl RpcSettings {
+    pub fn new(c: &RpcConf, plans: &[String], upgrade_url: &str) -> Self {
+        let method_plans = ["trace", "debug", "txpool"]
+            .into_iter()
+            .filter_map(|f| {
+                let plan = c.method_plans.get(f)?;
+                let rank = plans.iter().position(|p| p == plan)?;
+                Some((f, rank, plan.clone()))
+            })
+            .collect();
         RpcSettings {
             max_batch: c.max_batch,
             max_response_bytes: c.max_response_bytes,
             timeout: Duration::from_millis(c.timeout_ms),
             max_attempts: c.max_attempts,
             write_policy: c.write_policy,
+            method_plans,
+            upgrade_url: upgrade_url.to_string(),
         }
     }
+
+    /// The plan a method class needs, when the caller's rank is below it.
+    fn plan_refusal(&self, class: MethodClass, caller: &Caller) -> Option<&str> {
+        let family = class.capability()?;
+        self.method_plans
+            .iter()
+            .find(|(f, rank, _)| *f == family && caller.rank < *rank)
+            .map(|(_, _, plan)| plan.as_str())
+    }
+}
+
+/// Who is calling, for per-method plans.
+pub struct Caller<'a> {
+    pub rank: usize,
+    pub plan: &'a str,
 }
 
 /// The gateway's answer: a JSON body, and which host served it (for the access log).
@@ -162,14 +190,15 @@ impl Gateway {
         pool: &Pool,
         body: &[u8],
         request_id: &str,
+        caller: &Caller<'_>,
     ) -> Result<RpcReply, ApiError> {
         let parsed: Value = serde_json::from_slice(body).map_err(|e| {
             ApiError::invalid_params(format!("body is not JSON: {e}"))
                 .with_field("jsonrpc_code", -32700)
         })?;
         match parsed {
-            Value::Array(calls) => self.batch(pool, calls, request_id).await,
-            call @ Value::Object(_) => self.single(pool, call, body, request_id).await,
+            Value::Array(calls) => self.batch(pool, calls, request_id, caller).await,
+            call @ Value::Object(_) => self.single(pool, call, body, request_id, caller).await,
             _ => Err(ApiError::invalid_params(
                 "a JSON-RPC request is an object or a non-empty array",
             )),
@@ -182,9 +211,22 @@ impl Gateway {
         call: Value,
         raw: &[u8],
         rid: &str,
+        caller: &Caller<'_>,
     ) -> Result<RpcReply, ApiError> {
         let method = method_of(&call)?;
-        match classify(method) {
+        let class = classify(method);
+        if let Some(required) = self.conf.plan_refusal(class, caller) {
+            return Err(ApiError::new(
+                403,
+                "tier_insufficient",
+                format!("{method} needs plan {required} or above"),
+            )
+            .with_field("current_tier", caller.plan)
+            .with_field("required_tier", required)
+            .with_field("upgrade_url", self.conf.upgrade_url.as_str())
+            .with_header("X-Required-Tier", required.to_string()));
+        }
+        match class {
             MethodClass::Unknown => Err(ApiError::new(
                 403,
                 "method_unknown",
@@ -221,7 +263,13 @@ impl Gateway {
         }
     }
 
-    async fn batch(&self, pool: &Pool, calls: Vec<Value>, rid: &str) -> Result<RpcReply, ApiError> {
+    async fn batch(
+        &self,
+        pool: &Pool,
+        calls: Vec<Value>,
+        rid: &str,
+        caller: &Caller<'_>,
+    ) -> Result<RpcReply, ApiError> {
         if calls.is_empty() {
             return Err(ApiError::invalid_params("empty batch"));
         }
@@ -247,7 +295,16 @@ impl Gateway {
                     continue;
                 }
             };
-            match classify(&method) {
+            let class = classify(&method);
+            if let Some(required) = self.conf.plan_refusal(class, caller) {
+                out[i] = Some(jsonrpc_error(
+                    &id,
+                    -32001,
+                    &format!("tier_insufficient: {method} needs plan {required} or above"),
+                ));
+                continue;
+            }
+            match class {
                 MethodClass::Unknown => {
                     out[i] = Some(jsonrpc_error(
                         &id,
