@@ -234,6 +234,35 @@ fn rate_limits_refuse_before_the_upstream() {
         Some(retry.to_string().as_str())
     );
 
+    // Every call of a batch counts: 8 calls fit the burst of 10, a second 8 do not.
+    let batcher = tenant_key(&gw, "free", &[]);
+    let batch: Vec<_> = (0..8)
+        .map(|i| json!({"jsonrpc": "2.0", "id": i, "method": "eth_chainId", "params": []}))
+        .collect();
+    let send_batch = || {
+        let body = json!(batch).to_string();
+        request(
+            gw.port,
+            "POST",
+            "/rpc/eth",
+            &[("Content-Type", "application/json"), ("x-token", &batcher)],
+            body.as_bytes(),
+        )
+        .unwrap()
+    };
+    let hits = node.hits();
+    assert_eq!(send_batch().status, 200);
+    let r = send_batch();
+    assert_eq!(
+        (r.status, r.json()["error"].as_str()),
+        (429, Some("rate_limited"))
+    );
+    assert_eq!(
+        node.hits(),
+        hits + 1,
+        "the refused batch must not reach the node"
+    );
+
     // Anonymous callers are limited per address, with their own (lower) rate; a key
     // on the same route raises it.
     let path = format!("/v1/polygon/wallet/balance/{ADDR}");

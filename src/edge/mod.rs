@@ -612,6 +612,18 @@ impl Edge {
         principal: &Principal,
         category: &str,
     ) -> Result<(), ApiError> {
+        self.limit_weighted(session, ctx, principal, category, 1)
+    }
+
+    /// `weight` requests at once: each call of a JSON-RPC batch counts.
+    fn limit_weighted(
+        &self,
+        session: &Session,
+        ctx: &mut Ctx,
+        principal: &Principal,
+        category: &str,
+        weight: u32,
+    ) -> Result<(), ApiError> {
         let plans = &self.state.config.app.plans;
         let (caller, tier) = match principal {
             Principal::Admin | Principal::User(_) => return Ok(()),
@@ -629,7 +641,7 @@ impl Edge {
                 crate::config::limits::ANONYMOUS,
             ),
         };
-        let d = self.state.limiter.check(&caller, category);
+        let d = self.state.limiter.check_weighted(&caller, category, weight);
         let limit = format_rps(d.limit_rps);
         if d.admitted {
             ctx.rate_headers = vec![
@@ -801,6 +813,14 @@ impl Edge {
                     })?
                     .clone();
                 let body = read_body(session, st.config.app.rpc.max_body_bytes).await?;
+                // The request already counted once; a batch's other calls count too.
+                let calls = batch_len(&body);
+                if calls > 1 {
+                    if let (Some(category), Some(principal)) = (&route.rate, ctx.principal.clone())
+                    {
+                        self.limit_weighted(session, ctx, &principal, category, calls - 1)?;
+                    }
+                }
                 let (rank, plan) = match &ctx.principal {
                     Some(Principal::Key(k)) => (
                         st.config
@@ -926,6 +946,17 @@ const CALLER_ONLY_HEADERS: &[&str] = &[
     "x-admin-token",
     "x-csrf-token",
 ];
+
+/// Number of calls in a JSON-RPC batch body (1 for a single call or bad JSON, which the
+/// gateway then refuses).
+fn batch_len(body: &[u8]) -> u32 {
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'[') {
+        return 1;
+    }
+    serde_json::from_slice::<Vec<serde::de::IgnoredAny>>(body)
+        .map(|v| v.len().clamp(1, u32::MAX as usize) as u32)
+        .unwrap_or(1)
+}
 
 /// Console request bodies are small JSON objects.
 const CONSOLE_MAX_BODY: usize = 16 * 1024;

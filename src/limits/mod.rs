@@ -110,17 +110,31 @@ impl Limiter {
     }
 
     /// Count one request and decide whether it is admitted.
+    #[cfg(test)]
     pub fn check(&self, caller: &Caller, category: &str) -> Decision {
+        self.check_weighted(caller, category, 1)
+    }
+
+    /// Count `weight` requests at once (the calls of a JSON-RPC batch) and decide.
+    pub fn check_weighted(&self, caller: &Caller, category: &str, weight: u32) -> Decision {
         let elapsed = self.start.elapsed();
         self.check_at(
             caller,
             category,
+            weight.max(1) as isize,
             elapsed.as_secs(),
             elapsed.subsec_nanos() as f64 / 1e9,
         )
     }
 
-    fn check_at(&self, caller: &Caller, category: &str, now: u64, frac: f64) -> Decision {
+    fn check_at(
+        &self,
+        caller: &Caller,
+        category: &str,
+        weight: isize,
+        now: u64,
+        frac: f64,
+    ) -> Decision {
         let limit = self.limit_rps(caller, category);
         let key = self.key(caller, category);
         let short_cap = self.burst * limit;
@@ -132,16 +146,16 @@ impl Limiter {
         for (back, c) in counts.iter_mut().enumerate().skip(1) {
             *c = self.count(now.wrapping_sub(back as u64), key);
         }
-        counts[0] = self.current(now).incr(key, 1) as f64;
-        let weight = 1.0 - frac;
-        let short = counts[0] + counts[1] * weight;
+        counts[0] = self.current(now).incr(key, weight) as f64;
+        let oldest_share = 1.0 - frac;
+        let short = counts[0] + counts[1] * oldest_share;
         let h = self.horizon as usize;
-        let long = counts[..h].iter().sum::<f64>() + counts[h] * weight;
+        let long = counts[..h].iter().sum::<f64>() + counts[h] * oldest_share;
 
         let admitted = short <= short_cap && long <= long_cap;
         if !admitted {
             // Refusals do not consume budget.
-            self.current(now).incr(key, -1);
+            self.current(now).incr(key, -weight);
         }
         let remaining = (short_cap - short).min(long_cap - long).floor().max(0.0) as u64;
         let retry_after_sec = if admitted {
@@ -265,7 +279,7 @@ mod tests {
         let n = (rps * secs) as usize;
         for i in 0..n {
             let t = t0 + i as f64 / rps;
-            let d = l.check_at(&caller, "c", t.floor() as u64, t.fract());
+            let d = l.check_at(&caller, "c", 1, t.floor() as u64, t.fract());
             if d.admitted {
                 ok += 1;
             } else {
