@@ -146,6 +146,9 @@ fn every_manifest_route_is_classified_in_its_envelope() {
                     // This gateway has no consensus-layer pool.
                     "beacon_proxy" | "beacon_events" => (503, "pool_not_configured"),
                     "mev_share_sse" => (503, "no_mev_share_upstream"),
+                    // Loopback is admin; the sampled host id does not exist.
+                    "host_rpc" => (404, "unknown_host"),
+                    "builder_rpc" | "private_rpc" => (503, "pool_not_configured"),
                     // `relay_path` is sampled as "x1": not one of the three data endpoints.
                     "relay_data" => (404, "route_not_found"),
                     // Google sign-in is not configured in this gateway.

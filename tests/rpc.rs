@@ -110,3 +110,71 @@ fn trace_and_debug_need_their_plan_and_capability() {
     );
     assert_eq!(r.status, 503, "{}", r.text());
 }
+
+#[test]
+fn per_host_rpc_and_builder_forwarding() {
+    let (a, b) = (Anvil::start(1, &[]), Anvil::start(1, &[]));
+    b.mine(5);
+    let builder = Fixture::start(|req| {
+        let v: serde_json::Value = serde_json::from_slice(&req.body).unwrap_or_default();
+        if req.method == "POST" {
+            FixtureResponse::json(
+                json!({"jsonrpc": "2.0", "id": v["id"], "result": {"bundleHash": "0xb0b0"}}),
+            )
+        } else {
+            FixtureResponse::status(404, "no")
+        }
+    });
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    max_lag: 1000\n    hosts:\n      - {{id: el-a, url: \"{}\", family: el-anvil}}\n      - {{id: el-b, url: \"{}\", family: el-anvil}}\n\
+             \x20 eth_mev_builder:\n    hosts:\n      - {{id: builder-1, url: \"{}\", family: builder}}\n",
+            a.url(),
+            b.url(),
+            builder.url()
+        ),
+        extra_yaml: UNLIMITED.into(),
+        ..Default::default()
+    });
+    let block_number =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "eth_blockNumber", "params": []});
+    // Loopback is admin: each host answers for itself.
+    let r = rpc(gw.port, "/v1/eth/mesh/rpc/el-a", None, &block_number);
+    assert_eq!(r.json()["result"], "0x1", "{}", r.text());
+    let r = rpc(gw.port, "/v1/eth/mesh/rpc/el-b", None, &block_number);
+    assert_eq!(r.json()["result"], "0x6", "{}", r.text());
+    let r = rpc(gw.port, "/v1/eth/mesh/rpc/el-zz", None, &block_number);
+    assert_eq!(
+        (r.status, r.json()["error"].as_str()),
+        (404, Some("unknown_host"))
+    );
+
+    // Builder RPC: business and above, bundle methods only.
+    let (pro, business) = (gw.key("pro", &[]), gw.key("business", &[]));
+    let bundle = json!({"jsonrpc": "2.0", "id": 3, "method": "eth_sendBundle", "params": [{"txs": ["0x02"], "blockNumber": "0x10"}]});
+    let r = rpc(gw.port, "/v1/eth/mev/builder", Some(&pro), &bundle);
+    assert_eq!(
+        (r.status, r.json()["error"].as_str()),
+        (403, Some("tier_insufficient"))
+    );
+    let hits = builder.hits();
+    let r = rpc(
+        gw.port,
+        "/v1/eth/mev/builder",
+        Some(&business),
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "eth_getBalance", "params": []}),
+    );
+    assert_eq!(
+        (r.status, r.json()["error"].as_str()),
+        (403, Some("method_unknown"))
+    );
+    assert_eq!(
+        builder.hits(),
+        hits,
+        "refused calls must not reach the builder"
+    );
+    let r = rpc(gw.port, "/v1/eth/mev/builder", Some(&business), &bundle);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["result"]["bundleHash"], "0xb0b0");
+    assert_eq!(builder.hits(), hits + 1);
+}

@@ -868,6 +868,53 @@ impl Edge {
                 };
                 crate::console::api::handle(&st.console, &st.keys, req).await
             }
+            HandlerKind::HostRpc => {
+                let host_id = ctx.params.first().cloned().unwrap_or_default();
+                let pool = self.pool(route.pool.as_deref().unwrap_or("eth_el"))?;
+                let host = pool.host(&host_id).cloned().ok_or_else(|| {
+                    ApiError::new(
+                        404,
+                        "unknown_host",
+                        format!("no host {host_id} in {}", pool.name),
+                    )
+                })?;
+                let pinned = pool.pinned_to(&host);
+                let body = read_body(session, st.config.app.rpc.max_body_bytes).await?;
+                let (rank, plan) = match &ctx.principal {
+                    Some(Principal::Key(k)) => (
+                        st.config
+                            .app
+                            .plans
+                            .iter()
+                            .position(|p| *p == k.plan)
+                            .unwrap_or(0),
+                        k.plan.clone(),
+                    ),
+                    _ => (usize::MAX, "admin".to_string()),
+                };
+                let caller = crate::rpc::Caller { rank, plan: &plan };
+                let reply = st
+                    .gateway
+                    .handle(&pinned, &body, &ctx.request_id, &caller)
+                    .await?;
+                ctx.upstream = reply.upstream;
+                Ok(Reply::json(200, reply.body))
+            }
+            HandlerKind::BuilderRpc | HandlerKind::PrivateRpc => {
+                let (pool_name, allow) = if route.handler == HandlerKind::BuilderRpc {
+                    ("eth_mev_builder", crate::rpc::BUILDER_METHODS)
+                } else {
+                    ("eth_private_rpc", crate::rpc::PRIVATE_TX_METHODS)
+                };
+                let pool = self.pool(pool_name)?;
+                let body = read_body(session, st.config.app.rpc.max_body_bytes).await?;
+                let reply = st
+                    .gateway
+                    .forward(pool.candidates(None), &body, allow, &ctx.request_id)
+                    .await?;
+                ctx.upstream = reply.upstream;
+                Ok(Reply::json(200, reply.body))
+            }
             HandlerKind::MeshHealth => Ok(mesh_reply(
                 handlers::mesh::health(&st.pools, &handlers::mesh::ETH),
                 handlers::mesh::ETH.source,

@@ -156,6 +156,8 @@ pub struct Pool {
     /// The highest head seen in the last health round.
     pub head: AtomicU64,
     pub max_lag: Option<u64>,
+    /// A view pinned to chosen hosts (per-host RPC): used whatever their health.
+    pinned: bool,
 }
 
 impl Pool {
@@ -166,6 +168,9 @@ impl Pool {
         let n = self.hosts.len();
         if n == 0 {
             return Vec::new();
+        }
+        if self.pinned {
+            return self.hosts.clone();
         }
         let start = self.next.fetch_add(1, Ordering::Relaxed) % n;
         let mut available = Vec::with_capacity(n);
@@ -187,6 +192,19 @@ impl Pool {
         available.extend(degraded);
         available.extend(aside);
         available
+    }
+
+    /// This pool narrowed to one host, used even when unhealthy (operators asking a
+    /// specific node).
+    pub fn pinned_to(&self, host: &Arc<Host>) -> Pool {
+        Pool {
+            name: self.name.clone(),
+            hosts: vec![host.clone()],
+            next: AtomicUsize::new(0),
+            head: AtomicU64::new(self.head.load(Ordering::Relaxed)),
+            max_lag: self.max_lag,
+            pinned: true,
+        }
     }
 
     pub fn host(&self, id: &str) -> Option<&Arc<Host>> {
@@ -248,6 +266,7 @@ impl Pools {
                     next: AtomicUsize::new(0),
                     head: AtomicU64::new(0),
                     max_lag: pc.max_lag,
+                    pinned: false,
                 }),
             );
         }
