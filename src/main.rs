@@ -115,6 +115,7 @@ fn load_all(cli: &Cli) -> Result<LoadedAll, Vec<config::ConfigError>> {
             plans: &app.app.plans,
             pools: &pools,
             switches: config::SWITCHES,
+            base_edge: app.app.base_mode == config::BaseMode::Edge,
         };
         match routes::load(&app.plugins_dir, &ctx) {
             Ok(m) => Some(m),

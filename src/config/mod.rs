@@ -109,6 +109,10 @@ pub struct AppConfig {
     pub upgrade_url: String,
     #[serde(default)]
     pub switches: BTreeMap<String, bool>,
+    /// Where this gateway sits for the Base route: `origin` (non-POST `/rpc/base` → 405)
+    /// or `edge` (GET/HEAD → the page, upgrades → the portal pool).
+    #[serde(default)]
+    pub base_mode: BaseMode,
     #[serde(default)]
     pub auth: AuthConf,
     #[serde(default)]
@@ -416,6 +420,14 @@ pub struct PoolConf {
     /// kind: EL 5, CL 3, Solana 50, heimdall 5.
     #[serde(default)]
     pub max_lag: Option<u64>,
+}
+
+#[derive(Debug, Default, Clone, Copy, Deserialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum BaseMode {
+    #[default]
+    Origin,
+    Edge,
 }
 
 /// Background health checks of every pool host.

@@ -706,6 +706,18 @@ impl Edge {
                 };
                 Ok(Outcome::Proxy(self.pass(&pool, hosts, rest, pol.stream)?))
             }
+            // Base portal channels: WebSocket frames go to the portal pool untouched.
+            HandlerKind::BasePortalWs => {
+                let pool = self.pool("base_portal")?;
+                let rest = session
+                    .req_header()
+                    .uri
+                    .path()
+                    .trim_start_matches('/')
+                    .to_string();
+                let hosts = pool.candidates(None);
+                Ok(Outcome::Proxy(self.pass(&pool, hosts, rest, true)?))
+            }
             HandlerKind::RelayData => {
                 let tail = ctx.params.last().cloned().unwrap_or_default();
                 let rest = handlers::relay::check(&tail, session.req_header().uri.query())?;
@@ -842,6 +854,15 @@ impl Edge {
                 ctx.upstream = reply.upstream;
                 Ok(Reply::json(200, reply.body))
             }
+            HandlerKind::BasePage => match st.config.app.base_mode {
+                crate::config::BaseMode::Edge => {
+                    let mut r = Reply::json(200, BASE_PAGE.as_bytes().to_vec());
+                    r.content_type = Some("text/html; charset=utf-8");
+                    Ok(r.with_headers(vec![("Cache-Control", "public, max-age=3600".into())]))
+                }
+                // At the origin the route is JSON-RPC only.
+                crate::config::BaseMode::Origin => Err(ApiError::method_not_allowed("POST")),
+            },
             HandlerKind::ConsolePage => {
                 crate::console::page::serve(ctx.params.last().map(String::as_str).unwrap_or(""))
             }
@@ -984,6 +1005,15 @@ impl Edge {
         self.state.config.app.console.origin.as_deref()
     }
 }
+
+/// What a person opening `/rpc/base` in a browser sees at the edge.
+const BASE_PAGE: &str = "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+<title>Base JSON-RPC endpoint - chainedge</title>\
+<meta name=\"description\" content=\"Base mainnet (chain id 8453) JSON-RPC and WebSocket endpoint by chainedge.\">\
+</head><body><h1>Base mainnet JSON-RPC</h1>\
+<p>This is a JSON-RPC endpoint for Base mainnet (chain id 8453, <code>0x2105</code>). \
+Send <code>POST</code> requests with an API key in <code>Authorization: Bearer</code> or <code>x-token</code>; \
+WebSocket clients connect to the same URL or <code>/ws/base</code>.</p></body></html>\n";
 
 /// Caller credentials and console headers never travel to a node.
 const CALLER_ONLY_HEADERS: &[&str] = &[

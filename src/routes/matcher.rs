@@ -157,15 +157,22 @@ impl Matcher {
     /// Compile routes; returns the overlaps found as `(route index, other route index, method)`.
     pub fn build(routes: Vec<Arc<Route>>) -> Result<Self, Vec<(usize, usize, HttpMethod)>> {
         let mut root = Node::default();
-        let mut seen: HashMap<(String, HttpMethod), usize> = HashMap::new();
+        // A WebSocket upgrade (`None`) is told apart from a plain GET by the matcher, so a
+        // page and a channel may share a path.
+        let mut seen: HashMap<(String, Option<HttpMethod>), usize> = HashMap::new();
         let mut overlaps = Vec::new();
         for (idx, route) in routes.iter().enumerate() {
             let sh = shape(&route.segments);
-            for m in route.all_methods() {
-                if let Some(&other) = seen.get(&(sh.clone(), m)) {
-                    overlaps.push((idx, other, m));
+            let mut keys: Vec<Option<HttpMethod>> =
+                route.methods.iter().copied().map(Some).collect();
+            if route.websocket {
+                keys.push(None);
+            }
+            for k in keys {
+                if let Some(&other) = seen.get(&(sh.clone(), k)) {
+                    overlaps.push((idx, other, k.unwrap_or(HttpMethod::GET)));
                 } else {
-                    seen.insert((sh.clone(), m), idx);
+                    seen.insert((sh.clone(), k), idx);
                 }
             }
             let mut node = &mut root;
@@ -205,11 +212,12 @@ impl Matcher {
             method.is_some_and(|m| r.methods.contains(&m))
                 || (upgrade && r.websocket && method == Some(HttpMethod::GET))
         };
-        match candidates
-            .iter()
-            .map(|&i| &self.routes[i])
-            .find(|r| admits(r))
-        {
+        let routes = || candidates.iter().map(|&i| &self.routes[i]);
+        // An upgrade goes to the WebSocket route of the path when there is one.
+        let ws = (upgrade && method == Some(HttpMethod::GET))
+            .then(|| routes().find(|r| r.websocket))
+            .flatten();
+        match ws.or_else(|| routes().find(|r| admits(r))) {
             Some(route) => Match::Found { route, params },
             None => Match::MethodNotAllowed {
                 routes: candidates.iter().map(|&i| &self.routes[i]).collect(),

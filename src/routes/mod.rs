@@ -57,6 +57,9 @@ pub struct RouteContext<'a> {
     pub plans: &'a [String],
     pub pools: &'a [&'a str],
     pub switches: &'a [&'a str],
+    /// An edge deployment: `edge_only` routes (the Base page and `/rpc/base` upgrades)
+    /// exist. At the origin they do not, so a non-POST `/rpc/base` is 405 `Allow: POST`.
+    pub base_edge: bool,
 }
 
 /// Load and compile every manifest in `dir`. All problems are collected, each naming
@@ -174,6 +177,9 @@ pub fn load(dir: &Path, ctx: &RouteContext) -> Result<Matcher, Vec<ConfigError>>
                     Seg::Lit(_) => None,
                 })
                 .collect();
+            if spec.edge_only && !ctx.base_edge {
+                continue;
+            }
             let mut methods = spec.methods.clone();
             methods.sort();
             methods.dedup();

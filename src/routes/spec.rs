@@ -61,6 +61,10 @@ pub struct RouteSpec {
     /// `false` refuses the route (a channel that is switched off for good).
     #[serde(default = "yes")]
     pub enabled: bool,
+    /// The route exists only on an edge deployment (`base_mode: edge`); at the origin it
+    /// is not in the table at all.
+    #[serde(default)]
+    pub edge_only: bool,
     /// Free text for operators: what the route does, where SPEC left the path open.
     #[serde(default)]
     #[allow(dead_code)] // documentation for operators; accepted, not used at run time
@@ -158,6 +162,7 @@ pub enum HandlerKind {
     HostRpc,
     HeimdallProxy,
     BasePortalWs,
+    BasePage,
     FirehoseWs,
     SolWatchlistWs,
     // Console.

@@ -371,8 +371,30 @@ impl Gateway {
             env,
         };
         gw.proc = Some(gw.spawn(false));
-        wait_for_port(port, Duration::from_secs(15));
+        gw.wait_ready(Duration::from_secs(20));
         gw
+    }
+
+    /// Until this gateway (not whatever else took the port) answers on its edge port.
+    pub fn wait_ready(&mut self, within: Duration) {
+        let start = Instant::now();
+        loop {
+            if let Ok(r) = request(self.port, "GET", "/__ready", &[], b"") {
+                if r.header("server") == Some("chainedge") {
+                    return;
+                }
+            }
+            let exited = self
+                .proc
+                .as_mut()
+                .is_some_and(|p| matches!(p.child.try_wait(), Ok(Some(_))));
+            assert!(
+                !exited && start.elapsed() < within,
+                "gateway on port {} did not start (exited: {exited})",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// Start a gateway process on this config (`upgrade` adds `-u`).
