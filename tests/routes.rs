@@ -161,6 +161,8 @@ fn every_manifest_route_is_classified_in_its_envelope() {
                     // Loopback is admin; the sampled host id does not exist.
                     "host_rpc" => (404, "unknown_host"),
                     "builder_rpc" | "private_rpc" => (503, "pool_not_configured"),
+                    // Senders with an empty body.
+                    "eth_sender_raw" | "eth_sender_bundle" => (400, "invalid_params"),
                     // `relay_path` is sampled as "x1": not one of the three data endpoints.
                     "relay_data" => (404, "route_not_found"),
                     // Google sign-in is not configured in this gateway.

@@ -178,3 +178,121 @@ fn per_host_rpc_and_builder_forwarding() {
     assert_eq!(r.json()["result"]["bundleHash"], "0xb0b0");
     assert_eq!(builder.hits(), hits + 1);
 }
+
+#[test]
+fn rest_senders_raw_and_bundle() {
+    let a = Anvil::start(1, &[]);
+    let builder = Fixture::start(|req| {
+        let v: serde_json::Value = serde_json::from_slice(&req.body).unwrap_or_default();
+        if req.method == "POST"
+            && v["method"] == "eth_sendBundle"
+            && v["params"][0]["blockNumber"] == "0x20"
+        {
+            FixtureResponse::json(
+                json!({"jsonrpc": "2.0", "id": v["id"], "result": {"bundleHash": "0xbundle"}}),
+            )
+        } else {
+            FixtureResponse::status(404, "no")
+        }
+    });
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-a, url: \"{}\", family: el-anvil}}\n\
+             \x20 eth_mev_builder:\n    hosts:\n      - {{id: builder-1, url: \"{}\", family: builder}}\n",
+            a.url(),
+            builder.url()
+        ),
+        extra_yaml: UNLIMITED.into(),
+        ..Default::default()
+    });
+    // A real signed transaction from anvil's unlocked dev account.
+    let raw = a
+        .call(
+            "eth_signTransaction",
+            json!([{"from": "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266", "to": "0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
+                    "value": "0x1", "gas": "0x5208", "maxFeePerGas": "0x77359400", "maxPriorityFeePerGas": "0x3b9aca00", "nonce": "0x0"}]),
+        )
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (free, basic, pro) = (
+        gw.key("free", &[]),
+        gw.key("basic", &[]),
+        gw.key("pro", &[]),
+    );
+    let send = |key: &str, body: serde_json::Value| {
+        let h = [("Content-Type", "application/json"), ("x-token", key)];
+        request(
+            gw.port,
+            "POST",
+            "/v1/eth/sender/raw",
+            &h,
+            body.to_string().as_bytes(),
+        )
+        .unwrap()
+    };
+    let r = send(&free, json!({"raw_tx": raw}));
+    assert_eq!(
+        (r.status, r.json()["required_tier"].as_str()),
+        (403, Some("basic"))
+    );
+    let r = send(&basic, json!({"raw_tx": raw}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let hash = r.json()["tx_hash"].as_str().unwrap().to_string();
+    assert_eq!(r.json()["path_used"], "public");
+    let mut receipt = serde_json::Value::Null;
+    for _ in 0..40 {
+        receipt = a.call("eth_getTransactionReceipt", json!([hash]));
+        if !receipt.is_null() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(receipt["status"], "0x1", "mined by anvil: {receipt}");
+    // Resending the same signed bytes is safe.
+    let r = send(&basic, json!({"raw_tx": raw}));
+    assert_eq!(
+        (r.status, r.json()["tx_hash"].as_str()),
+        (200, Some(hash.as_str())),
+        "{}",
+        r.text()
+    );
+    for bad in [
+        json!({"raw_tx": "0x12"}),
+        json!({"raw_tx": "nothex"}),
+        json!({}),
+        json!({"raw_tx": raw, "preferred_path": "moon"}),
+    ] {
+        let r = send(&basic, bad.clone());
+        assert_eq!(
+            (r.status, r.json()["error"].as_str()),
+            (400, Some("invalid_params")),
+            "{bad}"
+        );
+    }
+    let r = send(&basic, json!({"raw_tx": raw, "preferred_path": "private"}));
+    assert_eq!(r.status, 503, "no private pool here");
+
+    // Bundles go to the builder pool and come back as a bundle hash.
+    let post_bundle = |body: serde_json::Value| {
+        let h = [
+            ("Content-Type", "application/json"),
+            ("x-token", pro.as_str()),
+        ];
+        request(
+            gw.port,
+            "POST",
+            "/v1/eth/sender/bundle",
+            &h,
+            body.to_string().as_bytes(),
+        )
+        .unwrap()
+    };
+    let r = post_bundle(json!({"txs": [raw], "block_number": 32}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["bundle_hash"], "0xbundle");
+    let hits = builder.hits();
+    let r = post_bundle(json!({"txs": [], "block_number": 32}));
+    assert_eq!(r.status, 400);
+    assert_eq!(builder.hits(), hits);
+}

@@ -921,6 +921,92 @@ impl Edge {
                 ctx.upstream = reply.upstream;
                 Ok(Reply::json(200, reply.body))
             }
+            HandlerKind::EthSenderRaw => {
+                let body = read_body(session, st.config.app.rpc.max_body_bytes).await?;
+                let (raw, preferred) = handlers::sender::parse_raw(&body)?;
+                let call = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "eth_sendRawTransaction", "params": [raw]});
+                let private = st.pools.get("eth_private_rpc").cloned();
+                let (answer, path) = match (preferred, private) {
+                    ("private", None) => {
+                        return Err(ApiError::new(
+                            503,
+                            "pool_not_configured",
+                            "no eth_private_rpc pool is configured",
+                        ))
+                    }
+                    ("private", Some(p)) => {
+                        let r = st
+                            .gateway
+                            .forward(
+                                p.candidates(None),
+                                call.to_string().as_bytes(),
+                                crate::rpc::PRIVATE_TX_METHODS,
+                                &ctx.request_id,
+                            )
+                            .await?;
+                        ctx.upstream = r.upstream;
+                        (
+                            serde_json::from_slice(&r.body).unwrap_or_default(),
+                            "private",
+                        )
+                    }
+                    _ => {
+                        let pool = self.pool("eth_el")?;
+                        let (v, host) = st.gateway.write(&pool, &call, &ctx.request_id).await?;
+                        ctx.upstream = host;
+                        (v, "public")
+                    }
+                };
+                match answer.get("result").and_then(|r| r.as_str()) {
+                    Some(hash) => Ok(Reply::json(
+                        200,
+                        serde_json::to_vec(
+                            &serde_json::json!({"tx_hash": hash, "path_used": path}),
+                        )
+                        .unwrap_or_default(),
+                    )),
+                    None => Err(ApiError::new(
+                        400,
+                        "tx_rejected",
+                        answer
+                            .pointer("/error/message")
+                            .and_then(|m| m.as_str())
+                            .unwrap_or("the node refused the transaction")
+                            .to_string(),
+                    )),
+                }
+            }
+            HandlerKind::EthSenderBundle => {
+                let body = read_body(session, st.config.app.rpc.max_body_bytes).await?;
+                let call = handlers::sender::bundle_call(&body)?;
+                let pool = self.pool("eth_mev_builder")?;
+                let r = st
+                    .gateway
+                    .forward(
+                        pool.candidates(None),
+                        call.to_string().as_bytes(),
+                        crate::rpc::BUILDER_METHODS,
+                        &ctx.request_id,
+                    )
+                    .await?;
+                ctx.upstream = r.upstream;
+                let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap_or_default();
+                match v.pointer("/result/bundleHash").and_then(|h| h.as_str()) {
+                    Some(h) => Ok(Reply::json(
+                        200,
+                        serde_json::to_vec(&serde_json::json!({"bundle_hash": h}))
+                            .unwrap_or_default(),
+                    )),
+                    None => Err(ApiError::new(
+                        400,
+                        "bundle_rejected",
+                        v.pointer("/error/message")
+                            .and_then(|m| m.as_str())
+                            .unwrap_or("the builder refused the bundle")
+                            .to_string(),
+                    )),
+                }
+            }
             HandlerKind::BuilderRpc | HandlerKind::PrivateRpc => {
                 let (pool_name, allow) = if route.handler == HandlerKind::BuilderRpc {
                     ("eth_mev_builder", crate::rpc::BUILDER_METHODS)

@@ -6,3 +6,4 @@ pub mod metrics_mirror;
 pub mod mev_share;
 pub mod relay;
 pub mod scrub;
+pub mod sender;

@@ -473,7 +473,7 @@ impl Gateway {
     }
 
     /// Dispatch `eth_sendRawTransaction`. Each host receives the write at most once.
-    async fn write(
+    pub async fn write(
         &self,
         pool: &Pool,
         call: &Value,
