@@ -90,3 +90,48 @@ fn web3_py_over_two_anvil_nodes_one_lagging_one_killed() {
     assert_eq!(v["errors"], 0, "{}", String::from_utf8_lossy(&out.stderr));
     assert!(v["ok"].as_u64().unwrap() > 20);
 }
+
+#[test]
+fn web3_py_websocket_subscription_through_the_edge() {
+    let node = Anvil::start(1, &[]);
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-anvil, capabilities: [ws]}}\n",
+            node.url()
+        ),
+        ..Default::default()
+    });
+    let key = gw.key("free", &[]);
+    let mut child = std::process::Command::new(python())
+        .arg(root().join("tests/py/ws_subscribe.py"))
+        .arg(format!("ws://127.0.0.1:{}/rpc/eth", gw.port))
+        .arg(&key)
+        .arg("3")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the subscription, then make three new heads.
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    use std::io::BufRead;
+    stdout.read_line(&mut line).unwrap();
+    if line.trim() != "subscribed" {
+        let _ = child.wait();
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        panic!("no subscription: {line}{err}");
+    }
+    for _ in 0..3 {
+        node.mine(1);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{rest}{err}");
+    let heads: Vec<u64> = rest.lines().map(|l| l.trim().parse().unwrap()).collect();
+    assert_eq!(heads, vec![2, 3, 4], "{rest}");
+}
