@@ -159,7 +159,7 @@ pub struct MetricsConf {
     pub listen: String,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConsoleConf {
     /// The one origin allowed to call console routes with credentials.
@@ -216,6 +216,20 @@ fn d_google_jwks() -> String {
 }
 fn d_after_login() -> String {
     "/console/".into()
+}
+
+/// Without a `console:` section the same defaults apply as with an empty one.
+impl Default for ConsoleConf {
+    fn default() -> Self {
+        ConsoleConf {
+            origin: None,
+            trusted_proxies: Vec::new(),
+            session_ttl_secs: d_session_ttl(),
+            email: EmailConf::default(),
+            challenge_ttl_secs: d_challenge_ttl(),
+            google: None,
+        }
+    }
 }
 
 fn d_session_ttl() -> i64 {
@@ -904,4 +918,26 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
         host_headers,
         app,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_minimal_config_loads_with_defaults() {
+        let dir = std::env::temp_dir().join(format!("chainedge-min-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("plugins")).unwrap();
+        let p = dir.join("app.yaml");
+        std::fs::write(
+            &p,
+            "plugins: plugins\nlisten: {http: [\"127.0.0.1:1\"]}\nmetrics: {listen: \"127.0.0.1:2\"}\n\
+             store: {path: s.db}\nplans: [free, basic, pro, business, enterprise, scale]\n",
+        )
+        .unwrap();
+        let loaded = load(&p).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(loaded.app.console.session_ttl_secs, 30 * 86400);
+        assert_eq!(loaded.app.console.email.max_attempts, 5);
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
