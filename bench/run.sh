@@ -4,6 +4,8 @@
 # worker threads, each driven by wrk at fixed concurrency. Writes bench/RESULTS.md.
 #
 #   bench/run.sh [seconds per run, default 10] [connections, default 64]
+#   PROFILE=1 bench/run.sh ...   also records `perf` call graphs of chainedge during (c)
+#                                and (d) into /tmp/chainedge-perf-{c,d}.data
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
@@ -134,8 +136,18 @@ nginx_proxy_hwm() { # the proxy's workers share the process with the upstream se
 echo "bench: ${secs}s per run, $conns connections, $workers workers each" >&2
 a=$(run direct "http://127.0.0.1:$UP/" "$work/post.lua")
 b=$(run nginx "http://127.0.0.1:$NGX/" "$work/post.lua")
+profile() { # profile NAME: perf for the length of one run, in the background
+  if [ -n "${PROFILE:-}" ] && command -v perf >/dev/null; then
+    perf record -q -F 499 -g -p "$ce_pid" -o "/tmp/chainedge-perf-$1.data" -- sleep "$secs" >/dev/null 2>&1 &
+  fi
+}
+profile c
 c=$(run passthrough "http://127.0.0.1:$CE/rpc/eth-beacon/eth/v1/node/version" "$work/key.lua")
+wait_perf() { [ -n "${PROFILE:-}" ] && sleep 1 || true; }
+wait_perf
+profile d
 d=$(run rpc "http://127.0.0.1:$CE/rpc/eth" "$work/post-key.lua")
+wait_perf
 e=$(run local "http://127.0.0.1:$CE/console/app.js")
 ce_hwm=$(hwm_kib "$ce_pid")
 ngx_hwm=$(nginx_proxy_hwm)
