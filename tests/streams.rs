@@ -45,6 +45,25 @@ fn beacon_node(head_slot: u64) -> Fixture {
     })
 }
 
+/// Read `count` events with sseclient-py (`tests/py/sse_read.py`): `{event, data, t}` each.
+fn sse_client(url: &str, header: &str, value: &str, count: usize) -> Vec<Value> {
+    let out = std::process::Command::new(root().join(".venv/bin/python"))
+        .arg(root().join("tests/py/sse_read.py"))
+        .args([url, header, value, &count.to_string()])
+        .output()
+        .expect("python");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 fn cl_pool(hosts: &[(&str, &Fixture, &str)]) -> String {
     let mut s = "  eth_cl:\n    hosts:\n".to_string();
     for (id, f, family) in hosts {
@@ -207,34 +226,18 @@ fn beacon_rest_proxy_policy_failover_and_events() {
     drop(s);
 
     // A real SSE client reads the same stream.
-    let out = std::process::Command::new(root().join(".venv/bin/python"))
-        .arg(root().join("tests/py/sse_read.py"))
-        .arg(format!(
-            "http://127.0.0.1:{}/rpc/eth-beacon/eth/v1/events?topics=head",
-            gw.port
-        ))
-        .arg("x-token")
-        .arg(&basic)
-        .arg("4")
-        .output()
-        .expect("python");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let url = format!(
+        "http://127.0.0.1:{}/rpc/eth-beacon/eth/v1/events?topics=head",
+        gw.port
     );
-    let events: Vec<Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let events = sse_client(&url, "x-token", &basic, 4);
     assert_eq!(events.len(), 4);
     assert!(events
         .iter()
         .all(|e| e["event"] == "head" && e["data"]["slot"] == "100"));
     // Arrivals are spread out as the node sent them (~300 ms apart), not in one burst.
     let spread = events[3]["t"].as_f64().unwrap() - events[0]["t"].as_f64().unwrap();
-    assert!(spread > 0.5, "events arrived together: {stdout}");
+    assert!(spread > 0.5, "events arrived together: {events:?}");
 
     // A node dies (connection refused): calls move to the next CL host, none fail.
     drop(a);
@@ -484,23 +487,10 @@ fn mev_share_stream_cap_window_and_errors() {
 
     // A real SSE client reads the hints.
     std::thread::sleep(Duration::from_millis(300));
-    let out = std::process::Command::new(root().join(".venv/bin/python"))
-        .arg(root().join("tests/py/sse_read.py"))
-        .arg(format!("http://127.0.0.1:{}/sse/eth-mev-share", gw.port))
-        .arg("Authorization")
-        .arg(format!("Bearer {bob}"))
-        .arg("3")
-        .output()
-        .expect("python");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let hints: Vec<Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap()["data"].clone())
+    let url = format!("http://127.0.0.1:{}/sse/eth-mev-share", gw.port);
+    let hints: Vec<Value> = sse_client(&url, "Authorization", &format!("Bearer {bob}"), 3)
+        .into_iter()
+        .map(|e| e["data"].clone())
         .collect();
     assert_eq!(hints.len(), 3);
     assert_eq!(hints[0], serde_json::from_str::<Value>(HINT).unwrap());

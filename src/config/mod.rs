@@ -69,7 +69,8 @@ pub const POOL_NAMES: &[&str] = &[
 /// Release switches routes can depend on.
 pub const SWITCHES: &[&str] = &["base_native"];
 
-/// Client families: the ten metrics layers plus the non-Ethereum node kinds.
+/// Client families: the ten metrics layers first (the metrics mirror's `ETH_LAYERS` takes
+/// them), then the other node kinds.
 pub const FAMILIES: &[&str] = &[
     "el-geth",
     "el-nethermind",
@@ -240,7 +241,7 @@ fn d_challenge_ttl() -> i64 {
 }
 
 /// One-time sign-in codes by email: delivered over SMTP, or (demo) appended to a file.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EmailConf {
     #[serde(default = "d_from")]
@@ -286,7 +287,7 @@ fn d_codes_per_window() -> i64 {
     5
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SmtpConf {
     pub host: String,

@@ -91,7 +91,7 @@ impl Console {
                 .filter_map(|p| p.parse().ok())
                 .collect(),
             mailer: email::Mailer::new(cfg)?,
-            email: clone_email(&c.email),
+            email: c.email.clone(),
             challenge_ttl: c.challenge_ttl_secs,
             signup_plan: cfg.app.plans.first().cloned().unwrap_or_default(),
             oidc,
@@ -184,17 +184,6 @@ impl Console {
         })
         .await?;
         Ok(session_cookies(&token, &csrf, expires, secure))
-    }
-}
-
-fn clone_email(e: &crate::config::EmailConf) -> crate::config::EmailConf {
-    crate::config::EmailConf {
-        from: e.from.clone(),
-        outbox: None,
-        smtp: None,
-        code_ttl_secs: e.code_ttl_secs,
-        max_attempts: e.max_attempts,
-        max_codes_per_15min: e.max_codes_per_15min,
     }
 }
 

@@ -89,6 +89,15 @@ enum Outcome {
 const PASS_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Ctx {
+    /// Headers the edge adds to every response of this request, local or proxied.
+    fn edge_headers(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        self.cors_headers
+            .iter()
+            .chain(self.rate_headers.iter())
+            .map(|(k, v)| (*k, v.as_str()))
+            .chain(self.cookies.iter().map(|c| ("Set-Cookie", c.as_str())))
+    }
+
     fn route_name(&self) -> &str {
         self.route
             .as_ref()
@@ -292,11 +301,13 @@ impl ProxyHttp for Edge {
     ) -> Result<()> {
         resp.insert_header("Server", "chainedge")?;
         resp.insert_header("X-Request-Id", ctx.request_id.as_str())?;
-        for (k, v) in ctx.cors_headers.iter().chain(ctx.rate_headers.iter()) {
-            resp.insert_header(*k, v.as_str())?;
-        }
-        for c in &ctx.cookies {
-            resp.append_header("Set-Cookie", c.as_str())?;
+        for (k, v) in ctx.edge_headers() {
+            // Ours replace a node's own CORS / rate headers; cookies add up.
+            if k == "Set-Cookie" {
+                resp.append_header(k, v)?;
+            } else {
+                resp.insert_header(k, v)?;
+            }
         }
         Ok(())
     }
@@ -559,10 +570,14 @@ impl Edge {
         }
     }
 
+    /// A plan's rank in the configured order (lowest first); `None` for an unknown plan.
+    fn plan_rank(&self, plan: &str) -> Option<usize> {
+        self.state.config.app.plans.iter().position(|p| p == plan)
+    }
+
     /// Plan ("X and above"), scopes and features of the route against the key's tenant.
     fn authorize(&self, route: &Route, rec: &crate::store::KeyRecord) -> Result<(), ApiError> {
-        let plans = &self.state.config.app.plans;
-        let rank = plans.iter().position(|p| *p == rec.plan).unwrap_or(0);
+        let rank = self.plan_rank(&rec.plan).unwrap_or(0);
         let streams = route.envelope == Envelope::Stream;
         if let (Some(min), Some(required)) = (route.min_plan, &route.min_plan_name) {
             if rank < min {
@@ -624,13 +639,12 @@ impl Edge {
         category: &str,
         weight: u32,
     ) -> Result<(), ApiError> {
-        let plans = &self.state.config.app.plans;
         let (caller, tier) = match principal {
             Principal::Admin | Principal::User(_) => return Ok(()),
             Principal::Key(rec) => (
                 crate::limits::Caller::Tenant {
                     id: &rec.tenant_id,
-                    rank: plans.iter().position(|p| *p == rec.plan).unwrap_or(0),
+                    rank: self.plan_rank(&rec.plan).unwrap_or(0),
                 },
                 rec.plan.as_str(),
             ),
@@ -790,9 +804,7 @@ impl Edge {
 
     /// "X and above" against the key's plan, for checks finer than the route's own tier.
     fn require_plan(&self, rec: &crate::store::KeyRecord, required: &str) -> Result<(), ApiError> {
-        let plans = &self.state.config.app.plans;
-        let rank = |p: &str| plans.iter().position(|x| x == p);
-        match (rank(&rec.plan), rank(required)) {
+        match (self.plan_rank(&rec.plan), self.plan_rank(required)) {
             (Some(have), Some(need)) if have >= need => Ok(()),
             (_, None) => Ok(()),
             _ => Err(self.tier_insufficient(
@@ -801,6 +813,38 @@ impl Edge {
                 format!("this path needs plan {required} or above"),
             )),
         }
+    }
+
+    /// A JSON-RPC body through the gateway: bounded read, each call of a batch counted
+    /// against the rate limit, per-family plans for the caller.
+    async fn json_rpc(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        route: &Route,
+        pool: &crate::pools::Pool,
+    ) -> Result<Reply, ApiError> {
+        let st = &*self.state;
+        let body = read_body(session, st.config.app.rpc.max_body_bytes).await?;
+        // The request already counted once; a batch's other calls count too.
+        let calls = batch_len(&body);
+        if calls > 1 {
+            if let (Some(category), Some(principal)) = (&route.rate, ctx.principal.clone()) {
+                self.limit_weighted(session, ctx, &principal, category, calls - 1)?;
+            }
+        }
+        let (rank, plan) = match &ctx.principal {
+            Some(Principal::Key(k)) => (self.plan_rank(&k.plan).unwrap_or(0), k.plan.as_str()),
+            // Admins (per-host RPC) are not bound by plans.
+            _ => (usize::MAX, "admin"),
+        };
+        let caller = crate::rpc::Caller { rank, plan };
+        let reply = st
+            .gateway
+            .handle(pool, &body, &ctx.request_id, &caller)
+            .await?;
+        ctx.upstream = reply.upstream;
+        Ok(Reply::json(200, reply.body))
     }
 
     async fn dispatch_local(
@@ -812,57 +856,15 @@ impl Edge {
         let st = &*self.state;
         match route.handler {
             HandlerKind::JsonRpc => {
-                let pool_name = route.pool.as_deref().unwrap_or("eth_el");
-                let pool = st
-                    .pools
-                    .get(pool_name)
-                    .ok_or_else(|| {
-                        ApiError::new(
-                            503,
-                            "pool_not_configured",
-                            format!("no {pool_name} pool is configured"),
-                        )
-                    })?
-                    .clone();
-                let body = read_body(session, st.config.app.rpc.max_body_bytes).await?;
-                // The request already counted once; a batch's other calls count too.
-                let calls = batch_len(&body);
-                if calls > 1 {
-                    if let (Some(category), Some(principal)) = (&route.rate, ctx.principal.clone())
-                    {
-                        self.limit_weighted(session, ctx, &principal, category, calls - 1)?;
-                    }
-                }
-                let (rank, plan) = match &ctx.principal {
-                    Some(Principal::Key(k)) => (
-                        st.config
-                            .app
-                            .plans
-                            .iter()
-                            .position(|p| *p == k.plan)
-                            .unwrap_or(0),
-                        k.plan.clone(),
-                    ),
-                    // Admins (per-host RPC) are not bound by plans.
-                    _ => (usize::MAX, "admin".to_string()),
-                };
-                let caller = crate::rpc::Caller { rank, plan: &plan };
-                let reply = st
-                    .gateway
-                    .handle(&pool, &body, &ctx.request_id, &caller)
-                    .await?;
-                ctx.upstream = reply.upstream;
-                Ok(Reply::json(200, reply.body))
+                let pool = self.pool(route.pool.as_deref().unwrap_or("eth_el"))?;
+                self.json_rpc(session, ctx, route, &pool).await
             }
-            HandlerKind::BasePage => match st.config.app.base_mode {
-                crate::config::BaseMode::Edge => {
-                    let mut r = Reply::json(200, BASE_PAGE.as_bytes().to_vec());
-                    r.content_type = Some("text/html; charset=utf-8");
-                    Ok(r.with_headers(vec![("Cache-Control", "public, max-age=3600".into())]))
-                }
-                // At the origin the route is JSON-RPC only.
-                crate::config::BaseMode::Origin => Err(ApiError::method_not_allowed("POST")),
-            },
+            // `edge_only`: an origin gateway has no such route (405 `Allow: POST` instead).
+            HandlerKind::BasePage => {
+                let mut r = Reply::json(200, BASE_PAGE.as_bytes().to_vec());
+                r.content_type = Some("text/html; charset=utf-8");
+                Ok(r.with_headers(vec![("Cache-Control", "public, max-age=3600".into())]))
+            }
             HandlerKind::ConsolePage => {
                 crate::console::page::serve(ctx.params.last().map(String::as_str).unwrap_or(""))
             }
@@ -889,6 +891,8 @@ impl Edge {
                 };
                 crate::console::api::handle(&st.console, &st.keys, req).await
             }
+            // An operator (or enterprise key) asking one node: the gateway on a pool
+            // pinned to that host.
             HandlerKind::HostRpc => {
                 let host_id = ctx.params.first().cloned().unwrap_or_default();
                 let pool = self.pool(route.pool.as_deref().unwrap_or("eth_el"))?;
@@ -899,27 +903,8 @@ impl Edge {
                         format!("no host {host_id} in {}", pool.name),
                     )
                 })?;
-                let pinned = pool.pinned_to(&host);
-                let body = read_body(session, st.config.app.rpc.max_body_bytes).await?;
-                let (rank, plan) = match &ctx.principal {
-                    Some(Principal::Key(k)) => (
-                        st.config
-                            .app
-                            .plans
-                            .iter()
-                            .position(|p| *p == k.plan)
-                            .unwrap_or(0),
-                        k.plan.clone(),
-                    ),
-                    _ => (usize::MAX, "admin".to_string()),
-                };
-                let caller = crate::rpc::Caller { rank, plan: &plan };
-                let reply = st
-                    .gateway
-                    .handle(&pinned, &body, &ctx.request_id, &caller)
-                    .await?;
-                ctx.upstream = reply.upstream;
-                Ok(Reply::json(200, reply.body))
+                self.json_rpc(session, ctx, route, &pool.pinned_to(&host))
+                    .await
             }
             HandlerKind::EthSenderRaw => {
                 let body = read_body(session, st.config.app.rpc.max_body_bytes).await?;
@@ -1068,9 +1053,8 @@ impl Edge {
 
     /// Whether cookies set on this response get `Secure`.
     fn secure(&self, session: &Session) -> bool {
-        let tls = session.digest().is_some_and(|d| d.ssl_digest.is_some());
         self.state.console.secure(
-            tls,
+            is_tls(session),
             peer_ip(session),
             header_str(session, "x-forwarded-proto"),
         )
@@ -1078,7 +1062,7 @@ impl Edge {
 
     /// Whether `origin` is this gateway itself (scheme of the connection + `Host`).
     fn same_origin(&self, session: &Session, origin: &str) -> bool {
-        let tls = session.digest().is_some_and(|d| d.ssl_digest.is_some());
+        let tls = is_tls(session);
         // HTTP/2 carries the host in `:authority` rather than a Host header.
         let host = header_str(session, "host")
             .or_else(|| session.req_header().uri.authority().map(|a| a.as_str()));
@@ -1190,6 +1174,11 @@ fn format_rps(rps: f64) -> String {
 
 fn header_str<'a>(session: &'a Session, name: &str) -> Option<&'a str> {
     session.get_header(name).and_then(|v| v.to_str().ok())
+}
+
+/// Whether the client connection is TLS.
+fn is_tls(session: &Session) -> bool {
+    session.digest().is_some_and(|d| d.ssl_digest.is_some())
 }
 
 fn peer_ip(session: &Session) -> Option<IpAddr> {

@@ -47,22 +47,16 @@ impl Reply {
 }
 
 pub async fn write(session: &mut Session, ctx: &Ctx, reply: Reply) -> Result<()> {
-    let mut h = ResponseHeader::build(
-        reply.status,
-        Some(4 + reply.headers.len() + ctx.cors_headers.len() + ctx.rate_headers.len()),
-    )?;
+    let mut h = ResponseHeader::build(reply.status, Some(8 + reply.headers.len()))?;
     h.insert_header("Server", "chainedge")?;
     h.insert_header("X-Request-Id", ctx.request_id.as_str())?;
     if let Some(ct) = reply.content_type {
         h.insert_header("Content-Type", ct)?;
     }
     h.insert_header("Content-Length", reply.body.len().to_string())?;
-    let edge_headers = ctx.cors_headers.iter().chain(ctx.rate_headers.iter());
-    for (k, v) in reply.headers.iter().chain(edge_headers) {
-        h.append_header(*k, v.as_str())?;
-    }
-    for c in &ctx.cookies {
-        h.append_header("Set-Cookie", c.as_str())?;
+    let own = reply.headers.iter().map(|(k, v)| (*k, v.as_str()));
+    for (k, v) in own.chain(ctx.edge_headers()) {
+        h.append_header(k, v)?;
     }
     let head_only = session.req_header().method == http::Method::HEAD || reply.body.is_empty();
     session

@@ -17,19 +17,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The ten Ethereum client layers.
-pub const ETH_LAYERS: &[&str] = &[
-    "el-geth",
-    "el-nethermind",
-    "el-erigon",
-    "el-besu",
-    "el-reth",
-    "cl-lighthouse",
-    "cl-prysm",
-    "cl-teku",
-    "cl-nimbus",
-    "cl-lodestar",
-];
+/// The ten Ethereum client layers: the first ten client families.
+pub const ETH_LAYERS: &[&str] = crate::config::FAMILIES.split_at(10).0;
 /// Polygon's two node kinds.
 pub const POLYGON_LAYERS: &[&str] = &["bor", "heimdall"];
 
@@ -262,6 +251,15 @@ impl MetricsCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn eth_layers_are_the_ten_el_and_cl_families() {
+        assert_eq!(ETH_LAYERS.len(), 10);
+        assert!(ETH_LAYERS
+            .iter()
+            .all(|l| l.starts_with("el-") || l.starts_with("cl-")));
+        assert!(!ETH_LAYERS.contains(&"el-anvil"));
+    }
 
     #[test]
     fn pprof_in_any_spelling() {

@@ -410,6 +410,19 @@ impl Gateway {
                 ),
             ));
         }
+        self.try_hosts(&hosts, body, rid, true).await
+    }
+
+    /// Hosts in order, within the retry budget and the overall deadline, until one gives
+    /// an answer worth returning. With `node_state`, a "cannot answer now" error (lagging
+    /// or missing namespace) also moves on to the next host.
+    async fn try_hosts(
+        &self,
+        hosts: &[Arc<Host>],
+        body: Bytes,
+        rid: &str,
+        node_state: bool,
+    ) -> Result<RpcReply, ApiError> {
         let deadline = Instant::now() + self.conf.timeout;
         let mut last_error = String::new();
         for host in hosts.iter().take(self.conf.max_attempts) {
@@ -419,9 +432,9 @@ impl Gateway {
             }
             match self.attempt(host, body.clone(), rid, left).await {
                 Ok(body) => {
-                    if let Some(reason) = node_state_error(&body) {
+                    if let Some(reason) = node_state.then(|| node_state_error(&body)).flatten() {
                         host.record_failure(&reason);
-                        metrics::upstream_failure(&pool.name, &host.id, "node_state");
+                        metrics::upstream_failure(&host.pool, &host.id, "node_state");
                         last_error = format!("{}: {reason}", host.id);
                         continue;
                     }
@@ -652,31 +665,8 @@ impl Gateway {
                 "no healthy host for this endpoint",
             ));
         }
-        let deadline = Instant::now() + self.conf.timeout;
-        let mut last = String::new();
-        for host in hosts.iter().take(self.conf.max_attempts) {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            match self
-                .attempt(host, Bytes::copy_from_slice(body), rid, left)
-                .await
-            {
-                Ok(b) => {
-                    host.record_success();
-                    return Ok(RpcReply {
-                        body: b,
-                        upstream: Some(host.id.clone()),
-                    });
-                }
-                Err(e) => last = format!("{}: {e}", host.id),
-            }
-        }
-        Err(ApiError::bad_gateway(
-            "upstream_unavailable",
-            format!("every attempt failed; last: {last}"),
-        ))
+        self.try_hosts(&hosts, Bytes::copy_from_slice(body), rid, false)
+            .await
     }
 
     /// Filters: creation goes to any host (remembered by filter id); polls and uninstall
