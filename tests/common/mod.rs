@@ -198,8 +198,12 @@ impl Drop for Proc {
 pub fn wait_for_port(port: u16, within: Duration) {
     let until = Instant::now() + within;
     while Instant::now() < until {
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
+        // A connect to a free port in the ephemeral range can pick that same port as its
+        // source and "succeed" against itself (TCP simultaneous open); that is no listener.
+        if let Ok(s) = TcpStream::connect(("127.0.0.1", port)) {
+            if s.local_addr().ok() != s.peer_addr().ok() {
+                return;
+            }
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -222,11 +226,24 @@ pub struct Anvil {
 
 impl Anvil {
     pub fn start(chain_id: u64, extra: &[&str]) -> Anvil {
-        Anvil::start_on(free_port(), chain_id, extra)
+        // Another test may take the port between `free_port` and anvil's bind; try anew.
+        for _ in 0..3 {
+            if let Some(a) = Anvil::try_start_on(free_port(), chain_id, extra) {
+                return a;
+            }
+        }
+        panic!("anvil did not start on any of three ports");
     }
 
     /// Start a node on a given port (also: restart a stopped one on its old port).
     pub fn start_on(port: u16, chain_id: u64, extra: &[&str]) -> Anvil {
+        Anvil::try_start_on(port, chain_id, extra)
+            .unwrap_or_else(|| panic!("anvil did not start on port {port}"))
+    }
+
+    /// Spawn anvil and wait until it answers JSON-RPC itself (not just until the port
+    /// accepts a connection); `None` when the process exits or never answers.
+    fn try_start_on(port: u16, chain_id: u64, extra: &[&str]) -> Option<Anvil> {
         let child = Command::new(anvil_path())
             .args([
                 "--port",
@@ -240,12 +257,37 @@ impl Anvil {
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn anvil");
-        let proc = Proc { child };
-        wait_for_port(port, Duration::from_secs(10));
-        let a = Anvil { port, proc };
+        let mut a = Anvil {
+            port,
+            proc: Proc { child },
+        };
+        let probe =
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []});
+        let want = format!("0x{chain_id:x}");
+        let until = Instant::now() + Duration::from_secs(10);
+        loop {
+            let answered = request(
+                port,
+                "POST",
+                "/",
+                &[("Content-Type", "application/json")],
+                probe.to_string().as_bytes(),
+            )
+            .ok()
+            .filter(|r| r.status == 200)
+            .and_then(|r| serde_json::from_slice::<serde_json::Value>(&r.body).ok())
+            .is_some_and(|v| v["result"] == want.as_str());
+            if answered {
+                break;
+            }
+            if Instant::now() > until || matches!(a.proc.child.try_wait(), Ok(Some(_))) {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
         // A fresh chain sits at height 0, which health checks treat as broken.
         a.mine(1);
-        a
+        Some(a)
     }
 
     pub fn url(&self) -> String {
