@@ -33,6 +33,17 @@ impl Browser {
 
     /// Send with cookies; unsafe methods echo `nl_csrf` in `X-CSRF-Token` unless `csrf` says otherwise.
     fn send(&mut self, method: &str, path: &str, body: Option<Value>, csrf: Option<&str>) -> Resp {
+        self.try_send(method, path, body, csrf).unwrap()
+    }
+
+    /// `send` that reports a transport error (a gateway that is gone) instead of panicking.
+    fn try_send(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+        csrf: Option<&str>,
+    ) -> std::io::Result<Resp> {
         let jar: Vec<String> = self
             .cookies
             .iter()
@@ -52,7 +63,7 @@ impl Browser {
             }
         }
         let body = body.map(|b| b.to_string()).unwrap_or_default();
-        let r = request(self.port, method, path, &h, body.as_bytes()).unwrap();
+        let r = request(self.port, method, path, &h, body.as_bytes())?;
         self.last_set_cookies = r
             .headers
             .iter()
@@ -67,7 +78,7 @@ impl Browser {
                 self.cookies.push((k.to_string(), v.to_string()));
             }
         }
-        r
+        Ok(r)
     }
 }
 
@@ -749,4 +760,110 @@ fn google_oidc_sign_in_with_pkce_state_and_nonce() {
         (r.status, r.json()),
         (502, json!({"error": "oidc_exchange_failed"}))
     );
+}
+
+/// Issue 8: SIGKILL while keys and sessions are being written loses no write the gateway
+/// acknowledged (SQLite WAL, `synchronous=FULL`): after a restart on the same store every
+/// acknowledged session resolves, and every acknowledged key is listed and authenticates.
+#[test]
+fn sigkill_while_writing_keys_and_sessions_loses_no_acknowledged_write() {
+    use std::sync::{Arc, Mutex};
+    /// One signed-in user: email, cookies and the (id, raw) of each key it got.
+    type Written = (String, Vec<(String, String)>, Vec<(String, String)>);
+    let node = Fixture::json_rpc();
+    let (mut gw, outbox) = console_gateway(&node, "");
+
+    // Writers sign new users in and create keys for them, recording only what the gateway
+    // acknowledged, until the gateway vanishes under them.
+    let written: Arc<Mutex<Vec<Written>>> = Arc::default();
+    let port = gw.port;
+    let writers: Vec<_> = (0..3)
+        .map(|w| {
+            let (written, outbox) = (written.clone(), outbox.clone());
+            std::thread::spawn(move || {
+                for n in 0.. {
+                    let email = format!("w{w}-user{n}@example.com");
+                    let mut b = Browser::new(port);
+                    let body = json!({"email": email});
+                    match b.try_send("POST", "/v1/auth/email/start", Some(body), None) {
+                        Ok(r) if r.status == 202 => {}
+                        Ok(r) => panic!("code refused: {} {}", r.status, r.text()),
+                        Err(_) => return,
+                    }
+                    let body = json!({"email": email, "code": outbox_code(&outbox, &email)});
+                    match b.try_send("POST", "/v1/auth/email/verify", Some(body), None) {
+                        Ok(r) if r.status == 200 => {}
+                        Ok(r) => panic!("sign-in refused: {} {}", r.status, r.text()),
+                        Err(_) => return,
+                    }
+                    let slot = {
+                        let mut all = written.lock().unwrap();
+                        all.push((email, b.cookies.clone(), Vec::new()));
+                        all.len() - 1
+                    };
+                    for k in 0..5 {
+                        let body = json!({"name": format!("k{k}")});
+                        match b.try_send("POST", "/v1/keys", Some(body), None) {
+                            Ok(r) if r.status == 201 => {
+                                let v = r.json();
+                                let key = (v["id"].as_str().unwrap(), v["raw"].as_str().unwrap());
+                                written.lock().unwrap()[slot]
+                                    .2
+                                    .push((key.0.to_string(), key.1.to_string()));
+                            }
+                            Ok(r) => panic!("key write refused: {} {}", r.status, r.text()),
+                            Err(_) => return,
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+
+    // Kill once writes are flowing, in the middle of them.
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (users, keys) = {
+            let all = written.lock().unwrap();
+            (all.len(), all.iter().map(|u| u.2.len()).sum::<usize>())
+        };
+        if users >= 8 && keys >= 30 {
+            break;
+        }
+        assert!(std::time::Instant::now() < until, "writes did not flow");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut dead = gw.proc.take().unwrap();
+    dead.signal("KILL");
+    assert!(dead.exited_within(Duration::from_secs(5)));
+    for w in writers {
+        w.join().unwrap();
+    }
+
+    gw.proc = Some(gw.spawn(false));
+    gw.wait_ready(Duration::from_secs(20));
+    let written = written.lock().unwrap().clone();
+    let key_count: usize = written.iter().map(|u| u.2.len()).sum();
+    eprintln!(
+        "acknowledged before SIGKILL: {} sessions, {key_count} keys",
+        written.len()
+    );
+    for (email, cookies, keys) in written {
+        let mut b = Browser::new(gw.port);
+        b.cookies = cookies;
+        let me = b.send("GET", "/v1/auth/me", None, None);
+        assert_eq!(me.status, 200, "session of {email} lost: {}", me.text());
+        assert_eq!(me.json()["user"]["email"], email.as_str());
+        let listed = b.send("GET", "/v1/keys", None, None).json();
+        let listed: std::collections::HashSet<&str> = listed["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k["id"].as_str().unwrap())
+            .collect();
+        for (id, raw) in &keys {
+            assert!(listed.contains(id.as_str()), "key {id} of {email} lost");
+            assert_eq!(rpc_status(gw.port, raw), 200, "key {id} of {email} refused");
+        }
+    }
 }
