@@ -1,19 +1,9 @@
 //! chainedge: an edge data plane for blockchain node fleets, on Pingora.
 
-mod auth;
-mod cli;
-mod config;
-mod console;
-mod edge;
-mod errors;
-mod handlers;
-mod limits;
-mod observe;
-mod pools;
-mod routes;
-mod rpc;
-mod store;
-mod upstream;
+use chainedge::{
+    auth, cli, config, console, edge, handlers, limits, observe, pools, routes, rpc, store,
+    upstream,
+};
 
 use clap::Parser;
 

@@ -471,11 +471,7 @@ impl Edge {
                 ctx.params = params;
                 ctx.path_suspicious = path.suspicious;
                 ctx.envelope = route.envelope;
-                let has_tail = matches!(
-                    route.segments.last(),
-                    Some(crate::routes::matcher::Seg::Tail(_))
-                );
-                if path.suspicious && !has_tail {
+                if path.suspicious && !route.has_tail() {
                     return Err(ApiError::new(
                         400,
                         "invalid_path",
@@ -1096,7 +1092,7 @@ const CALLER_ONLY_HEADERS: &[&str] = &[
 
 /// Number of calls in a JSON-RPC batch body (1 for a single call or bad JSON, which the
 /// gateway then refuses).
-fn batch_len(body: &[u8]) -> u32 {
+pub fn batch_len(body: &[u8]) -> u32 {
     if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'[') {
         return 1;
     }

@@ -24,7 +24,6 @@ pub struct Route {
     pub methods: Vec<HttpMethod>,
     pub path: String,
     pub segments: Vec<Seg>,
-    #[allow(dead_code)] // read by local handlers through `param` (issues 4-7)
     pub param_names: Vec<String>,
     pub handler: HandlerKind,
     pub credential: Credential,
@@ -45,7 +44,11 @@ pub struct Route {
 }
 
 impl Route {
-    #[allow(dead_code)] // local handlers (issues 4-7)
+    /// The pattern ends in `{*tail}`: its handler checks the rest of the path itself.
+    pub fn has_tail(&self) -> bool {
+        matches!(self.segments.last(), Some(matcher::Seg::Tail(_)))
+    }
+
     pub fn param<'a>(&self, params: &'a [String], name: &str) -> Option<&'a str> {
         let i = self.param_names.iter().position(|n| n == name)?;
         params.get(i).map(String::as_str)

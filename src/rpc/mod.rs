@@ -140,7 +140,11 @@ const ARCHIVE_DEPTH: u64 = 128;
 
 /// Combine the calls' block needs against the pool head of the last health round.
 fn need_of<'a>(pool: &Pool, calls: impl IntoIterator<Item = &'a Value>) -> Need {
-    let head = pool.head.load(std::sync::atomic::Ordering::Relaxed);
+    need_at(pool.head.load(std::sync::atomic::Ordering::Relaxed), calls)
+}
+
+/// Combine the calls' block needs against a pool head.
+pub fn need_at<'a>(head: u64, calls: impl IntoIterator<Item = &'a Value>) -> Need {
     let mut need = Need::default();
     for call in calls {
         let method = call.get("method").and_then(Value::as_str).unwrap_or("");
@@ -732,13 +736,13 @@ impl Gateway {
 }
 
 #[derive(PartialEq, Eq, Debug)]
-enum WriteOutcome {
+pub enum WriteOutcome {
     Accepted,
     AlreadyKnown,
     Rejected,
 }
 
-fn write_outcome(body: &[u8]) -> WriteOutcome {
+pub fn write_outcome(body: &[u8]) -> WriteOutcome {
     let Ok(v) = serde_json::from_slice::<Value>(body) else {
         return WriteOutcome::Rejected;
     };
@@ -771,7 +775,7 @@ fn node_state_error(body: &[u8]) -> Option<String> {
     }
 }
 
-fn method_of(call: &Value) -> Result<&str, ApiError> {
+pub fn method_of(call: &Value) -> Result<&str, ApiError> {
     call.get("method")
         .and_then(Value::as_str)
         .ok_or_else(|| ApiError::invalid_params("each JSON-RPC call needs a string 'method'"))

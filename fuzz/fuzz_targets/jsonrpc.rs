@@ -1,0 +1,51 @@
+//! The JSON-RPC request path before any upstream: batch counting for the rate limiter,
+//! parsing, method classification, block needs, raw-transaction hashing, and the reading
+//! of an upstream's answer to a write. None may panic; the invariants below must hold.
+#![no_main]
+
+use chainedge::edge::batch_len;
+use chainedge::rpc::methods::{block_need, classify, MethodClass};
+use chainedge::rpc::{method_of, need_at, tx_hash, write_outcome};
+use libfuzzer_sys::fuzz_target;
+use serde_json::Value;
+
+fuzz_target!(|body: &[u8]| {
+    let counted = batch_len(body);
+    assert!(counted >= 1);
+    // An upstream's answer is untrusted input too.
+    let _ = write_outcome(body);
+    let Ok(parsed) = serde_json::from_slice::<Value>(body) else {
+        return;
+    };
+    let calls: Vec<&Value> = match &parsed {
+        Value::Array(a) => {
+            // The limiter charges what the gateway will run.
+            assert_eq!(counted as usize, a.len().max(1));
+            a.iter().collect()
+        }
+        other => vec![other],
+    };
+    for call in &calls {
+        let Ok(method) = method_of(call) else {
+            continue;
+        };
+        let class = classify(method);
+        let _ = class.capability();
+        let _ = block_need(method, call.get("params"));
+        if class == MethodClass::Write {
+            if let Some(raw) = call.pointer("/params/0").and_then(Value::as_str) {
+                if let Some(h) = tx_hash(raw) {
+                    assert_eq!(h.len(), 66);
+                }
+            }
+        }
+        // Classification is by exact name: admin/personal/miner never pass.
+        if ["admin_", "personal_", "miner_"].iter().any(|p| method.starts_with(p)) {
+            assert_eq!(class, MethodClass::Unknown, "{method}");
+        }
+    }
+    for head in [0, 1, u64::MAX] {
+        let need = need_at(head, calls.iter().copied());
+        assert!(need.min_head >= head.min(need.min_head));
+    }
+});

@@ -1,0 +1,17 @@
+//! chainedge as a library: the binary (`src/main.rs`) wires these modules into a Pingora
+//! server; fuzz targets (`fuzz/`) and benchmarks call the pure parts directly.
+
+pub mod auth;
+pub mod cli;
+pub mod config;
+pub mod console;
+pub mod edge;
+pub mod errors;
+pub mod handlers;
+pub mod limits;
+pub mod observe;
+pub mod pools;
+pub mod routes;
+pub mod rpc;
+pub mod store;
+pub mod upstream;
