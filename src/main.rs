@@ -244,5 +244,8 @@ fn run(
     metrics.threads = Some(1);
     server.add_service(metrics);
 
-    server.run_forever()
+    // `run` returns once the server has shut down (gracefully or after an upgrade).
+    server.run(pingora_core::server::RunArgs::default());
+    observe::access_log::flush();
+    Ok(())
 }

@@ -336,3 +336,79 @@ fn sustained_rate_is_never_refused_burst_admitted_overdrive_cut() {
         "3x the rate should be cut to about 20 rps, got {admitted_rps:.1}"
     );
 }
+
+/// The access log (issue 2): one JSON line per request with route, status, latency,
+/// upstream and request id; ids of the caller, never the key or the query string. Lines
+/// are written in batches off the proxy path, and the last ones are flushed at shutdown.
+#[test]
+fn access_log_has_one_secret_free_line_per_request() {
+    let node = Fixture::json_rpc();
+    let mut gw = gateway_over(&node, "");
+    let key = gw.key("basic", &[]);
+    let auth = format!("Bearer {key}");
+    let r = post_rpc(
+        &gw,
+        &[("Authorization", &auth), ("X-Request-Id", "trace-me-1")],
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = gw.get(&format!("/v1/eth/no/such?api_key={key}"), &[]);
+    assert_eq!(r.status, 404);
+
+    // Written within the writer's drain interval (50 ms), not per request.
+    let lines = |gw: &Gateway| -> Vec<serde_json::Value> {
+        std::fs::read_to_string(gw.access_log())
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect()
+    };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    while lines(&gw)
+        .iter()
+        .filter(|l| l["path"] != "/__ready")
+        .count()
+        < 2
+    {
+        assert!(std::time::Instant::now() < until, "no access log lines");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let text = std::fs::read_to_string(gw.access_log()).unwrap();
+    assert!(!text.contains(&key), "a key reached the access log");
+    let all = lines(&gw);
+    let rpc = all
+        .iter()
+        .find(|l| l["request_id"] == "trace-me-1")
+        .unwrap();
+    assert_eq!(rpc["route"], "eth.rpc");
+    assert_eq!(rpc["method"], "POST");
+    assert_eq!(rpc["status"], 200);
+    assert_eq!(rpc["upstream"], "el-1");
+    assert!(
+        rpc["tenant"].is_string() && rpc["key_id"].is_string(),
+        "{rpc}"
+    );
+    assert!(rpc["latency_ms"].as_f64().unwrap() > 0.0);
+    let missing = all
+        .iter()
+        .find(|l| l["status"] == 404 && l["path"] != "/__ready")
+        .unwrap();
+    assert_eq!(missing["path"], "/v1/eth/no/such");
+    assert_eq!(missing["error"], "route_not_found");
+
+    // SIGTERM: the lines of the last requests are flushed before the process exits.
+    for i in 0..20 {
+        let id = format!("last-{i}");
+        post_rpc(&gw, &[("Authorization", &auth), ("X-Request-Id", &id)]);
+    }
+    let mut proc = gw.proc.take().unwrap();
+    proc.signal("TERM");
+    assert!(proc.exited_within(std::time::Duration::from_secs(10)));
+    let all = lines(&gw);
+    for i in 0..20 {
+        let id = format!("last-{i}");
+        assert!(
+            all.iter().any(|l| l["request_id"] == id.as_str()),
+            "{id} not logged"
+        );
+    }
+}

@@ -1,8 +1,15 @@
 //! One JSON line per request on stdout. Never a secret: no query string, no headers
-//! beyond what is listed, no credential.
+//! beyond what is listed, no credential. Lines are queued and written in batches by a
+//! background thread, like nginx's `access_log ... buffer=`: the proxy path never makes
+//! a syscall to log.
 
+use super::metrics;
+use once_cell::sync::Lazy;
 use serde::Serialize;
 use std::io::Write;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Mutex;
+use std::time::Duration;
 
 #[derive(Serialize)]
 pub struct AccessLine<'a> {
@@ -24,10 +31,56 @@ pub struct AccessLine<'a> {
     pub error: Option<&'a str>,
 }
 
+/// Lines waiting for the writer; beyond this (stdout stalled) new lines are dropped and
+/// counted rather than blocking the proxy.
+const QUEUE_LINES: usize = 65_536;
+/// How often the writer drains the queue. Requests never wake it, so logging costs a
+/// queue push per request, not a syscall.
+const DRAIN_EVERY: Duration = Duration::from_millis(50);
+
+struct Queue {
+    tx: SyncSender<Vec<u8>>,
+    rx: Mutex<Receiver<Vec<u8>>>,
+}
+
+/// Created on the first line, i.e. after Pingora has daemonised (a thread started before
+/// the fork would not survive it).
+static QUEUE: Lazy<Queue> = Lazy::new(|| {
+    let (tx, rx) = sync_channel(QUEUE_LINES);
+    std::thread::Builder::new()
+        .name("access-log".into())
+        .spawn(|| loop {
+            std::thread::sleep(DRAIN_EVERY);
+            flush();
+        })
+        .expect("spawn the access-log writer");
+    Queue {
+        tx,
+        rx: Mutex::new(rx),
+    }
+});
+
 pub fn write(line: &AccessLine) {
-    if let Ok(mut text) = serde_json::to_vec(line) {
-        text.push(b'\n');
-        // One write per line keeps lines whole when several threads log at once.
-        let _ = std::io::stdout().lock().write_all(&text);
+    let Ok(mut text) = serde_json::to_vec(line) else {
+        return;
+    };
+    text.push(b'\n');
+    if QUEUE.tx.try_send(text).is_err() {
+        metrics::ACCESS_LOG_DROPPED.inc();
+    }
+}
+
+/// Write every queued line to stdout in one go (the writer thread, and once at exit).
+pub fn flush() {
+    let Ok(rx) = QUEUE.rx.lock() else {
+        return;
+    };
+    let mut out = Vec::new();
+    while let Ok(line) = rx.try_recv() {
+        out.extend_from_slice(&line);
+    }
+    if !out.is_empty() {
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout.write_all(&out).and_then(|()| stdout.flush());
     }
 }

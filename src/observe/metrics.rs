@@ -110,6 +110,16 @@ pub static HOST_CHECK_LATENCY: Lazy<GaugeVec> = Lazy::new(|| {
     )
 });
 
+pub static ACCESS_LOG_DROPPED: Lazy<prometheus::IntCounter> = Lazy::new(|| {
+    register(
+        prometheus::IntCounter::new(
+            "chainedge_access_log_dropped_total",
+            "Access log lines dropped because stdout could not keep up",
+        )
+        .unwrap(),
+    )
+});
+
 pub static STREAMS_OPEN: Lazy<prometheus::IntGauge> = Lazy::new(|| {
     register(prometheus::IntGauge::new("chainedge_streams_open", "Open MEV-Share streams").unwrap())
 });
@@ -143,6 +153,7 @@ pub fn init() {
     Lazy::force(&HOST_LAG);
     Lazy::force(&HOST_CHECK_LATENCY);
     Lazy::force(&STREAMS_OPEN);
+    Lazy::force(&ACCESS_LOG_DROPPED);
 }
 
 pub fn request_done(route: &str, status: u16, seconds: f64) {

@@ -439,6 +439,11 @@ impl Gateway {
         }
     }
 
+    /// The access log (stdout) of every process started on this config.
+    pub fn access_log(&self) -> PathBuf {
+        self.dir.join("access.log")
+    }
+
     /// Start a gateway process on this config (`upgrade` adds `-u`).
     pub fn spawn(&self, upgrade: bool) -> Proc {
         let mut cmd = Command::new(bin());
@@ -449,8 +454,14 @@ impl Gateway {
         if upgrade {
             cmd.arg("-u");
         }
+        // stdout is the access log; each process appends to the same file.
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.access_log())
+            .unwrap();
         cmd.envs(self.env.iter().cloned())
-            .stdout(Stdio::null())
+            .stdout(Stdio::from(log))
             .stderr(Stdio::from(
                 std::fs::File::create(self.dir.join(format!("stderr-{}", rand_suffix()))).unwrap(),
             ));
