@@ -27,9 +27,11 @@ impl ProxyHttp for Bare {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let mut conf = ServerConf::default();
-    conf.threads = args[3].parse().unwrap();
-    conf.work_stealing = std::env::var("STEAL").is_ok();
+    let conf = ServerConf {
+        threads: args[3].parse().unwrap(),
+        work_stealing: std::env::var("STEAL").is_ok(),
+        ..Default::default()
+    };
     let mut server = Server::new_with_opt_and_conf(None, conf);
     let mut svc = pingora_proxy::http_proxy_service(&server.configuration, Bare(args[2].clone()));
     svc.add_tcp(&args[1]);

@@ -43,8 +43,11 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(params.len(), route.param_names.len(), "{raw:?} on {}", route.path);
         let _ = route.has_tail();
     }
-    if let Ok((upstream_path, _)) = beacon::policy(&raw, "/rpc/eth-beacon") {
-        assert!(!upstream_path.contains(".."), "{raw:?} -> {upstream_path:?}");
+    // The edge hands the beacon check the path without its query, as Pingora parsed it.
+    let path_only = raw.split(['?', '#']).next().unwrap_or("");
+    if let Ok((upstream_path, _)) = beacon::policy(path_only, "/rpc/eth-beacon") {
+        let traversal = upstream_path.split('/').any(|s| s == "." || s == "..");
+        assert!(!traversal, "{raw:?} -> {upstream_path:?}");
         assert!(!upstream_path.contains("//"), "{raw:?} -> {upstream_path:?}");
     }
     let (p, q) = match raw.split_once('?') {

@@ -276,4 +276,14 @@ mod tests {
             "route_not_found"
         );
     }
+
+    /// From fuzzing (fuzz/run.sh routes): dots inside a segment are a name, not a
+    /// traversal, and pass through unchanged; only a whole `.`/`..` segment is refused.
+    #[test]
+    fn dots_inside_a_segment_are_not_traversal() {
+        let (rest, _) = policy("/rpc/eth-beacon/eth/v2/beacon/blocks/TT..TT", P).unwrap();
+        assert_eq!(rest, "eth/v2/beacon/blocks/TT..TT");
+        let bad = "/rpc/eth-beacon/eth/v2/beacon/blocks/TT/../x";
+        assert_eq!(policy(bad, P).unwrap_err().code, "invalid_path");
+    }
 }
