@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One command, loopback only: a static JSON-RPC upstream (nginx `return 200`), nginx as a
-# plain keep-alive reverse proxy (the reference), and chainedge with the same number of
-# worker threads, each driven by wrk at fixed concurrency. Writes bench/RESULTS.md.
+# plain keep-alive reverse proxy (the reference), Pingora with no chainedge logic (the
+# framework's floor) and chainedge, each proxy with the same number of worker threads,
+# driven by wrk at fixed concurrency; then oha at a fixed rate (half of (d)'s peak) for
+# added latency, and held connections / SSE streams for memory. Writes bench/RESULTS.md.
 #
 #   bench/run.sh [seconds per run, default 10] [connections, default 64]
 #   PROFILE=1 bench/run.sh ...   also records `perf` call graphs of chainedge during (c)
@@ -14,36 +16,63 @@ workers=2
 for tool in wrk nginx; do
   command -v "$tool" >/dev/null || { SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo; $SUDO apt-get install -y -qq wrk nginx >/dev/null; }
 done
-cargo build --release -q
+command -v oha >/dev/null || cargo install oha --locked -q
+cargo build --release -q --bin chainedge --example bare_proxy
 bin=target/release/chainedge
+# 10,000 held connections need the descriptors (both ends live on this machine).
+ulimit -n 65536
 
 work=$(mktemp -d /tmp/chainedge-bench.XXXXXX)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; sleep 0.5; rm -rf "$work"; }
 trap cleanup EXIT
 
-UP=19101; NGX=19102; CE=19103; CEM=19104
-for p in $UP $NGX $CE $CEM; do
+UP=19101; NGX=19102; CE=19103; CEM=19104; BARE=19105; SSE=19106
+for p in $UP $NGX $CE $CEM $BARE $SSE; do
   if (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; then echo "bench: port $p is busy" >&2; exit 1; fi
 done
 
-# Upstream and reference proxy: one nginx, two servers.
-cat > "$work/nginx.conf" <<NGINX
+# The upstream and the reference proxy are separate nginx instances, so each one's CPU
+# and memory are its own. The upstream hands beacon event streams to a small SSE server.
+python3 bench/sse_upstream.py $SSE &
+pids+=($!)
+cat > "$work/upstream.conf" <<NGINX
 worker_processes $workers;
-pid $work/nginx.pid;
-error_log $work/nginx-error.log warn;
-events { worker_connections 4096; }
+worker_rlimit_nofile 65536;
+pid $work/upstream.pid;
+error_log $work/upstream-error.log warn;
+events { worker_connections 16384; }
 http {
   access_log off;
-  upstream node { server 127.0.0.1:$UP; keepalive 128; }
+  keepalive_timeout 300s;
+  keepalive_requests 1000000;
   server {
-    listen 127.0.0.1:$UP;
+    listen 127.0.0.1:$UP backlog=4096;
     default_type application/json;
     location = /eth/v1/node/syncing { return 200 '{"data":{"head_slot":"100","sync_distance":"0","is_syncing":false}}'; }
+    location /eth/v1/events {
+      proxy_pass http://127.0.0.1:$SSE;
+      proxy_http_version 1.1;
+      proxy_buffering off;
+      proxy_read_timeout 1h;
+    }
     location / { return 200 '{"jsonrpc":"2.0","id":1,"result":"0x1"}'; }
   }
+}
+NGINX
+cat > "$work/nginx.conf" <<NGINX
+worker_processes $workers;
+worker_rlimit_nofile 65536;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log warn;
+events { worker_connections 16384; }
+http {
+  access_log off;
+  keepalive_timeout 300s;
+  keepalive_requests 1000000;
+  upstream node { server 127.0.0.1:$UP; keepalive 128; }
   server {
-    listen 127.0.0.1:$NGX;
+    listen 127.0.0.1:$NGX backlog=4096;
     location / {
       proxy_pass http://node;
       proxy_http_version 1.1;
@@ -52,8 +81,13 @@ http {
   }
 }
 NGINX
+nginx -c "$work/upstream.conf" -p "$work" -g 'daemon off;' &
+pids+=($!)
 nginx -c "$work/nginx.conf" -p "$work" -g 'daemon off;' &
 pids+=($!)
+target/release/examples/bare_proxy 127.0.0.1:$BARE 127.0.0.1:$UP $workers >/dev/null 2>&1 &
+pids+=($!)
+bare_pid=$!
 
 cat > "$work/app.yaml" <<YAML
 plugins: $PWD/plugins
@@ -80,6 +114,7 @@ YAML
 cat > "$work/pingora.yaml" <<YAML
 version: 1
 threads: $workers
+work_stealing: ${WORK_STEALING:-true}
 pid_file: $work/chainedge.pid
 upgrade_sock: $work/upgrade.sock
 YAML
@@ -127,15 +162,15 @@ to_ms() { # wrk prints 1.23ms / 456.00us / 1.02s
   esac
 }
 hwm_kib() { awk '/VmHWM/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
-nginx_proxy_hwm() { # the proxy's workers share the process with the upstream server; report all workers
-  local total=0
-  for p in $(pgrep -P "$(cat "$work/nginx.pid")"); do total=$((total + $(hwm_kib "$p"))); done
-  echo $total
-}
+rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+# nginx: the master plus its workers (children of the pid in its pid file).
+nginx_pids() { local m; m=$(cat "$work/$1.pid"); echo "$m $(pgrep -P "$m" | tr '\n' ' ')"; }
+sum_kib() { local f=$1 total=0; shift; for p in "$@"; do total=$((total + $($f "$p"))); done; echo $total; }
 
 echo "bench: ${secs}s per run, $conns connections, $workers workers each" >&2
 a=$(run direct "http://127.0.0.1:$UP/" "$work/post.lua")
 b=$(run nginx "http://127.0.0.1:$NGX/" "$work/post.lua")
+c0=$(run bare "http://127.0.0.1:$BARE/" "$work/post.lua")
 profile() { # profile NAME: perf for the length of one run, in the background
   if [ -n "${PROFILE:-}" ] && command -v perf >/dev/null; then
     perf record -q -F 499 -g -p "$ce_pid" -o "/tmp/chainedge-perf-$1.data" -- sleep "$secs" >/dev/null 2>&1 &
@@ -150,31 +185,73 @@ d=$(run rpc "http://127.0.0.1:$CE/rpc/eth" "$work/post-key.lua")
 wait_perf
 e=$(run local "http://127.0.0.1:$CE/console/app.js")
 ce_hwm=$(hwm_kib "$ce_pid")
-ngx_hwm=$(nginx_proxy_hwm)
-
-# Latency at half of (d)'s peak: wrk2 is not available, so a fixed-rate run uses fewer
-# connections; this reports (d) and (a) at 4 connections as the low-load comparison.
-conns_low=4
-d_low=$(conns=$conns_low; run rpc_low "http://127.0.0.1:$CE/rpc/eth" "$work/post-key.lua")
-a_low=$(conns=$conns_low; run direct_low "http://127.0.0.1:$UP/" "$work/post.lua")
+# shellcheck disable=SC2046
+ngx_hwm=$(sum_kib hwm_kib $(nginx_pids nginx))
+bare_hwm=$(hwm_kib "$bare_pid")
 
 read -r ar ap50 ap99 <<<"$a"; read -r br bp50 bp99 <<<"$b"; read -r cr cp50 cp99 <<<"$c"
-read -r dr dp50 dp99 <<<"$d"; read -r er ep50 ep99 <<<"$e"
-read -r dlr dlp50 dlp99 <<<"$d_low"; read -r alr alp50 alp99 <<<"$a_low"
+read -r dr dp50 dp99 <<<"$d"; read -r er ep50 ep99 <<<"$e"; read -r c0r c0p50 c0p99 <<<"$c0"
+
+# Added latency at 50% of (d)'s peak: oha holds a fixed request rate (open model, with
+# coordinated-omission correction) against (d) and against the upstream directly.
+half=$(awk -v x="$dr" 'BEGIN{printf "%d", x/2}')
+fixed() { # fixed NAME URL [-H header] -> p50_ms
+  local name=$1 url=$2; shift 2
+  oha --no-tui --output-format json -z "${secs}s" -c 32 -q "$half" --latency-correction \
+    -m POST -H "Content-Type: application/json" "$@" \
+    -d '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}' "$url" > "$work/$name.json" 2>/dev/null || true
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); p=d["latencyPercentiles"]; print("%.3f %.3f %.0f" % (p["p50"]*1000, p["p99"]*1000, d["summary"]["requestsPerSec"]))' "$work/$name.json" 2>/dev/null || echo "n/a n/a n/a"
+}
+read -r dh50 dh99 dhr <<<"$(fixed rpc_half "http://127.0.0.1:$CE/rpc/eth" -H "x-token: $key")"
+read -r ah50 ah99 ahr <<<"$(fixed direct_half "http://127.0.0.1:$UP/")"
+added=$(awk -v x="$dh50" -v y="$ah50" 'BEGIN{ if (x == "n/a" || y == "n/a") print "n/a"; else printf "%.3f", x-y }')
+
+# Memory for 10,000 idle keep-alive client connections, each after one request.
+held_kib() { # held_kib "PIDS" PORT PATH N [headers] -> KiB of RSS added while N are held
+  local pids=$1 port=$2 path=$3 n=$4; shift 4
+  local before after fifo=$work/hold.$port
+  # shellcheck disable=SC2086
+  before=$(sum_kib rss_kib $pids)
+  mkfifo "$fifo"
+  python3 bench/hold_conns.py "$port" "$path" "$n" "$@" < "$fifo" > "$work/held.$port" 2>&1 &
+  local holder=$!
+  exec 7>"$fifo"
+  for _ in $(seq 1 600); do grep -q '^held' "$work/held.$port" 2>/dev/null && break; ! kill -0 $holder 2>/dev/null && break; sleep 0.1; done
+  sleep 1
+  # shellcheck disable=SC2086
+  after=$(sum_kib rss_kib $pids)
+  local held; held=$(awk '/^held/ {print $2}' "$work/held.$port")
+  exec 7>&-
+  wait $holder 2>/dev/null || true
+  rm -f "$fifo"
+  if [ "${held:-0}" = "$n" ]; then echo $((after - before)); else echo "n/a($(tail -1 "$work/held.$port"))"; fi
+}
+idle=10000
+ce_idle=$(held_kib "$ce_pid" $CE /rpc/eth-beacon/eth/v1/node/version $idle "x-token: $key")
+# shellcheck disable=SC2046
+ngx_idle=$(held_kib "$(nginx_pids nginx)" $NGX /eth/v1/node/version $idle)
+sleep 2
+streams=1000
+ce_sse=$(held_kib "$ce_pid" $CE "/rpc/eth-beacon/eth/v1/events?topics=head" $streams "x-token: $key")
+ngx_sse=$(held_kib "$(nginx_pids nginx)" $NGX "/eth/v1/events?topics=head" $streams)
+per_conn() { awk -v k="$1" -v n="$2" 'BEGIN{ if (k ~ /^-?[0-9]+$/) printf "%.1f", k/n; else print "n/a" }'; }
+
 ratio() { awk -v x="$1" -v y="$2" 'BEGIN{ if (y > 0) printf "%.2f", x/y; else print "n/a" }'; }
-added=$(awk -v x="$dlp50" -v y="$alp50" 'BEGIN{printf "%.3f", x-y}')
 
 cat > bench/RESULTS.md <<MD
 # Benchmark results
 
 \`bench/run.sh $secs $conns\` on $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ), loopback only.
-wrk, $workers threads, $conns connections, ${secs}s per run. nginx: $workers workers, keep-alive
-(128) to the upstream. chainedge: $workers worker threads.
+wrk, $workers threads, $conns connections, ${secs}s per run. The load generator, the
+upstream and the proxy share the two cores. nginx: $workers workers, keep-alive (128) to
+the upstream. Pingora (bare) and chainedge: $workers worker threads
+(chainedge \`work_stealing: ${WORK_STEALING:-true}\`).
 
 | run | requests/s | p50 ms | p99 ms |
 |---|---|---|---|
 | (a) direct to the static upstream | $ar | $ap50 | $ap99 |
 | (b) nginx reverse proxy | $br | $bp50 | $bp99 |
+| (c0) Pingora with no chainedge logic (\`examples/bare_proxy.rs\`): the framework floor | $c0r | $c0p50 | $c0p99 |
 | (c) chainedge passthrough (beacon proxy: key, path policy, Pingora proxy) | $cr | $cp50 | $cp99 |
 | (d) chainedge \`/rpc/eth\` (key auth, rate limit, method table, gateway) | $dr | $dp50 | $dp99 |
 | (e) chainedge local handler (\`/console/app.js\` from memory) | $er | $ep50 | $ep99 |
@@ -182,13 +259,16 @@ wrk, $workers threads, $conns connections, ${secs}s per run. nginx: $workers wor
 | ratio | value | target |
 |---|---|---|
 | (c)/(b) requests/s | $(ratio "$cr" "$br") | ≥ 1.0 |
+| (c)/(c0) requests/s: chainedge's cost over bare Pingora | $(ratio "$cr" "$c0r") | — |
 | (d)/(c) requests/s | $(ratio "$dr" "$cr") | ≥ 0.8 |
-| (d) − (a) p50 at $conns_low connections | ${added} ms ((d) $dlp50 ms, (a) $alp50 ms) | ≤ 0.5 ms |
+| (d) − (a) p50 at $half req/s (50% of (d)'s peak), oha fixed rate | ${added} ms ((d) $dh50 ms at $dhr req/s, (a) $ah50 ms) | ≤ 0.5 ms |
 
-Peak memory (VmHWM): chainedge $ce_hwm KiB; nginx workers (proxy and upstream share them) $ngx_hwm KiB.
+Peak memory (VmHWM) after the runs above: chainedge $ce_hwm KiB; nginx proxy (master +
+workers) $ngx_hwm KiB; bare Pingora $bare_hwm KiB.
 
-Not measured yet: memory for 10,000 idle keep-alive connections and 1,000 open SSE
-streams; latency at exactly 50% of (d)'s peak (needs a fixed-rate load generator; the
-low-concurrency run stands in).
+| held connections (RSS added while held) | chainedge | nginx proxy |
+|---|---|---|
+| $idle idle keep-alive client connections | $ce_idle KiB ($(per_conn "$ce_idle" $idle) KiB each) | $ngx_idle KiB ($(per_conn "$ngx_idle" $idle) KiB each) |
+| $streams open SSE streams (beacon events, upstream connection each) | $ce_sse KiB ($(per_conn "$ce_sse" $streams) KiB each) | $ngx_sse KiB ($(per_conn "$ngx_sse" $streams) KiB each) |
 MD
 cat bench/RESULTS.md
