@@ -20,7 +20,8 @@ command -v oha >/dev/null || cargo install oha --locked -q
 cargo build --release -q --bin chainedge --example bare_proxy
 bin=target/release/chainedge
 # 10,000 held connections need the descriptors (both ends live on this machine).
-ulimit -n 65536
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+nofile=$(ulimit -n)
 
 work=$(mktemp -d /tmp/chainedge-bench.XXXXXX)
 pids=()
@@ -38,7 +39,7 @@ python3 bench/sse_upstream.py $SSE &
 pids+=($!)
 cat > "$work/upstream.conf" <<NGINX
 worker_processes $workers;
-worker_rlimit_nofile 65536;
+worker_rlimit_nofile $nofile;
 pid $work/upstream.pid;
 error_log $work/upstream-error.log warn;
 events { worker_connections 16384; }
@@ -62,7 +63,7 @@ http {
 NGINX
 cat > "$work/nginx.conf" <<NGINX
 worker_processes $workers;
-worker_rlimit_nofile 65536;
+worker_rlimit_nofile $nofile;
 pid $work/nginx.pid;
 error_log $work/nginx-error.log warn;
 events { worker_connections 16384; }
@@ -204,9 +205,13 @@ fixed() { # fixed NAME URL [-H header] -> p50_ms
 }
 read -r dh50 dh99 dhr <<<"$(fixed rpc_half "http://127.0.0.1:$CE/rpc/eth" -H "x-token: $key")"
 read -r ah50 ah99 ahr <<<"$(fixed direct_half "http://127.0.0.1:$UP/")"
+# The same rate through nginx and bare Pingora, for what a proxy hop costs at all here.
+read -r bh50 bh99 bhr <<<"$(fixed nginx_half "http://127.0.0.1:$NGX/")"
+read -r c0h50 c0h99 c0hr <<<"$(fixed bare_half "http://127.0.0.1:$BARE/")"
 added=$(awk -v x="$dh50" -v y="$ah50" 'BEGIN{ if (x == "n/a" || y == "n/a") print "n/a"; else printf "%.3f", x-y }')
 
-# Memory for 10,000 idle keep-alive client connections, each after one request.
+# Memory for 1,000 open SSE streams, then for 10,000 idle keep-alive client connections
+# (each after one request): RSS with them held minus RSS just before.
 held_kib() { # held_kib "PIDS" PORT PATH N [headers] -> KiB of RSS added while N are held
   local pids=$1 port=$2 path=$3 n=$4; shift 4
   local before after fifo=$work/hold.$port
@@ -226,14 +231,13 @@ held_kib() { # held_kib "PIDS" PORT PATH N [headers] -> KiB of RSS added while N
   rm -f "$fifo"
   if [ "${held:-0}" = "$n" ]; then echo $((after - before)); else echo "n/a($(tail -1 "$work/held.$port"))"; fi
 }
-idle=10000
-ce_idle=$(held_kib "$ce_pid" $CE /rpc/eth-beacon/eth/v1/node/version $idle "x-token: $key")
-# shellcheck disable=SC2046
-ngx_idle=$(held_kib "$(nginx_pids nginx)" $NGX /eth/v1/node/version $idle)
-sleep 2
 streams=1000
 ce_sse=$(held_kib "$ce_pid" $CE "/rpc/eth-beacon/eth/v1/events?topics=head" $streams "x-token: $key")
 ngx_sse=$(held_kib "$(nginx_pids nginx)" $NGX "/eth/v1/events?topics=head" $streams)
+sleep 2
+idle=10000
+ce_idle=$(held_kib "$ce_pid" $CE /rpc/eth-beacon/eth/v1/node/version $idle "x-token: $key")
+ngx_idle=$(held_kib "$(nginx_pids nginx)" $NGX /eth/v1/node/version $idle)
 per_conn() { awk -v k="$1" -v n="$2" 'BEGIN{ if (k ~ /^-?[0-9]+$/) printf "%.1f", k/n; else print "n/a" }'; }
 
 ratio() { awk -v x="$1" -v y="$2" 'BEGIN{ if (y > 0) printf "%.2f", x/y; else print "n/a" }'; }
@@ -262,6 +266,10 @@ the upstream. Pingora (bare) and chainedge: $workers worker threads
 | (c)/(c0) requests/s: chainedge's cost over bare Pingora | $(ratio "$cr" "$c0r") | — |
 | (d)/(c) requests/s | $(ratio "$dr" "$cr") | ≥ 0.8 |
 | (d) − (a) p50 at $half req/s (50% of (d)'s peak), oha fixed rate | ${added} ms ((d) $dh50 ms at $dhr req/s, (a) $ah50 ms) | ≤ 0.5 ms |
+
+At that fixed rate (oha, 32 connections, coordinated-omission corrected), p50 / p99 ms:
+(a) direct $ah50 / $ah99; (b) nginx $bh50 / $bh99; (c0) bare Pingora $c0h50 / $c0h99;
+(d) chainedge \`/rpc/eth\` $dh50 / $dh99.
 
 Peak memory (VmHWM) after the runs above: chainedge $ce_hwm KiB; nginx proxy (master +
 workers) $ngx_hwm KiB; bare Pingora $bare_hwm KiB.

@@ -13,12 +13,17 @@ use clap::Parser;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use pingora_core::listeners::tls::TlsSettings;
+use pingora_core::listeners::{L4BufferSettings, ListenerConfig};
 use pingora_core::server::configuration::{Opt, ServerConf};
 use pingora_core::server::Server;
 use pingora_core::services::listening::Service;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+
+/// L4 read buffer of a plain-HTTP client connection (0: read straight into the session's
+/// own buffer).
+const PLAIN_HTTP_READ_BUFFER: usize = 0;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -211,7 +216,11 @@ fn run(
         "chainedge edge",
     );
     for addr in &http_addrs {
-        proxy.add_tcp(addr);
+        // Pingora's default 64 KiB read buffer per connection suits TLS records; on plain
+        // HTTP the session reads into its own header buffer anyway, and an idle keep-alive
+        // connection would otherwise hold 64 KiB for nothing (bench/RESULTS.md).
+        let buffers = L4BufferSettings::default().read(PLAIN_HTTP_READ_BUFFER);
+        proxy.add_listener(ListenerConfig::tcp(addr.as_str()).l4_buffer(buffers));
     }
     for (addr, cert, key) in &tls {
         let mut settings =
