@@ -263,12 +263,17 @@ fn beacon_rest_proxy_policy_failover_and_events() {
 
 #[test]
 fn json_rpc_over_websocket_is_proxied() {
+    // The host's HTTP endpoint cannot upgrade (a plain JSON-RPC fixture, like a node's
+    // HTTP port); its `ws_url` is the node that can, so the upgrade must go there.
     let anvil = Anvil::start(1, &[]);
+    let http_only = Fixture::json_rpc();
+    let host = format!(
+        "{{id: el-1, url: \"{}\", ws_url: \"ws://127.0.0.1:{}\", family: el-anvil, capabilities: [ws]}}",
+        http_only.url(),
+        anvil.port
+    );
     let gw = Gateway::start(GatewayOpts {
-        pools: format!(
-            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-anvil, capabilities: [ws]}}\n",
-            anvil.url()
-        ),
+        pools: format!("  eth_el:\n    hosts:\n      - {host}\n"),
         ..Default::default()
     });
     let key = gw.key("free", &[]);

@@ -571,6 +571,10 @@ pub struct HostConf {
     pub capabilities: Vec<String>,
     #[serde(default)]
     pub metrics_url: Option<String>,
+    /// The node's WebSocket endpoint when it is not `url` (geth and erigon serve WS on
+    /// their own port, 8546): `ws://…`, `wss://…` (or `http(s)://…`). Upgrades go here.
+    #[serde(default)]
+    pub ws_url: Option<String>,
     /// Headers sent to this host, each value a secret reference (provider keys).
     #[serde(default)]
     pub headers: BTreeMap<String, SecretRef>,
@@ -854,6 +858,11 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
             ids.push(&h.id);
             if let Err(e) = crate::pools::HostAddr::parse(&h.url) {
                 bad(&key("url"), e);
+            }
+            if let Some(w) = &h.ws_url {
+                if let Err(e) = crate::pools::HostAddr::parse_ws(w) {
+                    bad(&key("ws_url"), e);
+                }
             }
             if let Some(m) = &h.metrics_url {
                 if let Err(e) = crate::pools::HostAddr::parse(m) {

@@ -152,7 +152,7 @@ impl ProxyHttp for Edge {
     }
 
     /// Passthroughs only: the next host in the pass's order (called again on each retry).
-    async fn upstream_peer(&self, _session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
+    async fn upstream_peer(&self, session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
         let Some(pass) = ctx.pass.as_mut() else {
             return Error::e_explain(ErrorType::InternalError, "no passthrough route selected");
         };
@@ -161,7 +161,7 @@ impl ProxyHttp for Edge {
             return Error::e_explain(ErrorType::ConnectNoRoute, "every host of the pool failed");
         };
         pass.next += 1;
-        let mut peer = host.peer.clone();
+        let mut peer = host.endpoint(session.is_upgrade_req()).1.clone();
         peer.options.read_timeout = if pass.stream {
             None
         } else {
@@ -220,7 +220,7 @@ impl ProxyHttp for Edge {
     /// caller's credentials.
     async fn upstream_request_filter(
         &self,
-        _session: &mut Session,
+        session: &mut Session,
         req: &mut pingora_http::RequestHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
@@ -230,9 +230,10 @@ impl ProxyHttp for Edge {
         let Some(host) = pass.current.as_ref() else {
             return Ok(());
         };
-        let base = host.addr.path.trim_end_matches('/');
+        let addr = host.endpoint(session.is_upgrade_req()).0;
+        let base = addr.path.trim_end_matches('/');
         let path = if pass.rest.is_empty() {
-            host.addr.path.clone()
+            addr.path.clone()
         } else {
             format!("{base}/{}", pass.rest)
         };
@@ -246,7 +247,7 @@ impl ProxyHttp for Edge {
         if pass.stream {
             req.remove_header("accept-encoding");
         }
-        req.insert_header("Host", host.addr.authority())?;
+        req.insert_header("Host", addr.authority())?;
         req.insert_header("X-Request-Id", ctx.request_id.as_str())?;
         for (name, value) in &host.headers {
             req.insert_header(name.clone(), value.expose())?;

@@ -26,6 +26,18 @@ pub struct HostAddr {
 }
 
 impl HostAddr {
+    /// A WebSocket endpoint: `ws://` and `wss://` are the upgrade's `http://` / `https://`.
+    pub fn parse_ws(url: &str) -> Result<Self, String> {
+        let http = if let Some(r) = url.strip_prefix("wss://") {
+            format!("https://{r}")
+        } else if let Some(r) = url.strip_prefix("ws://") {
+            format!("http://{r}")
+        } else {
+            url.to_string()
+        };
+        HostAddr::parse(&http)
+    }
+
     pub fn parse(url: &str) -> Result<Self, String> {
         let (tls, rest) = if let Some(r) = url.strip_prefix("https://") {
             (true, r)
@@ -107,12 +119,22 @@ pub struct Host {
     pub headers: Vec<(String, Secret)>,
     /// Where this host's Prometheus metrics are scraped (metrics mirror).
     pub metrics: Option<(HostAddr, HttpPeer)>,
+    /// Where WebSocket upgrades go when that is not `addr` (`ws_url`).
+    pub ws: Option<(HostAddr, HttpPeer)>,
     /// Milliseconds since `epoch` until which this host is set aside.
     set_aside_until_ms: AtomicU64,
     pub health: HostHealth,
 }
 
 impl Host {
+    /// Where a request goes: the WebSocket endpoint for an upgrade when the host has one.
+    pub fn endpoint(&self, upgrade: bool) -> (&HostAddr, &HttpPeer) {
+        match (&self.ws, upgrade) {
+            (Some((addr, peer)), true) => (addr, peer),
+            _ => (&self.addr, &self.peer),
+        }
+    }
+
     pub fn has(&self, capability: &str) -> bool {
         self.capabilities.iter().any(|c| c == capability)
     }
@@ -243,6 +265,17 @@ impl Pools {
                     }
                     None => None,
                 };
+                let ws = match &hc.ws_url {
+                    Some(url) => {
+                        let a = HostAddr::parse_ws(url)
+                            .map_err(|e| format!("pools.{name}.hosts[{i}].ws_url: {e}"))?;
+                        let p = a
+                            .peer(hc.sni.as_deref())
+                            .map_err(|e| format!("pools.{name}.hosts[{i}].ws_url: {e}"))?;
+                        Some((a, p))
+                    }
+                    None => None,
+                };
                 hosts.push(Arc::new(Host {
                     id: hc.id.clone(),
                     pool: name.clone(),
@@ -253,6 +286,7 @@ impl Pools {
                     peer,
                     headers,
                     metrics,
+                    ws,
                     set_aside_until_ms: AtomicU64::new(0),
                     health: HostHealth::default(),
                 }));
@@ -304,6 +338,13 @@ mod tests {
             ("::1", "[::1]:9000")
         );
         assert!(HostAddr::parse("ftp://x").is_err());
+        let w = HostAddr::parse_ws("ws://10.0.1.11:8546").unwrap();
+        assert_eq!(
+            (w.tls, w.authority()),
+            (false, "10.0.1.11:8546".to_string())
+        );
+        assert!(HostAddr::parse_ws("wss://node.example/ws").unwrap().tls);
+        assert!(HostAddr::parse_ws("ftp://x").is_err());
         assert!(HostAddr::parse("https://user:key@x").is_err());
         assert!(HostAddr::parse("https://x/rpc?apikey=1").is_err());
         assert!(HostAddr::parse("http://x:notaport").is_err());
