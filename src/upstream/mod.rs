@@ -1,4 +1,8 @@
-//! HTTP client toward nodes, on Pingora's pooled connector (keep-alive reuse per host).
+//! HTTP client toward nodes: buffered calls to plain-HTTP nodes go through the lean
+//! HTTP/1.1 client of `h1`; TLS nodes and streamed calls through Pingora's pooled
+//! connector. Both keep connections alive per node.
+
+mod h1;
 
 use crate::config::secrets::Secret;
 use crate::pools::Host;
@@ -11,6 +15,7 @@ use std::time::Duration;
 
 pub struct UpstreamClient {
     connector: Connector,
+    plain: h1::H1Pool,
 }
 
 #[derive(Debug)]
@@ -42,6 +47,7 @@ impl Default for UpstreamClient {
     fn default() -> Self {
         UpstreamClient {
             connector: Connector::new(None),
+            plain: h1::H1Pool::default(),
         }
     }
 }
@@ -160,6 +166,12 @@ impl UpstreamClient {
         call: Call<'_>,
         max_response: usize,
     ) -> Result<UpstreamResponse, UpstreamError> {
+        use pingora_core::upstreams::peer::Peer;
+        if !call.peer.tls() {
+            if let Some(addr) = call.peer.address().as_inet() {
+                return self.exchange_plain(*addr, &call, max_response).await;
+            }
+        }
         let io = |e: Box<pingora_error::Error>| UpstreamError::Io(e.to_string());
         let peer = call.peer;
         let mut session = self.start(call, None).await?;
@@ -178,6 +190,36 @@ impl UpstreamClient {
             status,
             body: buf.freeze(),
         })
+    }
+}
+
+impl UpstreamClient {
+    /// A buffered call to a plain-HTTP node: one write out, one pooled connection.
+    async fn exchange_plain(
+        &self,
+        addr: std::net::SocketAddr,
+        call: &Call<'_>,
+        max_response: usize,
+    ) -> Result<UpstreamResponse, UpstreamError> {
+        let mut headers: Vec<(&str, &str)> = Vec::with_capacity(4 + call.headers.len());
+        headers.push(("Host", &call.authority));
+        if call.body.is_some() {
+            headers.push((
+                "Content-Type",
+                call.content_type.unwrap_or("application/json"),
+            ));
+        }
+        headers.push(("X-Request-Id", call.request_id));
+        for (name, value) in call.headers {
+            headers.push((name, value.expose()));
+        }
+        let req = h1::H1Request {
+            method: call.method,
+            path: call.path,
+            headers: &headers,
+            body: call.body.as_deref(),
+        };
+        self.plain.exchange(addr, &req, max_response).await
     }
 }
 
