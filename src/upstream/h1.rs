@@ -212,7 +212,7 @@ async fn read_more(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result
 }
 
 #[derive(Debug, PartialEq)]
-enum Framing {
+pub enum Framing {
     Length(usize),
     Chunked,
     /// 204 / 304: no body.
@@ -223,7 +223,7 @@ enum Framing {
 
 /// `Some((status, head length, framing, connection: close))` once the head is complete.
 #[allow(clippy::type_complexity)]
-fn parse_head(buf: &[u8]) -> Result<Option<(u16, usize, Framing, bool)>, UpstreamError> {
+pub fn parse_head(buf: &[u8]) -> Result<Option<(u16, usize, Framing, bool)>, UpstreamError> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut resp = httparse::Response::new(&mut headers);
     let head_len = match resp.parse(buf) {
@@ -232,6 +232,9 @@ fn parse_head(buf: &[u8]) -> Result<Option<(u16, usize, Framing, bool)>, Upstrea
         Err(e) => return Err(UpstreamError::Io(format!("bad response head: {e}"))),
     };
     let status = resp.code.unwrap_or(0);
+    if status < 100 {
+        return Err(UpstreamError::Io(format!("bad response status {status}")));
+    }
     let mut length = None;
     let mut chunked = false;
     let mut close = resp.version == Some(0);

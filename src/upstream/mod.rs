@@ -2,7 +2,7 @@
 //! HTTP/1.1 client of `h1`; TLS nodes and streamed calls through Pingora's pooled
 //! connector. Both keep connections alive per node.
 
-mod h1;
+pub mod h1;
 
 use crate::config::secrets::Secret;
 use crate::pools::Host;
