@@ -345,6 +345,8 @@ fn find_crlf(b: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
     use tokio::net::TcpListener;
 
     /// A node that answers each request on a connection with the next canned answer, and
@@ -391,9 +393,6 @@ mod tests {
         });
         (addr, conns)
     }
-
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Arc;
 
     fn post<'a>(headers: &'a [(&'a str, &'a str)]) -> H1Request<'a> {
         H1Request {
