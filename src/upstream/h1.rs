@@ -81,7 +81,13 @@ impl H1Pool {
         let mut idle = self.idle.lock().ok()?;
         let list = idle.get_mut(&addr)?;
         while let Some((stream, since)) = list.pop() {
-            if since.elapsed() < MAX_IDLE_AGE {
+            // Nothing may be waiting on an idle connection: data there (a node's 408, or
+            // leftovers) would be taken for the next answer, and EOF means it is closed.
+            let quiet = matches!(
+                stream.try_read(&mut [0u8; 1]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
+            );
+            if quiet && since.elapsed() < MAX_IDLE_AGE {
                 return Some(stream);
             }
         }
@@ -155,6 +161,7 @@ async fn exchange_on(
         }
     };
     let mut rest = buf.split_off(head_len);
+    let mut trailing = false;
     let body = match framing {
         Framing::Length(n) => {
             if n > max_body {
@@ -169,13 +176,20 @@ async fn exchange_on(
                     return Err(io("connection closed in the response body"));
                 }
             }
-            if rest.len() > n {
-                return Err(io("bytes after the response body"));
-            }
+            // Bytes beyond the answer: keep the answer, never reuse the connection.
+            trailing = rest.len() > n;
+            rest.truncate(n);
             rest
         }
-        Framing::Chunked => read_chunked(&mut stream, rest, max_body).await?,
-        Framing::None => Vec::new(),
+        Framing::Chunked => {
+            let (body, extra) = read_chunked(&mut stream, rest, max_body).await?;
+            trailing = extra;
+            body
+        }
+        Framing::None => {
+            trailing = !rest.is_empty();
+            Vec::new()
+        }
         Framing::UntilClose => {
             loop {
                 if rest.len() > max_body {
@@ -192,7 +206,7 @@ async fn exchange_on(
             rest
         }
     };
-    let reusable = !close && !matches!(framing, Framing::UntilClose);
+    let reusable = !close && !trailing && !matches!(framing, Framing::UntilClose);
     Ok((
         UpstreamResponse {
             status,
@@ -271,12 +285,13 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<(u16, usize, Framing, bool)>, Ups
     Ok(Some((status, head_len, framing, close)))
 }
 
-/// Decode a chunked body whose first bytes are in `raw`; at most `max_body` bytes.
+/// Decode a chunked body whose first bytes are in `raw`; at most `max_body` bytes. Also
+/// says whether bytes followed the body (the connection must not be reused then).
 async fn read_chunked(
     stream: &mut TcpStream,
     mut raw: Vec<u8>,
     max_body: usize,
-) -> Result<Vec<u8>, Failure> {
+) -> Result<(Vec<u8>, bool), Failure> {
     let mut body = Vec::new();
     let mut at = 0;
     loop {
@@ -311,10 +326,7 @@ async fn read_chunked(
                     break;
                 }
             }
-            if at != raw.len() {
-                return Err(io("bytes after the response body"));
-            }
-            return Ok(body);
+            return Ok((body, at != raw.len()));
         }
         if body.len() + size > max_body {
             return Err(Failure::Fatal(UpstreamError::TooLarge(max_body)));
@@ -352,6 +364,16 @@ mod tests {
     /// A node that answers each request on a connection with the next canned answer, and
     /// closes after `per_conn` answers. Returns its address and a count of connections.
     async fn node(answers: Vec<&'static str>, per_conn: usize) -> (SocketAddr, Arc<AtomicUsize>) {
+        node_with(answers, per_conn, "", 0).await
+    }
+
+    /// `node`, writing `after` on the connection `delay_ms` after each answer, unasked.
+    async fn node_with(
+        answers: Vec<&'static str>,
+        per_conn: usize,
+        after: &'static str,
+        delay_ms: u64,
+    ) -> (SocketAddr, Arc<AtomicUsize>) {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
         let conns = Arc::new(AtomicUsize::new(0));
@@ -388,6 +410,10 @@ mod tests {
                     let a = answers[next % answers.len()];
                     next += 1;
                     s.write_all(a.as_bytes()).await.unwrap();
+                    if !after.is_empty() {
+                        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+                        s.write_all(after.as_bytes()).await.unwrap();
+                    }
                 }
             }
         });
@@ -437,6 +463,28 @@ mod tests {
             assert_eq!(&r.body[..], b"ok");
         }
         assert_eq!(conns.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn unsolicited_bytes_on_an_idle_connection_are_never_an_answer() {
+        // Right behind the answer (read with it), or later while the connection idles in
+        // the pool: either way the answer stands and the connection is not used again.
+        for delay_ms in [0, 5] {
+            let (addr, conns) = node_with(
+                vec!["HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"],
+                10,
+                "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n",
+                delay_ms,
+            )
+            .await;
+            let pool = H1Pool::default();
+            for _ in 0..3 {
+                let r = pool.exchange(addr, &post(H), 100).await.unwrap();
+                assert_eq!((r.status, &r.body[..]), (200, &b"ok"[..]));
+                tokio::time::sleep(Duration::from_millis(30)).await;
+            }
+            assert_eq!(conns.load(Ordering::SeqCst), 3, "delay {delay_ms} ms");
+        }
     }
 
     #[tokio::test]
