@@ -114,13 +114,7 @@ fn base_edge_mode_page_and_portal_upgrades() {
             gw.port,
             "GET",
             path,
-            &[
-                ("Upgrade", "websocket"),
-                ("Connection", "Upgrade"),
-                ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
-                ("Sec-WebSocket-Version", "13"),
-                ("x-token", &key),
-            ],
+            &[&WS_UPGRADE[..], &[("x-token", key.as_str())]].concat(),
             b"",
         )
         .unwrap();
@@ -136,19 +130,7 @@ fn base_edge_mode_page_and_portal_upgrades() {
     }
     // Without a key the upgrade never reaches the portal.
     let before = portal.hits();
-    let r = request(
-        gw.port,
-        "GET",
-        "/ws/base",
-        &[
-            ("Upgrade", "websocket"),
-            ("Connection", "Upgrade"),
-            ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
-            ("Sec-WebSocket-Version", "13"),
-        ],
-        b"",
-    )
-    .unwrap();
+    let r = request(gw.port, "GET", "/ws/base", &WS_UPGRADE, b"").unwrap();
     assert_eq!(r.status, 401);
     assert_eq!(portal.hits(), before);
 }

@@ -90,16 +90,7 @@ pub async fn serve(
     let mut upstream = None;
     let mut last = String::new();
     for host in &hosts {
-        let call = Call {
-            peer: &host.peer,
-            authority: host.addr.authority(),
-            method: "GET",
-            path: &host.addr.path,
-            headers: &host.headers,
-            body: None,
-            content_type: None,
-            request_id,
-        };
+        let call = Call::to_host(host, "GET", &host.addr.path, request_id);
         match client.open(call, Duration::from_secs(5)).await {
             Ok((200, s)) => {
                 upstream = Some((host.id.clone(), s));

@@ -174,18 +174,8 @@ pub async fn probe(
 ) -> Result<Observation, String> {
     let rid = "chainedge-health-check";
     let get = |path: String| async move {
-        let call = Call {
-            peer: &host.peer,
-            authority: host.addr.authority(),
-            method: "GET",
-            path: &path,
-            headers: &host.headers,
-            body: None,
-            content_type: None,
-            request_id: rid,
-        };
         client
-            .send(call, timeout, 1 << 20)
+            .send(Call::to_host(host, "GET", &path, rid), timeout, 1 << 20)
             .await
             .map_err(|e| e.to_string())
     };

@@ -245,37 +245,32 @@ impl Pools {
         for (name, pc) in &cfg.app.pools {
             let mut hosts = Vec::new();
             for (i, hc) in pc.hosts.iter().enumerate() {
-                let addr = HostAddr::parse(&hc.url)?;
-                let peer = addr
-                    .peer(hc.sni.as_deref())
-                    .map_err(|e| format!("pools.{name}.hosts[{i}].url: {e}"))?;
+                // Each of the host's endpoints: parsed address and Pingora peer, errors
+                // naming the key.
+                let endpoint = |key: &str, parsed: Result<HostAddr, String>, sni: Option<&str>| {
+                    let at = |e: String| format!("pools.{name}.hosts[{i}].{key}: {e}");
+                    let addr = parsed.map_err(at)?;
+                    let peer = addr.peer(sni).map_err(at)?;
+                    Ok::<_, String>((addr, peer))
+                };
+                let sni = hc.sni.as_deref();
+                let (addr, peer) = endpoint("url", HostAddr::parse(&hc.url), sni)?;
                 let headers = cfg
                     .host_headers
                     .get(name)
                     .and_then(|v| v.get(i))
                     .cloned()
                     .unwrap_or_default();
-                let metrics = match &hc.metrics_url {
-                    Some(url) => {
-                        let a = HostAddr::parse(url)?;
-                        let p = a
-                            .peer(None)
-                            .map_err(|e| format!("pools.{name}.hosts[{i}].metrics_url: {e}"))?;
-                        Some((a, p))
-                    }
-                    None => None,
-                };
-                let ws = match &hc.ws_url {
-                    Some(url) => {
-                        let a = HostAddr::parse_ws(url)
-                            .map_err(|e| format!("pools.{name}.hosts[{i}].ws_url: {e}"))?;
-                        let p = a
-                            .peer(hc.sni.as_deref())
-                            .map_err(|e| format!("pools.{name}.hosts[{i}].ws_url: {e}"))?;
-                        Some((a, p))
-                    }
-                    None => None,
-                };
+                let metrics = hc
+                    .metrics_url
+                    .as_deref()
+                    .map(|u| endpoint("metrics_url", HostAddr::parse(u), None))
+                    .transpose()?;
+                let ws = hc
+                    .ws_url
+                    .as_deref()
+                    .map(|u| endpoint("ws_url", HostAddr::parse_ws(u), sni))
+                    .transpose()?;
                 hosts.push(Arc::new(Host {
                     id: hc.id.clone(),
                     pool: name.clone(),

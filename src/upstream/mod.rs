@@ -66,6 +66,27 @@ pub struct Call<'a> {
     pub request_id: &'a str,
 }
 
+impl<'a> Call<'a> {
+    /// A bodiless request to `path` on `host`, with the host's own headers.
+    pub fn to_host(
+        host: &'a Host,
+        method: &'static str,
+        path: &'a str,
+        request_id: &'a str,
+    ) -> Self {
+        Call {
+            peer: &host.peer,
+            authority: host.addr.authority(),
+            method,
+            path,
+            headers: &host.headers,
+            body: None,
+            content_type: None,
+            request_id,
+        }
+    }
+}
+
 impl UpstreamClient {
     /// POST a JSON body to the host's URL path and read the whole (bounded) response.
     pub async fn post_json(
@@ -77,14 +98,8 @@ impl UpstreamClient {
         max_response: usize,
     ) -> Result<UpstreamResponse, UpstreamError> {
         let call = Call {
-            peer: &host.peer,
-            authority: host.addr.authority(),
-            method: "POST",
-            path: &host.addr.path,
-            headers: &host.headers,
             body: Some(body),
-            content_type: None,
-            request_id,
+            ..Call::to_host(host, "POST", &host.addr.path, request_id)
         };
         self.send(call, timeout, max_response).await
     }

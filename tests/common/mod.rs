@@ -147,6 +147,14 @@ fn read_response<R: BufRead>(r: &mut R, head: bool) -> std::io::Result<Resp> {
     })
 }
 
+/// The headers of a WebSocket upgrade request (RFC 6455's sample key).
+pub const WS_UPGRADE: [(&str, &str); 4] = [
+    ("Upgrade", "websocket"),
+    ("Connection", "Upgrade"),
+    ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+    ("Sec-WebSocket-Version", "13"),
+];
+
 pub fn rpc(port: u16, path: &str, key: Option<&str>, body: &serde_json::Value) -> Resp {
     let auth = key.map(|k| format!("Bearer {k}"));
     let mut h = vec![("Content-Type", "application/json")];
