@@ -7,6 +7,7 @@ pub mod config;
 pub mod console;
 pub mod edge;
 pub mod errors;
+pub mod front;
 pub mod handlers;
 pub mod limits;
 pub mod observe;

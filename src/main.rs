@@ -1,7 +1,7 @@
 //! chainedge: an edge data plane for blockchain node fleets, on Pingora.
 
 use chainedge::{
-    auth, cli, config, console, edge, handlers, limits, observe, pools, routes, rpc, store,
+    auth, cli, config, console, edge, front, handlers, limits, observe, pools, routes, rpc, store,
     upstream,
 };
 
@@ -208,16 +208,24 @@ fn run(
         keys,
     });
 
-    let mut proxy = pingora_proxy::http_proxy_service_with_name(
+    // Plain-HTTP connections meet the lean front first; it hands Pingora's proxy what it
+    // does not serve itself, and every TLS connection (src/front/mod.rs).
+    let pingora_edge = pingora_proxy::http_proxy(
         &server.configuration,
         edge::Edge {
             state: state.clone(),
         },
-        "chainedge edge",
     );
+    let front = front::LeanFront::new(
+        edge::Edge {
+            state: state.clone(),
+        },
+        pingora_edge,
+    );
+    let mut proxy = Service::new("chainedge edge".to_string(), front);
     for addr in &http_addrs {
         // Pingora's default 64 KiB read buffer per connection suits TLS records; on plain
-        // HTTP the session reads into its own header buffer anyway, and an idle keep-alive
+        // HTTP the lean front reads into its own buffer anyway, and an idle keep-alive
         // connection would otherwise hold 64 KiB for nothing (bench/RESULTS.md).
         let buffers = L4BufferSettings::default().read(PLAIN_HTTP_READ_BUFFER);
         proxy.add_listener(ListenerConfig::tcp(addr.as_str()).l4_buffer(buffers));

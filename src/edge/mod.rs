@@ -2,6 +2,7 @@
 //! `request_filter` — classify, CORS, authenticate, dispatch — and the access log.
 
 pub mod cors;
+pub mod downstream;
 pub mod respond;
 
 use crate::auth::{self, Principal};
@@ -15,7 +16,8 @@ use crate::routes::spec::{Credential, HandlerKind};
 use crate::routes::Route;
 use crate::rpc::Gateway;
 use async_trait::async_trait;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
+pub use downstream::Downstream;
 use pingora_core::upstreams::peer::HttpPeer;
 use pingora_core::{Error, ErrorType, Result};
 use pingora_http::ResponseHeader;
@@ -46,12 +48,12 @@ pub struct Edge {
 /// Per-request state carried across Pingora's phases.
 pub struct Ctx {
     started: Instant,
-    request_id: String,
+    pub(crate) request_id: String,
     route: Option<Arc<Route>>,
-    envelope: Envelope,
+    pub(crate) envelope: Envelope,
     cors_headers: Vec<(&'static str, String)>,
-    upstream: Option<String>,
-    error_code: Option<&'static str>,
+    pub(crate) upstream: Option<String>,
+    pub(crate) error_code: Option<&'static str>,
     principal: Option<Principal>,
     /// `X-RateLimit-*` headers for an admitted, rate-limited request.
     rate_headers: Vec<(&'static str, String)>,
@@ -69,28 +71,42 @@ pub struct Ctx {
 
 /// A passthrough: the hosts to try in order, and the path under each host's base path.
 pub struct Pass {
-    hosts: Vec<Arc<Host>>,
+    pub(crate) hosts: Vec<Arc<Host>>,
     next: usize,
     /// Path (and query) relative to the host's base path; empty = the base path itself.
     rest: String,
     /// Long-lived (SSE, WebSocket): no read timeout, no compression.
-    stream: bool,
+    pub(crate) stream: bool,
     current: Option<Arc<Host>>,
 }
 
-/// What the pipeline decided: answer here, or proxy, or already answered (streams).
-enum Outcome {
+impl Pass {
+    /// The request target on a host whose URL path is `base`.
+    pub(crate) fn upstream_path(&self, base: &str) -> String {
+        if self.rest.is_empty() {
+            base.to_string()
+        } else {
+            format!("{}/{}", base.trim_end_matches('/'), self.rest)
+        }
+    }
+}
+
+/// What the pipeline decided: answer here, proxy, or open the caller's MEV-Share stream.
+pub(crate) enum Outcome {
     Reply(Reply),
     Proxy(Pass),
-    Done,
+    /// Served on Pingora's session only: the lean front hands these routes over.
+    MevShare {
+        user: String,
+    },
 }
 
 /// Read timeout toward nodes on ordinary passthroughs.
-const PASS_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+pub(crate) const PASS_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Ctx {
     /// Headers the edge adds to every response of this request, local or proxied.
-    fn edge_headers(&self) -> impl Iterator<Item = (&'static str, &str)> {
+    pub(crate) fn edge_headers(&self) -> impl Iterator<Item = (&'static str, &str)> {
         self.cors_headers
             .iter()
             .chain(self.rate_headers.iter())
@@ -133,7 +149,13 @@ impl ProxyHttp for Edge {
         ctx.request_id = request_id(session.get_header("x-request-id").map(|v| v.as_bytes()));
         let reply = match self.pipeline(session, ctx).await {
             Ok(Outcome::Reply(reply)) => reply,
-            Ok(Outcome::Done) => return Ok(true),
+            Ok(Outcome::MevShare { user }) => match self.mev_share(session, ctx, &user).await {
+                Ok(()) => return Ok(true),
+                Err(e) => {
+                    ctx.error_code = Some(e.code);
+                    Reply::error(&e, ctx.envelope, &ctx.request_id)
+                }
+            },
             Ok(Outcome::Proxy(pass)) => {
                 if pass.stream {
                     // SSE and WebSocket stay open as long as both ends want.
@@ -231,12 +253,7 @@ impl ProxyHttp for Edge {
             return Ok(());
         };
         let addr = host.endpoint(session.is_upgrade_req()).0;
-        let base = addr.path.trim_end_matches('/');
-        let path = if pass.rest.is_empty() {
-            addr.path.clone()
-        } else {
-            format!("{base}/{}", pass.rest)
-        };
+        let path = pass.upstream_path(&addr.path);
         let uri = path
             .parse::<http::Uri>()
             .map_err(|e| Error::explain(ErrorType::InternalError, format!("upstream path: {e}")))?;
@@ -318,19 +335,42 @@ impl ProxyHttp for Edge {
             .response_written()
             .map(|h| h.status.as_u16())
             .unwrap_or(0);
+        let client = session
+            .client_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        let err_text = e.map(|e| e.to_string());
+        let req = session.req_header();
+        self.request_done(
+            ctx,
+            req.method.as_str(),
+            req.uri.path(),
+            client,
+            status,
+            err_text.as_deref(),
+        );
+    }
+}
+
+impl Edge {
+    /// Metrics and the access log line of a finished request (`status` 0: no answer sent).
+    pub(crate) fn request_done(
+        &self,
+        ctx: &Ctx,
+        method: &str,
+        path: &str,
+        client: String,
+        status: u16,
+        error: Option<&str>,
+    ) {
         let elapsed = ctx.started.elapsed().as_secs_f64();
         metrics::request_done(ctx.route_name(), status, elapsed);
-        let req = session.req_header();
-        let err_text = e.map(|e| e.to_string());
         access_log::write(&access_log::AccessLine {
             ts: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
             request_id: &ctx.request_id,
-            client: session
-                .client_addr()
-                .map(|a| a.to_string())
-                .unwrap_or_default(),
-            method: req.method.as_str(),
-            path: req.uri.path(),
+            client,
+            method,
+            path,
             route: ctx.route_name(),
             surface: ctx.route.as_ref().map(|r| r.surface.as_str()).unwrap_or(""),
             tenant: match &ctx.principal {
@@ -349,26 +389,28 @@ impl ProxyHttp for Edge {
             status,
             latency_ms: (elapsed * 1e6).round() / 1e3,
             upstream: ctx.upstream.as_deref(),
-            error: ctx.error_code.or(err_text.as_deref()),
+            error: ctx.error_code.or(error),
         });
     }
 }
 
 impl Edge {
     /// classify → CORS → authenticate → dispatch. Any refusal is an `ApiError`.
-    async fn pipeline(&self, session: &mut Session, ctx: &mut Ctx) -> Result<Outcome, ApiError> {
+    pub(crate) async fn pipeline<D: Downstream + ?Sized>(
+        &self,
+        session: &mut D,
+        ctx: &mut Ctx,
+    ) -> Result<Outcome, ApiError> {
         let st = &*self.state;
-        let req = session.req_header();
-        let method = req.method.as_str().to_string();
-        let path = NormalizedPath::parse(req.uri.path());
-        let origin = header_str(session, "origin").map(str::to_string);
+        let method = session.method().to_string();
+        let path = NormalizedPath::parse(session.path());
+        let origin = session.header("origin").map(str::to_string);
 
         // CORS preflight: answered from the policy of the route the real request would hit.
         if method == "OPTIONS" {
-            if let (Some(origin), Some(wanted)) = (
-                &origin,
-                header_str(session, "access-control-request-method"),
-            ) {
+            if let (Some(origin), Some(wanted)) =
+                (&origin, session.header("access-control-request-method"))
+            {
                 let wanted = wanted.to_string();
                 let route = self.classify(ctx, &wanted, &path, false)?;
                 let same = self.same_origin(session, origin);
@@ -386,7 +428,7 @@ impl Edge {
             }
         }
 
-        let upgrade = session.is_upgrade_req();
+        let upgrade = session.is_upgrade();
         let route = self.classify(ctx, &method, &path, upgrade)?;
         let same = origin
             .as_deref()
@@ -428,8 +470,10 @@ impl Edge {
             route.handler,
             HandlerKind::BeaconProxy | HandlerKind::BeaconEvents
         ) {
-            let raw = session.req_header().uri.path().to_string();
-            ctx.beacon = Some(crate::handlers::beacon::policy(&raw, "/rpc/eth-beacon")?);
+            ctx.beacon = Some(crate::handlers::beacon::policy(
+                session.path(),
+                "/rpc/eth-beacon",
+            )?);
         }
 
         let principal = self.authenticate(session, &route).await?;
@@ -442,12 +486,8 @@ impl Edge {
         }
         if let Principal::User(s) = &principal {
             // SPEC order: session first (401), then the double-submit CSRF check (403).
-            crate::console::check_csrf(
-                &method,
-                s.csrf.as_deref(),
-                header_str(session, "x-csrf-token"),
-            )?;
-            let cookies = cookie_header(session);
+            crate::console::check_csrf(&method, s.csrf.as_deref(), session.header("x-csrf-token"))?;
+            let cookies = session.cookies();
             let token = crate::console::cookie(cookies.as_deref(), crate::console::SESSION_COOKIE);
             ctx.cookies = st.console.refresh(s, self.secure(session), token).await;
         }
@@ -511,12 +551,16 @@ impl Edge {
         }
     }
 
-    async fn authenticate(&self, session: &Session, route: &Route) -> Result<Principal, ApiError> {
+    async fn authenticate<D: Downstream + ?Sized>(
+        &self,
+        session: &D,
+        route: &Route,
+    ) -> Result<Principal, ApiError> {
         let st = &*self.state;
         let admin = || {
             auth::admin(
-                peer_ip(session),
-                session.get_header("x-admin-token").map(|v| v.as_bytes()),
+                session.client_ip(),
+                session.header("x-admin-token").map(str::as_bytes),
                 st.config.admin_token.as_ref(),
             )
         };
@@ -524,7 +568,7 @@ impl Edge {
             Credential::Admin => admin(),
             Credential::None => Ok(Principal::Anonymous),
             Credential::Session => {
-                let cookies = cookie_header(session);
+                let cookies = session.cookies();
                 let s = st
                     .console
                     .resolve(cookies.as_deref(), self.secure(session))
@@ -541,8 +585,8 @@ impl Edge {
                     }
                 }
                 let secret = auth::keys::presented(
-                    header_str(session, "authorization"),
-                    header_str(session, "x-token"),
+                    session.header("authorization"),
+                    session.header("x-token"),
                     route.credential == Credential::Bearer,
                 )?;
                 let Some(secret) = secret else {
@@ -617,9 +661,9 @@ impl Edge {
     }
 
     /// The tier × category rate limit; admins are not limited.
-    fn limit(
+    fn limit<D: Downstream + ?Sized>(
         &self,
-        session: &Session,
+        session: &D,
         ctx: &mut Ctx,
         principal: &Principal,
         category: &str,
@@ -628,9 +672,9 @@ impl Edge {
     }
 
     /// `weight` requests at once: each call of a JSON-RPC batch counts.
-    fn limit_weighted(
+    fn limit_weighted<D: Downstream + ?Sized>(
         &self,
-        session: &Session,
+        session: &D,
         ctx: &mut Ctx,
         principal: &Principal,
         category: &str,
@@ -647,7 +691,9 @@ impl Edge {
             ),
             Principal::Anonymous => (
                 crate::limits::Caller::Address(
-                    peer_ip(session).unwrap_or(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)),
+                    session
+                        .client_ip()
+                        .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)),
                 ),
                 crate::config::limits::ANONYMOUS,
             ),
@@ -685,15 +731,15 @@ impl Edge {
     }
 
     /// Passthroughs become a `Pass` for Pingora's proxy phases; the rest answer here.
-    async fn dispatch(
+    async fn dispatch<D: Downstream + ?Sized>(
         &self,
-        session: &mut Session,
+        session: &mut D,
         ctx: &mut Ctx,
         route: &Arc<Route>,
     ) -> Result<Outcome, ApiError> {
         match route.handler {
             // JSON-RPC over WebSocket: proxied to a ws-capable host, frames untouched.
-            HandlerKind::JsonRpc if session.is_upgrade_req() => {
+            HandlerKind::JsonRpc if session.is_upgrade() => {
                 let pool = self.pool(route.pool.as_deref().unwrap_or("eth_el"))?;
                 let hosts = pool.candidates(Some("ws"));
                 Ok(Outcome::Proxy(self.pass(
@@ -711,7 +757,7 @@ impl Edge {
                     .into_iter()
                     .filter(|h| pol.families.is_none_or(|f| f.contains(&h.family.as_str())))
                     .collect();
-                let rest = match session.req_header().uri.query() {
+                let rest = match session.query() {
                     Some(q) => format!("{rest}?{q}"),
                     None => rest,
                 };
@@ -720,50 +766,55 @@ impl Edge {
             // Base portal channels: WebSocket frames go to the portal pool untouched.
             HandlerKind::BasePortalWs => {
                 let pool = self.pool("base_portal")?;
-                let rest = session
-                    .req_header()
-                    .uri
-                    .path()
-                    .trim_start_matches('/')
-                    .to_string();
+                let rest = session.path().trim_start_matches('/').to_string();
                 let hosts = pool.candidates(None);
                 Ok(Outcome::Proxy(self.pass(&pool, hosts, rest, true)?))
             }
             HandlerKind::RelayData => {
                 let tail = ctx.params.last().cloned().unwrap_or_default();
-                let rest = handlers::relay::check(&tail, session.req_header().uri.query())?;
+                let rest = handlers::relay::check(&tail, session.query())?;
                 let pool = self.pool("eth_mev_relay")?;
                 let hosts = pool.candidates(None);
                 Ok(Outcome::Proxy(self.pass(&pool, hosts, rest, false)?))
             }
             HandlerKind::MevShareSse => {
-                let st = &*self.state;
                 let user = match &ctx.principal {
                     Some(Principal::Key(k)) => {
                         k.user_id.clone().unwrap_or_else(|| k.tenant_id.clone())
                     }
                     _ => return Err(ApiError::new(401, "unauthorized", "a key is required")),
                 };
-                let pool = st.pools.get("eth_mev_share").cloned();
-                let headers = ctx.cors_headers.clone();
-                ctx.upstream = handlers::mev_share::serve(
-                    session,
-                    &st.stream_slots,
-                    &user,
-                    pool.as_deref(),
-                    &st.gateway.client,
-                    &st.config.app.streams,
-                    &ctx.request_id,
-                    &headers,
-                )
-                .await?;
-                Ok(Outcome::Done)
+                Ok(Outcome::MevShare { user })
             }
             _ => self
                 .dispatch_local(session, ctx, route)
                 .await
                 .map(Outcome::Reply),
         }
+    }
+
+    /// The caller's MEV-Share event stream, written on Pingora's session as it arrives.
+    async fn mev_share(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        user: &str,
+    ) -> Result<(), ApiError> {
+        let st = &*self.state;
+        let pool = st.pools.get("eth_mev_share").cloned();
+        let headers = ctx.cors_headers.clone();
+        ctx.upstream = handlers::mev_share::serve(
+            session,
+            &st.stream_slots,
+            user,
+            pool.as_deref(),
+            &st.gateway.client,
+            &st.config.app.streams,
+            &ctx.request_id,
+            &headers,
+        )
+        .await?;
+        Ok(())
     }
 
     fn pool(&self, name: &str) -> Result<Arc<crate::pools::Pool>, ApiError> {
@@ -814,15 +865,15 @@ impl Edge {
 
     /// A JSON-RPC body through the gateway: bounded read, each call of a batch counted
     /// against the rate limit, per-family plans for the caller.
-    async fn json_rpc(
+    async fn json_rpc<D: Downstream + ?Sized>(
         &self,
-        session: &mut Session,
+        session: &mut D,
         ctx: &mut Ctx,
         route: &Route,
         pool: &crate::pools::Pool,
     ) -> Result<Reply, ApiError> {
         let st = &*self.state;
-        let body = read_body(session, st.config.app.rpc.max_body_bytes).await?;
+        let body = session.read_body(st.config.app.rpc.max_body_bytes).await?;
         // The request already counted once; a batch's other calls count too.
         let calls = batch_len(&body);
         if calls > 1 {
@@ -844,9 +895,9 @@ impl Edge {
         Ok(Reply::json(200, reply.body))
     }
 
-    async fn dispatch_local(
+    async fn dispatch_local<D: Downstream + ?Sized>(
         &self,
-        session: &mut Session,
+        session: &mut D,
         ctx: &mut Ctx,
         route: &Arc<Route>,
     ) -> Result<Reply, ApiError> {
@@ -866,23 +917,23 @@ impl Edge {
                 crate::console::page::serve(ctx.params.last().map(String::as_str).unwrap_or(""))
             }
             kind if kind.is_console_api() => {
-                let body = if session.req_header().method == http::Method::GET {
+                let body = if session.method() == "GET" {
                     Bytes::new()
                 } else {
-                    read_body(session, CONSOLE_MAX_BODY).await?
+                    session.read_body(CONSOLE_MAX_BODY).await?
                 };
                 let user = match &ctx.principal {
                     Some(Principal::User(s)) => Some(s.clone()),
                     _ => None,
                 };
-                let cookies = cookie_header(session);
+                let cookies = session.cookies();
                 let req = crate::console::api::Req {
                     kind,
                     session: user.as_deref(),
                     params: &ctx.params,
                     body,
                     secure: self.secure(session),
-                    query: session.req_header().uri.query(),
+                    query: session.query(),
                     cookies: cookies.as_deref(),
                     request_id: &ctx.request_id,
                 };
@@ -904,7 +955,7 @@ impl Edge {
                     .await
             }
             HandlerKind::EthSenderRaw => {
-                let body = read_body(session, st.config.app.rpc.max_body_bytes).await?;
+                let body = session.read_body(st.config.app.rpc.max_body_bytes).await?;
                 let (raw, preferred) = handlers::sender::parse_raw(&body)?;
                 let call = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "eth_sendRawTransaction", "params": [raw]});
                 let private = st.pools.get("eth_private_rpc").cloned();
@@ -959,7 +1010,7 @@ impl Edge {
                 }
             }
             HandlerKind::EthSenderBundle => {
-                let body = read_body(session, st.config.app.rpc.max_body_bytes).await?;
+                let body = session.read_body(st.config.app.rpc.max_body_bytes).await?;
                 let call = handlers::sender::bundle_call(&body)?;
                 let pool = self.pool("eth_mev_builder")?;
                 let r = st
@@ -996,7 +1047,7 @@ impl Edge {
                     ("eth_private_rpc", crate::rpc::PRIVATE_TX_METHODS)
                 };
                 let pool = self.pool(pool_name)?;
-                let body = read_body(session, st.config.app.rpc.max_body_bytes).await?;
+                let body = session.read_body(st.config.app.rpc.max_body_bytes).await?;
                 let reply = st
                     .gateway
                     .forward(pool.candidates(None), &body, allow, &ctx.request_id)
@@ -1030,7 +1081,7 @@ impl Edge {
                 let host = metrics_mirror::resolve(
                     chain,
                     &st.pools,
-                    session.req_header().uri.path(),
+                    session.path(),
                     ctx.path_suspicious,
                     tail,
                     key,
@@ -1049,22 +1100,24 @@ impl Edge {
     }
 
     /// Whether cookies set on this response get `Secure`.
-    fn secure(&self, session: &Session) -> bool {
+    fn secure<D: Downstream + ?Sized>(&self, session: &D) -> bool {
         self.state.console.secure(
-            is_tls(session),
-            peer_ip(session),
-            header_str(session, "x-forwarded-proto"),
+            session.is_tls(),
+            session.client_ip(),
+            session.header("x-forwarded-proto"),
         )
     }
 
     /// Whether `origin` is this gateway itself (scheme of the connection + `Host`).
-    fn same_origin(&self, session: &Session, origin: &str) -> bool {
-        let tls = is_tls(session);
-        // HTTP/2 carries the host in `:authority` rather than a Host header.
-        let host = header_str(session, "host")
-            .or_else(|| session.req_header().uri.authority().map(|a| a.as_str()));
-        let Some(host) = host else { return false };
-        let scheme = if tls { "https://" } else { "http://" };
+    fn same_origin<D: Downstream + ?Sized>(&self, session: &D, origin: &str) -> bool {
+        let Some(host) = session.authority() else {
+            return false;
+        };
+        let scheme = if session.is_tls() {
+            "https://"
+        } else {
+            "http://"
+        };
         origin.strip_prefix(scheme) == Some(host)
     }
 
@@ -1083,7 +1136,7 @@ Send <code>POST</code> requests with an API key in <code>Authorization: Bearer</
 WebSocket clients connect to the same URL or <code>/ws/base</code>.</p></body></html>\n";
 
 /// Caller credentials and console headers never travel to a node.
-const CALLER_ONLY_HEADERS: &[&str] = &[
+pub(crate) const CALLER_ONLY_HEADERS: &[&str] = &[
     "authorization",
     "x-token",
     "cookie",
@@ -1105,59 +1158,12 @@ pub fn batch_len(body: &[u8]) -> u32 {
 /// Console request bodies are small JSON objects.
 const CONSOLE_MAX_BODY: usize = 16 * 1024;
 
-/// All `Cookie` headers joined (HTTP/2 sends each cookie as its own header).
-fn cookie_header(session: &Session) -> Option<String> {
-    let parts: Vec<&str> = session
-        .req_header()
-        .headers
-        .get_all("cookie")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .collect();
-    (!parts.is_empty()).then(|| parts.join("; "))
-}
-
 /// Admin JSON from the live fleet state: never cached by intermediaries.
 fn mesh_reply(body: serde_json::Value, source: &'static str) -> Reply {
     Reply::json(200, serde_json::to_vec(&body).unwrap_or_default()).with_headers(vec![
         ("X-Mesh-Source", source.to_string()),
         ("Cache-Control", "no-store".to_string()),
     ])
-}
-
-/// Read the request body, refusing more than `limit` bytes with 413.
-async fn read_body(session: &mut Session, limit: usize) -> Result<Bytes, ApiError> {
-    let too_large = || {
-        ApiError::new(
-            413,
-            "payload_too_large",
-            format!("request body exceeds {limit} bytes"),
-        )
-    };
-    if let Some(len) = header_str(session, "content-length").and_then(|v| v.parse::<usize>().ok()) {
-        if len > limit {
-            return Err(too_large());
-        }
-    }
-    let mut buf = BytesMut::new();
-    loop {
-        match session.read_request_body().await {
-            Ok(Some(chunk)) => {
-                if buf.len() + chunk.len() > limit {
-                    return Err(too_large());
-                }
-                buf.extend_from_slice(&chunk);
-            }
-            Ok(None) => return Ok(buf.freeze()),
-            Err(e) => {
-                return Err(ApiError::new(
-                    400,
-                    "invalid_body",
-                    format!("cannot read request body: {e}"),
-                ))
-            }
-        }
-    }
 }
 
 /// `10` rather than `10.0`; fractional rates keep their decimals.
@@ -1169,24 +1175,8 @@ fn format_rps(rps: f64) -> String {
     }
 }
 
-fn header_str<'a>(session: &'a Session, name: &str) -> Option<&'a str> {
-    session.get_header(name).and_then(|v| v.to_str().ok())
-}
-
-/// Whether the client connection is TLS.
-fn is_tls(session: &Session) -> bool {
-    session.digest().is_some_and(|d| d.ssl_digest.is_some())
-}
-
-fn peer_ip(session: &Session) -> Option<IpAddr> {
-    session
-        .client_addr()
-        .and_then(|a| a.as_inet())
-        .map(|a| a.ip())
-}
-
 /// Keep a caller's well-formed `X-Request-Id` (for tracing across hops); otherwise mint one.
-fn request_id(given: Option<&[u8]>) -> String {
+pub(crate) fn request_id(given: Option<&[u8]>) -> String {
     if let Some(g) = given {
         if !g.is_empty()
             && g.len() <= 64

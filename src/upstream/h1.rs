@@ -77,7 +77,8 @@ impl H1Pool {
         }
     }
 
-    fn take(&self, addr: SocketAddr) -> Option<TcpStream> {
+    /// An idle connection to `addr` that is still quiet, if any.
+    pub fn take(&self, addr: SocketAddr) -> Option<TcpStream> {
         let mut idle = self.idle.lock().ok()?;
         let list = idle.get_mut(&addr)?;
         while let Some((stream, since)) = list.pop() {
@@ -94,7 +95,8 @@ impl H1Pool {
         None
     }
 
-    fn put(&self, addr: SocketAddr, stream: Option<TcpStream>) {
+    /// Keep `stream` for the next request to `addr` (`None`: nothing to keep).
+    pub fn put(&self, addr: SocketAddr, stream: Option<TcpStream>) {
         let Some(stream) = stream else { return };
         if let Ok(mut idle) = self.idle.lock() {
             let list = idle.entry(addr).or_default();
@@ -238,6 +240,27 @@ pub enum Framing {
 /// `Some((status, head length, framing, connection: close))` once the head is complete.
 #[allow(clippy::type_complexity)]
 pub fn parse_head(buf: &[u8]) -> Result<Option<(u16, usize, Framing, bool)>, UpstreamError> {
+    Ok(parse_head_visit(buf, false, |_, _| {})?.map(|h| (h.status, h.len, h.framing, h.close)))
+}
+
+/// A complete response head.
+pub struct HeadInfo<'b> {
+    pub status: u16,
+    pub reason: &'b str,
+    /// Bytes of the head, blank line included.
+    pub len: usize,
+    pub framing: Framing,
+    /// The node closes the connection after this answer.
+    pub close: bool,
+}
+
+/// Parse a response head, showing each header to `visit`; `None` while it is incomplete.
+/// An answer to HEAD has no body whatever its headers say.
+pub fn parse_head_visit<'b>(
+    buf: &'b [u8],
+    head_request: bool,
+    mut visit: impl FnMut(&'b str, &'b [u8]),
+) -> Result<Option<HeadInfo<'b>>, UpstreamError> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut resp = httparse::Response::new(&mut headers);
     let head_len = match resp.parse(buf) {
@@ -253,6 +276,7 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<(u16, usize, Framing, bool)>, Ups
     let mut chunked = false;
     let mut close = resp.version == Some(0);
     for h in resp.headers.iter() {
+        visit(h.name, h.value);
         let value = std::str::from_utf8(h.value).unwrap_or("").trim();
         if h.name.eq_ignore_ascii_case("content-length") {
             let n: usize = value
@@ -273,7 +297,7 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<(u16, usize, Framing, bool)>, Ups
             }
         }
     }
-    let framing = if status == 204 || status == 304 {
+    let framing = if status == 204 || status == 304 || head_request || status < 200 {
         Framing::None
     } else if chunked {
         Framing::Chunked
@@ -282,7 +306,13 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<(u16, usize, Framing, bool)>, Ups
     } else {
         Framing::UntilClose
     };
-    Ok(Some((status, head_len, framing, close)))
+    Ok(Some(HeadInfo {
+        status,
+        reason: resp.reason.unwrap_or(""),
+        len: head_len,
+        framing,
+        close,
+    }))
 }
 
 /// Decode a chunked body whose first bytes are in `raw`; at most `max_body` bytes. Also

@@ -88,6 +88,11 @@ impl<'a> Call<'a> {
 }
 
 impl UpstreamClient {
+    /// The pool of idle connections to plain-HTTP nodes (the lean front's passthroughs).
+    pub fn plain(&self) -> &h1::H1Pool {
+        &self.plain
+    }
+
     /// POST a JSON body to the host's URL path and read the whole (bounded) response.
     pub async fn post_json(
         &self,

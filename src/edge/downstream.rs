@@ -1,0 +1,110 @@
+//! What the pipeline needs to know about a client request, whichever server read it:
+//! Pingora's `Session` (TLS, HTTP/2, and whatever the lean front hands over) or the lean
+//! HTTP/1.1 front's own request (`crate::front`).
+
+use crate::errors::ApiError;
+use async_trait::async_trait;
+use bytes::{Bytes, BytesMut};
+use pingora_proxy::Session;
+use std::net::IpAddr;
+
+#[async_trait]
+pub trait Downstream: Send + Sync {
+    fn method(&self) -> &str;
+    /// The path of the request target, without the query.
+    fn path(&self) -> &str;
+    fn query(&self) -> Option<&str>;
+    /// The first value of a header, when it is text.
+    fn header(&self, name: &str) -> Option<&str>;
+    /// All `Cookie` headers joined (HTTP/2 sends each cookie as its own header).
+    fn cookies(&self) -> Option<String>;
+    /// The host the client addressed: `Host`, or HTTP/2's `:authority`.
+    fn authority(&self) -> Option<&str>;
+    fn is_upgrade(&self) -> bool;
+    fn client_ip(&self) -> Option<IpAddr>;
+    fn is_tls(&self) -> bool;
+    /// The whole request body; more than `limit` bytes is refused with 413.
+    async fn read_body(&mut self, limit: usize) -> Result<Bytes, ApiError>;
+}
+
+pub fn payload_too_large(limit: usize) -> ApiError {
+    ApiError::new(
+        413,
+        "payload_too_large",
+        format!("request body exceeds {limit} bytes"),
+    )
+}
+
+#[async_trait]
+impl Downstream for Session {
+    fn method(&self) -> &str {
+        self.req_header().method.as_str()
+    }
+
+    fn path(&self) -> &str {
+        self.req_header().uri.path()
+    }
+
+    fn query(&self) -> Option<&str> {
+        self.req_header().uri.query()
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.get_header(name).and_then(|v| v.to_str().ok())
+    }
+
+    fn cookies(&self) -> Option<String> {
+        let parts: Vec<&str> = self
+            .req_header()
+            .headers
+            .get_all("cookie")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect();
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+
+    fn authority(&self) -> Option<&str> {
+        Downstream::header(self, "host")
+            .or_else(|| self.req_header().uri.authority().map(|a| a.as_str()))
+    }
+
+    fn is_upgrade(&self) -> bool {
+        self.is_upgrade_req()
+    }
+
+    fn client_ip(&self) -> Option<IpAddr> {
+        self.client_addr().and_then(|a| a.as_inet()).map(|a| a.ip())
+    }
+
+    fn is_tls(&self) -> bool {
+        self.digest().is_some_and(|d| d.ssl_digest.is_some())
+    }
+
+    async fn read_body(&mut self, limit: usize) -> Result<Bytes, ApiError> {
+        let declared =
+            Downstream::header(self, "content-length").and_then(|v| v.parse::<usize>().ok());
+        if declared.is_some_and(|len| len > limit) {
+            return Err(payload_too_large(limit));
+        }
+        let mut buf = BytesMut::new();
+        loop {
+            match self.read_request_body().await {
+                Ok(Some(chunk)) => {
+                    if buf.len() + chunk.len() > limit {
+                        return Err(payload_too_large(limit));
+                    }
+                    buf.extend_from_slice(&chunk);
+                }
+                Ok(None) => return Ok(buf.freeze()),
+                Err(e) => {
+                    return Err(ApiError::new(
+                        400,
+                        "invalid_body",
+                        format!("cannot read request body: {e}"),
+                    ))
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! Finds where a chunked body ends without decoding it: the lean passthrough forwards a
+//! node's chunked bytes as they are and only needs to know when the answer is complete
+//! (and whether bytes follow it, which retires the node connection).
+
+/// Longest chunk-size line (size, extensions) accepted.
+const MAX_SIZE_LINE: usize = 1024;
+/// Most trailer bytes accepted after the last chunk.
+const MAX_TRAILERS: usize = 64 * 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum State {
+    /// Reading the hex size (then extensions) up to CRLF.
+    Size {
+        value: u64,
+        digits: usize,
+        ext: bool,
+        len: usize,
+    },
+    SizeLf {
+        value: u64,
+    },
+    Data {
+        left: u64,
+    },
+    DataCr,
+    DataLf,
+    /// After the last chunk: trailer lines up to an empty one.
+    Trailer {
+        line: usize,
+        total: usize,
+    },
+    TrailerLf {
+        line: usize,
+        total: usize,
+    },
+    Done,
+}
+
+#[derive(Debug, PartialEq)]
+pub enum Scan {
+    /// Every byte given belongs to the body; more is to come.
+    More,
+    /// The body ends after this many bytes of the last input.
+    Done(usize),
+}
+
+pub struct ChunkedScanner {
+    state: State,
+}
+
+impl Default for ChunkedScanner {
+    fn default() -> Self {
+        ChunkedScanner {
+            state: State::Size {
+                value: 0,
+                digits: 0,
+                ext: false,
+                len: 0,
+            },
+        }
+    }
+}
+
+impl ChunkedScanner {
+    /// Feed the next bytes of the body as they arrive.
+    pub fn feed(&mut self, bytes: &[u8]) -> Result<Scan, &'static str> {
+        let mut i = 0;
+        while i < bytes.len() {
+            let b = bytes[i];
+            self.state = match self.state {
+                State::Done => return Ok(Scan::Done(i)),
+                State::Data { left } => {
+                    // Skip the chunk's data in one step.
+                    let take = (bytes.len() - i).min(left.min(usize::MAX as u64) as usize);
+                    i += take;
+                    let left = left - take as u64;
+                    self.state = if left == 0 {
+                        State::DataCr
+                    } else {
+                        State::Data { left }
+                    };
+                    continue;
+                }
+                State::Size {
+                    value,
+                    digits,
+                    ext,
+                    len,
+                } => {
+                    if len >= MAX_SIZE_LINE {
+                        return Err("chunk size line too long");
+                    }
+                    match b {
+                        b'\r' if digits > 0 => State::SizeLf { value },
+                        b';' | b' ' | b'\t' if digits > 0 => State::Size {
+                            value,
+                            digits,
+                            ext: true,
+                            len: len + 1,
+                        },
+                        _ if ext => State::Size {
+                            value,
+                            digits,
+                            ext,
+                            len: len + 1,
+                        },
+                        _ => {
+                            let d = (b as char).to_digit(16).ok_or("bad chunk size")?;
+                            if digits >= 15 {
+                                return Err("chunk size too large");
+                            }
+                            State::Size {
+                                value: value * 16 + d as u64,
+                                digits: digits + 1,
+                                ext,
+                                len: len + 1,
+                            }
+                        }
+                    }
+                }
+                State::SizeLf { value } => match b {
+                    b'\n' if value == 0 => State::Trailer { line: 0, total: 0 },
+                    b'\n' => State::Data { left: value },
+                    _ => return Err("bad chunk size line"),
+                },
+                State::DataCr => match b {
+                    b'\r' => State::DataLf,
+                    _ => return Err("chunk data longer than its size"),
+                },
+                State::DataLf => match b {
+                    b'\n' => State::Size {
+                        value: 0,
+                        digits: 0,
+                        ext: false,
+                        len: 0,
+                    },
+                    _ => return Err("chunk data longer than its size"),
+                },
+                State::Trailer { line, total } => {
+                    if total >= MAX_TRAILERS {
+                        return Err("trailers too large");
+                    }
+                    match b {
+                        b'\r' => State::TrailerLf {
+                            line,
+                            total: total + 1,
+                        },
+                        _ => State::Trailer {
+                            line: line + 1,
+                            total: total + 1,
+                        },
+                    }
+                }
+                State::TrailerLf { line, total } => match b {
+                    b'\n' if line == 0 => {
+                        self.state = State::Done;
+                        return Ok(Scan::Done(i + 1));
+                    }
+                    b'\n' => State::Trailer {
+                        line: 0,
+                        total: total + 1,
+                    },
+                    _ => return Err("bad trailer line"),
+                },
+            };
+            i += 1;
+        }
+        Ok(if self.state == State::Done {
+            Scan::Done(bytes.len())
+        } else {
+            Scan::More
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scan_all(parts: &[&[u8]]) -> Result<Option<(usize, usize)>, &'static str> {
+        let mut s = ChunkedScanner::default();
+        for (n, p) in parts.iter().enumerate() {
+            if let Scan::Done(at) = s.feed(p)? {
+                return Ok(Some((n, at)));
+            }
+        }
+        Ok(None)
+    }
+
+    #[test]
+    fn finds_the_end_across_any_split() {
+        let body = b"4;ext=1\r\nWiki\r\n5\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\nX-Trailer: a\r\n\r\nNEXT";
+        let end = body.len() - 4;
+        for cut in 0..body.len() {
+            let (a, b) = body.split_at(cut);
+            let got = scan_all(&[a, b]).unwrap().unwrap();
+            let at = if got.0 == 0 { got.1 } else { cut + got.1 };
+            assert_eq!(at, end, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn incomplete_bodies_ask_for_more() {
+        assert_eq!(scan_all(&[b"5\r\nhel"]).unwrap(), None);
+        assert_eq!(scan_all(&[b"0\r\n"]).unwrap(), None);
+        assert_eq!(scan_all(&[b"0\r\n\r\n"]).unwrap(), Some((0, 5)));
+    }
+
+    #[test]
+    fn malformed_framing_is_an_error() {
+        assert!(scan_all(&[b"zz\r\n"]).is_err());
+        assert!(scan_all(&[b"\r\n"]).is_err());
+        assert!(scan_all(&[b"2\r\nabc\r\n"]).is_err());
+        assert!(scan_all(&[b"ffffffffffffffff\r\n"]).is_err());
+        assert!(scan_all(&[&[b'1'; 2000]]).is_err());
+    }
+}

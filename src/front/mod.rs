@@ -1,0 +1,376 @@
+//! The lean HTTP/1.1 front of plain-HTTP listeners.
+//!
+//! Pingora's HTTP/1 server and proxy phases cost about twice nginx's CPU per proxied
+//! request on this hardware (bench/RESULTS.md: bare Pingora at 0.5x nginx). This front
+//! reads the request head into one buffer and parses it in place (httparse), runs the same
+//! pipeline as the Pingora path (`Edge::pipeline`: classify, CORS, auth, limits, dispatch),
+//! writes local answers in one write, and proxies passthroughs over the lean node pool
+//! (`proxy`), streaming the node's body as it arrives.
+//!
+//! What it does not handle it hands to Pingora's HTTP server on the same connection, head
+//! bytes put back unread: HTTP/1.0, chunked or `Expect` request bodies, bodies over the
+//! lean limit, upgrades (WebSocket), event streams (SSE), passthroughs to TLS nodes, and
+//! malformed heads (Pingora answers those its way). TLS connections (HTTP/2 by ALPN) go
+//! to Pingora whole.
+
+pub mod chunked;
+mod proxy;
+pub mod request;
+
+use crate::edge::respond::Reply;
+use crate::edge::{Ctx, Edge, Outcome};
+use crate::errors::ApiError;
+use crate::routes::matcher::{Match, NormalizedPath};
+use crate::routes::spec::HandlerKind;
+use async_trait::async_trait;
+use bytes::{Bytes, BytesMut};
+use pingora_core::apps::{HttpServerApp, ServerApp};
+use pingora_core::protocols::http::ServerSession;
+use pingora_core::protocols::Stream;
+use pingora_core::server::ShutdownWatch;
+use pingora_proxy::{HttpProxy, ProxyHttp};
+use request::{Head, LeanRequest, Parsed};
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Largest request head read here (bigger ones go to Pingora).
+const MAX_HEAD: usize = 64 * 1024;
+/// An idle keep-alive connection is closed after this (Pingora's default too).
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(60);
+/// A request head or body must keep arriving: each read waits at most this long.
+const READ_TIMEOUT: Duration = Duration::from_secs(60);
+/// At shutdown an idle connection still takes a request arriving this soon, so a client
+/// that sent one as the old process stopped gets its answer (with `Connection: close`).
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
+/// Request bodies up to this size (or the JSON-RPC limit, if larger) are read whole here;
+/// bigger ones stream through Pingora.
+const MIN_LEAN_BODY: usize = 1 << 20;
+
+pub struct LeanFront {
+    edge: Edge,
+    proxy: Arc<HttpProxy<Edge>>,
+    /// Pools whose hosts are all plain-HTTP addresses: passthroughs to them stay here.
+    plain_pools: HashSet<String>,
+    max_body: usize,
+}
+
+impl LeanFront {
+    pub fn new(edge: Edge, proxy: HttpProxy<Edge>) -> Self {
+        use pingora_core::upstreams::peer::Peer;
+        let st = &edge.state;
+        let plain_pools = st
+            .pools
+            .all()
+            .filter(|p| {
+                p.hosts.iter().all(|h| {
+                    let peer = &h.endpoint(false).1;
+                    !peer.tls() && peer.address().as_inet().is_some()
+                })
+            })
+            .map(|p| p.name.clone())
+            .collect();
+        let max_body = st.config.app.rpc.max_body_bytes.max(MIN_LEAN_BODY);
+        LeanFront {
+            edge,
+            proxy: Arc::new(proxy),
+            plain_pools,
+            max_body,
+        }
+    }
+}
+
+/// One client connection and the bytes read from it but not yet used.
+pub struct Conn {
+    io: Stream,
+    buf: BytesMut,
+    client: Option<SocketAddr>,
+    client_text: String,
+    shutdown: ShutdownWatch,
+}
+
+impl Conn {
+    fn new(io: Stream, shutdown: ShutdownWatch) -> Self {
+        let client = io
+            .get_socket_digest()
+            .and_then(|d| d.peer_addr().cloned())
+            .and_then(|a| a.as_inet().copied());
+        Conn {
+            io,
+            buf: BytesMut::with_capacity(4096),
+            client,
+            client_text: client.map(|a| a.to_string()).unwrap_or_default(),
+            shutdown,
+        }
+    }
+
+    async fn read_more(&mut self) -> std::io::Result<usize> {
+        if self.buf.capacity() - self.buf.len() < 1024 {
+            self.buf.reserve(4096);
+        }
+        match tokio::time::timeout(READ_TIMEOUT, self.io.read_buf(&mut self.buf)).await {
+            Ok(r) => r,
+            Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
+        }
+    }
+
+    /// The next `n` bytes of the connection.
+    async fn read_exact_bytes(&mut self, n: usize) -> std::io::Result<Bytes> {
+        while self.buf.len() < n {
+            self.buf.reserve(n - self.buf.len());
+            if self.read_more().await? == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+        }
+        Ok(self.buf.split_to(n).freeze())
+    }
+
+    async fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.io.write_all(bytes).await?;
+        self.io.flush().await
+    }
+
+    fn shutting_down(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+}
+
+/// What waiting for the next request head ended with.
+enum Next {
+    Head(Head),
+    /// Pingora takes this request (the head is still in the buffer).
+    HandOver,
+    Close,
+}
+
+#[async_trait]
+impl ServerApp for LeanFront {
+    async fn process_new(self: &Arc<Self>, io: Stream, shutdown: &ShutdownWatch) -> Option<Stream> {
+        if io.get_ssl_digest().is_some() {
+            return ServerApp::process_new(&self.proxy, io, shutdown).await;
+        }
+        let mut conn = Conn::new(io, shutdown.clone());
+        loop {
+            match self.next_request(&mut conn).await {
+                Next::Close => return None,
+                Next::HandOver => conn = self.hand_over(conn).await?,
+                Next::Head(head) => {
+                    if !self.serve(&mut conn, head).await {
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn cleanup(&self) {
+        self.proxy.http_cleanup().await;
+    }
+}
+
+impl LeanFront {
+    /// Wait for a complete request head and decide who serves it.
+    async fn next_request(&self, conn: &mut Conn) -> Next {
+        let mut grace = false;
+        loop {
+            if !conn.buf.is_empty() {
+                match Head::parse(&conn.buf) {
+                    Parsed::Complete(mut head) => {
+                        if head.needs_pingora {
+                            return Next::HandOver;
+                        }
+                        head.raw = conn.buf.split_to(head.len).freeze();
+                        if self.is_lean(&head) {
+                            return Next::Head(head);
+                        }
+                        // Put the head back in front of whatever followed it.
+                        let mut back = BytesMut::with_capacity(head.len + conn.buf.len());
+                        back.extend_from_slice(&head.raw);
+                        back.extend_from_slice(&conn.buf);
+                        conn.buf = back;
+                        return Next::HandOver;
+                    }
+                    Parsed::Invalid => return Next::HandOver,
+                    Parsed::Partial if conn.buf.len() > MAX_HEAD => return Next::HandOver,
+                    Parsed::Partial => {}
+                }
+            }
+            let idle = conn.buf.is_empty();
+            let wait = if grace {
+                SHUTDOWN_GRACE
+            } else {
+                KEEPALIVE_IDLE
+            };
+            let mut shutdown = conn.shutdown.clone();
+            let read = tokio::select! {
+                r = tokio::time::timeout(wait, conn.read_more()) => r,
+                _ = shutdown.changed(), if idle && !grace => {
+                    grace = true;
+                    continue;
+                }
+            };
+            match read {
+                Ok(Ok(n)) if n > 0 => {}
+                // EOF, error, idle timeout, or the shutdown grace ran out.
+                _ => return Next::Close,
+            }
+        }
+    }
+
+    /// Whether the lean path serves this request: everything but streams, upgrades and
+    /// passthroughs to pools with TLS nodes.
+    fn is_lean(&self, head: &Head) -> bool {
+        if head.content_length > self.max_body {
+            return false;
+        }
+        let path = NormalizedPath::parse(head.path());
+        let method = head.method();
+        match self.edge.state.matcher.find(method, &path, false) {
+            Match::Found { route, .. } => match route.handler {
+                HandlerKind::MevShareSse
+                | HandlerKind::BeaconEvents
+                | HandlerKind::BasePortalWs => false,
+                HandlerKind::BeaconProxy => self.plain_pools.contains("eth_cl"),
+                HandlerKind::RelayData => self.plain_pools.contains("eth_mev_relay"),
+                _ => true,
+            },
+            _ => true,
+        }
+    }
+
+    /// Serve one lean request; `false` when the connection must close after it.
+    async fn serve(&self, conn: &mut Conn, head: Head) -> bool {
+        let mut ctx = self.edge.new_ctx();
+        ctx.request_id = crate::edge::request_id(head.header("x-request-id").map(str::as_bytes));
+        let closing = head.close || conn.shutting_down();
+        let mut req = LeanRequest {
+            head,
+            conn,
+            body: None,
+        };
+        let (status, keep, error) = match self.edge.pipeline(&mut req, &mut ctx).await {
+            Ok(Outcome::Proxy(pass)) => proxy::pass(self, &mut req, &mut ctx, pass, closing).await,
+            Ok(Outcome::Reply(reply)) => self.reply(&mut req, &ctx, reply, closing).await,
+            Ok(Outcome::MevShare { .. }) => {
+                // `is_lean` sends these routes to Pingora; reaching here is a bug.
+                let e = ApiError::internal("event stream on the lean path");
+                self.error(&mut req, &mut ctx, e, closing).await
+            }
+            Err(e) => self.error(&mut req, &mut ctx, e, closing).await,
+        };
+        let keep = keep && req.discard_body().await;
+        let client = req.conn.client_text.clone();
+        self.edge.request_done(
+            &ctx,
+            req.head.method(),
+            req.head.path(),
+            client,
+            status,
+            error.as_deref(),
+        );
+        keep
+    }
+
+    async fn error(
+        &self,
+        req: &mut LeanRequest<'_>,
+        ctx: &mut Ctx,
+        e: ApiError,
+        closing: bool,
+    ) -> (u16, bool, Option<String>) {
+        ctx.error_code = Some(e.code);
+        let reply = Reply::error(&e, ctx.envelope, &ctx.request_id);
+        self.reply(req, ctx, reply, closing).await
+    }
+
+    /// Write a local answer in one write: (status, keep the connection, error).
+    async fn reply(
+        &self,
+        req: &mut LeanRequest<'_>,
+        ctx: &Ctx,
+        reply: Reply,
+        closing: bool,
+    ) -> (u16, bool, Option<String>) {
+        let head_only = req.head.method() == "HEAD";
+        let mut out = Vec::with_capacity(256 + reply.body.len());
+        status_line(&mut out, reply.status, "");
+        header(&mut out, "Server", "chainedge");
+        header(&mut out, "X-Request-Id", &ctx.request_id);
+        if let Some(ct) = reply.content_type {
+            header(&mut out, "Content-Type", ct);
+        }
+        header(&mut out, "Content-Length", &reply.body.len().to_string());
+        let own = reply.headers.iter().map(|(k, v)| (*k, v.as_str()));
+        for (k, v) in own.chain(ctx.edge_headers()) {
+            header(&mut out, k, v);
+        }
+        if closing {
+            header(&mut out, "Connection", "close");
+        }
+        out.extend_from_slice(b"\r\n");
+        if !head_only {
+            out.extend_from_slice(&reply.body);
+        }
+        match req.conn.write(&out).await {
+            Ok(()) => (reply.status, !closing, None),
+            Err(e) => (reply.status, false, Some(format!("write to client: {e}"))),
+        }
+    }
+
+    /// Give the connection, with its unread bytes put back, to Pingora for one request;
+    /// it comes back when Pingora keeps it alive.
+    async fn hand_over(&self, conn: Conn) -> Option<Conn> {
+        let Conn {
+            io,
+            buf,
+            client,
+            client_text,
+            shutdown,
+        } = conn;
+        let io: Stream = if buf.is_empty() {
+            io
+        } else {
+            use pingora_core::protocols::l4::stream::Stream as L4Stream;
+            // Plain listeners always yield Pingora's L4 stream, which can replay bytes.
+            let mut l4 = io.into_any().downcast::<L4Stream>().ok()?;
+            l4.rewind(&buf);
+            l4
+        };
+        let mut session = ServerSession::new_http1(io);
+        session.set_keepalive(if *shutdown.borrow() { None } else { Some(60) });
+        let reused = self.proxy.process_new_http(session, &shutdown).await?;
+        let (io, _) = reused.consume();
+        Some(Conn {
+            io,
+            buf: BytesMut::with_capacity(4096),
+            client,
+            client_text,
+            shutdown,
+        })
+    }
+}
+
+pub(crate) fn status_line(out: &mut Vec<u8>, status: u16, reason: &str) {
+    let reason = if reason.is_empty() {
+        http::StatusCode::from_u16(status)
+            .ok()
+            .and_then(|s| s.canonical_reason())
+            .unwrap_or("Unknown")
+    } else {
+        reason
+    };
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(status.to_string().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(reason.as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+pub(crate) fn header(out: &mut Vec<u8>, name: &str, value: &str) {
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value.as_bytes());
+    out.extend_from_slice(b"\r\n");
+}

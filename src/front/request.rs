@@ -1,0 +1,226 @@
+//! A request head read by the lean front, and the request it becomes for the pipeline.
+
+use super::Conn;
+use crate::edge::downstream::{payload_too_large, Downstream};
+use crate::errors::ApiError;
+use async_trait::async_trait;
+use bytes::Bytes;
+use std::net::IpAddr;
+use std::ops::Range;
+
+/// Most header lines in a request head (more goes to Pingora, which refuses it its way).
+pub const MAX_HEADERS: usize = 100;
+
+/// A parsed request head: ranges into its bytes, so nothing is copied per header.
+pub struct Head {
+    pub raw: Bytes,
+    /// Bytes of the head, blank line included.
+    pub len: usize,
+    method: Range<usize>,
+    path: Range<usize>,
+    query: Option<Range<usize>>,
+    pub headers: Vec<(Range<usize>, Range<usize>)>,
+    /// Declared body length (0 when none).
+    pub content_length: usize,
+    /// The client asked to close after this answer.
+    pub close: bool,
+    /// Something only Pingora's full HTTP/1 server handles: HTTP/1.0, a chunked or
+    /// otherwise encoded body, `Expect`, an upgrade, a bad or repeated `Content-Length`.
+    pub needs_pingora: bool,
+}
+
+pub enum Parsed {
+    Complete(Head),
+    Partial,
+    /// Malformed or over a limit: Pingora answers it.
+    Invalid,
+}
+
+impl Head {
+    /// Parse the head at the start of `buf` (ranges are offsets into `buf`).
+    pub fn parse(buf: &[u8]) -> Parsed {
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut req = httparse::Request::new(&mut headers);
+        let len = match req.parse(buf) {
+            Ok(httparse::Status::Complete(n)) => n,
+            Ok(httparse::Status::Partial) => return Parsed::Partial,
+            Err(_) => return Parsed::Invalid,
+        };
+        let at = |s: &[u8]| {
+            let start = s.as_ptr() as usize - buf.as_ptr() as usize;
+            start..start + s.len()
+        };
+        let (Some(method), Some(target)) = (req.method, req.path) else {
+            return Parsed::Invalid;
+        };
+        let target_range = at(target.as_bytes());
+        let (path, query) = match target.find('?') {
+            Some(q) => (
+                target_range.start..target_range.start + q,
+                Some(target_range.start + q + 1..target_range.end),
+            ),
+            None => (target_range, None),
+        };
+        let mut head = Head {
+            raw: Bytes::new(),
+            len,
+            method: at(method.as_bytes()),
+            path,
+            query,
+            headers: Vec::with_capacity(req.headers.len()),
+            content_length: 0,
+            close: false,
+            needs_pingora: req.version != Some(1) || !target.starts_with('/'),
+        };
+        let mut lengths = 0;
+        for h in req.headers.iter() {
+            let name = h.name;
+            if name.eq_ignore_ascii_case("content-length") {
+                lengths += 1;
+                match std::str::from_utf8(h.value)
+                    .ok()
+                    .and_then(|v| v.trim().parse().ok())
+                {
+                    Some(n) => head.content_length = n,
+                    None => head.needs_pingora = true,
+                }
+            } else if name.eq_ignore_ascii_case("connection") {
+                let v = String::from_utf8_lossy(h.value).to_ascii_lowercase();
+                head.close |= v.contains("close");
+                head.needs_pingora |= v.contains("upgrade");
+            } else if name.eq_ignore_ascii_case("transfer-encoding")
+                || name.eq_ignore_ascii_case("expect")
+                || name.eq_ignore_ascii_case("upgrade")
+            {
+                head.needs_pingora = true;
+            }
+            head.headers.push((at(name.as_bytes()), at(h.value)));
+        }
+        head.needs_pingora |= lengths > 1;
+        Parsed::Complete(head)
+    }
+
+    fn text(&self, r: &Range<usize>) -> &str {
+        // httparse checked the method, target and header names are visible ASCII.
+        std::str::from_utf8(&self.raw[r.clone()]).unwrap_or("")
+    }
+
+    pub fn method(&self) -> &str {
+        self.text(&self.method)
+    }
+
+    pub fn path(&self) -> &str {
+        self.text(&self.path)
+    }
+
+    pub fn query(&self) -> Option<&str> {
+        self.query.as_ref().map(|q| self.text(q))
+    }
+
+    /// Header lines as (name, raw value).
+    pub fn header_lines(&self) -> impl Iterator<Item = (&str, &[u8])> {
+        self.headers
+            .iter()
+            .map(|(n, v)| (self.text(n), &self.raw[v.clone()]))
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.header_lines()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .and_then(|(_, v)| std::str::from_utf8(v).ok())
+    }
+}
+
+/// A lean request: its head, and the connection its body (if any) is still on.
+pub struct LeanRequest<'c> {
+    pub head: Head,
+    pub conn: &'c mut Conn,
+    /// The body once read (`read_body`); `None` while it is still on the connection.
+    pub body: Option<Bytes>,
+}
+
+impl LeanRequest<'_> {
+    /// Leave the connection at the start of the next request: an unread body is read
+    /// and dropped when small, otherwise the connection cannot be reused (`false`).
+    pub async fn discard_body(&mut self) -> bool {
+        if self.body.is_some() || self.head.content_length == 0 {
+            return true;
+        }
+        const MAX_DISCARD: usize = 64 * 1024;
+        if self.head.content_length > MAX_DISCARD {
+            return false;
+        }
+        self.conn
+            .read_exact_bytes(self.head.content_length)
+            .await
+            .is_ok()
+    }
+}
+
+#[async_trait]
+impl Downstream for LeanRequest<'_> {
+    fn method(&self) -> &str {
+        self.head.method()
+    }
+
+    fn path(&self) -> &str {
+        self.head.path()
+    }
+
+    fn query(&self) -> Option<&str> {
+        self.head.query()
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.head.header(name)
+    }
+
+    fn cookies(&self) -> Option<String> {
+        let parts: Vec<&str> = self
+            .head
+            .header_lines()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("cookie"))
+            .filter_map(|(_, v)| std::str::from_utf8(v).ok())
+            .collect();
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+
+    fn authority(&self) -> Option<&str> {
+        self.head.header("host")
+    }
+
+    fn is_upgrade(&self) -> bool {
+        // Upgrades never take the lean path.
+        false
+    }
+
+    fn client_ip(&self) -> Option<IpAddr> {
+        self.conn.client.map(|a| a.ip())
+    }
+
+    fn is_tls(&self) -> bool {
+        false
+    }
+
+    async fn read_body(&mut self, limit: usize) -> Result<Bytes, ApiError> {
+        if let Some(body) = &self.body {
+            return Ok(body.clone());
+        }
+        if self.head.content_length > limit {
+            return Err(payload_too_large(limit));
+        }
+        let body = self
+            .conn
+            .read_exact_bytes(self.head.content_length)
+            .await
+            .map_err(|e| {
+                ApiError::new(
+                    400,
+                    "invalid_body",
+                    format!("cannot read request body: {e}"),
+                )
+            })?;
+        self.body = Some(body.clone());
+        Ok(body)
+    }
+}
