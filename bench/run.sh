@@ -6,6 +6,8 @@
 # added latency, and held connections / SSE streams for memory. Writes bench/RESULTS.md.
 #
 #   bench/run.sh [seconds per run, default 10] [connections, default 64]
+#   HOLD=1 bench/run.sh          starts everything, prints the ports and key, and waits
+#                                (for hand-run wrk / perf); Ctrl-C stops it all
 #   PROFILE=1 bench/run.sh ...   also records `perf` call graphs of chainedge during (c)
 #                                and (d) into /tmp/chainedge-perf-{c,d}.data
 set -euo pipefail
@@ -168,6 +170,11 @@ rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 nginx_pids() { local m; m=$(cat "$work/$1.pid"); echo "$m $(pgrep -P "$m" | tr '\n' ' ')"; }
 sum_kib() { local f=$1 total=0; shift; for p in "$@"; do total=$((total + $($f "$p"))); done; echo $total; }
 
+if [ -n "${HOLD:-}" ]; then
+  echo "upstream :$UP  nginx :$NGX  bare :$BARE  chainedge :$CE (pid $ce_pid)  key $key  scripts $work" >&2
+  wait "$ce_pid"
+  exit 0
+fi
 echo "bench: ${secs}s per run, $conns connections, $workers workers each" >&2
 a=$(run direct "http://127.0.0.1:$UP/" "$work/post.lua")
 b=$(run nginx "http://127.0.0.1:$NGX/" "$work/post.lua")

@@ -770,6 +770,24 @@ impl Edge {
                 let hosts = pool.candidates(None);
                 Ok(Outcome::Proxy(self.pass(&pool, hosts, rest, true)?))
             }
+            // The route's tail, raw as the client sent it, to the route's pool.
+            HandlerKind::Passthrough | HandlerKind::HeimdallProxy => {
+                if ctx.path_suspicious {
+                    return Err(ApiError::new(
+                        400,
+                        "invalid_path",
+                        "path segments may not be '.', '..' or contain encoded slashes",
+                    ));
+                }
+                let pool = self.pool(route.pool.as_deref().unwrap_or_default())?;
+                let tail = raw_tail(session.path(), route.segments_before_tail());
+                let rest = match session.query() {
+                    Some(q) => format!("{tail}?{q}"),
+                    None => tail.to_string(),
+                };
+                let hosts = pool.candidates(None);
+                Ok(Outcome::Proxy(self.pass(&pool, hosts, rest, false)?))
+            }
             HandlerKind::RelayData => {
                 let tail = ctx.params.last().cloned().unwrap_or_default();
                 let rest = handlers::relay::check(&tail, session.query())?;
@@ -1173,6 +1191,18 @@ fn format_rps(rps: f64) -> String {
     } else {
         format!("{rps}")
     }
+}
+
+/// `raw` (a request path) without its first `prefix` segments, still percent-encoded.
+pub(crate) fn raw_tail(raw: &str, prefix: usize) -> &str {
+    let mut rest = raw.trim_start_matches('/');
+    for _ in 0..prefix {
+        rest = match rest.find('/') {
+            Some(i) => rest[i..].trim_start_matches('/'),
+            None => "",
+        };
+    }
+    rest
 }
 
 /// Keep a caller's well-formed `X-Request-Id` (for tracing across hops); otherwise mint one.

@@ -234,6 +234,10 @@ impl LeanFront {
                 | HandlerKind::BasePortalWs => false,
                 HandlerKind::BeaconProxy => self.plain_pools.contains("eth_cl"),
                 HandlerKind::RelayData => self.plain_pools.contains("eth_mev_relay"),
+                HandlerKind::Passthrough | HandlerKind::HeimdallProxy => route
+                    .pool
+                    .as_ref()
+                    .is_some_and(|p| self.plain_pools.contains(p)),
                 _ => true,
             },
             _ => true,
@@ -298,6 +302,7 @@ impl LeanFront {
         status_line(&mut out, reply.status, "");
         header(&mut out, "Server", "chainedge");
         header(&mut out, "X-Request-Id", &ctx.request_id);
+        date_header(&mut out);
         if let Some(ct) = reply.content_type {
             header(&mut out, "Content-Type", ct);
         }
@@ -365,6 +370,14 @@ pub(crate) fn status_line(out: &mut Vec<u8>, status: u16, reason: &str) {
     out.extend_from_slice(status.to_string().as_bytes());
     out.push(b' ');
     out.extend_from_slice(reason.as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// `Date` (RFC 9110 §6.6.1), from Pingora's once-a-second cache.
+pub(crate) fn date_header(out: &mut Vec<u8>) {
+    let date = pingora_core::protocols::http::date::get_cached_date();
+    out.extend_from_slice(b"Date: ");
+    out.extend_from_slice(date.as_bytes());
     out.extend_from_slice(b"\r\n");
 }
 

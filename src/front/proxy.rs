@@ -8,7 +8,7 @@
 
 use super::chunked::{ChunkedScanner, Scan};
 use super::request::LeanRequest;
-use super::{header, status_line, LeanFront};
+use super::{date_header, header, status_line, LeanFront};
 use crate::edge::downstream::Downstream;
 use crate::edge::{Ctx, Pass, CALLER_ONLY_HEADERS, PASS_READ_TIMEOUT};
 use crate::errors::ApiError;
@@ -270,7 +270,9 @@ async fn relay(
         .collect();
     let mut out = Vec::with_capacity(buf.len() + 256);
     let mut lines: Vec<u8> = Vec::with_capacity(buf.len());
+    let mut dated = false;
     let info = match parse_head_visit(&buf, head_request, |name, value| {
+        dated |= name.eq_ignore_ascii_case("date");
         let skip = HOP_BY_HOP
             .iter()
             .chain(&["server", "x-request-id"])
@@ -297,6 +299,9 @@ async fn relay(
     out.extend_from_slice(&lines);
     header(&mut out, "Server", "chainedge");
     header(&mut out, "X-Request-Id", &ctx.request_id);
+    if !dated {
+        date_header(&mut out);
+    }
     for (k, v) in ctx.edge_headers() {
         header(&mut out, k, v);
     }

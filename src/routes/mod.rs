@@ -49,6 +49,11 @@ impl Route {
         matches!(self.segments.last(), Some(matcher::Seg::Tail(_)))
     }
 
+    /// Path segments before the `{*tail}` (all of them for a route without one).
+    pub fn segments_before_tail(&self) -> usize {
+        self.segments.len() - usize::from(self.has_tail())
+    }
+
     pub fn param<'a>(&self, params: &'a [String], name: &str) -> Option<&'a str> {
         let i = self.param_names.iter().position(|n| n == name)?;
         params.get(i).map(String::as_str)
@@ -164,6 +169,12 @@ pub fn load(dir: &Path, ctx: &RouteContext) -> Result<Matcher, Vec<ConfigError>>
                         format!("unknown pool '{p}'; pools are {:?}", ctx.pools),
                     );
                 }
+            }
+            if spec.handler == HandlerKind::Passthrough && spec.pool.is_none() {
+                bad(
+                    "pool",
+                    "a passthrough route needs the pool it forwards to".into(),
+                );
             }
             if let Some(s) = &spec.switch {
                 if !ctx.switches.contains(&s.as_str()) {

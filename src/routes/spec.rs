@@ -161,6 +161,9 @@ pub enum HandlerKind {
     PrivateRpc,
     HostRpc,
     HeimdallProxy,
+    /// The route's `{*tail}` (and query) to its pool as it is: an operator's own
+    /// passthrough to any node API (`pool` required).
+    Passthrough,
     BasePortalWs,
     BasePage,
     FirehoseWs,
