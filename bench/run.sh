@@ -92,8 +92,15 @@ target/release/examples/bare_proxy 127.0.0.1:$BARE 127.0.0.1:$UP $workers >/dev/
 pids+=($!)
 bare_pid=$!
 
+# The product's route table plus one operator route: a plain passthrough (no key, no
+# rate limit) to the static upstream, the same request nginx proxies in (b).
+mkdir -p "$work/plugins"
+cp plugins/*.yaml "$work/plugins/"
+cat >> "$work/plugins/eth.yaml" <<'ROUTE'
+  - {name: bench.plain, methods: [GET, POST], path: "/bench/plain/{*rest}", handler: passthrough, credential: none, pool: eth_el}
+ROUTE
 cat > "$work/app.yaml" <<YAML
-plugins: $PWD/plugins
+plugins: $work/plugins
 listen:
   http: ["127.0.0.1:$CE"]
 metrics:
@@ -185,7 +192,8 @@ profile() { # profile NAME: perf for the length of one run, in the background
   fi
 }
 profile c
-c=$(run passthrough "http://127.0.0.1:$CE/rpc/eth-beacon/eth/v1/node/version" "$work/key.lua")
+c=$(run passthrough "http://127.0.0.1:$CE/bench/plain/" "$work/post.lua")
+c2=$(run beacon "http://127.0.0.1:$CE/rpc/eth-beacon/eth/v1/node/version" "$work/key.lua")
 wait_perf() { [ -n "${PROFILE:-}" ] && sleep 1 || true; }
 wait_perf
 profile d
@@ -198,7 +206,7 @@ ngx_hwm=$(sum_kib hwm_kib $(nginx_pids nginx))
 bare_hwm=$(hwm_kib "$bare_pid")
 
 read -r ar ap50 ap99 <<<"$a"; read -r br bp50 bp99 <<<"$b"; read -r cr cp50 cp99 <<<"$c"
-read -r dr dp50 dp99 <<<"$d"; read -r er ep50 ep99 <<<"$e"; read -r c0r c0p50 c0p99 <<<"$c0"
+read -r c2r c2p50 c2p99 <<<"$c2"; read -r dr dp50 dp99 <<<"$d"; read -r er ep50 ep99 <<<"$e"; read -r c0r c0p50 c0p99 <<<"$c0"
 
 # Added latency at 50% of (d)'s peak: oha holds a fixed request rate (open model, with
 # coordinated-omission correction) against (d) and against the upstream directly.
@@ -263,14 +271,16 @@ the upstream. Pingora (bare) and chainedge: $workers worker threads
 | (a) direct to the static upstream | $ar | $ap50 | $ap99 |
 | (b) nginx reverse proxy | $br | $bp50 | $bp99 |
 | (c0) Pingora with no chainedge logic (\`examples/bare_proxy.rs\`): the framework floor | $c0r | $c0p50 | $c0p99 |
-| (c) chainedge passthrough (beacon proxy: key, path policy, Pingora proxy) | $cr | $cp50 | $cp99 |
+| (c) chainedge plain passthrough (route \`passthrough\`, no key, no limit; lean front) | $cr | $cp50 | $cp99 |
+| (c2) chainedge beacon passthrough (key auth, rate limit, beacon path policy) | $c2r | $c2p50 | $c2p99 |
 | (d) chainedge \`/rpc/eth\` (key auth, rate limit, method table, gateway) | $dr | $dp50 | $dp99 |
 | (e) chainedge local handler (\`/console/app.js\` from memory) | $er | $ep50 | $ep99 |
 
 | ratio | value | target |
 |---|---|---|
 | (c)/(b) requests/s | $(ratio "$cr" "$br") | ≥ 1.0 |
-| (c)/(c0) requests/s: chainedge's cost over bare Pingora | $(ratio "$cr" "$c0r") | — |
+| (c)/(c0) requests/s: chainedge over bare Pingora | $(ratio "$cr" "$c0r") | — |
+| (c2)/(c) requests/s: what key auth, limits and the beacon policy cost | $(ratio "$c2r" "$cr") | — |
 | (d)/(c) requests/s | $(ratio "$dr" "$cr") | ≥ 0.8 |
 | (d) − (a) p50 at $half req/s (50% of (d)'s peak), oha fixed rate | ${added} ms ((d) $dh50 ms at $dhr req/s, (a) $ah50 ms) | ≤ 0.5 ms |
 

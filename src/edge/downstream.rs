@@ -3,13 +3,29 @@
 //! HTTP/1.1 front's own request (`crate::front`).
 
 use crate::errors::ApiError;
+use crate::routes::Route;
 use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
 use pingora_proxy::Session;
 use std::net::IpAddr;
+use std::sync::Arc;
+
+/// A route found before the pipeline ran (the lean front matches routes to decide who
+/// serves a request): the pipeline uses it instead of matching again.
+pub struct PreMatch {
+    pub route: Arc<Route>,
+    pub params: Vec<String>,
+    /// The path had `.`/`..` or encoded-slash segments.
+    pub suspicious: bool,
+}
 
 #[async_trait]
 pub trait Downstream: Send + Sync {
+    /// The route already matched for this request, if any (taken once).
+    fn take_match(&mut self) -> Option<PreMatch> {
+        None
+    }
+
     fn method(&self) -> &str;
     /// The path of the request target, without the query.
     fn path(&self) -> &str;

@@ -17,7 +17,7 @@ use crate::routes::Route;
 use crate::rpc::Gateway;
 use async_trait::async_trait;
 use bytes::Bytes;
-pub use downstream::Downstream;
+pub use downstream::{Downstream, PreMatch};
 use pingora_core::upstreams::peer::HttpPeer;
 use pingora_core::{Error, ErrorType, Result};
 use pingora_http::ResponseHeader;
@@ -345,7 +345,7 @@ impl ProxyHttp for Edge {
             ctx,
             req.method.as_str(),
             req.uri.path(),
-            client,
+            &client,
             status,
             err_text.as_deref(),
         );
@@ -359,37 +359,39 @@ impl Edge {
         ctx: &Ctx,
         method: &str,
         path: &str,
-        client: String,
+        client: &str,
         status: u16,
         error: Option<&str>,
     ) {
         let elapsed = ctx.started.elapsed().as_secs_f64();
         metrics::request_done(ctx.route_name(), status, elapsed);
-        access_log::write(&access_log::AccessLine {
-            ts: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
-            request_id: &ctx.request_id,
-            client,
-            method,
-            path,
-            route: ctx.route_name(),
-            surface: ctx.route.as_ref().map(|r| r.surface.as_str()).unwrap_or(""),
-            tenant: match &ctx.principal {
-                Some(Principal::Key(k)) => Some(k.tenant_id.as_str()),
-                _ => None,
-            },
-            key_id: match &ctx.principal {
-                Some(Principal::Key(k)) => Some(k.key_id.as_str()),
-                _ => None,
-            },
-            user: match &ctx.principal {
-                Some(Principal::Key(k)) => k.user_id.as_deref(),
-                Some(Principal::User(s)) => Some(s.user_id.as_str()),
-                _ => None,
-            },
-            status,
-            latency_ms: (elapsed * 1e6).round() / 1e3,
-            upstream: ctx.upstream.as_deref(),
-            error: ctx.error_code.or(error),
+        access_log::with_timestamp(|ts| {
+            access_log::write(&access_log::AccessLine {
+                ts,
+                request_id: &ctx.request_id,
+                client,
+                method,
+                path,
+                route: ctx.route_name(),
+                surface: ctx.route.as_ref().map(|r| r.surface.as_str()).unwrap_or(""),
+                tenant: match &ctx.principal {
+                    Some(Principal::Key(k)) => Some(k.tenant_id.as_str()),
+                    _ => None,
+                },
+                key_id: match &ctx.principal {
+                    Some(Principal::Key(k)) => Some(k.key_id.as_str()),
+                    _ => None,
+                },
+                user: match &ctx.principal {
+                    Some(Principal::Key(k)) => k.user_id.as_deref(),
+                    Some(Principal::User(s)) => Some(s.user_id.as_str()),
+                    _ => None,
+                },
+                status,
+                latency_ms: (elapsed * 1e6).round() / 1e3,
+                upstream: ctx.upstream.as_deref(),
+                error: ctx.error_code.or(error),
+            })
         });
     }
 }
@@ -403,7 +405,7 @@ impl Edge {
     ) -> Result<Outcome, ApiError> {
         let st = &*self.state;
         let method = session.method().to_string();
-        let path = NormalizedPath::parse(session.path());
+        let pre = session.take_match();
         let origin = session.header("origin").map(str::to_string);
 
         // CORS preflight: answered from the policy of the route the real request would hit.
@@ -412,6 +414,7 @@ impl Edge {
                 (&origin, session.header("access-control-request-method"))
             {
                 let wanted = wanted.to_string();
+                let path = NormalizedPath::parse(session.path());
                 let route = self.classify(ctx, &wanted, &path, false)?;
                 let same = self.same_origin(session, origin);
                 return match cors::check(&route, Some(origin), self.console_origin(), same) {
@@ -429,7 +432,13 @@ impl Edge {
         }
 
         let upgrade = session.is_upgrade();
-        let route = self.classify(ctx, &method, &path, upgrade)?;
+        let route = match pre {
+            Some(m) => self.found(ctx, m)?,
+            None => {
+                let path = NormalizedPath::parse(session.path());
+                self.classify(ctx, &method, &path, upgrade)?
+            }
+        };
         let same = origin
             .as_deref()
             .is_some_and(|o| self.same_origin(session, o));
@@ -498,6 +507,22 @@ impl Edge {
         self.dispatch(session, ctx, &route).await
     }
 
+    /// Record a matched route in the context; traversal outside tail routes is refused.
+    fn found(&self, ctx: &mut Ctx, m: PreMatch) -> Result<Arc<Route>, ApiError> {
+        ctx.params = m.params;
+        ctx.path_suspicious = m.suspicious;
+        ctx.envelope = m.route.envelope;
+        ctx.route = Some(m.route.clone());
+        if m.suspicious && !m.route.has_tail() {
+            return Err(ApiError::new(
+                400,
+                "invalid_path",
+                "path segments may not be '.', '..' or contain encoded slashes",
+            ));
+        }
+        Ok(m.route)
+    }
+
     /// Match the route and record it in the context; 404 / 405 / traversal refusals.
     fn classify(
         &self,
@@ -507,20 +532,14 @@ impl Edge {
         upgrade: bool,
     ) -> Result<Arc<Route>, ApiError> {
         match self.state.matcher.find(method, path, upgrade) {
-            Match::Found { route, params } => {
-                ctx.route = Some(route.clone());
-                ctx.params = params;
-                ctx.path_suspicious = path.suspicious;
-                ctx.envelope = route.envelope;
-                if path.suspicious && !route.has_tail() {
-                    return Err(ApiError::new(
-                        400,
-                        "invalid_path",
-                        "path segments may not be '.', '..' or contain encoded slashes",
-                    ));
-                }
-                Ok(route.clone())
-            }
+            Match::Found { route, params } => self.found(
+                ctx,
+                PreMatch {
+                    route: route.clone(),
+                    params,
+                    suspicious: path.suspicious,
+                },
+            ),
             Match::MethodNotAllowed { routes } => {
                 let first = routes[0];
                 ctx.route = Some(first.clone());

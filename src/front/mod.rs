@@ -18,7 +18,7 @@ mod proxy;
 pub mod request;
 
 use crate::edge::respond::Reply;
-use crate::edge::{Ctx, Edge, Outcome};
+use crate::edge::{Ctx, Edge, Outcome, PreMatch};
 use crate::errors::ApiError;
 use crate::routes::matcher::{Match, NormalizedPath};
 use crate::routes::spec::HandlerKind;
@@ -107,10 +107,14 @@ impl Conn {
     }
 
     async fn read_more(&mut self) -> std::io::Result<usize> {
+        self.read_more_within(READ_TIMEOUT).await
+    }
+
+    async fn read_more_within(&mut self, wait: Duration) -> std::io::Result<usize> {
         if self.buf.capacity() - self.buf.len() < 1024 {
             self.buf.reserve(4096);
         }
-        match tokio::time::timeout(READ_TIMEOUT, self.io.read_buf(&mut self.buf)).await {
+        match tokio::time::timeout(wait, self.io.read_buf(&mut self.buf)).await {
             Ok(r) => r,
             Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
         }
@@ -137,9 +141,16 @@ impl Conn {
     }
 }
 
+/// Who serves a request whose head is complete.
+enum Lean {
+    Yes(Option<PreMatch>),
+    No,
+}
+
 /// What waiting for the next request head ended with.
 enum Next {
-    Head(Head),
+    /// A lean request, with its route when it matched one.
+    Head(Head, Option<PreMatch>),
     /// Pingora takes this request (the head is still in the buffer).
     HandOver,
     Close,
@@ -156,8 +167,8 @@ impl ServerApp for LeanFront {
             match self.next_request(&mut conn).await {
                 Next::Close => return None,
                 Next::HandOver => conn = self.hand_over(conn).await?,
-                Next::Head(head) => {
-                    if !self.serve(&mut conn, head).await {
+                Next::Head(head, pre) => {
+                    if !self.serve(&mut conn, head, pre).await {
                         return None;
                     }
                 }
@@ -182,8 +193,8 @@ impl LeanFront {
                             return Next::HandOver;
                         }
                         head.raw = conn.buf.split_to(head.len).freeze();
-                        if self.is_lean(&head) {
-                            return Next::Head(head);
+                        if let Lean::Yes(pre) = self.lean(&head) {
+                            return Next::Head(head, pre);
                         }
                         // Put the head back in front of whatever followed it.
                         let mut back = BytesMut::with_capacity(head.len + conn.buf.len());
@@ -205,14 +216,14 @@ impl LeanFront {
             };
             let mut shutdown = conn.shutdown.clone();
             let read = tokio::select! {
-                r = tokio::time::timeout(wait, conn.read_more()) => r,
+                r = conn.read_more_within(wait) => r,
                 _ = shutdown.changed(), if idle && !grace => {
                     grace = true;
                     continue;
                 }
             };
             match read {
-                Ok(Ok(n)) if n > 0 => {}
+                Ok(n) if n > 0 => {}
                 // EOF, error, idle timeout, or the shutdown grace ran out.
                 _ => return Next::Close,
             }
@@ -221,31 +232,43 @@ impl LeanFront {
 
     /// Whether the lean path serves this request: everything but streams, upgrades and
     /// passthroughs to pools with TLS nodes.
-    fn is_lean(&self, head: &Head) -> bool {
+    fn lean(&self, head: &Head) -> Lean {
         if head.content_length > self.max_body {
-            return false;
+            return Lean::No;
         }
         let path = NormalizedPath::parse(head.path());
         let method = head.method();
-        match self.edge.state.matcher.find(method, &path, false) {
-            Match::Found { route, .. } => match route.handler {
-                HandlerKind::MevShareSse
-                | HandlerKind::BeaconEvents
-                | HandlerKind::BasePortalWs => false,
-                HandlerKind::BeaconProxy => self.plain_pools.contains("eth_cl"),
-                HandlerKind::RelayData => self.plain_pools.contains("eth_mev_relay"),
-                HandlerKind::Passthrough | HandlerKind::HeimdallProxy => route
-                    .pool
-                    .as_ref()
-                    .is_some_and(|p| self.plain_pools.contains(p)),
-                _ => true,
+        let route = match self.edge.state.matcher.find(method, &path, false) {
+            Match::Found { route, params } => PreMatch {
+                route: route.clone(),
+                params,
+                suspicious: path.suspicious,
             },
+            // Refusals (404, 405) are the pipeline's to word.
+            _ => return Lean::Yes(None),
+        };
+        let lean = match route.route.handler {
+            HandlerKind::MevShareSse | HandlerKind::BeaconEvents | HandlerKind::BasePortalWs => {
+                false
+            }
+            HandlerKind::BeaconProxy => self.plain_pools.contains("eth_cl"),
+            HandlerKind::RelayData => self.plain_pools.contains("eth_mev_relay"),
+            HandlerKind::Passthrough | HandlerKind::HeimdallProxy => route
+                .route
+                .pool
+                .as_ref()
+                .is_some_and(|p| self.plain_pools.contains(p)),
             _ => true,
+        };
+        if lean {
+            Lean::Yes(Some(route))
+        } else {
+            Lean::No
         }
     }
 
     /// Serve one lean request; `false` when the connection must close after it.
-    async fn serve(&self, conn: &mut Conn, head: Head) -> bool {
+    async fn serve(&self, conn: &mut Conn, head: Head, pre: Option<PreMatch>) -> bool {
         let mut ctx = self.edge.new_ctx();
         ctx.request_id = crate::edge::request_id(head.header("x-request-id").map(str::as_bytes));
         let closing = head.close || conn.shutting_down();
@@ -253,6 +276,7 @@ impl LeanFront {
             head,
             conn,
             body: None,
+            pre,
         };
         let (status, keep, error) = match self.edge.pipeline(&mut req, &mut ctx).await {
             Ok(Outcome::Proxy(pass)) => proxy::pass(self, &mut req, &mut ctx, pass, closing).await,
@@ -265,12 +289,11 @@ impl LeanFront {
             Err(e) => self.error(&mut req, &mut ctx, e, closing).await,
         };
         let keep = keep && req.discard_body().await;
-        let client = req.conn.client_text.clone();
         self.edge.request_done(
             &ctx,
             req.head.method(),
             req.head.path(),
-            client,
+            &req.conn.client_text,
             status,
             error.as_deref(),
         );

@@ -217,19 +217,24 @@ async fn exchange_head(
                 ))
             }
         }
-        match parse_head_visit(&buf, false, |_, _| {}) {
+        // `relay` parses (and checks) the head; here only its end is looked for.
+        match head_end(&buf) {
             // 1xx informational answers come before the real one.
-            Ok(Some(h)) if h.status < 200 => {
-                buf.drain(..h.len);
+            Some(end) if buf.get(9) == Some(&b'1') => {
+                buf.drain(..end);
             }
-            Ok(Some(_)) => return Ok((up, buf)),
-            Ok(None) if buf.len() > MAX_NODE_HEAD => {
+            Some(_) => return Ok((up, buf)),
+            None if buf.len() > MAX_NODE_HEAD => {
                 return Err((false, "answer head too large".into()))
             }
-            Ok(None) => {}
-            Err(e) => return Err((false, e.to_string())),
+            None => {}
         }
     }
+}
+
+/// Where the head ends (after its blank line), once it is complete.
+fn head_end(buf: &[u8]) -> Option<usize> {
+    buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
 }
 
 async fn read_up(
@@ -263,21 +268,19 @@ async fn relay(
     closing: bool,
     read_timeout: Option<Duration>,
 ) -> Served {
-    let edge_names: Vec<&str> = ctx
-        .edge_headers()
-        .map(|(k, _)| k)
-        .filter(|k| *k != "Set-Cookie")
-        .collect();
     let mut out = Vec::with_capacity(buf.len() + 256);
     let mut lines: Vec<u8> = Vec::with_capacity(buf.len());
     let mut dated = false;
     let info = match parse_head_visit(&buf, head_request, |name, value| {
         dated |= name.eq_ignore_ascii_case("date");
+        // Ours replace the node's (cookies add up).
         let skip = HOP_BY_HOP
             .iter()
             .chain(&["server", "x-request-id"])
-            .chain(edge_names.iter())
-            .any(|h| h.eq_ignore_ascii_case(name));
+            .any(|h| h.eq_ignore_ascii_case(name))
+            || ctx
+                .edge_headers()
+                .any(|(k, _)| k != "Set-Cookie" && k.eq_ignore_ascii_case(name));
         if !skip {
             lines.extend_from_slice(name.as_bytes());
             lines.extend_from_slice(b": ");
@@ -286,11 +289,16 @@ async fn relay(
         }
     }) {
         Ok(Some(h)) => h,
-        // `exchange_head` returned only once this head parsed.
-        _ => {
-            return front
-                .error(req, ctx, ApiError::internal("node answer head"), closing)
-                .await
+        bad => {
+            let why = match bad {
+                Err(e) => e.to_string(),
+                _ => "incomplete head".into(),
+            };
+            let e = ApiError::bad_gateway(
+                "upstream_unavailable",
+                format!("the node's answer was malformed: {why}"),
+            );
+            return front.error(req, ctx, e, closing).await;
         }
     };
     let (status, head_len, framing, node_closes) =
@@ -328,7 +336,7 @@ async fn relay(
     if let Some(e) = err {
         return (status, false, Some(format!("node answer: {e}")));
     }
-    let mut chunk = Vec::with_capacity(RELAY_CHUNK);
+    let mut chunk = Vec::new();
     let mut trailing = trailing;
     while !relay.done() {
         chunk.clear();

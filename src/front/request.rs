@@ -1,7 +1,7 @@
 //! A request head read by the lean front, and the request it becomes for the pipeline.
 
 use super::Conn;
-use crate::edge::downstream::{payload_too_large, Downstream};
+use crate::edge::downstream::{payload_too_large, Downstream, PreMatch};
 use crate::errors::ApiError;
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -137,6 +137,8 @@ pub struct LeanRequest<'c> {
     pub conn: &'c mut Conn,
     /// The body once read (`read_body`); `None` while it is still on the connection.
     pub body: Option<Bytes>,
+    /// The route the front matched to decide it serves this request.
+    pub pre: Option<PreMatch>,
 }
 
 impl LeanRequest<'_> {
@@ -159,6 +161,10 @@ impl LeanRequest<'_> {
 
 #[async_trait]
 impl Downstream for LeanRequest<'_> {
+    fn take_match(&mut self) -> Option<PreMatch> {
+        self.pre.take()
+    }
+
     fn method(&self) -> &str {
         self.head.method()
     }

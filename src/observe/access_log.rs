@@ -13,9 +13,9 @@ use std::time::Duration;
 
 #[derive(Serialize)]
 pub struct AccessLine<'a> {
-    pub ts: String,
+    pub ts: &'a str,
     pub request_id: &'a str,
-    pub client: String,
+    pub client: &'a str,
     pub method: &'a str,
     /// Path without the query string (queries may carry what callers should not have sent).
     pub path: &'a str,
@@ -59,6 +59,28 @@ static QUEUE: Lazy<Queue> = Lazy::new(|| {
         rx: Mutex::new(rx),
     }
 });
+
+/// The current time as RFC 3339 with milliseconds, formatted once per millisecond and
+/// thread (every request logs it).
+pub fn with_timestamp<T>(f: impl FnOnce(&str) -> T) -> T {
+    use std::cell::RefCell;
+    use std::time::{SystemTime, UNIX_EPOCH};
+    thread_local! {
+        static LAST: RefCell<(u128, String)> = const { RefCell::new((0, String::new())) };
+    }
+    let now = SystemTime::now();
+    let ms = now
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        if last.0 != ms || last.1.is_empty() {
+            *last = (ms, humantime::format_rfc3339_millis(now).to_string());
+        }
+        f(&last.1)
+    })
+}
 
 pub fn write(line: &AccessLine) {
     let Ok(mut text) = serde_json::to_vec(line) else {

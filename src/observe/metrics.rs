@@ -156,11 +156,48 @@ pub fn init() {
     Lazy::force(&ACCESS_LOG_DROPPED);
 }
 
+/// Per-thread handles of the per-request series, so a request costs a map lookup and
+/// two atomic adds instead of label hashing under the registry's lock. Bounded by the
+/// route table (and `unmatched`) times the status labels below.
+struct RouteSeries {
+    latency: prometheus::Histogram,
+    by_status: Vec<(&'static str, prometheus::IntCounter)>,
+}
+
+thread_local! {
+    static ROUTE_SERIES: std::cell::RefCell<std::collections::HashMap<String, RouteSeries>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+    static HOST_ATTEMPTS: std::cell::RefCell<Vec<(String, String, prometheus::IntCounter)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
 pub fn request_done(route: &str, status: u16, seconds: f64) {
-    REQUESTS
-        .with_label_values(&[route, status_label(status)])
-        .inc();
-    LATENCY.with_label_values(&[route]).observe(seconds);
+    let label = status_label(status);
+    ROUTE_SERIES.with(|series| {
+        let mut series = series.borrow_mut();
+        if !series.contains_key(route) {
+            let latency = LATENCY.with_label_values(&[route]);
+            series.insert(
+                route.to_string(),
+                RouteSeries {
+                    latency,
+                    by_status: Vec::new(),
+                },
+            );
+        }
+        let Some(s) = series.get_mut(route) else {
+            return;
+        };
+        s.latency.observe(seconds);
+        match s.by_status.iter().find(|(l, _)| *l == label) {
+            Some((_, c)) => c.inc(),
+            None => {
+                let c = REQUESTS.with_label_values(&[route, label]);
+                c.inc();
+                s.by_status.push((label, c));
+            }
+        }
+    });
 }
 
 /// Status label without a per-request allocation for the common codes.
@@ -187,7 +224,18 @@ fn status_label(status: u16) -> &'static str {
 }
 
 pub fn upstream_attempt(pool: &str, host: &str) {
-    UPSTREAM_ATTEMPTS.with_label_values(&[pool, host]).inc();
+    HOST_ATTEMPTS.with(|counters| {
+        let mut counters = counters.borrow_mut();
+        // Pools and hosts are fixed at start-up, so the list stays short.
+        match counters.iter().find(|(p, h, _)| p == pool && h == host) {
+            Some((_, _, c)) => c.inc(),
+            None => {
+                let c = UPSTREAM_ATTEMPTS.with_label_values(&[pool, host]);
+                c.inc();
+                counters.push((pool.to_string(), host.to_string(), c));
+            }
+        }
+    });
 }
 
 pub fn upstream_failure(pool: &str, host: &str, reason: &str) {
