@@ -1243,3 +1243,16 @@ pub(crate) fn request_id(given: Option<&[u8]>) -> String {
         COUNTER.fetch_add(1, Ordering::Relaxed)
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::raw_tail;
+
+    #[test]
+    fn raw_tail_skips_the_route_prefix_and_keeps_encoding() {
+        assert_eq!(raw_tail("/v1/polygon/heimdall/a%20b/c", 3), "a%20b/c");
+        assert_eq!(raw_tail("//v1//polygon/heimdall//x", 3), "x");
+        assert_eq!(raw_tail("/v1/polygon/heimdall", 3), "");
+        assert_eq!(raw_tail("/bench/plain/", 2), "");
+    }
+}

@@ -40,8 +40,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 const MAX_HEAD: usize = 64 * 1024;
 /// An idle keep-alive connection is closed after this (Pingora's default too).
 const KEEPALIVE_IDLE: Duration = Duration::from_secs(60);
-/// A request head or body must keep arriving: each read waits at most this long.
+/// A request head must be complete, and each read of a body must return, within this.
 const READ_TIMEOUT: Duration = Duration::from_secs(60);
+/// A client must take each write within this.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 /// At shutdown an idle connection still takes a request arriving this soon, so a client
 /// that sent one as the old process stopped gets its answer (with `Connection: close`).
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
@@ -131,9 +133,17 @@ impl Conn {
         Ok(self.buf.split_to(n).freeze())
     }
 
+    /// Write and flush; a client that stops reading is dropped after `WRITE_TIMEOUT`.
     async fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.io.write_all(bytes).await?;
-        self.io.flush().await
+        let io = &mut self.io;
+        let write = async {
+            io.write_all(bytes).await?;
+            io.flush().await
+        };
+        match tokio::time::timeout(WRITE_TIMEOUT, write).await {
+            Ok(r) => r,
+            Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
+        }
     }
 
     fn shutting_down(&self) -> bool {
@@ -185,6 +195,9 @@ impl LeanFront {
     /// Wait for a complete request head and decide who serves it.
     async fn next_request(&self, conn: &mut Conn) -> Next {
         let mut grace = false;
+        // Set at the head's first byte: a head trickled in never holds the connection
+        // past READ_TIMEOUT.
+        let mut head_deadline: Option<std::time::Instant> = None;
         loop {
             if !conn.buf.is_empty() {
                 match Head::parse(&conn.buf) {
@@ -211,8 +224,12 @@ impl LeanFront {
             let idle = conn.buf.is_empty();
             let wait = if grace {
                 SHUTDOWN_GRACE
-            } else {
+            } else if idle {
                 KEEPALIVE_IDLE
+            } else {
+                let deadline =
+                    *head_deadline.get_or_insert_with(|| std::time::Instant::now() + READ_TIMEOUT);
+                deadline.saturating_duration_since(std::time::Instant::now())
             };
             let mut shutdown = conn.shutdown.clone();
             let read = tokio::select! {

@@ -230,3 +230,53 @@ impl Downstream for LeanRequest<'_> {
         Ok(body)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(raw: &[u8]) -> Head {
+        match Head::parse(raw) {
+            Parsed::Complete(mut h) => {
+                h.raw = Bytes::copy_from_slice(&raw[..h.len]);
+                h
+            }
+            _ => panic!("not complete"),
+        }
+    }
+
+    #[test]
+    fn ranges_point_into_the_head() {
+        let h = parse(b"POST /rpc/eth?x=1 HTTP/1.1\r\nHost: a\r\nX-Token: k\r\nContent-Length: 5\r\n\r\nhello");
+        assert_eq!(h.method(), "POST");
+        assert_eq!(h.path(), "/rpc/eth");
+        assert_eq!(h.query(), Some("x=1"));
+        assert_eq!(h.header("x-token"), Some("k"));
+        assert_eq!(h.content_length, 5);
+        assert!(!h.needs_pingora && !h.close);
+    }
+
+    #[test]
+    fn what_only_pingora_serves_is_flagged() {
+        for raw in [
+            &b"GET / HTTP/1.0\r\n\r\n"[..],
+            b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n",
+            b"GET / HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+            b"POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n",
+            b"POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
+            b"GET http://a/ HTTP/1.1\r\n\r\n",
+        ] {
+            assert!(parse(raw).needs_pingora, "{}", String::from_utf8_lossy(raw));
+        }
+        assert!(parse(b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n").close);
+        assert!(matches!(
+            Head::parse(b"GET / HTTP/1.1\r\nHost"),
+            Parsed::Partial
+        ));
+        assert!(matches!(
+            Head::parse(b"GET /a b c\r\n\r\n"),
+            Parsed::Invalid
+        ));
+    }
+}

@@ -763,6 +763,10 @@ pub fn write_outcome(body: &[u8]) -> WriteOutcome {
 
 /// A single response whose error says the node cannot answer now (not the call's fault).
 fn node_state_error(body: &[u8]) -> Option<String> {
+    // Nearly every answer is a result: skip parsing those.
+    if !body.windows(7).any(|w| w == b"\"error\"") {
+        return None;
+    }
     let v: Value = serde_json::from_slice(body).ok()?;
     let err = v.get("error")?;
     let code = err.get("code").and_then(Value::as_i64).unwrap_or(0);
