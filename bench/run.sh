@@ -30,8 +30,8 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; sleep 0.5; rm -rf "$work"; }
 trap cleanup EXIT
 
-UP=19101; NGX=19102; CE=19103; CEM=19104; BARE=19105; SSE=19106
-for p in $UP $NGX $CE $CEM $BARE $SSE; do
+UP=19101; NGX=19102; CE=19103; CEM=19104; BARE=19105; SSE=19106; NGX0=19107
+for p in $UP $NGX $CE $CEM $BARE $SSE $NGX0; do
   if (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; then echo "bench: port $p is busy" >&2; exit 1; fi
 done
 
@@ -70,12 +70,24 @@ pid $work/nginx.pid;
 error_log $work/nginx-error.log warn;
 events { worker_connections 16384; }
 http {
-  access_log off;
   keepalive_timeout 300s;
   keepalive_requests 1000000;
   upstream node { server 127.0.0.1:$UP; keepalive 128; }
+  # (b): the reference. It logs every request as chainedge does (a line per request,
+  # written in batches, here to /dev/null as chainedge's stdout is).
   server {
     listen 127.0.0.1:$NGX backlog=4096;
+    access_log /dev/null combined buffer=64k flush=1s;
+    location / {
+      proxy_pass http://node;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+  }
+  # (b0): the same proxy logging nothing, for comparison.
+  server {
+    listen 127.0.0.1:$NGX0 backlog=4096;
+    access_log off;
     location / {
       proxy_pass http://node;
       proxy_http_version 1.1;
@@ -185,6 +197,7 @@ fi
 echo "bench: ${secs}s per run, $conns connections, $workers workers each" >&2
 a=$(run direct "http://127.0.0.1:$UP/" "$work/post.lua")
 b=$(run nginx "http://127.0.0.1:$NGX/" "$work/post.lua")
+b0=$(run nginx_nolog "http://127.0.0.1:$NGX0/" "$work/post.lua")
 c0=$(run bare "http://127.0.0.1:$BARE/" "$work/post.lua")
 profile() { # profile NAME: perf for the length of one run, in the background
   if [ -n "${PROFILE:-}" ] && command -v perf >/dev/null; then
@@ -205,7 +218,7 @@ ce_hwm=$(hwm_kib "$ce_pid")
 ngx_hwm=$(sum_kib hwm_kib $(nginx_pids nginx))
 bare_hwm=$(hwm_kib "$bare_pid")
 
-read -r ar ap50 ap99 <<<"$a"; read -r br bp50 bp99 <<<"$b"; read -r cr cp50 cp99 <<<"$c"
+read -r ar ap50 ap99 <<<"$a"; read -r br bp50 bp99 <<<"$b"; read -r b0r b0p50 b0p99 <<<"$b0"; read -r cr cp50 cp99 <<<"$c"
 read -r c2r c2p50 c2p99 <<<"$c2"; read -r dr dp50 dp99 <<<"$d"; read -r er ep50 ep99 <<<"$e"; read -r c0r c0p50 c0p99 <<<"$c0"
 
 # Added latency at 50% of (d)'s peak: oha holds a fixed request rate (open model, with
@@ -269,7 +282,8 @@ the upstream. Pingora (bare) and chainedge: $workers worker threads
 | run | requests/s | p50 ms | p99 ms |
 |---|---|---|---|
 | (a) direct to the static upstream | $ar | $ap50 | $ap99 |
-| (b) nginx reverse proxy | $br | $bp50 | $bp99 |
+| (b) nginx reverse proxy (buffered access log, as chainedge logs) | $br | $bp50 | $bp99 |
+| (b0) nginx reverse proxy with \`access_log off\` | $b0r | $b0p50 | $b0p99 |
 | (c0) Pingora with no chainedge logic (\`examples/bare_proxy.rs\`): the framework floor | $c0r | $c0p50 | $c0p99 |
 | (c) chainedge plain passthrough (route \`passthrough\`, no key, no limit; lean front) | $cr | $cp50 | $cp99 |
 | (c2) chainedge beacon passthrough (key auth, rate limit, beacon path policy) | $c2r | $c2p50 | $c2p99 |
@@ -279,6 +293,7 @@ the upstream. Pingora (bare) and chainedge: $workers worker threads
 | ratio | value | target |
 |---|---|---|
 | (c)/(b) requests/s | $(ratio "$cr" "$br") | ≥ 1.0 |
+| (c)/(b0) requests/s: against nginx logging nothing | $(ratio "$cr" "$b0r") | — |
 | (c)/(c0) requests/s: chainedge over bare Pingora | $(ratio "$cr" "$c0r") | — |
 | (c2)/(c) requests/s: what key auth, limits and the beacon policy cost | $(ratio "$c2r" "$cr") | — |
 | (d)/(c) requests/s | $(ratio "$dr" "$cr") | ≥ 0.8 |
