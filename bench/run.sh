@@ -6,6 +6,7 @@
 # added latency, and held connections / SSE streams for memory. Writes bench/RESULTS.md.
 #
 #   bench/run.sh [seconds per run, default 10] [connections, default 64]
+#   ROUNDS=N bench/run.sh ...    rounds of the interleaved (b)/(c)/(d) runs (default 3)
 #   HOLD=1 bench/run.sh          starts everything, prints the ports and key, and waits
 #                                (for hand-run wrk / perf); Ctrl-C stops it all
 #   PROFILE=1 bench/run.sh ...   also records `perf` call graphs of chainedge during (c)
@@ -14,6 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
 conns=${2:-64}
+rounds=${ROUNDS:-3}
 workers=2
 for tool in wrk nginx; do
   command -v "$tool" >/dev/null || { SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo; $SUDO apt-get install -y -qq wrk nginx >/dev/null; }
@@ -195,23 +197,30 @@ if [ -n "${HOLD:-}" ]; then
   exit 0
 fi
 echo "bench: ${secs}s per run, $conns connections, $workers workers each" >&2
-a=$(run direct "http://127.0.0.1:$UP/" "$work/post.lua")
-b=$(run nginx "http://127.0.0.1:$NGX/" "$work/post.lua")
-b0=$(run nginx_nolog "http://127.0.0.1:$NGX0/" "$work/post.lua")
-c0=$(run bare "http://127.0.0.1:$BARE/" "$work/post.lua")
 profile() { # profile NAME: perf for the length of one run, in the background
   if [ -n "${PROFILE:-}" ] && command -v perf >/dev/null; then
     perf record -q -F 499 -g -p "$ce_pid" -o "/tmp/chainedge-perf-$1.data" -- sleep "$secs" >/dev/null 2>&1 &
   fi
 }
-profile c
-c=$(run passthrough "http://127.0.0.1:$CE/bench/plain/" "$work/post.lua")
-c2=$(run beacon "http://127.0.0.1:$CE/rpc/eth-beacon/eth/v1/node/version" "$work/key.lua")
 wait_perf() { [ -n "${PROFILE:-}" ] && sleep 1 || true; }
-wait_perf
-profile d
-d=$(run rpc "http://127.0.0.1:$CE/rpc/eth" "$work/post-key.lua")
-wait_perf
+# The runs the targets compare, (b), (c) and (d), are interleaved over $rounds rounds and
+# each reported by its median round: on a shared 2-core VM one run can be 10% off.
+median() { printf '%s\n' "$@" | sort -g -k1,1 | awk -v n=$# 'NR == int((n + 1) / 2)'; }
+rps_list() { local out=""; for r in "$@"; do out+="${r%% *} "; done; echo "${out% }"; }
+a=$(run direct "http://127.0.0.1:$UP/" "$work/post.lua")
+b0=$(run nginx_nolog "http://127.0.0.1:$NGX0/" "$work/post.lua")
+c0=$(run bare "http://127.0.0.1:$BARE/" "$work/post.lua")
+bs=(); cs=(); ds=()
+for round in $(seq 1 "$rounds"); do
+  bs+=("$(run "nginx_$round" "http://127.0.0.1:$NGX/" "$work/post.lua")")
+  [ "$round" = 1 ] && profile c
+  cs+=("$(run "passthrough_$round" "http://127.0.0.1:$CE/bench/plain/" "$work/post.lua")")
+  [ "$round" = 1 ] && wait_perf && profile d
+  ds+=("$(run "rpc_$round" "http://127.0.0.1:$CE/rpc/eth" "$work/post-key.lua")")
+  [ "$round" = 1 ] && wait_perf
+done
+b=$(median "${bs[@]}"); c=$(median "${cs[@]}"); d=$(median "${ds[@]}")
+c2=$(run beacon "http://127.0.0.1:$CE/rpc/eth-beacon/eth/v1/node/version" "$work/key.lua")
 e=$(run local "http://127.0.0.1:$CE/console/app.js")
 ce_hwm=$(hwm_kib "$ce_pid")
 # shellcheck disable=SC2046
@@ -274,7 +283,7 @@ cat > bench/RESULTS.md <<MD
 # Benchmark results
 
 \`bench/run.sh $secs $conns\` on $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ), loopback only.
-wrk, $workers threads, $conns connections, ${secs}s per run. The load generator, the
+wrk, $workers threads, $conns connections, ${secs}s per run, (b)/(c)/(d) interleaved over $rounds rounds. The load generator, the
 upstream and the proxy share the two cores. nginx: $workers workers, keep-alive (128) to
 the upstream. Pingora (bare) and chainedge: $workers worker threads
 (chainedge \`work_stealing: ${WORK_STEALING:-true}\`).
@@ -289,6 +298,9 @@ the upstream. Pingora (bare) and chainedge: $workers worker threads
 | (c2) chainedge beacon passthrough (key auth, rate limit, beacon path policy) | $c2r | $c2p50 | $c2p99 |
 | (d) chainedge \`/rpc/eth\` (key auth, rate limit, method table, gateway) | $dr | $dp50 | $dp99 |
 | (e) chainedge local handler (\`/console/app.js\` from memory) | $er | $ep50 | $ep99 |
+
+Rounds (requests/s; the table shows each one's median round): (b) $(rps_list "${bs[@]}");
+(c) $(rps_list "${cs[@]}"); (d) $(rps_list "${ds[@]}").
 
 | ratio | value | target |
 |---|---|---|
