@@ -36,6 +36,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+/// Read buffer step (and initial size) per client connection.
+const READ_STEP: usize = 1024;
 /// Largest request head read here (bigger ones go to Pingora).
 const MAX_HEAD: usize = 64 * 1024;
 /// An idle keep-alive connection is closed after this (Pingora's default too).
@@ -101,7 +103,7 @@ impl Conn {
             .and_then(|a| a.as_inet().copied());
         Conn {
             io,
-            buf: BytesMut::with_capacity(4096),
+            buf: BytesMut::with_capacity(READ_STEP),
             client,
             client_text: client.map(|a| a.to_string()).unwrap_or_default(),
             shutdown,
@@ -113,8 +115,10 @@ impl Conn {
     }
 
     async fn read_more_within(&mut self, wait: Duration) -> std::io::Result<usize> {
-        if self.buf.capacity() - self.buf.len() < 1024 {
-            self.buf.reserve(4096);
+        // Small steps: an idle keep-alive connection holds this buffer, and request heads
+        // are usually a few hundred bytes (`reserve` reuses the space once it is free).
+        if self.buf.capacity() - self.buf.len() < 512 {
+            self.buf.reserve(READ_STEP);
         }
         match tokio::time::timeout(wait, self.io.read_buf(&mut self.buf)).await {
             Ok(r) => r,
@@ -389,7 +393,7 @@ impl LeanFront {
         let (io, _) = reused.consume();
         Some(Conn {
             io,
-            buf: BytesMut::with_capacity(4096),
+            buf: BytesMut::with_capacity(READ_STEP),
             client,
             client_text,
             shutdown,
