@@ -179,6 +179,21 @@ fn keep_alive_pipelining_and_handover_to_pingora_on_one_connection() {
     assert!(header(&h, "content-length").is_some_and(|l| l != "0"));
     assert!(header(&h, "date").is_some());
 
+    // A refused body is dropped when small (the connection stays) ...
+    let small = vec![b'x'; 20_000];
+    let head = format!(
+        "POST /v1/auth/email/start HTTP/1.1\r\nHost: a\r\nContent-Length: {}\r\n\r\n",
+        small.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(&small).unwrap();
+    let (st, h, _) = read_one(&mut r, false);
+    assert_eq!(st, 413);
+    assert_eq!(header(&h, "connection"), None);
+    s.write_all(b"GET /console/app.js HTTP/1.1\r\nHost: a\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_one(&mut r, false).0, 200);
+
     // `Connection: close` is honoured: answered, then closed.
     s.write_all(b"GET /console/app.js HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
         .unwrap();
@@ -191,6 +206,14 @@ fn keep_alive_pipelining_and_handover_to_pingora_on_one_connection() {
         0,
         "nothing after a closing answer"
     );
+
+    // ... and a large one ends the connection, said so in the answer.
+    let (mut s, mut r) = connect(gw.port);
+    s.write_all(b"POST /v1/auth/email/start HTTP/1.1\r\nHost: a\r\nContent-Length: 200000\r\n\r\n")
+        .unwrap();
+    let (st, h, _) = read_one(&mut r, false);
+    assert_eq!(st, 413);
+    assert_eq!(header(&h, "connection"), Some("close"));
 
     // HTTP/1.0 and malformed heads go to Pingora, which answers them its way.
     let (mut s, mut r) = connect(gw.port);

@@ -342,6 +342,8 @@ impl LeanFront {
         closing: bool,
     ) -> (u16, bool, Option<String>) {
         let head_only = req.head.method() == "HEAD";
+        // A refusal before a large body was read (413, 401 ...) ends the connection.
+        let closing = closing || req.body_blocks_reuse();
         let mut out = Vec::with_capacity(256 + reply.body.len());
         status_line(&mut out, reply.status, "");
         header(&mut out, "Server", "chainedge");

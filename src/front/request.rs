@@ -141,15 +141,22 @@ pub struct LeanRequest<'c> {
     pub pre: Option<PreMatch>,
 }
 
+/// An unread request body up to this size is read and dropped to keep the connection.
+const MAX_DISCARD: usize = 64 * 1024;
+
 impl LeanRequest<'_> {
+    /// The body is unread and too large to drop: the answer must close the connection.
+    pub fn body_blocks_reuse(&self) -> bool {
+        self.body.is_none() && self.head.content_length > MAX_DISCARD
+    }
+
     /// Leave the connection at the start of the next request: an unread body is read
     /// and dropped when small, otherwise the connection cannot be reused (`false`).
     pub async fn discard_body(&mut self) -> bool {
         if self.body.is_some() || self.head.content_length == 0 {
             return true;
         }
-        const MAX_DISCARD: usize = 64 * 1024;
-        if self.head.content_length > MAX_DISCARD {
+        if self.body_blocks_reuse() {
             return false;
         }
         self.conn
