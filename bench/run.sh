@@ -41,12 +41,18 @@ done
 # and memory are its own. The upstream hands beacon event streams to a small SSE server.
 python3 bench/sse_upstream.py $SSE &
 pids+=($!)
-cat > "$work/upstream.conf" <<NGINX
+# nginx_conf NAME: the main-context lines of an instance, then its http block (stdin).
+nginx_conf() {
+  { cat <<NGINX
 worker_processes $workers;
 worker_rlimit_nofile $nofile;
-pid $work/upstream.pid;
-error_log $work/upstream-error.log warn;
+pid $work/$1.pid;
+error_log $work/$1-error.log warn;
 events { worker_connections 16384; }
+NGINX
+    cat; } > "$work/$1.conf"
+}
+nginx_conf upstream <<NGINX
 http {
   access_log off;
   keepalive_timeout 300s;
@@ -65,12 +71,7 @@ http {
   }
 }
 NGINX
-cat > "$work/nginx.conf" <<NGINX
-worker_processes $workers;
-worker_rlimit_nofile $nofile;
-pid $work/nginx.pid;
-error_log $work/nginx-error.log warn;
-events { worker_connections 16384; }
+nginx_conf nginx <<NGINX
 http {
   keepalive_timeout 300s;
   keepalive_requests 1000000;

@@ -83,6 +83,11 @@ impl ApiError {
         Self::new(502, code, message)
     }
 
+    /// Every host of a passthrough's pool failed (either server's proxy path).
+    pub fn no_node_answered() -> Self {
+        Self::bad_gateway("upstream_unavailable", "no node of the pool could answer")
+    }
+
     /// The body for `envelope`, as serialized JSON bytes.
     pub fn body(&self, envelope: Envelope, request_id: &str) -> Vec<u8> {
         let mut obj = Map::new();

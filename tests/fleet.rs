@@ -248,6 +248,7 @@ fn metrics_mirror_scrubs_caches_and_refuses_in_order() {
             content_type: "text/plain; version=0.0.4",
             body: HOSTILE_METRICS.as_bytes().to_vec(),
             sse: None,
+            raw: None,
         }
     });
     let gw = Gateway::start(GatewayOpts {

@@ -1,91 +1,66 @@
 //! The lean HTTP/1.1 front (src/front/) through the real binary: keep-alive and
 //! pipelining, what it hands to Pingora on the same connection, and passthroughs that
-//! relay a node's answer as it arrives (length, chunked, until close, HEAD).
+//! relay a node's answer as it arrives (length, chunked, until close).
 
 mod common;
 
 use common::*;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::time::Duration;
 
 /// A heimdall node that answers its health probe (`/status`) and the paths below with
 /// hand-written HTTP/1.1, so every framing the relay must carry is exercised.
-fn raw_heimdall() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for conn in listener.incoming().flatten() {
-            std::thread::spawn(move || serve_raw(conn));
-        }
-    });
-    port
-}
-
-fn serve_raw(conn: TcpStream) {
-    let _ = conn.set_read_timeout(Some(Duration::from_secs(30)));
-    let mut w = conn.try_clone().unwrap();
-    let mut r = BufReader::new(conn);
-    loop {
-        let mut line = String::new();
-        if r.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        let mut parts = line.split_whitespace();
-        let method = parts.next().unwrap_or("").to_string();
-        let path = parts.next().unwrap_or("").to_string();
-        loop {
-            let mut h = String::new();
-            if r.read_line(&mut h).unwrap_or(0) == 0 || h.trim_end().is_empty() {
-                break;
-            }
-        }
-        let ok = |w: &mut TcpStream, extra: &str, body: &[u8]| {
-            let head = format!(
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n{extra}\r\n",
-                body.len()
-            );
-            let _ = w.write_all(head.as_bytes());
-            if method != "HEAD" {
-                let _ = w.write_all(body);
-            }
-        };
-        match path.as_str() {
-            "/status" => ok(
-                &mut w,
-                "Content-Type: application/json\r\n",
-                br#"{"result":{"sync_info":{"latest_block_height":"100","catching_up":false}}}"#,
-            ),
-            "/chunked" => {
-                let _ = w.write_all(
-                    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/plain\r\n\r\n5\r\nhello\r\n",
-                );
-                std::thread::sleep(Duration::from_millis(50));
-                let _ = w.write_all(b"6\r\n world\r\n0\r\n\r\n");
-            }
-            "/big" => ok(&mut w, "", &big_body()),
-            "/hop" => ok(
-                &mut w,
-                "Connection: keep-alive\r\nKeep-Alive: timeout=5\r\nServer: node/1\r\nX-Node: yes\r\n",
-                b"hop",
-            ),
-            "/close" => {
-                let _ = w.write_all(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil the node closes");
-                return;
-            }
-            _ => ok(&mut w, "", b"other"),
-        }
+fn raw_heimdall() -> Fixture {
+    Fixture::start(|req| {
+        match req.path.as_str() {
+        "/status" => FixtureResponse::json(serde_json::json!(
+            {"result": {"sync_info": {"latest_block_height": "100", "catching_up": false}}}
+        )),
+        // Split across two writes, 50 ms apart.
+        "/chunked" => FixtureResponse::raw(
+            vec![
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/plain\r\n\r\n5\r\nhello\r\n".to_vec(),
+                b"6\r\n world\r\n0\r\n\r\n".to_vec(),
+            ],
+            false,
+        ),
+        "/big" => FixtureResponse {
+            body: big_body(),
+            ..FixtureResponse::status(200, "")
+        },
+        "/hop" => FixtureResponse::raw(
+            vec![b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nServer: node/1\r\nX-Node: yes\r\n\r\nhop".to_vec()],
+            false,
+        ),
+        "/close" => FixtureResponse::raw(
+            vec![b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil the node closes".to_vec()],
+            true,
+        ),
+        _ => FixtureResponse::status(200, "other"),
     }
+    })
 }
 
 fn big_body() -> Vec<u8> {
     (0..3_000_000u32).map(|i| (i % 251) as u8).collect()
 }
 
-fn heimdall_pool(url: &str) -> String {
-    format!(
-        "  polygon_heimdall:\n    hosts:\n      - {{id: hd-1, url: \"{url}\", family: heimdall}}\n"
-    )
+/// A gateway whose heimdall pool is these (id, url) hosts, and a pro key's
+/// `Authorization` value.
+fn heimdall_gateway(hosts: &[(&str, String)]) -> (Gateway, String) {
+    let mut pools = "  polygon_heimdall:\n    hosts:\n".to_string();
+    for (id, url) in hosts {
+        pools.push_str(&format!(
+            "      - {{id: {id}, url: \"{url}\", family: heimdall}}\n"
+        ));
+    }
+    let gw = Gateway::start(GatewayOpts {
+        pools,
+        ..Default::default()
+    });
+    let auth = format!("Bearer {}", gw.key("pro", &[]));
+    (gw, auth)
 }
 
 /// Read one response from a kept-alive connection: (status, headers, body).
@@ -238,12 +213,7 @@ fn heimdall_passthrough_forwards_the_raw_tail_and_never_the_caller_credentials()
         }
         FixtureResponse::json(serde_json::json!({"path": req.path, "method": req.method}))
     });
-    let gw = Gateway::start(GatewayOpts {
-        pools: heimdall_pool(&format!("{}/lcd", seen_node.url())),
-        ..Default::default()
-    });
-    let pro = gw.key("pro", &[]);
-    let auth = format!("Bearer {pro}");
+    let (gw, auth) = heimdall_gateway(&[("hd-1", format!("{}/lcd", seen_node.url()))]);
     let r = gw.get(
         "/v1/polygon/heimdall/cosmos/base/tendermint/v1beta1/blocks/latest?at=1%202&x=y",
         &[
@@ -303,14 +273,8 @@ fn heimdall_passthrough_forwards_the_raw_tail_and_never_the_caller_credentials()
 #[test]
 fn passthrough_relays_every_framing_and_fails_over() {
     let node = raw_heimdall();
-    let dead = free_port();
-    let gw = Gateway::start(GatewayOpts {
-        pools: format!(
-            "  polygon_heimdall:\n    hosts:\n      - {{id: hd-1, url: \"http://127.0.0.1:{node}\", family: heimdall}}\n"
-        ),
-        ..Default::default()
-    });
-    let auth = format!("Bearer {}", gw.key("pro", &[]));
+    let dead = format!("http://127.0.0.1:{}", free_port());
+    let (gw, auth) = heimdall_gateway(&[("hd-1", node.url())]);
     let (mut s, mut r) = connect(gw.port);
     let mut get = |method: &str, path: &str| {
         let req = format!("{method} /v1/polygon/heimdall/{path} HTTP/1.1\r\nHost: a\r\nAuthorization: {auth}\r\n\r\n");
@@ -341,25 +305,13 @@ fn passthrough_relays_every_framing_and_fails_over() {
     drop(gw);
 
     // A host that refuses connections is skipped; with none left the answer is 502.
-    let gw = Gateway::start(GatewayOpts {
-        pools: format!(
-            "  polygon_heimdall:\n    hosts:\n      - {{id: hd-dead, url: \"http://127.0.0.1:{dead}\", family: heimdall}}\n      - {{id: hd-1, url: \"http://127.0.0.1:{node}\", family: heimdall}}\n"
-        ),
-        ..Default::default()
-    });
-    let auth = format!("Bearer {}", gw.key("pro", &[]));
+    let (gw, auth) = heimdall_gateway(&[("hd-dead", dead.clone()), ("hd-1", node.url())]);
     for _ in 0..4 {
         let r = gw.get("/v1/polygon/heimdall/hop", &[("Authorization", &auth)]);
         assert_eq!(r.status, 200, "{}", r.text());
     }
     drop(gw);
-    let gw = Gateway::start(GatewayOpts {
-        pools: format!(
-            "  polygon_heimdall:\n    hosts:\n      - {{id: hd-dead, url: \"http://127.0.0.1:{dead}\", family: heimdall}}\n"
-        ),
-        ..Default::default()
-    });
-    let auth = format!("Bearer {}", gw.key("pro", &[]));
+    let (gw, auth) = heimdall_gateway(&[("hd-dead", dead)]);
     let r = gw.get("/v1/polygon/heimdall/hop", &[("Authorization", &auth)]);
     assert!(
         r.status == 502 || r.status == 503,

@@ -43,6 +43,15 @@ pub trait Downstream: Send + Sync {
     async fn read_body(&mut self, limit: usize) -> Result<Bytes, ApiError>;
 }
 
+/// The body could not be read (the client went away, stalled or broke the framing).
+pub fn unreadable_body(e: impl std::fmt::Display) -> ApiError {
+    ApiError::new(
+        400,
+        "invalid_body",
+        format!("cannot read request body: {e}"),
+    )
+}
+
 pub fn payload_too_large(limit: usize) -> ApiError {
     ApiError::new(
         413,
@@ -113,13 +122,7 @@ impl Downstream for Session {
                     buf.extend_from_slice(&chunk);
                 }
                 Ok(None) => return Ok(buf.freeze()),
-                Err(e) => {
-                    return Err(ApiError::new(
-                        400,
-                        "invalid_body",
-                        format!("cannot read request body: {e}"),
-                    ))
-                }
+                Err(e) => return Err(unreadable_body(e)),
             }
         }
     }

@@ -105,13 +105,28 @@ pub(crate) enum Outcome {
 pub(crate) const PASS_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Ctx {
-    /// Headers the edge adds to every response of this request, local or proxied.
+    /// Headers the edge sets on every response of this request, local or proxied:
+    /// `Server`, `X-Request-Id`, CORS, rate and cookies. On a node's answer they replace
+    /// the node's own (`replaces`), except cookies, which add up.
     pub(crate) fn edge_headers(&self) -> impl Iterator<Item = (&'static str, &str)> {
-        self.cors_headers
-            .iter()
-            .chain(self.rate_headers.iter())
-            .map(|(k, v)| (*k, v.as_str()))
-            .chain(self.cookies.iter().map(|c| ("Set-Cookie", c.as_str())))
+        [
+            ("Server", "chainedge"),
+            ("X-Request-Id", self.request_id.as_str()),
+        ]
+        .into_iter()
+        .chain(
+            self.cors_headers
+                .iter()
+                .chain(self.rate_headers.iter())
+                .map(|(k, v)| (*k, v.as_str())),
+        )
+        .chain(self.cookies.iter().map(|c| ("Set-Cookie", c.as_str())))
+    }
+
+    /// Whether a node's header `name` gives way to one of `edge_headers`.
+    pub(crate) fn replaces(&self, name: &str) -> bool {
+        self.edge_headers()
+            .any(|(k, _)| k != "Set-Cookie" && k.eq_ignore_ascii_case(name))
     }
 
     fn route_name(&self) -> &str {
@@ -294,10 +309,7 @@ impl ProxyHttp for Edge {
             let err = match code {
                 502..=504 => {
                     ctx.error_code = Some("upstream_unavailable");
-                    ApiError::bad_gateway(
-                        "upstream_unavailable",
-                        "no node of the pool could answer",
-                    )
+                    ApiError::no_node_answered()
                 }
                 400 => ApiError::new(400, "bad_request", "malformed request"),
                 c => ApiError::new(c, "upstream_error", "the node refused the request"),
@@ -317,10 +329,8 @@ impl ProxyHttp for Edge {
         resp: &mut ResponseHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
-        resp.insert_header("Server", "chainedge")?;
-        resp.insert_header("X-Request-Id", ctx.request_id.as_str())?;
         for (k, v) in ctx.edge_headers() {
-            // Ours replace a node's own CORS / rate headers; cookies add up.
+            // Ours replace a node's own; cookies add up.
             if k == "Set-Cookie" {
                 resp.append_header(k, v)?;
             } else {
@@ -770,7 +780,7 @@ impl Edge {
             }
             HandlerKind::BeaconProxy | HandlerKind::BeaconEvents => {
                 let (rest, pol) = ctx.beacon.clone().ok_or_else(ApiError::route_not_found)?;
-                let pool = self.pool("eth_cl")?;
+                let pool = self.passthrough_pool(route)?;
                 let hosts = pool
                     .candidates(None)
                     .into_iter()
@@ -784,7 +794,7 @@ impl Edge {
             }
             // Base portal channels: WebSocket frames go to the portal pool untouched.
             HandlerKind::BasePortalWs => {
-                let pool = self.pool("base_portal")?;
+                let pool = self.passthrough_pool(route)?;
                 let rest = session.path().trim_start_matches('/').to_string();
                 let hosts = pool.candidates(None);
                 Ok(Outcome::Proxy(self.pass(&pool, hosts, rest, true)?))
@@ -798,7 +808,7 @@ impl Edge {
                         "path segments may not be '.', '..' or contain encoded slashes",
                     ));
                 }
-                let pool = self.pool(route.pool.as_deref().unwrap_or_default())?;
+                let pool = self.passthrough_pool(route)?;
                 let tail = raw_tail(session.path(), route.segments_before_tail());
                 let rest = match session.query() {
                     Some(q) => format!("{tail}?{q}"),
@@ -810,7 +820,7 @@ impl Edge {
             HandlerKind::RelayData => {
                 let tail = ctx.params.last().cloned().unwrap_or_default();
                 let rest = handlers::relay::check(&tail, session.query())?;
-                let pool = self.pool("eth_mev_relay")?;
+                let pool = self.passthrough_pool(route)?;
                 let hosts = pool.candidates(None);
                 Ok(Outcome::Proxy(self.pass(&pool, hosts, rest, false)?))
             }
@@ -852,6 +862,10 @@ impl Edge {
         )
         .await?;
         Ok(())
+    }
+
+    fn passthrough_pool(&self, route: &Route) -> Result<Arc<crate::pools::Pool>, ApiError> {
+        self.pool(route.passthrough_pool().unwrap_or_default())
     }
 
     fn pool(&self, name: &str) -> Result<Arc<crate::pools::Pool>, ApiError> {

@@ -46,18 +46,31 @@ impl Reply {
     }
 }
 
+/// Every header of a local answer, in order: the edge's, then its content type and
+/// length, then the reply's own. Both servers write exactly these.
+pub fn each_header<E>(
+    ctx: &Ctx,
+    reply: &Reply,
+    mut f: impl FnMut(&str, &str) -> std::result::Result<(), E>,
+) -> std::result::Result<(), E> {
+    for (k, v) in ctx.edge_headers() {
+        f(k, v)?;
+    }
+    if let Some(ct) = reply.content_type {
+        f("Content-Type", ct)?;
+    }
+    f("Content-Length", &reply.body.len().to_string())?;
+    for (k, v) in &reply.headers {
+        f(k, v)?;
+    }
+    Ok(())
+}
+
 pub async fn write(session: &mut Session, ctx: &Ctx, reply: Reply) -> Result<()> {
     let mut h = ResponseHeader::build(reply.status, Some(8 + reply.headers.len()))?;
-    h.insert_header("Server", "chainedge")?;
-    h.insert_header("X-Request-Id", ctx.request_id.as_str())?;
-    if let Some(ct) = reply.content_type {
-        h.insert_header("Content-Type", ct)?;
-    }
-    h.insert_header("Content-Length", reply.body.len().to_string())?;
-    let own = reply.headers.iter().map(|(k, v)| (*k, v.as_str()));
-    for (k, v) in own.chain(ctx.edge_headers()) {
-        h.append_header(k, v)?;
-    }
+    each_header(ctx, &reply, |k, v| {
+        h.append_header(k.to_string(), v).map(|_| ())
+    })?;
     let head_only = session.req_header().method == http::Method::HEAD || reply.body.is_empty();
     session
         .write_response_header(Box::new(h), head_only)

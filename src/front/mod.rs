@@ -13,11 +13,10 @@
 //! malformed heads (Pingora answers those its way). TLS connections (HTTP/2 by ALPN) go
 //! to Pingora whole.
 
-pub mod chunked;
 mod proxy;
 pub mod request;
 
-use crate::edge::respond::Reply;
+use crate::edge::respond::{self, Reply};
 use crate::edge::{Ctx, Edge, Outcome, PreMatch};
 use crate::errors::ApiError;
 use crate::routes::matcher::{Match, NormalizedPath};
@@ -63,17 +62,11 @@ pub struct LeanFront {
 
 impl LeanFront {
     pub fn new(edge: Edge, proxy: HttpProxy<Edge>) -> Self {
-        use pingora_core::upstreams::peer::Peer;
         let st = &edge.state;
         let plain_pools = st
             .pools
             .all()
-            .filter(|p| {
-                p.hosts.iter().all(|h| {
-                    let peer = &h.endpoint(false).1;
-                    !peer.tls() && peer.address().as_inet().is_some()
-                })
-            })
+            .filter(|p| p.hosts.iter().all(|h| h.plain_addr().is_some()))
             .map(|p| p.name.clone())
             .collect();
         let max_body = st.config.app.rpc.max_body_bytes.max(MIN_LEAN_BODY);
@@ -268,18 +261,15 @@ impl LeanFront {
             // Refusals (404, 405) are the pipeline's to word.
             _ => return Lean::Yes(None),
         };
+        // Event streams stay on Pingora; passthroughs only to pools of plain-HTTP nodes.
         let lean = match route.route.handler {
             HandlerKind::MevShareSse | HandlerKind::BeaconEvents | HandlerKind::BasePortalWs => {
                 false
             }
-            HandlerKind::BeaconProxy => self.plain_pools.contains("eth_cl"),
-            HandlerKind::RelayData => self.plain_pools.contains("eth_mev_relay"),
-            HandlerKind::Passthrough | HandlerKind::HeimdallProxy => route
+            _ => route
                 .route
-                .pool
-                .as_ref()
-                .is_some_and(|p| self.plain_pools.contains(p)),
-            _ => true,
+                .passthrough_pool()
+                .is_none_or(|p| self.plain_pools.contains(p)),
         };
         if lean {
             Lean::Yes(Some(route))
@@ -346,19 +336,13 @@ impl LeanFront {
         let closing = closing || req.body_blocks_reuse();
         let mut out = Vec::with_capacity(256 + reply.body.len());
         status_line(&mut out, reply.status, "");
-        header(&mut out, "Server", "chainedge");
-        header(&mut out, "X-Request-Id", &ctx.request_id);
         date_header(&mut out);
-        if let Some(ct) = reply.content_type {
-            header(&mut out, "Content-Type", ct);
-        }
-        header(&mut out, "Content-Length", &reply.body.len().to_string());
-        let own = reply.headers.iter().map(|(k, v)| (*k, v.as_str()));
-        for (k, v) in own.chain(ctx.edge_headers()) {
-            header(&mut out, k, v);
-        }
+        let Ok(()) = respond::each_header(ctx, &reply, |k, v| {
+            header(&mut out, k, v.as_bytes());
+            Ok::<(), std::convert::Infallible>(())
+        });
         if closing {
-            header(&mut out, "Connection", "close");
+            header(&mut out, "Connection", b"close");
         }
         out.extend_from_slice(b"\r\n");
         if !head_only {
@@ -422,14 +406,12 @@ pub(crate) fn status_line(out: &mut Vec<u8>, status: u16, reason: &str) {
 /// `Date` (RFC 9110 §6.6.1), from Pingora's once-a-second cache.
 pub(crate) fn date_header(out: &mut Vec<u8>) {
     let date = pingora_core::protocols::http::date::get_cached_date();
-    out.extend_from_slice(b"Date: ");
-    out.extend_from_slice(date.as_bytes());
-    out.extend_from_slice(b"\r\n");
+    header(out, "Date", date.as_bytes());
 }
 
-pub(crate) fn header(out: &mut Vec<u8>, name: &str, value: &str) {
+pub(crate) fn header(out: &mut Vec<u8>, name: &str, value: &[u8]) {
     out.extend_from_slice(name.as_bytes());
     out.extend_from_slice(b": ");
-    out.extend_from_slice(value.as_bytes());
+    out.extend_from_slice(value);
     out.extend_from_slice(b"\r\n");
 }

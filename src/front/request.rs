@@ -1,7 +1,7 @@
 //! A request head read by the lean front, and the request it becomes for the pipeline.
 
 use super::Conn;
-use crate::edge::downstream::{payload_too_large, Downstream, PreMatch};
+use crate::edge::downstream::{payload_too_large, unreadable_body, Downstream, PreMatch};
 use crate::errors::ApiError;
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -226,13 +226,7 @@ impl Downstream for LeanRequest<'_> {
             .conn
             .read_exact_bytes(self.head.content_length)
             .await
-            .map_err(|e| {
-                ApiError::new(
-                    400,
-                    "invalid_body",
-                    format!("cannot read request body: {e}"),
-                )
-            })?;
+            .map_err(unreadable_body)?;
         self.body = Some(body.clone());
         Ok(body)
     }

@@ -23,6 +23,8 @@ pub struct HostAddr {
     pub host: String,
     pub port: u16,
     pub path: String,
+    /// The `Host` header value, made once (every request to the node sends it).
+    authority: String,
 }
 
 impl HostAddr {
@@ -75,24 +77,26 @@ impl HostAddr {
         if host.is_empty() {
             return Err(format!("'{url}': missing host"));
         }
+        let default = if tls { 443 } else { 80 };
+        let authority = if port == default {
+            host.clone()
+        } else if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
         Ok(HostAddr {
             tls,
             host,
             port,
             path: path.to_string(),
+            authority,
         })
     }
 
     /// `Host` header value.
-    pub fn authority(&self) -> String {
-        let default = if self.tls { 443 } else { 80 };
-        if self.port == default {
-            self.host.clone()
-        } else if self.host.contains(':') {
-            format!("[{}]:{}", self.host, self.port)
-        } else {
-            format!("{}:{}", self.host, self.port)
-        }
+    pub fn authority(&self) -> &str {
+        &self.authority
     }
 
     pub fn peer(&self, sni: Option<&str>) -> Result<HttpPeer, String> {
@@ -133,6 +137,11 @@ impl Host {
             (Some((addr, peer)), true) => (addr, peer),
             _ => (&self.addr, &self.peer),
         }
+    }
+
+    /// Its address when the lean client serves it (plain HTTP over TCP).
+    pub fn plain_addr(&self) -> Option<std::net::SocketAddr> {
+        crate::upstream::plain_inet(&self.peer)
     }
 
     pub fn has(&self, capability: &str) -> bool {
@@ -324,20 +333,14 @@ mod tests {
         );
         let a = HostAddr::parse("https://node.example/rpc/v1").unwrap();
         assert_eq!(
-            (a.port, a.path.as_str(), a.authority().as_str()),
+            (a.port, a.path.as_str(), a.authority()),
             (443, "/rpc/v1", "node.example")
         );
         let a = HostAddr::parse("http://[::1]:9000/x").unwrap();
-        assert_eq!(
-            (a.host.as_str(), a.authority().as_str()),
-            ("::1", "[::1]:9000")
-        );
+        assert_eq!((a.host.as_str(), a.authority()), ("::1", "[::1]:9000"));
         assert!(HostAddr::parse("ftp://x").is_err());
         let w = HostAddr::parse_ws("ws://10.0.1.11:8546").unwrap();
-        assert_eq!(
-            (w.tls, w.authority()),
-            (false, "10.0.1.11:8546".to_string())
-        );
+        assert_eq!((w.tls, w.authority()), (false, "10.0.1.11:8546"));
         assert!(HostAddr::parse_ws("wss://node.example/ws").unwrap().tls);
         assert!(HostAddr::parse_ws("ftp://x").is_err());
         assert!(HostAddr::parse("https://user:key@x").is_err());

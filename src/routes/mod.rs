@@ -49,6 +49,17 @@ impl Route {
         matches!(self.segments.last(), Some(matcher::Seg::Tail(_)))
     }
 
+    /// The pool a passthrough route proxies to (`None`: the route is not a passthrough).
+    pub fn passthrough_pool(&self) -> Option<&str> {
+        match self.handler {
+            HandlerKind::BeaconProxy | HandlerKind::BeaconEvents => Some("eth_cl"),
+            HandlerKind::RelayData => Some("eth_mev_relay"),
+            HandlerKind::BasePortalWs => Some("base_portal"),
+            HandlerKind::Passthrough | HandlerKind::HeimdallProxy => self.pool.as_deref(),
+            _ => None,
+        }
+    }
+
     /// Path segments before the `{*tail}` (all of them for a route without one).
     pub fn segments_before_tail(&self) -> usize {
         self.segments.len() - usize::from(self.has_tail())

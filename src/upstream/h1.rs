@@ -1,13 +1,15 @@
-//! A lean HTTP/1.1 client for buffered calls to plain-HTTP nodes (the JSON-RPC hot path,
-//! health checks, the metrics mirror). The request head and body go out in one write,
-//! the answer is parsed with httparse, and the connection goes back to a per-address
-//! LIFO pool. Pingora's connector still carries TLS peers and streamed calls.
+//! A lean HTTP/1.1 client for plain-HTTP nodes: buffered calls (`exchange`: the JSON-RPC
+//! hot path, health checks, the metrics mirror) and the lean front's streamed
+//! passthroughs (`open`, then the caller relays the body). The request head and body go
+//! out in one write, the answer is parsed with httparse, and the connection goes back to
+//! a per-address LIFO pool. Pingora's connector still carries TLS peers and event streams.
 //!
 //! Why not Pingora's client here: per request its pool spawns an idle-watch task, probes
 //! the socket with a read and checks the peer address (`getpeername`) on reuse, and its
 //! HTTP/1 client flushes the head before the body, which costs a second send and a second
 //! wake-up of the node. Together that was about a fifth of `/rpc/eth`'s CPU (bench/).
 
+use super::chunked::{ChunkedScanner, Scan};
 use super::{UpstreamError, UpstreamResponse};
 use bytes::Bytes;
 use std::collections::HashMap;
@@ -24,6 +26,8 @@ const MAX_IDLE_PER_ADDR: usize = 256;
 const MAX_IDLE_AGE: Duration = Duration::from_secs(30);
 /// Largest response head accepted.
 const MAX_HEAD: usize = 64 * 1024;
+/// Read size toward nodes.
+const READ_CHUNK: usize = 16 * 1024;
 const MAX_HEADERS: usize = 64;
 
 #[derive(Default)]
@@ -35,46 +39,82 @@ pub struct H1Pool {
 pub struct H1Request<'a> {
     pub method: &'a str,
     pub path: &'a str,
-    /// Header lines, each `name: value` pairs, Host included.
-    pub headers: &'a [(&'a str, &'a str)],
+    /// Header lines (name, value), Host included; `Content-Length` is added here.
+    pub headers: &'a [(&'a str, &'a [u8])],
     pub body: Option<&'a [u8]>,
+}
+
+/// Why `H1Pool::open` failed.
+#[derive(Debug)]
+pub enum OpenError {
+    /// No connection: nothing was sent.
+    Connect(String),
+    /// Sent, but no complete answer head came back.
+    Transport(String),
+}
+
+impl From<OpenError> for UpstreamError {
+    fn from(e: OpenError) -> Self {
+        match e {
+            OpenError::Connect(e) => UpstreamError::Connect(e),
+            OpenError::Transport(e) => UpstreamError::Io(e),
+        }
+    }
 }
 
 impl H1Pool {
     /// Send `req` to `addr` and read the whole answer (at most `max_body` bytes of body).
-    /// A pooled connection that the node closed meanwhile is replaced by a fresh one once,
-    /// but only when nothing of an answer arrived on it.
     pub async fn exchange(
         &self,
         addr: SocketAddr,
         req: &H1Request<'_>,
         max_body: usize,
     ) -> Result<UpstreamResponse, UpstreamError> {
-        let wire = encode(req);
+        let (mut stream, mut buf) = self.open(addr, &encode(req), None, None).await?;
+        let head = parse_head_visit(&buf, req.method == "HEAD", |_, _| {})?
+            .ok_or_else(|| UpstreamError::Io("incomplete response head".into()))?;
+        let (status, framing, close) = (head.status, head.framing, head.close);
+        let rest = buf.split_off(head.len);
+        let (body, trailing) = read_body(&mut stream, rest, framing, max_body).await?;
+        let reusable = !close && !trailing && framing != Framing::UntilClose;
+        self.put(addr, reusable.then_some(stream));
+        Ok(UpstreamResponse {
+            status,
+            body: Bytes::from(body),
+        })
+    }
+
+    /// Send `wire` (a whole request) to `addr` on a pooled or new connection and read
+    /// until the answer's head is complete (1xx answers other than 101 are skipped):
+    /// the connection and the bytes read, the head and the body's first bytes. A pooled
+    /// connection the node closed meanwhile is replaced once, but only when nothing of
+    /// an answer came back on it.
+    pub async fn open(
+        &self,
+        addr: SocketAddr,
+        wire: &[u8],
+        connect_timeout: Option<Duration>,
+        read_timeout: Option<Duration>,
+    ) -> Result<(TcpStream, Vec<u8>), OpenError> {
         if let Some(stream) = self.take(addr) {
-            match exchange_on(stream, &wire, max_body).await {
-                Ok((resp, keep)) => {
-                    self.put(addr, keep);
-                    return Ok(resp);
-                }
-                Err(Failure::Stale) => {}
-                Err(Failure::Fatal(e)) => return Err(e),
+            match send_and_read_head(stream, wire, read_timeout).await {
+                Ok(done) => return Ok(done),
+                Err((true, _)) => {}
+                Err((false, e)) => return Err(OpenError::Transport(e)),
             }
         }
-        let stream = TcpStream::connect(addr)
-            .await
-            .map_err(|e| UpstreamError::Connect(e.to_string()))?;
+        let connect = TcpStream::connect(addr);
+        let stream = match connect_timeout {
+            None => connect.await,
+            Some(t) => tokio::time::timeout(t, connect)
+                .await
+                .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into())),
+        }
+        .map_err(|e| OpenError::Connect(e.to_string()))?;
         let _ = stream.set_nodelay(true);
-        match exchange_on(stream, &wire, max_body).await {
-            Ok((resp, keep)) => {
-                self.put(addr, keep);
-                Ok(resp)
-            }
-            Err(Failure::Stale) => Err(UpstreamError::Io(
-                "connection closed before any answer".into(),
-            )),
-            Err(Failure::Fatal(e)) => Err(e),
-        }
+        send_and_read_head(stream, wire, read_timeout)
+            .await
+            .map_err(|(_, e)| OpenError::Transport(e))
     }
 
     /// An idle connection to `addr` that is still quiet, if any.
@@ -107,24 +147,21 @@ impl H1Pool {
     }
 }
 
-enum Failure {
-    /// The connection was gone before any byte of an answer: safe to send again.
-    Stale,
-    Fatal(UpstreamError),
-}
-
-fn encode(req: &H1Request<'_>) -> Vec<u8> {
+/// The request on the wire: head and body in one buffer. A body, or a method that
+/// carries one, gets its `Content-Length`.
+pub fn encode(req: &H1Request<'_>) -> Vec<u8> {
     let body = req.body.unwrap_or_default();
     let mut w = Vec::with_capacity(256 + body.len());
     for part in [req.method, " ", req.path, " HTTP/1.1\r\n"] {
         w.extend_from_slice(part.as_bytes());
     }
     for (name, value) in req.headers {
-        for part in [*name, ": ", *value, "\r\n"] {
-            w.extend_from_slice(part.as_bytes());
-        }
+        w.extend_from_slice(name.as_bytes());
+        w.extend_from_slice(b": ");
+        w.extend_from_slice(value);
+        w.extend_from_slice(b"\r\n");
     }
-    if req.body.is_some() || req.method == "POST" {
+    if req.body.is_some() || matches!(req.method, "POST" | "PUT" | "PATCH") {
         w.extend_from_slice(format!("Content-Length: {}\r\n", body.len()).as_bytes());
     }
     w.extend_from_slice(b"\r\n");
@@ -132,102 +169,121 @@ fn encode(req: &H1Request<'_>) -> Vec<u8> {
     w
 }
 
-/// Write the request and read one answer; the stream comes back when it may be reused.
-async fn exchange_on(
+/// `Err((stale, reason))`: `stale` when the connection was gone before any answer byte
+/// (safe to send again on another).
+async fn send_and_read_head(
     mut stream: TcpStream,
     wire: &[u8],
-    max_body: usize,
-) -> Result<(UpstreamResponse, Option<TcpStream>), Failure> {
-    if stream.write_all(wire).await.is_err() {
-        return Err(Failure::Stale);
+    read_timeout: Option<Duration>,
+) -> Result<(TcpStream, Vec<u8>), (bool, String)> {
+    if let Err(e) = stream.write_all(wire).await {
+        return Err((true, e.to_string()));
     }
-    let mut buf: Vec<u8> = Vec::with_capacity(4096);
-    let mut answered = false;
-    let (status, head_len, framing, close) = loop {
-        if let Some(head) = parse_head(&buf).map_err(Failure::Fatal)? {
-            // 1xx informational answers come before the real one.
-            if (100..200).contains(&head.0) && head.0 != 101 {
-                buf.drain(..head.1);
+    let mut buf = Vec::with_capacity(4096);
+    loop {
+        // The head is parsed (and checked) by the caller; here only its end is found.
+        match buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            // 1xx informational answers (not 101) come before the real one.
+            Some(i) if buf.get(9) == Some(&b'1') && buf.get(9..12) != Some(&b"101"[..]) => {
+                buf.drain(..i + 4);
                 continue;
             }
-            break head;
+            Some(_) => return Ok((stream, buf)),
+            None if buf.len() > MAX_HEAD => return Err((false, "answer head too large".into())),
+            None => {}
         }
-        if buf.len() > MAX_HEAD {
-            return Err(io("response head too large"));
+        match read_some(&mut stream, &mut buf, read_timeout).await {
+            Ok(0) => return Err((buf.is_empty(), "connection closed before an answer".into())),
+            Ok(_) => {}
+            Err(e) => {
+                let stale = buf.is_empty() && e.kind() != std::io::ErrorKind::TimedOut;
+                return Err((stale, e.to_string()));
+            }
         }
-        match read_more(&mut stream, &mut buf).await {
-            Ok(0) | Err(_) if !answered => return Err(Failure::Stale),
-            Ok(0) => return Err(io("connection closed in the response head")),
-            Err(e) => return Err(io(&e.to_string())),
-            Ok(_) => answered = true,
-        }
-    };
-    let mut rest = buf.split_off(head_len);
-    let mut trailing = false;
-    let body = match framing {
+    }
+}
+
+/// Read what has arrived into `buf` (0 at end of stream), waiting at most `timeout`.
+pub async fn read_some(
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    timeout: Option<Duration>,
+) -> std::io::Result<usize> {
+    if buf.capacity() - buf.len() < 1024 {
+        buf.reserve(READ_CHUNK);
+    }
+    match timeout {
+        None => stream.read_buf(buf).await,
+        Some(t) => tokio::time::timeout(t, stream.read_buf(buf))
+            .await
+            .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into())),
+    }
+}
+
+/// The whole body after the head (its first bytes in `rest`), at most `max_body` bytes,
+/// and whether bytes followed it (the connection must not be reused then).
+async fn read_body(
+    stream: &mut TcpStream,
+    mut rest: Vec<u8>,
+    framing: Framing,
+    max_body: usize,
+) -> Result<(Vec<u8>, bool), UpstreamError> {
+    let io = |e: std::io::Error| UpstreamError::Io(e.to_string());
+    let closed = |what: &str| UpstreamError::Io(format!("connection closed in {what}"));
+    match framing {
+        Framing::None => Ok((Vec::new(), !rest.is_empty())),
         Framing::Length(n) => {
             if n > max_body {
-                return Err(Failure::Fatal(UpstreamError::TooLarge(max_body)));
+                return Err(UpstreamError::TooLarge(max_body));
             }
             while rest.len() < n {
-                if read_more(&mut stream, &mut rest)
-                    .await
-                    .map_err(|e| io(&e.to_string()))?
-                    == 0
-                {
-                    return Err(io("connection closed in the response body"));
+                if read_some(stream, &mut rest, None).await.map_err(io)? == 0 {
+                    return Err(closed("the response body"));
                 }
             }
             // Bytes beyond the answer: keep the answer, never reuse the connection.
-            trailing = rest.len() > n;
+            let trailing = rest.len() > n;
             rest.truncate(n);
-            rest
+            Ok((rest, trailing))
         }
         Framing::Chunked => {
-            let (body, extra) = read_chunked(&mut stream, rest, max_body).await?;
-            trailing = extra;
-            body
-        }
-        Framing::None => {
-            trailing = !rest.is_empty();
-            Vec::new()
-        }
-        Framing::UntilClose => {
+            let mut scanner = ChunkedScanner::default();
+            let mut body = Vec::new();
+            let mut input = rest;
             loop {
-                if rest.len() > max_body {
-                    return Err(Failure::Fatal(UpstreamError::TooLarge(max_body)));
+                let mut over = false;
+                let scan = scanner
+                    .feed(&input, |data| {
+                        over |= body.len() + data.len() > max_body;
+                        if !over {
+                            body.extend_from_slice(data);
+                        }
+                    })
+                    .map_err(|e| UpstreamError::Io(e.to_string()))?;
+                if over || body.len() as u64 + scanner.announced() > max_body as u64 {
+                    return Err(UpstreamError::TooLarge(max_body));
                 }
-                if read_more(&mut stream, &mut rest)
-                    .await
-                    .map_err(|e| io(&e.to_string()))?
-                    == 0
-                {
-                    break;
+                if let Scan::Done(n) = scan {
+                    return Ok((body, n < input.len()));
+                }
+                input.clear();
+                if read_some(stream, &mut input, None).await.map_err(io)? == 0 {
+                    return Err(closed("a chunked body"));
                 }
             }
-            rest
         }
-    };
-    let reusable = !close && !trailing && !matches!(framing, Framing::UntilClose);
-    Ok((
-        UpstreamResponse {
-            status,
-            body: Bytes::from(body),
+        Framing::UntilClose => loop {
+            if rest.len() > max_body {
+                return Err(UpstreamError::TooLarge(max_body));
+            }
+            if read_some(stream, &mut rest, None).await.map_err(io)? == 0 {
+                return Ok((rest, false));
+            }
         },
-        reusable.then_some(stream),
-    ))
+    }
 }
 
-fn io(msg: &str) -> Failure {
-    Failure::Fatal(UpstreamError::Io(msg.to_string()))
-}
-
-async fn read_more(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<usize> {
-    buf.reserve(8192);
-    stream.read_buf(buf).await
-}
-
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Framing {
     Length(usize),
     Chunked,
@@ -315,75 +371,6 @@ pub fn parse_head_visit<'b>(
     }))
 }
 
-/// Decode a chunked body whose first bytes are in `raw`; at most `max_body` bytes. Also
-/// says whether bytes followed the body (the connection must not be reused then).
-async fn read_chunked(
-    stream: &mut TcpStream,
-    mut raw: Vec<u8>,
-    max_body: usize,
-) -> Result<(Vec<u8>, bool), Failure> {
-    let mut body = Vec::new();
-    let mut at = 0;
-    loop {
-        let line_end = loop {
-            if let Some(i) = find_crlf(&raw[at..]) {
-                break at + i;
-            }
-            if raw.len() - at > 1024 {
-                return Err(io("bad chunk size line"));
-            }
-            fill(stream, &mut raw).await?;
-        };
-        let size_text = std::str::from_utf8(&raw[at..line_end]).unwrap_or("");
-        let size_text = size_text.split(';').next().unwrap_or("").trim();
-        let size = usize::from_str_radix(size_text, 16).map_err(|_| io("bad chunk size"))?;
-        at = line_end + 2;
-        if size == 0 {
-            // Trailers, up to the empty line.
-            loop {
-                let end = loop {
-                    if let Some(i) = find_crlf(&raw[at..]) {
-                        break at + i;
-                    }
-                    if raw.len() - at > MAX_HEAD {
-                        return Err(io("trailers too large"));
-                    }
-                    fill(stream, &mut raw).await?;
-                };
-                let empty = end == at;
-                at = end + 2;
-                if empty {
-                    break;
-                }
-            }
-            return Ok((body, at != raw.len()));
-        }
-        if body.len() + size > max_body {
-            return Err(Failure::Fatal(UpstreamError::TooLarge(max_body)));
-        }
-        while raw.len() < at + size + 2 {
-            fill(stream, &mut raw).await?;
-        }
-        if &raw[at + size..at + size + 2] != b"\r\n" {
-            return Err(io("chunk not followed by CRLF"));
-        }
-        body.extend_from_slice(&raw[at..at + size]);
-        at += size + 2;
-    }
-}
-
-async fn fill(stream: &mut TcpStream, raw: &mut Vec<u8>) -> Result<(), Failure> {
-    match read_more(stream, raw).await {
-        Ok(0) => Err(io("connection closed in a chunked body")),
-        Ok(_) => Ok(()),
-        Err(e) => Err(io(&e.to_string())),
-    }
-}
-
-fn find_crlf(b: &[u8]) -> Option<usize> {
-    b.windows(2).position(|w| w == b"\r\n")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -450,7 +437,7 @@ mod tests {
         (addr, conns)
     }
 
-    fn post<'a>(headers: &'a [(&'a str, &'a str)]) -> H1Request<'a> {
+    fn post<'a>(headers: &'a [(&'a str, &'a [u8])]) -> H1Request<'a> {
         H1Request {
             method: "POST",
             path: "/",
@@ -459,7 +446,7 @@ mod tests {
         }
     }
 
-    const H: &[(&str, &str)] = &[("Host", "node")];
+    const H: &[(&str, &[u8])] = &[("Host", b"node")];
 
     #[tokio::test]
     async fn length_and_chunked_bodies_and_reuse() {
@@ -547,7 +534,10 @@ mod tests {
 
     #[test]
     fn request_is_one_buffer_with_its_length() {
-        let w = encode(&post(&[("Host", "n:1"), ("X-Request-Id", "r1")]));
+        let w = encode(&post(&[
+            ("Host", &b"n:1"[..]),
+            ("X-Request-Id", &b"r1"[..]),
+        ]));
         let text = String::from_utf8(w).unwrap();
         assert!(text.starts_with("POST / HTTP/1.1\r\nHost: n:1\r\nX-Request-Id: r1\r\n"));
         assert!(

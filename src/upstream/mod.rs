@@ -2,6 +2,7 @@
 //! HTTP/1.1 client of `h1`; TLS nodes and streamed calls through Pingora's pooled
 //! connector. Both keep connections alive per node.
 
+pub mod chunked;
 pub mod h1;
 
 use crate::config::secrets::Secret;
@@ -55,7 +56,7 @@ impl Default for UpstreamClient {
 /// One request to a node: which peer, and what to send.
 pub struct Call<'a> {
     pub peer: &'a HttpPeer,
-    pub authority: String,
+    pub authority: &'a str,
     pub method: &'static str,
     pub path: &'a str,
     /// Extra headers (provider keys come from secret references).
@@ -186,11 +187,8 @@ impl UpstreamClient {
         call: Call<'_>,
         max_response: usize,
     ) -> Result<UpstreamResponse, UpstreamError> {
-        use pingora_core::upstreams::peer::Peer;
-        if !call.peer.tls() {
-            if let Some(addr) = call.peer.address().as_inet() {
-                return self.exchange_plain(*addr, &call, max_response).await;
-            }
+        if let Some(addr) = plain_inet(call.peer) {
+            return self.exchange_plain(addr, &call, max_response).await;
         }
         let io = |e: Box<pingora_error::Error>| UpstreamError::Io(e.to_string());
         let peer = call.peer;
@@ -221,17 +219,15 @@ impl UpstreamClient {
         call: &Call<'_>,
         max_response: usize,
     ) -> Result<UpstreamResponse, UpstreamError> {
-        let mut headers: Vec<(&str, &str)> = Vec::with_capacity(4 + call.headers.len());
-        headers.push(("Host", &call.authority));
+        let mut headers: Vec<(&str, &[u8])> = Vec::with_capacity(4 + call.headers.len());
+        headers.push(("Host", call.authority.as_bytes()));
         if call.body.is_some() {
-            headers.push((
-                "Content-Type",
-                call.content_type.unwrap_or("application/json"),
-            ));
+            let ct = call.content_type.unwrap_or("application/json");
+            headers.push(("Content-Type", ct.as_bytes()));
         }
-        headers.push(("X-Request-Id", call.request_id));
+        headers.push(("X-Request-Id", call.request_id.as_bytes()));
         for (name, value) in call.headers {
-            headers.push((name, value.expose()));
+            headers.push((name, value.expose().as_bytes()));
         }
         let req = h1::H1Request {
             method: call.method,
@@ -241,6 +237,15 @@ impl UpstreamClient {
         };
         self.plain.exchange(addr, &req, max_response).await
     }
+}
+
+/// The address of a peer the lean client serves: plain HTTP over TCP (not TLS, not a
+/// Unix socket).
+pub fn plain_inet(peer: &HttpPeer) -> Option<std::net::SocketAddr> {
+    use pingora_core::upstreams::peer::Peer;
+    (!peer.tls())
+        .then(|| peer.address().as_inet().copied())
+        .flatten()
 }
 
 fn status_of(session: &HttpSession) -> u16 {

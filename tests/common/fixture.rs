@@ -31,6 +31,9 @@ pub struct FixtureResponse {
     /// An event stream instead of a body: these chunks, one every `sse_every`, cycling
     /// until the client goes away.
     pub sse: Option<(Vec<String>, Duration)>,
+    /// Hand-written answer bytes instead: these parts, 50 ms apart, then the connection
+    /// is closed when the flag says so.
+    pub raw: Option<(Vec<Vec<u8>>, bool)>,
 }
 
 impl FixtureResponse {
@@ -40,6 +43,7 @@ impl FixtureResponse {
             content_type: "application/json",
             body: v.to_string().into_bytes(),
             sse: None,
+            raw: None,
         }
     }
     pub fn status(status: u16, body: &str) -> Self {
@@ -48,6 +52,14 @@ impl FixtureResponse {
             content_type: "text/plain",
             body: body.as_bytes().to_vec(),
             sse: None,
+            raw: None,
+        }
+    }
+
+    pub fn raw(parts: Vec<Vec<u8>>, then_close: bool) -> Self {
+        FixtureResponse {
+            raw: Some((parts, then_close)),
+            ..FixtureResponse::status(200, "")
         }
     }
 
@@ -57,6 +69,7 @@ impl FixtureResponse {
             content_type: "text/event-stream",
             body: Vec::new(),
             sse: Some((chunks, every)),
+            raw: None,
         }
     }
 }
@@ -231,6 +244,22 @@ fn serve(
                 std::thread::sleep(every);
             }
             return;
+        }
+        if let Some((parts, then_close)) = resp.raw {
+            for (i, part) in parts.iter().enumerate() {
+                if i > 0 {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                if w.write_all(part).and_then(|_| w.flush()).is_err() {
+                    return;
+                }
+            }
+            if then_close {
+                // Other handles to this socket stay open (`conns`): end it explicitly.
+                let _ = w.shutdown(std::net::Shutdown::Both);
+                return;
+            }
+            continue;
         }
         let head = format!(
             "HTTP/1.1 {} X\r\nContent-Type: {}\r\nContent-Length: {}\r\n\r\n",

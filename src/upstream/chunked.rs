@@ -1,6 +1,7 @@
-//! Finds where a chunked body ends without decoding it: the lean passthrough forwards a
-//! node's chunked bytes as they are and only needs to know when the answer is complete
-//! (and whether bytes follow it, which retires the node connection).
+//! Chunked transfer coding, incrementally: where a chunked body ends (and whether bytes
+//! follow it, which retires the node connection), and its data. The lean client decodes
+//! buffered answers with it; the lean front's passthrough relays a node's chunked bytes
+//! as they are and only needs the end.
 
 /// Longest chunk-size line (size, extensions) accepted.
 const MAX_SIZE_LINE: usize = 1024;
@@ -62,8 +63,22 @@ impl Default for ChunkedScanner {
 }
 
 impl ChunkedScanner {
-    /// Feed the next bytes of the body as they arrive.
-    pub fn feed(&mut self, bytes: &[u8]) -> Result<Scan, &'static str> {
+    /// Data bytes the current chunk has announced but not delivered yet (a size limit
+    /// can refuse the body before they arrive).
+    pub fn announced(&self) -> u64 {
+        match self.state {
+            State::Data { left } => left,
+            _ => 0,
+        }
+    }
+
+    /// Feed the next bytes of the body as they arrive; `on_data` gets each run of chunk
+    /// data among them.
+    pub fn feed(
+        &mut self,
+        bytes: &[u8],
+        mut on_data: impl FnMut(&[u8]),
+    ) -> Result<Scan, &'static str> {
         let mut i = 0;
         while i < bytes.len() {
             let b = bytes[i];
@@ -72,6 +87,7 @@ impl ChunkedScanner {
                 State::Data { left } => {
                     // Skip the chunk's data in one step.
                     let take = (bytes.len() - i).min(left.min(usize::MAX as u64) as usize);
+                    on_data(&bytes[i..i + take]);
                     i += take;
                     let left = left - take as u64;
                     self.state = if left == 0 {
@@ -180,7 +196,7 @@ mod tests {
     fn scan_all(parts: &[&[u8]]) -> Result<Option<(usize, usize)>, &'static str> {
         let mut s = ChunkedScanner::default();
         for (n, p) in parts.iter().enumerate() {
-            if let Scan::Done(at) = s.feed(p)? {
+            if let Scan::Done(at) = s.feed(p, |_| {})? {
                 return Ok(Some((n, at)));
             }
         }
@@ -196,6 +212,20 @@ mod tests {
             let got = scan_all(&[a, b]).unwrap().unwrap();
             let at = if got.0 == 0 { got.1 } else { cut + got.1 };
             assert_eq!(at, end, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn decodes_the_data_across_any_split() {
+        let body = b"4;ext=1\r\nWiki\r\n5\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\n\r\n";
+        for cut in 0..body.len() {
+            let (a, b) = body.split_at(cut);
+            let mut s = ChunkedScanner::default();
+            let mut data = Vec::new();
+            for part in [a, b] {
+                let _ = s.feed(part, |d| data.extend_from_slice(d)).unwrap();
+            }
+            assert_eq!(data, b"Wikipedia in\r\n\r\nchunks.", "cut at {cut}");
         }
     }
 
