@@ -398,7 +398,7 @@ impl Edge {
                     _ => None,
                 },
                 status,
-                latency_ms: (elapsed * 1e6).round() / 1e3,
+                latency_us: (elapsed * 1e6).round() as u64,
                 upstream: ctx.upstream.as_deref(),
                 error: ctx.error_code.or(error),
             })
@@ -1249,18 +1249,48 @@ pub(crate) fn request_id(given: Option<&[u8]>) -> String {
             return String::from_utf8_lossy(g).into_owned();
         }
     }
+    // A random process prefix, then a per-thread block (the top 8 bits) and a per-thread
+    // count: unique without a counter shared between worker threads on every request.
     static PREFIX: once_cell::sync::Lazy<u32> = once_cell::sync::Lazy::new(rand::random);
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    format!(
-        "{:08x}{:012x}",
-        *PREFIX,
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
+    static THREADS: AtomicU64 = AtomicU64::new(0);
+    thread_local! {
+        static NEXT: std::cell::Cell<u64> = std::cell::Cell::new(
+            (THREADS.fetch_add(1, Ordering::Relaxed) & 0xff) << 40
+        );
+    }
+    let n = NEXT.with(|next| {
+        let n = next.get();
+        next.set((n & !0xff_ffff_ffff) | ((n + 1) & 0xff_ffff_ffff));
+        n
+    });
+    let mut id = String::with_capacity(20);
+    push_hex(&mut id, u64::from(*PREFIX), 8);
+    push_hex(&mut id, n, 12);
+    id
+}
+
+/// `digits` lower-case hex digits of `v`, zero-padded.
+fn push_hex(out: &mut String, v: u64, digits: u32) {
+    for i in (0..digits).rev() {
+        let nibble = ((v >> (i * 4)) & 0xf) as u8;
+        out.push(char::from(b"0123456789abcdef"[usize::from(nibble)]));
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::raw_tail;
+
+    #[test]
+    fn request_ids_are_twenty_hex_digits_and_distinct() {
+        let a = super::request_id(None);
+        let b = super::request_id(None);
+        assert_eq!(a.len(), 20);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+        assert_eq!(super::request_id(Some(b"abc-1")), "abc-1");
+        assert_eq!(super::request_id(Some(b"bad id")).len(), 20);
+    }
 
     #[test]
     fn raw_tail_skips_the_route_prefix_and_keeps_encoding() {
