@@ -5,6 +5,7 @@ pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod console;
+pub mod deadline;
 pub mod edge;
 pub mod errors;
 pub mod front;

@@ -13,9 +13,11 @@
 //! malformed heads (Pingora answers those its way). TLS connections (HTTP/2 by ALPN) go
 //! to Pingora whole.
 
+mod client_io;
 mod proxy;
 pub mod request;
 
+use crate::deadline::Deadline;
 use crate::edge::respond::{self, Reply};
 use crate::edge::{Ctx, Edge, Outcome, PreMatch};
 use crate::errors::ApiError;
@@ -23,6 +25,7 @@ use crate::routes::matcher::{Match, NormalizedPath};
 use crate::routes::spec::HandlerKind;
 use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
+use client_io::ClientIo;
 use pingora_core::apps::{HttpServerApp, ServerApp};
 use pingora_core::protocols::http::ServerSession;
 use pingora_core::protocols::Stream;
@@ -81,25 +84,27 @@ impl LeanFront {
 
 /// One client connection and the bytes read from it but not yet used.
 pub struct Conn {
-    io: Stream,
+    io: ClientIo,
     buf: BytesMut,
     client: Option<SocketAddr>,
     client_text: String,
     shutdown: ShutdownWatch,
+    /// Times reads and writes on the client side (one lazily moved timer).
+    deadline: Deadline,
+    /// Times reads from nodes on this connection's behalf.
+    node_deadline: Deadline,
 }
 
 impl Conn {
-    fn new(io: Stream, shutdown: ShutdownWatch) -> Self {
-        let client = io
-            .get_socket_digest()
-            .and_then(|d| d.peer_addr().cloned())
-            .and_then(|a| a.as_inet().copied());
+    fn new(io: ClientIo, client: Option<SocketAddr>, shutdown: ShutdownWatch) -> Self {
         Conn {
             io,
             buf: BytesMut::with_capacity(READ_STEP),
             client,
             client_text: client.map(|a| a.to_string()).unwrap_or_default(),
             shutdown,
+            deadline: Deadline::default(),
+            node_deadline: Deadline::default(),
         }
     }
 
@@ -113,10 +118,9 @@ impl Conn {
         if self.buf.capacity() - self.buf.len() < 512 {
             self.buf.reserve(READ_STEP);
         }
-        match tokio::time::timeout(wait, self.io.read_buf(&mut self.buf)).await {
-            Ok(r) => r,
-            Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
-        }
+        self.deadline
+            .run(Some(wait), self.io.read_buf(&mut self.buf))
+            .await
     }
 
     /// The next `n` bytes of the connection.
@@ -137,10 +141,7 @@ impl Conn {
             io.write_all(bytes).await?;
             io.flush().await
         };
-        match tokio::time::timeout(WRITE_TIMEOUT, write).await {
-            Ok(r) => r,
-            Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
-        }
+        self.deadline.run(Some(WRITE_TIMEOUT), write).await
     }
 
     fn shutting_down(&self) -> bool {
@@ -169,7 +170,12 @@ impl ServerApp for LeanFront {
         if io.get_ssl_digest().is_some() {
             return ServerApp::process_new(&self.proxy, io, shutdown).await;
         }
-        let mut conn = Conn::new(io, shutdown.clone());
+        let (io, client) = match ClientIo::take(io) {
+            Ok(taken) => taken,
+            // Not TCP (a Unix socket listener): Pingora serves it.
+            Err(io) => return ServerApp::process_new(&self.proxy, io, shutdown).await,
+        };
+        let mut conn = Conn::new(io, client, shutdown.clone());
         loop {
             match self.next_request(&mut conn).await {
                 Next::Close => return None,
@@ -363,26 +369,22 @@ impl LeanFront {
             client,
             client_text,
             shutdown,
+            deadline,
+            node_deadline,
         } = conn;
-        let io: Stream = if buf.is_empty() {
-            io
-        } else {
-            use pingora_core::protocols::l4::stream::Stream as L4Stream;
-            // Plain listeners always yield Pingora's L4 stream, which can replay bytes.
-            let mut l4 = io.into_any().downcast::<L4Stream>().ok()?;
-            l4.rewind(&buf);
-            l4
-        };
+        let io = io.into_pingora(&buf)?;
         let mut session = ServerSession::new_http1(io);
         session.set_keepalive(if *shutdown.borrow() { None } else { Some(60) });
         let reused = self.proxy.process_new_http(session, &shutdown).await?;
         let (io, _) = reused.consume();
         Some(Conn {
-            io,
+            io: ClientIo::Pingora(io),
             buf: BytesMut::with_capacity(READ_STEP),
             client,
             client_text,
             shutdown,
+            deadline,
+            node_deadline,
         })
     }
 }

@@ -62,7 +62,16 @@ pub(super) async fn pass(
         ctx.upstream = Some(host.id.clone());
         let wire = encode_request(req, ctx, host, &pass, body.as_deref());
         let connect_timeout = host.peer.options.connection_timeout;
-        let failure = match pool.open(addr, &wire, connect_timeout, read_timeout).await {
+        let failure = match pool
+            .open(
+                addr,
+                &wire,
+                connect_timeout,
+                &mut req.conn.node_deadline,
+                read_timeout,
+            )
+            .await
+        {
             Ok((up, buf)) => match answer_head(ctx, &buf, head_request, closing) {
                 Ok(answer) => {
                     host.record_success();
@@ -214,7 +223,14 @@ async fn relay(
     let mut chunk = Vec::new();
     while !relay.done() {
         chunk.clear();
-        match h1::read_some(&mut up, &mut chunk, read_timeout).await {
+        match h1::read_some(
+            &mut up,
+            &mut chunk,
+            &mut req.conn.node_deadline,
+            read_timeout,
+        )
+        .await
+        {
             Ok(0) if until_close => break,
             Ok(0) => return (status, false, Some("node closed mid-answer".into())),
             Ok(_) => {}

@@ -11,6 +11,7 @@
 
 use super::chunked::{ChunkedScanner, Scan};
 use super::{UpstreamError, UpstreamResponse};
+use crate::deadline::Deadline;
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -70,7 +71,11 @@ impl H1Pool {
         req: &H1Request<'_>,
         max_body: usize,
     ) -> Result<UpstreamResponse, UpstreamError> {
-        let (mut stream, mut buf) = self.open(addr, &encode(req), None, None).await?;
+        // No timeout per read here: callers bound the whole exchange.
+        let mut untimed = Deadline::default();
+        let (mut stream, mut buf) = self
+            .open(addr, &encode(req), None, &mut untimed, None)
+            .await?;
         let head = parse_head_visit(&buf, req.method == "HEAD", |_, _| {})?
             .ok_or_else(|| UpstreamError::Io("incomplete response head".into()))?;
         let (status, framing, close) = (head.status, head.framing, head.close);
@@ -94,10 +99,11 @@ impl H1Pool {
         addr: SocketAddr,
         wire: &[u8],
         connect_timeout: Option<Duration>,
+        deadline: &mut Deadline,
         read_timeout: Option<Duration>,
     ) -> Result<(TcpStream, Vec<u8>), OpenError> {
         if let Some(stream) = self.take(addr) {
-            match send_and_read_head(stream, wire, read_timeout).await {
+            match send_and_read_head(stream, wire, deadline, read_timeout).await {
                 Ok(done) => return Ok(done),
                 Err((true, _)) => {}
                 Err((false, e)) => return Err(OpenError::Transport(e)),
@@ -112,7 +118,7 @@ impl H1Pool {
         }
         .map_err(|e| OpenError::Connect(e.to_string()))?;
         let _ = stream.set_nodelay(true);
-        send_and_read_head(stream, wire, read_timeout)
+        send_and_read_head(stream, wire, deadline, read_timeout)
             .await
             .map_err(|(_, e)| OpenError::Transport(e))
     }
@@ -174,6 +180,7 @@ pub fn encode(req: &H1Request<'_>) -> Vec<u8> {
 async fn send_and_read_head(
     mut stream: TcpStream,
     wire: &[u8],
+    deadline: &mut Deadline,
     read_timeout: Option<Duration>,
 ) -> Result<(TcpStream, Vec<u8>), (bool, String)> {
     if let Err(e) = stream.write_all(wire).await {
@@ -192,7 +199,7 @@ async fn send_and_read_head(
             None if buf.len() > MAX_HEAD => return Err((false, "answer head too large".into())),
             None => {}
         }
-        match read_some(&mut stream, &mut buf, read_timeout).await {
+        match read_some(&mut stream, &mut buf, deadline, read_timeout).await {
             Ok(0) => return Err((buf.is_empty(), "connection closed before an answer".into())),
             Ok(_) => {}
             Err(e) => {
@@ -207,17 +214,13 @@ async fn send_and_read_head(
 pub async fn read_some(
     stream: &mut TcpStream,
     buf: &mut Vec<u8>,
+    deadline: &mut Deadline,
     timeout: Option<Duration>,
 ) -> std::io::Result<usize> {
     if buf.capacity() - buf.len() < 1024 {
         buf.reserve(READ_CHUNK);
     }
-    match timeout {
-        None => stream.read_buf(buf).await,
-        Some(t) => tokio::time::timeout(t, stream.read_buf(buf))
-            .await
-            .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into())),
-    }
+    deadline.run(timeout, stream.read_buf(buf)).await
 }
 
 /// The whole body after the head (its first bytes in `rest`), at most `max_body` bytes,
@@ -229,6 +232,7 @@ async fn read_body(
     max_body: usize,
 ) -> Result<(Vec<u8>, bool), UpstreamError> {
     let io = |e: std::io::Error| UpstreamError::Io(e.to_string());
+    let untimed = &mut Deadline::default();
     let closed = |what: &str| UpstreamError::Io(format!("connection closed in {what}"));
     match framing {
         Framing::None => Ok((Vec::new(), !rest.is_empty())),
@@ -237,7 +241,11 @@ async fn read_body(
                 return Err(UpstreamError::TooLarge(max_body));
             }
             while rest.len() < n {
-                if read_some(stream, &mut rest, None).await.map_err(io)? == 0 {
+                if read_some(stream, &mut rest, untimed, None)
+                    .await
+                    .map_err(io)?
+                    == 0
+                {
                     return Err(closed("the response body"));
                 }
             }
@@ -267,7 +275,11 @@ async fn read_body(
                     return Ok((body, n < input.len()));
                 }
                 input.clear();
-                if read_some(stream, &mut input, None).await.map_err(io)? == 0 {
+                if read_some(stream, &mut input, untimed, None)
+                    .await
+                    .map_err(io)?
+                    == 0
+                {
                     return Err(closed("a chunked body"));
                 }
             }
@@ -276,7 +288,11 @@ async fn read_body(
             if rest.len() > max_body {
                 return Err(UpstreamError::TooLarge(max_body));
             }
-            if read_some(stream, &mut rest, None).await.map_err(io)? == 0 {
+            if read_some(stream, &mut rest, untimed, None)
+                .await
+                .map_err(io)?
+                == 0
+            {
                 return Ok((rest, false));
             }
         },

@@ -1,0 +1,97 @@
+//! Timeouts that cost nothing per operation on a busy connection.
+//!
+//! `tokio::time::timeout` registers a timer in the runtime's wheel (under its lock) for
+//! every pending read and removes it again when the read completes: twice per proxied
+//! request. A `Deadline` belongs to one connection and keeps one timer. An operation
+//! that wants to end later than the timer is armed for leaves it alone; when the timer
+//! fires early it is moved to the operation's real limit and waiting goes on. On a busy
+//! keep-alive connection the timer is touched about once per limit (60 s), not per read.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::time::Duration;
+use tokio::time::{Instant, Sleep};
+
+#[derive(Default)]
+pub struct Deadline {
+    timer: Option<Pin<Box<Sleep>>>,
+}
+
+impl Deadline {
+    /// `op`, or `TimedOut` if it has not finished `limit` from now (no limit: `None`).
+    pub async fn run<T, F>(&mut self, limit: Option<Duration>, op: F) -> io::Result<T>
+    where
+        F: Future<Output = io::Result<T>>,
+    {
+        let Some(limit) = limit else {
+            return op.await;
+        };
+        let until = Instant::now() + limit;
+        let timer = match &mut self.timer {
+            Some(timer) => {
+                // Armed for later than this operation allows: bring it forward.
+                if timer.deadline() > until {
+                    timer.as_mut().reset(until);
+                }
+                timer
+            }
+            None => self.timer.insert(Box::pin(tokio::time::sleep_until(until))),
+        };
+        let mut op = std::pin::pin!(op);
+        loop {
+            tokio::select! {
+                biased;
+                done = &mut op => return done,
+                () = timer.as_mut() => {
+                    if Instant::now() >= until {
+                        return Err(io::ErrorKind::TimedOut.into());
+                    }
+                    // Armed by an earlier operation: move it to this one's limit.
+                    timer.as_mut().reset(until);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Deadline;
+    use std::time::Duration;
+
+    #[tokio::test(start_paused = true)]
+    async fn times_out_at_each_operations_own_limit() {
+        let mut d = Deadline::default();
+        let never = std::future::pending::<std::io::Result<()>>;
+        // The first operation arms the timer for 10 s.
+        let fast = d.run(Some(Duration::from_secs(10)), async { Ok(1) }).await;
+        assert_eq!(fast.unwrap(), 1);
+        // 8 s later a 10 s operation must not end when the old timer fires (at 10 s)...
+        tokio::time::advance(Duration::from_secs(8)).await;
+        let start = tokio::time::Instant::now();
+        let e = d
+            .run(Some(Duration::from_secs(10)), never())
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+        assert_eq!(start.elapsed(), Duration::from_secs(10));
+        // ...and a shorter limit than the timer's brings it forward.
+        d.run(Some(Duration::from_secs(60)), async { Ok(()) })
+            .await
+            .unwrap();
+        let start = tokio::time::Instant::now();
+        let e = d
+            .run(Some(Duration::from_secs(1)), never())
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
+        // No limit: waits for the operation however long it takes.
+        let slow = async {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            Ok(7)
+        };
+        assert_eq!(d.run(None, slow).await.unwrap(), 7);
+    }
+}
