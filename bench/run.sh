@@ -21,7 +21,7 @@ for tool in wrk nginx; do
   command -v "$tool" >/dev/null || { SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo; $SUDO apt-get install -y -qq wrk nginx >/dev/null; }
 done
 command -v oha >/dev/null || cargo install oha --locked -q
-cargo build --release -q --bin chainedge --example bare_proxy
+cargo build --release -q --bin chainedge --example bare_proxy --example tokio_floor
 bin=target/release/chainedge
 # 10,000 held connections need the descriptors (both ends live on this machine).
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
@@ -32,8 +32,8 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; sleep 0.5; rm -rf "$work"; }
 trap cleanup EXIT
 
-UP=19101; NGX=19102; CE=19103; CEM=19104; BARE=19105; SSE=19106; NGX0=19107
-for p in $UP $NGX $CE $CEM $BARE $SSE $NGX0; do
+UP=19101; NGX=19102; CE=19103; CEM=19104; BARE=19105; SSE=19106; NGX0=19107; FLOOR=19108
+for p in $UP $NGX $CE $CEM $BARE $SSE $NGX0 $FLOOR; do
   if (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; then echo "bench: port $p is busy" >&2; exit 1; fi
 done
 
@@ -106,6 +106,8 @@ pids+=($!)
 target/release/examples/bare_proxy 127.0.0.1:$BARE 127.0.0.1:$UP $workers >/dev/null 2>&1 &
 pids+=($!)
 bare_pid=$!
+target/release/examples/tokio_floor 127.0.0.1:$FLOOR 127.0.0.1:$UP $workers >/dev/null 2>&1 &
+pids+=($!)
 
 # The product's route table plus one operator route: a plain passthrough (no key, no
 # rate limit) to the static upstream, the same request nginx proxies in (b).
@@ -193,8 +195,11 @@ nginx_pids() { local m; m=$(cat "$work/$1.pid"); echo "$m $(pgrep -P "$m" | tr '
 sum_kib() { local f=$1 total=0; shift; for p in "$@"; do total=$((total + $($f "$p"))); done; echo $total; }
 
 if [ -n "${HOLD:-}" ]; then
-  echo "upstream :$UP  nginx :$NGX  bare :$BARE  chainedge :$CE (pid $ce_pid)  key $key  scripts $work" >&2
-  wait "$ce_pid"
+  echo "upstream :$UP  nginx :$NGX  bare :$BARE  floor :$FLOOR  chainedge :$CE (pid $ce_pid)  key $key  scripts $work" >&2
+  # Until stopped, even if chainedge is restarted by hand (same config: $work/*.yaml).
+  sleep infinity &
+  pids+=($!)
+  wait $!
   exit 0
 fi
 echo "bench: ${secs}s per run, $conns connections, $workers workers each" >&2
@@ -211,6 +216,7 @@ rps_list() { local out=""; for r in "$@"; do out+="${r%% *} "; done; echo "${out
 a=$(run direct "http://127.0.0.1:$UP/" "$work/post.lua")
 b0=$(run nginx_nolog "http://127.0.0.1:$NGX0/" "$work/post.lua")
 c0=$(run bare "http://127.0.0.1:$BARE/" "$work/post.lua")
+c1=$(run floor "http://127.0.0.1:$FLOOR/" "$work/post.lua")
 bs=(); cs=(); ds=()
 for round in $(seq 1 "$rounds"); do
   bs+=("$(run "nginx_$round" "http://127.0.0.1:$NGX/" "$work/post.lua")")
@@ -230,6 +236,7 @@ bare_hwm=$(hwm_kib "$bare_pid")
 
 read -r ar ap50 ap99 <<<"$a"; read -r br bp50 bp99 <<<"$b"; read -r b0r b0p50 b0p99 <<<"$b0"; read -r cr cp50 cp99 <<<"$c"
 read -r c2r c2p50 c2p99 <<<"$c2"; read -r dr dp50 dp99 <<<"$d"; read -r er ep50 ep99 <<<"$e"; read -r c0r c0p50 c0p99 <<<"$c0"
+read -r c1r c1p50 c1p99 <<<"$c1"
 
 # Added latency at 50% of (d)'s peak: oha holds a fixed request rate (open model, with
 # coordinated-omission correction) against (d) and against the upstream directly.
@@ -295,6 +302,7 @@ the upstream. Pingora (bare) and chainedge: $workers worker threads
 | (b) nginx reverse proxy (buffered access log, as chainedge logs) | $br | $bp50 | $bp99 |
 | (b0) nginx reverse proxy with \`access_log off\` | $b0r | $b0p50 | $b0p99 |
 | (c0) Pingora with no chainedge logic (\`examples/bare_proxy.rs\`): the framework floor | $c0r | $c0p50 | $c0p99 |
+| (c1) a minimal tokio proxy (\`examples/tokio_floor.rs\`: no routing, pool, timeouts or log): the runtime floor | $c1r | $c1p50 | $c1p99 |
 | (c) chainedge plain passthrough (route \`passthrough\`, no key, no limit; lean front) | $cr | $cp50 | $cp99 |
 | (c2) chainedge beacon passthrough (key auth, rate limit, beacon path policy) | $c2r | $c2p50 | $c2p99 |
 | (d) chainedge \`/rpc/eth\` (key auth, rate limit, method table, gateway) | $dr | $dp50 | $dp99 |
@@ -308,6 +316,7 @@ Rounds (requests/s; the table shows each one's median round): (b) $(rps_list "${
 | (c)/(b) requests/s | $(ratio "$cr" "$br") | ≥ 1.0 |
 | (c)/(b0) requests/s: against nginx logging nothing | $(ratio "$cr" "$b0r") | — |
 | (c)/(c0) requests/s: chainedge over bare Pingora | $(ratio "$cr" "$c0r") | — |
+| (c)/(c1) requests/s: chainedge against the minimal tokio proxy | $(ratio "$cr" "$c1r") | — |
 | (c2)/(c) requests/s: what key auth, limits and the beacon policy cost | $(ratio "$c2r" "$cr") | — |
 | (d)/(c) requests/s | $(ratio "$dr" "$cr") | ≥ 0.8 |
 | (d) − (a) p50 at $half req/s (50% of (d)'s peak), oha fixed rate | ${added} ms ((d) $dh50 ms at $dhr req/s, (a) $ah50 ms) | ≤ 0.5 ms |

@@ -208,13 +208,13 @@ impl LeanFront {
                         if head.needs_pingora {
                             return Next::HandOver;
                         }
-                        head.raw = conn.buf.split_to(head.len).freeze();
+                        head.take_from(&mut conn.buf);
                         if let Lean::Yes(pre) = self.lean(&head) {
                             return Next::Head(head, pre);
                         }
                         // Put the head back in front of whatever followed it.
                         let mut back = BytesMut::with_capacity(head.len + conn.buf.len());
-                        back.extend_from_slice(&head.raw);
+                        back.extend_from_slice(head.raw());
                         back.extend_from_slice(&conn.buf);
                         conn.buf = back;
                         return Next::HandOver;

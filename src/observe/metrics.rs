@@ -175,18 +175,13 @@ pub fn request_done(route: &str, status: u16, seconds: f64) {
     let label = status_label(status);
     ROUTE_SERIES.with(|series| {
         let mut series = series.borrow_mut();
-        if !series.contains_key(route) {
-            let latency = LATENCY.with_label_values(&[route]);
-            series.insert(
-                route.to_string(),
-                RouteSeries {
-                    latency,
-                    by_status: Vec::new(),
-                },
-            );
-        }
-        let Some(s) = series.get_mut(route) else {
-            return;
+        // One hash per request once the route's series exist.
+        let s = match series.get_mut(route) {
+            Some(s) => s,
+            None => series.entry(route.to_string()).or_insert(RouteSeries {
+                latency: LATENCY.with_label_values(&[route]),
+                by_status: Vec::new(),
+            }),
         };
         s.latency.observe(seconds);
         match s.by_status.iter().find(|(l, _)| *l == label) {
