@@ -23,6 +23,7 @@ use crate::edge::{Ctx, Edge, Outcome, PreMatch};
 use crate::errors::ApiError;
 use crate::routes::matcher::{Match, NormalizedPath};
 use crate::routes::spec::HandlerKind;
+use crate::upstream::h1::IdleConn;
 use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
 use client_io::ClientIo;
@@ -93,6 +94,8 @@ pub struct Conn {
     deadline: Deadline,
     /// Times reads from nodes on this connection's behalf.
     node_deadline: Deadline,
+    /// The node connection of this client's last passthrough, kept for its next one.
+    kept: Option<IdleConn>,
 }
 
 impl Conn {
@@ -105,6 +108,7 @@ impl Conn {
             shutdown,
             deadline: Deadline::default(),
             node_deadline: Deadline::default(),
+            kept: None,
         }
     }
 
@@ -178,15 +182,20 @@ impl ServerApp for LeanFront {
         let mut conn = Conn::new(io, client, shutdown.clone());
         loop {
             match self.next_request(&mut conn).await {
-                Next::Close => return None,
-                Next::HandOver => conn = self.hand_over(conn).await?,
+                Next::Close => break,
+                Next::HandOver => {
+                    self.release_node(&mut conn);
+                    conn = self.hand_over(conn).await?;
+                }
                 Next::Head(head, pre) => {
                     if !self.serve(&mut conn, head, pre).await {
-                        return None;
+                        break;
                     }
                 }
             }
         }
+        self.release_node(&mut conn);
+        None
     }
 
     async fn cleanup(&self) {
@@ -195,6 +204,13 @@ impl ServerApp for LeanFront {
 }
 
 impl LeanFront {
+    /// The node connection a client connection kept goes back to the shared pool.
+    fn release_node(&self, conn: &mut Conn) {
+        if let Some(node) = conn.kept.take() {
+            self.edge.state.gateway.client.plain().put_idle(node);
+        }
+    }
+
     /// Wait for a complete request head and decide who serves it.
     async fn next_request(&self, conn: &mut Conn) -> Next {
         let mut grace = false;
@@ -371,6 +387,7 @@ impl LeanFront {
             shutdown,
             deadline,
             node_deadline,
+            kept: _,
         } = conn;
         let io = io.into_pingora(&buf)?;
         let mut session = ServerSession::new_http1(io);
@@ -385,6 +402,7 @@ impl LeanFront {
             shutdown,
             deadline,
             node_deadline,
+            kept: None,
         })
     }
 }

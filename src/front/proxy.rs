@@ -15,7 +15,7 @@ use crate::errors::ApiError;
 use crate::observe::metrics;
 use crate::pools::Host;
 use crate::upstream::chunked::{ChunkedScanner, Scan};
-use crate::upstream::h1::{self, parse_head_visit, Framing, H1Request, OpenError};
+use crate::upstream::h1::{self, parse_head_visit, Framing, H1Request, IdleConn, OpenError};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::net::TcpStream;
@@ -62,6 +62,7 @@ pub(super) async fn pass(
         ctx.upstream = Some(host.id.clone());
         let wire = encode_request(req, ctx, host, &pass, body.as_deref());
         let connect_timeout = host.peer.options.connection_timeout;
+        let kept = IdleConn::take_for(&mut req.conn.kept, addr);
         let failure = match pool
             .open(
                 addr,
@@ -69,6 +70,7 @@ pub(super) async fn pass(
                 connect_timeout,
                 &mut req.conn.node_deadline,
                 read_timeout,
+                kept,
             )
             .await
         {
@@ -246,8 +248,13 @@ async fn relay(
         }
     }
     let reusable = !answer.node_closes && !trailing && !until_close;
-    let pool = front.edge.state.gateway.client.plain();
-    pool.put(addr, reusable.then_some(up));
+    if reusable {
+        // Kept by this client connection for its next request (no pool lock, usually the
+        // same node); the one it held before goes back to the pool.
+        if let Some(old) = req.conn.kept.replace(IdleConn::new(addr, up)) {
+            front.edge.state.gateway.client.plain().put_idle(old);
+        }
+    }
     (status, !answer.close_client, None)
 }
 

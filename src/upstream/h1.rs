@@ -33,7 +33,7 @@ const MAX_HEADERS: usize = 64;
 
 #[derive(Default)]
 pub struct H1Pool {
-    idle: Mutex<HashMap<SocketAddr, Vec<(TcpStream, Instant)>>>,
+    idle: Mutex<HashMap<SocketAddr, Vec<IdleConn>>>,
 }
 
 /// One buffered request.
@@ -74,7 +74,7 @@ impl H1Pool {
         // No timeout per read here: callers bound the whole exchange.
         let mut untimed = Deadline::default();
         let (mut stream, mut buf) = self
-            .open(addr, &encode(req), None, &mut untimed, None)
+            .open(addr, &encode(req), None, &mut untimed, None, None)
             .await?;
         let head = parse_head_visit(&buf, req.method == "HEAD", |_, _| {})?
             .ok_or_else(|| UpstreamError::Io("incomplete response head".into()))?;
@@ -101,8 +101,9 @@ impl H1Pool {
         connect_timeout: Option<Duration>,
         deadline: &mut Deadline,
         read_timeout: Option<Duration>,
+        kept: Option<TcpStream>,
     ) -> Result<(TcpStream, Vec<u8>), OpenError> {
-        if let Some(stream) = self.take(addr) {
+        if let Some(stream) = kept.or_else(|| self.take(addr)) {
             match send_and_read_head(stream, wire, deadline, read_timeout).await {
                 Ok(done) => return Ok(done),
                 Err((true, _)) => {}
@@ -127,15 +128,9 @@ impl H1Pool {
     pub fn take(&self, addr: SocketAddr) -> Option<TcpStream> {
         let mut idle = self.idle.lock().ok()?;
         let list = idle.get_mut(&addr)?;
-        while let Some((stream, since)) = list.pop() {
-            // Nothing may be waiting on an idle connection: data there (a node's 408, or
-            // leftovers) would be taken for the next answer, and EOF means it is closed.
-            let quiet = matches!(
-                stream.try_read(&mut [0u8; 1]),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
-            );
-            if quiet && since.elapsed() < MAX_IDLE_AGE {
-                return Some(stream);
+        while let Some(conn) = list.pop() {
+            if conn.usable() {
+                return Some(conn.stream);
             }
         }
         None
@@ -144,12 +139,56 @@ impl H1Pool {
     /// Keep `stream` for the next request to `addr` (`None`: nothing to keep).
     pub fn put(&self, addr: SocketAddr, stream: Option<TcpStream>) {
         let Some(stream) = stream else { return };
+        self.put_idle(IdleConn::new(addr, stream));
+    }
+
+    pub fn put_idle(&self, conn: IdleConn) {
         if let Ok(mut idle) = self.idle.lock() {
-            let list = idle.entry(addr).or_default();
+            let list = idle.entry(conn.addr).or_default();
             if list.len() < MAX_IDLE_PER_ADDR {
-                list.push((stream, Instant::now()));
+                list.push(conn);
             }
         }
+    }
+}
+
+/// A node connection between requests.
+pub struct IdleConn {
+    addr: SocketAddr,
+    stream: TcpStream,
+    since: Instant,
+}
+
+impl IdleConn {
+    pub fn new(addr: SocketAddr, stream: TcpStream) -> Self {
+        IdleConn {
+            addr,
+            stream,
+            since: Instant::now(),
+        }
+    }
+
+    /// The connection, if it goes to `addr` and may carry another request.
+    pub fn take_for(kept: &mut Option<IdleConn>, addr: SocketAddr) -> Option<TcpStream> {
+        match kept.take() {
+            Some(conn) if conn.addr == addr && conn.usable() => Some(conn.stream),
+            Some(other) => {
+                *kept = Some(other);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Still quiet and young enough. Nothing may be waiting on an idle connection: data
+    /// there (a node's 408, or leftovers) would be taken for the next answer, and EOF
+    /// means it is closed.
+    fn usable(&self) -> bool {
+        let quiet = matches!(
+            self.stream.try_read(&mut [0u8; 1]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
+        );
+        quiet && self.since.elapsed() < MAX_IDLE_AGE
     }
 }
 
