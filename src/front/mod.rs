@@ -45,6 +45,9 @@ const READ_STEP: usize = 1024;
 const MAX_HEAD: usize = 64 * 1024;
 /// An idle keep-alive connection is closed after this (Pingora's default too).
 const KEEPALIVE_IDLE: Duration = Duration::from_secs(60);
+/// A client connection quiet this long gives the node connection it kept back to the
+/// shared pool, so idle clients never hold node connections.
+const KEEP_NODE_IDLE: Duration = Duration::from_secs(1);
 /// A request head must be complete, and each read of a body must return, within this.
 const READ_TIMEOUT: Duration = Duration::from_secs(60);
 /// A client must take each write within this.
@@ -96,6 +99,8 @@ pub struct Conn {
     node_deadline: Deadline,
     /// The node connection of this client's last passthrough, kept for its next one.
     kept: Option<IdleConn>,
+    /// Times how long the client has been quiet while `kept` is held.
+    park: Deadline,
 }
 
 impl Conn {
@@ -109,6 +114,7 @@ impl Conn {
             deadline: Deadline::default(),
             node_deadline: Deadline::default(),
             kept: None,
+            park: Deadline::default(),
         }
     }
 
@@ -217,6 +223,7 @@ impl LeanFront {
         // Set at the head's first byte: a head trickled in never holds the connection
         // past READ_TIMEOUT.
         let mut head_deadline: Option<std::time::Instant> = None;
+        let mut idle_left = KEEPALIVE_IDLE;
         loop {
             if !conn.buf.is_empty() {
                 match Head::parse(&conn.buf) {
@@ -244,21 +251,31 @@ impl LeanFront {
             let wait = if grace {
                 SHUTDOWN_GRACE
             } else if idle {
-                KEEPALIVE_IDLE
+                idle_left
             } else {
                 let deadline =
                     *head_deadline.get_or_insert_with(|| std::time::Instant::now() + READ_TIMEOUT);
                 deadline.saturating_duration_since(std::time::Instant::now())
             };
             let mut shutdown = conn.shutdown.clone();
+            // A quiet client gives back the node connection it kept (`park`'s timer is
+            // moved about once per KEEP_NODE_IDLE, not per request).
+            let park_node = idle && !grace && conn.kept.is_some() && wait > KEEP_NODE_IDLE;
+            let mut park = std::mem::take(&mut conn.park);
             let read = tokio::select! {
-                r = conn.read_more_within(wait) => r,
+                r = park.run(park_node.then_some(KEEP_NODE_IDLE), conn.read_more_within(wait)) => r,
                 _ = shutdown.changed(), if idle && !grace => {
+                    conn.park = park;
                     grace = true;
                     continue;
                 }
             };
+            conn.park = park;
             match read {
+                Err(e) if park_node && e.kind() == std::io::ErrorKind::TimedOut => {
+                    self.release_node(conn);
+                    idle_left = wait - KEEP_NODE_IDLE;
+                }
                 Ok(n) if n > 0 => {}
                 // EOF, error, idle timeout, or the shutdown grace ran out.
                 _ => return Next::Close,
@@ -388,6 +405,7 @@ impl LeanFront {
             deadline,
             node_deadline,
             kept: _,
+            park,
         } = conn;
         let io = io.into_pingora(&buf)?;
         let mut session = ServerSession::new_http1(io);
@@ -403,6 +421,7 @@ impl LeanFront {
             deadline,
             node_deadline,
             kept: None,
+            park,
         })
     }
 }
