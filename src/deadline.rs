@@ -60,33 +60,35 @@ mod tests {
     use super::Deadline;
     use std::time::Duration;
 
+    /// How long an operation that never ends waits under `limit` before `TimedOut`.
+    async fn waited_before_timeout(d: &mut Deadline, limit: u64) -> Duration {
+        let start = tokio::time::Instant::now();
+        let never = std::future::pending::<std::io::Result<()>>();
+        let e = d.run(Some(Duration::from_secs(limit)), never).await;
+        assert_eq!(e.unwrap_err().kind(), std::io::ErrorKind::TimedOut);
+        start.elapsed()
+    }
+
     #[tokio::test(start_paused = true)]
     async fn times_out_at_each_operations_own_limit() {
         let mut d = Deadline::default();
-        let never = std::future::pending::<std::io::Result<()>>;
         // The first operation arms the timer for 10 s.
         let fast = d.run(Some(Duration::from_secs(10)), async { Ok(1) }).await;
         assert_eq!(fast.unwrap(), 1);
         // 8 s later a 10 s operation must not end when the old timer fires (at 10 s)...
         tokio::time::advance(Duration::from_secs(8)).await;
-        let start = tokio::time::Instant::now();
-        let e = d
-            .run(Some(Duration::from_secs(10)), never())
-            .await
-            .unwrap_err();
-        assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
-        assert_eq!(start.elapsed(), Duration::from_secs(10));
+        assert_eq!(
+            waited_before_timeout(&mut d, 10).await,
+            Duration::from_secs(10)
+        );
         // ...and a shorter limit than the timer's brings it forward.
         d.run(Some(Duration::from_secs(60)), async { Ok(()) })
             .await
             .unwrap();
-        let start = tokio::time::Instant::now();
-        let e = d
-            .run(Some(Duration::from_secs(1)), never())
-            .await
-            .unwrap_err();
-        assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
-        assert_eq!(start.elapsed(), Duration::from_secs(1));
+        assert_eq!(
+            waited_before_timeout(&mut d, 1).await,
+            Duration::from_secs(1)
+        );
         // No limit: waits for the operation however long it takes.
         let slow = async {
             tokio::time::sleep(Duration::from_secs(3600)).await;

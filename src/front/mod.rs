@@ -119,18 +119,25 @@ impl Conn {
     }
 
     async fn read_more(&mut self) -> std::io::Result<usize> {
-        self.read_more_within(READ_TIMEOUT).await
+        self.read_more_within(READ_TIMEOUT, None).await
     }
 
-    async fn read_more_within(&mut self, wait: Duration) -> std::io::Result<usize> {
+    /// Read what arrives within `wait`. With `park`, a read still waiting after `park`
+    /// ends with `TimedOut` (callers pass a `park` shorter than `wait`).
+    async fn read_more_within(
+        &mut self,
+        wait: Duration,
+        park: Option<Duration>,
+    ) -> std::io::Result<usize> {
         // Small steps: an idle keep-alive connection holds this buffer, and request heads
         // are usually a few hundred bytes (`reserve` reuses the space once it is free).
         if self.buf.capacity() - self.buf.len() < 512 {
             self.buf.reserve(READ_STEP);
         }
-        self.deadline
-            .run(Some(wait), self.io.read_buf(&mut self.buf))
-            .await
+        let read = self
+            .deadline
+            .run(Some(wait), self.io.read_buf(&mut self.buf));
+        self.park.run(park, read).await
     }
 
     /// The next `n` bytes of the connection.
@@ -261,16 +268,13 @@ impl LeanFront {
             // A quiet client gives back the node connection it kept (`park`'s timer is
             // moved about once per KEEP_NODE_IDLE, not per request).
             let park_node = idle && !grace && conn.kept.is_some() && wait > KEEP_NODE_IDLE;
-            let mut park = std::mem::take(&mut conn.park);
             let read = tokio::select! {
-                r = park.run(park_node.then_some(KEEP_NODE_IDLE), conn.read_more_within(wait)) => r,
+                r = conn.read_more_within(wait, park_node.then_some(KEEP_NODE_IDLE)) => r,
                 _ = shutdown.changed(), if idle && !grace => {
-                    conn.park = park;
                     grace = true;
                     continue;
                 }
             };
-            conn.park = park;
             match read {
                 Err(e) if park_node && e.kind() == std::io::ErrorKind::TimedOut => {
                     self.release_node(conn);
@@ -395,34 +399,14 @@ impl LeanFront {
 
     /// Give the connection, with its unread bytes put back, to Pingora for one request;
     /// it comes back when Pingora keeps it alive.
-    async fn hand_over(&self, conn: Conn) -> Option<Conn> {
-        let Conn {
-            io,
-            buf,
-            client,
-            client_text,
-            shutdown,
-            deadline,
-            node_deadline,
-            kept: _,
-            park,
-        } = conn;
-        let io = io.into_pingora(&buf)?;
-        let mut session = ServerSession::new_http1(io);
-        session.set_keepalive(if *shutdown.borrow() { None } else { Some(60) });
-        let reused = self.proxy.process_new_http(session, &shutdown).await?;
-        let (io, _) = reused.consume();
-        Some(Conn {
-            io: ClientIo::Pingora(io),
-            buf: BytesMut::with_capacity(READ_STEP),
-            client,
-            client_text,
-            shutdown,
-            deadline,
-            node_deadline,
-            kept: None,
-            park,
-        })
+    async fn hand_over(&self, mut conn: Conn) -> Option<Conn> {
+        let unread = std::mem::replace(&mut conn.buf, BytesMut::with_capacity(READ_STEP));
+        let keepalive = if conn.shutting_down() { None } else { Some(60) };
+        let mut session = ServerSession::new_http1(conn.io.into_pingora(&unread)?);
+        session.set_keepalive(keepalive);
+        let reused = self.proxy.process_new_http(session, &conn.shutdown).await?;
+        conn.io = ClientIo::Pingora(reused.consume().0);
+        Some(conn)
     }
 }
 
