@@ -141,7 +141,7 @@ YAML
 cat > "$work/pingora.yaml" <<YAML
 version: 1
 threads: $workers
-work_stealing: ${WORK_STEALING:-true}
+work_stealing: ${WORK_STEALING:-false}
 pid_file: $work/chainedge.pid
 upgrade_sock: $work/upgrade.sock
 YAML
@@ -294,7 +294,7 @@ cat > bench/RESULTS.md <<MD
 wrk, $workers threads, $conns connections, ${secs}s per run, (b)/(c)/(d) interleaved over $rounds rounds. The load generator, the
 upstream and the proxy share the two cores. nginx: $workers workers, keep-alive (128) to
 the upstream. Pingora (bare) and chainedge: $workers worker threads
-(chainedge \`work_stealing: ${WORK_STEALING:-true}\`).
+(chainedge \`work_stealing: ${WORK_STEALING:-false}\`).
 
 | run | requests/s | p50 ms | p99 ms |
 |---|---|---|---|

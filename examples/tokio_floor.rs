@@ -1,7 +1,9 @@
 //! The floor of any tokio proxy on this machine: a connection task per client that reads a
 //! request head (httparse), forwards it over its own keep-alive node connection and copies
 //! the answer back (Content-Length framing only). No routing, no logging, no pool, no
-//! timeouts. `tokio_floor <listen> <upstream> <threads>`; for bench/ comparisons only.
+//! timeouts. Each thread runs its own event loop and accepts on the shared listener (as
+//! nginx workers, and chainedge without work stealing). `tokio_floor <listen> <upstream>
+//! <threads>`; for bench/ comparisons only.
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -9,13 +11,28 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let (listen, upstream) = (args[1].clone(), args[2].clone());
     let threads: usize = args[3].parse().unwrap_or(2);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads)
+    let listener = std::net::TcpListener::bind(&listen).expect("bind");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let workers: Vec<_> = (0..threads)
+        .map(|_| {
+            let listener = listener.try_clone().expect("listener");
+            let upstream = upstream.clone();
+            std::thread::spawn(move || worker(listener, upstream))
+        })
+        .collect();
+    for w in workers {
+        let _ = w.join();
+    }
+}
+
+/// One thread's event loop: accept, and serve each client on this thread.
+fn worker(listener: std::net::TcpListener, upstream: String) {
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
     rt.block_on(async move {
-        let listener = TcpListener::bind(&listen).await.expect("bind");
+        let listener = TcpListener::from_std(listener).expect("listener");
         loop {
             let Ok((client, _)) = listener.accept().await else {
                 continue;

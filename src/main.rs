@@ -101,7 +101,7 @@ fn load_all(cli: &Cli) -> Result<LoadedAll, Vec<config::ConfigError>> {
                 None
             }
         },
-        None => Some(ServerConf::default()),
+        None => Some(config::server::defaults()),
     };
     let app = match config::load(&cli.app) {
         Ok(a) => Some(a),
