@@ -4,6 +4,12 @@
 //! out in one write, the answer is parsed with httparse, and the connection goes back to
 //! a per-address LIFO pool. Pingora's connector still carries TLS peers and event streams.
 //!
+//! The pool has a shard per thread (up to `SHARDS`): a connection goes back to, and is
+//! taken again from, the shard of the thread that used it. Without work stealing each
+//! worker thread has its own reactor, and a socket stays registered with the one it was
+//! opened on; used from another thread, every answer would wake the opening thread just
+//! to hand the event across (two wake-ups per answer instead of one).
+//!
 //! Why not Pingora's client here: per request its pool spawns an idle-watch task, probes
 //! the socket with a read and checks the peer address (`getpeername`) on reuse, and its
 //! HTTP/1 client flushes the head before the body, which costs a second send and a second
@@ -20,8 +26,10 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// Idle connections kept per node address; more are closed.
+/// Idle connections kept per node address in each shard; more are closed.
 const MAX_IDLE_PER_ADDR: usize = 256;
+/// Pool shards; threads beyond this many share them.
+const SHARDS: usize = 8;
 /// An idle connection older than this is closed instead of reused (nodes close idle
 /// keep-alive connections after their own timeout; geth's is 120 s).
 const MAX_IDLE_AGE: Duration = Duration::from_secs(30);
@@ -33,7 +41,17 @@ const MAX_HEADERS: usize = 64;
 
 #[derive(Default)]
 pub struct H1Pool {
-    idle: Mutex<HashMap<SocketAddr, Vec<IdleConn>>>,
+    shards: [Mutex<HashMap<SocketAddr, Vec<IdleConn>>>; SHARDS],
+}
+
+/// This thread's pool shard (threads are numbered as they first use a pool).
+fn shard_index() -> usize {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static THREADS: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static SHARD: usize = THREADS.fetch_add(1, Ordering::Relaxed) % SHARDS;
+    }
+    SHARD.with(|s| *s)
 }
 
 /// One buffered request.
@@ -126,7 +144,7 @@ impl H1Pool {
 
     /// An idle connection to `addr` that is still quiet, if any.
     pub fn take(&self, addr: SocketAddr) -> Option<TcpStream> {
-        let mut idle = self.idle.lock().ok()?;
+        let mut idle = self.shards[shard_index()].lock().ok()?;
         let list = idle.get_mut(&addr)?;
         while let Some(conn) = list.pop() {
             if conn.usable() {
@@ -143,7 +161,7 @@ impl H1Pool {
     }
 
     pub fn put_idle(&self, conn: IdleConn) {
-        if let Ok(mut idle) = self.idle.lock() {
+        if let Ok(mut idle) = self.shards[shard_index()].lock() {
             let list = idle.entry(conn.addr).or_default();
             if list.len() < MAX_IDLE_PER_ADDR {
                 list.push(conn);
