@@ -21,8 +21,9 @@ for tool in wrk nginx; do
   command -v "$tool" >/dev/null || { SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo; $SUDO apt-get install -y -qq wrk nginx >/dev/null; }
 done
 command -v oha >/dev/null || cargo install oha --locked -q
-cargo build --release -q --bin chainedge --example bare_proxy --example tokio_floor
-bin=target/release/chainedge
+# The production build (Cargo.toml `dist`: fat LTO), references included.
+cargo build --profile dist -q --bin chainedge --example bare_proxy --example tokio_floor
+bin=target/dist/chainedge
 # 10,000 held connections need the descriptors (both ends live on this machine).
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 nofile=$(ulimit -n)
@@ -103,10 +104,10 @@ nginx -c "$work/upstream.conf" -p "$work" -g 'daemon off;' &
 pids+=($!)
 nginx -c "$work/nginx.conf" -p "$work" -g 'daemon off;' &
 pids+=($!)
-target/release/examples/bare_proxy 127.0.0.1:$BARE 127.0.0.1:$UP $workers >/dev/null 2>&1 &
+target/dist/examples/bare_proxy 127.0.0.1:$BARE 127.0.0.1:$UP $workers >/dev/null 2>&1 &
 pids+=($!)
 bare_pid=$!
-target/release/examples/tokio_floor 127.0.0.1:$FLOOR 127.0.0.1:$UP $workers >/dev/null 2>&1 &
+target/dist/examples/tokio_floor 127.0.0.1:$FLOOR 127.0.0.1:$UP $workers >/dev/null 2>&1 &
 pids+=($!)
 
 # The product's route table plus one operator route: a plain passthrough (no key, no

@@ -772,7 +772,7 @@ impl Edge {
                 let pool = self.pool(route.pool.as_deref().unwrap_or("eth_el"))?;
                 let hosts = pool.candidates(Some("ws"));
                 Ok(Outcome::Proxy(self.pass(
-                    &pool,
+                    pool,
                     hosts,
                     String::new(),
                     true,
@@ -790,14 +790,14 @@ impl Edge {
                     Some(q) => format!("{rest}?{q}"),
                     None => rest,
                 };
-                Ok(Outcome::Proxy(self.pass(&pool, hosts, rest, pol.stream)?))
+                Ok(Outcome::Proxy(self.pass(pool, hosts, rest, pol.stream)?))
             }
             // Base portal channels: WebSocket frames go to the portal pool untouched.
             HandlerKind::BasePortalWs => {
                 let pool = self.passthrough_pool(route)?;
                 let rest = session.path().trim_start_matches('/').to_string();
                 let hosts = pool.candidates(None);
-                Ok(Outcome::Proxy(self.pass(&pool, hosts, rest, true)?))
+                Ok(Outcome::Proxy(self.pass(pool, hosts, rest, true)?))
             }
             // The route's tail, raw as the client sent it, to the route's pool.
             HandlerKind::Passthrough | HandlerKind::HeimdallProxy => {
@@ -815,14 +815,14 @@ impl Edge {
                     None => tail.to_string(),
                 };
                 let hosts = pool.candidates(None);
-                Ok(Outcome::Proxy(self.pass(&pool, hosts, rest, false)?))
+                Ok(Outcome::Proxy(self.pass(pool, hosts, rest, false)?))
             }
             HandlerKind::RelayData => {
                 let tail = ctx.params.last().cloned().unwrap_or_default();
                 let rest = handlers::relay::check(&tail, session.query())?;
                 let pool = self.passthrough_pool(route)?;
                 let hosts = pool.candidates(None);
-                Ok(Outcome::Proxy(self.pass(&pool, hosts, rest, false)?))
+                Ok(Outcome::Proxy(self.pass(pool, hosts, rest, false)?))
             }
             HandlerKind::MevShareSse => {
                 let user = match &ctx.principal {
@@ -864,12 +864,13 @@ impl Edge {
         Ok(())
     }
 
-    fn passthrough_pool(&self, route: &Route) -> Result<Arc<crate::pools::Pool>, ApiError> {
+    fn passthrough_pool(&self, route: &Route) -> Result<&crate::pools::Pool, ApiError> {
         self.pool(route.passthrough_pool().unwrap_or_default())
     }
 
-    fn pool(&self, name: &str) -> Result<Arc<crate::pools::Pool>, ApiError> {
-        self.state.pools.get(name).cloned().ok_or_else(|| {
+    /// A pool by name, borrowed (no reference count touched on the request path).
+    fn pool(&self, name: &str) -> Result<&crate::pools::Pool, ApiError> {
+        self.state.pools.get(name).map(|p| &**p).ok_or_else(|| {
             ApiError::new(
                 503,
                 "pool_not_configured",
@@ -956,7 +957,7 @@ impl Edge {
         match route.handler {
             HandlerKind::JsonRpc => {
                 let pool = self.pool(route.pool.as_deref().unwrap_or("eth_el"))?;
-                self.json_rpc(session, ctx, route, &pool).await
+                self.json_rpc(session, ctx, route, pool).await
             }
             // `edge_only`: an origin gateway has no such route (405 `Allow: POST` instead).
             HandlerKind::BasePage => {
@@ -1036,7 +1037,7 @@ impl Edge {
                     }
                     _ => {
                         let pool = self.pool("eth_el")?;
-                        let (v, host) = st.gateway.write(&pool, &call, &ctx.request_id).await?;
+                        let (v, host) = st.gateway.write(pool, &call, &ctx.request_id).await?;
                         ctx.upstream = host;
                         (v, "public")
                     }

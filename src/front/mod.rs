@@ -16,6 +16,7 @@
 mod client_io;
 mod proxy;
 pub mod request;
+mod shutdown;
 
 use crate::deadline::Deadline;
 use crate::edge::respond::{self, Reply};
@@ -192,7 +193,7 @@ impl ServerApp for LeanFront {
             // Not TCP (a Unix socket listener): Pingora serves it.
             Err(io) => return ServerApp::process_new(&self.proxy, io, shutdown).await,
         };
-        let mut conn = Conn::new(io, client, shutdown.clone());
+        let mut conn = Conn::new(io, client, shutdown::for_this_thread(shutdown));
         loop {
             match self.next_request(&mut conn).await {
                 Next::Close => break,
