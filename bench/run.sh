@@ -286,7 +286,7 @@ ce_idle=$(held_kib "$ce_pid" $CE /rpc/eth-beacon/eth/v1/node/version $idle "x-to
 ngx_idle=$(held_kib "$(nginx_pids nginx)" $NGX /eth/v1/node/version $idle)
 per_conn() { awk -v k="$1" -v n="$2" 'BEGIN{ if (k ~ /^-?[0-9]+$/) printf "%.1f", k/n; else print "n/a" }'; }
 
-ratio() { awk -v x="$1" -v y="$2" 'BEGIN{ if (y > 0) printf "%.2f", x/y; else print "n/a" }'; }
+ratio() { awk -v x="$1" -v y="$2" 'BEGIN{ if (y > 0) printf "%.3f", x/y; else print "n/a" }'; }
 
 cat > bench/RESULTS.md <<MD
 # Benchmark results
@@ -295,7 +295,8 @@ cat > bench/RESULTS.md <<MD
 wrk, $workers threads, $conns connections, ${secs}s per run, (b)/(c)/(d) interleaved over $rounds rounds. The load generator, the
 upstream and the proxy share the two cores. nginx: $workers workers, keep-alive (128) to
 the upstream. Pingora (bare) and chainedge: $workers worker threads
-(chainedge \`work_stealing: ${WORK_STEALING:-false}\`).
+(chainedge \`work_stealing: ${WORK_STEALING:-false}\`). chainedge and the Rust references are built with Cargo
+profile \`dist\` (fat LTO).
 
 | run | requests/s | p50 ms | p99 ms |
 |---|---|---|---|
