@@ -1,11 +1,11 @@
 //! The JSON-RPC request path before any upstream: batch counting for the rate limiter,
-//! parsing, method classification, block needs, raw-transaction hashing, and the reading
+//! parsing (the single-call fast path agrees with the general one), method classification, block needs, raw-transaction hashing, and the reading
 //! of an upstream's answer to a write. None may panic; the invariants below must hold.
 #![no_main]
 
 use chainedge::edge::batch_len;
 use chainedge::rpc::methods::{block_need, classify, MethodClass};
-use chainedge::rpc::{method_of, need_at, tx_hash, write_outcome};
+use chainedge::rpc::{method_of, need_at, tx_hash, write_outcome, CallView};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
@@ -14,9 +14,23 @@ fuzz_target!(|body: &[u8]| {
     assert!(counted >= 1);
     // An upstream's answer is untrusted input too.
     let _ = write_outcome(body);
+    let view = CallView::of(body);
     let Ok(parsed) = serde_json::from_slice::<Value>(body) else {
+        // The fast path never reads a body the general path refuses.
+        assert!(view.is_none());
         return;
     };
+    // What the fast path reads is what the general path reads.
+    if let Some(v) = &view {
+        assert_eq!(method_of(&parsed).ok(), Some(v.method));
+        // `"params": null` reads as no params.
+        let params = parsed.get("params").filter(|p| !p.is_null());
+        assert_eq!(v.params.as_ref(), params);
+        assert_eq!(
+            block_need(v.method, v.params.as_ref()),
+            block_need(v.method, parsed.get("params"))
+        );
+    }
     let calls: Vec<&Value> = match &parsed {
         Value::Array(a) => {
             // The limiter charges what the gateway will run.

@@ -22,6 +22,15 @@ pub enum MethodClass {
 }
 
 impl MethodClass {
+    /// Answered by one host with the body as it came: everything but writes, filters,
+    /// subscriptions and unknown methods.
+    pub fn is_plain_read(self) -> bool {
+        !matches!(
+            self,
+            Self::Write | Self::Filter | Self::Subscription | Self::Unknown
+        )
+    }
+
     pub fn capability(self) -> Option<&'static str> {
         match self {
             Self::Trace => Some("trace"),

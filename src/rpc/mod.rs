@@ -138,34 +138,28 @@ pub struct Need {
 /// Blocks behind the head beyond which full nodes have pruned state (geth's default).
 const ARCHIVE_DEPTH: u64 = 128;
 
-/// Combine the calls' block needs against the pool head of the last health round.
 /// A single call as the fast path reads it: `method` borrowed from the body (a string
 /// with escapes fails here and takes the general path), `params` parsed, the rest
 /// (`jsonrpc`, `id`) skipped. A repeated field also fails here, so the general path keeps
 /// its meaning for such bodies.
 #[derive(serde::Deserialize)]
-struct CallView<'a> {
-    method: &'a str,
+pub struct CallView<'a> {
+    pub method: &'a str,
     #[serde(default)]
-    params: Option<Value>,
+    pub params: Option<Value>,
 }
 
 impl<'a> CallView<'a> {
-    fn of(body: &'a [u8]) -> Option<Self> {
+    /// The body's one call, when it is a JSON object the view can read. The whole body
+    /// must be UTF-8: the fields the view skips are not checked as they are skipped, and
+    /// the general path refuses a body with bad UTF-8 anywhere (fuzz: jsonrpc).
+    pub fn of(body: &'a [u8]) -> Option<Self> {
         let first = body.iter().find(|b| !b.is_ascii_whitespace())?;
-        (*first == b'{')
-            .then(|| serde_json::from_slice(body).ok())
-            .flatten()
+        if *first != b'{' {
+            return None;
+        }
+        serde_json::from_str(std::str::from_utf8(body).ok()?).ok()
     }
-}
-
-/// Calls answered by one host with the body as it came: everything but writes, filters,
-/// subscriptions and unknown methods.
-fn is_plain_read(class: MethodClass) -> bool {
-    !matches!(
-        class,
-        MethodClass::Write | MethodClass::Filter | MethodClass::Subscription | MethodClass::Unknown
-    )
 }
 
 /// A read call's method, its class and its params.
@@ -184,6 +178,7 @@ fn need_for(pool: &Pool, block: BlockNeed) -> Need {
     )
 }
 
+/// Combine the calls' block needs against the pool head of the last health round.
 fn need_of<'a>(pool: &Pool, calls: impl IntoIterator<Item = &'a Value>) -> Need {
     need_at(pool.head.load(std::sync::atomic::Ordering::Relaxed), calls)
 }
@@ -249,7 +244,7 @@ impl Gateway {
         // (a dozen allocations per request). Anything else takes the general path below.
         if let Some(view) = CallView::of(body) {
             let class = classify(view.method);
-            if is_plain_read(class) {
+            if class.is_plain_read() {
                 let call = ReadCall {
                     method: view.method,
                     class,
@@ -891,6 +886,9 @@ mod tests {
         .expect("a plain call");
         assert_eq!(view.method, "eth_getBalance");
         assert_eq!(view.params, Some(json!(["0xab", "0x10"])));
+        // `"params": null` reads as none, which needs the same blocks.
+        let null = CallView::of(br#"{"method":"eth_call","params":null}"#).unwrap();
+        assert_eq!(null.params, None);
         assert_eq!(
             need_at(
                 100,
@@ -911,6 +909,8 @@ mod tests {
             br#"{"id":1,"method":"eth_chainId"} x"#,
             br#"{"id":1}"#,
             b"not json",
+            // Found by fuzz/jsonrpc: bad UTF-8 in a field the view skips.
+            b"{\"js+onrpc\":\"2.0\xff\xff\",\"id\":1,\"method\":\"eth_getBalance\",\"params\":[\"0x0\"]}",
         ] {
             assert!(
                 CallView::of(body).is_none(),
@@ -918,9 +918,9 @@ mod tests {
                 String::from_utf8_lossy(body)
             );
         }
-        assert!(!is_plain_read(classify("eth_sendRawTransaction")));
-        assert!(!is_plain_read(classify("eth_newFilter")));
-        assert!(is_plain_read(classify("eth_call")));
+        assert!(!classify("eth_sendRawTransaction").is_plain_read());
+        assert!(!classify("eth_newFilter").is_plain_read());
+        assert!(classify("eth_call").is_plain_read());
     }
 
     #[test]
