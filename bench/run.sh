@@ -22,7 +22,7 @@ for tool in wrk nginx; do
 done
 command -v oha >/dev/null || cargo install oha --locked -q
 # The production build (Cargo.toml `dist`: fat LTO), references included.
-cargo build --profile dist -q --bin chainedge --example bare_proxy --example tokio_floor
+cargo build --profile dist -q --bin chainedge --example bare_proxy --example tokio_floor --example hyper_floor
 bin=target/dist/chainedge
 # 10,000 held connections need the descriptors (both ends live on this machine).
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
@@ -33,8 +33,8 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; sleep 0.5; rm -rf "$work"; }
 trap cleanup EXIT
 
-UP=19101; NGX=19102; CE=19103; CEM=19104; BARE=19105; SSE=19106; NGX0=19107; FLOOR=19108
-for p in $UP $NGX $CE $CEM $BARE $SSE $NGX0 $FLOOR; do
+UP=19101; NGX=19102; CE=19103; CEM=19104; BARE=19105; SSE=19106; NGX0=19107; FLOOR=19108; HYPER=19109
+for p in $UP $NGX $CE $CEM $BARE $SSE $NGX0 $FLOOR $HYPER; do
   if (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; then echo "bench: port $p is busy" >&2; exit 1; fi
 done
 
@@ -109,6 +109,8 @@ pids+=($!)
 bare_pid=$!
 target/dist/examples/tokio_floor 127.0.0.1:$FLOOR 127.0.0.1:$UP $workers >/dev/null 2>&1 &
 pids+=($!)
+target/dist/examples/hyper_floor 127.0.0.1:$HYPER 127.0.0.1:$UP $workers >/dev/null 2>&1 &
+pids+=($!)
 
 # The product's route table plus one operator route: a plain passthrough (no key, no
 # rate limit) to the static upstream, the same request nginx proxies in (b).
@@ -121,6 +123,9 @@ cat > "$work/app.yaml" <<YAML
 plugins: $work/plugins
 listen:
   http: ["127.0.0.1:$CE"]
+  # The memory runs below hold 10,000 connections from this one address.
+  max_connections: 20000
+  max_connections_per_client: 20000
 metrics:
   listen: "127.0.0.1:$CEM"
 store:
@@ -218,16 +223,17 @@ a=$(run direct "http://127.0.0.1:$UP/" "$work/post.lua")
 b0=$(run nginx_nolog "http://127.0.0.1:$NGX0/" "$work/post.lua")
 c0=$(run bare "http://127.0.0.1:$BARE/" "$work/post.lua")
 c1=$(run floor "http://127.0.0.1:$FLOOR/" "$work/post.lua")
-bs=(); cs=(); ds=()
+bs=(); cs=(); ds=(); hs=()
 for round in $(seq 1 "$rounds"); do
   bs+=("$(run "nginx_$round" "http://127.0.0.1:$NGX/" "$work/post.lua")")
+  hs+=("$(run "hyper_$round" "http://127.0.0.1:$HYPER/" "$work/post.lua")")
   [ "$round" = 1 ] && profile c
   cs+=("$(run "passthrough_$round" "http://127.0.0.1:$CE/bench/plain/" "$work/post.lua")")
   [ "$round" = 1 ] && wait_perf && profile d
   ds+=("$(run "rpc_$round" "http://127.0.0.1:$CE/rpc/eth" "$work/post-key.lua")")
   [ "$round" = 1 ] && wait_perf
 done
-b=$(median "${bs[@]}"); c=$(median "${cs[@]}"); d=$(median "${ds[@]}")
+b=$(median "${bs[@]}"); c=$(median "${cs[@]}"); d=$(median "${ds[@]}"); c3=$(median "${hs[@]}")
 c2=$(run beacon "http://127.0.0.1:$CE/rpc/eth-beacon/eth/v1/node/version" "$work/key.lua")
 e=$(run local "http://127.0.0.1:$CE/console/app.js")
 ce_hwm=$(hwm_kib "$ce_pid")
@@ -237,7 +243,7 @@ bare_hwm=$(hwm_kib "$bare_pid")
 
 read -r ar ap50 ap99 <<<"$a"; read -r br bp50 bp99 <<<"$b"; read -r b0r b0p50 b0p99 <<<"$b0"; read -r cr cp50 cp99 <<<"$c"
 read -r c2r c2p50 c2p99 <<<"$c2"; read -r dr dp50 dp99 <<<"$d"; read -r er ep50 ep99 <<<"$e"; read -r c0r c0p50 c0p99 <<<"$c0"
-read -r c1r c1p50 c1p99 <<<"$c1"
+read -r c1r c1p50 c1p99 <<<"$c1"; read -r c3r c3p50 c3p99 <<<"$c3"
 
 # Added latency at 50% of (d)'s peak: oha holds a fixed request rate (open model, with
 # coordinated-omission correction) against (d) and against the upstream directly.
@@ -292,7 +298,7 @@ cat > bench/RESULTS.md <<MD
 # Benchmark results
 
 \`bench/run.sh $secs $conns\` on $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ), loopback only.
-wrk, $workers threads, $conns connections, ${secs}s per run, (b)/(c)/(d) interleaved over $rounds rounds. The load generator, the
+wrk, $workers threads, $conns connections, ${secs}s per run, (b)/(c3)/(c)/(d) interleaved over $rounds rounds. The load generator, the
 upstream and the proxy share the two cores. nginx: $workers workers, keep-alive (128) to
 the upstream. Pingora (bare) and chainedge: $workers worker threads
 (chainedge \`work_stealing: ${WORK_STEALING:-false}\`). chainedge and the Rust references are built with Cargo
@@ -305,13 +311,14 @@ profile \`dist\` (fat LTO).
 | (b0) nginx reverse proxy with \`access_log off\` | $b0r | $b0p50 | $b0p99 |
 | (c0) Pingora with no chainedge logic (\`examples/bare_proxy.rs\`): the framework floor | $c0r | $c0p50 | $c0p99 |
 | (c1) a minimal tokio proxy (\`examples/tokio_floor.rs\`: no routing, pool, timeouts or log): the runtime floor | $c1r | $c1p50 | $c1p99 |
+| (c3) hyper's HTTP/1.1 server and client as a proxy (\`examples/hyper_floor.rs\`: library framing on both sides, no routing or log) | $c3r | $c3p50 | $c3p99 |
 | (c) chainedge plain passthrough (route \`passthrough\`, no key, no limit; lean front) | $cr | $cp50 | $cp99 |
 | (c2) chainedge beacon passthrough (key auth, rate limit, beacon path policy) | $c2r | $c2p50 | $c2p99 |
 | (d) chainedge \`/rpc/eth\` (key auth, rate limit, method table, gateway) | $dr | $dp50 | $dp99 |
 | (e) chainedge local handler (\`/console/app.js\` from memory) | $er | $ep50 | $ep99 |
 
 Rounds (requests/s; the table shows each one's median round): (b) $(rps_list "${bs[@]}");
-(c) $(rps_list "${cs[@]}"); (d) $(rps_list "${ds[@]}").
+(c3) $(rps_list "${hs[@]}"); (c) $(rps_list "${cs[@]}"); (d) $(rps_list "${ds[@]}").
 
 | ratio | value | target |
 |---|---|---|
@@ -319,6 +326,8 @@ Rounds (requests/s; the table shows each one's median round): (b) $(rps_list "${
 | (c)/(b0) requests/s: against nginx logging nothing | $(ratio "$cr" "$b0r") | — |
 | (c)/(c0) requests/s: chainedge over bare Pingora | $(ratio "$cr" "$c0r") | — |
 | (c)/(c1) requests/s: chainedge against the minimal tokio proxy | $(ratio "$cr" "$c1r") | — |
+| (c3)/(b) requests/s: hyper's framing on both sides against nginx | $(ratio "$c3r" "$br") | — |
+| (c)/(c3) requests/s: chainedge against the hyper proxy | $(ratio "$cr" "$c3r") | — |
 | (c2)/(c) requests/s: what key auth, limits and the beacon policy cost | $(ratio "$c2r" "$cr") | — |
 | (d)/(c) requests/s | $(ratio "$dr" "$cr") | ≥ 0.8 |
 | (d) − (a) p50 at $half req/s (50% of (d)'s peak), oha fixed rate | ${added} ms ((d) $dh50 ms at $dhr req/s, (a) $ah50 ms) | ≤ 0.5 ms |

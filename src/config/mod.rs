@@ -144,6 +144,20 @@ pub struct Listen {
     pub http: Vec<String>,
     #[serde(default)]
     pub tls: Vec<TlsListen>,
+    /// Most open client connections per listener; more are closed at accept (0: no cap).
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// Most open connections from one client address, over all listeners (0: no cap).
+    #[serde(default = "default_max_connections_per_client")]
+    pub max_connections_per_client: usize,
+}
+
+fn default_max_connections() -> usize {
+    16_384
+}
+
+fn default_max_connections_per_client() -> usize {
+    1_024
 }
 
 #[derive(Debug, Deserialize)]

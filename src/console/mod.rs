@@ -98,6 +98,12 @@ impl Console {
         })
     }
 
+    /// Whether `peer` is one of `console.trusted_proxies` (its forwarding headers are
+    /// believed).
+    pub fn trusts(&self, peer: Option<IpAddr>) -> bool {
+        peer.is_some_and(|p| self.trusted_proxies.contains(&p))
+    }
+
     /// Cookies carry `Secure` on TLS, or when a trusted proxy says the client used https.
     pub fn secure(&self, tls: bool, peer: Option<IpAddr>, forwarded_proto: Option<&str>) -> bool {
         tls || (peer.is_some_and(|p| self.trusted_proxies.contains(&p))

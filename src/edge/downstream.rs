@@ -37,6 +37,11 @@ pub trait Downstream: Send + Sync {
     /// The host the client addressed: `Host`, or HTTP/2's `:authority`.
     fn authority(&self) -> Option<&str>;
     fn is_upgrade(&self) -> bool;
+    /// RFC 9112 §3.2: one `Host` in an HTTP/1.1 request, at most one otherwise (the lean
+    /// front refuses the rest before the pipeline runs).
+    fn host_is_valid(&self) -> bool {
+        true
+    }
     fn client_ip(&self) -> Option<IpAddr>;
     fn is_tls(&self) -> bool;
     /// The whole request body; more than `limit` bytes is refused with 413.
@@ -96,6 +101,12 @@ impl Downstream for Session {
 
     fn is_upgrade(&self) -> bool {
         self.is_upgrade_req()
+    }
+
+    fn host_is_valid(&self) -> bool {
+        let req = self.req_header();
+        let hosts = req.headers.get_all("host").iter().count();
+        hosts == 1 || (hosts == 0 && req.version != http::Version::HTTP_11)
     }
 
     fn client_ip(&self) -> Option<IpAddr> {

@@ -273,8 +273,30 @@ impl ProxyHttp for Edge {
             .parse::<http::Uri>()
             .map_err(|e| Error::explain(ErrorType::InternalError, format!("upstream path: {e}")))?;
         req.set_uri(uri);
+        let sent_xff = Downstream::header(session, "x-forwarded-for").map(str::to_string);
+        let options = connection_options(
+            &req.headers
+                .get_all("connection")
+                .iter()
+                .map(|v| v.as_bytes())
+                .collect::<Vec<_>>(),
+        );
+        let upgrade = session.is_upgrade_req() && ctx.route.as_ref().is_some_and(|r| r.websocket);
+        for name in &options {
+            // An upgrade on a WebSocket route keeps `Upgrade` (Pingora relays it).
+            if !(upgrade && name == "upgrade") {
+                req.remove_header(name.as_str());
+            }
+        }
+        if !upgrade {
+            req.remove_header("upgrade");
+            req.remove_header("connection");
+        }
         for h in CALLER_ONLY_HEADERS {
             req.remove_header(*h);
+        }
+        if let Some(xff) = self.forwarded_for(Downstream::client_ip(session), sent_xff.as_deref()) {
+            req.insert_header("X-Forwarded-For", xff)?;
         }
         if pass.stream {
             req.remove_header("accept-encoding");
@@ -325,10 +347,33 @@ impl ProxyHttp for Edge {
 
     async fn response_filter(
         &self,
-        _session: &mut Session,
+        session: &mut Session,
         resp: &mut ResponseHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
+        // A switch of protocols only where the client asked for one on a WebSocket route.
+        if resp.status == http::StatusCode::SWITCHING_PROTOCOLS
+            && !(session.is_upgrade_req() && ctx.route.as_ref().is_some_and(|r| r.websocket))
+        {
+            return Error::e_explain(
+                ErrorType::InvalidHTTPHeader,
+                "node answered 101 to a request that did not ask to upgrade",
+            );
+        }
+        let node_cookies: Vec<http::HeaderValue> =
+            resp.headers.get_all("set-cookie").iter().cloned().collect();
+        if node_cookies
+            .iter()
+            .any(|c| sets_console_cookie(c.as_bytes()))
+        {
+            resp.remove_header("set-cookie");
+            for c in node_cookies
+                .into_iter()
+                .filter(|c| !sets_console_cookie(c.as_bytes()))
+            {
+                resp.append_header("set-cookie", c)?;
+            }
+        }
         for (k, v) in ctx.edge_headers() {
             // Ours replace a node's own; cookies add up.
             if k == "Set-Cookie" {
@@ -414,6 +459,13 @@ impl Edge {
         ctx: &mut Ctx,
     ) -> Result<Outcome, ApiError> {
         let st = &*self.state;
+        if !session.host_is_valid() {
+            return Err(ApiError::new(
+                400,
+                "bad_request",
+                "missing or repeated Host header",
+            ));
+        }
         let method = session.method().to_string();
         let pre = session.take_match();
         let origin = session.header("origin").map(str::to_string);
@@ -768,7 +820,7 @@ impl Edge {
     ) -> Result<Outcome, ApiError> {
         match route.handler {
             // JSON-RPC over WebSocket: proxied to a ws-capable host, frames untouched.
-            HandlerKind::JsonRpc if session.is_upgrade() => {
+            HandlerKind::JsonRpc if session.is_upgrade() && route.websocket => {
                 let pool = self.pool(route.pool.as_deref().unwrap_or("eth_el"))?;
                 let hosts = pool.candidates(Some("ws"));
                 Ok(Outcome::Proxy(self.pass(
@@ -1151,6 +1203,18 @@ impl Edge {
         }
     }
 
+    /// `X-Forwarded-For` toward a node: the client's address, after the chain a trusted
+    /// proxy sent (`console.trusted_proxies`); anyone else's header is replaced.
+    pub(crate) fn forwarded_for(&self, peer: Option<IpAddr>, sent: Option<&str>) -> Option<String> {
+        let peer = peer?;
+        match sent {
+            Some(chain) if self.state.console.trusts(Some(peer)) && !chain.trim().is_empty() => {
+                Some(format!("{}, {peer}", chain.trim()))
+            }
+            _ => Some(peer.to_string()),
+        }
+    }
+
     /// Whether cookies set on this response get `Secure`.
     fn secure<D: Downstream + ?Sized>(&self, session: &D) -> bool {
         self.state.console.secure(
@@ -1187,14 +1251,41 @@ const BASE_PAGE: &str = "<!doctype html><html lang=\"en\"><head><meta charset=\"
 Send <code>POST</code> requests with an API key in <code>Authorization: Bearer</code> or <code>x-token</code>; \
 WebSocket clients connect to the same URL or <code>/ws/base</code>.</p></body></html>\n";
 
-/// Caller credentials and console headers never travel to a node.
+/// Caller credentials, console headers and forwarding headers the edge sets itself never
+/// travel to a node as the caller sent them.
 pub(crate) const CALLER_ONLY_HEADERS: &[&str] = &[
     "authorization",
+    "proxy-authorization",
     "x-token",
     "cookie",
     "x-admin-token",
     "x-csrf-token",
+    "x-forwarded-for",
+    "forwarded",
 ];
+
+/// Whether a node's `Set-Cookie` value sets one of the console's cookies: never passed
+/// on, a node must not be able to plant or clear a console session on the edge's origin.
+pub(crate) fn sets_console_cookie(value: &[u8]) -> bool {
+    let name = value
+        .split(|&b| b == b'=')
+        .next()
+        .unwrap_or_default()
+        .trim_ascii();
+    [crate::console::SESSION_COOKIE, crate::console::CSRF_COOKIE]
+        .iter()
+        .any(|c| name.eq_ignore_ascii_case(c.as_bytes()))
+}
+
+/// Header names a `Connection` header lists (RFC 9110 §7.6.1): they stay on their hop.
+pub(crate) fn connection_options(values: &[&[u8]]) -> Vec<String> {
+    values
+        .iter()
+        .flat_map(|v| v.split(|&b| b == b','))
+        .map(|t| String::from_utf8_lossy(t.trim_ascii()).to_ascii_lowercase())
+        .filter(|t| !t.is_empty())
+        .collect()
+}
 
 /// Number of calls in a JSON-RPC batch body (1 for a single call or bad JSON, which the
 /// gateway then refuses).

@@ -13,6 +13,7 @@
 //! malformed heads (Pingora answers those its way). TLS connections (HTTP/2 by ALPN) go
 //! to Pingora whole.
 
+mod admission;
 mod client_io;
 mod proxy;
 pub mod request;
@@ -22,9 +23,11 @@ use crate::deadline::Deadline;
 use crate::edge::respond::{self, Reply};
 use crate::edge::{Ctx, Edge, Outcome, PreMatch};
 use crate::errors::ApiError;
+use crate::observe::metrics;
 use crate::routes::matcher::{Match, NormalizedPath};
 use crate::routes::spec::HandlerKind;
 use crate::upstream::h1::IdleConn;
+use admission::Admission;
 use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
 use client_io::ClientIo;
@@ -33,7 +36,7 @@ use pingora_core::protocols::http::ServerSession;
 use pingora_core::protocols::Stream;
 use pingora_core::server::ShutdownWatch;
 use pingora_proxy::{HttpProxy, ProxyHttp};
-use request::{Head, LeanRequest, Parsed};
+use request::{Head, LeanRequest, Parsed, Refusal};
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -42,15 +45,23 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Read buffer step (and initial size) per client connection.
 const READ_STEP: usize = 1024;
-/// Largest request head read here (bigger ones go to Pingora).
-const MAX_HEAD: usize = 64 * 1024;
+/// Largest request head accepted (bigger ones are refused with 431).
+pub const MAX_HEAD: usize = 64 * 1024;
 /// An idle keep-alive connection is closed after this (Pingora's default too).
 const KEEPALIVE_IDLE: Duration = Duration::from_secs(60);
 /// A client connection quiet this long gives the node connection it kept back to the
 /// shared pool, so idle clients never hold node connections.
 const KEEP_NODE_IDLE: Duration = Duration::from_secs(1);
-/// A request head must be complete, and each read of a body must return, within this.
-const READ_TIMEOUT: Duration = Duration::from_secs(60);
+/// A request head must be complete within this of its first byte.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
+/// A request body must arrive within this plus its length at `MIN_BODY_RATE`.
+const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Slowest body upload accepted, in bytes per second.
+const MIN_BODY_RATE: u64 = 64 * 1024;
+/// Largest step a body buffer grows by. It grows by at most what has already arrived
+/// (doubling), so it follows the bytes a client sent, never what `Content-Length`
+/// announces.
+const BODY_STEP: usize = 64 * 1024;
 /// A client must take each write within this.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 /// At shutdown an idle connection still takes a request arriving this soon, so a client
@@ -62,6 +73,7 @@ const MIN_LEAN_BODY: usize = 1 << 20;
 
 pub struct LeanFront {
     edge: Edge,
+    admission: Arc<Admission>,
     proxy: Arc<HttpProxy<Edge>>,
     /// Pools whose hosts are all plain-HTTP addresses: passthroughs to them stay here.
     plain_pools: HashSet<String>,
@@ -78,8 +90,11 @@ impl LeanFront {
             .map(|p| p.name.clone())
             .collect();
         let max_body = st.config.app.rpc.max_body_bytes.max(MIN_LEAN_BODY);
+        let listen = &st.config.app.listen;
+        let admission = Admission::new(listen.max_connections, listen.max_connections_per_client);
         LeanFront {
             edge,
+            admission,
             proxy: Arc::new(proxy),
             plain_pools,
             max_body,
@@ -119,10 +134,6 @@ impl Conn {
         }
     }
 
-    async fn read_more(&mut self) -> std::io::Result<usize> {
-        self.read_more_within(READ_TIMEOUT, None).await
-    }
-
     /// Read what arrives within `wait`. With `park`, a read still waiting after `park`
     /// ends with `TimedOut` (callers pass a `park` shorter than `wait`).
     async fn read_more_within(
@@ -135,17 +146,27 @@ impl Conn {
         if self.buf.capacity() - self.buf.len() < 512 {
             self.buf.reserve(READ_STEP);
         }
+        debug_assert!(self.buf.capacity() - self.buf.len() >= 512);
         let read = self
             .deadline
             .run(Some(wait), self.io.read_buf(&mut self.buf));
         self.park.run(park, read).await
     }
 
-    /// The next `n` bytes of the connection.
+    /// The next `n` bytes of the connection (a body), within `body_deadline(n)`. The
+    /// buffer grows with what arrives, at most `BODY_STEP` ahead of it.
     async fn read_exact_bytes(&mut self, n: usize) -> std::io::Result<Bytes> {
+        let until = std::time::Instant::now() + body_deadline(n);
         while self.buf.len() < n {
-            self.buf.reserve(n - self.buf.len());
-            if self.read_more().await? == 0 {
+            let step = (n - self.buf.len()).min(self.buf.len().clamp(READ_STEP, BODY_STEP));
+            if self.buf.capacity() - self.buf.len() < step {
+                self.buf.reserve(step);
+            }
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(std::io::ErrorKind::TimedOut.into());
+            }
+            if self.read_more_within(left, None).await? == 0 {
                 return Err(std::io::ErrorKind::UnexpectedEof.into());
             }
         }
@@ -179,12 +200,30 @@ enum Next {
     Head(Head, Option<PreMatch>),
     /// Pingora takes this request (the head is still in the buffer).
     HandOver,
+    /// The head breaks the framing rules: answered here, then the connection closes.
+    Refuse(Refusal),
     Close,
+}
+
+/// How long a body of `len` bytes may take to arrive.
+fn body_deadline(len: usize) -> Duration {
+    BODY_TIMEOUT + Duration::from_secs(len as u64 / MIN_BODY_RATE)
 }
 
 #[async_trait]
 impl ServerApp for LeanFront {
     async fn process_new(self: &Arc<Self>, io: Stream, shutdown: &ShutdownWatch) -> Option<Stream> {
+        let (listener, peer) = io
+            .get_socket_digest()
+            .map(|d| {
+                let inet = |a: Option<&pingora_core::protocols::l4::socket::SocketAddr>| {
+                    a.and_then(|a| a.as_inet()).copied()
+                };
+                (inet(d.local_addr()), inet(d.peer_addr()).map(|a| a.ip()))
+            })
+            .unwrap_or_default();
+        // Held until the connection ends; over a cap the connection closes unread.
+        let _slot = self.admission.admit(listener, peer).ok()?;
         if io.get_ssl_digest().is_some() {
             return ServerApp::process_new(&self.proxy, io, shutdown).await;
         }
@@ -197,6 +236,10 @@ impl ServerApp for LeanFront {
         loop {
             match self.next_request(&mut conn).await {
                 Next::Close => break,
+                Next::Refuse(refusal) => {
+                    self.refuse(&mut conn, refusal).await;
+                    break;
+                }
                 Next::HandOver => {
                     self.release_node(&mut conn);
                     conn = self.hand_over(conn).await?;
@@ -229,13 +272,20 @@ impl LeanFront {
     async fn next_request(&self, conn: &mut Conn) -> Next {
         let mut grace = false;
         // Set at the head's first byte: a head trickled in never holds the connection
-        // past READ_TIMEOUT.
+        // past HEAD_TIMEOUT.
         let mut head_deadline: Option<std::time::Instant> = None;
         let mut idle_left = KEEPALIVE_IDLE;
         loop {
             if !conn.buf.is_empty() {
                 match Head::parse(&conn.buf) {
                     Parsed::Complete(mut head) => {
+                        // One read may bring more than MAX_HEAD at once.
+                        if head.len > MAX_HEAD {
+                            return Next::Refuse(Refusal::HeadTooLarge);
+                        }
+                        if let Some(refusal) = head.refusal {
+                            return Next::Refuse(refusal);
+                        }
                         if head.needs_pingora {
                             return Next::HandOver;
                         }
@@ -250,8 +300,10 @@ impl LeanFront {
                         conn.buf = back;
                         return Next::HandOver;
                     }
-                    Parsed::Invalid => return Next::HandOver,
-                    Parsed::Partial if conn.buf.len() > MAX_HEAD => return Next::HandOver,
+                    Parsed::Invalid(refusal) => return Next::Refuse(refusal),
+                    Parsed::Partial if conn.buf.len() > MAX_HEAD => {
+                        return Next::Refuse(Refusal::HeadTooLarge)
+                    }
                     Parsed::Partial => {}
                 }
             }
@@ -262,13 +314,14 @@ impl LeanFront {
                 idle_left
             } else {
                 let deadline =
-                    *head_deadline.get_or_insert_with(|| std::time::Instant::now() + READ_TIMEOUT);
+                    *head_deadline.get_or_insert_with(|| std::time::Instant::now() + HEAD_TIMEOUT);
                 deadline.saturating_duration_since(std::time::Instant::now())
             };
             let mut shutdown = conn.shutdown.clone();
             // A quiet client gives back the node connection it kept (`park`'s timer is
-            // moved about once per KEEP_NODE_IDLE, not per request).
-            let park_node = idle && !grace && conn.kept.is_some() && wait > KEEP_NODE_IDLE;
+            // moved about once per KEEP_NODE_IDLE, not per request), also one that has
+            // sent part of its next head and stalled.
+            let park_node = !grace && conn.kept.is_some() && wait > KEEP_NODE_IDLE;
             let read = tokio::select! {
                 r = conn.read_more_within(wait, park_node.then_some(KEEP_NODE_IDLE)) => r,
                 _ = shutdown.changed(), if idle && !grace => {
@@ -279,7 +332,9 @@ impl LeanFront {
             match read {
                 Err(e) if park_node && e.kind() == std::io::ErrorKind::TimedOut => {
                     self.release_node(conn);
-                    idle_left = wait - KEEP_NODE_IDLE;
+                    if idle {
+                        idle_left = wait - KEEP_NODE_IDLE;
+                    }
                 }
                 Ok(n) if n > 0 => {}
                 // EOF, error, idle timeout, or the shutdown grace ran out.
@@ -296,6 +351,16 @@ impl LeanFront {
         }
         let path = NormalizedPath::parse(head.path());
         let method = head.method();
+        // An upgrade is Pingora's only on a route that declares WebSocket; elsewhere the
+        // request is served as the plain request it also is (`Upgrade` and `Connection`
+        // stay on this hop, and a node's 101 is refused).
+        if head.upgrade {
+            if let Match::Found { route, .. } = self.edge.state.matcher.find(method, &path, true) {
+                if route.websocket {
+                    return Lean::No;
+                }
+            }
+        }
         let route = match self.edge.state.matcher.find(method, &path, false) {
             Match::Found { route, params } => PreMatch {
                 route: route.clone(),
@@ -396,6 +461,40 @@ impl LeanFront {
             Ok(()) => (reply.status, !closing, None),
             Err(e) => (reply.status, false, Some(format!("write to client: {e}"))),
         }
+    }
+
+    /// Answer a head that breaks the framing rules (the connection closes after it: what
+    /// follows the head cannot be told apart from a body).
+    async fn refuse(&self, conn: &mut Conn, refusal: Refusal) {
+        let mut ctx = self.edge.new_ctx();
+        ctx.request_id = crate::edge::request_id(None);
+        let e = refusal.error();
+        ctx.error_code = Some(e.code);
+        let reply = Reply::error(&e, ctx.envelope, &ctx.request_id);
+        let mut out = Vec::with_capacity(256 + reply.body.len());
+        status_line(&mut out, reply.status, "");
+        date_header(&mut out);
+        let Ok(()) = respond::each_header(&ctx, &reply, |k, v| {
+            header(&mut out, k, v.as_bytes());
+            Ok::<(), std::convert::Infallible>(())
+        });
+        header(&mut out, "Connection", b"close");
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(&reply.body);
+        let written = conn
+            .write(&out)
+            .await
+            .err()
+            .map(|e| format!("write to client: {e}"));
+        metrics::malformed_request(reply.status);
+        self.edge.request_done(
+            &ctx,
+            "-",
+            "-",
+            &conn.client_text,
+            reply.status,
+            written.as_deref(),
+        );
     }
 
     /// Give the connection, with its unread bytes put back, to Pingora for one request;

@@ -1,28 +1,32 @@
 //! Passthroughs on the lean path: the request goes to a plain-HTTP node over the lean
-//! client (`H1Pool::open`: one write, keep-alive pool, a stale connection replaced once);
-//! the node's answer is relayed as it arrives, its framing (length, chunked, or until
-//! close) untouched.
+//! client (`H1Pool::open`: one write, keep-alive pool, a stale connection replaced when
+//! that cannot send a request twice); the node's answer is re-framed as it arrives: a
+//! length stays a length (ours, from the parsed value), a chunked or until-close body is
+//! decoded and sent on in chunks of the edge's own, trailers and extensions dropped. An
+//! answer that breaks the framing rules (`h1::parse_head_visit`, `ChunkedScanner`) is a
+//! 502 while nothing has been written, and the node connection is never reused.
 //!
 //! Retries follow the Pingora path (`Edge::fail_to_connect` / `error_while_proxy`): a
 //! failed connect moves to the next host; a failure after sending (no answer, or a
 //! malformed head) moves on only for GET and HEAD, before anything reached the client.
 
-use super::request::LeanRequest;
+use super::request::{lists_token, LeanRequest};
 use super::{date_header, header, status_line, LeanFront};
 use crate::edge::downstream::Downstream;
-use crate::edge::{Ctx, Pass, CALLER_ONLY_HEADERS, PASS_READ_TIMEOUT};
+use crate::edge::{
+    connection_options, sets_console_cookie, Ctx, Pass, CALLER_ONLY_HEADERS, PASS_READ_TIMEOUT,
+};
 use crate::errors::ApiError;
 use crate::observe::metrics;
 use crate::pools::Host;
 use crate::upstream::chunked::{ChunkedScanner, Scan};
-use crate::upstream::h1::{self, parse_head_visit, Framing, H1Request, IdleConn, OpenError};
+use crate::upstream::h1::{self, parse_head_visit, Framing, H1Request, IdleConn, Open, OpenError};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::net::TcpStream;
 
-/// Hop-by-hop headers (RFC 9110 §7.6.1) stay on their own hop. `transfer-encoding` is
-/// not among them: the lean path never forwards chunked request bodies, and a node's
-/// chunked answer is relayed as it is.
+/// Hop-by-hop headers (RFC 9110 §7.6.1) stay on their own hop, and the framing headers
+/// are the edge's to write on each side.
 const HOP_BY_HOP: &[&str] = &[
     "connection",
     "keep-alive",
@@ -30,6 +34,9 @@ const HOP_BY_HOP: &[&str] = &[
     "te",
     "trailer",
     "upgrade",
+    "transfer-encoding",
+    "content-length",
+    "expect",
 ];
 
 /// (status written, keep the client connection, error for the access log).
@@ -51,7 +58,8 @@ pub(super) async fn pass(
         None
     };
     let head_request = req.head.method() == "HEAD";
-    let idempotent = head_request || req.head.method() == "GET";
+    // Methods a node may receive twice (RFC 9110 §9.2.2 safe methods).
+    let idempotent = matches!(req.head.method(), "GET" | "HEAD" | "OPTIONS");
     let read_timeout = (!pass.stream).then_some(PASS_READ_TIMEOUT);
     let pool = front.edge.state.gateway.client.plain();
     for host in &pass.hosts {
@@ -60,24 +68,48 @@ pub(super) async fn pass(
         };
         metrics::upstream_attempt(&host.pool, &host.id);
         ctx.upstream = Some(host.id.clone());
-        let wire = encode_request(req, ctx, host, &pass, body.as_deref());
-        let connect_timeout = host.peer.options.connection_timeout;
-        let kept = IdleConn::take_for(&mut req.conn.kept, addr);
+        let wire = encode_request(front, req, ctx, host, &pass, body.as_deref());
+        let how = Open {
+            connect_timeout: host.peer.options.connection_timeout,
+            read_timeout,
+            kept: IdleConn::take_for(&mut req.conn.kept, addr),
+            safe_to_resend: idempotent,
+        };
         let failure = match pool
-            .open(
-                addr,
-                &wire,
-                connect_timeout,
-                &mut req.conn.node_deadline,
-                read_timeout,
-                kept,
-            )
+            .open(addr, &wire, &mut req.conn.node_deadline, how)
             .await
         {
             Ok((up, buf)) => match answer_head(ctx, &buf, head_request, closing) {
                 Ok(answer) => {
-                    host.record_success();
-                    return relay(front, req, addr, up, buf, answer, read_timeout).await;
+                    let rest = &buf[answer.node_head_len..];
+                    let mut body = Reframe::new(answer.framing);
+                    let mut out = answer.bytes;
+                    match body.take(rest, &mut out) {
+                        Ok(used) => {
+                            host.record_success();
+                            let first = First {
+                                out,
+                                trailing: used < rest.len(),
+                            };
+                            let node = Node {
+                                addr,
+                                up,
+                                closes: answer.node_closes,
+                                read_timeout,
+                            };
+                            return relay(
+                                front,
+                                req,
+                                node,
+                                first,
+                                answer.status,
+                                answer.close_client,
+                                body,
+                            )
+                            .await;
+                        }
+                        Err(e) => OpenError::Transport(format!("node answer: {e}")),
+                    }
                 }
                 Err(e) => OpenError::Transport(e),
             },
@@ -102,22 +134,36 @@ pub(super) async fn pass(
         .await
 }
 
-/// The request as the node sees it: its own path and Host, its secret headers, never the
-/// caller's credentials or hop-by-hop headers.
+/// The request as the node sees it: its own path and Host, its secret headers, the
+/// edge's `X-Forwarded-For`; never the caller's credentials, hop-by-hop headers or the
+/// headers its `Connection` header names.
 fn encode_request(
+    front: &LeanFront,
     req: &LeanRequest<'_>,
     ctx: &Ctx,
     host: &Host,
     pass: &Pass,
     body: Option<&[u8]>,
 ) -> Vec<u8> {
+    let connection: Vec<&[u8]> = req
+        .head
+        .header_lines()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
+        .map(|(_, v)| v)
+        .collect();
+    let options = if connection.is_empty() {
+        Vec::new()
+    } else {
+        connection_options(&connection)
+    };
     let ours = |name: &str| {
-        ["host", "x-request-id", "content-length"]
+        ["host", "x-request-id"]
             .iter()
             .chain(HOP_BY_HOP)
             .chain(CALLER_ONLY_HEADERS)
             .any(|h| h.eq_ignore_ascii_case(name))
             || (pass.stream && name.eq_ignore_ascii_case("accept-encoding"))
+            || options.iter().any(|o| o.eq_ignore_ascii_case(name))
             || host
                 .headers
                 .iter()
@@ -130,6 +176,12 @@ fn encode_request(
         .collect();
     headers.push(("Host", host.addr.authority().as_bytes()));
     headers.push(("X-Request-Id", ctx.request_id.as_bytes()));
+    let xff = front
+        .edge
+        .forwarded_for(req.client_ip(), req.head.header("x-forwarded-for"));
+    if let Some(xff) = &xff {
+        headers.push(("X-Forwarded-For", xff.as_bytes()));
+    }
     for (name, value) in &host.headers {
         headers.push((name, value.expose().as_bytes()));
     }
@@ -141,8 +193,9 @@ fn encode_request(
     })
 }
 
-/// The client's answer head from the node's: the node's headers less hop-by-hop ones
-/// and those the edge sets (`Ctx::edge_headers`), then ours.
+/// The client's answer head from the node's: the node's headers less hop-by-hop and
+/// framing ones, those the edge sets (`Ctx::edge_headers`) and console cookies, then
+/// the edge's framing and headers.
 struct AnswerHead {
     bytes: Vec<u8>,
     status: u16,
@@ -161,17 +214,44 @@ fn answer_head(
 ) -> Result<AnswerHead, String> {
     let mut lines: Vec<u8> = Vec::with_capacity(node.len());
     let mut dated = false;
+    let mut options: Vec<&[u8]> = Vec::new();
     let info = parse_head_visit(node, head_request, |name, value| {
         dated |= name.eq_ignore_ascii_case("date");
-        let skip = HOP_BY_HOP.iter().any(|h| h.eq_ignore_ascii_case(name)) || ctx.replaces(name);
+        if name.eq_ignore_ascii_case("connection") {
+            options.push(value);
+        }
+        let skip = HOP_BY_HOP.iter().any(|h| h.eq_ignore_ascii_case(name))
+            || ctx.replaces(name)
+            || (name.eq_ignore_ascii_case("set-cookie") && sets_console_cookie(value));
         if !skip {
             header(&mut lines, name, value);
         }
     })
     .map_err(|e| e.to_string())?
     .ok_or("incomplete answer head")?;
+    if info.status < 200 {
+        return Err(format!("unexpected {} answer", info.status));
+    }
     let mut bytes = Vec::with_capacity(lines.len() + 256);
     status_line(&mut bytes, info.status, info.reason);
+    if options
+        .iter()
+        .any(|v| !lists_token(v, "close") && !lists_token(v, "keep-alive"))
+    {
+        // Headers the node's `Connection` names stay on the node's hop.
+        let named = connection_options(&options);
+        let mut kept = Vec::with_capacity(lines.len());
+        for line in lines.split_inclusive(|&b| b == b'\n') {
+            let name = line.split(|&b| b == b':').next().unwrap_or_default();
+            if !named
+                .iter()
+                .any(|n| n.as_bytes().eq_ignore_ascii_case(name))
+            {
+                kept.extend_from_slice(line);
+            }
+        }
+        lines = kept;
+    }
     bytes.extend_from_slice(&lines);
     if !dated {
         date_header(&mut bytes);
@@ -179,8 +259,22 @@ fn answer_head(
     for (k, v) in ctx.edge_headers() {
         header(&mut bytes, k, v.as_bytes());
     }
-    let close_client = closing || info.framing == Framing::UntilClose;
-    if close_client {
+    match info.framing {
+        Framing::Length(n) => header(&mut bytes, "Content-Length", n.to_string().as_bytes()),
+        Framing::Chunked | Framing::UntilClose => {
+            header(&mut bytes, "Transfer-Encoding", b"chunked")
+        }
+        // HEAD: what a GET would have said; 204 / 304: nothing.
+        Framing::None if head_request => {
+            if let Some(n) = info.declared_length {
+                header(&mut bytes, "Content-Length", n.to_string().as_bytes());
+            } else if info.chunked {
+                header(&mut bytes, "Transfer-Encoding", b"chunked");
+            }
+        }
+        Framing::None => {}
+    }
+    if closing {
         header(&mut bytes, "Connection", b"close");
     }
     bytes.extend_from_slice(b"\r\n");
@@ -190,8 +284,24 @@ fn answer_head(
         node_head_len: info.len,
         framing: info.framing,
         node_closes: info.close,
-        close_client,
+        close_client: closing,
     })
+}
+
+/// What the first read of the answer gave: the client's bytes so far (head and the
+/// body's start), and whether bytes followed the body.
+struct First {
+    out: Vec<u8>,
+    trailing: bool,
+}
+
+/// The node connection an answer is coming on.
+struct Node {
+    addr: SocketAddr,
+    up: TcpStream,
+    /// The node closes it after this answer.
+    closes: bool,
+    read_timeout: Option<Duration>,
 }
 
 /// Write the answer's head and relay its body as it arrives; the node connection goes
@@ -199,32 +309,28 @@ fn answer_head(
 async fn relay(
     front: &LeanFront,
     req: &mut LeanRequest<'_>,
-    addr: SocketAddr,
-    mut up: TcpStream,
-    buf: Vec<u8>,
-    answer: AnswerHead,
-    read_timeout: Option<Duration>,
+    node: Node,
+    first: First,
+    status: u16,
+    close_client: bool,
+    mut body: Reframe,
 ) -> Served {
-    let status = answer.status;
-    let mut out = answer.bytes;
-    let rest = &buf[answer.node_head_len..];
-    let mut relay = Relay::new(answer.framing);
-    let (first, err) = match relay.take(rest) {
-        Ok(n) => (n, None),
-        Err(e) => (0, Some(e)),
-    };
-    out.extend_from_slice(&rest[..first]);
-    let mut trailing = first < rest.len() && err.is_none();
-    if let Err(e) = req.conn.write(&out).await {
+    let Node {
+        addr,
+        mut up,
+        closes: node_closes,
+        read_timeout,
+    } = node;
+    let mut trailing = first.trailing;
+    if let Err(e) = req.conn.write(&first.out).await {
         return (status, false, Some(format!("write to client: {e}")));
     }
-    if let Some(e) = err {
-        return (status, false, Some(format!("node answer: {e}")));
-    }
-    let until_close = answer.framing == Framing::UntilClose;
+    let until_close = body.until_close();
     let mut chunk = Vec::new();
-    while !relay.done() {
+    let mut out = Vec::new();
+    while !body.done() {
         chunk.clear();
+        out.clear();
         match h1::read_some(
             &mut up,
             &mut chunk,
@@ -233,21 +339,28 @@ async fn relay(
         )
         .await
         {
-            Ok(0) if until_close => break,
+            Ok(0) if until_close => {
+                body.finish(&mut out);
+                if let Err(e) = req.conn.write(&out).await {
+                    return (status, false, Some(format!("write to client: {e}")));
+                }
+                break;
+            }
+            // The client's answer is cut short: it must not take it for a whole one.
             Ok(0) => return (status, false, Some("node closed mid-answer".into())),
             Ok(_) => {}
             Err(e) => return (status, false, Some(format!("node answer: {e}"))),
         }
-        let n = match relay.take(&chunk) {
+        let n = match body.take(&chunk, &mut out) {
             Ok(n) => n,
             Err(e) => return (status, false, Some(format!("node answer: {e}"))),
         };
         trailing |= n < chunk.len();
-        if let Err(e) = req.conn.write(&chunk[..n]).await {
+        if let Err(e) = req.conn.write(&out).await {
             return (status, false, Some(format!("write to client: {e}")));
         }
     }
-    let reusable = !answer.node_closes && !trailing && !until_close;
+    let reusable = !node_closes && !trailing && !until_close;
     if reusable {
         // Kept by this client connection for its next request (no pool lock, usually the
         // same node); the one it held before goes back to the pool.
@@ -255,50 +368,118 @@ async fn relay(
             front.edge.state.gateway.client.plain().put_idle(old);
         }
     }
-    (status, !answer.close_client, None)
+    (status, !close_client, None)
 }
 
-/// How much of the node's body is still to come.
-enum Relay {
+/// A node's body as the client gets it, and how much of it is still to come.
+enum Reframe {
+    /// Bytes left of a length the edge announced (the node's, parsed).
     Length(usize),
+    /// Decoded from the node's chunks, sent on in the edge's (`done` once the last).
     Chunked(ChunkedScanner, bool),
+    /// Until the node closes, sent on in chunks so the client connection survives it.
     UntilClose,
 }
 
-impl Relay {
+impl Reframe {
     fn new(framing: Framing) -> Self {
         match framing {
-            Framing::Length(n) => Relay::Length(n),
-            Framing::None => Relay::Length(0),
-            Framing::Chunked => Relay::Chunked(ChunkedScanner::default(), false),
-            Framing::UntilClose => Relay::UntilClose,
+            Framing::Length(n) => Reframe::Length(n),
+            Framing::None => Reframe::Length(0),
+            Framing::Chunked => Reframe::Chunked(ChunkedScanner::default(), false),
+            Framing::UntilClose => Reframe::UntilClose,
         }
     }
 
-    /// How many of `bytes` belong to the body.
-    fn take(&mut self, bytes: &[u8]) -> Result<usize, &'static str> {
+    /// Append the client's bytes for the node's `bytes` to `out`: how many of `bytes`
+    /// belong to the body.
+    fn take(&mut self, bytes: &[u8], out: &mut Vec<u8>) -> Result<usize, &'static str> {
         match self {
-            Relay::Length(left) => {
+            Reframe::Length(left) => {
                 let n = bytes.len().min(*left);
                 *left -= n;
+                out.extend_from_slice(&bytes[..n]);
                 Ok(n)
             }
-            Relay::Chunked(scanner, done) => match scanner.feed(bytes, |_| {})? {
-                Scan::More => Ok(bytes.len()),
-                Scan::Done(n) => {
-                    *done = true;
-                    Ok(n)
+            Reframe::Chunked(scanner, done) => {
+                match scanner.feed(bytes, |data| encode_chunk(out, data))? {
+                    Scan::More => Ok(bytes.len()),
+                    Scan::Done(n) => {
+                        *done = true;
+                        out.extend_from_slice(b"0\r\n\r\n");
+                        Ok(n)
+                    }
                 }
-            },
-            Relay::UntilClose => Ok(bytes.len()),
+            }
+            Reframe::UntilClose => {
+                encode_chunk(out, bytes);
+                Ok(bytes.len())
+            }
         }
+    }
+
+    /// The node closed an until-close body: the last chunk.
+    fn finish(&mut self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"0\r\n\r\n");
+    }
+
+    fn until_close(&self) -> bool {
+        matches!(self, Reframe::UntilClose)
     }
 
     fn done(&self) -> bool {
         match self {
-            Relay::Length(left) => *left == 0,
-            Relay::Chunked(_, done) => *done,
-            Relay::UntilClose => false,
+            Reframe::Length(left) => *left == 0,
+            Reframe::Chunked(_, done) => *done,
+            Reframe::UntilClose => false,
         }
+    }
+}
+
+/// One chunk of the edge's chunked coding (nothing for empty data, which would end it).
+fn encode_chunk(out: &mut Vec<u8>, data: &[u8]) {
+    if data.is_empty() {
+        return;
+    }
+    out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reframe(framing: Framing, parts: &[&[u8]]) -> Result<(Vec<u8>, bool), &'static str> {
+        let mut r = Reframe::new(framing);
+        let mut out = Vec::new();
+        for p in parts {
+            r.take(p, &mut out)?;
+        }
+        Ok((out, r.done()))
+    }
+
+    #[test]
+    fn chunked_answers_are_decoded_and_sent_in_our_chunks() {
+        let (out, done) = reframe(
+            Framing::Chunked,
+            &[b"5;ext=\"x\"\r\nhel", b"lo\r\n0\r\nX-Trailer: t\r\n\r\n"],
+        )
+        .unwrap();
+        assert!(done);
+        assert_eq!(out, b"3\r\nhel\r\n2\r\nlo\r\n0\r\n\r\n");
+        // A response smuggled behind the last chunk never reaches the client.
+        assert!(reframe(
+            Framing::Chunked,
+            &[b"0\r\n\nHTTP/1.1 200 OK\r\nX-Injected: by-node\r\nContent-Length: 8\r\n\r\n"],
+        )
+        .is_err());
+        let (out, done) = reframe(Framing::Length(3), &[b"abcdef"]).unwrap();
+        assert_eq!((out.as_slice(), done), (&b"abc"[..], true));
+        let (out, done) = reframe(Framing::UntilClose, &[b"ab", b"", b"c"]).unwrap();
+        assert_eq!(
+            (out.as_slice(), done),
+            (&b"2\r\nab\r\n1\r\nc\r\n"[..], false)
+        );
     }
 }

@@ -8,7 +8,7 @@ use bytes::{Bytes, BytesMut};
 use std::net::IpAddr;
 use std::ops::Range;
 
-/// Most header lines in a request head (more goes to Pingora, which refuses it its way).
+/// Most header lines in a request head (more is refused with 431).
 pub const MAX_HEADERS: usize = 100;
 
 /// A parsed request head: ranges into its bytes, so nothing is copied per header.
@@ -25,16 +25,72 @@ pub struct Head {
     pub content_length: usize,
     /// The client asked to close after this answer.
     pub close: bool,
-    /// Something only Pingora's full HTTP/1 server handles: HTTP/1.0, a chunked or
-    /// otherwise encoded body, `Expect`, an upgrade, a bad or repeated `Content-Length`.
+    /// The client asked to switch protocols (`Connection: upgrade` and `Upgrade`).
+    pub upgrade: bool,
+    /// Something only Pingora's full HTTP/1 server handles: HTTP/1.0, a chunked body,
+    /// `Expect`, a target that is not a path.
     pub needs_pingora: bool,
+    /// The head breaks HTTP/1.1's framing rules: answered with this, whoever would
+    /// have served it, and the connection closed.
+    pub refusal: Option<Refusal>,
+}
+
+/// Why a request is refused before any route is looked at (RFC 9112). The same bytes get
+/// the same answer whichever server would have taken the request.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Refusal {
+    /// 400: malformed request line or header, bad or repeated `Content-Length`, both
+    /// `Content-Length` and `Transfer-Encoding`, missing or repeated `Host`.
+    Malformed(&'static str),
+    /// 431: head over `MAX_HEAD` bytes or over `MAX_HEADERS` lines.
+    HeadTooLarge,
+    /// 501: a transfer coding other than `chunked`.
+    UnknownCoding,
+}
+
+impl Refusal {
+    pub fn error(self) -> ApiError {
+        match self {
+            Refusal::Malformed(why) => ApiError::new(400, "bad_request", why),
+            Refusal::HeadTooLarge => ApiError::new(
+                431,
+                "header_too_large",
+                format!(
+                    "request head exceeds {} bytes or {MAX_HEADERS} header lines",
+                    super::MAX_HEAD
+                ),
+            ),
+            Refusal::UnknownCoding => ApiError::new(
+                501,
+                "unsupported_transfer_encoding",
+                "only the chunked transfer coding is supported",
+            ),
+        }
+    }
 }
 
 pub enum Parsed {
     Complete(Head),
     Partial,
-    /// Malformed or over a limit: Pingora answers it.
-    Invalid,
+    /// Not a request head at all (or over a limit): refused without a route.
+    Invalid(Refusal),
+}
+
+/// A `Content-Length` value: one to nineteen ASCII digits, nothing else (no sign, no
+/// list, no whitespace inside; httparse has already removed the optional whitespace
+/// around it).
+fn content_length(value: &[u8]) -> Option<usize> {
+    if value.is_empty() || value.len() > 19 || !value.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(value).ok()?.parse().ok()
+}
+
+/// Whether a comma-separated header value lists `token` (case-insensitively).
+pub fn lists_token(value: &[u8], token: &str) -> bool {
+    value
+        .split(|&b| b == b',')
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
 }
 
 impl Head {
@@ -45,14 +101,19 @@ impl Head {
         let len = match req.parse(buf) {
             Ok(httparse::Status::Complete(n)) => n,
             Ok(httparse::Status::Partial) => return Parsed::Partial,
-            Err(_) => return Parsed::Invalid,
+            Err(httparse::Error::TooManyHeaders) => return Parsed::Invalid(Refusal::HeadTooLarge),
+            Err(httparse::Error::Version) => {
+                return Parsed::Invalid(Refusal::Malformed("unsupported HTTP version"))
+            }
+            Err(_) => return Parsed::Invalid(Refusal::Malformed("malformed request head")),
         };
         let at = |s: &[u8]| {
             let start = s.as_ptr() as usize - buf.as_ptr() as usize;
             start..start + s.len()
         };
-        let (Some(method), Some(target)) = (req.method, req.path) else {
-            return Parsed::Invalid;
+        let (Some(method), Some(target), Some(version)) = (req.method, req.path, req.version)
+        else {
+            return Parsed::Invalid(Refusal::Malformed("malformed request line"));
         };
         let target_range = at(target.as_bytes());
         let (path, query) = match target.find('?') {
@@ -70,34 +131,74 @@ impl Head {
             query,
             headers: Vec::with_capacity(req.headers.len()),
             content_length: 0,
-            close: false,
-            needs_pingora: req.version != Some(1) || !target.starts_with('/'),
+            close: version == 0,
+            upgrade: false,
+            needs_pingora: version != 1 || !target.starts_with('/'),
+            refusal: None,
         };
         let mut lengths = 0;
+        let mut hosts = 0;
+        let mut codings = 0;
+        let mut chunked = false;
+        let mut upgrade_header = false;
+        let refuse = |r: Refusal, head: &mut Head| {
+            head.refusal.get_or_insert(r);
+        };
         for h in req.headers.iter() {
             let name = h.name;
             if name.eq_ignore_ascii_case("content-length") {
                 lengths += 1;
-                match std::str::from_utf8(h.value)
-                    .ok()
-                    .and_then(|v| v.trim().parse().ok())
-                {
+                match content_length(h.value) {
                     Some(n) => head.content_length = n,
-                    None => head.needs_pingora = true,
+                    None => refuse(Refusal::Malformed("invalid Content-Length"), &mut head),
                 }
+            } else if name.eq_ignore_ascii_case("host") {
+                hosts += 1;
             } else if name.eq_ignore_ascii_case("connection") {
-                let v = String::from_utf8_lossy(h.value).to_ascii_lowercase();
-                head.close |= v.contains("close");
-                head.needs_pingora |= v.contains("upgrade");
-            } else if name.eq_ignore_ascii_case("transfer-encoding")
-                || name.eq_ignore_ascii_case("expect")
-                || name.eq_ignore_ascii_case("upgrade")
-            {
+                if lists_token(h.value, "close") {
+                    head.close = true;
+                } else if lists_token(h.value, "keep-alive") && version == 0 {
+                    // HTTP/1.0 keep-alive is Pingora's to honour.
+                    head.close = false;
+                }
+                head.upgrade |= lists_token(h.value, "upgrade");
+            } else if name.eq_ignore_ascii_case("transfer-encoding") {
+                codings += 1;
+                chunked = h.value.trim_ascii().eq_ignore_ascii_case(b"chunked");
+            } else if name.eq_ignore_ascii_case("upgrade") {
+                upgrade_header = true;
+            } else if name.eq_ignore_ascii_case("expect") {
                 head.needs_pingora = true;
             }
             head.headers.push((at(name.as_bytes()), at(h.value)));
         }
-        head.needs_pingora |= lengths > 1;
+        head.upgrade &= upgrade_header;
+        if lengths > 1 {
+            refuse(Refusal::Malformed("repeated Content-Length"), &mut head);
+        }
+        if codings > 0 {
+            if lengths > 0 {
+                refuse(
+                    Refusal::Malformed("both Content-Length and Transfer-Encoding"),
+                    &mut head,
+                );
+            } else if version == 0 {
+                refuse(
+                    Refusal::Malformed("Transfer-Encoding in an HTTP/1.0 request"),
+                    &mut head,
+                );
+            } else if codings > 1 || !chunked {
+                refuse(Refusal::UnknownCoding, &mut head);
+            }
+            head.needs_pingora = true;
+        }
+        // RFC 9112 §3.2: exactly one Host in HTTP/1.1; at most one in HTTP/1.0.
+        if hosts > 1 || (hosts == 0 && version == 1) {
+            refuse(
+                Refusal::Malformed("missing or repeated Host header"),
+                &mut head,
+            );
+        }
         Parsed::Complete(head)
     }
 
@@ -276,23 +377,67 @@ mod tests {
     fn what_only_pingora_serves_is_flagged() {
         for raw in [
             &b"GET / HTTP/1.0\r\n\r\n"[..],
-            b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
-            b"POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n",
-            b"GET / HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
-            b"POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n",
-            b"POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
-            b"GET http://a/ HTTP/1.1\r\n\r\n",
+            b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n",
+            b"GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n",
         ] {
-            assert!(parse(raw).needs_pingora, "{}", String::from_utf8_lossy(raw));
+            let h = parse(raw);
+            assert!(h.needs_pingora, "{}", String::from_utf8_lossy(raw));
+            assert_eq!(h.refusal, None, "{}", String::from_utf8_lossy(raw));
         }
-        assert!(parse(b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n").close);
+        let up = parse(b"GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, Upgrade\r\nUpgrade: websocket\r\n\r\n");
+        assert!(up.upgrade && !up.needs_pingora);
+        assert!(!parse(b"GET / HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\n\r\n").upgrade);
+        assert!(parse(b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").close);
         assert!(matches!(
             Head::parse(b"GET / HTTP/1.1\r\nHost"),
             Parsed::Partial
         ));
+    }
+
+    #[test]
+    fn framing_the_rfc_forbids_is_refused() {
+        use Refusal::*;
+        let bad = Malformed("");
+        for (raw, want) in [
+            (&b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: +5\r\n\r\n"[..], bad),
+            (b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5 5\r\n\r\n", bad),
+            (b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5,5\r\n\r\n", bad),
+            (b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n\r\n", bad),
+            ("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: \u{a0}5\r\n\r\n".as_bytes(), bad),
+            (b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n", bad),
+            (b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", bad),
+            (b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", UnknownCoding),
+            (b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: xchunked\r\n\r\n", UnknownCoding),
+            (b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", bad),
+            (b"GET / HTTP/1.1\r\n\r\n", bad),
+            (b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", bad),
+            (b"GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n", bad),
+        ] {
+            let got = match Head::parse(raw) {
+                Parsed::Complete(h) => h.refusal,
+                Parsed::Invalid(r) => Some(r),
+                Parsed::Partial => None,
+            };
+            let same = match (got, want) {
+                (Some(Malformed(_)), Malformed(_)) => true,
+                (g, w) => g == Some(w),
+            };
+            assert!(same, "{}: {got:?}", String::from_utf8_lossy(raw));
+        }
         assert!(matches!(
             Head::parse(b"GET /a b c\r\n\r\n"),
-            Parsed::Invalid
+            Parsed::Invalid(Malformed(_))
         ));
+        let many: String = (0..MAX_HEADERS + 1)
+            .map(|i| format!("X-{i}: v\r\n"))
+            .collect();
+        let raw = format!("GET / HTTP/1.1\r\nHost: a\r\n{many}\r\n");
+        assert!(matches!(
+            Head::parse(raw.as_bytes()),
+            Parsed::Invalid(HeadTooLarge)
+        ));
+        // HTTP/1.0 may leave out Host.
+        assert_eq!(parse(b"GET / HTTP/1.0\r\n\r\n").refusal, None);
     }
 }

@@ -75,6 +75,44 @@ pub static UPSTREAM_FAILURES: Lazy<IntCounterVec> = Lazy::new(|| {
     )
 });
 
+pub static CONNECTIONS_REFUSED: Lazy<IntCounterVec> = Lazy::new(|| {
+    register(
+        IntCounterVec::new(
+            Opts::new(
+                "chainedge_connections_refused_total",
+                "Client connections closed at accept because a cap was reached, by cap",
+            ),
+            &["cap"],
+        )
+        .unwrap(),
+    )
+});
+
+pub static REQUESTS_REFUSED: Lazy<IntCounterVec> = Lazy::new(|| {
+    register(
+        IntCounterVec::new(
+            Opts::new(
+                "chainedge_malformed_requests_total",
+                "Requests refused for their framing before any route was looked at, by status",
+            ),
+            &["status"],
+        )
+        .unwrap(),
+    )
+});
+
+/// A connection was closed at accept: `cap` is `listener` or `client`.
+pub fn connection_refused(cap: &str) {
+    CONNECTIONS_REFUSED.with_label_values(&[cap]).inc();
+}
+
+/// A request head was refused for its framing (400, 431, 501).
+pub fn malformed_request(status: u16) {
+    REQUESTS_REFUSED
+        .with_label_values(&[status_label(status)])
+        .inc();
+}
+
 fn gauge(name: &str, help: &str) -> IntGaugeVec {
     register(IntGaugeVec::new(Opts::new(name, help), &["pool", "host"]).unwrap())
 }
@@ -154,6 +192,8 @@ pub fn init() {
     Lazy::force(&HOST_CHECK_LATENCY);
     Lazy::force(&STREAMS_OPEN);
     Lazy::force(&ACCESS_LOG_DROPPED);
+    Lazy::force(&CONNECTIONS_REFUSED);
+    Lazy::force(&REQUESTS_REFUSED);
 }
 
 /// Per-thread handles of the per-request series, so a request costs a map lookup and
@@ -206,6 +246,7 @@ fn status_label(status: u16) -> &'static str {
         404 => "404",
         405 => "405",
         413 => "413",
+        431 => "431",
         426 => "426",
         429 => "429",
         500 => "500",

@@ -1,7 +1,9 @@
 //! Chunked transfer coding, incrementally: where a chunked body ends (and whether bytes
 //! follow it, which retires the node connection), and its data. The lean client decodes
-//! buffered answers with it; the lean front's passthrough relays a node's chunked bytes
-//! as they are and only needs the end.
+//! buffered answers with it; the lean front's passthrough decodes a node's chunked body
+//! with it and sends the data on in chunks of its own (extensions and trailers dropped).
+//! Strict: a bare LF or control byte anywhere in the framing is an error, so where the
+//! body ends never depends on which parser reads it (fuzz/: `chunked`).
 
 /// Longest chunk-size line (size, extensions) accepted.
 const MAX_SIZE_LINE: usize = 1024;
@@ -108,6 +110,9 @@ impl ChunkedScanner {
                     }
                     match b {
                         b'\r' if digits > 0 => State::SizeLf { value },
+                        // A bare LF or other control byte in an extension could end the
+                        // line for one parser and not another.
+                        c if ext && is_ctl(c) => return Err("bad chunk extension"),
                         b';' | b' ' | b'\t' if digits > 0 => State::Size {
                             value,
                             digits,
@@ -161,6 +166,8 @@ impl ChunkedScanner {
                             line,
                             total: total + 1,
                         },
+                        // Bare LF: where the body ends would depend on the reader.
+                        c if is_ctl(c) => return Err("bad trailer line"),
                         _ => State::Trailer {
                             line: line + 1,
                             total: total + 1,
@@ -187,6 +194,11 @@ impl ChunkedScanner {
             Scan::More
         })
     }
+}
+
+/// Control bytes other than HTAB, never valid in a chunk line or a trailer field.
+fn is_ctl(c: u8) -> bool {
+    (c < 0x20 && c != b'\t') || c == 0x7f
 }
 
 #[cfg(test)]
@@ -243,5 +255,9 @@ mod tests {
         assert!(scan_all(&[b"2\r\nabc\r\n"]).is_err());
         assert!(scan_all(&[b"ffffffffffffffff\r\n"]).is_err());
         assert!(scan_all(&[&[b'1'; 2000]]).is_err());
+        // A bare LF in an extension or after the last chunk (a response smuggled in).
+        assert!(scan_all(&[b"1;a\nb\r\nx\r\n0\r\n\r\n"]).is_err());
+        assert!(scan_all(&[b"0\r\n\nHTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\n"]).is_err());
+        assert!(scan_all(&[b"0\r\nX-T: a\nb\r\n\r\n"]).is_err());
     }
 }

@@ -63,6 +63,19 @@ pub struct H1Request<'a> {
     pub body: Option<&'a [u8]>,
 }
 
+/// How `H1Pool::open` sends one request.
+#[derive(Default)]
+pub struct Open {
+    pub connect_timeout: Option<Duration>,
+    /// Longest wait for each read of the answer (`None`: the caller bounds the call).
+    pub read_timeout: Option<Duration>,
+    /// A connection to `addr` to try first (before the pool's).
+    pub kept: Option<TcpStream>,
+    /// The node may receive the request twice (a read, or a signed write deduplicated
+    /// by its hash): sent again when a pooled connection ended without an answer.
+    pub safe_to_resend: bool,
+}
+
 /// Why `H1Pool::open` failed.
 #[derive(Debug)]
 pub enum OpenError {
@@ -92,7 +105,17 @@ impl H1Pool {
         // No timeout per read here: callers bound the whole exchange.
         let mut untimed = Deadline::default();
         let (mut stream, mut buf) = self
-            .open(addr, &encode(req), None, &mut untimed, None, None)
+            .open(
+                addr,
+                &encode(req),
+                &mut untimed,
+                Open {
+                    // JSON-RPC over POST, health checks, scrapes: safe to send again (a
+                    // write sent twice is the same signed transaction, one hash).
+                    safe_to_resend: true,
+                    ..Open::default()
+                },
+            )
             .await?;
         let head = parse_head_visit(&buf, req.method == "HEAD", |_, _| {})?
             .ok_or_else(|| UpstreamError::Io("incomplete response head".into()))?;
@@ -110,22 +133,28 @@ impl H1Pool {
     /// Send `wire` (a whole request) to `addr` on a pooled or new connection and read
     /// until the answer's head is complete (1xx answers other than 101 are skipped):
     /// the connection and the bytes read, the head and the body's first bytes. A pooled
-    /// connection the node closed meanwhile is replaced once, but only when nothing of
-    /// an answer came back on it.
+    /// connection the node closed meanwhile is replaced once: when the request could not
+    /// be written at all (the node never saw it), or, for a request that is `safe_to_resend`,
+    /// when nothing of an answer came back.
     pub async fn open(
         &self,
         addr: SocketAddr,
         wire: &[u8],
-        connect_timeout: Option<Duration>,
         deadline: &mut Deadline,
-        read_timeout: Option<Duration>,
-        kept: Option<TcpStream>,
+        how: Open,
     ) -> Result<(TcpStream, Vec<u8>), OpenError> {
+        let Open {
+            connect_timeout,
+            read_timeout,
+            kept,
+            safe_to_resend,
+        } = how;
         if let Some(stream) = kept.or_else(|| self.take(addr)) {
             match send_and_read_head(stream, wire, deadline, read_timeout).await {
                 Ok(done) => return Ok(done),
-                Err((true, _)) => {}
-                Err((false, e)) => return Err(OpenError::Transport(e)),
+                Err((Stale::Unsent, _)) => {}
+                Err((Stale::NoAnswer, _)) if safe_to_resend => {}
+                Err((_, e)) => return Err(OpenError::Transport(e)),
             }
         }
         let connect = TcpStream::connect(addr);
@@ -232,35 +261,65 @@ pub fn encode(req: &H1Request<'_>) -> Vec<u8> {
     w
 }
 
-/// `Err((stale, reason))`: `stale` when the connection was gone before any answer byte
-/// (safe to send again on another).
+/// How a pooled connection failed, for deciding whether to send the request again.
+enum Stale {
+    /// The first write failed: the node never got the request.
+    Unsent,
+    /// Written, then the connection ended before any answer byte: the node may or may
+    /// not have acted on it.
+    NoAnswer,
+    /// Anything else (part of an answer, a timeout, a bad answer).
+    No,
+}
+
+/// Send `wire` and read to the end of the answer's head.
 async fn send_and_read_head(
     mut stream: TcpStream,
     wire: &[u8],
     deadline: &mut Deadline,
     read_timeout: Option<Duration>,
-) -> Result<(TcpStream, Vec<u8>), (bool, String)> {
-    if let Err(e) = stream.write_all(wire).await {
-        return Err((true, e.to_string()));
+) -> Result<(TcpStream, Vec<u8>), (Stale, String)> {
+    let mut sent = 0;
+    while sent < wire.len() {
+        match stream.write(&wire[sent..]).await {
+            Ok(0) => return Err((Stale::No, "node connection closed".into())),
+            Ok(n) => sent += n,
+            Err(e) if sent == 0 => return Err((Stale::Unsent, e.to_string())),
+            Err(e) => return Err((Stale::No, e.to_string())),
+        }
     }
     let mut buf = Vec::with_capacity(4096);
     loop {
-        // The head is parsed (and checked) by the caller; here only its end is found.
-        match buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            // 1xx informational answers (not 101) come before the real one.
-            Some(i) if buf.get(9) == Some(&b'1') && buf.get(9..12) != Some(&b"101"[..]) => {
-                buf.drain(..i + 4);
+        // The head is checked here (and parsed again by the caller, which keeps it).
+        match parse_head_visit(&buf, false, |_, _| {}) {
+            // 1xx informational answers come before the real one.
+            Ok(Some(h)) if h.status == 101 => {
+                // The lean client never asks to switch protocols.
+                return Err((Stale::No, "unasked 101 Switching Protocols".into()));
+            }
+            Ok(Some(h)) if h.status < 200 => {
+                buf.drain(..h.len);
                 continue;
             }
-            Some(_) => return Ok((stream, buf)),
-            None if buf.len() > MAX_HEAD => return Err((false, "answer head too large".into())),
-            None => {}
+            Ok(Some(_)) => return Ok((stream, buf)),
+            Ok(None) if buf.len() > MAX_HEAD => {
+                return Err((Stale::No, "answer head too large".into()))
+            }
+            Ok(None) => {}
+            Err(e) => return Err((Stale::No, e.to_string())),
         }
         match read_some(&mut stream, &mut buf, deadline, read_timeout).await {
-            Ok(0) => return Err((buf.is_empty(), "connection closed before an answer".into())),
+            Ok(0) if buf.is_empty() => {
+                return Err((Stale::NoAnswer, "connection closed before an answer".into()))
+            }
+            Ok(0) => return Err((Stale::No, "connection closed mid-answer".into())),
             Ok(_) => {}
             Err(e) => {
-                let stale = buf.is_empty() && e.kind() != std::io::ErrorKind::TimedOut;
+                let stale = if buf.is_empty() && e.kind() != std::io::ErrorKind::TimedOut {
+                    Stale::NoAnswer
+                } else {
+                    Stale::No
+                };
                 return Err((stale, e.to_string()));
             }
         }
@@ -379,6 +438,10 @@ pub struct HeadInfo<'b> {
     /// Bytes of the head, blank line included.
     pub len: usize,
     pub framing: Framing,
+    /// `Content-Length` as the node sent it (an answer to HEAD repeats it).
+    pub declared_length: Option<usize>,
+    /// The node said `Transfer-Encoding: chunked`.
+    pub chunked: bool,
     /// The node closes the connection after this answer.
     pub close: bool,
 }
@@ -401,29 +464,47 @@ pub fn parse_head_visit<'b>(
     if status < 100 {
         return Err(UpstreamError::Io(format!("bad response status {status}")));
     }
+    let bad = |why: &str| Err(UpstreamError::Io(format!("bad response framing: {why}")));
     let mut length = None;
+    let mut codings = 0;
     let mut chunked = false;
-    let mut close = resp.version == Some(0);
+    let http10 = resp.version == Some(0);
+    let mut close = http10;
     for h in resp.headers.iter() {
         visit(h.name, h.value);
-        let value = std::str::from_utf8(h.value).unwrap_or("").trim();
         if h.name.eq_ignore_ascii_case("content-length") {
-            let n: usize = value
-                .parse()
-                .map_err(|_| UpstreamError::Io("bad content-length".into()))?;
+            // Digits only: no sign, no list, no whitespace inside.
+            let v = h.value;
+            let n = (!v.is_empty() && v.len() <= 19 && v.iter().all(u8::is_ascii_digit))
+                .then(|| std::str::from_utf8(v).ok()?.parse::<usize>().ok())
+                .flatten();
+            let Some(n) = n else {
+                return bad("invalid content-length");
+            };
             if length.is_some_and(|m| m != n) {
-                return Err(UpstreamError::Io("conflicting content-length".into()));
+                return bad("conflicting content-length");
             }
             length = Some(n);
         } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
-            chunked = value.to_ascii_lowercase().ends_with("chunked");
+            codings += 1;
+            chunked = h.value.trim_ascii().eq_ignore_ascii_case(b"chunked");
         } else if h.name.eq_ignore_ascii_case("connection") {
-            let v = value.to_ascii_lowercase();
-            if v.contains("close") {
+            let v = String::from_utf8_lossy(h.value).to_ascii_lowercase();
+            if v.split(',').any(|t| t.trim() == "close") {
                 close = true;
-            } else if v.contains("keep-alive") {
+            } else if v.split(',').any(|t| t.trim() == "keep-alive") {
                 close = false;
             }
+        }
+    }
+    // RFC 9112 §6.3: both, or a coding other than one `chunked`, is a framing the edge
+    // will not guess at (nginx refuses both too).
+    if codings > 0 {
+        if length.is_some() {
+            return bad("both content-length and transfer-encoding");
+        }
+        if codings > 1 || !chunked || http10 {
+            return bad("unsupported transfer-encoding");
         }
     }
     let framing = if status == 204 || status == 304 || head_request || status < 200 {
@@ -440,6 +521,8 @@ pub fn parse_head_visit<'b>(
         reason: resp.reason.unwrap_or(""),
         len: head_len,
         framing,
+        declared_length: length,
+        chunked,
         close,
     }))
 }
@@ -603,6 +686,28 @@ mod tests {
         .await;
         let e = pool.exchange(addr, &post(H), 100).await.unwrap_err();
         assert!(e.to_string().contains("conflicting"), "{e}");
+
+        // Framing a proxy must not guess at: refused, never relayed.
+        for (answer, why) in [
+            (
+                "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+                "both",
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: xchunked\r\n\r\n",
+                "transfer-encoding",
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n",
+                "transfer-encoding",
+            ),
+            ("HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\nok", "content-length"),
+            ("HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n", "101"),
+        ] {
+            let (addr, _) = node(vec![answer], 10).await;
+            let e = pool.exchange(addr, &post(H), 100).await.unwrap_err();
+            assert!(e.to_string().contains(why), "{answer:?}: {e}");
+        }
     }
 
     #[test]

@@ -332,6 +332,8 @@ pub struct GatewayOpts {
     pub tls: bool,
     /// Extra keys under `console:` (indented two spaces).
     pub console_yaml: String,
+    /// Extra keys under `listen:` (indented two spaces).
+    pub listen_yaml: String,
 }
 
 impl Default for GatewayOpts {
@@ -343,6 +345,7 @@ impl Default for GatewayOpts {
             env: Vec::new(),
             tls: false,
             console_yaml: String::new(),
+            listen_yaml: String::new(),
         }
     }
 }
@@ -405,13 +408,14 @@ impl Gateway {
         std::fs::write(
             &app,
             format!(
-                "plugins: {plugins}\nlisten:\n  http: [\"127.0.0.1:{port}\"]\n{tls}metrics:\n  listen: \"127.0.0.1:{metrics_port}\"\n\
+                "plugins: {plugins}\nlisten:\n  http: [\"127.0.0.1:{port}\"]\n{listen}{tls}metrics:\n  listen: \"127.0.0.1:{metrics_port}\"\n\
                  console:\n  origin: \"http://console.test\"\n{console}{admin}store:\n  path: {db}\n\
                  plans: [free, basic, pro, business, enterprise, scale]\nthreads: 1\n{pools}{extra}",
                 plugins = root().join("plugins").display(),
                 db = dir.join("store.db").display(),
                 extra = opts.extra_yaml,
                 console = opts.console_yaml,
+                listen = opts.listen_yaml,
             ),
         )
         .unwrap();
