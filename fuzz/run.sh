@@ -4,13 +4,13 @@
 # needs). A crash leaves its input under fuzz/artifacts/<target>/ and fails the script;
 # turn it into a regression test next to the code it broke, then fix it.
 #
-#   fuzz/run.sh [seconds per target] [target ...]     targets: jsonrpc routes scrub upstream_head
+#   fuzz/run.sh [seconds per target] [target ...]     targets: jsonrpc routes scrub upstream_head chunked request_head http_differential
 set -euo pipefail
 cd "$(dirname "$0")"
 secs=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(jsonrpc routes scrub upstream_head)
+[ ${#targets[@]} -gt 0 ] || targets=(jsonrpc routes scrub upstream_head chunked request_head http_differential)
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz
 rustup toolchain list | grep -q '^nightly' || { echo "fuzz: cargo-fuzz needs a nightly toolchain (rustup toolchain install nightly)" >&2; exit 2; }
 for t in "${targets[@]}"; do

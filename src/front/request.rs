@@ -86,6 +86,37 @@ fn content_length(value: &[u8]) -> Option<usize> {
     std::str::from_utf8(value).ok()?.parse().ok()
 }
 
+/// Whether an origin-form request target holds only the bytes `http::Uri` (Pingora's and
+/// hyper's URI type) accepts: the same target must not be served here and refused there.
+/// A fragment (`#`) never belongs in a request target (RFC 9112 §3.2) and is refused too.
+fn target_is_valid(target: &[u8]) -> bool {
+    const fn table(query: bool) -> [bool; 256] {
+        let mut t = [false; 256];
+        let mut i = 0;
+        while i < 256 {
+            let b = i as u8;
+            t[i] = matches!(b, 0x21 | 0x24..=0x3B | 0x3D | 0x80..=0xFF)
+                || if query {
+                    matches!(b, 0x3F..=0x7E) && b != b'#'
+                } else {
+                    matches!(b, 0x40..=0x5F | 0x61..=0x7A | 0x7C | 0x7E | b'"' | b'{' | b'}')
+                };
+            i += 1;
+        }
+        t
+    }
+    static PATH: [bool; 256] = table(false);
+    static QUERY: [bool; 256] = table(true);
+    if target.len() >= u16::MAX as usize {
+        return false;
+    }
+    let (path, query) = match target.iter().position(|&b| b == b'?') {
+        Some(q) => (&target[..q], &target[q + 1..]),
+        None => (target, &[][..]),
+    };
+    path.iter().all(|&b| PATH[b as usize]) && query.iter().all(|&b| QUERY[b as usize])
+}
+
 /// Whether a comma-separated header value lists `token` (case-insensitively).
 pub fn lists_token(value: &[u8], token: &str) -> bool {
     value
@@ -136,6 +167,9 @@ impl Head {
             needs_pingora: version != 1 || !target.starts_with('/'),
             refusal: None,
         };
+        if target.starts_with('/') && !target_is_valid(target.as_bytes()) {
+            head.refusal = Some(Refusal::Malformed("invalid character in request target"));
+        }
         let mut lengths = 0;
         let mut hosts = 0;
         let mut codings = 0;
@@ -437,6 +471,29 @@ mod tests {
             Head::parse(raw.as_bytes()),
             Parsed::Invalid(HeadTooLarge)
         ));
+        // What `http::Uri` refuses is refused here too.
+        for target in ["/a?b\"c", "/a?<x>", "/a#frag", "/a?b#c", "/a?b\u{7f}"] {
+            let raw = format!("GET {target} HTTP/1.1\r\nHost: a\r\n\r\n");
+            let refused = match Head::parse(raw.as_bytes()) {
+                Parsed::Complete(h) => h.refusal.is_some(),
+                Parsed::Invalid(_) => true,
+                Parsed::Partial => false,
+            };
+            let uri_refuses = target.parse::<http::Uri>().is_err() || target.contains('#');
+            assert_eq!(refused, uri_refuses, "{target}");
+            assert!(refused, "{target}");
+        }
+        for target in [
+            "/a\"{b}",
+            "/a?b=c&d=%20e/?",
+            "/%zz",
+            "/\u{e9}?\u{e9}",
+            "/a\\b^",
+        ] {
+            let raw = format!("GET {target} HTTP/1.1\r\nHost: a\r\n\r\n");
+            assert_eq!(parse(raw.as_bytes()).refusal, None, "{target}");
+            assert!(target.parse::<http::Uri>().is_ok(), "{target}");
+        }
         // HTTP/1.0 may leave out Host.
         assert_eq!(parse(b"GET / HTTP/1.0\r\n\r\n").refusal, None);
     }

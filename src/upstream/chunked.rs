@@ -7,8 +7,10 @@
 
 /// Longest chunk-size line (size, extensions) accepted.
 const MAX_SIZE_LINE: usize = 1024;
-/// Most trailer bytes accepted after the last chunk.
-const MAX_TRAILERS: usize = 64 * 1024;
+/// Most trailer bytes accepted after the last chunk (hyper's limit too).
+const MAX_TRAILERS: usize = 16 * 1024;
+/// Most trailer fields accepted.
+const MAX_TRAILER_FIELDS: usize = 64;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum State {
@@ -16,6 +18,8 @@ enum State {
     Size {
         value: u64,
         digits: usize,
+        /// Whitespace after the size: only more of it, `;` or CR may follow.
+        space: bool,
         ext: bool,
         len: usize,
     },
@@ -49,14 +53,19 @@ pub enum Scan {
 
 pub struct ChunkedScanner {
     state: State,
+    /// The trailer section as it arrives, checked as header fields once complete (empty
+    /// unless a node sends trailers).
+    trailers: Vec<u8>,
 }
 
 impl Default for ChunkedScanner {
     fn default() -> Self {
         ChunkedScanner {
+            trailers: Vec::new(),
             state: State::Size {
                 value: 0,
                 digits: 0,
+                space: false,
                 ext: false,
                 len: 0,
             },
@@ -102,29 +111,29 @@ impl ChunkedScanner {
                 State::Size {
                     value,
                     digits,
+                    space,
                     ext,
                     len,
                 } => {
                     if len >= MAX_SIZE_LINE {
                         return Err("chunk size line too long");
                     }
+                    let next = |space, ext| State::Size {
+                        value,
+                        digits,
+                        space,
+                        ext,
+                        len: len + 1,
+                    };
                     match b {
                         b'\r' if digits > 0 => State::SizeLf { value },
                         // A bare LF or other control byte in an extension could end the
                         // line for one parser and not another.
                         c if ext && is_ctl(c) => return Err("bad chunk extension"),
-                        b';' | b' ' | b'\t' if digits > 0 => State::Size {
-                            value,
-                            digits,
-                            ext: true,
-                            len: len + 1,
-                        },
-                        _ if ext => State::Size {
-                            value,
-                            digits,
-                            ext,
-                            len: len + 1,
-                        },
+                        _ if ext => next(false, true),
+                        b';' if digits > 0 => next(false, true),
+                        b' ' | b'\t' if digits > 0 => next(true, false),
+                        _ if space => return Err("bad chunk size line"),
                         _ => {
                             let d = (b as char).to_digit(16).ok_or("bad chunk size")?;
                             if digits >= 15 {
@@ -133,6 +142,7 @@ impl ChunkedScanner {
                             State::Size {
                                 value: value * 16 + d as u64,
                                 digits: digits + 1,
+                                space,
                                 ext,
                                 len: len + 1,
                             }
@@ -152,6 +162,7 @@ impl ChunkedScanner {
                     b'\n' => State::Size {
                         value: 0,
                         digits: 0,
+                        space: false,
                         ext: false,
                         len: 0,
                     },
@@ -160,6 +171,9 @@ impl ChunkedScanner {
                 State::Trailer { line, total } => {
                     if total >= MAX_TRAILERS {
                         return Err("trailers too large");
+                    }
+                    if b != b'\r' {
+                        self.trailers.push(b);
                     }
                     match b {
                         b'\r' => State::TrailerLf {
@@ -176,13 +190,18 @@ impl ChunkedScanner {
                 }
                 State::TrailerLf { line, total } => match b {
                     b'\n' if line == 0 => {
+                        check_trailers(&self.trailers)?;
+                        self.trailers = Vec::new();
                         self.state = State::Done;
                         return Ok(Scan::Done(i + 1));
                     }
-                    b'\n' => State::Trailer {
-                        line: 0,
-                        total: total + 1,
-                    },
+                    b'\n' => {
+                        self.trailers.extend_from_slice(b"\r\n");
+                        State::Trailer {
+                            line: 0,
+                            total: total + 1,
+                        }
+                    }
                     _ => return Err("bad trailer line"),
                 },
             };
@@ -193,6 +212,29 @@ impl ChunkedScanner {
         } else {
             Scan::More
         })
+    }
+}
+
+/// A trailer section (field lines, each ending in CRLF) must be header fields as
+/// httparse and `http`'s types read them, as hyper checks them: a line without a colon,
+/// a bad name or value, too many fields, is an error rather than data to skip.
+fn check_trailers(section: &[u8]) -> Result<(), &'static str> {
+    if section.is_empty() {
+        return Ok(());
+    }
+    let mut fields = [httparse::EMPTY_HEADER; MAX_TRAILER_FIELDS];
+    let mut whole = Vec::with_capacity(section.len() + 2);
+    whole.extend_from_slice(section);
+    whole.extend_from_slice(b"\r\n");
+    match httparse::parse_headers(&whole, &mut fields) {
+        Ok(httparse::Status::Complete((_, fields))) => {
+            for f in fields.iter() {
+                http::HeaderName::from_bytes(f.name.as_bytes()).map_err(|_| "bad trailer name")?;
+                http::HeaderValue::from_bytes(f.value).map_err(|_| "bad trailer value")?;
+            }
+            Ok(())
+        }
+        _ => Err("bad trailer section"),
     }
 }
 
@@ -259,5 +301,18 @@ mod tests {
         assert!(scan_all(&[b"1;a\nb\r\nx\r\n0\r\n\r\n"]).is_err());
         assert!(scan_all(&[b"0\r\n\nHTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\n"]).is_err());
         assert!(scan_all(&[b"0\r\nX-T: a\nb\r\n\r\n"]).is_err());
+        // Trailers are header fields or an error (hyper refuses these too).
+        assert!(scan_all(&[b"0\r\nhello\r\n\r\n"]).is_err());
+        assert!(scan_all(&[b"0\r\nBad Name: v\r\n\r\n"]).is_err());
+        assert!(scan_all(&[b"0\r\n folded: v\r\n\r\n"]).is_err());
+        // Whitespace after the size only before an extension or the line's end.
+        assert!(scan_all(&[b"0 ch\r\n\r\n"]).is_err());
+        assert!(scan_all(&[b"1 1\r\nx\r\n"]).is_err());
+        assert_eq!(scan_all(&[b"0 \t;a=b\r\n\r\n"]).unwrap(), Some((0, 11)));
+        assert_eq!(scan_all(&[b"0  \r\n\r\n"]).unwrap(), Some((0, 7)));
+        assert_eq!(
+            scan_all(&[b"0\r\nA: 1\r\nB:2\r\n\r\n"]).unwrap(),
+            Some((0, 16))
+        );
     }
 }

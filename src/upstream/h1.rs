@@ -710,6 +710,60 @@ mod tests {
         }
     }
 
+    /// A node that answers the first request on each connection and, on the second,
+    /// reads it and closes without answering. Counts the requests it read.
+    async fn answers_once_then_drops() -> (SocketAddr, Arc<AtomicUsize>) {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let requests = Arc::new(AtomicUsize::new(0));
+        let seen = requests.clone();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                let seen = seen.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 4096];
+                    for answer in [true, false] {
+                        if s.read(&mut buf).await.unwrap_or(0) == 0 {
+                            return;
+                        }
+                        seen.fetch_add(1, Ordering::SeqCst);
+                        if answer {
+                            let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+                            s.write_all(ok).await.unwrap();
+                        }
+                    }
+                });
+            }
+        });
+        (addr, requests)
+    }
+
+    #[tokio::test]
+    async fn a_request_that_may_have_reached_the_node_is_not_sent_twice() {
+        for safe_to_resend in [false, true] {
+            let (addr, requests) = answers_once_then_drops().await;
+            let pool = H1Pool::default();
+            pool.exchange(addr, &post(H), 100).await.unwrap();
+            let wire = encode(&post(H));
+            let how = Open {
+                safe_to_resend,
+                ..Open::default()
+            };
+            let got = pool.open(addr, &wire, &mut Deadline::default(), how).await;
+            if safe_to_resend {
+                assert!(got.is_ok(), "sent again on a fresh connection");
+                assert_eq!(requests.load(Ordering::SeqCst), 3);
+            } else {
+                assert!(matches!(got, Err(OpenError::Transport(_))));
+                assert_eq!(
+                    requests.load(Ordering::SeqCst),
+                    2,
+                    "the POST reached the node once"
+                );
+            }
+        }
+    }
+
     #[test]
     fn request_is_one_buffer_with_its_length() {
         let w = encode(&post(&[
