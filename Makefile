@@ -14,6 +14,6 @@ demo: build
 test: build
 	cargo test --release -- --test-threads=2
 
-lint:
+lint: setup
 	cargo fmt --all -- --check
 	cargo clippy --release --all-targets -- -D warnings

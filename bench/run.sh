@@ -11,6 +11,9 @@
 #                                (for hand-run wrk / perf); Ctrl-C stops it all
 #   PROFILE=1 bench/run.sh ...   also records `perf` call graphs of chainedge during (c)
 #                                and (d) into /tmp/chainedge-perf-{c,d}.data
+#   BASELINE=/path/chainedge bench/run.sh ...   also runs that binary (an earlier build)
+#                                on the same config, its (c) and (d) interleaved in the
+#                                same rounds: an A/B of two builds in one run
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
@@ -157,6 +160,19 @@ $bin -c "$work/pingora.yaml" --app "$work/app.yaml" >/dev/null 2>"$work/chainedg
 ce_pid=$!
 pids+=($ce_pid)
 for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$CE/console/" && break; sleep 0.1; done
+CE_OLD=19110; CEM_OLD=19111
+if [ -n "${BASELINE:-}" ]; then
+  # The same config on other ports and a copy of the store (the same key works); the
+  # connection caps are left out, in case the baseline predates them.
+  cp "$work/store.db" "$work/store_old.db"
+  sed -e "s/127.0.0.1:$CE\"/127.0.0.1:$CE_OLD\"/; s/127.0.0.1:$CEM\"/127.0.0.1:$CEM_OLD\"/; s#$work/store.db#$work/store_old.db#; /max_connections/d" \
+    "$work/app.yaml" > "$work/app_old.yaml"
+  sed -e "s#$work/chainedge.pid#$work/chainedge_old.pid#; s#$work/upgrade.sock#$work/upgrade_old.sock#" \
+    "$work/pingora.yaml" > "$work/pingora_old.yaml"
+  "$BASELINE" -c "$work/pingora_old.yaml" --app "$work/app_old.yaml" >/dev/null 2>"$work/chainedge_old.log" &
+  pids+=($!)
+  for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$CE_OLD/console/" && break; sleep 0.1; done
+fi
 
 cat > "$work/post.lua" <<'LUA'
 wrk.method = "POST"
@@ -223,7 +239,7 @@ a=$(run direct "http://127.0.0.1:$UP/" "$work/post.lua")
 b0=$(run nginx_nolog "http://127.0.0.1:$NGX0/" "$work/post.lua")
 c0=$(run bare "http://127.0.0.1:$BARE/" "$work/post.lua")
 c1=$(run floor "http://127.0.0.1:$FLOOR/" "$work/post.lua")
-bs=(); cs=(); ds=(); hs=()
+bs=(); cs=(); ds=(); hs=(); cos=(); dos=()
 for round in $(seq 1 "$rounds"); do
   bs+=("$(run "nginx_$round" "http://127.0.0.1:$NGX/" "$work/post.lua")")
   hs+=("$(run "hyper_$round" "http://127.0.0.1:$HYPER/" "$work/post.lua")")
@@ -232,6 +248,10 @@ for round in $(seq 1 "$rounds"); do
   [ "$round" = 1 ] && wait_perf && profile d
   ds+=("$(run "rpc_$round" "http://127.0.0.1:$CE/rpc/eth" "$work/post-key.lua")")
   [ "$round" = 1 ] && wait_perf
+  if [ -n "${BASELINE:-}" ]; then
+    cos+=("$(run "passthrough_old_$round" "http://127.0.0.1:$CE_OLD/bench/plain/" "$work/post.lua")")
+    dos+=("$(run "rpc_old_$round" "http://127.0.0.1:$CE_OLD/rpc/eth" "$work/post-key.lua")")
+  fi
 done
 b=$(median "${bs[@]}"); c=$(median "${cs[@]}"); d=$(median "${ds[@]}"); c3=$(median "${hs[@]}")
 c2=$(run beacon "http://127.0.0.1:$CE/rpc/eth-beacon/eth/v1/node/version" "$work/key.lua")
@@ -294,6 +314,18 @@ per_conn() { awk -v k="$1" -v n="$2" 'BEGIN{ if (k ~ /^-?[0-9]+$/) printf "%.1f"
 
 ratio() { awk -v x="$1" -v y="$2" 'BEGIN{ if (y > 0) printf "%.3f", x/y; else print "n/a" }'; }
 
+baseline_rows=""
+if [ -n "${BASELINE:-}" ]; then
+  co=$(median "${cos[@]}"); do_=$(median "${dos[@]}")
+  read -r cor cop50 cop99 <<<"$co"; read -r dor dop50 dop99 <<<"$do_"
+  baseline_rows="
+A/B against \`BASELINE\` ($BASELINE), interleaved in the same rounds (requests/s, p50 / p99 ms):
+(c) this build $cr ($cp50 / $cp99), baseline $cor ($cop50 / $cop99): $(ratio "$cr" "$cor");
+(d) this build $dr ($dp50 / $dp99), baseline $dor ($dop50 / $dop99): $(ratio "$dr" "$dor").
+Baseline rounds: (c) $(rps_list "${cos[@]}"); (d) $(rps_list "${dos[@]}").
+"
+fi
+
 cat > bench/RESULTS.md <<MD
 # Benchmark results
 
@@ -319,7 +351,7 @@ profile \`dist\` (fat LTO).
 
 Rounds (requests/s; the table shows each one's median round): (b) $(rps_list "${bs[@]}");
 (c3) $(rps_list "${hs[@]}"); (c) $(rps_list "${cs[@]}"); (d) $(rps_list "${ds[@]}").
-
+$baseline_rows
 | ratio | value | target |
 |---|---|---|
 | (c)/(b) requests/s | $(ratio "$cr" "$br") | ≥ 1.0 |

@@ -36,14 +36,11 @@ struct Cli {
     #[command(flatten)]
     pingora: Opt,
 
-    /// The app configuration (listeners, pools, plans, store, plugins directory).
-    #[arg(
-        long = "app",
-        env = "CHAINEDGE_APP",
-        default_value = "conf/chainedge.yaml",
-        global = true
-    )]
-    app: PathBuf,
+    /// The app configuration (listeners, pools, plans, store, plugins directory), e.g.
+    /// `conf/demo.yaml` or `/etc/chainedge/chainedge.yaml`. Required: there is no
+    /// default file, so a server never starts on a config nobody chose.
+    #[arg(long = "app", env = "CHAINEDGE_APP", global = true)]
+    app: Option<PathBuf>,
 
     #[command(subcommand)]
     command: Option<cli::Command>,
@@ -103,10 +100,18 @@ fn load_all(cli: &Cli) -> Result<LoadedAll, Vec<config::ConfigError>> {
         },
         None => Some(config::server::defaults()),
     };
-    let app = match config::load(&cli.app) {
-        Ok(a) => Some(a),
-        Err(mut e) => {
+    let app = match cli.app.as_deref().map(config::load) {
+        Some(Ok(a)) => Some(a),
+        Some(Err(mut e)) => {
             errors.append(&mut e);
+            None
+        }
+        None => {
+            errors.push(config::ConfigError::new(
+                std::path::Path::new("--app"),
+                "",
+                "no app configuration given: pass --app <file> or set CHAINEDGE_APP".into(),
+            ));
             None
         }
     };

@@ -58,7 +58,6 @@ impl KeyAuth {
     }
 
     /// Drop a key from the cache (after revocation or rotation through this node).
-    #[allow(dead_code)] // used by the console key routes (issue 4)
     pub fn evict(&self, hash: &[u8; 32]) {
         if let Ok(mut c) = self.cache.lock() {
             c.pop(hash);

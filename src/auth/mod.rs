@@ -1,5 +1,5 @@
 //! Who the caller is: admin (loopback / token), API keys, and the plan checks on them.
-//! Console sessions (issue 4) plug in beside these.
+//! Console sessions (`crate::console`) are the other kind of principal.
 
 pub mod keys;
 

@@ -1,5 +1,5 @@
 //! Console route handlers: `/v1/auth/*` and `/v1/keys*`. Errors use the console
-//! envelope (`{"error": code}`); see the README for each route's payloads.
+//! envelope (`{"error": code}`); see docs/api.md for each route's payloads.
 
 use super::{clear_cookies, db, email, wallet, Console, ConsoleSession};
 use crate::auth::keys::KeyAuth;

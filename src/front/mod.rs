@@ -108,6 +108,10 @@ pub struct Conn {
     buf: BytesMut,
     client: Option<SocketAddr>,
     client_text: String,
+    /// The client's address as `X-Forwarded-For` gives it (made once per connection).
+    client_ip_text: String,
+    /// The client is a trusted proxy: its `X-Forwarded-For` chain is kept.
+    trusted_proxy: bool,
     shutdown: ShutdownWatch,
     /// Times reads and writes on the client side (one lazily moved timer).
     deadline: Deadline,
@@ -126,6 +130,8 @@ impl Conn {
             buf: BytesMut::with_capacity(READ_STEP),
             client,
             client_text: client.map(|a| a.to_string()).unwrap_or_default(),
+            client_ip_text: client.map(|a| a.ip().to_string()).unwrap_or_default(),
+            trusted_proxy: false,
             shutdown,
             deadline: Deadline::default(),
             node_deadline: Deadline::default(),
@@ -233,6 +239,7 @@ impl ServerApp for LeanFront {
             Err(io) => return ServerApp::process_new(&self.proxy, io, shutdown).await,
         };
         let mut conn = Conn::new(io, client, shutdown::for_this_thread(shutdown));
+        conn.trusted_proxy = self.edge.state.console.trusts(client.map(|a| a.ip()));
         loop {
             match self.next_request(&mut conn).await {
                 Next::Close => break,

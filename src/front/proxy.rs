@@ -68,7 +68,7 @@ pub(super) async fn pass(
         };
         metrics::upstream_attempt(&host.pool, &host.id);
         ctx.upstream = Some(host.id.clone());
-        let wire = encode_request(front, req, ctx, host, &pass, body.as_deref());
+        let wire = encode_request(req, ctx, host, &pass, body.as_deref());
         let how = Open {
             connect_timeout: host.peer.options.connection_timeout,
             read_timeout,
@@ -138,7 +138,6 @@ pub(super) async fn pass(
 /// edge's `X-Forwarded-For`; never the caller's credentials, hop-by-hop headers or the
 /// headers its `Connection` header names.
 fn encode_request(
-    front: &LeanFront,
     req: &LeanRequest<'_>,
     ctx: &Ctx,
     host: &Host,
@@ -176,10 +175,16 @@ fn encode_request(
         .collect();
     headers.push(("Host", host.addr.authority().as_bytes()));
     headers.push(("X-Request-Id", ctx.request_id.as_bytes()));
-    let xff = front
-        .edge
-        .forwarded_for(req.client_ip(), req.head.header("x-forwarded-for"));
-    if let Some(xff) = &xff {
+    // The edge's X-Forwarded-For: the client, after a trusted proxy's chain.
+    let chain;
+    let xff = match req.head.header("x-forwarded-for").map(str::trim) {
+        Some(sent) if req.conn.trusted_proxy && !sent.is_empty() => {
+            chain = format!("{sent}, {}", req.conn.client_ip_text);
+            chain.as_str()
+        }
+        _ => req.conn.client_ip_text.as_str(),
+    };
+    if !xff.is_empty() {
         headers.push(("X-Forwarded-For", xff.as_bytes()));
     }
     for (name, value) in &host.headers {
@@ -260,14 +265,14 @@ fn answer_head(
         header(&mut bytes, k, v.as_bytes());
     }
     match info.framing {
-        Framing::Length(n) => header(&mut bytes, "Content-Length", n.to_string().as_bytes()),
+        Framing::Length(n) => content_length(&mut bytes, n),
         Framing::Chunked | Framing::UntilClose => {
             header(&mut bytes, "Transfer-Encoding", b"chunked")
         }
         // HEAD: what a GET would have said; 204 / 304: nothing.
         Framing::None if head_request => {
             if let Some(n) = info.declared_length {
-                header(&mut bytes, "Content-Length", n.to_string().as_bytes());
+                content_length(&mut bytes, n);
             } else if info.chunked {
                 header(&mut bytes, "Transfer-Encoding", b"chunked");
             }
@@ -436,12 +441,18 @@ impl Reframe {
     }
 }
 
+fn content_length(out: &mut Vec<u8>, n: usize) {
+    use std::io::Write;
+    let _ = write!(out, "Content-Length: {n}\r\n");
+}
+
 /// One chunk of the edge's chunked coding (nothing for empty data, which would end it).
 fn encode_chunk(out: &mut Vec<u8>, data: &[u8]) {
     if data.is_empty() {
         return;
     }
-    out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+    use std::io::Write;
+    let _ = write!(out, "{:x}\r\n", data.len());
     out.extend_from_slice(data);
     out.extend_from_slice(b"\r\n");
 }

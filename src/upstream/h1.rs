@@ -290,23 +290,29 @@ async fn send_and_read_head(
     }
     let mut buf = Vec::with_capacity(4096);
     loop {
-        // The head is checked here (and parsed again by the caller, which keeps it).
-        match parse_head_visit(&buf, false, |_, _| {}) {
-            // 1xx informational answers come before the real one.
-            Ok(Some(h)) if h.status == 101 => {
-                // The lean client never asks to switch protocols.
-                return Err((Stale::No, "unasked 101 Switching Protocols".into()));
+        // Only the head's end is found here (the caller parses and checks it); an
+        // informational answer is parsed to be skipped.
+        match buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            Some(_) if buf.get(9) == Some(&b'1') => {
+                match parse_head_visit(&buf, false, |_, _| {}) {
+                    Ok(Some(h)) if h.status == 101 => {
+                        // The lean client never asks to switch protocols.
+                        return Err((Stale::No, "unasked 101 Switching Protocols".into()));
+                    }
+                    Ok(Some(h)) if h.status < 200 => {
+                        buf.drain(..h.len);
+                        continue;
+                    }
+                    Ok(Some(_)) => return Ok((stream, buf)),
+                    Ok(None) => {}
+                    Err(e) => return Err((Stale::No, e.to_string())),
+                }
             }
-            Ok(Some(h)) if h.status < 200 => {
-                buf.drain(..h.len);
-                continue;
-            }
-            Ok(Some(_)) => return Ok((stream, buf)),
-            Ok(None) if buf.len() > MAX_HEAD => {
+            Some(_) => return Ok((stream, buf)),
+            None if buf.len() > MAX_HEAD => {
                 return Err((Stale::No, "answer head too large".into()))
             }
-            Ok(None) => {}
-            Err(e) => return Err((Stale::No, e.to_string())),
+            None => {}
         }
         match read_some(&mut stream, &mut buf, deadline, read_timeout).await {
             Ok(0) if buf.is_empty() => {

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Instructions per request of two chainedge builds, under valgrind's callgrind: the same
+# count for the same binary and inputs whatever else the machine is doing, so an A/B of
+# a change is not lost in wrk's ±5% run-to-run noise. Loopback only.
+#
+#   bench/instructions.sh BASELINE_BIN [BIN, default target/dist/chainedge] [requests, default 20000]
+#
+# For each build: a static upstream (nginx `return 200`), chainedge on one worker thread
+# under callgrind, 3,000 warm-up requests per route, then counters zeroed and N requests
+# (oha, 4 connections) to the plain passthrough and to /rpc/eth; prints instructions per
+# request and the ratio against the baseline.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+base=$1; bin=${2:-target/dist/chainedge}; n=${3:-20000}
+for tool in valgrind nginx oha curl; do command -v $tool >/dev/null || { echo "instructions: needs $tool" >&2; exit 2; }; done
+UP=19201; CE=19203; CEM=19204
+work=$(mktemp -d /tmp/chainedge-instr.XXXXXX)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; sleep 0.5; rm -rf "$work"; }
+trap cleanup EXIT
+cat > "$work/up.conf" <<NGINX
+worker_processes 1;
+pid $work/up.pid;
+error_log $work/up-error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  keepalive_timeout 300s;
+  keepalive_requests 1000000;
+  server {
+    listen 127.0.0.1:$UP;
+    default_type application/json;
+    location / { return 200 '{"jsonrpc":"2.0","id":1,"result":"0x1"}'; }
+  }
+}
+NGINX
+nginx -c "$work/up.conf" -p "$work" -g 'daemon off;' &
+pids+=($!)
+mkdir -p "$work/plugins"
+cp plugins/*.yaml "$work/plugins/"
+cat >> "$work/plugins/eth.yaml" <<'ROUTE'
+  - {name: bench.plain, methods: [GET, POST], path: "/bench/plain/{*rest}", handler: passthrough, credential: none, pool: eth_el}
+ROUTE
+cat > "$work/app.yaml" <<YAML
+plugins: $work/plugins
+listen:
+  http: ["127.0.0.1:$CE"]
+metrics:
+  listen: "127.0.0.1:$CEM"
+store:
+  path: $work/store.db
+plans: [free, basic, pro, business, enterprise, scale]
+threads: 1
+limits:
+  default: {anonymous: 10000000, free: 10000000, basic: 10000000, pro: 10000000, business: 10000000, enterprise: 10000000, scale: 10000000}
+health:
+  interval_ms: 5000
+pools:
+  eth_el:
+    hosts:
+      - {id: static-el, url: "http://127.0.0.1:$UP", family: portal}
+YAML
+cat > "$work/pingora.yaml" <<YAML
+version: 1
+threads: 1
+pid_file: $work/chainedge.pid
+upgrade_sock: $work/upgrade.sock
+YAML
+tenant=$("$bin" --app "$work/app.yaml" tenants create --name instr --plan basic)
+key=$("$bin" --app "$work/app.yaml" keys create --tenant "$tenant" 2>/dev/null)
+body='{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}'
+load() { # load N ROUTE
+  if [ "$2" = plain ]; then
+    oha --no-tui -n "$1" -c 4 -m POST -d "$body" "http://127.0.0.1:$CE/bench/plain/"
+  else
+    oha --no-tui -n "$1" -c 4 -m POST -H "x-token: $key" -d "$body" "http://127.0.0.1:$CE/rpc/eth"
+  fi
+}
+# per_request NAME BIN -> "plain rpc" instructions per request
+per_request() {
+  local name=$1 b=$2 out=()
+  valgrind --tool=callgrind --callgrind-out-file="$work/cg.$name.%p" "$b" -c "$work/pingora.yaml" --app "$work/app.yaml" >"$work/log.$name" 2>&1 &
+  local vpid=$!
+  for _ in $(seq 1 300); do curl -s -o /dev/null "http://127.0.0.1:$CE/console/" && break; sleep 0.5; done
+  load 3000 plain >/dev/null 2>&1; load 3000 rpc >/dev/null 2>&1
+  for route in plain rpc; do
+    callgrind_control -z $vpid >/dev/null 2>&1
+    load "$n" $route > "$work/oha.$name.$route" 2>&1
+    callgrind_control -d $vpid >/dev/null 2>&1
+    sleep 1
+    local total=0 f t
+    for f in "$work"/cg.$name.$vpid.*; do
+      t=$(grep -E '^(summary|totals):' "$f" | head -1 | awk '{print $2}'); total=$((total + ${t:-0})); rm -f "$f"
+    done
+    grep -q "\[200\] $n responses" "$work/oha.$name.$route" || { echo "instructions: $name $route: not every answer was 200" >&2; exit 1; }
+    out+=($((total / n)))
+  done
+  kill $vpid; wait $vpid 2>/dev/null || true
+  echo "${out[@]}"
+}
+read -r bp br <<<"$(per_request baseline "$base")"
+read -r np nr <<<"$(per_request this "$bin")"
+ratio() { awk -v x="$1" -v y="$2" 'BEGIN{printf "%.3f", x/y}'; }
+echo "instructions per request ($n requests, 1 worker thread, callgrind):"
+echo "| route | baseline ($base) | this ($bin) | this/baseline |"
+echo "|---|---|---|---|"
+echo "| plain passthrough | $bp | $np | $(ratio "$np" "$bp") |"
+echo "| /rpc/eth | $br | $nr | $(ratio "$nr" "$br") |"
