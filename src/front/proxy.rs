@@ -10,7 +10,7 @@
 //! failed connect moves to the next host; a failure after sending (no answer, or a
 //! malformed head) moves on only for GET and HEAD, before anything reached the client.
 
-use super::request::{lists_token, LeanRequest};
+use super::request::LeanRequest;
 use super::{date_header, header, status_line, LeanFront};
 use crate::edge::downstream::Downstream;
 use crate::edge::{
@@ -20,7 +20,9 @@ use crate::errors::ApiError;
 use crate::observe::metrics;
 use crate::pools::Host;
 use crate::upstream::chunked::{ChunkedScanner, Scan};
-use crate::upstream::h1::{self, parse_head_visit, Framing, H1Request, IdleConn, Open, OpenError};
+use crate::upstream::h1::{
+    self, lists_token, parse_head_visit, Framing, H1Request, IdleConn, Open, OpenError,
+};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::net::TcpStream;
@@ -177,8 +179,12 @@ fn encode_request(
     headers.push(("X-Request-Id", ctx.request_id.as_bytes()));
     // The edge's X-Forwarded-For: the client, after a trusted proxy's chain.
     let chain;
-    let xff = match req.head.header("x-forwarded-for").map(str::trim) {
-        Some(sent) if req.conn.trusted_proxy && !sent.is_empty() => {
+    let sent = match req.conn.trusted_proxy {
+        true => req.head.header("x-forwarded-for").map(str::trim),
+        false => None,
+    };
+    let xff = match sent {
+        Some(sent) if !sent.is_empty() => {
             chain = format!("{sent}, {}", req.conn.client_ip_text);
             chain.as_str()
         }

@@ -3,6 +3,7 @@
 use super::Conn;
 use crate::edge::downstream::{payload_too_large, unreadable_body, Downstream, PreMatch};
 use crate::errors::ApiError;
+use crate::upstream::h1::lists_token;
 use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
 use std::net::IpAddr;
@@ -115,13 +116,6 @@ fn target_is_valid(target: &[u8]) -> bool {
         None => (target, &[][..]),
     };
     path.iter().all(|&b| PATH[b as usize]) && query.iter().all(|&b| QUERY[b as usize])
-}
-
-/// Whether a comma-separated header value lists `token` (case-insensitively).
-pub fn lists_token(value: &[u8], token: &str) -> bool {
-    value
-        .split(|&b| b == b',')
-        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
 }
 
 impl Head {

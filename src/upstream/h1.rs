@@ -437,6 +437,13 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<(u16, usize, Framing, bool)>, Ups
     Ok(parse_head_visit(buf, false, |_, _| {})?.map(|h| (h.status, h.len, h.framing, h.close)))
 }
 
+/// Whether a comma-separated header value lists `token` (case-insensitively).
+pub fn lists_token(value: &[u8], token: &str) -> bool {
+    value
+        .split(|&b| b == b',')
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
+}
+
 /// A complete response head.
 pub struct HeadInfo<'b> {
     pub status: u16,
@@ -495,10 +502,9 @@ pub fn parse_head_visit<'b>(
             codings += 1;
             chunked = h.value.trim_ascii().eq_ignore_ascii_case(b"chunked");
         } else if h.name.eq_ignore_ascii_case("connection") {
-            let v = String::from_utf8_lossy(h.value).to_ascii_lowercase();
-            if v.split(',').any(|t| t.trim() == "close") {
+            if lists_token(h.value, "close") {
                 close = true;
-            } else if v.split(',').any(|t| t.trim() == "keep-alive") {
+            } else if lists_token(h.value, "keep-alive") {
                 close = false;
             }
         }
