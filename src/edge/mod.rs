@@ -295,8 +295,11 @@ impl ProxyHttp for Edge {
         for h in CALLER_ONLY_HEADERS {
             req.remove_header(*h);
         }
-        if let Some(xff) = self.forwarded_for(Downstream::client_ip(session), sent_xff.as_deref()) {
-            req.insert_header("X-Forwarded-For", xff)?;
+        if let Some(peer) = Downstream::client_ip(session) {
+            let trusted = self.state.console.trusts(Some(peer));
+            let peer = peer.to_string();
+            let xff = forwarded_for(trusted, &peer, sent_xff.as_deref());
+            req.insert_header("X-Forwarded-For", xff.into_owned())?;
         }
         if pass.stream {
             req.remove_header("accept-encoding");
@@ -1203,18 +1206,6 @@ impl Edge {
         }
     }
 
-    /// `X-Forwarded-For` toward a node: the client's address, after the chain a trusted
-    /// proxy sent (`console.trusted_proxies`); anyone else's header is replaced.
-    pub(crate) fn forwarded_for(&self, peer: Option<IpAddr>, sent: Option<&str>) -> Option<String> {
-        let peer = peer?;
-        match sent {
-            Some(chain) if self.state.console.trusts(Some(peer)) && !chain.trim().is_empty() => {
-                Some(format!("{}, {peer}", chain.trim()))
-            }
-            _ => Some(peer.to_string()),
-        }
-    }
-
     /// Whether cookies set on this response get `Secure`.
     fn secure<D: Downstream + ?Sized>(&self, session: &D) -> bool {
         self.state.console.secure(
@@ -1275,6 +1266,20 @@ pub(crate) fn sets_console_cookie(value: &[u8]) -> bool {
     [crate::console::SESSION_COOKIE, crate::console::CSRF_COOKIE]
         .iter()
         .any(|c| name.eq_ignore_ascii_case(c.as_bytes()))
+}
+
+/// `X-Forwarded-For` toward a node: the client's address (`peer`), after the chain a
+/// trusted proxy (`console.trusted_proxies`) sent; anyone else's header is replaced.
+/// Borrowed when nothing is appended (the lean front keeps `peer` per connection).
+pub(crate) fn forwarded_for<'a>(
+    trusted: bool,
+    peer: &'a str,
+    sent: Option<&str>,
+) -> std::borrow::Cow<'a, str> {
+    match sent.map(str::trim) {
+        Some(chain) if trusted && !chain.is_empty() => format!("{chain}, {peer}").into(),
+        _ => peer.into(),
+    }
 }
 
 /// Header names a `Connection` header lists (RFC 9110 §7.6.1): they stay on their hop.

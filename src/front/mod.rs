@@ -450,20 +450,7 @@ impl LeanFront {
         let head_only = req.head.method() == "HEAD";
         // A refusal before a large body was read (413, 401 ...) ends the connection.
         let closing = closing || req.body_blocks_reuse();
-        let mut out = Vec::with_capacity(256 + reply.body.len());
-        status_line(&mut out, reply.status, "");
-        date_header(&mut out);
-        let Ok(()) = respond::each_header(ctx, &reply, |k, v| {
-            header(&mut out, k, v.as_bytes());
-            Ok::<(), std::convert::Infallible>(())
-        });
-        if closing {
-            header(&mut out, "Connection", b"close");
-        }
-        out.extend_from_slice(b"\r\n");
-        if !head_only {
-            out.extend_from_slice(&reply.body);
-        }
+        let out = local_answer(ctx, &reply, closing, head_only);
         match req.conn.write(&out).await {
             Ok(()) => (reply.status, !closing, None),
             Err(e) => (reply.status, false, Some(format!("write to client: {e}"))),
@@ -478,16 +465,7 @@ impl LeanFront {
         let e = refusal.error();
         ctx.error_code = Some(e.code);
         let reply = Reply::error(&e, ctx.envelope, &ctx.request_id);
-        let mut out = Vec::with_capacity(256 + reply.body.len());
-        status_line(&mut out, reply.status, "");
-        date_header(&mut out);
-        let Ok(()) = respond::each_header(&ctx, &reply, |k, v| {
-            header(&mut out, k, v.as_bytes());
-            Ok::<(), std::convert::Infallible>(())
-        });
-        header(&mut out, "Connection", b"close");
-        out.extend_from_slice(b"\r\n");
-        out.extend_from_slice(&reply.body);
+        let out = local_answer(&ctx, &reply, true, false);
         let written = conn
             .write(&out)
             .await
@@ -515,6 +493,25 @@ impl LeanFront {
         conn.io = ClientIo::Pingora(reused.consume().0);
         Some(conn)
     }
+}
+
+/// A local answer on the wire, head and body in one buffer.
+fn local_answer(ctx: &Ctx, reply: &Reply, closing: bool, head_only: bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256 + reply.body.len());
+    status_line(&mut out, reply.status, "");
+    date_header(&mut out);
+    let Ok(()) = respond::each_header(ctx, reply, |k, v| {
+        header(&mut out, k, v.as_bytes());
+        Ok::<(), std::convert::Infallible>(())
+    });
+    if closing {
+        header(&mut out, "Connection", b"close");
+    }
+    out.extend_from_slice(b"\r\n");
+    if !head_only {
+        out.extend_from_slice(&reply.body);
+    }
+    out
 }
 
 pub(crate) fn status_line(out: &mut Vec<u8>, status: u16, reason: &str) {

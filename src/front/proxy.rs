@@ -14,7 +14,8 @@ use super::request::LeanRequest;
 use super::{date_header, header, status_line, LeanFront};
 use crate::edge::downstream::Downstream;
 use crate::edge::{
-    connection_options, sets_console_cookie, Ctx, Pass, CALLER_ONLY_HEADERS, PASS_READ_TIMEOUT,
+    connection_options, forwarded_for, sets_console_cookie, Ctx, Pass, CALLER_ONLY_HEADERS,
+    PASS_READ_TIMEOUT,
 };
 use crate::errors::ApiError;
 use crate::observe::metrics;
@@ -178,18 +179,13 @@ fn encode_request(
     headers.push(("Host", host.addr.authority().as_bytes()));
     headers.push(("X-Request-Id", ctx.request_id.as_bytes()));
     // The edge's X-Forwarded-For: the client, after a trusted proxy's chain.
-    let chain;
-    let sent = match req.conn.trusted_proxy {
-        true => req.head.header("x-forwarded-for").map(str::trim),
-        false => None,
-    };
-    let xff = match sent {
-        Some(sent) if !sent.is_empty() => {
-            chain = format!("{sent}, {}", req.conn.client_ip_text);
-            chain.as_str()
-        }
-        _ => req.conn.client_ip_text.as_str(),
-    };
+    // Only a trusted proxy's own header is looked up at all.
+    let sent = req
+        .conn
+        .trusted_proxy
+        .then(|| req.head.header("x-forwarded-for"))
+        .flatten();
+    let xff = forwarded_for(req.conn.trusted_proxy, &req.conn.client_ip_text, sent);
     if !xff.is_empty() {
         headers.push(("X-Forwarded-For", xff.as_bytes()));
     }
@@ -430,7 +426,7 @@ impl Reframe {
     }
 
     /// The node closed an until-close body: the last chunk.
-    fn finish(&mut self, out: &mut Vec<u8>) {
+    fn finish(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(b"0\r\n\r\n");
     }
 

@@ -3,7 +3,7 @@
 use super::Conn;
 use crate::edge::downstream::{payload_too_large, unreadable_body, Downstream, PreMatch};
 use crate::errors::ApiError;
-use crate::upstream::h1::lists_token;
+use crate::upstream::h1::{content_length_value, lists_token};
 use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
 use std::net::IpAddr;
@@ -75,16 +75,6 @@ pub enum Parsed {
     Partial,
     /// Not a request head at all (or over a limit): refused without a route.
     Invalid(Refusal),
-}
-
-/// A `Content-Length` value: one to nineteen ASCII digits, nothing else (no sign, no
-/// list, no whitespace inside; httparse has already removed the optional whitespace
-/// around it).
-fn content_length(value: &[u8]) -> Option<usize> {
-    if value.is_empty() || value.len() > 19 || !value.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    std::str::from_utf8(value).ok()?.parse().ok()
 }
 
 /// Whether an origin-form request target holds only the bytes `http::Uri` (Pingora's and
@@ -176,7 +166,7 @@ impl Head {
             let name = h.name;
             if name.eq_ignore_ascii_case("content-length") {
                 lengths += 1;
-                match content_length(h.value) {
+                match content_length_value(h.value) {
                     Some(n) => head.content_length = n,
                     None => refuse(Refusal::Malformed("invalid Content-Length"), &mut head),
                 }

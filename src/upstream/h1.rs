@@ -437,6 +437,15 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<(u16, usize, Framing, bool)>, Ups
     Ok(parse_head_visit(buf, false, |_, _| {})?.map(|h| (h.status, h.len, h.framing, h.close)))
 }
 
+/// A `Content-Length` value (RFC 9110 §8.6): 1-19 ASCII digits, nothing else (no sign,
+/// no list, no whitespace inside; httparse has removed the whitespace around it).
+pub fn content_length_value(value: &[u8]) -> Option<usize> {
+    if value.is_empty() || value.len() > 19 || !value.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(value).ok()?.parse().ok()
+}
+
 /// Whether a comma-separated header value lists `token` (case-insensitively).
 pub fn lists_token(value: &[u8], token: &str) -> bool {
     value
@@ -486,12 +495,7 @@ pub fn parse_head_visit<'b>(
     for h in resp.headers.iter() {
         visit(h.name, h.value);
         if h.name.eq_ignore_ascii_case("content-length") {
-            // Digits only: no sign, no list, no whitespace inside.
-            let v = h.value;
-            let n = (!v.is_empty() && v.len() <= 19 && v.iter().all(u8::is_ascii_digit))
-                .then(|| std::str::from_utf8(v).ok()?.parse::<usize>().ok())
-                .flatten();
-            let Some(n) = n else {
+            let Some(n) = content_length_value(h.value) else {
                 return bad("invalid content-length");
             };
             if length.is_some_and(|m| m != n) {
