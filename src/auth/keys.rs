@@ -3,8 +3,9 @@
 //! async workers. Entries live at most `ttl`, which bounds how stale a revocation made by
 //! another node (or the CLI) can be; revocation through this node evicts at once.
 
+use crate::crypto::sha256;
 use crate::errors::ApiError;
-use crate::store::{sha256, KeyRecord, Store};
+use crate::store::{KeyRecord, Store};
 use lru::LruCache;
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};

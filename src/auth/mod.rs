@@ -4,11 +4,11 @@
 pub mod keys;
 
 use crate::config::secrets::Secret;
+use crate::crypto::secret_eq;
 use crate::errors::ApiError;
 use crate::store::KeyRecord;
 use std::net::IpAddr;
 use std::sync::Arc;
-use subtle::ConstantTimeEq;
 
 /// The authenticated caller, as far as the edge knows it.
 #[derive(Debug, Clone)]
@@ -17,7 +17,18 @@ pub enum Principal {
     Admin,
     Key(Arc<KeyRecord>),
     /// A console user, by cookie session.
-    User(Arc<crate::console::ConsoleSession>),
+    User(Arc<ConsoleSession>),
+}
+
+/// A resolved console session.
+#[derive(Debug, Clone)]
+pub struct ConsoleSession {
+    pub token_hash: [u8; 32],
+    pub user_id: String,
+    pub provider: String,
+    pub expires_at: i64,
+    /// The `nl_csrf` value the browser holds (re-issued unchanged on refresh).
+    pub csrf: Option<String>,
 }
 
 /// Lapsed trial or subscription, checked on every key use.
@@ -49,11 +60,6 @@ pub fn is_loopback(ip: IpAddr) -> bool {
             v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
         }
     }
-}
-
-/// Constant-time equality of two secrets (length may leak, content does not).
-pub fn secret_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && bool::from(a.ct_eq(b))
 }
 
 /// Admin routes: loopback origin, or a valid `X-Admin-Token`.

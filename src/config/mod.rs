@@ -754,7 +754,7 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
                 ("token_endpoint", &g.token_endpoint),
                 ("jwks_uri", &g.jwks_uri),
             ] {
-                if let Err(e) = crate::pools::HostAddr::parse(url) {
+                if let Err(e) = crate::address::HostAddr::parse(url) {
                     bad(&format!("console.google.{k}"), e);
                 }
             }
@@ -870,16 +870,16 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
                 );
             }
             ids.push(&h.id);
-            if let Err(e) = crate::pools::HostAddr::parse(&h.url) {
+            if let Err(e) = crate::address::HostAddr::parse(&h.url) {
                 bad(&key("url"), e);
             }
             if let Some(w) = &h.ws_url {
-                if let Err(e) = crate::pools::HostAddr::parse_ws(w) {
+                if let Err(e) = crate::address::HostAddr::parse_ws(w) {
                     bad(&key("ws_url"), e);
                 }
             }
             if let Some(m) = &h.metrics_url {
-                if let Err(e) = crate::pools::HostAddr::parse(m) {
+                if let Err(e) = crate::address::HostAddr::parse(m) {
                     bad(&key("metrics_url"), e);
                 }
             }

@@ -3,8 +3,8 @@
 
 use super::{clear_cookies, db, email, wallet, Console, ConsoleSession};
 use crate::auth::keys::KeyAuth;
-use crate::edge::respond::Reply;
 use crate::errors::ApiError;
+use crate::reply::Reply;
 use crate::routes::spec::HandlerKind;
 use crate::store::console::{Challenge, CodeCheck, Identity, UserRow};
 use crate::store::{self, KeyInfo};
@@ -456,7 +456,7 @@ async fn google_callback(console: &Console, req: &Req<'_>) -> Result<Reply, ApiE
     let bound = super::cookie(req.cookies, super::google::STATE_COOKIE).unwrap_or("");
     if state.is_empty()
         || code.is_empty()
-        || !crate::auth::secret_eq(state.as_bytes(), bound.as_bytes())
+        || !crate::crypto::secret_eq(state.as_bytes(), bound.as_bytes())
     {
         return Err(bad(
             "invalid_state",

@@ -147,7 +147,7 @@ pub fn new_code() -> String {
 
 /// What the store keeps: the code bound to its address.
 pub fn code_hash(email: &str, code: &str) -> [u8; 32] {
-    crate::store::sha256(&format!("{email}:{code}"))
+    crate::crypto::sha256(&format!("{email}:{code}"))
 }
 
 #[cfg(test)]

@@ -3,10 +3,10 @@
 //! (RS256) against the provider's JWKS, issuer and audience. Endpoints are configurable,
 //! so tests run against a local OIDC fixture.
 
+use crate::address::HostAddr;
 use crate::config::secrets::Secret;
 use crate::config::GoogleConf;
 use crate::errors::ApiError;
-use crate::pools::HostAddr;
 use crate::store::console::Identity;
 use crate::upstream::{Call, UpstreamClient};
 use base64::Engine;
@@ -187,7 +187,7 @@ impl Oidc {
             .map_err(|e| invalid(&e.to_string()))?
             .claims;
         match claims.nonce.as_deref() {
-            Some(n) if crate::auth::secret_eq(n.as_bytes(), nonce.as_bytes()) => {}
+            Some(n) if crate::crypto::secret_eq(n.as_bytes(), nonce.as_bytes()) => {}
             _ => return Err(invalid("nonce")),
         }
         let verified = matches!(claims.email_verified, Some(serde_json::Value::Bool(true)))

@@ -24,16 +24,7 @@ use std::time::{Duration, UNIX_EPOCH};
 pub const SESSION_COOKIE: &str = "nl_session";
 pub const CSRF_COOKIE: &str = "nl_csrf";
 
-/// A resolved console session.
-#[derive(Debug, Clone)]
-pub struct ConsoleSession {
-    pub token_hash: [u8; 32],
-    pub user_id: String,
-    pub provider: String,
-    pub expires_at: i64,
-    /// The `nl_csrf` value the browser holds (re-issued unchanged on refresh).
-    pub csrf: Option<String>,
-}
+pub use crate::auth::ConsoleSession;
 
 pub struct Console {
     pub store: Arc<Mutex<Store>>,
@@ -127,7 +118,7 @@ impl Console {
         let token = cookie(cookie_header, SESSION_COOKIE)
             .filter(|t| !t.is_empty() && t.len() <= 128)
             .ok_or_else(unauthenticated)?;
-        let hash = store::sha256(token);
+        let hash = crate::crypto::sha256(token);
         let row = db(&self.store, move |s| s.session(&hash)).await?;
         let Some(row) = row else {
             return Err(unauthenticated());
@@ -184,7 +175,7 @@ impl Console {
         let token = random_token(32);
         let csrf = random_token(16);
         let expires = store::now() + self.ttl;
-        let hash = store::sha256(&token);
+        let hash = crate::crypto::sha256(&token);
         db(&self.store, move |s| {
             s.create_session(&hash, &user_id, provider, expires)
         })
@@ -206,7 +197,7 @@ pub fn check_csrf(
         .filter(|c| !c.is_empty())
         .ok_or_else(|| ApiError::new(403, "csrf_missing", "nl_csrf cookie missing"))?;
     match header {
-        Some(h) if crate::auth::secret_eq(h.trim().as_bytes(), cookie_value.as_bytes()) => Ok(()),
+        Some(h) if crate::crypto::secret_eq(h.trim().as_bytes(), cookie_value.as_bytes()) => Ok(()),
         _ => Err(ApiError::new(
             403,
             "csrf_invalid",

@@ -1,8 +1,8 @@
 //! The console page: two static files compiled into the binary (no build step, no file
 //! system access, so no path to traverse).
 
-use crate::edge::respond::Reply;
 use crate::errors::ApiError;
+use crate::reply::Reply;
 
 const INDEX: &str = include_str!("page/index.html");
 const APP_JS: &str = include_str!("page/app.js");

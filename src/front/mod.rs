@@ -20,10 +20,11 @@ pub mod request;
 mod shutdown;
 
 use crate::deadline::Deadline;
-use crate::edge::respond::{self, Reply};
+use crate::edge::respond;
 use crate::edge::{Ctx, Edge, Outcome, PreMatch};
 use crate::errors::ApiError;
 use crate::observe::metrics;
+use crate::reply::Reply;
 use crate::routes::matcher::{Match, NormalizedPath};
 use crate::routes::spec::HandlerKind;
 use crate::upstream::h1::IdleConn;

@@ -8,7 +8,7 @@
 use crate::config::StreamsConf;
 use crate::errors::ApiError;
 use crate::pools::Pool;
-use crate::upstream::{Call, UpstreamClient};
+use crate::upstream::UpstreamClient;
 use bytes::Bytes;
 use pingora_http::ResponseHeader;
 use pingora_proxy::Session;
@@ -90,7 +90,7 @@ pub async fn serve(
     let mut upstream = None;
     let mut last = String::new();
     for host in &hosts {
-        let call = Call::to_host(host, "GET", &host.addr.path, request_id);
+        let call = host.call("GET", &host.addr.path, request_id);
         match client.open(call, Duration::from_secs(5)).await {
             Ok((200, s)) => {
                 upstream = Some((host.id.clone(), s));

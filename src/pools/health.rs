@@ -15,7 +15,7 @@
 use super::{Host, Pool, Pools};
 use crate::config::HealthConf;
 use crate::observe::metrics;
-use crate::upstream::{Call, UpstreamClient};
+use crate::upstream::UpstreamClient;
 use async_trait::async_trait;
 use bytes::Bytes;
 use pingora_core::server::ShutdownWatch;
@@ -175,13 +175,17 @@ pub async fn probe(
     let rid = "chainedge-health-check";
     let get = |path: String| async move {
         client
-            .send(Call::to_host(host, "GET", &path, rid), timeout, 1 << 20)
+            .send(host.call("GET", &path, rid), timeout, 1 << 20)
             .await
             .map_err(|e| e.to_string())
     };
     let post = |body: Value| async move {
         let r = client
-            .post_json(host, Bytes::from(body.to_string()), rid, timeout, 1 << 20)
+            .send(
+                host.post_json(Bytes::from(body.to_string()), rid),
+                timeout,
+                1 << 20,
+            )
             .await
             .map_err(|e| e.to_string())?;
         if r.status != 200 {

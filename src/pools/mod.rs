@@ -6,111 +6,17 @@
 
 pub mod health;
 
+use crate::address::{plain_inet, HostAddr};
 use crate::config::secrets::Secret;
 use crate::config::Loaded;
+use crate::upstream::Call;
+use bytes::Bytes;
 use health::{HealthState, HostHealth};
 use pingora_core::upstreams::peer::HttpPeer;
 use std::collections::HashMap;
-use std::net::ToSocketAddrs;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// A parsed `http(s)://host:port/path` upstream address.
-#[derive(Debug, Clone)]
-pub struct HostAddr {
-    pub tls: bool,
-    pub host: String,
-    pub port: u16,
-    pub path: String,
-    /// The `Host` header value, made once (every request to the node sends it).
-    authority: String,
-}
-
-impl HostAddr {
-    /// A WebSocket endpoint: `ws://` and `wss://` are the upgrade's `http://` / `https://`.
-    pub fn parse_ws(url: &str) -> Result<Self, String> {
-        let http = if let Some(r) = url.strip_prefix("wss://") {
-            format!("https://{r}")
-        } else if let Some(r) = url.strip_prefix("ws://") {
-            format!("http://{r}")
-        } else {
-            url.to_string()
-        };
-        HostAddr::parse(&http)
-    }
-
-    pub fn parse(url: &str) -> Result<Self, String> {
-        let (tls, rest) = if let Some(r) = url.strip_prefix("https://") {
-            (true, r)
-        } else if let Some(r) = url.strip_prefix("http://") {
-            (false, r)
-        } else {
-            return Err(format!("'{url}' must start with http:// or https://"));
-        };
-        let (authority, path) = match rest.find('/') {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, "/"),
-        };
-        if authority.contains('@') {
-            return Err(format!(
-                "'{url}': credentials in URLs are refused; use headers with secret references"
-            ));
-        }
-        if path.contains('?') {
-            return Err(format!(
-                "'{url}': query strings are refused (no keys in URLs)"
-            ));
-        }
-        let (host, port) = match authority.rsplit_once(':') {
-            Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => {
-                let port = p
-                    .parse::<u16>()
-                    .map_err(|_| format!("'{url}': bad port '{p}'"))?;
-                (
-                    h.trim_start_matches('[').trim_end_matches(']').to_string(),
-                    port,
-                )
-            }
-            _ => (authority.to_string(), if tls { 443 } else { 80 }),
-        };
-        if host.is_empty() {
-            return Err(format!("'{url}': missing host"));
-        }
-        let default = if tls { 443 } else { 80 };
-        let authority = if port == default {
-            host.clone()
-        } else if host.contains(':') {
-            format!("[{host}]:{port}")
-        } else {
-            format!("{host}:{port}")
-        };
-        Ok(HostAddr {
-            tls,
-            host,
-            port,
-            path: path.to_string(),
-            authority,
-        })
-    }
-
-    /// `Host` header value.
-    pub fn authority(&self) -> &str {
-        &self.authority
-    }
-
-    pub fn peer(&self, sni: Option<&str>) -> Result<HttpPeer, String> {
-        let addr = (self.host.as_str(), self.port)
-            .to_socket_addrs()
-            .map_err(|e| format!("cannot resolve {}: {e}", self.host))?
-            .next()
-            .ok_or_else(|| format!("{} resolves to no address", self.host))?;
-        let mut peer = HttpPeer::new(addr, self.tls, sni.unwrap_or(&self.host).to_string());
-        peer.options.connection_timeout = Some(Duration::from_secs(2));
-        peer.options.idle_timeout = Some(Duration::from_secs(60));
-        Ok(peer)
-    }
-}
 
 pub struct Host {
     pub id: String,
@@ -141,7 +47,34 @@ impl Host {
 
     /// Its address when the lean client serves it (plain HTTP over TCP).
     pub fn plain_addr(&self) -> Option<std::net::SocketAddr> {
-        crate::upstream::plain_inet(&self.peer)
+        plain_inet(&self.peer)
+    }
+
+    /// A bodiless request to `path` on this host, with the host's own headers.
+    pub fn call<'a>(
+        &'a self,
+        method: &'static str,
+        path: &'a str,
+        request_id: &'a str,
+    ) -> Call<'a> {
+        Call {
+            peer: &self.peer,
+            authority: self.addr.authority(),
+            method,
+            path,
+            headers: &self.headers,
+            body: None,
+            content_type: None,
+            request_id,
+        }
+    }
+
+    /// A JSON body POSTed to the host's URL path (JSON-RPC).
+    pub fn post_json<'a>(&'a self, body: Bytes, request_id: &'a str) -> Call<'a> {
+        Call {
+            body: Some(body),
+            ..self.call("POST", &self.addr.path, request_id)
+        }
     }
 
     pub fn has(&self, capability: &str) -> bool {

@@ -548,7 +548,11 @@ impl Gateway {
         metrics::upstream_attempt(&host.pool, &host.id);
         let res = self
             .client
-            .post_json(host, body, rid, timeout, self.conf.max_response_bytes)
+            .send(
+                host.post_json(body, rid),
+                timeout,
+                self.conf.max_response_bytes,
+            )
             .await;
         let reason = match res {
             Ok(r) if r.status < 400 || (r.status < 500 && r.status != 429) => return Ok(r.body),
@@ -608,7 +612,11 @@ impl Gateway {
                     tasks.push(tokio::spawn(async move {
                         metrics::upstream_attempt(&host.pool, &host.id);
                         let r = client
-                            .post_json(&host, body, &rid, conf.timeout, conf.max_response_bytes)
+                            .send(
+                                host.post_json(body, &rid),
+                                conf.timeout,
+                                conf.max_response_bytes,
+                            )
                             .await;
                         let r = match r {
                             Ok(r) if r.status < 500 => Ok(r.body),

@@ -1,7 +1,8 @@
 //! Console tables: users and their sign-in identities, sessions (hashed tokens), one-time
 //! email codes (hashed), wallet sign-in challenges, and per-user keys.
 
-use super::{now, parse_list, sha256, KeyInfo, Store};
+use super::{now, parse_list, KeyInfo, Store};
+use crate::crypto::sha256;
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
 
 /// How a person signed in; each maps to one user.
@@ -419,7 +420,7 @@ impl Store {
             CodeCheck::Expired
         } else if attempts >= max_attempts {
             CodeCheck::TooManyAttempts
-        } else if crate::auth::secret_eq(&hash, code_hash) {
+        } else if crate::crypto::secret_eq(&hash, code_hash) {
             tx.execute(
                 "UPDATE login_codes SET used_at = ?2 WHERE id = ?1",
                 params![id, now()],

@@ -4,7 +4,7 @@
 pub mod console;
 
 use rusqlite::{params, Connection, OptionalExtension};
-use sha2::{Digest, Sha256};
+
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -119,10 +119,6 @@ pub fn now() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0)
-}
-
-pub fn sha256(secret: &str) -> [u8; 32] {
-    Sha256::digest(secret.as_bytes()).into()
 }
 
 /// A new API key: `ce_` + 256 random bits, base64url. Returned once, stored hashed.
@@ -288,6 +284,7 @@ fn parse_list(s: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::crypto::sha256;
 
     #[test]
     fn keys_are_stored_hashed_and_revocable() {

@@ -6,7 +6,6 @@ pub mod chunked;
 pub mod h1;
 
 use crate::config::secrets::Secret;
-use crate::pools::Host;
 use bytes::{Bytes, BytesMut};
 use pingora_core::connectors::http::Connector;
 use pingora_core::protocols::http::client::HttpSession;
@@ -67,47 +66,10 @@ pub struct Call<'a> {
     pub request_id: &'a str,
 }
 
-impl<'a> Call<'a> {
-    /// A bodiless request to `path` on `host`, with the host's own headers.
-    pub fn to_host(
-        host: &'a Host,
-        method: &'static str,
-        path: &'a str,
-        request_id: &'a str,
-    ) -> Self {
-        Call {
-            peer: &host.peer,
-            authority: host.addr.authority(),
-            method,
-            path,
-            headers: &host.headers,
-            body: None,
-            content_type: None,
-            request_id,
-        }
-    }
-}
-
 impl UpstreamClient {
     /// The pool of idle connections to plain-HTTP nodes (the lean front's passthroughs).
     pub fn plain(&self) -> &h1::H1Pool {
         &self.plain
-    }
-
-    /// POST a JSON body to the host's URL path and read the whole (bounded) response.
-    pub async fn post_json(
-        &self,
-        host: &Host,
-        body: Bytes,
-        request_id: &str,
-        timeout: Duration,
-        max_response: usize,
-    ) -> Result<UpstreamResponse, UpstreamError> {
-        let call = Call {
-            body: Some(body),
-            ..Call::to_host(host, "POST", &host.addr.path, request_id)
-        };
-        self.send(call, timeout, max_response).await
     }
 
     /// Send any request and read the whole (bounded) response within `timeout`.
@@ -187,7 +149,7 @@ impl UpstreamClient {
         call: Call<'_>,
         max_response: usize,
     ) -> Result<UpstreamResponse, UpstreamError> {
-        if let Some(addr) = plain_inet(call.peer) {
+        if let Some(addr) = crate::address::plain_inet(call.peer) {
             return self.exchange_plain(addr, &call, max_response).await;
         }
         let io = |e: Box<pingora_error::Error>| UpstreamError::Io(e.to_string());
@@ -237,15 +199,6 @@ impl UpstreamClient {
         };
         self.plain.exchange(addr, &req, max_response).await
     }
-}
-
-/// The address of a peer the lean client serves: plain HTTP over TCP (not TLS, not a
-/// Unix socket).
-pub fn plain_inet(peer: &HttpPeer) -> Option<std::net::SocketAddr> {
-    use pingora_core::upstreams::peer::Peer;
-    (!peer.tls())
-        .then(|| peer.address().as_inet().copied())
-        .flatten()
 }
 
 fn status_of(session: &HttpSession) -> u16 {

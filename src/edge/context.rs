@@ -1,0 +1,176 @@
+//! The request's state across the pipeline and Pingora's phases, what the pipeline
+//! decided, and request ids.
+
+use crate::auth::Principal;
+use crate::errors::Envelope;
+use crate::handlers::beacon::BeaconPolicy;
+use crate::pools::Host;
+use crate::reply::Reply;
+use crate::routes::Route;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Per-request state carried across Pingora's phases.
+pub struct Ctx {
+    pub(super) started: Instant,
+    pub(crate) request_id: String,
+    pub(super) route: Option<Arc<Route>>,
+    pub(crate) envelope: Envelope,
+    pub(super) cors_headers: Vec<(&'static str, String)>,
+    pub(crate) upstream: Option<String>,
+    pub(crate) error_code: Option<&'static str>,
+    pub(super) principal: Option<Principal>,
+    /// `X-RateLimit-*` headers for an admitted, rate-limited request.
+    pub(super) rate_headers: Vec<(&'static str, String)>,
+    /// `Set-Cookie` values (console sign-in, sliding refresh).
+    pub(super) cookies: Vec<String>,
+    /// The beacon path and its policy, checked before authentication.
+    pub(super) beacon: Option<(String, BeaconPolicy)>,
+    /// A request handed to Pingora's proxy phases.
+    pub(super) pass: Option<Pass>,
+    /// Values of the route's `{param}`s (a tail is the rest of the path).
+    pub(super) params: Vec<String>,
+    /// The path had `.`/`..` or encoded-slash segments (tail routes only get this far).
+    pub(super) path_suspicious: bool,
+}
+
+/// A passthrough: the hosts to try in order, and the path under each host's base path.
+pub struct Pass {
+    pub(crate) hosts: Vec<Arc<Host>>,
+    pub(super) next: usize,
+    /// Path (and query) relative to the host's base path; empty = the base path itself.
+    pub(super) rest: String,
+    /// Long-lived (SSE, WebSocket): no read timeout, no compression.
+    pub(crate) stream: bool,
+    pub(super) current: Option<Arc<Host>>,
+}
+
+impl Pass {
+    /// The request target on a host whose URL path is `base`.
+    pub(crate) fn upstream_path(&self, base: &str) -> String {
+        if self.rest.is_empty() {
+            base.to_string()
+        } else {
+            format!("{}/{}", base.trim_end_matches('/'), self.rest)
+        }
+    }
+}
+
+/// What the pipeline decided: answer here, proxy, or open the caller's MEV-Share stream.
+pub(crate) enum Outcome {
+    Reply(Reply),
+    Proxy(Pass),
+    /// Served on Pingora's session only: the lean front hands these routes over.
+    MevShare {
+        user: String,
+    },
+}
+
+/// Read timeout toward nodes on ordinary passthroughs.
+pub(crate) const PASS_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl Ctx {
+    pub(crate) fn new() -> Self {
+        Ctx {
+            started: Instant::now(),
+            request_id: String::new(),
+            route: None,
+            envelope: Envelope::ChainRest,
+            cors_headers: Vec::new(),
+            upstream: None,
+            error_code: None,
+            principal: None,
+            rate_headers: Vec::new(),
+            params: Vec::new(),
+            path_suspicious: false,
+            cookies: Vec::new(),
+            beacon: None,
+            pass: None,
+        }
+    }
+
+    /// Headers the edge sets on every response of this request, local or proxied:
+    /// `Server`, `X-Request-Id`, CORS, rate and cookies. On a node's answer they replace
+    /// the node's own (`replaces`), except cookies, which add up.
+    pub(crate) fn edge_headers(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        [
+            ("Server", "chainedge"),
+            ("X-Request-Id", self.request_id.as_str()),
+        ]
+        .into_iter()
+        .chain(
+            self.cors_headers
+                .iter()
+                .chain(self.rate_headers.iter())
+                .map(|(k, v)| (*k, v.as_str())),
+        )
+        .chain(self.cookies.iter().map(|c| ("Set-Cookie", c.as_str())))
+    }
+
+    /// Whether a node's header `name` gives way to one of `edge_headers`.
+    pub(crate) fn replaces(&self, name: &str) -> bool {
+        self.edge_headers()
+            .any(|(k, _)| k != "Set-Cookie" && k.eq_ignore_ascii_case(name))
+    }
+
+    pub(super) fn route_name(&self) -> &str {
+        self.route
+            .as_ref()
+            .map(|r| r.name.as_str())
+            .unwrap_or("unmatched")
+    }
+}
+
+/// Keep a caller's well-formed `X-Request-Id` (for tracing across hops); otherwise mint one.
+pub(crate) fn request_id(given: Option<&[u8]>) -> String {
+    if let Some(g) = given {
+        if !g.is_empty()
+            && g.len() <= 64
+            && g.iter()
+                .all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(c))
+        {
+            return String::from_utf8_lossy(g).into_owned();
+        }
+    }
+    // A random process prefix, then a per-thread block (the top 8 bits) and a per-thread
+    // count: unique without a counter shared between worker threads on every request.
+    static PREFIX: once_cell::sync::Lazy<u32> = once_cell::sync::Lazy::new(rand::random);
+    static THREADS: AtomicU64 = AtomicU64::new(0);
+    thread_local! {
+        static NEXT: std::cell::Cell<u64> = std::cell::Cell::new(
+            (THREADS.fetch_add(1, Ordering::Relaxed) & 0xff) << 40
+        );
+    }
+    let n = NEXT.with(|next| {
+        let n = next.get();
+        next.set((n & !0xff_ffff_ffff) | ((n + 1) & 0xff_ffff_ffff));
+        n
+    });
+    let mut id = String::with_capacity(20);
+    push_hex(&mut id, u64::from(*PREFIX), 8);
+    push_hex(&mut id, n, 12);
+    id
+}
+
+/// `digits` lower-case hex digits of `v`, zero-padded.
+fn push_hex(out: &mut String, v: u64, digits: u32) {
+    for i in (0..digits).rev() {
+        let nibble = ((v >> (i * 4)) & 0xf) as u8;
+        out.push(char::from(b"0123456789abcdef"[usize::from(nibble)]));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn request_ids_are_twenty_hex_digits_and_distinct() {
+        let a = super::request_id(None);
+        let b = super::request_id(None);
+        assert_eq!(a.len(), 20);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+        assert_eq!(super::request_id(Some(b"abc-1")), "abc-1");
+        assert_eq!(super::request_id(Some(b"bad id")).len(), 20);
+    }
+}

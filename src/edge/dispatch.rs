@@ -1,0 +1,226 @@
+//! Dispatch: passthroughs become a `Pass` for the proxy phases (lean front or Pingora);
+//! JSON-RPC goes through the gateway; the MEV-Share stream and local handlers answer here.
+
+use super::{Ctx, Downstream, Edge, Outcome, Pass};
+use crate::auth::Principal;
+use crate::errors::ApiError;
+use crate::handlers;
+use crate::pools::{Host, Pool};
+use crate::reply::Reply;
+use crate::routes::spec::HandlerKind;
+use crate::routes::Route;
+use pingora_proxy::Session;
+use std::sync::Arc;
+
+impl Edge {
+    /// Passthroughs become a `Pass` for Pingora's proxy phases; the rest answer here.
+    pub(super) async fn dispatch<D: Downstream + ?Sized>(
+        &self,
+        session: &mut D,
+        ctx: &mut Ctx,
+        route: &Arc<Route>,
+    ) -> Result<Outcome, ApiError> {
+        match route.handler {
+            // JSON-RPC over WebSocket: proxied to a ws-capable host, frames untouched.
+            HandlerKind::JsonRpc if session.is_upgrade() && route.websocket => {
+                let pool = self.pool(route.pool.as_deref().unwrap_or("eth_el"))?;
+                let hosts = pool.candidates(Some("ws"));
+                Ok(Outcome::Proxy(self.pass(
+                    pool,
+                    hosts,
+                    String::new(),
+                    true,
+                )?))
+            }
+            HandlerKind::BeaconProxy | HandlerKind::BeaconEvents => {
+                let (rest, pol) = ctx.beacon.clone().ok_or_else(ApiError::route_not_found)?;
+                let pool = self.passthrough_pool(route)?;
+                let hosts = pool
+                    .candidates(None)
+                    .into_iter()
+                    .filter(|h| pol.families.is_none_or(|f| f.contains(&h.family.as_str())))
+                    .collect();
+                let rest = match session.query() {
+                    Some(q) => format!("{rest}?{q}"),
+                    None => rest,
+                };
+                Ok(Outcome::Proxy(self.pass(pool, hosts, rest, pol.stream)?))
+            }
+            // Base portal channels: WebSocket frames go to the portal pool untouched.
+            HandlerKind::BasePortalWs => {
+                let pool = self.passthrough_pool(route)?;
+                let rest = session.path().trim_start_matches('/').to_string();
+                let hosts = pool.candidates(None);
+                Ok(Outcome::Proxy(self.pass(pool, hosts, rest, true)?))
+            }
+            // The route's tail, raw as the client sent it, to the route's pool.
+            HandlerKind::Passthrough | HandlerKind::HeimdallProxy => {
+                if ctx.path_suspicious {
+                    return Err(ApiError::new(
+                        400,
+                        "invalid_path",
+                        "path segments may not be '.', '..' or contain encoded slashes",
+                    ));
+                }
+                let pool = self.passthrough_pool(route)?;
+                let tail = raw_tail(session.path(), route.segments_before_tail());
+                let rest = match session.query() {
+                    Some(q) => format!("{tail}?{q}"),
+                    None => tail.to_string(),
+                };
+                let hosts = pool.candidates(None);
+                Ok(Outcome::Proxy(self.pass(pool, hosts, rest, false)?))
+            }
+            HandlerKind::RelayData => {
+                let tail = ctx.params.last().cloned().unwrap_or_default();
+                let rest = handlers::relay::check(&tail, session.query())?;
+                let pool = self.passthrough_pool(route)?;
+                let hosts = pool.candidates(None);
+                Ok(Outcome::Proxy(self.pass(pool, hosts, rest, false)?))
+            }
+            HandlerKind::MevShareSse => {
+                let user = match &ctx.principal {
+                    Some(Principal::Key(k)) => {
+                        k.user_id.clone().unwrap_or_else(|| k.tenant_id.clone())
+                    }
+                    _ => return Err(ApiError::new(401, "unauthorized", "a key is required")),
+                };
+                Ok(Outcome::MevShare { user })
+            }
+            _ => self
+                .dispatch_local(session, ctx, route)
+                .await
+                .map(Outcome::Reply),
+        }
+    }
+
+    /// The caller's MEV-Share event stream, written on Pingora's session as it arrives.
+    pub(super) async fn mev_share(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        user: &str,
+    ) -> Result<(), ApiError> {
+        let st = &*self.state;
+        let pool = st.pools.get("eth_mev_share").cloned();
+        let headers = ctx.cors_headers.clone();
+        ctx.upstream = handlers::mev_share::serve(
+            session,
+            &st.stream_slots,
+            user,
+            pool.as_deref(),
+            &st.gateway.client,
+            &st.config.app.streams,
+            &ctx.request_id,
+            &headers,
+        )
+        .await?;
+        Ok(())
+    }
+
+    pub(super) fn passthrough_pool(&self, route: &Route) -> Result<&Pool, ApiError> {
+        self.pool(route.passthrough_pool().unwrap_or_default())
+    }
+
+    /// A pool by name, borrowed (no reference count touched on the request path).
+    pub(super) fn pool(&self, name: &str) -> Result<&Pool, ApiError> {
+        self.state.pools.get(name).map(|p| &**p).ok_or_else(|| {
+            ApiError::new(
+                503,
+                "pool_not_configured",
+                format!("no {name} pool is configured"),
+            )
+        })
+    }
+
+    pub(super) fn pass(
+        &self,
+        pool: &Pool,
+        hosts: Vec<Arc<Host>>,
+        rest: String,
+        stream: bool,
+    ) -> Result<Pass, ApiError> {
+        if hosts.is_empty() {
+            return Err(ApiError::new(
+                503,
+                "no_upstream",
+                format!("no healthy host in pool {} can serve this route", pool.name),
+            ));
+        }
+        Ok(Pass {
+            hosts,
+            next: 0,
+            rest,
+            stream,
+            current: None,
+        })
+    }
+
+    /// A JSON-RPC body through the gateway: bounded read, each call of a batch counted
+    /// against the rate limit, per-family plans for the caller.
+    pub(super) async fn json_rpc<D: Downstream + ?Sized>(
+        &self,
+        session: &mut D,
+        ctx: &mut Ctx,
+        route: &Route,
+        pool: &Pool,
+    ) -> Result<Reply, ApiError> {
+        let st = &*self.state;
+        let body = session.read_body(st.config.app.rpc.max_body_bytes).await?;
+        // The request already counted once; a batch's other calls count too.
+        let calls = batch_len(&body);
+        if calls > 1 {
+            if let (Some(category), Some(principal)) = (&route.rate, ctx.principal.clone()) {
+                self.limit_weighted(session, ctx, &principal, category, calls - 1)?;
+            }
+        }
+        let (rank, plan) = match &ctx.principal {
+            Some(Principal::Key(k)) => (self.plan_rank(&k.plan).unwrap_or(0), k.plan.as_str()),
+            // Admins (per-host RPC) are not bound by plans.
+            _ => (usize::MAX, "admin"),
+        };
+        let caller = crate::rpc::Caller { rank, plan };
+        let reply = st
+            .gateway
+            .handle(pool, &body, &ctx.request_id, &caller)
+            .await?;
+        ctx.upstream = reply.upstream;
+        Ok(Reply::json(200, reply.body))
+    }
+}
+
+/// Number of calls in a JSON-RPC batch body (1 for a single call or bad JSON, which the
+/// gateway then refuses).
+pub fn batch_len(body: &[u8]) -> u32 {
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'[') {
+        return 1;
+    }
+    serde_json::from_slice::<Vec<serde::de::IgnoredAny>>(body)
+        .map(|v| v.len().clamp(1, u32::MAX as usize) as u32)
+        .unwrap_or(1)
+}
+
+/// `raw` (a request path) without its first `prefix` segments, still percent-encoded.
+pub(crate) fn raw_tail(raw: &str, prefix: usize) -> &str {
+    let mut rest = raw.trim_start_matches('/');
+    for _ in 0..prefix {
+        rest = match rest.find('/') {
+            Some(i) => rest[i..].trim_start_matches('/'),
+            None => "",
+        };
+    }
+    rest
+}
+
+#[cfg(test)]
+mod tests {
+    use super::raw_tail;
+
+    #[test]
+    fn raw_tail_skips_the_route_prefix_and_keeps_encoding() {
+        assert_eq!(raw_tail("/v1/polygon/heimdall/a%20b/c", 3), "a%20b/c");
+        assert_eq!(raw_tail("//v1//polygon/heimdall//x", 3), "x");
+        assert_eq!(raw_tail("/v1/polygon/heimdall", 3), "");
+        assert_eq!(raw_tail("/bench/plain/", 2), "");
+    }
+}

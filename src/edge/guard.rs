@@ -1,0 +1,219 @@
+//! The guard: who the caller is (admin, API key, console session, anonymous), whether
+//! their plan, scopes and features allow the route, and the rate limit.
+
+use super::{Ctx, Downstream, Edge};
+use crate::auth::{self, Principal};
+use crate::errors::{ApiError, Envelope};
+use crate::routes::spec::Credential;
+use crate::routes::Route;
+use crate::store::KeyRecord;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+impl Edge {
+    pub(super) async fn authenticate<D: Downstream + ?Sized>(
+        &self,
+        session: &D,
+        route: &Route,
+    ) -> Result<Principal, ApiError> {
+        let st = &*self.state;
+        let admin = || {
+            auth::admin(
+                session.client_ip(),
+                session.header("x-admin-token").map(str::as_bytes),
+                st.config.admin_token.as_ref(),
+            )
+        };
+        match route.credential {
+            Credential::Admin => admin(),
+            Credential::None => Ok(Principal::Anonymous),
+            Credential::Session => {
+                let cookies = session.cookies();
+                let s = st
+                    .console
+                    .resolve(cookies.as_deref(), self.secure(session))
+                    .await?;
+                Ok(Principal::User(Arc::new(s)))
+            }
+            Credential::ApiKey
+            | Credential::OptionalApiKey
+            | Credential::Bearer
+            | Credential::AdminOrApiKey => {
+                if route.credential == Credential::AdminOrApiKey {
+                    if let Ok(p) = admin() {
+                        return Ok(p);
+                    }
+                }
+                let secret = auth::keys::presented(
+                    session.header("authorization"),
+                    session.header("x-token"),
+                    route.credential == Credential::Bearer,
+                )?;
+                let Some(secret) = secret else {
+                    if route.credential == Credential::OptionalApiKey {
+                        return Ok(Principal::Anonymous);
+                    }
+                    return Err(ApiError::new(
+                        401,
+                        "unauthorized",
+                        "an API key is required (Authorization: Bearer <key>)",
+                    ));
+                };
+                let rec = st
+                    .keys
+                    .resolve(secret)
+                    .await?
+                    .ok_or_else(|| ApiError::new(401, "unauthorized", "unknown API key"))?;
+                auth::check_standing(&rec, crate::store::now())?;
+                self.authorize(route, &rec)?;
+                Ok(Principal::Key(rec))
+            }
+        }
+    }
+
+    /// A plan's rank in the configured order (lowest first); `None` for an unknown plan.
+    pub(super) fn plan_rank(&self, plan: &str) -> Option<usize> {
+        self.state.config.app.plans.iter().position(|p| p == plan)
+    }
+
+    /// Plan ("X and above"), scopes and features of the route against the key's tenant.
+    pub(super) fn authorize(&self, route: &Route, rec: &KeyRecord) -> Result<(), ApiError> {
+        let rank = self.plan_rank(&rec.plan).unwrap_or(0);
+        let streams = route.envelope == Envelope::Stream;
+        if let (Some(min), Some(required)) = (route.min_plan, &route.min_plan_name) {
+            if rank < min {
+                if streams {
+                    return Err(ApiError::new(
+                        403,
+                        "tier_locked",
+                        format!("plan {} does not include this route", rec.plan),
+                    ));
+                }
+                return Err(self.tier_insufficient(
+                    &rec.plan,
+                    required,
+                    format!("this route needs plan {required} or above"),
+                ));
+            }
+        }
+        if let Some(scope) = route.scopes.iter().find(|s| !rec.scopes.contains(s)) {
+            let required = route.min_plan_name.as_deref().unwrap_or(&rec.plan);
+            return Err(self
+                .tier_insufficient(
+                    &rec.plan,
+                    required,
+                    format!("this API key lacks the scope {scope}"),
+                )
+                .with_field("required_scope", scope.as_str()));
+        }
+        if let Some(feature) = route.features.iter().find(|f| !rec.features.contains(f)) {
+            return Err(ApiError::new(
+                403,
+                if streams {
+                    "tier_locked"
+                } else {
+                    "tier_insufficient"
+                },
+                format!("plan lacks the feature {feature}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The tier × category rate limit; admins are not limited.
+    pub(super) fn limit<D: Downstream + ?Sized>(
+        &self,
+        session: &D,
+        ctx: &mut Ctx,
+        principal: &Principal,
+        category: &str,
+    ) -> Result<(), ApiError> {
+        self.limit_weighted(session, ctx, principal, category, 1)
+    }
+
+    /// `weight` requests at once: each call of a JSON-RPC batch counts.
+    pub(super) fn limit_weighted<D: Downstream + ?Sized>(
+        &self,
+        session: &D,
+        ctx: &mut Ctx,
+        principal: &Principal,
+        category: &str,
+        weight: u32,
+    ) -> Result<(), ApiError> {
+        let (caller, tier) = match principal {
+            Principal::Admin | Principal::User(_) => return Ok(()),
+            Principal::Key(rec) => (
+                crate::limits::Caller::Tenant {
+                    id: &rec.tenant_id,
+                    rank: self.plan_rank(&rec.plan).unwrap_or(0),
+                },
+                rec.plan.as_str(),
+            ),
+            Principal::Anonymous => (
+                crate::limits::Caller::Address(
+                    session
+                        .client_ip()
+                        .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)),
+                ),
+                crate::config::limits::ANONYMOUS,
+            ),
+        };
+        let d = self.state.limiter.check_weighted(&caller, category, weight);
+        let limit = format_rps(d.limit_rps);
+        if d.admitted {
+            ctx.rate_headers = vec![
+                ("X-RateLimit-Limit", limit),
+                ("X-RateLimit-Remaining", d.remaining.to_string()),
+            ];
+            return Ok(());
+        }
+        Err(ApiError::new(
+            429,
+            "rate_limited",
+            format!("over {limit} requests/s for {category} on plan {tier}"),
+        )
+        .with_field("retry_after_sec", d.retry_after_sec)
+        .with_field("limit_rps", d.limit_rps)
+        .with_field("current_tier", tier)
+        .with_field("category", category)
+        .with_header("Retry-After", d.retry_after_sec.to_string())
+        .with_header("X-RateLimit-Limit", limit)
+        .with_header("X-RateLimit-Remaining", "0")
+        .with_header("X-RateLimit-Reset", d.retry_after_sec.to_string()))
+    }
+
+    pub(super) fn tier_insufficient(
+        &self,
+        current: &str,
+        required: &str,
+        message: String,
+    ) -> ApiError {
+        ApiError::new(403, "tier_insufficient", message)
+            .with_field("current_tier", current)
+            .with_field("required_tier", required)
+            .with_field("upgrade_url", self.state.config.app.upgrade_url.as_str())
+            .with_header("X-Required-Tier", required.to_string())
+    }
+
+    /// "X and above" against the key's plan, for checks finer than the route's own tier.
+    pub(super) fn require_plan(&self, rec: &KeyRecord, required: &str) -> Result<(), ApiError> {
+        match (self.plan_rank(&rec.plan), self.plan_rank(required)) {
+            (Some(have), Some(need)) if have >= need => Ok(()),
+            (_, None) => Ok(()),
+            _ => Err(self.tier_insufficient(
+                &rec.plan,
+                required,
+                format!("this path needs plan {required} or above"),
+            )),
+        }
+    }
+}
+
+/// `10` rather than `10.0`; fractional rates keep their decimals.
+fn format_rps(rps: f64) -> String {
+    if rps.fract() == 0.0 {
+        format!("{}", rps as u64)
+    } else {
+        format!("{rps}")
+    }
+}

@@ -1,0 +1,219 @@
+//! The request path, top to bottom: classify (route, 404/405/426), CORS, switches, the
+//! guard (authenticate, authorize, limit), then dispatch.
+
+use super::{cors, Ctx, Downstream, Edge, Outcome, PreMatch};
+use crate::auth::Principal;
+use crate::errors::{ApiError, Envelope};
+use crate::reply::Reply;
+use crate::routes::matcher::{Match, NormalizedPath};
+use crate::routes::spec::HandlerKind;
+use crate::routes::Route;
+use std::sync::Arc;
+
+impl Edge {
+    /// classify → CORS → authenticate → dispatch. Any refusal is an `ApiError`.
+    pub(crate) async fn pipeline<D: Downstream + ?Sized>(
+        &self,
+        session: &mut D,
+        ctx: &mut Ctx,
+    ) -> Result<Outcome, ApiError> {
+        let st = &*self.state;
+        if !session.host_is_valid() {
+            return Err(ApiError::new(
+                400,
+                "bad_request",
+                "missing or repeated Host header",
+            ));
+        }
+        let method = session.method().to_string();
+        let pre = session.take_match();
+        let origin = session.header("origin").map(str::to_string);
+
+        // CORS preflight: answered from the policy of the route the real request would hit.
+        if method == "OPTIONS" {
+            if let (Some(origin), Some(wanted)) =
+                (&origin, session.header("access-control-request-method"))
+            {
+                let wanted = wanted.to_string();
+                let path = NormalizedPath::parse(session.path());
+                let route = self.classify(ctx, &wanted, &path, false)?;
+                let same = self.same_origin(session, origin);
+                return match cors::check(&route, Some(origin), self.console_origin(), same) {
+                    cors::Verdict::Allow(mut h) => {
+                        h.extend(cors::preflight_headers(&route));
+                        Ok(Outcome::Reply(Reply::empty(204).with_headers(h)))
+                    }
+                    _ => Err(ApiError::new(
+                        403,
+                        "origin_not_allowed",
+                        format!("origin {origin} may not call this route"),
+                    )),
+                };
+            }
+        }
+
+        let upgrade = session.is_upgrade();
+        let route = match pre {
+            Some(m) => self.found(ctx, m)?,
+            None => {
+                let path = NormalizedPath::parse(session.path());
+                self.classify(ctx, &method, &path, upgrade)?
+            }
+        };
+        let same = origin
+            .as_deref()
+            .is_some_and(|o| self.same_origin(session, o));
+        match cors::check(&route, origin.as_deref(), self.console_origin(), same) {
+            cors::Verdict::Allow(h) => ctx.cors_headers = h,
+            cors::Verdict::Deny if route.cors != crate::routes::spec::CorsPolicy::None => {
+                return Err(ApiError::new(
+                    403,
+                    "origin_not_allowed",
+                    "this origin may not call this route",
+                ))
+            }
+            _ => {}
+        }
+        if !route.enabled {
+            return Err(ApiError::new(
+                503,
+                "route_disabled",
+                format!("{} is switched off", route.name),
+            ));
+        }
+        if let Some(switch) = &route.switch {
+            if !st.config.switch(switch) {
+                return Err(ApiError::new(
+                    503,
+                    "route_disabled",
+                    format!(
+                        "{} is off until the {} switch is enabled",
+                        route.name,
+                        switch.to_ascii_uppercase()
+                    ),
+                ));
+            }
+        }
+
+        // Beacon paths are checked (traversal, group) before anything else is done.
+        if matches!(
+            route.handler,
+            HandlerKind::BeaconProxy | HandlerKind::BeaconEvents
+        ) {
+            ctx.beacon = Some(crate::handlers::beacon::policy(
+                session.path(),
+                "/rpc/eth-beacon",
+            )?);
+        }
+
+        let principal = self.authenticate(session, &route).await?;
+        let mut category = route.rate.clone();
+        if let Some((_, pol)) = &ctx.beacon {
+            if let Principal::Key(rec) = &principal {
+                self.require_plan(rec, pol.min_plan)?;
+            }
+            category = Some(pol.rate.to_string());
+        }
+        if let Principal::User(s) = &principal {
+            // SPEC order: session first (401), then the double-submit CSRF check (403).
+            crate::console::check_csrf(&method, s.csrf.as_deref(), session.header("x-csrf-token"))?;
+            let cookies = session.cookies();
+            let token = crate::console::cookie(cookies.as_deref(), crate::console::SESSION_COOKIE);
+            ctx.cookies = st.console.refresh(s, self.secure(session), token).await;
+        }
+        if let Some(category) = &category {
+            self.limit(session, ctx, &principal, category)?;
+        }
+        ctx.principal = Some(principal);
+        self.dispatch(session, ctx, &route).await
+    }
+
+    /// Record a matched route in the context; traversal outside tail routes is refused.
+    fn found(&self, ctx: &mut Ctx, m: PreMatch) -> Result<Arc<Route>, ApiError> {
+        ctx.params = m.params;
+        ctx.path_suspicious = m.suspicious;
+        ctx.envelope = m.route.envelope;
+        ctx.route = Some(m.route.clone());
+        if m.suspicious && !m.route.has_tail() {
+            return Err(ApiError::new(
+                400,
+                "invalid_path",
+                "path segments may not be '.', '..' or contain encoded slashes",
+            ));
+        }
+        Ok(m.route)
+    }
+
+    /// Match the route and record it in the context; 404 / 405 / traversal refusals.
+    fn classify(
+        &self,
+        ctx: &mut Ctx,
+        method: &str,
+        path: &NormalizedPath,
+        upgrade: bool,
+    ) -> Result<Arc<Route>, ApiError> {
+        match self.state.matcher.find(method, path, upgrade) {
+            Match::Found { route, params } => self.found(
+                ctx,
+                PreMatch {
+                    route: route.clone(),
+                    params,
+                    suspicious: path.suspicious,
+                },
+            ),
+            Match::MethodNotAllowed { routes } => {
+                let first = routes[0];
+                ctx.route = Some(first.clone());
+                ctx.envelope = first.envelope;
+                if method == "GET" && routes.iter().any(|r| r.websocket) {
+                    return Err(ApiError::new(
+                        426,
+                        "upgrade_required",
+                        "this route is a WebSocket channel",
+                    )
+                    .with_header("Upgrade", "websocket"));
+                }
+                let mut methods: Vec<&str> = routes
+                    .iter()
+                    .flat_map(|r| r.all_methods())
+                    .map(|m| m.as_str())
+                    .collect();
+                methods.sort();
+                methods.dedup();
+                let allow = methods.join(", ");
+                let mut e = ApiError::method_not_allowed(&allow);
+                if first.envelope == Envelope::Admin {
+                    e.message = format!("only {allow} supported");
+                }
+                Err(e)
+            }
+            Match::NotFound => Err(ApiError::route_not_found()),
+        }
+    }
+
+    /// Whether cookies set on this response get `Secure`.
+    pub(super) fn secure<D: Downstream + ?Sized>(&self, session: &D) -> bool {
+        self.state.console.secure(
+            session.is_tls(),
+            session.client_ip(),
+            session.header("x-forwarded-proto"),
+        )
+    }
+
+    /// Whether `origin` is this gateway itself (scheme of the connection + `Host`).
+    pub(super) fn same_origin<D: Downstream + ?Sized>(&self, session: &D, origin: &str) -> bool {
+        let Some(host) = session.authority() else {
+            return false;
+        };
+        let scheme = if session.is_tls() {
+            "https://"
+        } else {
+            "http://"
+        };
+        origin.strip_prefix(scheme) == Some(host)
+    }
+
+    pub(super) fn console_origin(&self) -> Option<&str> {
+        self.state.config.app.console.origin.as_deref()
+    }
+}

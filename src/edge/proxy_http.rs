@@ -1,0 +1,317 @@
+//! Pingora's `ProxyHttp` phases around the pipeline: the TLS listener and whatever the
+//! lean front hands over. Passthroughs run in Pingora's proxy phases here; everything
+//! else is answered by `request_filter`.
+
+use super::hop::{connection_options, forwarded_for, sets_console_cookie, CALLER_ONLY_HEADERS};
+use super::{request_id, respond, Ctx, Downstream, Edge, Outcome, PASS_READ_TIMEOUT};
+use crate::auth::Principal;
+use crate::errors::ApiError;
+use crate::observe::{access_log, metrics};
+use crate::reply::Reply;
+use async_trait::async_trait;
+use pingora_core::upstreams::peer::HttpPeer;
+use pingora_core::{Error, ErrorType, Result};
+use pingora_http::ResponseHeader;
+use pingora_proxy::{ProxyHttp, Session};
+
+#[async_trait]
+impl ProxyHttp for Edge {
+    type CTX = Ctx;
+
+    fn new_ctx(&self) -> Ctx {
+        Ctx::new()
+    }
+
+    async fn request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
+        ctx.request_id = request_id(session.get_header("x-request-id").map(|v| v.as_bytes()));
+        let reply = match self.pipeline(session, ctx).await {
+            Ok(Outcome::Reply(reply)) => reply,
+            Ok(Outcome::MevShare { user }) => match self.mev_share(session, ctx, &user).await {
+                Ok(()) => return Ok(true),
+                Err(e) => {
+                    ctx.error_code = Some(e.code);
+                    Reply::error(&e, ctx.envelope, &ctx.request_id)
+                }
+            },
+            Ok(Outcome::Proxy(pass)) => {
+                if pass.stream {
+                    // SSE and WebSocket stay open as long as both ends want.
+                    session.set_read_timeout(None);
+                }
+                ctx.pass = Some(pass);
+                return Ok(false);
+            }
+            Err(e) => {
+                ctx.error_code = Some(e.code);
+                Reply::error(&e, ctx.envelope, &ctx.request_id)
+            }
+        };
+        respond::write(session, ctx, reply).await?;
+        Ok(true)
+    }
+
+    /// Passthroughs only: the next host in the pass's order (called again on each retry).
+    async fn upstream_peer(&self, session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
+        let Some(pass) = ctx.pass.as_mut() else {
+            return Error::e_explain(ErrorType::InternalError, "no passthrough route selected");
+        };
+        let Some(host) = pass.hosts.get(pass.next).cloned() else {
+            ctx.error_code = Some("upstream_unavailable");
+            return Error::e_explain(ErrorType::ConnectNoRoute, "every host of the pool failed");
+        };
+        pass.next += 1;
+        let mut peer = host.endpoint(session.is_upgrade_req()).1.clone();
+        peer.options.read_timeout = if pass.stream {
+            None
+        } else {
+            Some(PASS_READ_TIMEOUT)
+        };
+        metrics::upstream_attempt(&host.pool, &host.id);
+        ctx.upstream = Some(host.id.clone());
+        pass.current = Some(host);
+        Ok(Box::new(peer))
+    }
+
+    /// Nothing reached the node yet: try the next host, if any.
+    fn fail_to_connect(
+        &self,
+        _session: &mut Session,
+        _peer: &HttpPeer,
+        ctx: &mut Ctx,
+        mut e: Box<Error>,
+    ) -> Box<Error> {
+        if let Some(pass) = ctx.pass.as_ref() {
+            if let Some(h) = &pass.current {
+                h.record_failure(&format!("connect: {e}"));
+                metrics::upstream_failure(&h.pool, &h.id, "connect");
+            }
+            if pass.next < pass.hosts.len() {
+                e.set_retry(true);
+            }
+        }
+        e
+    }
+
+    /// The node failed mid-exchange. A GET whose answer has not started downstream is
+    /// safe to send to the next host; anything else is not retried.
+    fn error_while_proxy(
+        &self,
+        peer: &HttpPeer,
+        session: &mut Session,
+        e: Box<Error>,
+        ctx: &mut Ctx,
+        _client_reused: bool,
+    ) -> Box<Error> {
+        let mut e = e.more_context(format!("peer {peer}"));
+        let idempotent = session.req_header().method == http::Method::GET;
+        if let Some(pass) = ctx.pass.as_ref() {
+            if let Some(h) = &pass.current {
+                h.record_failure(&format!("proxy: {e}"));
+                metrics::upstream_failure(&h.pool, &h.id, "transport");
+            }
+            let more = pass.next < pass.hosts.len();
+            e.set_retry(idempotent && more && session.response_written().is_none());
+        }
+        e
+    }
+
+    /// Toward the node: its own path and Host, its secret headers, and never the
+    /// caller's credentials.
+    async fn upstream_request_filter(
+        &self,
+        session: &mut Session,
+        req: &mut pingora_http::RequestHeader,
+        ctx: &mut Ctx,
+    ) -> Result<()> {
+        let Some(pass) = ctx.pass.as_ref() else {
+            return Ok(());
+        };
+        let Some(host) = pass.current.as_ref() else {
+            return Ok(());
+        };
+        let addr = host.endpoint(session.is_upgrade_req()).0;
+        let path = pass.upstream_path(&addr.path);
+        let uri = path
+            .parse::<http::Uri>()
+            .map_err(|e| Error::explain(ErrorType::InternalError, format!("upstream path: {e}")))?;
+        req.set_uri(uri);
+        let sent_xff = Downstream::header(session, "x-forwarded-for").map(str::to_string);
+        let options = connection_options(
+            &req.headers
+                .get_all("connection")
+                .iter()
+                .map(|v| v.as_bytes())
+                .collect::<Vec<_>>(),
+        );
+        let upgrade = session.is_upgrade_req() && ctx.route.as_ref().is_some_and(|r| r.websocket);
+        for name in &options {
+            // An upgrade on a WebSocket route keeps `Upgrade` (Pingora relays it).
+            if !(upgrade && name == "upgrade") {
+                req.remove_header(name.as_str());
+            }
+        }
+        if !upgrade {
+            req.remove_header("upgrade");
+            req.remove_header("connection");
+        }
+        for h in CALLER_ONLY_HEADERS {
+            req.remove_header(*h);
+        }
+        if let Some(peer) = Downstream::client_ip(session) {
+            let trusted = self.state.console.trusts(Some(peer));
+            let peer = peer.to_string();
+            let xff = forwarded_for(trusted, &peer, sent_xff.as_deref());
+            req.insert_header("X-Forwarded-For", xff.into_owned())?;
+        }
+        if pass.stream {
+            req.remove_header("accept-encoding");
+        }
+        req.insert_header("Host", addr.authority())?;
+        req.insert_header("X-Request-Id", ctx.request_id.as_str())?;
+        for (name, value) in &host.headers {
+            req.insert_header(name.clone(), value.expose())?;
+        }
+        Ok(())
+    }
+
+    /// A passthrough that could not be completed: our envelope, not Pingora's bare page.
+    async fn fail_to_proxy(
+        &self,
+        session: &mut Session,
+        e: &Error,
+        ctx: &mut Ctx,
+    ) -> pingora_proxy::FailToProxy {
+        let code = match e.etype() {
+            ErrorType::HTTPStatus(c) => *c,
+            _ => match e.esource() {
+                pingora_core::ErrorSource::Upstream => 502,
+                pingora_core::ErrorSource::Downstream => match e.etype() {
+                    ErrorType::WriteError | ErrorType::ReadError | ErrorType::ConnectionClosed => 0,
+                    _ => 400,
+                },
+                _ => 502,
+            },
+        };
+        if code > 0 && session.response_written().is_none() {
+            let err = match code {
+                502..=504 => {
+                    ctx.error_code = Some("upstream_unavailable");
+                    ApiError::no_node_answered()
+                }
+                400 => ApiError::new(400, "bad_request", "malformed request"),
+                c => ApiError::new(c, "upstream_error", "the node refused the request"),
+            };
+            let reply = Reply::error(&err, ctx.envelope, &ctx.request_id);
+            let _ = respond::write(session, ctx, reply).await;
+        }
+        pingora_proxy::FailToProxy {
+            error_code: code,
+            can_reuse_downstream: false,
+        }
+    }
+
+    async fn response_filter(
+        &self,
+        session: &mut Session,
+        resp: &mut ResponseHeader,
+        ctx: &mut Ctx,
+    ) -> Result<()> {
+        // A switch of protocols only where the client asked for one on a WebSocket route.
+        if resp.status == http::StatusCode::SWITCHING_PROTOCOLS
+            && !(session.is_upgrade_req() && ctx.route.as_ref().is_some_and(|r| r.websocket))
+        {
+            return Error::e_explain(
+                ErrorType::InvalidHTTPHeader,
+                "node answered 101 to a request that did not ask to upgrade",
+            );
+        }
+        let node_cookies: Vec<http::HeaderValue> =
+            resp.headers.get_all("set-cookie").iter().cloned().collect();
+        if node_cookies
+            .iter()
+            .any(|c| sets_console_cookie(c.as_bytes()))
+        {
+            resp.remove_header("set-cookie");
+            for c in node_cookies
+                .into_iter()
+                .filter(|c| !sets_console_cookie(c.as_bytes()))
+            {
+                resp.append_header("set-cookie", c)?;
+            }
+        }
+        for (k, v) in ctx.edge_headers() {
+            // Ours replace a node's own; cookies add up.
+            if k == "Set-Cookie" {
+                resp.append_header(k, v)?;
+            } else {
+                resp.insert_header(k, v)?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Ctx) {
+        let status = session
+            .response_written()
+            .map(|h| h.status.as_u16())
+            .unwrap_or(0);
+        let client = session
+            .client_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        let err_text = e.map(|e| e.to_string());
+        let req = session.req_header();
+        self.request_done(
+            ctx,
+            req.method.as_str(),
+            req.uri.path(),
+            &client,
+            status,
+            err_text.as_deref(),
+        );
+    }
+}
+
+impl Edge {
+    /// Metrics and the access log line of a finished request (`status` 0: no answer sent).
+    pub(crate) fn request_done(
+        &self,
+        ctx: &Ctx,
+        method: &str,
+        path: &str,
+        client: &str,
+        status: u16,
+        error: Option<&str>,
+    ) {
+        let elapsed = ctx.started.elapsed().as_secs_f64();
+        metrics::request_done(ctx.route_name(), status, elapsed);
+        access_log::with_timestamp(|ts| {
+            access_log::write(&access_log::AccessLine {
+                ts,
+                request_id: &ctx.request_id,
+                client,
+                method,
+                path,
+                route: ctx.route_name(),
+                surface: ctx.route.as_ref().map(|r| r.surface.as_str()).unwrap_or(""),
+                tenant: match &ctx.principal {
+                    Some(Principal::Key(k)) => Some(k.tenant_id.as_str()),
+                    _ => None,
+                },
+                key_id: match &ctx.principal {
+                    Some(Principal::Key(k)) => Some(k.key_id.as_str()),
+                    _ => None,
+                },
+                user: match &ctx.principal {
+                    Some(Principal::Key(k)) => k.user_id.as_deref(),
+                    Some(Principal::User(s)) => Some(s.user_id.as_str()),
+                    _ => None,
+                },
+                status,
+                latency_us: (elapsed * 1e6).round() as u64,
+                upstream: ctx.upstream.as_deref(),
+                error: ctx.error_code.or(error),
+            })
+        });
+    }
+}
