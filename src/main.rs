@@ -205,7 +205,7 @@ fn run(
         limiter,
         metrics_cache,
         console,
-        stream_slots: Default::default(),
+        stream_slots: Arc::default(),
         matcher,
         config: app,
         pools,

@@ -1,5 +1,5 @@
-//! What a local handler returns: a complete response as a value. Only the edge and the
-//! front write it to the wire (with the edge's own headers added).
+//! What a local handler returns: a complete response, or an event stream, as a value.
+//! Only the edge and the front write them to the wire (with the edge's own headers added).
 
 use crate::errors::{ApiError, Envelope};
 use bytes::Bytes;
@@ -10,6 +10,8 @@ pub struct Reply {
     pub content_type: Option<&'static str>,
     pub headers: Vec<(&'static str, String)>,
     pub body: Bytes,
+    /// The node that served it, for the access log (never sent to the client).
+    pub upstream: Option<String>,
 }
 
 impl Reply {
@@ -19,6 +21,7 @@ impl Reply {
             content_type: Some("application/json"),
             headers: Vec::new(),
             body: body.into(),
+            upstream: None,
         }
     }
 
@@ -28,6 +31,7 @@ impl Reply {
             content_type: None,
             headers: Vec::new(),
             body: Bytes::new(),
+            upstream: None,
         }
     }
 
@@ -37,8 +41,62 @@ impl Reply {
         r
     }
 
+    /// Name the node that served this answer (access log, metrics).
+    pub fn served_by(mut self, upstream: Option<String>) -> Self {
+        self.upstream = upstream;
+        self
+    }
+
     pub fn with_headers(mut self, h: Vec<(&'static str, String)>) -> Self {
         self.headers.extend(h);
         self
+    }
+}
+
+/// A long-lived answer (server-sent events): its head, and the chunks a producer task
+/// sends as they come. Dropping the stream (the client went away, the edge is done)
+/// stops the producer, which releases whatever it holds.
+pub struct EventStream {
+    pub content_type: &'static str,
+    pub headers: Vec<(&'static str, String)>,
+    /// The node feeding the stream, for the access log.
+    pub upstream: Option<String>,
+    events: tokio::sync::mpsc::Receiver<Bytes>,
+    producer: tokio::task::JoinHandle<()>,
+}
+
+impl EventStream {
+    /// Run `produce` as its own task, with room for `backlog` chunks between it and the
+    /// writer (a slow client holds the producer back rather than growing memory).
+    pub fn spawn<F>(
+        content_type: &'static str,
+        headers: Vec<(&'static str, String)>,
+        upstream: Option<String>,
+        backlog: usize,
+        produce: impl FnOnce(tokio::sync::mpsc::Sender<Bytes>) -> F,
+    ) -> Self
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let (tx, events) = tokio::sync::mpsc::channel(backlog.max(1));
+        let producer = tokio::spawn(produce(tx));
+        EventStream {
+            content_type,
+            headers,
+            upstream,
+            events,
+            producer,
+        }
+    }
+
+    /// The next chunk; `None` once the producer has finished.
+    pub async fn next(&mut self) -> Option<Bytes> {
+        self.events.recv().await
+    }
+}
+
+impl Drop for EventStream {
+    fn drop(&mut self) {
+        self.producer.abort();
     }
 }

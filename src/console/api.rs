@@ -4,6 +4,7 @@
 use super::{clear_cookies, db, email, wallet, Console, ConsoleSession};
 use crate::auth::keys::KeyAuth;
 use crate::errors::ApiError;
+use crate::handlers::Request;
 use crate::reply::Reply;
 use crate::routes::spec::HandlerKind;
 use crate::store::console::{Challenge, CodeCheck, Identity, UserRow};
@@ -18,37 +19,29 @@ pub const SCOPES: &[&str] = &["rpc:read", "rpc:write", "sol_watchlist", "sol_gpa
 /// Scopes of the default key made by `/v1/auth/me`.
 const DEFAULT_SCOPES: &[&str] = &["rpc:read", "rpc:write"];
 
-/// What a console handler gets from the edge.
-pub struct Req<'a> {
-    pub kind: HandlerKind,
-    pub session: Option<&'a ConsoleSession>,
-    pub params: &'a [String],
-    pub body: Bytes,
-    pub secure: bool,
-    pub query: Option<&'a str>,
-    pub cookies: Option<&'a str>,
-    pub request_id: &'a str,
-}
-
-pub async fn handle(console: &Console, keys: &KeyAuth, req: Req<'_>) -> Result<Reply, ApiError> {
+pub async fn handle(
+    console: &Console,
+    keys: &KeyAuth,
+    req: &Request<'_>,
+) -> Result<Reply, ApiError> {
     match req.kind {
-        HandlerKind::ConsoleMe => me(console, session(&req)?).await,
+        HandlerKind::ConsoleMe => me(console, session(req)?).await,
         HandlerKind::ConsoleLogout => {
-            let hash = session(&req)?.token_hash;
+            let hash = session(req)?.token_hash;
             db(&console.store, move |s| s.revoke_session(&hash)).await?;
             Ok(Reply::empty(204).with_headers(set_cookies(clear_cookies(req.secure))))
         }
         HandlerKind::ConsoleKeysList => {
-            let uid = session(&req)?.user_id.clone();
+            let uid = session(req)?.user_id.clone();
             let list = db(&console.store, move |s| s.user_keys(&uid)).await?;
             json_reply(
                 200,
                 json!({"keys": list.iter().map(key_json).collect::<Vec<_>>()}),
             )
         }
-        HandlerKind::ConsoleKeysCreate => create_key(console, &req).await,
+        HandlerKind::ConsoleKeysCreate => create_key(console, req).await,
         HandlerKind::ConsoleKeysRevoke => {
-            let uid = session(&req)?.user_id.clone();
+            let uid = session(req)?.user_id.clone();
             let id = req.params.first().cloned().unwrap_or_default();
             match db(&console.store, move |s| s.revoke_user_key(&uid, &id)).await? {
                 Some(hash) => {
@@ -59,7 +52,7 @@ pub async fn handle(console: &Console, keys: &KeyAuth, req: Req<'_>) -> Result<R
             }
         }
         HandlerKind::ConsoleKeysRotate => {
-            let user = user_of(console, session(&req)?).await?;
+            let user = user_of(console, session(req)?).await?;
             let id = req.params.first().cloned().unwrap_or_default();
             match db(&console.store, move |s| s.rotate_user_key(&user, &id)).await? {
                 Some((k, raw, old_hash)) => {
@@ -71,18 +64,18 @@ pub async fn handle(console: &Console, keys: &KeyAuth, req: Req<'_>) -> Result<R
                 None => Err(not_found()),
             }
         }
-        HandlerKind::ConsoleEmailStart => email_start(console, &req).await,
-        HandlerKind::ConsoleEmailVerify => email_verify(console, &req).await,
-        HandlerKind::ConsoleWalletChallenge => wallet_challenge(console, &req).await,
-        HandlerKind::ConsoleWalletVerify => wallet_verify(console, &req).await,
-        HandlerKind::ConsoleGoogleStart => google_start(console, &req).await,
-        HandlerKind::ConsoleGoogleCallback => google_callback(console, &req).await,
+        HandlerKind::ConsoleEmailStart => email_start(console, req).await,
+        HandlerKind::ConsoleEmailVerify => email_verify(console, req).await,
+        HandlerKind::ConsoleWalletChallenge => wallet_challenge(console, req).await,
+        HandlerKind::ConsoleWalletVerify => wallet_verify(console, req).await,
+        HandlerKind::ConsoleGoogleStart => google_start(console, req).await,
+        HandlerKind::ConsoleGoogleCallback => google_callback(console, req).await,
         _ => Err(ApiError::not_implemented("console route")),
     }
 }
 
-fn session<'a>(req: &'a Req<'_>) -> Result<&'a ConsoleSession, ApiError> {
-    req.session
+fn session<'a>(req: &'a Request<'_>) -> Result<&'a ConsoleSession, ApiError> {
+    req.session()
         .ok_or_else(|| ApiError::new(401, "unauthenticated", "no valid session"))
 }
 
@@ -187,7 +180,7 @@ struct NewKey {
     scopes: Option<Vec<String>>,
 }
 
-async fn create_key(console: &Console, req: &Req<'_>) -> Result<Reply, ApiError> {
+async fn create_key(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
     let user = user_of(console, session(req)?).await?;
     let new: NewKey = parse(&req.body)?;
     let name = new.name.trim().to_string();
@@ -221,7 +214,7 @@ struct EmailStart {
     email: String,
 }
 
-async fn email_start(console: &Console, req: &Req<'_>) -> Result<Reply, ApiError> {
+async fn email_start(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
     let start: EmailStart = parse(&req.body)?;
     if !console.mailer.enabled() {
         return Err(ApiError::new(
@@ -262,7 +255,7 @@ struct EmailVerify {
     code: String,
 }
 
-async fn email_verify(console: &Console, req: &Req<'_>) -> Result<Reply, ApiError> {
+async fn email_verify(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
     let v: EmailVerify = parse(&req.body)?;
     let addr =
         email::normalize(&v.email).ok_or_else(|| bad("invalid_email", "not an email address"))?;
@@ -305,7 +298,7 @@ async fn sign_in(console: &Console, id: Identity, secure: bool) -> Result<Reply,
     )
 }
 
-fn wallet_chain(req: &Req<'_>) -> Result<wallet::Chain, ApiError> {
+fn wallet_chain(req: &Request<'_>) -> Result<wallet::Chain, ApiError> {
     req.params
         .first()
         .and_then(|c| wallet::Chain::parse(c))
@@ -318,7 +311,7 @@ struct ChallengeReq {
     address: String,
 }
 
-async fn wallet_challenge(console: &Console, req: &Req<'_>) -> Result<Reply, ApiError> {
+async fn wallet_challenge(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
     let chain = wallet_chain(req)?;
     let c: ChallengeReq = parse(&req.body)?;
     let address = wallet::canonical_address(chain, c.address.trim())
@@ -364,7 +357,7 @@ struct VerifyReq {
     signature: String,
 }
 
-async fn wallet_verify(console: &Console, req: &Req<'_>) -> Result<Reply, ApiError> {
+async fn wallet_verify(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
     let chain = wallet_chain(req)?;
     let v: VerifyReq = parse(&req.body)?;
     let nonce = wallet::nonce_of(&v.message)
@@ -419,7 +412,7 @@ fn state_cookie(value: &str, max_age: i64, secure: bool) -> String {
 }
 
 /// `GET /v1/auth/google/start`: 302 to the provider with state, nonce and a PKCE challenge.
-async fn google_start(console: &Console, req: &Req<'_>) -> Result<Reply, ApiError> {
+async fn google_start(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
     let oidc = oidc(console)?;
     let state = super::random_token(16);
     let nonce = super::random_token(16);
@@ -445,7 +438,7 @@ async fn google_start(console: &Console, req: &Req<'_>) -> Result<Reply, ApiErro
 
 /// `GET /v1/auth/google/callback?code&state`: check the state against the browser's
 /// cookie, exchange the code, verify the ID token, sign in, 302 to the console.
-async fn google_callback(console: &Console, req: &Req<'_>) -> Result<Reply, ApiError> {
+async fn google_callback(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
     use super::google::query_param;
     let oidc = oidc(console)?;
     if query_param(req.query, "error").is_some() {

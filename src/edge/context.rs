@@ -5,7 +5,7 @@ use crate::auth::Principal;
 use crate::errors::Envelope;
 use crate::handlers::beacon::BeaconPolicy;
 use crate::pools::Host;
-use crate::reply::Reply;
+use crate::reply::{EventStream, Reply};
 use crate::routes::Route;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -57,14 +57,13 @@ impl Pass {
     }
 }
 
-/// What the pipeline decided: answer here, proxy, or open the caller's MEV-Share stream.
+/// What the pipeline decided: answer here, proxy, or stream events.
 pub(crate) enum Outcome {
     Reply(Reply),
     Proxy(Pass),
-    /// Served on Pingora's session only: the lean front hands these routes over.
-    MevShare {
-        user: String,
-    },
+    /// An event stream (MEV-Share): served on Pingora's session only, the lean front
+    /// hands these routes over.
+    Stream(EventStream),
 }
 
 /// Read timeout toward nodes on ordinary passthroughs.

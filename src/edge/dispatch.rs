@@ -6,10 +6,9 @@ use crate::auth::Principal;
 use crate::errors::ApiError;
 use crate::handlers;
 use crate::pools::{Host, Pool};
-use crate::reply::Reply;
+use crate::reply::{EventStream, Reply};
 use crate::routes::spec::HandlerKind;
 use crate::routes::Route;
-use pingora_proxy::Session;
 use std::sync::Arc;
 
 impl Edge {
@@ -78,15 +77,7 @@ impl Edge {
                 let hosts = pool.candidates(None);
                 Ok(Outcome::Proxy(self.pass(pool, hosts, rest, false)?))
             }
-            HandlerKind::MevShareSse => {
-                let user = match &ctx.principal {
-                    Some(Principal::Key(k)) => {
-                        k.user_id.clone().unwrap_or_else(|| k.tenant_id.clone())
-                    }
-                    _ => return Err(ApiError::new(401, "unauthorized", "a key is required")),
-                };
-                Ok(Outcome::MevShare { user })
-            }
+            HandlerKind::MevShareSse => self.mev_share(ctx).await.map(Outcome::Stream),
             _ => self
                 .dispatch_local(session, ctx, route)
                 .await
@@ -94,28 +85,24 @@ impl Edge {
         }
     }
 
-    /// The caller's MEV-Share event stream, written on Pingora's session as it arrives.
-    pub(super) async fn mev_share(
-        &self,
-        session: &mut Session,
-        ctx: &mut Ctx,
-        user: &str,
-    ) -> Result<(), ApiError> {
+    /// The caller's MEV-Share event stream (one per user), opened before any byte goes out.
+    async fn mev_share(&self, ctx: &mut Ctx) -> Result<EventStream, ApiError> {
+        let user = match &ctx.principal {
+            Some(Principal::Key(k)) => k.user_id.clone().unwrap_or_else(|| k.tenant_id.clone()),
+            _ => return Err(ApiError::new(401, "unauthorized", "a key is required")),
+        };
         let st = &*self.state;
-        let pool = st.pools.get("eth_mev_share").cloned();
-        let headers = ctx.cors_headers.clone();
-        ctx.upstream = handlers::mev_share::serve(
-            session,
+        let stream = handlers::mev_share::open(
             &st.stream_slots,
-            user,
-            pool.as_deref(),
+            &user,
+            st.pools.get("eth_mev_share").map(|p| &**p),
             &st.gateway.client,
             &st.config.app.streams,
             &ctx.request_id,
-            &headers,
         )
         .await?;
-        Ok(())
+        ctx.upstream = stream.upstream.clone();
+        Ok(stream)
     }
 
     pub(super) fn passthrough_pool(&self, route: &Route) -> Result<&Pool, ApiError> {

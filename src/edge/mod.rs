@@ -9,6 +9,7 @@
 //! | `dispatch.rs` | passthroughs become a `Pass`; JSON-RPC goes to the gateway |
 //! | `local.rs` | which local handler answers a route |
 //! | `hop.rs` | what never crosses a hop toward a node or back |
+//! | `retry.rs` | when a passthrough goes on to the next host |
 //! | `proxy_http.rs` | Pingora's `ProxyHttp` phases around the pipeline, and the access log |
 //! | `respond.rs` | writing a local `Reply` on Pingora's session |
 //! | `downstream.rs` | the one view of a client request both servers give the pipeline |
@@ -23,6 +24,7 @@ mod local;
 mod pipeline;
 mod proxy_http;
 pub mod respond;
+pub(crate) mod retry;
 
 use crate::config::Loaded;
 use crate::pools::Pools;
@@ -46,7 +48,7 @@ pub struct State {
     pub limiter: crate::limits::Limiter,
     pub metrics_cache: crate::handlers::metrics_mirror::MetricsCache,
     pub console: crate::console::Console,
-    pub stream_slots: crate::handlers::mev_share::StreamSlots,
+    pub stream_slots: Arc<crate::handlers::mev_share::StreamSlots>,
 }
 
 pub struct Edge {

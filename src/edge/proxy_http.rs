@@ -3,7 +3,7 @@
 //! else is answered by `request_filter`.
 
 use super::hop::{connection_options, forwarded_for, sets_console_cookie, CALLER_ONLY_HEADERS};
-use super::{request_id, respond, Ctx, Downstream, Edge, Outcome, PASS_READ_TIMEOUT};
+use super::{request_id, respond, retry, Ctx, Downstream, Edge, Outcome, PASS_READ_TIMEOUT};
 use crate::auth::Principal;
 use crate::errors::ApiError;
 use crate::observe::{access_log, metrics};
@@ -26,13 +26,11 @@ impl ProxyHttp for Edge {
         ctx.request_id = request_id(session.get_header("x-request-id").map(|v| v.as_bytes()));
         let reply = match self.pipeline(session, ctx).await {
             Ok(Outcome::Reply(reply)) => reply,
-            Ok(Outcome::MevShare { user }) => match self.mev_share(session, ctx, &user).await {
-                Ok(()) => return Ok(true),
-                Err(e) => {
-                    ctx.error_code = Some(e.code);
-                    Reply::error(&e, ctx.envelope, &ctx.request_id)
-                }
-            },
+            Ok(Outcome::Stream(stream)) => {
+                // A failed write means the client left; the stream ends either way.
+                let _ = respond::write_stream(session, ctx, stream).await;
+                return Ok(true);
+            }
             Ok(Outcome::Proxy(pass)) => {
                 if pass.stream {
                     // SSE and WebSocket stay open as long as both ends want.
@@ -81,19 +79,16 @@ impl ProxyHttp for Edge {
         mut e: Box<Error>,
     ) -> Box<Error> {
         if let Some(pass) = ctx.pass.as_ref() {
-            if let Some(h) = &pass.current {
-                h.record_failure(&format!("connect: {e}"));
-                metrics::upstream_failure(&h.pool, &h.id, "connect");
-            }
-            if pass.next < pass.hosts.len() {
-                e.set_retry(true);
-            }
+            let next = pass
+                .current
+                .as_ref()
+                .is_none_or(|h| retry::after_failure(h, retry::Failure::Connect, &e, true, false));
+            e.set_retry(next && pass.next < pass.hosts.len());
         }
         e
     }
 
-    /// The node failed mid-exchange. A GET whose answer has not started downstream is
-    /// safe to send to the next host; anything else is not retried.
+    /// The node failed mid-exchange: the next host only by the retry rule (`retry.rs`).
     fn error_while_proxy(
         &self,
         peer: &HttpPeer,
@@ -103,14 +98,13 @@ impl ProxyHttp for Edge {
         _client_reused: bool,
     ) -> Box<Error> {
         let mut e = e.more_context(format!("peer {peer}"));
-        let idempotent = session.req_header().method == http::Method::GET;
+        let safe = retry::safe_to_resend(session.req_header().method.as_str());
+        let started = session.response_written().is_some();
         if let Some(pass) = ctx.pass.as_ref() {
-            if let Some(h) = &pass.current {
-                h.record_failure(&format!("proxy: {e}"));
-                metrics::upstream_failure(&h.pool, &h.id, "transport");
-            }
-            let more = pass.next < pass.hosts.len();
-            e.set_retry(idempotent && more && session.response_written().is_none());
+            let next = pass.current.as_ref().is_none_or(|h| {
+                retry::after_failure(h, retry::Failure::Transport, &e, safe, started)
+            });
+            e.set_retry(next && pass.next < pass.hosts.len());
         }
         e
     }

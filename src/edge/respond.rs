@@ -1,6 +1,8 @@
-//! Writing a locally produced response: one complete response, keep-alive preserved.
+//! Writing a local answer on Pingora's session: one complete response (keep-alive
+//! preserved), or an event stream chunk by chunk.
 
 use super::Ctx;
+use crate::reply::EventStream;
 pub use crate::reply::Reply;
 use pingora_core::Result;
 use pingora_http::ResponseHeader;
@@ -39,4 +41,24 @@ pub async fn write(session: &mut Session, ctx: &Ctx, reply: Reply) -> Result<()>
         session.write_response_body(Some(reply.body), true).await?;
     }
     Ok(())
+}
+
+/// An event stream: the edge's headers and the stream's, then each chunk as the producer
+/// sends it. Ends when the producer does, or when the client is gone (dropping the
+/// stream stops the producer).
+pub async fn write_stream(session: &mut Session, ctx: &Ctx, mut stream: EventStream) -> Result<()> {
+    let mut h = ResponseHeader::build(200, Some(8 + stream.headers.len()))?;
+    for (k, v) in ctx.edge_headers() {
+        h.append_header(k.to_string(), v)?;
+    }
+    h.append_header("Content-Type", stream.content_type)?;
+    for (k, v) in &stream.headers {
+        h.append_header(k.to_string(), v.as_str())?;
+    }
+    session.set_read_timeout(None);
+    session.write_response_header(Box::new(h), false).await?;
+    while let Some(chunk) = stream.next().await {
+        session.write_response_body(Some(chunk), false).await?;
+    }
+    session.write_response_body(None, true).await
 }

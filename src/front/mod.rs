@@ -409,7 +409,7 @@ impl LeanFront {
         let (status, keep, error) = match self.edge.pipeline(&mut req, &mut ctx).await {
             Ok(Outcome::Proxy(pass)) => proxy::pass(self, &mut req, &mut ctx, pass, closing).await,
             Ok(Outcome::Reply(reply)) => self.reply(&mut req, &ctx, reply, closing).await,
-            Ok(Outcome::MevShare { .. }) => {
+            Ok(Outcome::Stream(_)) => {
                 // `is_lean` sends these routes to Pingora; reaching here is a bug.
                 let e = ApiError::internal("event stream on the lean path");
                 self.error(&mut req, &mut ctx, e, closing).await

@@ -13,6 +13,7 @@
 use super::request::LeanRequest;
 use super::{date_header, header, status_line, LeanFront};
 use crate::edge::downstream::Downstream;
+use crate::edge::retry::{self, Failure};
 use crate::edge::{
     connection_options, forwarded_for, sets_console_cookie, Ctx, Pass, CALLER_ONLY_HEADERS,
     PASS_READ_TIMEOUT,
@@ -61,8 +62,7 @@ pub(super) async fn pass(
         None
     };
     let head_request = req.head.method() == "HEAD";
-    // Methods a node may receive twice (RFC 9110 §9.2.2 safe methods).
-    let idempotent = matches!(req.head.method(), "GET" | "HEAD" | "OPTIONS");
+    let idempotent = retry::safe_to_resend(req.head.method());
     let read_timeout = (!pass.stream).then_some(PASS_READ_TIMEOUT);
     let pool = front.edge.state.gateway.client.plain();
     for host in &pass.hosts {
@@ -118,18 +118,13 @@ pub(super) async fn pass(
             },
             Err(e) => e,
         };
-        match failure {
-            OpenError::Connect(e) => {
-                host.record_failure(&format!("connect: {e}"));
-                metrics::upstream_failure(&host.pool, &host.id, "connect");
-            }
-            OpenError::Transport(e) => {
-                host.record_failure(&format!("proxy: {e}"));
-                metrics::upstream_failure(&host.pool, &host.id, "transport");
-                if !idempotent {
-                    break;
-                }
-            }
+        let (kind, detail) = match failure {
+            OpenError::Connect(e) => (Failure::Connect, e),
+            OpenError::Transport(e) => (Failure::Transport, e),
+        };
+        // Nothing went to the client yet: a failed pass answers 502 below.
+        if !retry::after_failure(host, kind, &detail, idempotent, false) {
+            break;
         }
     }
     front

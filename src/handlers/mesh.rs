@@ -2,6 +2,8 @@
 
 use crate::pools::health::HealthState;
 use crate::pools::{Host, Pools};
+use crate::reply::Reply;
+use crate::routes::spec::HandlerKind;
 use serde_json::{json, Map, Value};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -9,6 +11,21 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub struct Mesh {
     pub source: &'static str,
     pub layers: &'static [(&'static str, &'static [&'static str])],
+}
+
+/// The mesh routes (`mesh_health`, `polygon_mesh_health`, `mesh_hosts` in
+/// `plugins/admin.yaml`): JSON
+/// from the live fleet state, never cached by intermediaries.
+pub fn serve(pools: &Pools, kind: HandlerKind) -> Reply {
+    let (body, source) = match kind {
+        HandlerKind::PolygonMeshHealth => (health(pools, &POLYGON), POLYGON.source),
+        HandlerKind::MeshHosts => (hosts(pools), ETH.source),
+        _ => (health(pools, &ETH), ETH.source),
+    };
+    Reply::json(200, serde_json::to_vec(&body).unwrap_or_default()).with_headers(vec![
+        ("X-Mesh-Source", source.to_string()),
+        ("Cache-Control", "no-store".to_string()),
+    ])
 }
 
 pub const ETH: Mesh = Mesh {

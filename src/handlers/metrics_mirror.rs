@@ -6,10 +6,13 @@
 //! layer → feature → pool → host → family → capability → upstream.
 
 use super::scrub::scrub;
+use super::Request;
 use crate::config::MirrorConf;
 use crate::errors::ApiError;
 use crate::pools::{Host, Pools};
+use crate::reply::Reply;
 use crate::routes::matcher::percent_decode;
+use crate::routes::spec::HandlerKind;
 use crate::store::KeyRecord;
 use crate::upstream::{Call, UpstreamClient};
 use bytes::Bytes;
@@ -75,6 +78,32 @@ pub fn is_pprof(raw_path: &str) -> bool {
         .collect::<Vec<_>>()
         .windows(2)
         .any(|w| w[0] == "debug" && w[1] == "pprof")
+}
+
+/// The mirror route of either chain: resolve the host (SPEC's refusals in order), then
+/// the cached or freshly scraped, scrubbed metrics.
+pub async fn serve(
+    cache: &MetricsCache,
+    pools: &Pools,
+    req: &Request<'_>,
+) -> Result<Reply, ApiError> {
+    let chain = if req.kind == HandlerKind::PolygonMetricsMirror {
+        Chain::Polygon
+    } else {
+        Chain::Eth
+    };
+    let host = resolve(
+        chain,
+        pools,
+        req.path,
+        req.path_suspicious,
+        req.tail(),
+        req.key(),
+    )?;
+    let (body, cached) = cache.get(host, req.request_id).await?;
+    let mut reply = Reply::json(200, body).served_by(Some(host.id.clone()));
+    reply.content_type = Some("text/plain; version=0.0.4; charset=utf-8");
+    Ok(reply.with_headers(vec![("X-Cache-Status", cached.to_string())]))
 }
 
 /// Stream-envelope error of the mirror.

@@ -8,12 +8,11 @@
 use crate::config::StreamsConf;
 use crate::errors::ApiError;
 use crate::pools::Pool;
+use crate::reply::EventStream;
 use crate::upstream::UpstreamClient;
 use bytes::Bytes;
-use pingora_http::ResponseHeader;
-use pingora_proxy::Session;
 use std::collections::HashSet;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Who holds an open stream.
@@ -23,12 +22,12 @@ pub struct StreamSlots {
 }
 
 /// Holding one user's slot; dropping it frees the slot.
-pub struct Slot<'a> {
-    slots: &'a StreamSlots,
+pub struct Slot {
+    slots: Arc<StreamSlots>,
     user: String,
 }
 
-impl Drop for Slot<'_> {
+impl Drop for Slot {
     fn drop(&mut self) {
         if let Ok(mut held) = self.slots.held.lock() {
             held.remove(&self.user);
@@ -38,7 +37,7 @@ impl Drop for Slot<'_> {
 }
 
 impl StreamSlots {
-    pub fn acquire(&self, user: &str, max: usize) -> Result<Slot<'_>, ApiError> {
+    pub fn acquire(self: &Arc<Self>, user: &str, max: usize) -> Result<Slot, ApiError> {
         let mut held = self
             .held
             .lock()
@@ -60,25 +59,25 @@ impl StreamSlots {
         held.insert(user.to_string());
         crate::observe::metrics::STREAMS_OPEN.set(held.len() as i64);
         Ok(Slot {
-            slots: self,
+            slots: self.clone(),
             user: user.to_string(),
         })
     }
 }
 
-/// Relay the stream. `Err` only before anything was written downstream.
-#[allow(clippy::too_many_arguments)]
-pub async fn serve(
-    session: &mut Session,
-    slots: &StreamSlots,
+/// Open the caller's stream: the slot and an upstream first (refusals happen here, before
+/// any byte goes out), then a producer relaying hints as the upstream framed them, a
+/// `:ping` comment whenever nothing flowed for `ping_interval_secs`, and the end of the
+/// stream after `mev_share_window_secs` or when the upstream ends (the client reconnects).
+pub async fn open(
+    slots: &Arc<StreamSlots>,
     user: &str,
     pool: Option<&Pool>,
     client: &UpstreamClient,
     conf: &StreamsConf,
     request_id: &str,
-    extra_headers: &[(&'static str, String)],
-) -> Result<Option<String>, ApiError> {
-    let _slot = slots.acquire(user, conf.max_streams)?;
+) -> Result<EventStream, ApiError> {
+    let slot = slots.acquire(user, conf.max_streams)?;
     let hosts = pool.map(|p| p.candidates(None)).unwrap_or_default();
     if hosts.is_empty() {
         return Err(ApiError::new(
@@ -110,69 +109,47 @@ pub async fn serve(
             format!("no MEV-Share upstream answered ({last})"),
         ));
     };
-
-    let mut h = ResponseHeader::build(200, Some(8)).map_err(|_| ApiError::internal("header"))?;
-    for (k, v) in [
-        ("Server", "chainedge"),
-        ("X-Request-Id", request_id),
-        ("Content-Type", "text/event-stream"),
-        ("Cache-Control", "no-cache"),
-        ("X-Accel-Buffering", "no"),
-    ] {
-        let _ = h.insert_header(k, v);
-    }
-    for (k, v) in extra_headers {
-        let _ = h.append_header(*k, v.as_str());
-    }
-    session.set_read_timeout(None);
-    if session
-        .write_response_header(Box::new(h), false)
-        .await
-        .is_err()
-    {
-        return Ok(Some(host_id));
-    }
-
-    // The upstream is read by its own task, so waiting for a chunk can be cut short by
-    // the ping timer without cancelling a read half-way.
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Bytes>(16);
-    let reader = AbortOnDrop(tokio::spawn(async move {
-        while let Ok(Some(chunk)) = up.read_response_body().await {
-            if tx.send(chunk).await.is_err() {
-                break;
-            }
-        }
-    }));
-    let window = tokio::time::sleep(Duration::from_secs(conf.mev_share_window_secs));
-    tokio::pin!(window);
+    let window = Duration::from_secs(conf.mev_share_window_secs);
     let ping_every = Duration::from_secs(conf.ping_interval_secs);
-    loop {
-        tokio::select! {
-            _ = &mut window => break,
-            chunk = tokio::time::timeout(ping_every, rx.recv()) => match chunk {
-                // Hints go out as the upstream framed them.
-                Ok(Some(bytes)) => {
-                    if session.write_response_body(Some(bytes), false).await.is_err() {
-                        return Ok(Some(host_id));
+    let headers = vec![
+        ("Cache-Control", "no-cache".to_string()),
+        ("X-Accel-Buffering", "no".to_string()),
+    ];
+    Ok(EventStream::spawn(
+        "text/event-stream",
+        headers,
+        Some(host_id),
+        16,
+        move |out| async move {
+            let _slot = slot;
+            // The upstream is read by its own task, so waiting for a chunk can be cut
+            // short by the ping timer without cancelling a read half-way.
+            let (tx, mut rx) = tokio::sync::mpsc::channel::<Bytes>(16);
+            let _reader = AbortOnDrop(tokio::spawn(async move {
+                while let Ok(Some(chunk)) = up.read_response_body().await {
+                    if tx.send(chunk).await.is_err() {
+                        break;
                     }
                 }
-                // Upstream finished or failed: end the stream; the client reconnects.
-                Ok(None) => break,
-                Err(_idle) => {
-                    if session
-                        .write_response_body(Some(Bytes::from_static(b":ping\n\n")), false)
-                        .await
-                        .is_err()
-                    {
-                        return Ok(Some(host_id));
-                    }
+            }));
+            let window = tokio::time::sleep(window);
+            tokio::pin!(window);
+            loop {
+                let chunk = tokio::select! {
+                    _ = &mut window => break,
+                    chunk = tokio::time::timeout(ping_every, rx.recv()) => chunk,
+                };
+                let send = match chunk {
+                    Ok(Some(bytes)) => bytes,
+                    Ok(None) => break,
+                    Err(_idle) => Bytes::from_static(b":ping\n\n"),
+                };
+                if out.send(send).await.is_err() {
+                    break;
                 }
-            },
-        }
-    }
-    drop(reader);
-    let _ = session.write_response_body(None, true).await;
-    Ok(Some(host_id))
+            }
+        },
+    ))
 }
 
 /// Stops the upstream reader task whichever way the stream ends.

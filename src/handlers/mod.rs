@@ -1,5 +1,15 @@
 //! Local handlers: routes answered by the edge itself rather than passed through.
+//!
+//! **The handler contract.** A handler is a function of a plain [`Request`] (and the
+//! services it needs: the gateway, the pools, a store) that returns
+//! `Result<Reply, ApiError>`. It never sees a socket or a Pingora session: the edge has
+//! already matched the route, authenticated and authorized the caller, counted the rate
+//! limit and read the body within the route's bound, and it writes the answer (adding
+//! `Server`, `X-Request-Id`, CORS and rate headers) on whichever server took the request.
+//! Errors are `ApiError`s; the edge renders them in the route's envelope. The recipe for
+//! a new handler is in CONTRIBUTING.md.
 
+pub mod base_page;
 pub mod beacon;
 pub mod mesh;
 pub mod metrics_mirror;
@@ -7,3 +17,54 @@ pub mod mev_share;
 pub mod relay;
 pub mod scrub;
 pub mod sender;
+
+use crate::auth::{ConsoleSession, Principal};
+use crate::routes::spec::HandlerKind;
+use crate::store::KeyRecord;
+use bytes::Bytes;
+
+/// What a local handler is given.
+pub struct Request<'a> {
+    /// Which handler the route names (one function may serve several kinds).
+    pub kind: HandlerKind,
+    pub method: &'a str,
+    /// The path as the client sent it, still percent-encoded.
+    pub path: &'a str,
+    /// The path had `.`/`..` or encoded-slash segments (only tail routes get this far).
+    pub path_suspicious: bool,
+    /// Values of the route's `{param}`s, in order (a tail is the rest of the path).
+    pub params: &'a [String],
+    pub query: Option<&'a str>,
+    /// The body, read in full within the route's bound (empty for GET and HEAD).
+    pub body: Bytes,
+    /// Who is calling, as the guard established.
+    pub caller: &'a Principal,
+    /// The `Cookie` header (console routes).
+    pub cookies: Option<&'a str>,
+    /// Whether cookies set on the answer get `Secure`.
+    pub secure: bool,
+    pub request_id: &'a str,
+}
+
+impl Request<'_> {
+    /// The last `{param}` (a tail route's tail), or "".
+    pub fn tail(&self) -> &str {
+        self.params.last().map(String::as_str).unwrap_or("")
+    }
+
+    /// The caller's API key, when the caller is one.
+    pub fn key(&self) -> Option<&KeyRecord> {
+        match self.caller {
+            Principal::Key(k) => Some(k),
+            _ => None,
+        }
+    }
+
+    /// The caller's console session, when signed in by cookie.
+    pub fn session(&self) -> Option<&ConsoleSession> {
+        match self.caller {
+            Principal::User(s) => Some(s),
+            _ => None,
+        }
+    }
+}

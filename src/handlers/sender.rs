@@ -2,9 +2,121 @@
 //! transaction → its hash) and `POST /v1/eth/sender/bundle` (ordered signed transactions
 //! → a bundle hash from the builder pool).
 
+use super::Request;
 use crate::errors::ApiError;
+use crate::pools::{Pool, Pools};
+use crate::reply::Reply;
+use crate::routes::spec::HandlerKind;
+use crate::rpc::{Gateway, BUILDER_METHODS, PRIVATE_TX_METHODS};
 use serde::Deserialize;
 use serde_json::{json, Value};
+
+/// `POST /v1/eth/sender/raw`: the transaction to the public pool (by the gateway's write
+/// policy) or to the private relay, as asked.
+pub async fn raw(gateway: &Gateway, pools: &Pools, req: &Request<'_>) -> Result<Reply, ApiError> {
+    let (raw, preferred) = parse_raw(&req.body)?;
+    let call =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "eth_sendRawTransaction", "params": [raw]});
+    let (answer, path, upstream) = if preferred == "private" {
+        let pool = pool(pools, "eth_private_rpc")?;
+        let body = call.to_string();
+        let r = gateway
+            .forward(
+                pool.candidates(None),
+                body.as_bytes(),
+                PRIVATE_TX_METHODS,
+                req.request_id,
+            )
+            .await?;
+        let answer: Value = serde_json::from_slice(&r.body).unwrap_or_default();
+        (answer, "private", r.upstream)
+    } else {
+        let (answer, host) = gateway
+            .write(pool(pools, "eth_el")?, &call, req.request_id)
+            .await?;
+        (answer, "public", host)
+    };
+    match answer.get("result").and_then(Value::as_str) {
+        Some(hash) => {
+            Ok(json_reply(json!({"tx_hash": hash, "path_used": path})).served_by(upstream))
+        }
+        None => Err(ApiError::new(
+            400,
+            "tx_rejected",
+            error_message(&answer, "the node refused the transaction"),
+        )),
+    }
+}
+
+/// `POST /v1/eth/sender/bundle`: `eth_sendBundle` to the builder pool.
+pub async fn bundle(
+    gateway: &Gateway,
+    pools: &Pools,
+    req: &Request<'_>,
+) -> Result<Reply, ApiError> {
+    let call = bundle_call(&req.body)?;
+    let pool = pool(pools, "eth_mev_builder")?;
+    let body = call.to_string();
+    let r = gateway
+        .forward(
+            pool.candidates(None),
+            body.as_bytes(),
+            BUILDER_METHODS,
+            req.request_id,
+        )
+        .await?;
+    let answer: Value = serde_json::from_slice(&r.body).unwrap_or_default();
+    match answer.pointer("/result/bundleHash").and_then(Value::as_str) {
+        Some(h) => Ok(json_reply(json!({"bundle_hash": h})).served_by(r.upstream)),
+        None => Err(ApiError::new(
+            400,
+            "bundle_rejected",
+            error_message(&answer, "the builder refused the bundle"),
+        )),
+    }
+}
+
+/// `/rpc/eth-builder` and `/rpc/eth-private`: JSON-RPC whose every method is on the
+/// endpoint's own list, to the builder or private-relay pool.
+pub async fn endpoint(
+    gateway: &Gateway,
+    pools: &Pools,
+    req: &Request<'_>,
+) -> Result<Reply, ApiError> {
+    let (pool_name, allow) = if req.kind == HandlerKind::BuilderRpc {
+        ("eth_mev_builder", BUILDER_METHODS)
+    } else {
+        ("eth_private_rpc", PRIVATE_TX_METHODS)
+    };
+    let pool = pool(pools, pool_name)?;
+    let r = gateway
+        .forward(pool.candidates(None), &req.body, allow, req.request_id)
+        .await?;
+    Ok(Reply::json(200, r.body).served_by(r.upstream))
+}
+
+fn pool<'p>(pools: &'p Pools, name: &str) -> Result<&'p Pool, ApiError> {
+    pools.get(name).map(|p| &**p).ok_or_else(|| {
+        ApiError::new(
+            503,
+            "pool_not_configured",
+            format!("no {name} pool is configured"),
+        )
+    })
+}
+
+fn json_reply(v: Value) -> Reply {
+    Reply::json(200, serde_json::to_vec(&v).unwrap_or_default())
+}
+
+/// A JSON-RPC answer's error message, or `fallback`.
+fn error_message(answer: &Value, fallback: &str) -> String {
+    answer
+        .pointer("/error/message")
+        .and_then(Value::as_str)
+        .unwrap_or(fallback)
+        .to_string()
+}
 
 /// Dispatch routes of the raw sender.
 pub const RAW_PATHS: &[&str] = &["auto", "public", "private"];

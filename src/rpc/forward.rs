@@ -1,0 +1,73 @@
+//! Builder and private-transaction endpoints: calls whose every method is on the
+//! endpoint's own list, forwarded to its hosts in order.
+
+use super::call::method_of;
+use super::{Gateway, RpcReply};
+use crate::errors::ApiError;
+use crate::pools::Host;
+use bytes::Bytes;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// Methods a block builder accepts (Flashbots-style bundle API).
+pub const BUILDER_METHODS: &[&str] = &[
+    "eth_sendBundle",
+    "eth_callBundle",
+    "eth_cancelBundle",
+    "mev_sendBundle",
+    "mev_simBundle",
+    "eth_sendRawTransaction",
+];
+/// Methods a private transaction relay accepts.
+pub const PRIVATE_TX_METHODS: &[&str] = &[
+    "eth_sendRawTransaction",
+    "eth_sendPrivateTransaction",
+    "eth_sendPrivateRawTransaction",
+    "eth_cancelPrivateTransaction",
+];
+
+impl Gateway {
+    /// Forward a call (or batch) whose every method is in `allow` to the hosts in order
+    /// until one answers; for builder and private-transaction endpoints, whose methods
+    /// are not part of the general method table.
+    pub async fn forward(
+        &self,
+        hosts: Vec<Arc<Host>>,
+        body: &[u8],
+        allow: &[&str],
+        rid: &str,
+    ) -> Result<RpcReply, ApiError> {
+        let parsed: Value = serde_json::from_slice(body)
+            .map_err(|e| ApiError::invalid_params(format!("body is not JSON: {e}")))?;
+        let calls: Vec<&Value> = match &parsed {
+            Value::Array(a) if !a.is_empty() && a.len() <= self.conf.max_batch => {
+                a.iter().collect()
+            }
+            Value::Object(_) => vec![&parsed],
+            _ => {
+                return Err(ApiError::invalid_params(
+                    "a JSON-RPC call or a bounded batch",
+                ))
+            }
+        };
+        for call in calls {
+            let method = method_of(call)?;
+            if !allow.contains(&method) {
+                return Err(ApiError::new(
+                    403,
+                    "method_unknown",
+                    format!("{method} is not served on this endpoint"),
+                ));
+            }
+        }
+        if hosts.is_empty() {
+            return Err(ApiError::new(
+                503,
+                "no_upstream",
+                "no healthy host for this endpoint",
+            ));
+        }
+        self.try_hosts(&hosts, Bytes::copy_from_slice(body), rid, false)
+            .await
+    }
+}

@@ -1,0 +1,385 @@
+//! The read path: one call or a batch, classified, checked against per-family plans and
+//! sent to hosts in order of what they can serve, with fallback on node-state errors.
+
+use super::call::{jsonrpc_error, method_of, CallView, ReadCall};
+use super::methods::{block_need, classify, MethodClass};
+use super::need::{need_for, need_of, order_by_need, Need};
+use super::{Caller, Gateway, RpcReply};
+use crate::errors::ApiError;
+use crate::observe::metrics;
+use crate::pools::{Host, Pool};
+use crate::upstream::UpstreamError;
+use bytes::Bytes;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Node-state errors: the host cannot answer *now*; another host may.
+pub(super) const NODE_STATE_PATTERNS: &[&str] = &[
+    "header not found",
+    "missing trie node",
+    "unknown block",
+    "block not found",
+    "not synced",
+    "syncing",
+];
+
+impl Gateway {
+    pub async fn handle(
+        &self,
+        pool: &Pool,
+        body: &[u8],
+        request_id: &str,
+        caller: &Caller<'_>,
+    ) -> Result<RpcReply, ApiError> {
+        // Most bodies are one read call: classified from a borrowed view, no `Value` tree
+        // (a dozen allocations per request). Anything else takes the general path below.
+        if let Some(view) = CallView::of(body) {
+            let class = classify(view.method);
+            if class.is_plain_read() {
+                let call = ReadCall {
+                    method: view.method,
+                    class,
+                    params: view.params.as_ref(),
+                };
+                return self.single_read(pool, call, body, request_id, caller).await;
+            }
+        }
+        let parsed: Value = serde_json::from_slice(body).map_err(|e| {
+            ApiError::invalid_params(format!("body is not JSON: {e}"))
+                .with_field("jsonrpc_code", -32700)
+        })?;
+        match parsed {
+            Value::Array(calls) => self.batch(pool, calls, request_id, caller).await,
+            call @ Value::Object(_) => self.single(pool, call, body, request_id, caller).await,
+            _ => Err(ApiError::invalid_params(
+                "a JSON-RPC request is an object or a non-empty array",
+            )),
+        }
+    }
+
+    pub(super) async fn single(
+        &self,
+        pool: &Pool,
+        call: Value,
+        raw: &[u8],
+        rid: &str,
+        caller: &Caller<'_>,
+    ) -> Result<RpcReply, ApiError> {
+        let method = method_of(&call)?;
+        let class = classify(method);
+        match class {
+            MethodClass::Unknown => Err(ApiError::new(
+                403,
+                "method_unknown",
+                format!("method '{method}' is not part of the product"),
+            )),
+            MethodClass::Subscription => Err(ApiError::invalid_params(format!(
+                "{method} needs a WebSocket connection to /rpc/eth"
+            ))),
+            MethodClass::Write => {
+                let (v, host) = self.write(pool, &call, rid).await?;
+                Ok(RpcReply {
+                    body: Bytes::from(serde_json::to_vec(&v).unwrap_or_default()),
+                    upstream: host,
+                })
+            }
+            MethodClass::Filter => {
+                let (v, host) = self.filter(pool, &call, rid).await?;
+                Ok(RpcReply {
+                    body: Bytes::from(serde_json::to_vec(&v).unwrap_or_default()),
+                    upstream: host,
+                })
+            }
+            class => {
+                let read = ReadCall {
+                    method,
+                    class,
+                    params: call.get("params"),
+                };
+                self.single_read(pool, read, raw, rid, caller).await
+            }
+        }
+    }
+
+    /// One read call (reads, trace, debug, txpool): the plan check, then the body as it
+    /// came to a host that can answer it.
+    pub(super) async fn single_read(
+        &self,
+        pool: &Pool,
+        call: ReadCall<'_>,
+        raw: &[u8],
+        rid: &str,
+        caller: &Caller<'_>,
+    ) -> Result<RpcReply, ApiError> {
+        let ReadCall {
+            method,
+            class,
+            params,
+        } = call;
+        if let Some(required) = self.conf.plan_refusal(class, caller) {
+            return Err(ApiError::new(
+                403,
+                "tier_insufficient",
+                format!("{method} needs plan {required} or above"),
+            )
+            .with_field("current_tier", caller.plan)
+            .with_field("required_tier", required)
+            .with_field("upgrade_url", self.conf.upgrade_url.as_str())
+            .with_header("X-Required-Tier", required.to_string()));
+        }
+        let need = need_for(pool, block_need(method, params));
+        self.read(
+            pool,
+            class.capability(),
+            need,
+            Bytes::copy_from_slice(raw),
+            rid,
+        )
+        .await
+    }
+
+    pub(super) async fn batch(
+        &self,
+        pool: &Pool,
+        calls: Vec<Value>,
+        rid: &str,
+        caller: &Caller<'_>,
+    ) -> Result<RpcReply, ApiError> {
+        if calls.is_empty() {
+            return Err(ApiError::invalid_params("empty batch"));
+        }
+        if calls.len() > self.conf.max_batch {
+            return Err(ApiError::invalid_params(format!(
+                "batch of {} calls exceeds the limit of {}",
+                calls.len(),
+                self.conf.max_batch
+            )));
+        }
+        // Slots keep the caller's order; reads go upstream together, the rest one by one.
+        let mut out: Vec<Option<Value>> = vec![None; calls.len()];
+        let mut reads: Vec<(usize, Value)> = Vec::new();
+        let mut upstream = None;
+        // JSON-RPC 2.0: a call without an `id` member is a notification and gets no reply.
+        let notification: Vec<bool> = calls.iter().map(|c| c.get("id").is_none()).collect();
+        for (i, call) in calls.into_iter().enumerate() {
+            let id = call.get("id").cloned().unwrap_or(Value::Null);
+            let method = match method_of(&call) {
+                Ok(m) => m.to_string(),
+                Err(e) => {
+                    out[i] = Some(jsonrpc_error(&id, -32600, &e.message));
+                    continue;
+                }
+            };
+            let class = classify(&method);
+            if let Some(required) = self.conf.plan_refusal(class, caller) {
+                out[i] = Some(jsonrpc_error(
+                    &id,
+                    -32001,
+                    &format!("tier_insufficient: {method} needs plan {required} or above"),
+                ));
+                continue;
+            }
+            match class {
+                MethodClass::Unknown => {
+                    out[i] = Some(jsonrpc_error(
+                        &id,
+                        -32601,
+                        &format!("method_unknown: '{method}' is not part of the product"),
+                    ))
+                }
+                MethodClass::Subscription => {
+                    out[i] = Some(jsonrpc_error(
+                        &id,
+                        -32600,
+                        &format!("{method} needs a WebSocket connection"),
+                    ))
+                }
+                MethodClass::Write => match self.write(pool, &call, rid).await {
+                    Ok((v, h)) => {
+                        out[i] = Some(v);
+                        upstream = upstream.or(h);
+                    }
+                    Err(e) => out[i] = Some(jsonrpc_error(&id, -32603, &e.message)),
+                },
+                MethodClass::Read => reads.push((i, call)),
+                MethodClass::Filter => match self.filter(pool, &call, rid).await {
+                    Ok((v, h)) => {
+                        out[i] = Some(v);
+                        upstream = upstream.or(h);
+                    }
+                    Err(e) => out[i] = Some(jsonrpc_error(&id, -32603, &e.message)),
+                },
+                // Capability-bound calls travel alone so each finds a host that can serve it.
+                class => {
+                    let body = Bytes::from(serde_json::to_vec(&call).unwrap_or_default());
+                    let need = need_of(pool, [&call]);
+                    out[i] = Some(
+                        match self.read(pool, class.capability(), need, body, rid).await {
+                            Ok(r) => {
+                                upstream = upstream.or(r.upstream);
+                                serde_json::from_slice(&r.body).unwrap_or_else(|_| {
+                                    jsonrpc_error(&id, -32603, "upstream answered non-JSON")
+                                })
+                            }
+                            Err(e) => jsonrpc_error(&id, -32603, &e.message),
+                        },
+                    );
+                }
+            }
+        }
+        if !reads.is_empty() {
+            let sub: Vec<&Value> = reads.iter().map(|(_, c)| c).collect();
+            let body = Bytes::from(serde_json::to_vec(&sub).unwrap_or_default());
+            let need = need_of(pool, reads.iter().map(|(_, c)| c));
+            let answered: Vec<Value> = match self.read(pool, None, need, body, rid).await {
+                Ok(r) => {
+                    upstream = upstream.or(r.upstream);
+                    match serde_json::from_slice::<Value>(&r.body) {
+                        Ok(Value::Array(items)) => items,
+                        _ => Vec::new(),
+                    }
+                }
+                Err(_) => Vec::new(),
+            };
+            // Match answers to calls by id: upstreams may reorder batch responses.
+            for (slot, call) in &reads {
+                let id = call.get("id").cloned().unwrap_or(Value::Null);
+                let found = answered.iter().find(|a| a.get("id") == Some(&id)).cloned();
+                out[*slot] = Some(found.unwrap_or_else(|| {
+                    jsonrpc_error(&id, -32603, "no upstream answered this call")
+                }));
+            }
+        }
+        let items: Vec<Value> = out
+            .into_iter()
+            .zip(notification)
+            .filter_map(|(v, n)| if n { None } else { v })
+            .collect();
+        Ok(RpcReply {
+            body: Bytes::from(serde_json::to_vec(&items).unwrap_or_default()),
+            upstream,
+        })
+    }
+
+    /// Send a read to hosts in order until one gives an answer worth returning. Hosts
+    /// that have the state the call needs go first; the others stay as fallbacks.
+    pub(super) async fn read(
+        &self,
+        pool: &Pool,
+        capability: Option<&str>,
+        need: Need,
+        body: Bytes,
+        rid: &str,
+    ) -> Result<RpcReply, ApiError> {
+        let hosts = order_by_need(pool.candidates(capability), need);
+        if hosts.is_empty() {
+            return Err(ApiError::new(
+                503,
+                "no_upstream",
+                format!(
+                    "no host in pool {} can serve this call{}",
+                    pool.name,
+                    capability
+                        .map(|c| format!(" (needs {c})"))
+                        .unwrap_or_default()
+                ),
+            ));
+        }
+        self.try_hosts(&hosts, body, rid, true).await
+    }
+
+    /// Hosts in order, within the retry budget and the overall deadline, until one gives
+    /// an answer worth returning. With `node_state`, a "cannot answer now" error (lagging
+    /// or missing namespace) also moves on to the next host.
+    pub(super) async fn try_hosts(
+        &self,
+        hosts: &[Arc<Host>],
+        body: Bytes,
+        rid: &str,
+        node_state: bool,
+    ) -> Result<RpcReply, ApiError> {
+        let deadline = Instant::now() + self.conf.timeout;
+        let mut last_error = String::new();
+        for host in hosts.iter().take(self.conf.max_attempts) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match self.attempt(host, body.clone(), rid, left).await {
+                Ok(body) => {
+                    if let Some(reason) = node_state.then(|| node_state_error(&body)).flatten() {
+                        host.record_failure(&reason);
+                        metrics::upstream_failure(&host.pool, &host.id, "node_state");
+                        last_error = format!("{}: {reason}", host.id);
+                        continue;
+                    }
+                    host.record_success();
+                    return Ok(RpcReply {
+                        body,
+                        upstream: Some(host.id.clone()),
+                    });
+                }
+                Err(e) => last_error = format!("{}: {e}", host.id),
+            }
+        }
+        Err(ApiError::bad_gateway(
+            "upstream_unavailable",
+            format!("every attempt failed; last: {last_error}"),
+        ))
+    }
+
+    /// One call to one host; transport errors, timeouts and 5xx/429 count as failures.
+    pub(super) async fn attempt(
+        &self,
+        host: &Arc<Host>,
+        body: Bytes,
+        rid: &str,
+        timeout: Duration,
+    ) -> Result<Bytes, String> {
+        metrics::upstream_attempt(&host.pool, &host.id);
+        let res = self
+            .client
+            .send(
+                host.post_json(body, rid),
+                timeout,
+                self.conf.max_response_bytes,
+            )
+            .await;
+        let reason = match res {
+            Ok(r) if r.status < 400 || (r.status < 500 && r.status != 429) => return Ok(r.body),
+            Ok(r) => format!("HTTP {}", r.status),
+            Err(UpstreamError::Timeout) => "timeout".to_string(),
+            Err(e) => e.to_string(),
+        };
+        host.record_failure(&reason);
+        metrics::upstream_failure(
+            &host.pool,
+            &host.id,
+            if reason == "timeout" {
+                "timeout"
+            } else {
+                "transport"
+            },
+        );
+        Err(reason)
+    }
+}
+
+/// A single response whose error says the node cannot answer now (not the call's fault).
+pub(super) fn node_state_error(body: &[u8]) -> Option<String> {
+    // Nearly every answer is a result: skip parsing those.
+    if !body.windows(7).any(|w| w == b"\"error\"") {
+        return None;
+    }
+    let v: Value = serde_json::from_slice(body).ok()?;
+    let err = v.get("error")?;
+    let code = err.get("code").and_then(Value::as_i64).unwrap_or(0);
+    let msg = err.get("message").and_then(Value::as_str).unwrap_or("");
+    let lower = msg.to_ascii_lowercase();
+    if code == -32601 || NODE_STATE_PATTERNS.iter().any(|p| lower.contains(p)) {
+        Some(format!("{code} {msg}"))
+    } else {
+        None
+    }
+}

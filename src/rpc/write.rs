@@ -1,0 +1,191 @@
+//! Writes (`eth_sendRawTransaction` and kin): dispatched by the pool's write policy,
+//! "already known" counted as accepted, and a transaction's hash.
+
+use super::need::Need;
+use super::Gateway;
+use crate::config::WritePolicy;
+use crate::errors::ApiError;
+use crate::observe::metrics;
+use crate::pools::Pool;
+use bytes::Bytes;
+use serde_json::{json, Value};
+use sha3::{Digest, Keccak256};
+
+/// An upstream's way of saying "I already have this transaction".
+pub(super) const ALREADY_KNOWN_PATTERNS: &[&str] =
+    &["already known", "already imported", "known transaction"];
+
+impl Gateway {
+    /// Dispatch `eth_sendRawTransaction`. Each host receives the write at most once.
+    pub async fn write(
+        &self,
+        pool: &Pool,
+        call: &Value,
+        rid: &str,
+    ) -> Result<(Value, Option<String>), ApiError> {
+        let id = call.get("id").cloned().unwrap_or(Value::Null);
+        let raw = call
+            .get("params")
+            .and_then(|p| p.get(0))
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                ApiError::invalid_params("eth_sendRawTransaction takes one 0x-hex string")
+            })?;
+        let tx_hash = tx_hash(raw)
+            .ok_or_else(|| ApiError::invalid_params("raw transaction is not 0x-prefixed hex"))?;
+        let hosts = pool.candidates(None);
+        if hosts.is_empty() {
+            return Err(ApiError::new(
+                503,
+                "no_upstream",
+                format!("pool {} has no hosts", pool.name),
+            ));
+        }
+        let body = Bytes::from(serde_json::to_vec(call).unwrap_or_default());
+        let answers: Vec<(String, Result<Bytes, String>)> = match self.conf.write_policy {
+            WritePolicy::Broadcast => {
+                let mut tasks = Vec::new();
+                for host in hosts {
+                    let (client, body, rid, conf) = (
+                        self.client.clone(),
+                        body.clone(),
+                        rid.to_string(),
+                        self.conf.clone(),
+                    );
+                    tasks.push(tokio::spawn(async move {
+                        metrics::upstream_attempt(&host.pool, &host.id);
+                        let r = client
+                            .send(
+                                host.post_json(body, &rid),
+                                conf.timeout,
+                                conf.max_response_bytes,
+                            )
+                            .await;
+                        let r = match r {
+                            Ok(r) if r.status < 500 => Ok(r.body),
+                            Ok(r) => Err(format!("HTTP {}", r.status)),
+                            Err(e) => Err(e.to_string()),
+                        };
+                        if let Err(e) = &r {
+                            host.record_failure(e);
+                            metrics::upstream_failure(&host.pool, &host.id, "transport");
+                        }
+                        (host.id.clone(), r)
+                    }));
+                }
+                let mut out = Vec::new();
+                for t in tasks {
+                    if let Ok(a) = t.await {
+                        out.push(a);
+                    }
+                }
+                out
+            }
+            WritePolicy::FirstAccepting => {
+                let mut out = Vec::new();
+                for host in hosts.iter().take(self.conf.max_attempts) {
+                    let r = self
+                        .attempt(host, body.clone(), rid, self.conf.timeout)
+                        .await;
+                    let accepted = r
+                        .as_ref()
+                        .is_ok_and(|b| write_outcome(b) != WriteOutcome::Rejected);
+                    out.push((host.id.clone(), r));
+                    if accepted {
+                        break;
+                    }
+                }
+                out
+            }
+        };
+        // Prefer an acceptance; an "already known" counts as one (the resend is idempotent).
+        let mut first_rejection: Option<(Value, String)> = None;
+        for (host, answer) in &answers {
+            if let Ok(b) = answer {
+                match write_outcome(b) {
+                    WriteOutcome::Accepted | WriteOutcome::AlreadyKnown => {
+                        return Ok((
+                            json!({"jsonrpc": "2.0", "id": id, "result": tx_hash}),
+                            Some(host.clone()),
+                        ));
+                    }
+                    WriteOutcome::Rejected => {
+                        if first_rejection.is_none() {
+                            if let Ok(v) = serde_json::from_slice::<Value>(b) {
+                                first_rejection = Some((v, host.clone()));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // A resend after the transaction was mined meets "nonce too low": if the chain
+        // already has this very transaction, the resend succeeded.
+        let nonce_too_low = first_rejection.as_ref().is_some_and(|(v, _)| {
+            v.pointer("/error/message")
+                .and_then(Value::as_str)
+                .is_some_and(|m| m.to_ascii_lowercase().contains("nonce too low"))
+        });
+        if nonce_too_low && self.known_on_chain(pool, &tx_hash, rid).await {
+            return Ok((json!({"jsonrpc": "2.0", "id": id, "result": tx_hash}), None));
+        }
+        match first_rejection {
+            Some((mut v, host)) => {
+                v["id"] = id;
+                Ok((v, Some(host)))
+            }
+            None => Err(ApiError::bad_gateway(
+                "upstream_unavailable",
+                "no host answered the transaction",
+            )),
+        }
+    }
+
+    /// Whether some node of the pool knows a transaction with this hash.
+    pub(super) async fn known_on_chain(&self, pool: &Pool, tx_hash: &str, rid: &str) -> bool {
+        let call = json!({"jsonrpc": "2.0", "id": 1, "method": "eth_getTransactionByHash", "params": [tx_hash]});
+        let body = Bytes::from(call.to_string());
+        match self.read(pool, None, Need::default(), body, rid).await {
+            Ok(r) => serde_json::from_slice::<Value>(&r.body)
+                .ok()
+                .and_then(|v| v.get("result").cloned())
+                .is_some_and(|t| t.get("hash").and_then(Value::as_str) == Some(tx_hash)),
+            Err(_) => false,
+        }
+    }
+}
+
+#[derive(PartialEq, Eq, Debug)]
+pub enum WriteOutcome {
+    Accepted,
+    AlreadyKnown,
+    Rejected,
+}
+
+pub fn write_outcome(body: &[u8]) -> WriteOutcome {
+    let Ok(v) = serde_json::from_slice::<Value>(body) else {
+        return WriteOutcome::Rejected;
+    };
+    if v.get("result").is_some_and(Value::is_string) {
+        return WriteOutcome::Accepted;
+    }
+    let msg = v
+        .pointer("/error/message")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    if ALREADY_KNOWN_PATTERNS.iter().any(|p| msg.contains(p)) {
+        WriteOutcome::AlreadyKnown
+    } else {
+        WriteOutcome::Rejected
+    }
+}
+
+/// keccak256 of the raw transaction bytes: its hash.
+pub fn tx_hash(raw: &str) -> Option<String> {
+    let bytes = hex::decode(raw.strip_prefix("0x")?).ok()?;
+    if bytes.is_empty() {
+        return None;
+    }
+    Some(format!("0x{}", hex::encode(Keccak256::digest(&bytes))))
+}
