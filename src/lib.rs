@@ -18,5 +18,7 @@ pub mod pools;
 pub mod reply;
 pub mod routes;
 pub mod rpc;
+pub mod shutdown;
 pub mod store;
+pub mod streams;
 pub mod upstream;

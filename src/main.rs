@@ -206,6 +206,7 @@ fn run(
         metrics_cache,
         console,
         stream_slots: Arc::default(),
+        ws_connections: Arc::default(),
         matcher,
         config: app,
         pools,

@@ -512,6 +512,83 @@ pub struct StreamsConf {
     /// Open MEV-Share streams in total, across users.
     #[serde(default = "d_max_streams")]
     pub max_streams: usize,
+    /// WebSocket JSON-RPC sessions terminated at the edge.
+    #[serde(default)]
+    pub websocket: WebSocketConf,
+}
+
+/// Bounds of a WebSocket JSON-RPC session (`/rpc/eth` upgrades).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebSocketConf {
+    /// Open WebSocket connections per API key (per client address when anonymous), by
+    /// plan; plans not listed get `default`.
+    #[serde(default = "d_ws_connections")]
+    pub max_connections_per_key: BTreeMap<String, usize>,
+    /// Subscriptions one connection may hold at once.
+    #[serde(default = "d_ws_subscriptions")]
+    pub max_subscriptions_per_connection: usize,
+    /// Messages waiting to go to one client; a client that lets more pile up is closed
+    /// (1008, "slow consumer") rather than buffered without bound.
+    #[serde(default = "d_ws_queue")]
+    pub send_queue: usize,
+    /// A ping goes out after this long; a connection silent for `idle_timeout_secs`
+    /// (no message, no pong) is closed.
+    #[serde(default = "d_ws_ping")]
+    pub ping_interval_secs: u64,
+    #[serde(default = "d_ws_idle")]
+    pub idle_timeout_secs: u64,
+}
+
+impl Default for WebSocketConf {
+    fn default() -> Self {
+        WebSocketConf {
+            max_connections_per_key: d_ws_connections(),
+            max_subscriptions_per_connection: d_ws_subscriptions(),
+            send_queue: d_ws_queue(),
+            ping_interval_secs: d_ws_ping(),
+            idle_timeout_secs: d_ws_idle(),
+        }
+    }
+}
+
+impl WebSocketConf {
+    /// The connection cap for a plan.
+    pub fn max_connections(&self, plan: &str) -> usize {
+        self.max_connections_per_key
+            .get(plan)
+            .or_else(|| self.max_connections_per_key.get("default"))
+            .copied()
+            .unwrap_or(16)
+    }
+}
+
+fn d_ws_connections() -> BTreeMap<String, usize> {
+    [
+        ("default", 16),
+        ("free", 4),
+        ("basic", 16),
+        ("pro", 64),
+        ("business", 256),
+        ("enterprise", 1024),
+        ("scale", 1024),
+        ("anonymous", 2),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+fn d_ws_subscriptions() -> usize {
+    32
+}
+fn d_ws_queue() -> usize {
+    256
+}
+fn d_ws_ping() -> u64 {
+    30
+}
+fn d_ws_idle() -> u64 {
+    120
 }
 
 impl Default for StreamsConf {
@@ -520,6 +597,7 @@ impl Default for StreamsConf {
             mev_share_window_secs: d_window(),
             ping_interval_secs: d_ping(),
             max_streams: d_max_streams(),
+            websocket: WebSocketConf::default(),
         }
     }
 }

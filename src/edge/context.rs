@@ -64,6 +64,8 @@ pub(crate) enum Outcome {
     /// An event stream (MEV-Share): served on Pingora's session only, the lean front
     /// hands these routes over.
     Stream(EventStream),
+    /// A WebSocket JSON-RPC session (Pingora's session only, like streams).
+    WebSocket(super::websocket::WsUpgrade),
 }
 
 /// Read timeout toward nodes on ordinary passthroughs.

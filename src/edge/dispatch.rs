@@ -20,16 +20,10 @@ impl Edge {
         route: &Arc<Route>,
     ) -> Result<Outcome, ApiError> {
         match route.handler {
-            // JSON-RPC over WebSocket: proxied to a ws-capable host, frames untouched.
+            // JSON-RPC over WebSocket: terminated here, every message under the HTTP
+            // path's policy (`websocket.rs`).
             HandlerKind::JsonRpc if session.is_upgrade() && route.websocket => {
-                let pool = self.pool(route.pool.as_deref().unwrap_or("eth_el"))?;
-                let hosts = pool.candidates(Some("ws"));
-                Ok(Outcome::Proxy(self.pass(
-                    pool,
-                    hosts,
-                    String::new(),
-                    true,
-                )?))
+                self.websocket(session, ctx, route).map(Outcome::WebSocket)
             }
             HandlerKind::BeaconProxy | HandlerKind::BeaconEvents => {
                 let (rest, pol) = ctx.beacon.clone().ok_or_else(ApiError::route_not_found)?;
@@ -154,25 +148,40 @@ impl Edge {
     ) -> Result<Reply, ApiError> {
         let st = &*self.state;
         let body = session.read_body(st.config.app.rpc.max_body_bytes).await?;
-        // The request already counted once; a batch's other calls count too.
         let calls = batch_len(&body);
-        if calls > 1 {
-            if let (Some(category), Some(principal)) = (&route.rate, ctx.principal.clone()) {
-                self.limit_weighted(session, ctx, &principal, category, calls - 1)?;
-            }
+        crate::rpc::check_batch_size(calls as usize, st.config.app.rpc.max_batch)?;
+        if let (Some(category), Some(principal)) = (&route.rate, ctx.principal.clone()) {
+            self.limit_weighted(session, ctx, &principal, category, calls)?;
         }
-        let (rank, plan) = match &ctx.principal {
-            Some(Principal::Key(k)) => (self.plan_rank(&k.plan).unwrap_or(0), k.plan.as_str()),
-            // Admins (per-host RPC) are not bound by plans.
-            _ => (usize::MAX, "admin"),
-        };
-        let caller = crate::rpc::Caller { rank, plan };
+        let principal = ctx.principal.clone().unwrap_or(Principal::Anonymous);
+        let caller = self.rpc_caller(&principal);
         let reply = st
             .gateway
             .handle(pool, &body, &ctx.request_id, &caller)
             .await?;
         ctx.upstream = reply.upstream;
         Ok(Reply::json(200, reply.body))
+    }
+}
+
+impl Edge {
+    /// Who calls the gateway, for per-family method plans.
+    pub(super) fn rpc_caller<'p>(&self, principal: &'p Principal) -> crate::rpc::Caller<'p> {
+        match principal {
+            Principal::Key(k) => crate::rpc::Caller {
+                rank: self.plan_rank(&k.plan).unwrap_or(0),
+                plan: k.plan.as_str(),
+            },
+            // Admins (per-host RPC) are not bound by plans.
+            Principal::Admin => crate::rpc::Caller {
+                rank: usize::MAX,
+                plan: "admin",
+            },
+            Principal::User(_) | Principal::Anonymous => crate::rpc::Caller {
+                rank: 0,
+                plan: crate::config::limits::ANONYMOUS,
+            },
+        }
     }
 }
 

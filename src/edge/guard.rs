@@ -140,8 +140,22 @@ impl Edge {
         category: &str,
         weight: u32,
     ) -> Result<(), ApiError> {
+        ctx.rate_headers = self.charge(session.client_ip(), principal, category, weight)?;
+        Ok(())
+    }
+
+    /// Count `weight` requests of `category` against the caller's limit: the
+    /// `X-RateLimit-*` headers when admitted, the 429 otherwise. Every way in (HTTP,
+    /// each WebSocket message) is counted here.
+    pub(super) fn charge(
+        &self,
+        client_ip: Option<IpAddr>,
+        principal: &Principal,
+        category: &str,
+        weight: u32,
+    ) -> Result<Vec<(&'static str, String)>, ApiError> {
         let (caller, tier) = match principal {
-            Principal::Admin | Principal::User(_) => return Ok(()),
+            Principal::Admin | Principal::User(_) => return Ok(Vec::new()),
             Principal::Key(rec) => (
                 crate::limits::Caller::Tenant {
                     id: &rec.tenant_id,
@@ -151,9 +165,7 @@ impl Edge {
             ),
             Principal::Anonymous => (
                 crate::limits::Caller::Address(
-                    session
-                        .client_ip()
-                        .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)),
+                    client_ip.unwrap_or(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)),
                 ),
                 crate::config::limits::ANONYMOUS,
             ),
@@ -161,11 +173,10 @@ impl Edge {
         let d = self.state.limiter.check_weighted(&caller, category, weight);
         let limit = format_rps(d.limit_rps);
         if d.admitted {
-            ctx.rate_headers = vec![
+            return Ok(vec![
                 ("X-RateLimit-Limit", limit),
                 ("X-RateLimit-Remaining", d.remaining.to_string()),
-            ];
-            return Ok(());
+            ]);
         }
         Err(ApiError::new(
             429,

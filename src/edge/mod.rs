@@ -10,6 +10,7 @@
 //! | `local.rs` | which local handler answers a route |
 //! | `hop.rs` | what never crosses a hop toward a node or back |
 //! | `retry.rs` | when a passthrough goes on to the next host |
+//! | `websocket.rs` | WebSocket JSON-RPC: the upgrade, then each message under the same policy |
 //! | `proxy_http.rs` | Pingora's `ProxyHttp` phases around the pipeline, and the access log |
 //! | `respond.rs` | writing a local `Reply` on Pingora's session |
 //! | `downstream.rs` | the one view of a client request both servers give the pipeline |
@@ -25,6 +26,7 @@ mod pipeline;
 mod proxy_http;
 pub mod respond;
 pub(crate) mod retry;
+pub mod websocket;
 
 use crate::config::Loaded;
 use crate::pools::Pools;
@@ -49,6 +51,7 @@ pub struct State {
     pub metrics_cache: crate::handlers::metrics_mirror::MetricsCache,
     pub console: crate::console::Console,
     pub stream_slots: Arc<crate::handlers::mev_share::StreamSlots>,
+    pub ws_connections: Arc<websocket::WsConnections>,
 }
 
 pub struct Edge {

@@ -121,7 +121,11 @@ impl Edge {
             let token = crate::console::cookie(cookies.as_deref(), crate::console::SESSION_COOKIE);
             ctx.cookies = st.console.refresh(s, self.secure(session), token).await;
         }
-        if let Some(category) = &category {
+        // JSON-RPC counts each call of a batch, after the batch cap (a batch that can
+        // never be served costs nothing); a WebSocket upgrade counts once, then each
+        // message counts its calls.
+        let per_call = matches!(route.handler, HandlerKind::JsonRpc | HandlerKind::HostRpc);
+        if let Some(category) = category.as_deref().filter(|_| !per_call) {
             self.limit(session, ctx, &principal, category)?;
         }
         ctx.principal = Some(principal);

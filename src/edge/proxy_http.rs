@@ -3,16 +3,19 @@
 //! else is answered by `request_filter`.
 
 use super::hop::{connection_options, forwarded_for, sets_console_cookie, CALLER_ONLY_HEADERS};
+use super::websocket::{self, WsUpgrade};
 use super::{request_id, respond, retry, Ctx, Downstream, Edge, Outcome, PASS_READ_TIMEOUT};
 use crate::auth::Principal;
 use crate::errors::ApiError;
 use crate::observe::{access_log, metrics};
 use crate::reply::Reply;
 use async_trait::async_trait;
+use bytes::Bytes;
 use pingora_core::upstreams::peer::HttpPeer;
 use pingora_core::{Error, ErrorType, Result};
 use pingora_http::ResponseHeader;
 use pingora_proxy::{ProxyHttp, Session};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[async_trait]
 impl ProxyHttp for Edge {
@@ -29,6 +32,10 @@ impl ProxyHttp for Edge {
             Ok(Outcome::Stream(stream)) => {
                 // A failed write means the client left; the stream ends either way.
                 let _ = respond::write_stream(session, ctx, stream).await;
+                return Ok(true);
+            }
+            Ok(Outcome::WebSocket(up)) => {
+                self.run_websocket(session, ctx, up).await;
                 return Ok(true);
             }
             Ok(Outcome::Proxy(pass)) => {
@@ -267,6 +274,63 @@ impl ProxyHttp for Edge {
 }
 
 impl Edge {
+    /// Answer the upgrade with 101, then run the session on the client's bytes: Pingora
+    /// passes an upgraded connection's bytes through its body calls, which a pump ties
+    /// to the session's end of an in-memory pipe.
+    async fn run_websocket(&self, session: &mut Session, ctx: &mut Ctx, up: WsUpgrade) {
+        let Ok(mut h) = ResponseHeader::build(101, Some(8)) else {
+            return;
+        };
+        for (k, v) in ctx.edge_headers() {
+            let _ = h.append_header(k.to_string(), v);
+        }
+        let _ = h.insert_header("Upgrade", "websocket");
+        let _ = h.insert_header("Connection", "Upgrade");
+        let _ = h.insert_header("Sec-WebSocket-Accept", up.accept.as_str());
+        session.set_read_timeout(None);
+        if session
+            .write_response_header(Box::new(h), false)
+            .await
+            .is_err()
+        {
+            return;
+        }
+        let (mut near, far) = tokio::io::duplex(64 * 1024);
+        let task = tokio::spawn(websocket::serve(self.state.clone(), up, far));
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            tokio::select! {
+                from_client = session.read_request_body() => match from_client {
+                    Ok(Some(bytes)) => {
+                        if near.write_all(&bytes).await.is_err() {
+                            break;
+                        }
+                    }
+                    _ => break,
+                },
+                to_client = near.read(&mut buf) => match to_client {
+                    Ok(n) if n > 0 => {
+                        let chunk = Bytes::copy_from_slice(&buf[..n]);
+                        if session.write_response_body(Some(chunk), false).await.is_err() {
+                            break;
+                        }
+                    }
+                    _ => break,
+                },
+            }
+        }
+        // The client side is gone or the session ended: close both ends.
+        drop(near);
+        let abort = task.abort_handle();
+        if tokio::time::timeout(std::time::Duration::from_secs(6), task)
+            .await
+            .is_err()
+        {
+            abort.abort();
+        }
+        let _ = session.write_response_body(None, true).await;
+    }
+
     /// Metrics and the access log line of a finished request (`status` 0: no answer sent).
     pub(crate) fn request_done(
         &self,

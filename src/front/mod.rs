@@ -17,7 +17,6 @@ mod admission;
 mod client_io;
 mod proxy;
 pub mod request;
-mod shutdown;
 
 use crate::deadline::Deadline;
 use crate::edge::respond;
@@ -239,7 +238,7 @@ impl ServerApp for LeanFront {
             // Not TCP (a Unix socket listener): Pingora serves it.
             Err(io) => return ServerApp::process_new(&self.proxy, io, shutdown).await,
         };
-        let mut conn = Conn::new(io, client, shutdown::for_this_thread(shutdown));
+        let mut conn = Conn::new(io, client, crate::shutdown::for_this_thread(shutdown));
         conn.trusted_proxy = self.edge.state.console.trusts(client.map(|a| a.ip()));
         loop {
             match self.next_request(&mut conn).await {
@@ -409,7 +408,7 @@ impl LeanFront {
         let (status, keep, error) = match self.edge.pipeline(&mut req, &mut ctx).await {
             Ok(Outcome::Proxy(pass)) => proxy::pass(self, &mut req, &mut ctx, pass, closing).await,
             Ok(Outcome::Reply(reply)) => self.reply(&mut req, &ctx, reply, closing).await,
-            Ok(Outcome::Stream(_)) => {
+            Ok(Outcome::Stream(_) | Outcome::WebSocket(_)) => {
                 // `is_lean` sends these routes to Pingora; reaching here is a bug.
                 let e = ApiError::internal("event stream on the lean path");
                 self.error(&mut req, &mut ctx, e, closing).await

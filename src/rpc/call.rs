@@ -45,3 +45,49 @@ pub fn method_of(call: &Value) -> Result<&str, ApiError> {
         .and_then(Value::as_str)
         .ok_or_else(|| ApiError::invalid_params("each JSON-RPC call needs a string 'method'"))
 }
+
+/// A refusal as a JSON-RPC error object for call `id`: the code a JSON-RPC client
+/// understands, the message prefixed with the edge's error code, and in `data` the same
+/// fields the HTTP envelope carries (`retry_after_sec`, `required_tier`, ...).
+pub fn error_from(id: &Value, e: &ApiError) -> Value {
+    let code = e
+        .extra
+        .get("jsonrpc_code")
+        .and_then(Value::as_i64)
+        .unwrap_or(match e.code {
+            "method_unknown" => -32601,
+            "invalid_params" | "invalid_body" => -32602,
+            "tier_insufficient" | "tier_locked" => -32001,
+            // EIP-1474: limit exceeded.
+            "rate_limited" => -32005,
+            _ => -32603,
+        });
+    let mut data = serde_json::Map::new();
+    data.insert("error".into(), Value::from(e.code));
+    for (k, v) in &e.extra {
+        if k != "jsonrpc_code" {
+            data.insert(k.clone(), v.clone());
+        }
+    }
+    json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {"code": code, "message": format!("{}: {}", e.code, e.message), "data": data},
+    })
+}
+
+/// A refusal of a whole message (single call or batch) as JSON-RPC: one error object for
+/// a single call, one per call (by id, notifications left out) for a batch.
+pub fn refusal_of(body: &[u8], e: &ApiError) -> Value {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Array(calls)) if !calls.is_empty() => Value::Array(
+            calls
+                .iter()
+                .filter_map(|c| c.get("id"))
+                .map(|id| error_from(id, e))
+                .collect(),
+        ),
+        Ok(call) => error_from(call.get("id").unwrap_or(&Value::Null), e),
+        Err(_) => error_from(&Value::Null, e),
+    }
+}

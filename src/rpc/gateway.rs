@@ -149,13 +149,7 @@ impl Gateway {
         if calls.is_empty() {
             return Err(ApiError::invalid_params("empty batch"));
         }
-        if calls.len() > self.conf.max_batch {
-            return Err(ApiError::invalid_params(format!(
-                "batch of {} calls exceeds the limit of {}",
-                calls.len(),
-                self.conf.max_batch
-            )));
-        }
+        super::check_batch_size(calls.len(), self.conf.max_batch)?;
         // Slots keep the caller's order; reads go upstream together, the rest one by one.
         let mut out: Vec<Option<Value>> = vec![None; calls.len()];
         let mut reads: Vec<(usize, Value)> = Vec::new();

@@ -9,7 +9,7 @@ pub mod methods;
 mod need;
 mod write;
 
-pub use call::{method_of, CallView};
+pub use call::{error_from, method_of, refusal_of, CallView};
 pub use filters::FilterHosts;
 pub use forward::{BUILDER_METHODS, PRIVATE_TX_METHODS};
 pub use need::{need_at, Need};
@@ -63,13 +63,26 @@ impl RpcSettings {
     }
 
     /// The plan a method class needs, when the caller's rank is below it.
-    fn plan_refusal(&self, class: MethodClass, caller: &Caller) -> Option<&str> {
+    pub fn plan_refusal(&self, class: MethodClass, caller: &Caller) -> Option<&str> {
         let family = class.capability()?;
         self.method_plans
             .iter()
             .find(|(f, rank, _)| *f == family && caller.rank < *rank)
             .map(|(_, _, plan)| plan.as_str())
     }
+}
+
+/// A batch larger than `rpc.max_batch` can never be served: a permanent refusal, checked
+/// before the rate limit counts anything.
+pub fn check_batch_size(calls: usize, max_batch: usize) -> Result<(), crate::errors::ApiError> {
+    if calls <= max_batch {
+        return Ok(());
+    }
+    Err(crate::errors::ApiError::invalid_params(format!(
+        "batch of {calls} calls exceeds the limit of {max_batch}"
+    ))
+    .with_field("max_batch", max_batch)
+    .with_field("jsonrpc_code", -32600))
 }
 
 /// Who is calling, for per-method plans.

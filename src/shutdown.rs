@@ -1,4 +1,5 @@
-//! Shutdown as seen from one worker thread.
+//! Shutdown as seen from one worker thread, and the server's channel for long-lived
+//! sessions (WebSocket) that close with "going away" when it turns.
 //!
 //! Every keep-alive connection waits for its next request and for shutdown at once. On
 //! Pingora's one shutdown channel that wait clones a receiver and registers a waiter,
@@ -10,6 +11,15 @@ use pingora_core::server::ShutdownWatch;
 use std::cell::RefCell;
 use tokio::sync::watch;
 
+/// The server's own channel, for tasks that live outside any connection's wait (a
+/// WebSocket session on Pingora's path closes with "going away" when it turns).
+static SERVER: std::sync::OnceLock<ShutdownWatch> = std::sync::OnceLock::new();
+
+/// The server's shutdown channel, once the front has seen it.
+pub fn server() -> Option<ShutdownWatch> {
+    SERVER.get().cloned()
+}
+
 thread_local! {
     static RELAY: RefCell<Option<ShutdownWatch>> = const { RefCell::new(None) };
 }
@@ -17,6 +27,7 @@ thread_local! {
 /// This thread's copy of `server`'s shutdown channel: it turns `true` when `server` does,
 /// and closes (which waiters also take as shutdown) if the relay stops with its runtime.
 pub fn for_this_thread(server: &ShutdownWatch) -> ShutdownWatch {
+    SERVER.get_or_init(|| server.clone());
     RELAY.with(|relay| {
         let mut relay = relay.borrow_mut();
         if let Some(rx) = relay.as_ref().filter(|rx| rx.has_changed().is_ok()) {

@@ -1,0 +1,403 @@
+//! WebSocket JSON-RPC, terminated at the edge: the upgrade is checked like any request
+//! (route, key, plan, rate), then every message goes through exactly the HTTP path's
+//! policy — batch cap, per-call rate counting, the method table and per-family plans in
+//! the gateway — and is answered by the gateway. Refusals are JSON-RPC error objects
+//! whose `data` carries the HTTP envelope's fields. Subscriptions are held on a node's
+//! WebSocket (`streams::node_ws`).
+//!
+//! Bounds: open connections per key (by plan), subscriptions per connection, message
+//! size (`rpc.max_body_bytes`, close 1009), a bounded send queue (a slow consumer is
+//! closed with 1008), ping/pong with an idle timeout, and "going away" (1001) when the
+//! server shuts down for an upgrade.
+
+use super::{Ctx, Downstream, Edge, State};
+use crate::auth::Principal;
+use crate::errors::ApiError;
+use crate::routes::Route;
+use crate::rpc::methods::MethodClass;
+use crate::rpc::{check_batch_size, refusal_of, CallView};
+use crate::streams::node_ws::{NodeSubscriptions, SubscribeError};
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, oneshot};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
+use tokio_tungstenite::WebSocketStream;
+
+/// An accepted upgrade: what the session needs once the 101 is out.
+pub struct WsUpgrade {
+    /// `Sec-WebSocket-Accept` for the 101.
+    pub accept: String,
+    pool: String,
+    principal: Principal,
+    client_ip: Option<IpAddr>,
+    category: Option<String>,
+    request_id: String,
+    _slot: ConnectionSlot,
+}
+
+/// Open WebSocket connections per owner (API key, or client address when anonymous).
+#[derive(Default)]
+pub struct WsConnections {
+    open: Mutex<HashMap<String, usize>>,
+}
+
+/// One open connection; dropping it frees the place.
+pub struct ConnectionSlot {
+    all: Arc<WsConnections>,
+    owner: String,
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        if let Ok(mut open) = self.all.open.lock() {
+            if let Some(n) = open.get_mut(&self.owner) {
+                *n -= 1;
+                if *n == 0 {
+                    open.remove(&self.owner);
+                }
+            }
+        }
+    }
+}
+
+impl WsConnections {
+    fn acquire(self: &Arc<Self>, owner: String, cap: usize) -> Result<ConnectionSlot, ApiError> {
+        let mut open = self
+            .open
+            .lock()
+            .map_err(|_| ApiError::internal("websocket slots"))?;
+        let n = open.entry(owner.clone()).or_insert(0);
+        if *n >= cap {
+            return Err(ApiError::new(
+                429,
+                "stream_cap_exceeded",
+                format!("{cap} WebSocket connections are already open for this key"),
+            )
+            .with_field("max_connections", cap));
+        }
+        *n += 1;
+        Ok(ConnectionSlot {
+            all: self.clone(),
+            owner,
+        })
+    }
+}
+
+impl Edge {
+    /// Check an upgrade to a JSON-RPC route: the handshake headers, the pool, one request
+    /// of the route's rate category, and the per-key connection cap.
+    pub(super) fn websocket<D: Downstream + ?Sized>(
+        &self,
+        session: &D,
+        ctx: &mut Ctx,
+        route: &Route,
+    ) -> Result<WsUpgrade, ApiError> {
+        let st = &*self.state;
+        let key = session
+            .header("sec-websocket-key")
+            .map(str::trim)
+            .filter(|k| is_handshake_key(k))
+            .ok_or_else(|| {
+                ApiError::new(
+                    400,
+                    "bad_request",
+                    "Sec-WebSocket-Key is missing or invalid",
+                )
+            })?;
+        if session.header("sec-websocket-version").map(str::trim) != Some("13") {
+            return Err(ApiError::new(
+                426,
+                "upgrade_required",
+                "only WebSocket version 13 is supported",
+            )
+            .with_header("Sec-WebSocket-Version", "13"));
+        }
+        let pool = route.pool.clone().unwrap_or_else(|| "eth_el".into());
+        self.pool(&pool)?;
+        let principal = ctx.principal.clone().unwrap_or(Principal::Anonymous);
+        if let Some(category) = &route.rate {
+            self.limit(session, ctx, &principal, category)?;
+        }
+        let client_ip = session.client_ip();
+        let conf = &st.config.app.streams.websocket;
+        let (owner, plan) = match &principal {
+            Principal::Key(k) => (format!("key:{}", k.key_id), k.plan.as_str()),
+            Principal::User(s) => (format!("user:{}", s.user_id), "default"),
+            Principal::Admin => ("admin".to_string(), "enterprise"),
+            Principal::Anonymous => (
+                format!(
+                    "ip:{}",
+                    client_ip.map(|i| i.to_string()).unwrap_or_default()
+                ),
+                crate::config::limits::ANONYMOUS,
+            ),
+        };
+        let slot = st
+            .ws_connections
+            .acquire(owner, conf.max_connections(plan))?;
+        Ok(WsUpgrade {
+            accept: tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes()),
+            pool,
+            principal,
+            client_ip,
+            category: route.rate.clone(),
+            request_id: ctx.request_id.clone(),
+            _slot: slot,
+        })
+    }
+
+    /// One message: a single call or a batch, answered as the same call over HTTP would
+    /// be; `None` when nothing is owed (only notifications).
+    async fn ws_message(
+        &self,
+        up: &WsUpgrade,
+        subs: &mut NodeSubscriptions,
+        body: &[u8],
+        request_id: &str,
+    ) -> Option<Bytes> {
+        let st = &*self.state;
+        let refuse = |e: ApiError| {
+            let v = refusal_of(body, &e);
+            (v != Value::Array(Vec::new())).then(|| Bytes::from(v.to_string()))
+        };
+        let calls = super::batch_len(body);
+        if let Err(e) = check_batch_size(calls as usize, st.config.app.rpc.max_batch) {
+            return refuse(e);
+        }
+        if let Some(category) = &up.category {
+            if let Err(e) = self.charge(up.client_ip, &up.principal, category, calls) {
+                return refuse(e);
+            }
+        }
+        let pool = match self.pool(&up.pool) {
+            Ok(p) => p,
+            Err(e) => return refuse(e),
+        };
+        let caller = self.rpc_caller(&up.principal);
+        if let Some(view) = CallView::of(body) {
+            if matches!(view.method, "eth_subscribe" | "eth_unsubscribe") {
+                let id = serde_json::from_slice::<Value>(body)
+                    .ok()
+                    .and_then(|v| v.get("id").cloned())
+                    .unwrap_or(Value::Null);
+                let params = view.params.unwrap_or(Value::Array(Vec::new()));
+                let answer = if view.method == "eth_unsubscribe" {
+                    subs.unsubscribe(params, id).await
+                } else {
+                    if let Err(e) = self.subscription_allowed(&params, &caller) {
+                        return refuse(e);
+                    }
+                    subs.subscribe(pool, params, id, request_id).await
+                };
+                return match answer {
+                    Ok(v) => Some(Bytes::from(v.to_string())),
+                    Err(SubscribeError::Cap(max)) => refuse(
+                        ApiError::new(
+                            429,
+                            "subscription_cap_exceeded",
+                            format!("a connection holds at most {max} subscriptions"),
+                        )
+                        .with_field("max_subscriptions", max),
+                    ),
+                    Err(SubscribeError::Unavailable(why)) => refuse(ApiError::new(
+                        503,
+                        "no_upstream",
+                        format!("no node can hold this subscription ({why})"),
+                    )),
+                };
+            }
+        }
+        match st.gateway.handle(pool, body, request_id, &caller).await {
+            Ok(r) if r.body.is_empty() => None,
+            Ok(r) => Some(r.body),
+            Err(e) => refuse(e),
+        }
+    }
+
+    /// Which subscriptions the product offers, and to whom.
+    fn subscription_allowed(
+        &self,
+        params: &Value,
+        caller: &crate::rpc::Caller<'_>,
+    ) -> Result<(), ApiError> {
+        match params.get(0).and_then(Value::as_str) {
+            Some("newHeads" | "logs") => Ok(()),
+            Some("newPendingTransactions") => {
+                match self
+                    .state
+                    .gateway
+                    .conf
+                    .plan_refusal(MethodClass::TxPool, caller)
+                {
+                    Some(required) => Err(self.tier_insufficient(
+                        caller.plan,
+                        required,
+                        format!("newPendingTransactions needs plan {required} or above"),
+                    )),
+                    None => Ok(()),
+                }
+            }
+            other => Err(ApiError::invalid_params(format!(
+                "subscription {} is not offered (newHeads, logs, newPendingTransactions)",
+                other.unwrap_or("(none)")
+            ))),
+        }
+    }
+}
+
+/// A `Sec-WebSocket-Key`: base64 of 16 bytes (RFC 6455 §4.1).
+fn is_handshake_key(key: &str) -> bool {
+    key.len() == 24
+        && key.ends_with("==")
+        && key[..22]
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
+}
+
+/// Run one session on `io` (the client's bytes after the 101) until either side ends it.
+pub async fn serve<S>(state: Arc<State>, up: WsUpgrade, io: S)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let edge = Edge { state };
+    let conf = edge.state.config.app.streams.websocket.clone();
+    let max_message = edge.state.config.app.rpc.max_body_bytes;
+    let max_response = edge.state.config.app.rpc.max_response_bytes;
+    let config = WebSocketConfig::default()
+        .read_buffer_size(4 * 1024)
+        .write_buffer_size(0)
+        .max_write_buffer_size(max_response.saturating_mul(2).max(1 << 20))
+        .max_message_size(Some(max_message))
+        .max_frame_size(Some(max_message));
+    let ws = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
+    let (mut sink, mut source) = ws.split();
+    let (out, mut queue) = mpsc::channel::<Message>(conf.send_queue.max(1));
+    let (close_tx, mut close_rx) = oneshot::channel::<CloseFrame>();
+    // The writer: queued messages in order; a close frame jumps the queue.
+    let writer = tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                biased;
+                frame = &mut close_rx => {
+                    if let Ok(frame) = frame {
+                        let _ = sink.send(Message::Close(Some(frame))).await;
+                    }
+                    break;
+                }
+                m = queue.recv() => match m {
+                    Some(m) => {
+                        if sink.send(m).await.is_err() {
+                            break;
+                        }
+                    }
+                    None => break,
+                },
+            }
+        }
+        let _ = sink.close().await;
+    });
+    let mut subs = NodeSubscriptions::new(conf.max_subscriptions_per_connection, max_response);
+    let mut shutdown = crate::shutdown::server();
+    let idle = Duration::from_secs(conf.idle_timeout_secs.max(1));
+    let mut ping = tokio::time::interval(Duration::from_secs(conf.ping_interval_secs.max(1)));
+    ping.tick().await;
+    let mut heard = Instant::now();
+    let mut n = 0u64;
+    let slow = || {
+        (
+            CloseCode::Policy,
+            "slow consumer: send buffer full".to_string(),
+        )
+    };
+    let close: Option<(CloseCode, String)> = loop {
+        tokio::select! {
+            msg = source.next() => {
+                heard = Instant::now();
+                let body = match msg {
+                    Some(Ok(Message::Text(t))) => Bytes::from(t),
+                    Some(Ok(Message::Binary(b))) => b,
+                    Some(Ok(Message::Close(_))) | None => break None,
+                    Some(Ok(_)) => continue,
+                    Some(Err(tokio_tungstenite::tungstenite::Error::Capacity(_))) => {
+                        break Some((CloseCode::Size, format!("messages are limited to {max_message} bytes")));
+                    }
+                    Some(Err(_)) => break None,
+                };
+                n += 1;
+                let rid = format!("{}-{n}", up.request_id);
+                if let Some(answer) = edge.ws_message(&up, &mut subs, &body, &rid).await {
+                    if out.try_send(text_or_binary(answer)).is_err() {
+                        break Some(slow());
+                    }
+                }
+            }
+            note = subs.next() => match note {
+                Some(note) => {
+                    if out.try_send(text_or_binary(note)).is_err() {
+                        break Some(slow());
+                    }
+                }
+                None => break Some((
+                    CloseCode::Again,
+                    "the node holding your subscriptions went away; reconnect and subscribe again".into(),
+                )),
+            },
+            _ = ping.tick() => {
+                if heard.elapsed() > idle {
+                    break Some((CloseCode::Normal, "idle timeout".into()));
+                }
+                if out.try_send(Message::Ping(Bytes::new())).is_err() {
+                    break Some(slow());
+                }
+            }
+            _ = going_away(&mut shutdown) => {
+                break Some((CloseCode::Away, "server restarting; reconnect".into()));
+            }
+        }
+    };
+    if let Some((code, reason)) = close {
+        let _ = close_tx.send(CloseFrame {
+            code,
+            reason: Utf8Bytes::from(reason),
+        });
+    }
+    drop(out);
+    // A client that reads nothing does not hold the task: the writer gets a few seconds.
+    let abort = writer.abort_handle();
+    if tokio::time::timeout(Duration::from_secs(5), writer)
+        .await
+        .is_err()
+    {
+        abort.abort();
+    }
+}
+
+/// Answers and notifications are JSON, so text frames; bytes that are not UTF-8 (a
+/// node's bad answer) go as binary rather than being altered.
+fn text_or_binary(b: Bytes) -> Message {
+    match Utf8Bytes::try_from(b.clone()) {
+        Ok(t) => Message::Text(t),
+        Err(_) => Message::Binary(b),
+    }
+}
+
+/// Resolves when the server starts shutting down; never without a shutdown channel.
+async fn going_away(shutdown: &mut Option<pingora_core::server::ShutdownWatch>) {
+    match shutdown {
+        Some(rx) => {
+            while !*rx.borrow_and_update() {
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        }
+        None => std::future::pending().await,
+    }
+}
