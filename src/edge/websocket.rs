@@ -163,10 +163,7 @@ impl Edge {
         request_id: &str,
     ) -> Option<Bytes> {
         let st = &*self.state;
-        let refuse = |e: ApiError| {
-            let v = refusal_of(body, &e);
-            (v != Value::Array(Vec::new())).then(|| Bytes::from(v.to_string()))
-        };
+        let refuse = |e: ApiError| Some(Bytes::from(refusal_of(body, &e).to_string()));
         let calls = super::batch_len(body);
         if let Err(e) = check_batch_size(calls as usize, st.config.app.rpc.max_batch) {
             return refuse(e);

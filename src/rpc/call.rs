@@ -76,18 +76,13 @@ pub fn error_from(id: &Value, e: &ApiError) -> Value {
     })
 }
 
-/// A refusal of a whole message (single call or batch) as JSON-RPC: one error object for
-/// a single call, one per call (by id, notifications left out) for a batch.
+/// A refusal of a whole message as JSON-RPC: the error object with the call's id, or
+/// with a null id for a batch (one answer for the batch as a whole, as JSON-RPC 2.0
+/// gives an invalid batch; clients then fail every call of it with this error).
 pub fn refusal_of(body: &[u8], e: &ApiError) -> Value {
-    match serde_json::from_slice::<Value>(body) {
-        Ok(Value::Array(calls)) if !calls.is_empty() => Value::Array(
-            calls
-                .iter()
-                .filter_map(|c| c.get("id"))
-                .map(|id| error_from(id, e))
-                .collect(),
-        ),
-        Ok(call) => error_from(call.get("id").unwrap_or(&Value::Null), e),
-        Err(_) => error_from(&Value::Null, e),
-    }
+    let id = match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(call)) => call.get("id").cloned().unwrap_or(Value::Null),
+        _ => Value::Null,
+    };
+    error_from(&id, e)
 }

@@ -1,0 +1,372 @@
+//! WebSocket JSON-RPC at the edge (issue 17): the same calls get the same answers over
+//! HTTP and over WebSocket, what HTTP refuses is refused over WebSocket before any node,
+//! every call counts against the rate limit, and the session's bounds hold.
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::net::TcpStream;
+use std::time::Duration;
+use tungstenite::client::IntoClientRequest;
+use tungstenite::protocol::frame::coding::CloseCode;
+use tungstenite::{Message, WebSocket};
+
+type Ws = WebSocket<TcpStream>;
+
+/// A WebSocket client on `/rpc/eth` with `key`; the HTTP error when the upgrade is refused.
+fn connect(port: u16, key: &str) -> Result<Ws, (u16, String)> {
+    let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut req = format!("ws://127.0.0.1:{port}/rpc/eth")
+        .into_client_request()
+        .unwrap();
+    req.headers_mut().insert("x-token", key.parse().unwrap());
+    match tungstenite::client(req, stream) {
+        Ok((ws, _)) => Ok(ws),
+        Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(r))) => Err((
+            r.status().as_u16(),
+            String::from_utf8_lossy(r.body().as_deref().unwrap_or_default()).into_owned(),
+        )),
+        Err(e) => panic!("handshake: {e}"),
+    }
+}
+
+/// Send one message, read the next text answer (skipping pings).
+fn ask(ws: &mut Ws, body: &str) -> Value {
+    ws.send(Message::text(body)).unwrap();
+    next_json(ws)
+}
+
+fn next_json(ws: &mut Ws) -> Value {
+    loop {
+        match ws.read().expect("an answer") {
+            Message::Text(t) => return serde_json::from_str(&t).unwrap(),
+            Message::Binary(b) => return serde_json::from_slice(&b).unwrap(),
+            Message::Close(c) => panic!("closed: {c:?}"),
+            _ => {}
+        }
+    }
+}
+
+fn post(gw: &Gateway, key: &str, body: &str) -> Resp {
+    request(
+        gw.port,
+        "POST",
+        "/rpc/eth",
+        &[("Content-Type", "application/json"), ("x-token", key)],
+        body.as_bytes(),
+    )
+    .unwrap()
+}
+
+/// What a JSON-RPC client can tell from an answer: the result(s), or the edge's error
+/// code with the envelope's extra fields.
+fn outcome_http(r: &Resp) -> Value {
+    let v = r.json();
+    if r.status == 200 {
+        return v;
+    }
+    let mut fields = v.as_object().unwrap().clone();
+    fields.remove("message");
+    fields.remove("request_id");
+    // The JSON-RPC code HTTP states in a field is the error object's own code over WS.
+    match fields.remove("jsonrpc_code") {
+        Some(code) => json!({"refused": fields, "code": code}),
+        None => json!({"refused": fields}),
+    }
+}
+
+fn outcome_ws(v: &Value) -> Value {
+    let data = v.get("error").and_then(|e| e.get("data"));
+    match data {
+        Some(d) if matches!(v["error"]["code"].as_i64(), Some(-32700 | -32600)) => {
+            json!({"refused": d, "code": v["error"]["code"]})
+        }
+        Some(d) if v.get("id").is_some() => json!({"refused": d}),
+        _ => v.clone(),
+    }
+}
+
+const TARGET: &str = "0x00000000000000000000000000000000000000aa";
+
+fn anvil_gateway(node: &Anvil, extra_yaml: &str) -> Gateway {
+    Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-anvil, capabilities: [ws, debug, trace]}}\n",
+            node.url()
+        ),
+        extra_yaml: extra_yaml.to_string(),
+        ..Default::default()
+    })
+}
+
+#[test]
+fn same_calls_same_answers_over_http_and_websocket() {
+    let node = Anvil::start(1, &[]);
+    let gw = anvil_gateway(&node, UNLIMITED);
+    let free = gw.key("free", &[]);
+    let pro = gw.key("pro", &[]);
+    let call = |id: u64, method: &str, params: Value| json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let oversized: Vec<Value> = (0..101)
+        .map(|i| call(i, "eth_chainId", json!([])))
+        .collect();
+    let head_before = node.block_number();
+    let cases: Vec<(&str, &str, String)> = vec![
+        (
+            "plain read",
+            "free",
+            call(1, "eth_chainId", json!([])).to_string(),
+        ),
+        (
+            "batch",
+            "free",
+            json!([
+                call(1, "eth_chainId", json!([])),
+                call(2, "eth_getBalance", json!([TARGET, "0x0"]))
+            ])
+            .to_string(),
+        ),
+        (
+            "node admin method",
+            "free",
+            call(3, "anvil_setBalance", json!([TARGET, "0xde0b6b3a7640000"])).to_string(),
+        ),
+        ("mining", "free", call(4, "evm_mine", json!([])).to_string()),
+        (
+            "admin namespace",
+            "free",
+            call(5, "admin_nodeInfo", json!([])).to_string(),
+        ),
+        (
+            "debug on free",
+            "free",
+            call(6, "debug_traceBlockByNumber", json!(["0x0", {}])).to_string(),
+        ),
+        (
+            "debug on pro",
+            "pro",
+            call(7, "debug_traceBlockByNumber", json!(["0x0", {}])).to_string(),
+        ),
+        ("batch over the cap", "free", json!(oversized).to_string()),
+        ("not JSON", "free", "{\"jsonrpc\": ".to_string()),
+    ];
+    let mut sockets = [
+        ("free", connect(gw.port, &free).unwrap()),
+        ("pro", connect(gw.port, &pro).unwrap()),
+    ];
+    for (name, plan, body) in &cases {
+        let key = if *plan == "free" { &free } else { &pro };
+        let http = outcome_http(&post(&gw, key, body));
+        let ws = sockets.iter_mut().find(|(p, _)| p == plan).unwrap();
+        let answer = ask(&mut ws.1, body);
+        let ws = outcome_ws(&answer);
+        assert!(
+            http == ws,
+            "{name}: over HTTP {http:.300}, over WS {ws:.300}"
+        );
+        eprintln!("{name}: {http}");
+    }
+    // The refusals are JSON-RPC errors a client understands.
+    let (_, ws) = &mut sockets[0];
+    let e = ask(ws, &cases[2].2);
+    assert_eq!(e["id"], 3);
+    assert_eq!(e["error"]["code"], -32601, "{e}");
+    let e = ask(ws, &cases[5].2);
+    assert_eq!(e["error"]["data"]["required_tier"], "pro", "{e}");
+    let e = ask(ws, &cases[7].2);
+    assert_eq!(e["id"], Value::Null, "one answer for the batch as a whole");
+    assert_eq!(e["error"]["code"], -32600);
+    assert_eq!(e["error"]["data"]["max_batch"], 100, "{e}");
+    let e = ask(ws, &cases[8].2);
+    assert_eq!(e["error"]["code"], -32700, "{e}");
+    // Nothing refused reached the node.
+    assert_eq!(node.block_number(), head_before, "evm_mine must not run");
+    assert_eq!(
+        node.call("eth_getBalance", json!([TARGET, "latest"])),
+        json!("0x0"),
+        "anvil_setBalance must not run"
+    );
+}
+
+#[test]
+fn every_call_counts_against_the_rate_limit() {
+    let node = Fixture::json_rpc();
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-anvil, capabilities: [ws]}}\n",
+            node.url()
+        ),
+        extra_yaml: "health:\n  interval_ms: 600000\nlimits:\n  default: {anonymous: 2, free: 5, basic: 5, pro: 5, business: 5, enterprise: 5, scale: 5}\n".into(),
+        ..Default::default()
+    });
+    let chain_id =
+        json!({"jsonrpc": "2.0", "id": 9, "method": "eth_chainId", "params": []}).to_string();
+    let oversized = json!((0..101)
+        .map(|i| json!({"jsonrpc": "2.0", "id": i, "method": "eth_chainId"}))
+        .collect::<Vec<_>>())
+    .to_string();
+
+    // Over WebSocket: the upgrade counts once, then each call; the burst is 2 x 5.
+    let key = gw.key("free", &[]);
+    let mut ws = connect(gw.port, &key).unwrap();
+    // A batch that can never be served is refused without spending the budget.
+    for _ in 0..5 {
+        let e = ask(&mut ws, &oversized);
+        assert_eq!(e["error"]["data"]["error"], "invalid_params", "{e}");
+    }
+    let hits = node.hits();
+    let mut answered = 0;
+    let mut refused = Vec::new();
+    for _ in 0..14 {
+        let v = ask(&mut ws, &chain_id);
+        if v.get("result").is_some() {
+            answered += 1;
+        } else {
+            refused.push(v);
+        }
+    }
+    assert_eq!(answered, 9, "burst 10, one spent on the upgrade");
+    assert_eq!(node.hits() - hits, 9, "refused calls never reach the node");
+    let e = &refused[0];
+    assert_eq!(e["id"], 9);
+    assert_eq!(e["error"]["code"], -32005, "{e}");
+    let data = &e["error"]["data"];
+    assert_eq!(data["error"], "rate_limited");
+    assert_eq!(data["current_tier"], "free");
+    assert_eq!(data["category"], "eth_rpc");
+    assert_eq!(data["limit_rps"], 5.0);
+    assert!(data["retry_after_sec"].as_u64().is_some(), "{data}");
+
+    // Over HTTP the same: the oversized batch is a permanent 400 and costs nothing.
+    let key = gw.key("free", &[]);
+    for _ in 0..5 {
+        let r = post(&gw, &key, &oversized);
+        assert_eq!(r.status, 400, "{}", r.text());
+        assert_eq!(r.json()["max_batch"], 100);
+        assert!(r.header("Retry-After").is_none());
+    }
+    let admitted = (0..12)
+        .filter(|_| post(&gw, &key, &chain_id).status == 200)
+        .count();
+    assert_eq!(admitted, 10);
+}
+
+#[test]
+fn session_bounds() {
+    let node = Anvil::start(1, &[]);
+    let gw = anvil_gateway(
+        &node,
+        &format!(
+            "{UNLIMITED}rpc:\n  max_body_bytes: 4096\nstreams:\n  websocket:\n    max_connections_per_key: {{default: 2}}\n    max_subscriptions_per_connection: 2\n"
+        ),
+    );
+    let key = gw.key("free", &[]);
+
+    // Connections per key: the third is refused, a freed place is taken again.
+    let mut a = connect(gw.port, &key).unwrap();
+    let b = connect(gw.port, &key).unwrap();
+    let (status, body) = connect(gw.port, &key).map(|_| ()).unwrap_err();
+    assert_eq!(status, 429, "{body}");
+    assert!(body.contains("stream_cap_exceeded"), "{body}");
+    drop(b);
+    let mut c = None;
+    for _ in 0..50 {
+        if let Ok(ws) = connect(gw.port, &key) {
+            c = Some(ws);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut c = c.expect("a closed connection frees its place");
+
+    // Subscriptions per connection.
+    let sub = json!({"jsonrpc": "2.0", "id": 1, "method": "eth_subscribe", "params": ["newHeads"]})
+        .to_string();
+    for _ in 0..2 {
+        let v = ask(&mut a, &sub);
+        assert!(v["result"].is_string(), "{v}");
+    }
+    let v = ask(&mut a, &sub);
+    assert_eq!(
+        v["error"]["data"]["error"], "subscription_cap_exceeded",
+        "{v}"
+    );
+    // A subscription kind the product does not offer.
+    let v = ask(
+        &mut a,
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "eth_subscribe", "params": ["syncing"]})
+            .to_string(),
+    );
+    assert_eq!(v["error"]["data"]["error"], "invalid_params", "{v}");
+    // Heads arrive on the subscriptions.
+    node.mine(1);
+    let note = next_json(&mut a);
+    assert_eq!(note["method"], "eth_subscription", "{note}");
+
+    // A message over rpc.max_body_bytes closes the connection with 1009.
+    let big = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_chainId\",\"params\":[\"{}\"]}}",
+        "x".repeat(8192)
+    );
+    c.send(Message::text(big)).unwrap();
+    let code = loop {
+        match c.read() {
+            Ok(Message::Close(Some(f))) => break f.code,
+            Ok(_) => continue,
+            Err(e) => panic!("expected a close frame, got {e}"),
+        }
+    };
+    assert_eq!(code, CloseCode::Size);
+}
+
+#[test]
+fn a_slow_consumer_is_closed_not_buffered() {
+    let node = Anvil::start(1, &[]);
+    let gw = anvil_gateway(
+        &node,
+        &format!("{UNLIMITED}streams:\n  websocket:\n    send_queue: 4\n"),
+    );
+    let key = gw.key("free", &[]);
+    let mut ws = connect(gw.port, &key).unwrap();
+    let sub = json!({"jsonrpc": "2.0", "id": 1, "method": "eth_subscribe", "params": ["newHeads"]});
+    assert!(ask(&mut ws, &sub.to_string())["result"].is_string());
+    // 3,000 heads while the client reads nothing: far more than the socket buffers and
+    // the send queue hold.
+    node.call("anvil_mine", json!(["0xbb8"]));
+    std::thread::sleep(Duration::from_secs(3));
+    let rss_mid = gw_rss_kib(&gw);
+    let mut heads = 0;
+    let end = loop {
+        match ws.read() {
+            Ok(Message::Text(_)) => heads += 1,
+            Ok(Message::Close(f)) => break f.map(|f| f.code),
+            Ok(_) => {}
+            Err(_) => break None,
+        }
+    };
+    assert!(
+        heads < 3000,
+        "the session was cut short, not buffered ({heads} heads)"
+    );
+    if let Some(code) = end {
+        assert_eq!(code, CloseCode::Policy);
+    }
+    eprintln!(
+        "slow consumer: {heads} heads delivered, then closed ({end:?}); gateway RSS {rss_mid} KiB"
+    );
+    assert!(rss_mid < 200 * 1024, "RSS {rss_mid} KiB");
+}
+
+fn gw_rss_kib(gw: &Gateway) -> u64 {
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", gw.proc.as_ref().unwrap().pid()))
+            .unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
