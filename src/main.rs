@@ -207,6 +207,7 @@ fn run(
         console,
         stream_slots: Arc::default(),
         ws_connections: Arc::default(),
+        subscriptions: Arc::default(),
         matcher,
         config: app,
         pools,

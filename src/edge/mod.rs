@@ -52,6 +52,7 @@ pub struct State {
     pub console: crate::console::Console,
     pub stream_slots: Arc<crate::handlers::mev_share::StreamSlots>,
     pub ws_connections: Arc<websocket::WsConnections>,
+    pub subscriptions: Arc<crate::streams::subscriptions::Hub>,
 }
 
 pub struct Edge {

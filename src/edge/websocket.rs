@@ -2,8 +2,8 @@
 //! (route, key, plan, rate), then every message goes through exactly the HTTP path's
 //! policy — batch cap, per-call rate counting, the method table and per-family plans in
 //! the gateway — and is answered by the gateway. Refusals are JSON-RPC error objects
-//! whose `data` carries the HTTP envelope's fields. Subscriptions are held on a node's
-//! WebSocket (`streams::node_ws`).
+//! whose `data` carries the HTTP envelope's fields. Subscriptions are shared: one node
+//! subscription per (pool, kind, parameters) for every client (`streams::subscriptions`).
 //!
 //! Bounds: open connections per key (by plan), subscriptions per connection, message
 //! size (`rpc.max_body_bytes`, close 1009), a bounded send queue (a slow consumer is
@@ -16,7 +16,8 @@ use crate::errors::ApiError;
 use crate::routes::Route;
 use crate::rpc::methods::MethodClass;
 use crate::rpc::{check_batch_size, refusal_of, CallView};
-use crate::streams::node_ws::{NodeSubscriptions, SubscribeError};
+use crate::observe::metrics;
+use crate::streams::subscriptions::{ClientSubscriptions, Ended};
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
@@ -158,7 +159,7 @@ impl Edge {
     async fn ws_message(
         &self,
         up: &WsUpgrade,
-        subs: &mut NodeSubscriptions,
+        subs: &mut ClientSubscriptions,
         body: &[u8],
         request_id: &str,
     ) -> Option<Bytes> {
@@ -185,29 +186,41 @@ impl Edge {
                     .and_then(|v| v.get("id").cloned())
                     .unwrap_or(Value::Null);
                 let params = view.params.unwrap_or(Value::Array(Vec::new()));
-                let answer = if view.method == "eth_unsubscribe" {
-                    subs.unsubscribe(params, id).await
-                } else {
-                    if let Err(e) = self.subscription_allowed(&params, &caller) {
-                        return refuse(e);
-                    }
-                    subs.subscribe(pool, params, id, request_id).await
+                if view.method == "eth_unsubscribe" {
+                    let sub = params.get(0).and_then(Value::as_str).unwrap_or_default();
+                    let v = serde_json::json!({"jsonrpc": "2.0", "id": id, "result": subs.remove(sub)});
+                    return Some(Bytes::from(v.to_string()));
+                }
+                let id_of = serde_json::json!({"id": id});
+                let refuse_call = |e: ApiError| {
+                    Some(Bytes::from(
+                        crate::rpc::error_from(&id_of["id"], &e).to_string(),
+                    ))
                 };
-                return match answer {
-                    Ok(v) => Some(Bytes::from(v.to_string())),
-                    Err(SubscribeError::Cap(max)) => refuse(
+                if let Err(e) = self.subscription_allowed(&params, &caller) {
+                    return refuse_call(e);
+                }
+                if subs.is_full() {
+                    let max = subs.max();
+                    return refuse_call(
                         ApiError::new(
                             429,
                             "subscription_cap_exceeded",
                             format!("a connection holds at most {max} subscriptions"),
                         )
                         .with_field("max_subscriptions", max),
-                    ),
-                    Err(SubscribeError::Unavailable(why)) => refuse(ApiError::new(
-                        503,
-                        "no_upstream",
-                        format!("no node can hold this subscription ({why})"),
-                    )),
+                    );
+                }
+                let Some(pool) = st.pools.get(&up.pool) else {
+                    return refuse_call(ApiError::new(503, "pool_not_configured", "no pool"));
+                };
+                return match st.subscriptions.subscribe(pool, &params) {
+                    Ok(share) => {
+                        let sub = subs.add(share);
+                        let v = serde_json::json!({"jsonrpc": "2.0", "id": id, "result": sub});
+                        Some(Bytes::from(v.to_string()))
+                    }
+                    Err(e) => refuse_call(e),
                 };
             }
         }
@@ -300,7 +313,8 @@ where
         }
         let _ = sink.close().await;
     });
-    let mut subs = NodeSubscriptions::new(conf.max_subscriptions_per_connection, max_response);
+    let mut subs = ClientSubscriptions::new(conf.max_subscriptions_per_connection);
+    metrics::WS_SESSIONS.inc();
     let mut shutdown = crate::shutdown::server();
     let idle = Duration::from_secs(conf.idle_timeout_secs.max(1));
     let mut ping = tokio::time::interval(Duration::from_secs(conf.ping_interval_secs.max(1)));
@@ -336,15 +350,12 @@ where
                 }
             }
             note = subs.next() => match note {
-                Some(note) => {
-                    if out.try_send(text_or_binary(note)).is_err() {
+                Ok(note) => {
+                    if out.try_send(Message::text(note)).is_err() {
                         break Some(slow());
                     }
                 }
-                None => break Some((
-                    CloseCode::Again,
-                    "the node holding your subscriptions went away; reconnect and subscribe again".into(),
-                )),
+                Err(Ended::Lagged) => break Some(slow()),
             },
             _ = ping.tick() => {
                 if heard.elapsed() > idle {
@@ -359,6 +370,11 @@ where
             }
         }
     };
+    drop(subs);
+    metrics::WS_SESSIONS.dec();
+    if close.as_ref().is_some_and(|(code, _)| *code == CloseCode::Policy) {
+        metrics::SLOW_CONSUMERS.inc();
+    }
     if let Some((code, reason)) = close {
         let _ = close_tx.send(CloseFrame {
             code,

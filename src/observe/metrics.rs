@@ -162,6 +162,62 @@ pub static STREAMS_OPEN: Lazy<prometheus::IntGauge> = Lazy::new(|| {
     register(prometheus::IntGauge::new("chainedge_streams_open", "Open MEV-Share streams").unwrap())
 });
 
+pub static WS_SESSIONS: Lazy<prometheus::IntGauge> = Lazy::new(|| {
+    register(
+        prometheus::IntGauge::new("chainedge_ws_sessions", "Open WebSocket JSON-RPC sessions")
+            .unwrap(),
+    )
+});
+
+pub static UPSTREAM_SUBSCRIPTIONS: Lazy<IntGaugeVec> = Lazy::new(|| {
+    register(
+        IntGaugeVec::new(
+            prometheus::Opts::new(
+                "chainedge_upstream_subscriptions",
+                "Node subscriptions held for clients, one per (pool, kind, parameters)",
+            ),
+            &["pool", "kind"],
+        )
+        .unwrap(),
+    )
+});
+
+pub static SUBSCRIPTION_CLIENTS: Lazy<IntGaugeVec> = Lazy::new(|| {
+    register(
+        IntGaugeVec::new(
+            prometheus::Opts::new(
+                "chainedge_subscription_clients",
+                "Client subscriptions served from the shared node subscriptions",
+            ),
+            &["pool", "kind"],
+        )
+        .unwrap(),
+    )
+});
+
+pub static RESUBSCRIPTIONS: Lazy<IntCounterVec> = Lazy::new(|| {
+    register(
+        IntCounterVec::new(
+            prometheus::Opts::new(
+                "chainedge_resubscriptions_total",
+                "Node subscriptions moved to another node (node failed or lagged)",
+            ),
+            &["pool", "kind", "reason"],
+        )
+        .unwrap(),
+    )
+});
+
+pub static SLOW_CONSUMERS: Lazy<prometheus::IntCounter> = Lazy::new(|| {
+    register(
+        prometheus::IntCounter::new(
+            "chainedge_ws_slow_consumers_total",
+            "WebSocket clients closed because they fell behind their send buffer",
+        )
+        .unwrap(),
+    )
+});
+
 /// Record one host's classification after a health round.
 pub fn host_health(
     pool: &str,
@@ -191,6 +247,11 @@ pub fn init() {
     Lazy::force(&HOST_LAG);
     Lazy::force(&HOST_CHECK_LATENCY);
     Lazy::force(&STREAMS_OPEN);
+    Lazy::force(&WS_SESSIONS);
+    Lazy::force(&UPSTREAM_SUBSCRIPTIONS);
+    Lazy::force(&SUBSCRIPTION_CLIENTS);
+    Lazy::force(&RESUBSCRIPTIONS);
+    Lazy::force(&SLOW_CONSUMERS);
     Lazy::force(&ACCESS_LOG_DROPPED);
     Lazy::force(&CONNECTIONS_REFUSED);
     Lazy::force(&REQUESTS_REFUSED);

@@ -1,5 +1,4 @@
-//! Streams held on nodes on behalf of clients: today a WebSocket client's subscriptions
-//! on a node's WebSocket (`node_ws`); shared upstream subscriptions and event streams
-//! fanned out to many clients come next.
+//! Streams held on nodes on behalf of clients: shared subscriptions, one node
+//! subscription per (pool, kind, parameters) fanned out to every client that asked.
 
-pub mod node_ws;
+pub mod subscriptions;

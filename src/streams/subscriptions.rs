@@ -1,0 +1,549 @@
+//! Shared subscriptions: one node subscription per (pool, kind, parameters), fanned out
+//! to every client subscription that asked for the same thing.
+//!
+//! A driver task holds the node subscription on the first available host with the `ws`
+//! capability. When that node fails, or falls behind the pool's head (`newHeads`), the
+//! driver subscribes again on another node and fills the gap before going on: heads
+//! missed in between are fetched (`eth_getBlockByNumber`) and delivered in order, logs
+//! since the last block seen are fetched (`eth_getLogs`) and delivered once; what was
+//! already delivered is not delivered again. Clients see none of this: their
+//! subscription ids are the edge's own and stay the same.
+//!
+//! Fan-out is a bounded broadcast: a client that falls `BROADCAST_BACKLOG` notifications
+//! behind is closed as a slow consumer rather than buffered. When the last client lets go
+//! (unsubscribe or disconnect), the driver stops and the node subscription is dropped.
+
+use crate::address::plain_inet;
+use crate::errors::ApiError;
+use crate::observe::metrics;
+use crate::pools::{Host, Pool};
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+use tokio::net::TcpStream;
+use tokio::sync::broadcast;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::{HeaderName, HeaderValue};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::WebSocketStream;
+
+/// Notifications a client may fall behind before it is closed as a slow consumer.
+const BROADCAST_BACKLOG: usize = 1024;
+/// How long a node has to accept a link and answer a call on it.
+const NODE_TIMEOUT: Duration = Duration::from_secs(10);
+/// A node this many blocks behind the pool's head, and quiet for `LAG_QUIET`, is left.
+const LAG_BLOCKS: u64 = 3;
+const LAG_QUIET: Duration = Duration::from_secs(6);
+/// Most heads fetched to fill one gap (older ones are skipped: clients resync).
+const MAX_GAP: u64 = 256;
+/// Largest message accepted from a node.
+const MAX_NODE_MESSAGE: usize = 16 << 20;
+
+/// The subscription kinds the product offers.
+pub const KINDS: &[&str] = &["newHeads", "logs", "newPendingTransactions"];
+
+/// Every shared subscription of the process.
+#[derive(Default)]
+pub struct Hub {
+    shared: Mutex<HashMap<String, Weak<Shared>>>,
+}
+
+/// One node subscription and its fan-out.
+pub struct Shared {
+    key: String,
+    pool: String,
+    kind: String,
+    tx: broadcast::Sender<Bytes>,
+    driver: tokio::task::JoinHandle<()>,
+    hub: Arc<Hub>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        self.driver.abort();
+        if let Ok(mut map) = self.hub.shared.lock() {
+            if map.get(&self.key).is_some_and(|w| w.strong_count() == 0) {
+                map.remove(&self.key);
+            }
+        }
+        metrics::UPSTREAM_SUBSCRIPTIONS
+            .with_label_values(&[&self.pool, &self.kind])
+            .dec();
+    }
+}
+
+/// A client's subscription: its edge id and its place in the fan-out.
+pub struct ClientShare {
+    pub id: String,
+    rx: broadcast::Receiver<Bytes>,
+    shared: Arc<Shared>,
+}
+
+impl Drop for ClientShare {
+    fn drop(&mut self) {
+        metrics::SUBSCRIPTION_CLIENTS
+            .with_label_values(&[&self.shared.pool, &self.shared.kind])
+            .dec();
+    }
+}
+
+impl Hub {
+    /// A client subscription to `params` (`[kind, filter?]`) on `pool`: joins the node
+    /// subscription for the same thing, or starts one.
+    pub fn subscribe(self: &Arc<Self>, pool: &Arc<Pool>, params: &Value) -> Result<ClientShare, ApiError> {
+        let kind = params
+            .get(0)
+            .and_then(Value::as_str)
+            .filter(|k| KINDS.contains(k))
+            .ok_or_else(|| ApiError::invalid_params("unknown subscription kind"))?
+            .to_string();
+        // serde_json keeps object keys sorted, so equal filters give equal keys.
+        let key = format!("{}|{params}", pool.name);
+        let shared = {
+            let mut map = self
+                .shared
+                .lock()
+                .map_err(|_| ApiError::internal("subscriptions"))?;
+            match map.get(&key).and_then(Weak::upgrade) {
+                Some(s) => s,
+                None => {
+                    if !pool
+                        .candidates(Some("ws"))
+                        .iter()
+                        .any(|h| plain_inet(h.endpoint(true).1).is_some())
+                    {
+                        return Err(ApiError::new(
+                            503,
+                            "no_upstream",
+                            format!("no host in pool {} can hold a subscription", pool.name),
+                        ));
+                    }
+                    let (tx, _) = broadcast::channel(BROADCAST_BACKLOG);
+                    let driver = tokio::spawn(drive(pool.clone(), params.clone(), tx.clone()));
+                    let s = Arc::new(Shared {
+                        key: key.clone(),
+                        pool: pool.name.clone(),
+                        kind: kind.clone(),
+                        tx,
+                        driver,
+                        hub: self.clone(),
+                    });
+                    metrics::UPSTREAM_SUBSCRIPTIONS
+                        .with_label_values(&[&pool.name, &kind])
+                        .inc();
+                    map.insert(key, Arc::downgrade(&s));
+                    s
+                }
+            }
+        };
+        metrics::SUBSCRIPTION_CLIENTS
+            .with_label_values(&[&pool.name, &kind])
+            .inc();
+        Ok(ClientShare {
+            id: format!("0x{:032x}", rand::random::<u128>()),
+            rx: shared.tx.subscribe(),
+            shared,
+        })
+    }
+}
+
+/// Why a client's stream of notifications ended.
+pub enum Ended {
+    /// It fell more than the backlog behind.
+    Lagged,
+}
+
+/// A client connection's subscriptions.
+pub struct ClientSubscriptions {
+    shares: Vec<ClientShare>,
+    max: usize,
+}
+
+impl ClientSubscriptions {
+    pub fn new(max: usize) -> Self {
+        ClientSubscriptions {
+            shares: Vec::new(),
+            max,
+        }
+    }
+
+    pub fn add(&mut self, share: ClientShare) -> String {
+        let id = share.id.clone();
+        self.shares.push(share);
+        id
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.shares.len() >= self.max
+    }
+
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// Drop the subscription `id` (only this connection's own ids match).
+    pub fn remove(&mut self, id: &str) -> bool {
+        let before = self.shares.len();
+        self.shares.retain(|s| s.id != id);
+        self.shares.len() != before
+    }
+
+    /// The next notification frame for this client; never resolves without
+    /// subscriptions.
+    pub async fn next(&mut self) -> Result<String, Ended> {
+        if self.shares.is_empty() {
+            return std::future::pending().await;
+        }
+        loop {
+            let waits = self.shares.iter_mut().map(|s| {
+                Box::pin(async move {
+                    let got = s.rx.recv().await;
+                    (s.id.as_str(), got)
+                })
+            });
+            let ((id, got), _, _) = futures_util::future::select_all(waits).await;
+            match got {
+                Ok(result) => return Ok(notification(id, &result)),
+                Err(broadcast::error::RecvError::Lagged(_)) => return Err(Ended::Lagged),
+                // The driver lives as long as a share holds it; not reached.
+                Err(broadcast::error::RecvError::Closed) => continue,
+            }
+        }
+    }
+}
+
+/// `eth_subscription` for client subscription `id`, around a node's `result` as it sent it.
+fn notification(id: &str, result: &[u8]) -> String {
+    let result = std::str::from_utf8(result).unwrap_or("null");
+    format!(
+        r#"{{"jsonrpc":"2.0","method":"eth_subscription","params":{{"subscription":"{id}","result":{result}}}}}"#
+    )
+}
+
+/// What was delivered, so a new node's answers continue where the last one stopped.
+#[derive(Default)]
+struct Cursor {
+    /// Recent heads delivered (number, hash), oldest first.
+    heads: VecDeque<(u64, String)>,
+    /// Recent logs delivered (block hash, log index, removed).
+    logs: VecDeque<(String, String, bool)>,
+    /// Highest block a delivered log was in.
+    log_block: Option<u64>,
+}
+
+impl Cursor {
+    fn last_head(&self) -> Option<u64> {
+        self.heads.iter().map(|(n, _)| *n).max()
+    }
+}
+
+/// Hold the node subscription for as long as the task lives, moving between nodes.
+async fn drive(pool: Arc<Pool>, params: Value, tx: broadcast::Sender<Bytes>) {
+    let kind = params[0].as_str().unwrap_or_default().to_string();
+    let mut cursor = Cursor::default();
+    let mut avoid: Option<String> = None;
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        let link = match NodeLink::open(&pool, avoid.as_deref()).await {
+            Some(link) => link,
+            None => {
+                avoid = None;
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+                continue;
+            }
+        };
+        backoff = Duration::from_millis(100);
+        let host = link.host.clone();
+        let reason = follow(link, &pool, &params, &kind, &tx, &mut cursor).await;
+        host.record_failure(&format!("subscription: {reason}"));
+        metrics::RESUBSCRIPTIONS
+            .with_label_values(&[&pool.name, &kind, if reason.starts_with("lagging") { "lag" } else { "failure" }])
+            .inc();
+        avoid = Some(host.id.clone());
+    }
+}
+
+/// Subscribe on `link`, fill the gap since `cursor`, then deliver until the node fails or
+/// lags; the reason it stopped.
+async fn follow(
+    mut link: NodeLink,
+    pool: &Pool,
+    params: &Value,
+    kind: &str,
+    tx: &broadcast::Sender<Bytes>,
+    cursor: &mut Cursor,
+) -> String {
+    let sub = match link.call("eth_subscribe", params.clone()).await {
+        Ok(Value::String(s)) => s,
+        Ok(other) => return format!("eth_subscribe answered {other}"),
+        Err(e) => return e,
+    };
+    if let Err(e) = fill_gap(&mut link, params, kind, tx, cursor).await {
+        return e;
+    }
+    let mut quiet_since = Instant::now();
+    let mut check = tokio::time::interval(Duration::from_secs(2));
+    loop {
+        tokio::select! {
+            note = link.notification() => {
+                let v = match note {
+                    Ok(v) => v,
+                    Err(e) => return e,
+                };
+                if v["params"]["subscription"].as_str() != Some(sub.as_str()) {
+                    continue;
+                }
+                quiet_since = Instant::now();
+                let result = &v["params"]["result"];
+                match kind {
+                    "newHeads" => {
+                        if let Some(n) = hex_u64(&result["number"]) {
+                            if let Some(last) = cursor.last_head() {
+                                if n > last + 1 {
+                                    if let Err(e) = fill_heads(&mut link, last + 1, n - 1, tx, cursor).await {
+                                        return e;
+                                    }
+                                }
+                            }
+                        }
+                        deliver_head(result, tx, cursor);
+                    }
+                    "logs" => deliver_log(result, tx, cursor),
+                    _ => {
+                        let _ = tx.send(Bytes::from(result.to_string()));
+                    }
+                }
+            }
+            _ = check.tick() => {
+                if kind == "newHeads" {
+                    let pool_head = pool.head.load(std::sync::atomic::Ordering::Relaxed);
+                    let ours = cursor.last_head().unwrap_or(pool_head);
+                    if pool_head > ours + LAG_BLOCKS && quiet_since.elapsed() > LAG_QUIET {
+                        return format!("lagging: at {ours}, pool head {pool_head}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// After (re)subscribing: what happened since the last delivery, delivered once.
+async fn fill_gap(
+    link: &mut NodeLink,
+    params: &Value,
+    kind: &str,
+    tx: &broadcast::Sender<Bytes>,
+    cursor: &mut Cursor,
+) -> Result<(), String> {
+    match kind {
+        "newHeads" => {
+            let Some(last) = cursor.last_head() else {
+                return Ok(());
+            };
+            let head = hex_u64(&link.call("eth_blockNumber", json!([])).await?).unwrap_or(0);
+            if head > last {
+                fill_heads(link, last + 1, head, tx, cursor).await?;
+            }
+            Ok(())
+        }
+        "logs" => {
+            let Some(from) = cursor.log_block else {
+                return Ok(());
+            };
+            let mut filter = params.get(1).cloned().unwrap_or_else(|| json!({}));
+            if let Some(f) = filter.as_object_mut() {
+                f.insert("fromBlock".into(), json!(format!("0x{from:x}")));
+                f.insert("toBlock".into(), json!("latest"));
+            }
+            if let Value::Array(logs) = link.call("eth_getLogs", json!([filter])).await? {
+                for log in &logs {
+                    deliver_log(log, tx, cursor);
+                }
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Heads `from..=to` fetched and delivered in order (the newest `MAX_GAP` at most).
+async fn fill_heads(
+    link: &mut NodeLink,
+    from: u64,
+    to: u64,
+    tx: &broadcast::Sender<Bytes>,
+    cursor: &mut Cursor,
+) -> Result<(), String> {
+    for n in from.max(to.saturating_sub(MAX_GAP - 1))..=to {
+        let mut block = link
+            .call("eth_getBlockByNumber", json!([format!("0x{n:x}"), false]))
+            .await?;
+        if let Some(b) = block.as_object_mut() {
+            // A head, as newHeads gives it: the header fields only.
+            for body_field in ["transactions", "uncles", "size", "totalDifficulty", "withdrawals"] {
+                b.remove(body_field);
+            }
+        }
+        if !block.is_null() {
+            deliver_head(&block, tx, cursor);
+        }
+    }
+    Ok(())
+}
+
+/// A head once: the same (number, hash) is never delivered twice; a new hash at a
+/// known height (a reorg) is.
+fn deliver_head(head: &Value, tx: &broadcast::Sender<Bytes>, cursor: &mut Cursor) {
+    let (Some(n), Some(hash)) = (hex_u64(&head["number"]), head["hash"].as_str()) else {
+        return;
+    };
+    if cursor.heads.iter().any(|(m, h)| *m == n && h == hash) {
+        return;
+    }
+    cursor.heads.push_back((n, hash.to_string()));
+    if cursor.heads.len() > 2 * MAX_GAP as usize {
+        cursor.heads.pop_front();
+    }
+    let _ = tx.send(Bytes::from(head.to_string()));
+}
+
+/// A log once (by block hash, index and `removed`).
+fn deliver_log(log: &Value, tx: &broadcast::Sender<Bytes>, cursor: &mut Cursor) {
+    let id = (
+        log["blockHash"].as_str().unwrap_or_default().to_string(),
+        log["logIndex"].as_str().unwrap_or_default().to_string(),
+        log["removed"].as_bool().unwrap_or(false),
+    );
+    if cursor.logs.contains(&id) {
+        return;
+    }
+    cursor.logs.push_back(id);
+    if cursor.logs.len() > 4096 {
+        cursor.logs.pop_front();
+    }
+    if let Some(b) = hex_u64(&log["blockNumber"]) {
+        cursor.log_block = Some(cursor.log_block.map_or(b, |c| c.max(b)));
+    }
+    let _ = tx.send(Bytes::from(log.to_string()));
+}
+
+fn hex_u64(v: &Value) -> Option<u64> {
+    u64::from_str_radix(v.as_str()?.strip_prefix("0x")?, 16).ok()
+}
+
+/// A WebSocket to one node: calls and notifications on the same connection.
+struct NodeLink {
+    host: Arc<Host>,
+    ws: WebSocketStream<TcpStream>,
+    next_id: u64,
+    /// Notifications read while waiting for a call's answer.
+    waiting: VecDeque<Value>,
+}
+
+impl NodeLink {
+    /// A link to the first host (other than `avoid`, when another exists) that accepts.
+    async fn open(pool: &Pool, avoid: Option<&str>) -> Option<NodeLink> {
+        let mut hosts = pool.candidates(Some("ws"));
+        // The host that just failed goes last, not out: it may be the only one.
+        hosts.sort_by_key(|h| Some(h.id.as_str()) == avoid);
+        for host in hosts {
+            let (addr, peer) = host.endpoint(true);
+            let Some(sock) = plain_inet(peer) else {
+                continue;
+            };
+            let Ok(mut req) = format!("ws://{}{}", addr.authority(), addr.path).into_client_request() else {
+                continue;
+            };
+            for (name, value) in &host.headers {
+                if let (Ok(n), Ok(v)) = (
+                    HeaderName::from_bytes(name.as_bytes()),
+                    HeaderValue::from_str(value.expose()),
+                ) {
+                    req.headers_mut().insert(n, v);
+                }
+            }
+            let config = WebSocketConfig::default()
+                .read_buffer_size(16 * 1024)
+                .max_message_size(Some(MAX_NODE_MESSAGE))
+                .max_frame_size(Some(MAX_NODE_MESSAGE));
+            let connect = async {
+                let tcp = TcpStream::connect(sock).await.map_err(|e| e.to_string())?;
+                tokio_tungstenite::client_async_with_config(req, tcp, Some(config))
+                    .await
+                    .map_err(|e| e.to_string())
+            };
+            match tokio::time::timeout(NODE_TIMEOUT, connect).await {
+                Ok(Ok((ws, _))) => {
+                    return Some(NodeLink {
+                        host,
+                        ws,
+                        next_id: 0,
+                        waiting: VecDeque::new(),
+                    })
+                }
+                Ok(Err(e)) => host.record_failure(&format!("subscription connect: {e}")),
+                Err(_) => host.record_failure("subscription connect: timed out"),
+            }
+        }
+        None
+    }
+
+    /// One call's `result` (a node error is an `Err`).
+    async fn call(&mut self, method: &str, params: Value) -> Result<Value, String> {
+        self.next_id += 1;
+        let id = self.next_id;
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.ws
+            .send(Message::text(call.to_string()))
+            .await
+            .map_err(|e| format!("send: {e}"))?;
+        let deadline = Instant::now() + NODE_TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let v = tokio::time::timeout(left, self.read())
+                .await
+                .map_err(|_| format!("{method}: no answer"))??;
+            if v.get("id").and_then(Value::as_u64) == Some(id) {
+                return match v.get("error") {
+                    Some(e) => Err(format!("{method}: {e}")),
+                    None => Ok(v.get("result").cloned().unwrap_or(Value::Null)),
+                };
+            }
+            if v.get("method").is_some() {
+                self.waiting.push_back(v);
+            }
+        }
+    }
+
+    async fn notification(&mut self) -> Result<Value, String> {
+        if let Some(v) = self.waiting.pop_front() {
+            return Ok(v);
+        }
+        loop {
+            let v = self.read().await?;
+            if v.get("method").is_some() {
+                return Ok(v);
+            }
+        }
+    }
+
+    async fn read(&mut self) -> Result<Value, String> {
+        loop {
+            let bytes = match self.ws.next().await {
+                Some(Ok(Message::Text(t))) => Bytes::from(t),
+                Some(Ok(Message::Binary(b))) => b,
+                Some(Ok(Message::Close(_))) | None => return Err("node closed the link".into()),
+                Some(Err(e)) => return Err(format!("link: {e}")),
+                Some(Ok(_)) => continue,
+            };
+            if let Ok(v) = serde_json::from_slice(&bytes) {
+                return Ok(v);
+            }
+        }
+    }
+}
