@@ -384,3 +384,141 @@ fn gw_rss_kib(gw: &Gateway) -> u64 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
 }
+
+/// A TCP relay in front of a node that counts the connections made through it (the
+/// node side of "how many upstream subscriptions").
+struct CountingProxy {
+    port: u16,
+    accepted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+fn counting_proxy(target: u16) -> CountingProxy {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            count.fetch_add(1, Ordering::SeqCst);
+            let Ok(node) = TcpStream::connect(("127.0.0.1", target)) else {
+                continue;
+            };
+            for (mut from, mut to) in [
+                (client.try_clone().unwrap(), node.try_clone().unwrap()),
+                (node, client),
+            ] {
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from, &mut to);
+                    let _ = to.shutdown(std::net::Shutdown::Both);
+                    let _ = from.shutdown(std::net::Shutdown::Both);
+                });
+            }
+        }
+    });
+    CountingProxy { port, accepted }
+}
+
+#[test]
+fn two_hundred_clients_share_one_node_subscription_across_a_node_failure() {
+    use std::sync::atomic::Ordering;
+    let mut nodes = [Some(Anvil::start(1, &[])), Some(Anvil::start(1, &[]))];
+    let proxies = [
+        counting_proxy(nodes[0].as_ref().unwrap().port),
+        counting_proxy(nodes[1].as_ref().unwrap().port),
+    ];
+    let hosts: String = (0..2)
+        .map(|i| {
+            format!(
+                "      - {{id: el-{i}, url: \"{}\", ws_url: \"ws://127.0.0.1:{}\", family: el-anvil, capabilities: [ws]}}\n",
+                nodes[i].as_ref().unwrap().url(),
+                proxies[i].port
+            )
+        })
+        .collect();
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!("  eth_el:\n    hosts:\n{hosts}"),
+        extra_yaml: format!(
+            "{UNLIMITED}health:\n  interval_ms: 500\nstreams:\n  websocket:\n    max_connections_per_key: {{default: 1000}}\n"
+        ),
+        ..Default::default()
+    });
+    let key = gw.key("free", &[]);
+    let clients = 200;
+    let heads_wanted = 6;
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let threads: Vec<_> = (0..clients)
+        .map(|_| {
+            let key = key.clone();
+            let port = gw.port;
+            let ready = ready_tx.clone();
+            std::thread::spawn(move || {
+                let mut ws = connect(port, &key).unwrap();
+                let sub = ask(
+                    &mut ws,
+                    &json!({"jsonrpc": "2.0", "id": 1, "method": "eth_subscribe", "params": ["newHeads"]}).to_string(),
+                );
+                let id = sub["result"].as_str().expect("subscribed").to_string();
+                ready.send(()).unwrap();
+                let mut seen = Vec::new();
+                while seen.len() < heads_wanted {
+                    let note = next_json(&mut ws);
+                    assert_eq!(note["params"]["subscription"], id.as_str(), "the edge's id, stable");
+                    let n = note["params"]["result"]["number"].as_str().unwrap();
+                    seen.push(u64::from_str_radix(&n[2..], 16).unwrap());
+                }
+                seen
+            })
+        })
+        .collect();
+    for _ in 0..clients {
+        ready_rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("every client subscribed");
+    }
+    let links = |p: &CountingProxy| p.accepted.load(Ordering::SeqCst);
+    assert_eq!(
+        links(&proxies[0]) + links(&proxies[1]),
+        1,
+        "200 clients, one node subscription"
+    );
+    let holder = if links(&proxies[0]) == 1 { 0 } else { 1 };
+    let other = 1 - holder;
+    let start = nodes[other].as_ref().unwrap().block_number();
+    // Three heads, on both nodes (they stay level, so health keeps both).
+    for _ in 0..3 {
+        for n in nodes.iter().flatten() {
+            n.mine(1);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Two heads only the other node has (the holder falls behind), then the holder dies
+    // and one more head comes: heads 4 and 5 reach clients only by the gap fill.
+    for _ in 0..2 {
+        nodes[other].as_ref().unwrap().mine(1);
+    }
+    nodes[holder] = None;
+    std::thread::sleep(Duration::from_millis(300));
+    nodes[other].as_ref().unwrap().mine(1);
+    let expected: Vec<u64> = (start + 1..=start + 6).collect();
+    for t in threads {
+        assert_eq!(t.join().unwrap(), expected, "every head once, in order");
+    }
+    assert_eq!(
+        links(&proxies[other]),
+        1,
+        "one resubscription for all clients"
+    );
+    let metrics = request(gw.metrics_port, "GET", "/metrics", &[], b"")
+        .unwrap()
+        .text();
+    assert!(
+        metrics.contains("chainedge_resubscriptions_total{kind=\"newHeads\",pool=\"eth_el\",reason=\"failure\"} 1"),
+        "{}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("subscri"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}

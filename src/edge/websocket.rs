@@ -13,10 +13,10 @@
 use super::{Ctx, Downstream, Edge, State};
 use crate::auth::Principal;
 use crate::errors::ApiError;
+use crate::observe::metrics;
 use crate::routes::Route;
 use crate::rpc::methods::MethodClass;
 use crate::rpc::{check_batch_size, refusal_of, CallView};
-use crate::observe::metrics;
 use crate::streams::subscriptions::{ClientSubscriptions, Ended};
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
@@ -188,7 +188,8 @@ impl Edge {
                 let params = view.params.unwrap_or(Value::Array(Vec::new()));
                 if view.method == "eth_unsubscribe" {
                     let sub = params.get(0).and_then(Value::as_str).unwrap_or_default();
-                    let v = serde_json::json!({"jsonrpc": "2.0", "id": id, "result": subs.remove(sub)});
+                    let v =
+                        serde_json::json!({"jsonrpc": "2.0", "id": id, "result": subs.remove(sub)});
                     return Some(Bytes::from(v.to_string()));
                 }
                 let id_of = serde_json::json!({"id": id});
@@ -372,7 +373,10 @@ where
     };
     drop(subs);
     metrics::WS_SESSIONS.dec();
-    if close.as_ref().is_some_and(|(code, _)| *code == CloseCode::Policy) {
+    if close
+        .as_ref()
+        .is_some_and(|(code, _)| *code == CloseCode::Policy)
+    {
         metrics::SLOW_CONSUMERS.inc();
     }
     if let Some((code, reason)) = close {

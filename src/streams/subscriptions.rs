@@ -94,7 +94,11 @@ impl Drop for ClientShare {
 impl Hub {
     /// A client subscription to `params` (`[kind, filter?]`) on `pool`: joins the node
     /// subscription for the same thing, or starts one.
-    pub fn subscribe(self: &Arc<Self>, pool: &Arc<Pool>, params: &Value) -> Result<ClientShare, ApiError> {
+    pub fn subscribe(
+        self: &Arc<Self>,
+        pool: &Arc<Pool>,
+        params: &Value,
+    ) -> Result<ClientShare, ApiError> {
         let kind = params
             .get(0)
             .and_then(Value::as_str)
@@ -262,7 +266,15 @@ async fn drive(pool: Arc<Pool>, params: Value, tx: broadcast::Sender<Bytes>) {
         let reason = follow(link, &pool, &params, &kind, &tx, &mut cursor).await;
         host.record_failure(&format!("subscription: {reason}"));
         metrics::RESUBSCRIPTIONS
-            .with_label_values(&[&pool.name, &kind, if reason.starts_with("lagging") { "lag" } else { "failure" }])
+            .with_label_values(&[
+                &pool.name,
+                &kind,
+                if reason.starts_with("lagging") {
+                    "lag"
+                } else {
+                    "failure"
+                },
+            ])
             .inc();
         avoid = Some(host.id.clone());
     }
@@ -385,7 +397,13 @@ async fn fill_heads(
             .await?;
         if let Some(b) = block.as_object_mut() {
             // A head, as newHeads gives it: the header fields only.
-            for body_field in ["transactions", "uncles", "size", "totalDifficulty", "withdrawals"] {
+            for body_field in [
+                "transactions",
+                "uncles",
+                "size",
+                "totalDifficulty",
+                "withdrawals",
+            ] {
                 b.remove(body_field);
             }
         }
@@ -456,7 +474,9 @@ impl NodeLink {
             let Some(sock) = plain_inet(peer) else {
                 continue;
             };
-            let Ok(mut req) = format!("ws://{}{}", addr.authority(), addr.path).into_client_request() else {
+            let Ok(mut req) =
+                format!("ws://{}{}", addr.authority(), addr.path).into_client_request()
+            else {
                 continue;
             };
             for (name, value) in &host.headers {
