@@ -27,6 +27,11 @@ trap cleanup EXIT
 
 $anvil --port $NODE --silent >/dev/null 2>&1 &
 pids+=($!)
+for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$NODE) 2>/dev/null && break; sleep 0.1; done
+sleep 0.5
+# A fresh chain is at height 0, which health checks treat as broken.
+curl -s -o /dev/null -H 'Content-Type: application/json' \
+  -d '{"jsonrpc":"2.0","id":1,"method":"evm_mine","params":[]}' http://127.0.0.1:$NODE
 cat > "$work/nginx.conf" <<NGINX
 worker_processes 2;
 pid $work/nginx.pid;
@@ -85,9 +90,6 @@ ce_pid=$!; pids+=($ce_pid)
 for p in $NODE $NGX $CE; do
   for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null && break; sleep 0.1; done
 done
-# A fresh chain is at height 0, which health checks treat as broken.
-curl -s -o /dev/null -H 'Content-Type: application/json' \
-  -d '{"jsonrpc":"2.0","id":1,"method":"evm_mine","params":[]}' http://127.0.0.1:$NODE
 sleep 1.5
 
 rss_kib() { local t=0; for p in $1; do t=$((t + $(awk '/VmRSS/ {print $2}' /proc/$p/status))); done; echo $t; }

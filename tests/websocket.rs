@@ -522,3 +522,64 @@ fn two_hundred_clients_share_one_node_subscription_across_a_node_failure() {
             .join("\n")
     );
 }
+
+#[test]
+fn websocket_over_tls_meets_the_same_policy() {
+    let node = Anvil::start(1, &[]);
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-anvil, capabilities: [ws]}}\n",
+            node.url()
+        ),
+        extra_yaml: UNLIMITED.to_string(),
+        tls: true,
+        ..Default::default()
+    });
+    let key = gw.key("free", &[]);
+    let port = gw.tls_port.unwrap();
+    let mut connector =
+        openssl::ssl::SslConnector::builder(openssl::ssl::SslMethod::tls()).unwrap();
+    connector.set_verify(openssl::ssl::SslVerifyMode::NONE);
+    let tcp = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let tls = connector.build().connect("localhost", tcp).unwrap();
+    let mut req = format!("wss://localhost:{port}/rpc/eth")
+        .into_client_request()
+        .unwrap();
+    req.headers_mut().insert("x-token", key.parse().unwrap());
+    let (mut ws, _) = tungstenite::client(req, tls).expect("wss handshake");
+    let ask = |ws: &mut WebSocket<_>, body: Value| -> Value {
+        ws.send(Message::text(body.to_string())).unwrap();
+        loop {
+            if let Message::Text(t) = ws.read().unwrap() {
+                return serde_json::from_str(&t).unwrap();
+            }
+        }
+    };
+    let v = ask(
+        &mut ws,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []}),
+    );
+    assert_eq!(v["result"], "0x1", "{v}");
+    let v = ask(
+        &mut ws,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "anvil_setBalance", "params": [TARGET, "0x1"]}),
+    );
+    assert_eq!(v["error"]["data"]["error"], "method_unknown", "{v}");
+    let v = ask(
+        &mut ws,
+        json!({"jsonrpc": "2.0", "id": 3, "method": "eth_subscribe", "params": ["newHeads"]}),
+    );
+    let sub = v["result"].as_str().expect("subscribed").to_string();
+    node.mine(1);
+    let note = loop {
+        if let Message::Text(t) = ws.read().unwrap() {
+            break serde_json::from_str::<Value>(&t).unwrap();
+        }
+    };
+    assert_eq!(note["params"]["subscription"], sub.as_str());
+    assert_eq!(
+        node.call("eth_getBalance", json!([TARGET, "latest"])),
+        json!("0x0")
+    );
+}

@@ -297,7 +297,7 @@ impl Edge {
         }
         let (mut near, far) = tokio::io::duplex(64 * 1024);
         let task = tokio::spawn(websocket::serve(self.state.clone(), up, far));
-        let mut buf = vec![0u8; 16 * 1024];
+        let mut buf = vec![0u8; 4 * 1024];
         loop {
             tokio::select! {
                 from_client = session.read_request_body() => match from_client {

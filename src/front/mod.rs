@@ -15,6 +15,7 @@
 
 mod admission;
 mod client_io;
+mod prefixed;
 mod proxy;
 pub mod request;
 
@@ -36,6 +37,7 @@ use pingora_core::protocols::http::ServerSession;
 use pingora_core::protocols::Stream;
 use pingora_core::server::ShutdownWatch;
 use pingora_proxy::{HttpProxy, ProxyHttp};
+use prefixed::Prefixed;
 use request::{Head, LeanRequest, Parsed, Refusal};
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -200,6 +202,14 @@ enum Lean {
     No,
 }
 
+/// What serving one lean request left the connection for.
+enum Served {
+    Keep,
+    Close,
+    /// A 101 went out: the connection belongs to a WebSocket session now.
+    WebSocket(crate::edge::websocket::WsUpgrade),
+}
+
 /// What waiting for the next request head ended with.
 enum Next {
     /// A lean request, with its route when it matched one.
@@ -251,11 +261,19 @@ impl ServerApp for LeanFront {
                     self.release_node(&mut conn);
                     conn = self.hand_over(conn).await?;
                 }
-                Next::Head(head, pre) => {
-                    if !self.serve(&mut conn, head, pre).await {
-                        break;
+                Next::Head(head, pre) => match self.serve(&mut conn, head, pre).await {
+                    Served::Keep => {}
+                    Served::Close => break,
+                    Served::WebSocket(up) => {
+                        self.release_node(&mut conn);
+                        // The session owns the socket from here; bytes the client sent
+                        // after the handshake are read first.
+                        let unread = conn.buf.split().freeze();
+                        let io = Prefixed::new(unread, conn.io);
+                        crate::edge::websocket::serve(self.edge.state.clone(), up, io).await;
+                        return None;
                     }
-                }
+                },
             }
         }
         self.release_node(&mut conn);
@@ -361,9 +379,20 @@ impl LeanFront {
         // An upgrade is Pingora's only on a route that declares WebSocket; elsewhere the
         // request is served as the plain request it also is (`Upgrade` and `Connection`
         // stay on this hop, and a node's 101 is refused).
+        // WebSocket JSON-RPC is terminated here (the session runs on the bare socket);
+        // other WebSocket routes (portals) are Pingora's.
         if head.upgrade {
-            if let Match::Found { route, .. } = self.edge.state.matcher.find(method, &path, true) {
+            if let Match::Found { route, params } =
+                self.edge.state.matcher.find(method, &path, true)
+            {
                 if route.websocket {
+                    if route.handler == HandlerKind::JsonRpc && head.content_length == 0 {
+                        return Lean::Yes(Some(PreMatch {
+                            route: route.clone(),
+                            params,
+                            suspicious: path.suspicious,
+                        }));
+                    }
                     return Lean::No;
                 }
             }
@@ -394,8 +423,9 @@ impl LeanFront {
         }
     }
 
-    /// Serve one lean request; `false` when the connection must close after it.
-    async fn serve(&self, conn: &mut Conn, head: Head, pre: Option<PreMatch>) -> bool {
+    /// Serve one lean request: keep the connection, close it, or (after a 101) give it to
+    /// a WebSocket session.
+    async fn serve(&self, conn: &mut Conn, head: Head, pre: Option<PreMatch>) -> Served {
         let mut ctx = self.edge.new_ctx();
         ctx.request_id = crate::edge::request_id(head.header("x-request-id").map(str::as_bytes));
         let closing = head.close || conn.shutting_down();
@@ -408,7 +438,23 @@ impl LeanFront {
         let (status, keep, error) = match self.edge.pipeline(&mut req, &mut ctx).await {
             Ok(Outcome::Proxy(pass)) => proxy::pass(self, &mut req, &mut ctx, pass, closing).await,
             Ok(Outcome::Reply(reply)) => self.reply(&mut req, &ctx, reply, closing).await,
-            Ok(Outcome::Stream(_) | Outcome::WebSocket(_)) => {
+            Ok(Outcome::WebSocket(up)) => {
+                let out = switching_protocols(&ctx, &up.accept);
+                let written = req.conn.write(&out).await;
+                self.edge.request_done(
+                    &ctx,
+                    req.head.method(),
+                    req.head.path(),
+                    &req.conn.client_text,
+                    101,
+                    written.as_ref().err().map(|e| e.to_string()).as_deref(),
+                );
+                return match written {
+                    Ok(()) => Served::WebSocket(up),
+                    Err(_) => Served::Close,
+                };
+            }
+            Ok(Outcome::Stream(_)) => {
                 // `is_lean` sends these routes to Pingora; reaching here is a bug.
                 let e = ApiError::internal("event stream on the lean path");
                 self.error(&mut req, &mut ctx, e, closing).await
@@ -424,7 +470,11 @@ impl LeanFront {
             status,
             error.as_deref(),
         );
-        keep
+        if keep {
+            Served::Keep
+        } else {
+            Served::Close
+        }
     }
 
     async fn error(
@@ -511,6 +561,20 @@ fn local_answer(ctx: &Ctx, reply: &Reply, closing: bool, head_only: bool) -> Vec
     if !head_only {
         out.extend_from_slice(&reply.body);
     }
+    out
+}
+
+/// The 101 of an accepted WebSocket upgrade, with the edge's headers.
+fn switching_protocols(ctx: &Ctx, accept: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    status_line(&mut out, 101, "");
+    for (k, v) in ctx.edge_headers() {
+        header(&mut out, k, v.as_bytes());
+    }
+    header(&mut out, "Upgrade", b"websocket");
+    header(&mut out, "Connection", b"Upgrade");
+    header(&mut out, "Sec-WebSocket-Accept", accept.as_bytes());
+    out.extend_from_slice(b"\r\n");
     out
 }
 

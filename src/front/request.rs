@@ -337,8 +337,9 @@ impl Downstream for LeanRequest<'_> {
     }
 
     fn is_upgrade(&self) -> bool {
-        // Upgrades never take the lean path.
-        false
+        // Only WebSocket JSON-RPC upgrades take the lean path (`LeanFront::lean`); an
+        // upgrade elsewhere is served as the plain request it also is.
+        self.head.upgrade && self.pre.as_ref().is_none_or(|m| m.route.websocket)
     }
 
     fn client_ip(&self) -> Option<IpAddr> {
