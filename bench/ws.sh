@@ -85,8 +85,15 @@ upgrade_sock: $work/upgrade.sock
 YAML
 tenant=$($bin --app "$work/app.yaml" tenants create --name bench --plan basic)
 key=$($bin --app "$work/app.yaml" keys create --tenant "$tenant" 2>/dev/null)
-$bin -c "$work/pingora.yaml" --app "$work/app.yaml" >/dev/null 2>"$work/chainedge.log" &
-ce_pid=$!; pids+=($ce_pid)
+# A fresh chainedge for each measurement, so one run's freed memory is not the next's.
+start_ce() {
+  [ -z "${ce_pid:-}" ] || { kill "$ce_pid"; wait "$ce_pid" 2>/dev/null || true; }
+  $bin -c "$work/pingora.yaml" --app "$work/app.yaml" >/dev/null 2>>"$work/chainedge.log" &
+  ce_pid=$!; pids+=($ce_pid)
+  for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$CE) 2>/dev/null && break; sleep 0.1; done
+  sleep 1.5
+}
+start_ce
 for p in $NODE $NGX $CE; do
   for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null && break; sleep 0.1; done
 done
@@ -124,6 +131,7 @@ run() {
 
 ce_idle=$(run ce_idle "$ce_pid" "ws://127.0.0.1:$CE/rpc/eth" idle "x-token: $key")
 ngx_idle=$(run ngx_idle "$(nginx_pids)" "ws://127.0.0.1:$NGX/" idle)
+start_ce
 ce_sub=$(run ce_sub "$ce_pid" "ws://127.0.0.1:$CE/rpc/eth" subscribe "x-token: $key")
 ngx_sub=$(run ngx_sub "$(nginx_pids)" "ws://127.0.0.1:$NGX/" subscribe)
 col() { echo "$1" | cut -d'|' -f"$2"; }

@@ -344,7 +344,9 @@ where
                 };
                 n += 1;
                 let rid = format!("{}-{n}", up.request_id);
-                if let Some(answer) = edge.ws_message(&up, &mut subs, &body, &rid).await {
+                // Boxed: the call's future is large, and an idle session should not carry it.
+                let answer = Box::pin(edge.ws_message(&up, &mut subs, &body, &rid)).await;
+                if let Some(answer) = answer {
                     if out.try_send(text_or_binary(answer)).is_err() {
                         break Some(slow());
                     }

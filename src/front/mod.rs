@@ -126,6 +126,13 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// The socket alone, with the bytes read past the last head put back in front; the
+    /// rest of the connection's state (buffers, timers) is dropped here.
+    fn into_prefixed_io(self) -> Prefixed<ClientIo> {
+        let Conn { io, buf, .. } = self;
+        Prefixed::new(Bytes::copy_from_slice(&buf), io)
+    }
+
     fn new(io: ClientIo, client: Option<SocketAddr>, shutdown: ShutdownWatch) -> Self {
         Conn {
             io,
@@ -268,9 +275,15 @@ impl ServerApp for LeanFront {
                         self.release_node(&mut conn);
                         // The session owns the socket from here; bytes the client sent
                         // after the handshake are read first.
-                        let unread = conn.buf.split().freeze();
-                        let io = Prefixed::new(unread, conn.io);
-                        crate::edge::websocket::serve(self.edge.state.clone(), up, io).await;
+                        let io = conn.into_prefixed_io();
+                        // Boxed: every connection's task would otherwise carry the
+                        // session's size.
+                        Box::pin(crate::edge::websocket::serve(
+                            self.edge.state.clone(),
+                            up,
+                            io,
+                        ))
+                        .await;
                         return None;
                     }
                 },
