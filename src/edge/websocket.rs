@@ -215,7 +215,7 @@ impl Edge {
                 let Some(pool) = st.pools.get(&up.pool) else {
                     return refuse_call(ApiError::new(503, "pool_not_configured", "no pool"));
                 };
-                return match st.subscriptions.subscribe(pool, &params) {
+                return match st.subscriptions.subscribe(pool, &params).await {
                     Ok(share) => {
                         let sub = subs.add(share);
                         let v = serde_json::json!({"jsonrpc": "2.0", "id": id, "result": sub});

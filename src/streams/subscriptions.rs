@@ -58,6 +58,9 @@ pub struct Shared {
     pool: String,
     kind: String,
     tx: broadcast::Sender<Bytes>,
+    /// Whether the node subscription is in place (a new client's answer waits for it,
+    /// so nothing that happens after its `eth_subscribe` is answered is missed).
+    live: tokio::sync::watch::Receiver<bool>,
     driver: tokio::task::JoinHandle<()>,
     hub: Arc<Hub>,
 }
@@ -93,12 +96,31 @@ impl Drop for ClientShare {
 
 impl Hub {
     /// A client subscription to `params` (`[kind, filter?]`) on `pool`: joins the node
-    /// subscription for the same thing, or starts one.
-    pub fn subscribe(
+    /// subscription for the same thing, or starts one, and returns once it is in place.
+    pub async fn subscribe(
         self: &Arc<Self>,
         pool: &Arc<Pool>,
         params: &Value,
     ) -> Result<ClientShare, ApiError> {
+        let share = self.join(pool, params)?;
+        let mut live = share.shared.live.clone();
+        let in_place = tokio::time::timeout(NODE_TIMEOUT * 2, live.wait_for(|up| *up))
+            .await
+            .is_ok_and(|r| r.is_ok());
+        if !in_place {
+            return Err(ApiError::new(
+                503,
+                "no_upstream",
+                format!(
+                    "no node of pool {} took the subscription in time",
+                    pool.name
+                ),
+            ));
+        }
+        Ok(share)
+    }
+
+    fn join(self: &Arc<Self>, pool: &Arc<Pool>, params: &Value) -> Result<ClientShare, ApiError> {
         let kind = params
             .get(0)
             .and_then(Value::as_str)
@@ -127,12 +149,14 @@ impl Hub {
                         ));
                     }
                     let (tx, _) = broadcast::channel(BROADCAST_BACKLOG);
-                    let driver = tokio::spawn(drive(pool.clone(), params.clone(), tx.clone()));
+                    let (up, live) = tokio::sync::watch::channel(false);
+                    let driver = tokio::spawn(drive(pool.clone(), params.clone(), tx.clone(), up));
                     let s = Arc::new(Shared {
                         key: key.clone(),
                         pool: pool.name.clone(),
                         kind: kind.clone(),
                         tx,
+                        live,
                         driver,
                         hub: self.clone(),
                     });
@@ -246,7 +270,12 @@ impl Cursor {
 }
 
 /// Hold the node subscription for as long as the task lives, moving between nodes.
-async fn drive(pool: Arc<Pool>, params: Value, tx: broadcast::Sender<Bytes>) {
+async fn drive(
+    pool: Arc<Pool>,
+    params: Value,
+    tx: broadcast::Sender<Bytes>,
+    live: tokio::sync::watch::Sender<bool>,
+) {
     let kind = params[0].as_str().unwrap_or_default().to_string();
     let mut cursor = Cursor::default();
     let mut avoid: Option<String> = None;
@@ -263,7 +292,8 @@ async fn drive(pool: Arc<Pool>, params: Value, tx: broadcast::Sender<Bytes>) {
         };
         backoff = Duration::from_millis(100);
         let host = link.host.clone();
-        let reason = follow(link, &pool, &params, &kind, &tx, &mut cursor).await;
+        let reason = follow(link, &pool, &params, &kind, &tx, &mut cursor, &live).await;
+        live.send_replace(false);
         host.record_failure(&format!("subscription: {reason}"));
         metrics::RESUBSCRIPTIONS
             .with_label_values(&[
@@ -289,6 +319,7 @@ async fn follow(
     kind: &str,
     tx: &broadcast::Sender<Bytes>,
     cursor: &mut Cursor,
+    live: &tokio::sync::watch::Sender<bool>,
 ) -> String {
     let sub = match link.call("eth_subscribe", params.clone()).await {
         Ok(Value::String(s)) => s,
@@ -298,6 +329,7 @@ async fn follow(
     if let Err(e) = fill_gap(&mut link, params, kind, tx, cursor).await {
         return e;
     }
+    live.send_replace(true);
     let mut quiet_since = Instant::now();
     let mut check = tokio::time::interval(Duration::from_secs(2));
     loop {
