@@ -275,16 +275,6 @@ fn a_hostile_nodes_framing_is_refused_or_reframed_never_relayed() {
     assert_eq!(body, b"5\r\nhello\r\n0\r\n\r\n");
 }
 
-/// Resident memory of a process, in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap()
-}
-
 #[test]
 fn a_declared_body_costs_only_what_arrived() {
     let node = hostile_node();

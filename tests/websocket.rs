@@ -350,7 +350,7 @@ fn a_slow_consumer_is_closed_not_buffered() {
     // the send queue hold.
     node.call("anvil_mine", json!(["0xbb8"]));
     std::thread::sleep(Duration::from_secs(3));
-    let rss_mid = gw_rss_kib(&gw);
+    let rss_mid = rss_kib(gw.proc.as_ref().unwrap().pid());
     let mut heads = 0;
     let end = loop {
         match ws.read() {
@@ -371,18 +371,6 @@ fn a_slow_consumer_is_closed_not_buffered() {
         "slow consumer: {heads} heads delivered, then closed ({end:?}); gateway RSS {rss_mid} KiB"
     );
     assert!(rss_mid < 200 * 1024, "RSS {rss_mid} KiB");
-}
-
-fn gw_rss_kib(gw: &Gateway) -> u64 {
-    let status =
-        std::fs::read_to_string(format!("/proc/{}/status", gw.proc.as_ref().unwrap().pid()))
-            .unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
 }
 
 /// A TCP relay in front of a node that counts the connections made through it (the

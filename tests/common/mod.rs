@@ -586,3 +586,13 @@ pub fn self_signed_cert(dir: &Path) {
 
 /// App YAML raising every rate limit out of the way (for load tests).
 pub const UNLIMITED: &str = "limits:\n  default: {anonymous: 1000000, free: 1000000, basic: 1000000, pro: 1000000, business: 1000000, enterprise: 1000000, scale: 1000000}\n";
+
+/// Resident memory of a process, in KiB.
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap()
+}
