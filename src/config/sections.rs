@@ -1,0 +1,519 @@
+//! The app YAML's sections other than pools: listeners, console and sign-in, store, keys,
+//! JSON-RPC, health checks, streams and WebSocket sessions, the metrics mirror. Each
+//! with its defaults (`deny_unknown_fields`: a typo is an error, not a silent default).
+
+use super::secrets::SecretRef;
+use super::HostConf;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Listen {
+    #[serde(default)]
+    pub http: Vec<String>,
+    #[serde(default)]
+    pub tls: Vec<TlsListen>,
+    /// Most open client connections per listener; more are closed at accept (0: no cap).
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// Most open connections from one client address, over all listeners (0: no cap).
+    #[serde(default = "default_max_connections_per_client")]
+    pub max_connections_per_client: usize,
+}
+
+fn default_max_connections() -> usize {
+    16_384
+}
+
+fn default_max_connections_per_client() -> usize {
+    1_024
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsListen {
+    pub addr: String,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConf {
+    pub listen: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConsoleConf {
+    /// The one origin allowed to call console routes with credentials.
+    #[serde(default)]
+    pub origin: Option<String>,
+    /// Proxy addresses whose `X-Forwarded-Proto` is believed.
+    #[serde(default)]
+    pub trusted_proxies: Vec<String>,
+    /// Session lifetime; refreshed when less than half remains.
+    #[serde(default = "d_session_ttl")]
+    pub session_ttl_secs: i64,
+    #[serde(default)]
+    pub email: EmailConf,
+    /// Lifetime of a wallet sign-in challenge.
+    #[serde(default = "d_challenge_ttl")]
+    pub challenge_ttl_secs: i64,
+    /// Google sign-in (OAuth 2.0 / OIDC authorization code with PKCE).
+    #[serde(default)]
+    pub google: Option<GoogleConf>,
+}
+
+/// An OIDC provider (Google by default; endpoints configurable for tests and other IdPs).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GoogleConf {
+    pub client_id: String,
+    pub client_secret: SecretRef,
+    /// Where the provider sends the browser back: this gateway's `/v1/auth/google/callback`.
+    pub redirect_uri: String,
+    #[serde(default = "d_google_issuer")]
+    pub issuer: String,
+    #[serde(default = "d_google_auth")]
+    pub authorization_endpoint: String,
+    #[serde(default = "d_google_token")]
+    pub token_endpoint: String,
+    #[serde(default = "d_google_jwks")]
+    pub jwks_uri: String,
+    /// Where the browser lands after signing in.
+    #[serde(default = "d_after_login")]
+    pub after_login: String,
+}
+
+fn d_google_issuer() -> String {
+    "https://accounts.google.com".into()
+}
+fn d_google_auth() -> String {
+    "https://accounts.google.com/o/oauth2/v2/auth".into()
+}
+fn d_google_token() -> String {
+    "https://oauth2.googleapis.com/token".into()
+}
+fn d_google_jwks() -> String {
+    "https://www.googleapis.com/oauth2/v3/certs".into()
+}
+fn d_after_login() -> String {
+    "/console/".into()
+}
+
+/// Without a `console:` section the same defaults apply as with an empty one.
+impl Default for ConsoleConf {
+    fn default() -> Self {
+        ConsoleConf {
+            origin: None,
+            trusted_proxies: Vec::new(),
+            session_ttl_secs: d_session_ttl(),
+            email: EmailConf::default(),
+            challenge_ttl_secs: d_challenge_ttl(),
+            google: None,
+        }
+    }
+}
+
+fn d_session_ttl() -> i64 {
+    30 * 86400
+}
+fn d_challenge_ttl() -> i64 {
+    300
+}
+
+/// One-time sign-in codes by email: delivered over SMTP, or (demo) appended to a file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmailConf {
+    #[serde(default = "d_from")]
+    pub from: String,
+    /// Demo delivery: each message is appended to this file instead of being sent.
+    #[serde(default)]
+    pub outbox: Option<PathBuf>,
+    #[serde(default)]
+    pub smtp: Option<SmtpConf>,
+    #[serde(default = "d_code_ttl")]
+    pub code_ttl_secs: i64,
+    /// Wrong guesses allowed per code.
+    #[serde(default = "d_code_attempts")]
+    pub max_attempts: i64,
+    /// Codes one address may be sent per 15 minutes.
+    #[serde(default = "d_codes_per_window")]
+    pub max_codes_per_15min: i64,
+}
+
+impl Default for EmailConf {
+    fn default() -> Self {
+        EmailConf {
+            from: d_from(),
+            outbox: None,
+            smtp: None,
+            code_ttl_secs: d_code_ttl(),
+            max_attempts: d_code_attempts(),
+            max_codes_per_15min: d_codes_per_window(),
+        }
+    }
+}
+
+fn d_from() -> String {
+    "chainedge <login@chainedge.invalid>".into()
+}
+fn d_code_ttl() -> i64 {
+    600
+}
+fn d_code_attempts() -> i64 {
+    5
+}
+fn d_codes_per_window() -> i64 {
+    5
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SmtpConf {
+    pub host: String,
+    #[serde(default = "d_smtp_port")]
+    pub port: u16,
+    /// `none` (plain, local relays and tests), `starttls` or `tls`.
+    #[serde(default)]
+    pub security: SmtpSecurity,
+    #[serde(default)]
+    pub username: Option<SecretRef>,
+    #[serde(default)]
+    pub password: Option<SecretRef>,
+}
+
+fn d_smtp_port() -> u16 {
+    587
+}
+
+#[derive(Debug, Default, Clone, Copy, Deserialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum SmtpSecurity {
+    None,
+    #[default]
+    Starttls,
+    Tls,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminConf {
+    /// Secret reference of the `X-Admin-Token` value; without it admin is loopback-only.
+    #[serde(default)]
+    pub token: Option<SecretRef>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConf {
+    /// SQLite file; relative paths are relative to this config file.
+    pub path: PathBuf,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConf {
+    /// API keys held in memory (LRU by key hash).
+    #[serde(default = "d_key_cache_size")]
+    pub key_cache_size: usize,
+    /// How long a cached key is trusted: the bound on staleness of a revocation made
+    /// elsewhere (another node or the CLI). Revocation through this node is immediate.
+    #[serde(default = "d_key_cache_ttl")]
+    pub key_cache_ttl_ms: u64,
+}
+
+fn d_key_cache_size() -> usize {
+    100_000
+}
+fn d_key_cache_ttl() -> u64 {
+    30_000
+}
+
+impl Default for AuthConf {
+    fn default() -> Self {
+        AuthConf {
+            key_cache_size: d_key_cache_size(),
+            key_cache_ttl_ms: d_key_cache_ttl(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RpcConf {
+    #[serde(default = "d_body")]
+    pub max_body_bytes: usize,
+    #[serde(default = "d_batch")]
+    pub max_batch: usize,
+    #[serde(default = "d_resp")]
+    pub max_response_bytes: usize,
+    #[serde(default = "d_timeout")]
+    pub timeout_ms: u64,
+    #[serde(default = "d_attempts")]
+    pub max_attempts: usize,
+    #[serde(default)]
+    pub write_policy: WritePolicy,
+    /// Lowest plan per method family: `trace`, `debug`, `txpool`. Families not listed
+    /// are open to every plan that may call the route.
+    #[serde(default = "d_method_plans")]
+    pub method_plans: BTreeMap<String, String>,
+}
+
+fn d_method_plans() -> BTreeMap<String, String> {
+    [("trace", "pro"), ("debug", "pro"), ("txpool", "basic")]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn d_body() -> usize {
+    1 << 20
+}
+fn d_batch() -> usize {
+    100
+}
+fn d_resp() -> usize {
+    32 << 20
+}
+fn d_timeout() -> u64 {
+    10_000
+}
+fn d_attempts() -> usize {
+    3
+}
+
+impl Default for RpcConf {
+    fn default() -> Self {
+        RpcConf {
+            max_body_bytes: d_body(),
+            max_batch: d_batch(),
+            max_response_bytes: d_resp(),
+            timeout_ms: d_timeout(),
+            max_attempts: d_attempts(),
+            write_policy: WritePolicy::default(),
+            method_plans: d_method_plans(),
+        }
+    }
+}
+
+/// How `eth_sendRawTransaction` is dispatched.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WritePolicy {
+    /// Every healthy node of the pool at once; the fleet learns it without gossip.
+    #[default]
+    Broadcast,
+    /// Host after host until one accepts.
+    FirstAccepting,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolConf {
+    pub hosts: Vec<HostConf>,
+    /// Blocks (or slots) behind the pool head before a host is degraded; default by
+    /// kind: EL 5, CL 3, Solana 50, heimdall 5.
+    #[serde(default)]
+    pub max_lag: Option<u64>,
+}
+
+#[derive(Debug, Default, Clone, Copy, Deserialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum BaseMode {
+    #[default]
+    Origin,
+    Edge,
+}
+
+/// Background health checks of every pool host.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthConf {
+    #[serde(default = "d_health_interval")]
+    pub interval_ms: u64,
+    #[serde(default = "d_health_timeout")]
+    pub timeout_ms: u64,
+    /// Consecutive failed checks before a host is quarantined.
+    #[serde(default = "d_quarantine_after")]
+    pub quarantine_after: u32,
+    /// A check slower than this degrades the host.
+    #[serde(default = "d_slow")]
+    pub slow_ms: u64,
+}
+
+impl Default for HealthConf {
+    fn default() -> Self {
+        HealthConf {
+            interval_ms: d_health_interval(),
+            timeout_ms: d_health_timeout(),
+            quarantine_after: d_quarantine_after(),
+            slow_ms: d_slow(),
+        }
+    }
+}
+
+fn d_health_interval() -> u64 {
+    5000
+}
+fn d_health_timeout() -> u64 {
+    2000
+}
+fn d_quarantine_after() -> u32 {
+    2
+}
+fn d_slow() -> u64 {
+    1500
+}
+
+/// Long-lived streams served by the edge (MEV-Share SSE).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamsConf {
+    /// The server closes a MEV-Share stream after this long; the client reconnects.
+    #[serde(default = "d_window")]
+    pub mev_share_window_secs: u64,
+    /// A `:ping` comment after this long without anything sent.
+    #[serde(default = "d_ping")]
+    pub ping_interval_secs: u64,
+    /// Open MEV-Share streams in total, across users.
+    #[serde(default = "d_max_streams")]
+    pub max_streams: usize,
+    /// WebSocket JSON-RPC sessions terminated at the edge.
+    #[serde(default)]
+    pub websocket: WebSocketConf,
+}
+
+/// Bounds of a WebSocket JSON-RPC session (`/rpc/eth` upgrades).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebSocketConf {
+    /// Open WebSocket connections per API key (per client address when anonymous), by
+    /// plan; plans not listed get `default`.
+    #[serde(default = "d_ws_connections")]
+    pub max_connections_per_key: BTreeMap<String, usize>,
+    /// Subscriptions one connection may hold at once.
+    #[serde(default = "d_ws_subscriptions")]
+    pub max_subscriptions_per_connection: usize,
+    /// Messages waiting to go to one client; a client that lets more pile up is closed
+    /// (1008, "slow consumer") rather than buffered without bound.
+    #[serde(default = "d_ws_queue")]
+    pub send_queue: usize,
+    /// A ping goes out after this long; a connection silent for `idle_timeout_secs`
+    /// (no message, no pong) is closed.
+    #[serde(default = "d_ws_ping")]
+    pub ping_interval_secs: u64,
+    #[serde(default = "d_ws_idle")]
+    pub idle_timeout_secs: u64,
+}
+
+impl Default for WebSocketConf {
+    fn default() -> Self {
+        WebSocketConf {
+            max_connections_per_key: d_ws_connections(),
+            max_subscriptions_per_connection: d_ws_subscriptions(),
+            send_queue: d_ws_queue(),
+            ping_interval_secs: d_ws_ping(),
+            idle_timeout_secs: d_ws_idle(),
+        }
+    }
+}
+
+impl WebSocketConf {
+    /// The connection cap for a plan.
+    pub fn max_connections(&self, plan: &str) -> usize {
+        self.max_connections_per_key
+            .get(plan)
+            .or_else(|| self.max_connections_per_key.get("default"))
+            .copied()
+            .unwrap_or(16)
+    }
+}
+
+fn d_ws_connections() -> BTreeMap<String, usize> {
+    [
+        ("default", 16),
+        ("free", 4),
+        ("basic", 16),
+        ("pro", 64),
+        ("business", 256),
+        ("enterprise", 1024),
+        ("scale", 1024),
+        ("anonymous", 2),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+fn d_ws_subscriptions() -> usize {
+    32
+}
+fn d_ws_queue() -> usize {
+    256
+}
+fn d_ws_ping() -> u64 {
+    30
+}
+fn d_ws_idle() -> u64 {
+    120
+}
+
+impl Default for StreamsConf {
+    fn default() -> Self {
+        StreamsConf {
+            mev_share_window_secs: d_window(),
+            ping_interval_secs: d_ping(),
+            max_streams: d_max_streams(),
+            websocket: WebSocketConf::default(),
+        }
+    }
+}
+
+fn d_window() -> u64 {
+    3600
+}
+fn d_ping() -> u64 {
+    15
+}
+fn d_max_streams() -> usize {
+    10_000
+}
+
+/// The metrics mirror's cache and scrape bounds.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MirrorConf {
+    #[serde(default = "d_fresh")]
+    pub fresh_ms: u64,
+    #[serde(default = "d_stale")]
+    pub stale_ms: u64,
+    #[serde(default = "d_health_timeout")]
+    pub timeout_ms: u64,
+    #[serde(default = "d_mirror_max")]
+    pub max_bytes: usize,
+}
+
+impl Default for MirrorConf {
+    fn default() -> Self {
+        MirrorConf {
+            fresh_ms: d_fresh(),
+            stale_ms: d_stale(),
+            timeout_ms: d_health_timeout(),
+            max_bytes: d_mirror_max(),
+        }
+    }
+}
+
+fn d_fresh() -> u64 {
+    5000
+}
+fn d_stale() -> u64 {
+    60000
+}
+fn d_mirror_max() -> usize {
+    8 << 20
+}
