@@ -352,7 +352,6 @@ fn metrics_mirror_scrubs_caches_and_refuses_in_order() {
         String::from_utf8_lossy(&out.stderr)
     );
 
-
     // Concurrent misses scrape once.
     std::thread::sleep(Duration::from_millis(600));
     delay_ms.store(300, Ordering::Relaxed);
