@@ -571,3 +571,57 @@ fn websocket_over_tls_meets_the_same_policy() {
         json!("0x0")
     );
 }
+
+#[test]
+fn logs_subscriptions_with_the_same_filter_share_one_node_subscription() {
+    let node = Anvil::start(1, &[]);
+    let proxy = counting_proxy(node.port);
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", ws_url: \"ws://127.0.0.1:{}\", family: el-anvil, capabilities: [ws]}}\n",
+            node.url(),
+            proxy.port
+        ),
+        extra_yaml: UNLIMITED.to_string(),
+        ..Default::default()
+    });
+    // A contract whose every call emits one LOG0 (runtime 0x6000 6000 a0 00).
+    let from = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266";
+    let deploy = node.call(
+        "eth_sendTransaction",
+        json!([{"from": from, "data": "0x6560006000a0006000526006601af3"}]),
+    );
+    let receipt = node.call("eth_getTransactionReceipt", json!([deploy]));
+    let contract = receipt["contractAddress"].as_str().unwrap().to_string();
+
+    let key = gw.key("free", &[]);
+    let sub = json!({"jsonrpc": "2.0", "id": 1, "method": "eth_subscribe", "params": ["logs", {"address": contract}]}).to_string();
+    let mut a = connect(gw.port, &key).unwrap();
+    let mut b = connect(gw.port, &key).unwrap();
+    let ida = ask(&mut a, &sub)["result"].as_str().unwrap().to_string();
+    let idb = ask(&mut b, &sub)["result"].as_str().unwrap().to_string();
+    assert_ne!(ida, idb, "each client its own id");
+    assert_eq!(proxy.accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+    for _ in 0..3 {
+        node.call(
+            "eth_sendTransaction",
+            json!([{"from": from, "to": contract}]),
+        );
+    }
+    for (ws, id) in [(&mut a, &ida), (&mut b, &idb)] {
+        let mut blocks = Vec::new();
+        for _ in 0..3 {
+            let note = next_json(ws);
+            assert_eq!(note["params"]["subscription"], id.as_str());
+            let log = &note["params"]["result"];
+            assert_eq!(
+                log["address"].as_str().unwrap().to_lowercase(),
+                contract.to_lowercase()
+            );
+            assert_eq!(log["removed"], false);
+            blocks.push(log["blockNumber"].as_str().unwrap().to_string());
+        }
+        blocks.dedup();
+        assert_eq!(blocks.len(), 3, "three logs, in three blocks, once each");
+    }
+}
