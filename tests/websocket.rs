@@ -591,8 +591,17 @@ fn logs_subscriptions_with_the_same_filter_share_one_node_subscription() {
         "eth_sendTransaction",
         json!([{"from": from, "data": "0x6560006000a0006000526006601af3"}]),
     );
-    let receipt = node.call("eth_getTransactionReceipt", json!([deploy]));
-    let contract = receipt["contractAddress"].as_str().unwrap().to_string();
+    // Mined at once (automine), though the receipt may show a moment later.
+    let contract = (0..100)
+        .find_map(|_| {
+            let receipt = node.call("eth_getTransactionReceipt", json!([deploy]));
+            let address = receipt["contractAddress"].as_str().map(str::to_string);
+            if address.is_none() {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            address
+        })
+        .expect("the contract was deployed");
 
     let key = gw.key("free", &[]);
     let sub = json!({"jsonrpc": "2.0", "id": 1, "method": "eth_subscribe", "params": ["logs", {"address": contract}]}).to_string();
