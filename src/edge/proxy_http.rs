@@ -284,9 +284,9 @@ impl Edge {
         for (k, v) in ctx.edge_headers() {
             let _ = h.append_header(k.to_string(), v);
         }
-        let _ = h.insert_header("Upgrade", "websocket");
-        let _ = h.insert_header("Connection", "Upgrade");
-        let _ = h.insert_header("Sec-WebSocket-Accept", up.accept.as_str());
+        for (k, v) in websocket::handshake_headers(&up.accept) {
+            let _ = h.insert_header(k, v);
+        }
         session.set_read_timeout(None);
         if session
             .write_response_header(Box::new(h), false)

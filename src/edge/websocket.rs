@@ -17,7 +17,7 @@ use crate::observe::metrics;
 use crate::routes::Route;
 use crate::rpc::methods::MethodClass;
 use crate::rpc::{check_batch_size, refusal_of, CallView};
-use crate::streams::subscriptions::{ClientSubscriptions, Ended};
+use crate::streams::subscriptions::{ClientSubscriptions, Ended, KINDS};
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
@@ -186,43 +186,14 @@ impl Edge {
                     .and_then(|v| v.get("id").cloned())
                     .unwrap_or(Value::Null);
                 let params = view.params.unwrap_or(Value::Array(Vec::new()));
-                if view.method == "eth_unsubscribe" {
-                    let sub = params.get(0).and_then(Value::as_str).unwrap_or_default();
-                    let v =
-                        serde_json::json!({"jsonrpc": "2.0", "id": id, "result": subs.remove(sub)});
-                    return Some(Bytes::from(v.to_string()));
-                }
-                let id_of = serde_json::json!({"id": id});
-                let refuse_call = |e: ApiError| {
-                    Some(Bytes::from(
-                        crate::rpc::error_from(&id_of["id"], &e).to_string(),
-                    ))
+                let answer = match self
+                    .subscription_call(up, subs, view.method, &params, &caller)
+                    .await
+                {
+                    Ok(result) => serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result}),
+                    Err(e) => crate::rpc::error_from(&id, &e),
                 };
-                if let Err(e) = self.subscription_allowed(&params, &caller) {
-                    return refuse_call(e);
-                }
-                if subs.is_full() {
-                    let max = subs.max();
-                    return refuse_call(
-                        ApiError::new(
-                            429,
-                            "subscription_cap_exceeded",
-                            format!("a connection holds at most {max} subscriptions"),
-                        )
-                        .with_field("max_subscriptions", max),
-                    );
-                }
-                let Some(pool) = st.pools.get(&up.pool) else {
-                    return refuse_call(ApiError::new(503, "pool_not_configured", "no pool"));
-                };
-                return match st.subscriptions.subscribe(pool, &params).await {
-                    Ok(share) => {
-                        let sub = subs.add(share);
-                        let v = serde_json::json!({"jsonrpc": "2.0", "id": id, "result": sub});
-                        Some(Bytes::from(v.to_string()))
-                    }
-                    Err(e) => refuse_call(e),
-                };
+                return Some(Bytes::from(answer.to_string()));
             }
         }
         match st.gateway.handle(pool, body, request_id, &caller).await {
@@ -230,6 +201,42 @@ impl Edge {
             Ok(r) => Some(r.body),
             Err(e) => refuse(e),
         }
+    }
+
+    /// `eth_subscribe` (the edge's id of a shared subscription) or `eth_unsubscribe`
+    /// (whether this connection held the id).
+    async fn subscription_call(
+        &self,
+        up: &WsUpgrade,
+        subs: &mut ClientSubscriptions,
+        method: &str,
+        params: &Value,
+        caller: &crate::rpc::Caller<'_>,
+    ) -> Result<Value, ApiError> {
+        if method == "eth_unsubscribe" {
+            let sub = params.get(0).and_then(Value::as_str).unwrap_or_default();
+            return Ok(Value::Bool(subs.remove(sub)));
+        }
+        self.subscription_allowed(params, caller)?;
+        if subs.is_full() {
+            let max = subs.max();
+            return Err(ApiError::new(
+                429,
+                "subscription_cap_exceeded",
+                format!("a connection holds at most {max} subscriptions"),
+            )
+            .with_field("max_subscriptions", max));
+        }
+        let st = &*self.state;
+        let pool = st.pools.get(&up.pool).ok_or_else(|| {
+            ApiError::new(
+                503,
+                "pool_not_configured",
+                format!("no {} pool is configured", up.pool),
+            )
+        })?;
+        let share = st.subscriptions.subscribe(pool, params).await?;
+        Ok(Value::String(subs.add(share)))
     }
 
     /// Which subscriptions the product offers, and to whom.
@@ -256,11 +263,21 @@ impl Edge {
                 }
             }
             other => Err(ApiError::invalid_params(format!(
-                "subscription {} is not offered (newHeads, logs, newPendingTransactions)",
-                other.unwrap_or("(none)")
+                "subscription {} is not offered ({})",
+                other.unwrap_or("(none)"),
+                KINDS.join(", ")
             ))),
         }
     }
+}
+
+/// The headers of the 101 that accepts an upgrade (both servers write them).
+pub fn handshake_headers(accept: &str) -> [(&'static str, &str); 3] {
+    [
+        ("Upgrade", "websocket"),
+        ("Connection", "Upgrade"),
+        ("Sec-WebSocket-Accept", accept),
+    ]
 }
 
 /// A `Sec-WebSocket-Key`: base64 of 16 bytes (RFC 6455 §4.1).

@@ -584,9 +584,9 @@ fn switching_protocols(ctx: &Ctx, accept: &str) -> Vec<u8> {
     for (k, v) in ctx.edge_headers() {
         header(&mut out, k, v.as_bytes());
     }
-    header(&mut out, "Upgrade", b"websocket");
-    header(&mut out, "Connection", b"Upgrade");
-    header(&mut out, "Sec-WebSocket-Accept", accept.as_bytes());
+    for (k, v) in crate::edge::websocket::handshake_headers(accept) {
+        header(&mut out, k, v.as_bytes());
+    }
     out.extend_from_slice(b"\r\n");
     out
 }
