@@ -26,29 +26,97 @@ fn hostile_node() -> Fixture {
             "/switch" => raw(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\nraw tunnel bytes"),
             "/cookies" => raw(b"HTTP/1.1 200 OK\r\nSet-Cookie: nl_session=planted; Path=/\r\nSet-Cookie: NL_CSRF=x\r\nSet-Cookie: node_pref=1\r\nConnection: X-Node-Secret\r\nX-Node-Secret: s\r\nContent-Length: 2\r\n\r\nok"),
             "/extensions" => raw(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;name=\"v\"\r\nhello\r\n0\r\nX-Trailer: t\r\n\r\n"),
-            _ => FixtureResponse::json(serde_json::json!({"path": req.path})),
+            _ => FixtureResponse::json(serde_json::json!({
+                "path": req.path,
+                "body": String::from_utf8_lossy(&req.body),
+                "content_length": req.header("content-length"),
+                "transfer_encoding": req.header("transfer-encoding"),
+            })),
         }
     })
 }
 
+/// The edge in front of `node`, listening plain and with TLS.
 fn gateway(node: &Fixture) -> (Gateway, String) {
     let gw = Gateway::start(GatewayOpts {
         pools: format!(
             "  polygon_heimdall:\n    hosts:\n      - {{id: hd-1, url: \"{}\", family: heimdall}}\n",
             node.url()
         ),
+        tls: true,
         ..Default::default()
     });
     let key = gw.key("pro", &[]);
     (gw, key)
 }
 
-/// Send `raw` on a fresh connection; read until the edge closes or 10 s pass.
+/// A client connection, plain or TLS (the test certificate is self-signed).
+enum Client {
+    Plain(TcpStream),
+    Tls(Box<openssl::ssl::SslStream<TcpStream>>),
+}
+
+impl Client {
+    fn connect(port: u16, tls: bool) -> Client {
+        let tcp = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        if !tls {
+            return Client::Plain(tcp);
+        }
+        let mut connector =
+            openssl::ssl::SslConnector::builder(openssl::ssl::SslMethod::tls()).unwrap();
+        connector.set_verify(openssl::ssl::SslVerifyMode::NONE);
+        connector.set_alpn_protos(b"\x08http/1.1").unwrap();
+        let tls = connector
+            .build()
+            .connect("localhost", tcp)
+            .expect("TLS handshake");
+        Client::Tls(Box::new(tls))
+    }
+}
+
+impl Read for Client {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Client::Plain(s) => s.read(buf),
+            Client::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Client {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Client::Plain(s) => s.write(buf),
+            Client::Tls(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Client::Plain(s) => s.flush(),
+            Client::Tls(s) => s.flush(),
+        }
+    }
+}
+
+/// Both listeners of `gw`: (port, is TLS, name).
+fn listeners(gw: &Gateway) -> [(u16, bool, &'static str); 2] {
+    [
+        (gw.port, false, "plain"),
+        (gw.tls_port.unwrap(), true, "TLS"),
+    ]
+}
+
+/// Send `raw` on a fresh plain connection; read until the edge closes or 10 s pass.
 /// Returns (status, head text, body bytes, closed by the edge).
 fn exchange(port: u16, raw: &[u8]) -> (u16, String, Vec<u8>, bool) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_millis(300)))
-        .unwrap();
+    exchange_on(Client::connect(port, false), raw)
+}
+
+/// `exchange` on a given connection.
+fn exchange_on(mut s: Client, raw: &[u8]) -> (u16, String, Vec<u8>, bool) {
     let _ = s.write_all(raw);
     let mut got = Vec::new();
     let until = Instant::now() + Duration::from_secs(10);
@@ -125,8 +193,12 @@ fn framing_the_rfc_forbids_gets_one_answer_on_every_path_and_never_reaches_a_nod
         ("101 header lines", format!("GET {path} HTTP/1.1\r\nHost: a\r\n{many}\r\n"), 431),
     ];
     let hits = node.hits();
-    for (case, raw, want) in &cases {
-        let (status, head, body, closed) = exchange(gw.port, raw.as_bytes());
+    for ((case, raw, want), (port, tls, listener)) in cases
+        .iter()
+        .flat_map(|c| listeners(&gw).map(move |l| (c, l)))
+    {
+        let case = format!("{case} ({listener})");
+        let (status, head, body, closed) = exchange_on(Client::connect(port, tls), raw.as_bytes());
         assert_eq!(status, *want, "{case}: {head}");
         assert_eq!(
             has_header(&head, "server").as_deref(),
@@ -146,41 +218,131 @@ fn framing_the_rfc_forbids_gets_one_answer_on_every_path_and_never_reaches_a_nod
         );
     }
     assert_eq!(node.hits(), hits, "no refused request reached the node");
+}
 
-    // The same checks on the TLS listener's server (Pingora's): one answer.
-    let tls_gw = Gateway::start(GatewayOpts {
-        tls: true,
-        ..Default::default()
-    });
-    let tls_port = tls_gw.tls_port.unwrap();
-    for (host_lines, want) in [
-        ("", 400),
-        ("Host: a\r\nHost: b\r\n", 400),
-        ("Host: a\r\n", 200),
-    ] {
-        let out = std::process::Command::new("openssl")
-            .args([
-                "s_client",
-                "-quiet",
-                "-connect",
-                &format!("127.0.0.1:{tls_port}"),
-            ])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .and_then(|mut c| {
-                let req = format!(
-                    "GET /console/app.js HTTP/1.1\r\n{host_lines}Connection: close\r\n\r\n"
-                );
-                c.stdin.take().unwrap().write_all(req.as_bytes())?;
-                c.wait_with_output()
-            })
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
+#[test]
+fn chunked_request_bodies_are_decoded_bounded_and_sent_on_with_a_length() {
+    let node = hostile_node();
+    let (gw, key) = gateway(&node);
+    let post = |extra: &str, body: &str| {
+        format!(
+            "POST /v1/polygon/heimdall/echo HTTP/1.1\r\nHost: a\r\nx-token: {key}\r\n{extra}\
+             Transfer-Encoding: chunked\r\n\r\n{body}"
+        )
+    };
+    let body = "5\r\nhello\r\n6;ext=\"v\"\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n";
+    for (port, tls, listener) in listeners(&gw) {
+        // Two requests in one write: the connection is still good after the first body.
+        let two = post("", body) + &post("Connection: close\r\n", body);
+        let (status, head, rest, _) = exchange_on(Client::connect(port, tls), two.as_bytes());
+        assert_eq!(status, 200, "{listener}: {head}");
+        let text = String::from_utf8_lossy(&rest);
+        assert_eq!(
+            text.matches("HTTP/1.1 200").count(),
+            1,
+            "{listener}: second answer: {text}"
+        );
+        let seen = node.seen.lock().unwrap().last().cloned().unwrap();
+        assert_eq!(seen.body, b"hello world", "{listener}");
+        assert_eq!(seen.header("content-length"), Some("11"), "{listener}");
+        assert_eq!(seen.header("transfer-encoding"), None, "{listener}");
+        assert_eq!(seen.header("x-trailer"), None, "{listener}");
+        // A chunk announcing more than the body limit is refused before it arrives.
+        let hits = node.hits();
+        let (status, head, _, closed) = exchange_on(
+            Client::connect(port, tls),
+            post("", "200000\r\nabc").as_bytes(),
+        );
+        assert_eq!(status, 413, "{listener}: {head}");
+        assert!(closed, "{listener}: the unread body ends the connection");
+        // Broken chunk framing is a 400, never the node's to see.
+        let (status, head, _, _) = exchange_on(
+            Client::connect(port, tls),
+            post("", "5\nhello\r\n0\r\n\r\n").as_bytes(),
+        );
+        assert_eq!(status, 400, "{listener}: {head}");
+        assert_eq!(node.hits(), hits, "{listener}");
+    }
+}
+
+/// Send `start`, then one more byte of `trickle` every 2 s until the edge closes the
+/// connection: how long that took.
+fn trickle_until_closed(mut s: Client, start: &[u8], trickle: u8) -> Duration {
+    let began = Instant::now();
+    s.write_all(start).unwrap();
+    let mut buf = [0u8; 4096];
+    while began.elapsed() < Duration::from_secs(90) {
+        match s.read(&mut buf) {
+            Ok(0) => return began.elapsed(),
+            Ok(_) => continue,
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(_) => return began.elapsed(),
+        }
+        std::thread::sleep(Duration::from_millis(1700));
+        if s.write_all(&[trickle]).is_err() {
+            return began.elapsed();
+        }
+    }
+    panic!("still open after 90 s");
+}
+
+#[test]
+fn slow_heads_and_bodies_are_cut_at_their_deadlines_on_every_path() {
+    let node = hostile_node();
+    let (gw, key) = gateway(&node);
+    let head = "GET /v1/polygon/heimdall/echo HTTP/1.1\r\nHost: a\r\nX-Slow: ".to_string();
+    let chunked = |extra: &str| {
+        format!(
+            "POST /v1/polygon/heimdall/echo HTTP/1.1\r\nHost: a\r\nx-token: {key}\r\n{extra}\
+             Transfer-Encoding: chunked\r\n\r\n100\r\n"
+        )
+    };
+    // (case, listener is TLS, first bytes, fewest and most seconds until closed)
+    let cases = vec![
+        ("head, TLS", true, head.clone(), 28, 40),
+        ("head, plain", false, head, 28, 40),
+        (
+            "chunked body read by the front, TLS",
+            true,
+            chunked(""),
+            9,
+            20,
+        ),
+        (
+            "chunked body read by the front, plain",
+            false,
+            chunked(""),
+            9,
+            20,
+        ),
+        // `Expect` is Pingora's: the body is held to the deadline on its way there.
+        (
+            "chunked body handed to Pingora",
+            false,
+            chunked("Expect: 100-continue\r\n"),
+            9,
+            20,
+        ),
+    ];
+    let listeners = listeners(&gw);
+    let runs: Vec<_> = cases
+        .into_iter()
+        .map(|(case, tls, start, least, most)| {
+            let port = listeners[usize::from(tls)].0;
+            let run = std::thread::spawn(move || {
+                trickle_until_closed(Client::connect(port, tls), start.as_bytes(), b'a')
+            });
+            (case, least, most, run)
+        })
+        .collect();
+    for (case, least, most, run) in runs {
+        let took = run.join().unwrap();
+        eprintln!("{case}: closed after {took:.1?}");
         assert!(
-            text.starts_with(&format!("HTTP/1.1 {want}")),
-            "TLS {host_lines:?}: {text:.200}"
+            took >= Duration::from_secs(least) && took <= Duration::from_secs(most),
+            "{case}: closed after {took:.1?}, expected {least}-{most} s"
         );
     }
 }

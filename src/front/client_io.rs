@@ -6,8 +6,11 @@
 //! connection is taken out of it: the socket is duplicated, Pingora's wrapper dropped
 //! (which deregisters and closes its descriptor) and the duplicate registered as a tokio
 //! `TcpStream`. For a hand-over to Pingora the socket is wrapped again; a connection
-//! Pingora gives back stays in Pingora's wrapper, which may hold replayed bytes.
+//! Pingora gives back stays in Pingora's wrapper, which may hold replayed bytes. TLS
+//! connections stay in Pingora's TLS stream throughout.
 
+use super::hand_over::{BodyFraming, HandOverIo};
+use bytes::BytesMut;
 use pingora_core::protocols::l4::stream::Stream as L4Stream;
 use pingora_core::protocols::{GetSocketDigest, SocketDigest, Stream};
 use std::io;
@@ -58,21 +61,39 @@ impl ClientIo {
         }
     }
 
-    /// The connection as Pingora's stream, `unread` bytes to be read first (`None`: a
-    /// stream that cannot replay bytes, which never comes from Pingora's TCP listeners).
-    pub fn into_pingora(self, unread: &[u8]) -> Option<Stream> {
-        let mut l4 = match self {
-            ClientIo::Pingora(io) if unread.is_empty() => return Some(io),
-            ClientIo::Pingora(io) => io.into_any().downcast::<L4Stream>().ok()?,
+    /// The connection as Pingora's stream for one request, `unread` bytes (a head of
+    /// `head_len` bytes first, then what followed it) to be read first, and the request's
+    /// body held to the front's deadline.
+    pub fn into_pingora(self, unread: BytesMut, head_len: usize, body: BodyFraming) -> Stream {
+        let io: Stream = match self {
+            ClientIo::Pingora(io) => io,
             ClientIo::Tcp(tcp) => {
                 let fd = tcp.as_raw_fd();
                 let mut l4 = Box::new(L4Stream::from(tcp));
                 l4.set_socket_digest(SocketDigest::from_raw_fd(fd));
+                if body == BodyFraming::None {
+                    // The cheapest replay: Pingora's own.
+                    l4.rewind(&unread);
+                    return l4;
+                }
                 l4
             }
         };
-        l4.rewind(unread);
-        Some(l4)
+        Box::new(HandOverIo::new(io, unread.freeze(), head_len, body))
+    }
+
+    /// A connection Pingora gives back, its hand-over wrapper dropped once done with.
+    pub fn from_pingora(io: Stream) -> ClientIo {
+        if !io.as_any().is::<HandOverIo>() {
+            return ClientIo::Pingora(io);
+        }
+        let Ok(handed) = io.into_any().downcast::<HandOverIo>() else {
+            unreachable!("checked just above");
+        };
+        match handed.unwrap_if_done() {
+            Ok(io) => ClientIo::Pingora(io),
+            Err(still) => ClientIo::Pingora(still),
+        }
     }
 }
 

@@ -7,14 +7,17 @@
 //! writes local answers in one write, and proxies passthroughs over the lean node pool
 //! (`proxy`), streaming the node's body as it arrives.
 //!
-//! What it does not handle it hands to Pingora's HTTP server on the same connection, head
-//! bytes put back unread: HTTP/1.0, chunked or `Expect` request bodies, bodies over the
-//! lean limit, upgrades (WebSocket), event streams (SSE), passthroughs to TLS nodes, and
-//! malformed heads (Pingora answers those its way). TLS connections (HTTP/2 by ALPN) go
-//! to Pingora whole.
+//! It serves HTTP/1.1 on plain and TLS listeners alike (on TLS, on Pingora's TLS stream).
+//! Every head is read, bounded and checked here (`request`: framing refusals answered
+//! here, the same on every path). What it does not serve itself it hands to Pingora's
+//! HTTP server on the same connection, head bytes put back unread and the body held to
+//! the front's deadline (`hand_over`): HTTP/1.0, `Expect`, bodies over the lean limit,
+//! WebSocket routes other than JSON-RPC, event streams (SSE), passthroughs to TLS nodes.
+//! Connections that chose HTTP/2 by ALPN go to Pingora whole (h2 frames them).
 
 mod admission;
 mod client_io;
+mod hand_over;
 mod prefixed;
 mod proxy;
 pub mod request;
@@ -27,11 +30,13 @@ use crate::observe::metrics;
 use crate::reply::Reply;
 use crate::routes::matcher::{Match, NormalizedPath};
 use crate::routes::spec::HandlerKind;
+use crate::upstream::chunked::{ChunkedScanner, Scan};
 use crate::upstream::h1::IdleConn;
 use admission::Admission;
 use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
 use client_io::ClientIo;
+use hand_over::BodyFraming;
 use pingora_core::apps::{HttpServerApp, ServerApp};
 use pingora_core::protocols::http::ServerSession;
 use pingora_core::protocols::Stream;
@@ -110,6 +115,8 @@ pub struct Conn {
     buf: BytesMut,
     client: Option<SocketAddr>,
     client_text: String,
+    /// The connection is TLS (HTTP/1.1 by ALPN or by default).
+    tls: bool,
     /// The client's address as `X-Forwarded-For` gives it (made once per connection).
     client_ip_text: String,
     /// The client is a trusted proxy: its `X-Forwarded-For` chain is kept.
@@ -139,6 +146,7 @@ impl Conn {
             buf: BytesMut::with_capacity(READ_STEP),
             client,
             client_text: client.map(|a| a.to_string()).unwrap_or_default(),
+            tls: false,
             client_ip_text: client.map(|a| a.ip().to_string()).unwrap_or_default(),
             trusted_proxy: false,
             shutdown,
@@ -188,6 +196,56 @@ impl Conn {
         Ok(self.buf.split_to(n).freeze())
     }
 
+    /// A chunked body, decoded, of at most `limit` bytes. It must keep arriving at
+    /// `MIN_BODY_RATE` after `BODY_TIMEOUT` (its size is unknown up front); the buffer
+    /// grows with the data that arrived.
+    async fn read_chunked(&mut self, limit: usize) -> Result<Bytes, ChunkedBodyError> {
+        let start = std::time::Instant::now();
+        let mut scanner = ChunkedScanner::default();
+        let mut body = BytesMut::new();
+        let mut received = 0usize;
+        loop {
+            let mut over = false;
+            let scan = scanner
+                .feed(&self.buf, |data| {
+                    over |= body.len() + data.len() > limit;
+                    if !over {
+                        body.extend_from_slice(data);
+                    }
+                })
+                .map_err(|e| ChunkedBodyError::Io(std::io::Error::other(e)))?;
+            if over || body.len() as u64 + scanner.announced() > limit as u64 {
+                return Err(ChunkedBodyError::TooLarge);
+            }
+            match scan {
+                Scan::Done(n) => {
+                    let _ = self.buf.split_to(n);
+                    return Ok(body.freeze());
+                }
+                Scan::More => {
+                    received += self.buf.len();
+                    self.buf.clear();
+                }
+            }
+            // Room for the announced chunk (bounded by the limit above), so a large body
+            // is not read a kilobyte at a time.
+            let want = (scanner.announced() as usize).min(BODY_STEP);
+            if self.buf.capacity() < want {
+                self.buf.reserve(want);
+            }
+            let until = start + body_deadline(received);
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(ChunkedBodyError::Io(std::io::ErrorKind::TimedOut.into()));
+            }
+            if self.read_more_within(left, None).await? == 0 {
+                return Err(ChunkedBodyError::Io(
+                    std::io::ErrorKind::UnexpectedEof.into(),
+                ));
+            }
+        }
+    }
+
     /// Write and flush; a client that stops reading is dropped after `WRITE_TIMEOUT`.
     async fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         let io = &mut self.io;
@@ -200,6 +258,20 @@ impl Conn {
 
     fn shutting_down(&self) -> bool {
         *self.shutdown.borrow()
+    }
+}
+
+/// Why a chunked request body was not read.
+pub enum ChunkedBodyError {
+    /// Its data exceeds the limit (the rest is left unread: the connection closes).
+    TooLarge,
+    /// The client stalled, went away or broke the chunked framing.
+    Io(std::io::Error),
+}
+
+impl From<std::io::Error> for ChunkedBodyError {
+    fn from(e: std::io::Error) -> Self {
+        ChunkedBodyError::Io(e)
     }
 }
 
@@ -221,8 +293,9 @@ enum Served {
 enum Next {
     /// A lean request, with its route when it matched one.
     Head(Head, Option<PreMatch>),
-    /// Pingora takes this request (the head is still in the buffer).
-    HandOver,
+    /// Pingora takes this request (its head, of this many bytes, is still in the
+    /// buffer, followed by a body framed so).
+    HandOver(usize, BodyFraming),
     /// The head breaks the framing rules: answered here, then the connection closes.
     Refuse(Refusal),
     Close,
@@ -247,15 +320,26 @@ impl ServerApp for LeanFront {
             .unwrap_or_default();
         // Held until the connection ends; over a cap the connection closes unread.
         let _slot = self.admission.admit(listener, peer).ok()?;
-        if io.get_ssl_digest().is_some() {
-            return ServerApp::process_new(&self.proxy, io, shutdown).await;
-        }
-        let (io, client) = match ClientIo::take(io) {
-            Ok(taken) => taken,
-            // Not TCP (a Unix socket listener): Pingora serves it.
-            Err(io) => return ServerApp::process_new(&self.proxy, io, shutdown).await,
+        let tls = io.get_ssl_digest().is_some();
+        let (io, client) = if tls {
+            // HTTP/2 is framed by Pingora's h2; HTTP/1.1 over TLS is read here like
+            // plain HTTP/1.1, on the TLS stream.
+            if io.selected_alpn_proto() == Some(pingora_core::protocols::ALPN::H2) {
+                return ServerApp::process_new(&self.proxy, io, shutdown).await;
+            }
+            let client = io
+                .get_socket_digest()
+                .and_then(|d| d.peer_addr().and_then(|a| a.as_inet()).copied());
+            (ClientIo::Pingora(io), client)
+        } else {
+            match ClientIo::take(io) {
+                Ok(taken) => taken,
+                // Not TCP (a Unix socket listener): Pingora serves it.
+                Err(io) => return ServerApp::process_new(&self.proxy, io, shutdown).await,
+            }
         };
         let mut conn = Conn::new(io, client, crate::shutdown::for_this_thread(shutdown));
+        conn.tls = tls;
         conn.trusted_proxy = self.edge.state.console.trusts(client.map(|a| a.ip()));
         loop {
             match self.next_request(&mut conn).await {
@@ -264,9 +348,9 @@ impl ServerApp for LeanFront {
                     self.refuse(&mut conn, refusal).await;
                     break;
                 }
-                Next::HandOver => {
+                Next::HandOver(head_len, body) => {
                     self.release_node(&mut conn);
-                    conn = self.hand_over(conn).await?;
+                    conn = self.hand_over(conn, head_len, body).await?;
                 }
                 Next::Head(head, pre) => match self.serve(&mut conn, head, pre).await {
                     Served::Keep => {}
@@ -325,7 +409,7 @@ impl LeanFront {
                             return Next::Refuse(refusal);
                         }
                         if head.needs_pingora {
-                            return Next::HandOver;
+                            return Next::HandOver(head.len, head.body_framing());
                         }
                         head.take_from(&mut conn.buf);
                         if let Lean::Yes(pre) = self.lean(&head) {
@@ -336,7 +420,7 @@ impl LeanFront {
                         back.extend_from_slice(head.raw());
                         back.extend_from_slice(&conn.buf);
                         conn.buf = back;
-                        return Next::HandOver;
+                        return Next::HandOver(head.len, head.body_framing());
                     }
                     Parsed::Invalid(refusal) => return Next::Refuse(refusal),
                     Parsed::Partial if conn.buf.len() > MAX_HEAD => {
@@ -545,15 +629,15 @@ impl LeanFront {
         );
     }
 
-    /// Give the connection, with its unread bytes put back, to Pingora for one request;
-    /// it comes back when Pingora keeps it alive.
-    async fn hand_over(&self, mut conn: Conn) -> Option<Conn> {
+    /// Give the connection, with its unread bytes put back (a head of `head_len` bytes
+    /// first), to Pingora for one request; it comes back when Pingora keeps it alive.
+    async fn hand_over(&self, mut conn: Conn, head_len: usize, body: BodyFraming) -> Option<Conn> {
         let unread = std::mem::replace(&mut conn.buf, BytesMut::with_capacity(READ_STEP));
         let keepalive = if conn.shutting_down() { None } else { Some(60) };
-        let mut session = ServerSession::new_http1(conn.io.into_pingora(&unread)?);
+        let mut session = ServerSession::new_http1(conn.io.into_pingora(unread, head_len, body));
         session.set_keepalive(keepalive);
         let reused = self.proxy.process_new_http(session, &conn.shutdown).await?;
-        conn.io = ClientIo::Pingora(reused.consume().0);
+        conn.io = ClientIo::from_pingora(reused.consume().0);
         Some(conn)
     }
 }

@@ -1,5 +1,6 @@
 //! A connection with bytes already read from it put back in front: what the client sent
-//! right after a WebSocket handshake is the session's first input, not lost.
+//! right after a WebSocket handshake is the session's first input, not lost, and a head
+//! handed to Pingora is read again by Pingora (`hand_over`).
 
 use bytes::Bytes;
 use std::io;
@@ -15,6 +16,22 @@ pub struct Prefixed<S> {
 impl<S> Prefixed<S> {
     pub fn new(unread: Bytes, io: S) -> Self {
         Prefixed { unread, io }
+    }
+
+    pub fn get_ref(&self) -> &S {
+        &self.io
+    }
+
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.io
+    }
+
+    pub fn unread_is_empty(&self) -> bool {
+        self.unread.is_empty()
+    }
+
+    pub fn into_inner(self) -> S {
+        self.io
     }
 }
 

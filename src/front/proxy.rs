@@ -53,7 +53,7 @@ pub(super) async fn pass(
     pass: Pass,
     closing: bool,
 ) -> Served {
-    let body = if req.head.content_length > 0 {
+    let body = if req.head.content_length > 0 || req.head.chunked {
         match req.read_body(front.max_body).await {
             Ok(b) => Some(b),
             Err(e) => return front.error(req, ctx, e, closing).await,

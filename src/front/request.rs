@@ -28,8 +28,10 @@ pub struct Head {
     pub close: bool,
     /// The client asked to switch protocols (`Connection: upgrade` and `Upgrade`).
     pub upgrade: bool,
-    /// Something only Pingora's full HTTP/1 server handles: HTTP/1.0, a chunked body,
-    /// `Expect`, a target that is not a path.
+    /// The body comes in the chunked coding (decoded here, `Conn::read_chunked`).
+    pub chunked: bool,
+    /// Something only Pingora's full HTTP/1 server handles: HTTP/1.0, `Expect`, a
+    /// target that is not a path.
     pub needs_pingora: bool,
     /// The head breaks HTTP/1.1's framing rules: answered with this, whoever would
     /// have served it, and the connection closed.
@@ -147,6 +149,7 @@ impl Head {
             headers: Vec::with_capacity(req.headers.len()),
             content_length: 0,
             close: version == 0,
+            chunked: false,
             upgrade: false,
             needs_pingora: version != 1 || !target.starts_with('/'),
             refusal: None,
@@ -208,7 +211,7 @@ impl Head {
             } else if codings > 1 || !chunked {
                 refuse(Refusal::UnknownCoding, &mut head);
             }
-            head.needs_pingora = true;
+            head.chunked = head.refusal.is_none();
         }
         // RFC 9112 §3.2: exactly one Host in HTTP/1.1; at most one in HTTP/1.0.
         if hosts > 1 || (hosts == 0 && version == 1) {
@@ -218,6 +221,18 @@ impl Head {
             );
         }
         Parsed::Complete(head)
+    }
+
+    /// How the body after this head is framed.
+    pub fn body_framing(&self) -> super::hand_over::BodyFraming {
+        use super::hand_over::BodyFraming;
+        if self.chunked {
+            BodyFraming::Chunked
+        } else if self.content_length > 0 {
+            BodyFraming::Length(self.content_length)
+        } else {
+            BodyFraming::None
+        }
     }
 
     /// Move the parsed head's bytes out of the front of `buf` (the bytes `parse` read).
@@ -281,13 +296,14 @@ const MAX_DISCARD: usize = 64 * 1024;
 impl LeanRequest<'_> {
     /// The body is unread and too large to drop: the answer must close the connection.
     pub fn body_blocks_reuse(&self) -> bool {
-        self.body.is_none() && self.head.content_length > MAX_DISCARD
+        // A chunked body's size is unknown until it is read.
+        self.body.is_none() && (self.head.content_length > MAX_DISCARD || self.head.chunked)
     }
 
     /// Leave the connection at the start of the next request: an unread body is read
     /// and dropped when small, otherwise the connection cannot be reused (`false`).
     pub async fn discard_body(&mut self) -> bool {
-        if self.body.is_some() || self.head.content_length == 0 {
+        if self.body.is_some() || (self.head.content_length == 0 && !self.head.chunked) {
             return true;
         }
         if self.body_blocks_reuse() {
@@ -347,21 +363,27 @@ impl Downstream for LeanRequest<'_> {
     }
 
     fn is_tls(&self) -> bool {
-        false
+        self.conn.tls
     }
 
     async fn read_body(&mut self, limit: usize) -> Result<Bytes, ApiError> {
         if let Some(body) = &self.body {
             return Ok(body.clone());
         }
-        if self.head.content_length > limit {
-            return Err(payload_too_large(limit));
-        }
-        let body = self
-            .conn
-            .read_exact_bytes(self.head.content_length)
-            .await
-            .map_err(unreadable_body)?;
+        let body = if self.head.chunked {
+            self.conn.read_chunked(limit).await.map_err(|e| match e {
+                super::ChunkedBodyError::TooLarge => payload_too_large(limit),
+                super::ChunkedBodyError::Io(e) => unreadable_body(e),
+            })?
+        } else {
+            if self.head.content_length > limit {
+                return Err(payload_too_large(limit));
+            }
+            self.conn
+                .read_exact_bytes(self.head.content_length)
+                .await
+                .map_err(unreadable_body)?
+        };
         self.body = Some(body.clone());
         Ok(body)
     }
@@ -396,7 +418,6 @@ mod tests {
     fn what_only_pingora_serves_is_flagged() {
         for raw in [
             &b"GET / HTTP/1.0\r\n\r\n"[..],
-            b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n",
             b"POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n",
             b"GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n",
         ] {
@@ -404,6 +425,8 @@ mod tests {
             assert!(h.needs_pingora, "{}", String::from_utf8_lossy(raw));
             assert_eq!(h.refusal, None, "{}", String::from_utf8_lossy(raw));
         }
+        let chunked = parse(b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n");
+        assert!(chunked.chunked && !chunked.needs_pingora);
         let up = parse(b"GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, Upgrade\r\nUpgrade: websocket\r\n\r\n");
         assert!(up.upgrade && !up.needs_pingora);
         assert!(!parse(b"GET / HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\n\r\n").upgrade);
