@@ -9,6 +9,8 @@ command -v cmake >/dev/null || apt_pkgs+=(cmake)
 command -v promtool >/dev/null || apt_pkgs+=(prometheus)
 command -v curl >/dev/null || apt_pkgs+=(curl)
 [ -x /usr/bin/chromium ] || apt_pkgs+=(chromium)
+# The PostgreSQL store's tests start their own server (tests/common/postgres.rs).
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || apt_pkgs+=(postgresql)
 if ((${#apt_pkgs[@]})); then
   echo "setup: apt-get install ${apt_pkgs[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo

@@ -2,7 +2,8 @@
 //! A new key's secret is printed exactly once, on stdout, and never stored.
 
 use crate::config::Loaded;
-use crate::store::Store;
+use crate::store::sql::StoreError;
+use crate::store::{Store, Target};
 use clap::Subcommand;
 use std::process::ExitCode;
 
@@ -82,9 +83,19 @@ pub fn run(cmd: &Command, cfg: &Loaded) -> ExitCode {
 }
 
 fn execute(cmd: &Command, cfg: &Loaded) -> Result<(), String> {
-    let store = Store::open(&cfg.store_path)
-        .map_err(|e| format!("store {}: {e}", cfg.store_path.display()))?;
-    let db = |e: rusqlite::Error| format!("store: {e}");
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("runtime: {e}"))?
+        .block_on(execute_on_store(cmd, cfg))
+}
+
+async fn execute_on_store(cmd: &Command, cfg: &Loaded) -> Result<(), String> {
+    let target = Target::from_config(cfg).map_err(|e| e.to_string())?;
+    let store = Store::open(&target)
+        .await
+        .map_err(|e| format!("store ({}): {e}", target.describe()))?;
+    let db = |e: StoreError| format!("store: {e}");
     let check_plan = |plan: &str| {
         if cfg.app.plans.iter().any(|p| p == plan) {
             Ok(())
@@ -95,8 +106,8 @@ fn execute(cmd: &Command, cfg: &Loaded) -> Result<(), String> {
             ))
         }
     };
-    let must_exist = |tenant: &str| -> Result<(), String> {
-        if store.tenant_exists(tenant).map_err(db)? {
+    let must_exist = async |tenant: &str| -> Result<(), String> {
+        if store.tenant_exists(tenant).await.map_err(db)? {
             Ok(())
         } else {
             Err(format!("no tenant with id {tenant}"))
@@ -105,7 +116,7 @@ fn execute(cmd: &Command, cfg: &Loaded) -> Result<(), String> {
     match cmd {
         Command::Tenants(TenantCmd::Create { name, plan }) => {
             check_plan(plan)?;
-            println!("{}", store.create_tenant(name, plan).map_err(db)?);
+            println!("{}", store.create_tenant(name, plan).await.map_err(db)?);
         }
         Command::Tenants(TenantCmd::SetPlan {
             tenant,
@@ -114,38 +125,40 @@ fn execute(cmd: &Command, cfg: &Loaded) -> Result<(), String> {
             subscription_ends,
         }) => {
             check_plan(plan)?;
-            must_exist(tenant)?;
-            store.set_plan(tenant, plan).map_err(db)?;
+            must_exist(tenant).await?;
+            store.set_plan(tenant, plan).await.map_err(db)?;
             store
                 .set_billing(
                     tenant,
                     trial_ends.map(|w| w.0),
                     subscription_ends.map(|w| w.0),
                 )
+                .await
                 .map_err(db)?;
         }
         Command::Tenants(TenantCmd::SetFeatures { tenant, features }) => {
-            must_exist(tenant)?;
-            store.set_features(tenant, features).map_err(db)?;
+            must_exist(tenant).await?;
+            store.set_features(tenant, features).await.map_err(db)?;
         }
         Command::Keys(KeyCmd::Create {
             tenant,
             name,
             scopes,
         }) => {
-            must_exist(tenant)?;
+            must_exist(tenant).await?;
             let (id, raw) = store
                 .create_key(tenant, None, name, scopes, false)
+                .await
                 .map_err(db)?;
             eprintln!("key id {id}");
             println!("{raw}");
         }
         Command::Keys(KeyCmd::List { tenant }) => {
-            for k in store.list_keys(tenant).map_err(db)? {
+            for k in store.list_keys(tenant).await.map_err(db)? {
                 println!("{}", serde_json::to_string(&k).unwrap_or_default());
             }
         }
-        Command::Keys(KeyCmd::Revoke { id }) => match store.revoke_key(id).map_err(db)? {
+        Command::Keys(KeyCmd::Revoke { id }) => match store.revoke_key(id).await.map_err(db)? {
             Some(_) => eprintln!("revoked {id}"),
             None => return Err(format!("no key with id {id}")),
         },

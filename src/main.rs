@@ -191,9 +191,9 @@ fn run(
     // Daemonizes with -d: open the store only after, so no SQLite handle crosses a fork.
     server.bootstrap();
 
-    let store = store::Store::open(&app.store_path)
-        .map_err(|e| format!("store {}: {e}", app.store_path.display()))?;
-    let store = Arc::new(std::sync::Mutex::new(store));
+    let target = store::Target::from_config(&app).map_err(|e| e.to_string())?;
+    let store =
+        store::open_blocking(&target).map_err(|e| format!("store ({}): {e}", target.describe()))?;
     let console = console::Console::new(&app, store.clone(), client.clone())?;
     let keys = auth::keys::KeyAuth::new(
         store,

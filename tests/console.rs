@@ -115,6 +115,15 @@ fn sign_in(b: &mut Browser, outbox: &std::path::Path, email: &str) -> Resp {
 /// A gateway whose console delivers codes to an outbox file; chain limits are tiny
 /// (1 rps, except JSON-RPC) to show console routes are never rate limited.
 fn console_gateway(node: &Fixture, console_yaml: &str) -> (Gateway, std::path::PathBuf) {
+    console_gateway_on(node, console_yaml, None)
+}
+
+/// `console_gateway` with its store on PostgreSQL at `postgres` (a URL), if given.
+fn console_gateway_on(
+    node: &Fixture,
+    console_yaml: &str,
+    postgres: Option<String>,
+) -> (Gateway, std::path::PathBuf) {
     let dir = tempdir("console");
     let outbox = dir.join("outbox.jsonl");
     let gw = Gateway::start(GatewayOpts {
@@ -124,9 +133,75 @@ fn console_gateway(node: &Fixture, console_yaml: &str) -> (Gateway, std::path::P
         ),
         console_yaml: format!("  email:\n    outbox: {}\n{console_yaml}", outbox.display()),
         extra_yaml: "limits:\n  default: {anonymous: 1, free: 1, basic: 1, pro: 1, business: 1, enterprise: 1, scale: 1}\n  categories:\n    eth_rpc: {free: 1000}\n".into(),
+        postgres,
         ..Default::default()
     });
     (gw, outbox)
+}
+
+/// Two instances on one PostgreSQL store, as behind a load balancer: a sign-in started
+/// on one finishes on the other, the session works on both and ends on both at logout,
+/// and keys made through either (console or CLI) are known to both.
+#[test]
+fn two_instances_on_one_postgres_share_sign_ins_sessions_and_keys() {
+    let pg = PgServer::start();
+    let url = pg.create_db();
+    let node = Fixture::json_rpc();
+    let (a, outbox_a) = console_gateway_on(&node, "", Some(url.clone()));
+    let (b, _) = console_gateway_on(&node, "", Some(url));
+
+    // Started on A (the code goes out from A), verified on B.
+    let mut on_a = Browser::new(a.port);
+    let r = on_a.send(
+        "POST",
+        "/v1/auth/email/start",
+        Some(json!({"email": "lb@example.com"})),
+        None,
+    );
+    assert_eq!(r.status, 202, "{}", r.text());
+    let code = outbox_code(&outbox_a, "lb@example.com");
+    let mut on_b = Browser::new(b.port);
+    let r = on_b.send(
+        "POST",
+        "/v1/auth/email/verify",
+        Some(json!({"email": "lb@example.com", "code": code})),
+        None,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    // The same cookies on A: the session is the store's, not B's.
+    on_a.cookies = on_b.cookies.clone();
+    let me_a = on_a.send("GET", "/v1/auth/me", None, None);
+    assert_eq!(me_a.status, 200, "{}", me_a.text());
+    let raw = me_a.json()["default_key"]["raw"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let me_b = on_b.send("GET", "/v1/auth/me", None, None);
+    assert_eq!(
+        me_b.json()["default_key"]["id"],
+        me_a.json()["default_key"]["id"]
+    );
+    assert!(
+        me_b.json()["default_key"].get("raw").is_none(),
+        "raw is shown once"
+    );
+    // The default key made on A answers on B; a CLI key made with A's config, on B.
+    assert_eq!(rpc_status(b.port, &raw), 200);
+    let cli_key = a.key("pro", &[]);
+    assert_eq!(rpc_status(b.port, &cli_key), 200);
+    // A key made through B's console is listed by A.
+    let made = on_b.send("POST", "/v1/keys", Some(json!({"name": "from-b"})), None);
+    assert_eq!(made.status, 201, "{}", made.text());
+    let listed = on_a.send("GET", "/v1/keys", None, None).json();
+    assert!(listed["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|k| k["name"] == "from-b"));
+    // Logout on B ends the session on A at once (sessions are read from the store).
+    let r = on_b.send("POST", "/v1/auth/logout", None, None);
+    assert_eq!(r.status, 204);
+    assert_eq!(on_a.send("GET", "/v1/auth/me", None, None).status, 401);
 }
 
 fn rpc_status(port: u16, key: &str) -> u16 {
@@ -767,11 +842,22 @@ fn google_oidc_sign_in_with_pkce_state_and_nonce() {
 /// acknowledged session resolves, and every acknowledged key is listed and authenticates.
 #[test]
 fn sigkill_while_writing_keys_and_sessions_loses_no_acknowledged_write() {
+    sigkill_while_writing(None);
+}
+
+/// The same on a PostgreSQL store (its own durability, the edge's acknowledgements).
+#[test]
+fn sigkill_while_writing_to_postgres_loses_no_acknowledged_write() {
+    let pg = PgServer::start();
+    sigkill_while_writing(Some(pg.create_db()));
+}
+
+fn sigkill_while_writing(postgres: Option<String>) {
     use std::sync::{Arc, Mutex};
     /// One signed-in user: email, cookies and the (id, raw) of each key it got.
     type Written = (String, Vec<(String, String)>, Vec<(String, String)>);
     let node = Fixture::json_rpc();
-    let (mut gw, outbox) = console_gateway(&node, "");
+    let (mut gw, outbox) = console_gateway_on(&node, "", postgres);
 
     // Writers sign new users in and create keys for them, recording only what the gateway
     // acknowledged, until the gateway vanishes under them.

@@ -1,6 +1,5 @@
 //! API-key identity: `Authorization: Bearer <key>` or `x-token: <key>`, resolved through an
-//! in-memory LRU keyed by the key's SHA-256; SQLite is touched only on a miss, off the
-//! async workers. Entries live at most `ttl`, which bounds how stale a revocation made by
+//! in-memory LRU keyed by the key's SHA-256; the store is touched only on a miss. Entries live at most `ttl`, which bounds how stale a revocation made by
 //! another node (or the CLI) can be; revocation through this node evicts at once.
 
 use crate::crypto::sha256;
@@ -15,13 +14,13 @@ use std::time::{Duration, Instant};
 type CachedKey = (Instant, Option<Arc<KeyRecord>>);
 
 pub struct KeyAuth {
-    store: Arc<Mutex<Store>>,
+    store: Store,
     cache: Mutex<LruCache<[u8; 32], CachedKey>>,
     ttl: Duration,
 }
 
 impl KeyAuth {
-    pub fn new(store: Arc<Mutex<Store>>, capacity: usize, ttl: Duration) -> Self {
+    pub fn new(store: Store, capacity: usize, ttl: Duration) -> Self {
         KeyAuth {
             store,
             cache: Mutex::new(LruCache::new(
@@ -41,17 +40,15 @@ impl KeyAuth {
                 }
             }
         }
-        let store = self.store.clone();
-        let rec = tokio::task::spawn_blocking(move || {
-            store
-                .lock()
-                .map_err(|_| ())
-                .and_then(|s| s.lookup_key(&hash).map_err(|_| ()))
-        })
-        .await
-        .map_err(|_| ApiError::internal("key lookup task failed"))?
-        .map_err(|_| ApiError::internal("key store unavailable"))?
-        .map(Arc::new);
+        let rec = self
+            .store
+            .lookup_key(&hash)
+            .await
+            .map_err(|e| {
+                log::error!("key lookup: {e}");
+                ApiError::internal("key store unavailable")
+            })?
+            .map(Arc::new);
         if let Ok(mut c) = self.cache.lock() {
             c.put(hash, (Instant::now(), rec.clone()));
         }

@@ -175,7 +175,10 @@ pub struct Loaded {
     pub path: PathBuf,
     pub app: AppConfig,
     pub plugins_dir: PathBuf,
-    pub store_path: PathBuf,
+    /// The SQLite file, unless `store_postgres` is set.
+    pub store_path: Option<PathBuf>,
+    /// `store.postgres`, resolved: the PostgreSQL URL.
+    pub store_postgres: Option<Secret>,
     pub admin_token: Option<Secret>,
     /// SMTP user name and password, resolved from their references.
     pub smtp_credentials: Option<(Secret, Secret)>,
@@ -292,6 +295,35 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
                 .into(),
         );
     }
+    let store_postgres = match (&app.store.path, &app.store.postgres) {
+        (Some(_), None) => None,
+        (None, Some(r)) => match r.resolve() {
+            Ok(url)
+                if url.expose().starts_with("postgres://")
+                    || url.expose().starts_with("postgresql://") =>
+            {
+                Some(url)
+            }
+            Ok(_) => {
+                bad(
+                    "store.postgres",
+                    "the secret is not a postgres:// URL".into(),
+                );
+                None
+            }
+            Err(e) => {
+                bad("store.postgres", e);
+                None
+            }
+        },
+        _ => {
+            bad(
+                "store",
+                "set exactly one of path (SQLite) and postgres (a secret reference)".into(),
+            );
+            None
+        }
+    };
     if app.console.session_ttl_secs < 2 || app.console.challenge_ttl_secs < 2 {
         bad(
             "console",
@@ -505,7 +537,8 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
         switches_on,
         path: path.to_path_buf(),
         plugins_dir: rel(&app.plugins),
-        store_path: rel(&app.store.path),
+        store_path: app.store.path.as_deref().map(rel),
+        store_postgres,
         admin_token,
         smtp_credentials,
         google_secret,

@@ -211,8 +211,14 @@ pub struct AdminConf {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoreConf {
-    /// SQLite file; relative paths are relative to this config file.
-    pub path: PathBuf,
+    /// SQLite file (the embedded default); relative paths are relative to this config
+    /// file.
+    #[serde(default)]
+    pub path: Option<PathBuf>,
+    /// PostgreSQL instead, shared by several instances: a secret reference whose value
+    /// is the `postgres://user:password@host:port/db` URL.
+    #[serde(default)]
+    pub postgres: Option<SecretRef>,
 }
 
 #[derive(Debug, Deserialize)]

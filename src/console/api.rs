@@ -28,12 +28,12 @@ pub async fn handle(
         HandlerKind::ConsoleMe => me(console, session(req)?).await,
         HandlerKind::ConsoleLogout => {
             let hash = session(req)?.token_hash;
-            db(&console.store, move |s| s.revoke_session(&hash)).await?;
+            db(console.store.revoke_session(&hash)).await?;
             Ok(Reply::empty(204).with_headers(set_cookies(clear_cookies(req.secure))))
         }
         HandlerKind::ConsoleKeysList => {
             let uid = session(req)?.user_id.clone();
-            let list = db(&console.store, move |s| s.user_keys(&uid)).await?;
+            let list = db(console.store.user_keys(&uid)).await?;
             json_reply(
                 200,
                 json!({"keys": list.iter().map(key_json).collect::<Vec<_>>()}),
@@ -43,7 +43,7 @@ pub async fn handle(
         HandlerKind::ConsoleKeysRevoke => {
             let uid = session(req)?.user_id.clone();
             let id = req.params.first().cloned().unwrap_or_default();
-            match db(&console.store, move |s| s.revoke_user_key(&uid, &id)).await? {
+            match db(console.store.revoke_user_key(&uid, &id)).await? {
                 Some(hash) => {
                     keys.evict(&hash);
                     Ok(Reply::empty(204))
@@ -54,7 +54,7 @@ pub async fn handle(
         HandlerKind::ConsoleKeysRotate => {
             let user = user_of(console, session(req)?).await?;
             let id = req.params.first().cloned().unwrap_or_default();
-            match db(&console.store, move |s| s.rotate_user_key(&user, &id)).await? {
+            match db(console.store.rotate_user_key(&user, &id)).await? {
                 Some((k, raw, old_hash)) => {
                     keys.evict(&old_hash);
                     let mut v = key_json(&k);
@@ -139,7 +139,7 @@ fn user_json(u: &UserRow) -> Value {
 
 async fn user_of(console: &Console, s: &ConsoleSession) -> Result<UserRow, ApiError> {
     let uid = s.user_id.clone();
-    db(&console.store, move |st| st.user(&uid))
+    db(console.store.user(&uid))
         .await?
         .ok_or_else(|| ApiError::internal("session without a user"))
 }
@@ -152,11 +152,7 @@ async fn me(console: &Console, s: &ConsoleSession) -> Result<Reply, ApiError> {
     let u = user.clone();
     let scopes: Vec<String> = DEFAULT_SCOPES.iter().map(|s| s.to_string()).collect();
     // A failed bootstrap leaves `default_key` out; a later call returns it.
-    if let Ok((k, raw)) = db(&console.store, move |st| {
-        st.bootstrap_default_key(&u, &scopes)
-    })
-    .await
-    {
+    if let Ok((k, raw)) = db(console.store.bootstrap_default_key(&u, &scopes)).await {
         let mut dk = json!({
             "id": k.id,
             "key_prefix": k.key_prefix,
@@ -194,11 +190,7 @@ async fn create_key(console: &Console, req: &Request<'_>) -> Result<Reply, ApiEr
     if scopes.len() > SCOPES.len() || scopes.iter().any(|s| !SCOPES.contains(&s.as_str())) {
         return Err(bad("invalid_request", "unknown scope"));
     }
-    match db(&console.store, move |s| {
-        s.create_user_key(&user, &name, &scopes)
-    })
-    .await?
-    {
+    match db(console.store.create_user_key(&user, &name, &scopes)).await? {
         Some((k, raw)) => {
             let mut v = key_json(&k);
             v["raw"] = json!(raw);
@@ -229,7 +221,7 @@ async fn email_start(console: &Console, req: &Request<'_>) -> Result<Reply, ApiE
     let hash = email::code_hash(&addr, &code);
     let ttl = console.email.code_ttl_secs;
     let a = addr.clone();
-    let sent = db(&console.store, move |s| s.store_code(&a, &hash, ttl, 900)).await?;
+    let sent = db(console.store.store_code(&a, &hash, ttl, 900)).await?;
     if sent > console.email.max_codes_per_15min {
         return Err(ApiError::new(
             429,
@@ -266,7 +258,7 @@ async fn email_verify(console: &Console, req: &Request<'_>) -> Result<Reply, Api
     let hash = email::code_hash(&addr, code);
     let max = console.email.max_attempts;
     let a = addr.clone();
-    match db(&console.store, move |s| s.check_code(&a, &hash, max)).await? {
+    match db(console.store.check_code(&a, &hash, max)).await? {
         CodeCheck::Ok => sign_in(console, Identity::Email(addr), req.secure).await,
         CodeCheck::Wrong | CodeCheck::NoCode => Err(bad("invalid_code", "wrong or unknown code")),
         CodeCheck::Expired => Err(bad(
@@ -285,11 +277,11 @@ async fn email_verify(console: &Console, req: &Request<'_>) -> Result<Reply, Api
 async fn sign_in(console: &Console, id: Identity, secure: bool) -> Result<Reply, ApiError> {
     let provider = id.provider();
     let plan = console.signup_plan.clone();
-    let user_id = db(&console.store, move |s| s.user_for(&id, &plan)).await?;
+    let user_id = db(console.store.user_for(&id, &plan)).await?;
     let cookies = console
         .start_session(user_id.clone(), provider, secure)
         .await?;
-    let user = db(&console.store, move |s| s.user(&user_id))
+    let user = db(console.store.user(&user_id))
         .await?
         .ok_or_else(|| ApiError::internal("user vanished"))?;
     Ok(
@@ -343,7 +335,7 @@ async fn wallet_challenge(console: &Console, req: &Request<'_>) -> Result<Reply,
         expires_at,
     };
     let n = nonce.clone();
-    db(&console.store, move |s| s.store_challenge(&n, &challenge)).await?;
+    db(console.store.store_challenge(&n, &challenge)).await?;
     json_reply(
         200,
         json!({"message": message, "nonce": nonce, "expires_at": rfc3339(expires_at)}),
@@ -364,7 +356,7 @@ async fn wallet_verify(console: &Console, req: &Request<'_>) -> Result<Reply, Ap
         .ok_or_else(|| bad("invalid_nonce", "the message carries no nonce"))?
         .to_string();
     // Single use: the challenge is consumed whether or not the signature is good.
-    let c = db(&console.store, move |s| s.take_challenge(&nonce))
+    let c = db(console.store.take_challenge(&nonce))
         .await?
         .filter(|c| c.kind == chain.as_str())
         .ok_or_else(|| bad("invalid_nonce", "unknown or already used nonce"))?;
@@ -425,7 +417,7 @@ async fn google_start(console: &Console, req: &Request<'_>) -> Result<Reply, Api
         expires_at: store::now() + super::google::FLOW_TTL_SECS,
     };
     let s = state.clone();
-    db(&console.store, move |st| st.store_challenge(&s, &flow)).await?;
+    db(console.store.store_challenge(&s, &flow)).await?;
     Ok(Reply::empty(302).with_headers(vec![
         ("Location", location),
         ("Cache-Control", "no-store".into()),
@@ -456,7 +448,7 @@ async fn google_callback(console: &Console, req: &Request<'_>) -> Result<Reply, 
             "this sign-in was not started by this browser",
         ));
     }
-    let flow = db(&console.store, move |s| s.take_challenge(&state))
+    let flow = db(console.store.take_challenge(&state))
         .await?
         .filter(|c| c.kind == "google" && c.expires_at > store::now())
         .ok_or_else(|| bad("invalid_state", "unknown, used or expired sign-in"))?;
@@ -465,7 +457,7 @@ async fn google_callback(console: &Console, req: &Request<'_>) -> Result<Reply, 
         .await?;
     let provider = identity.provider();
     let plan = console.signup_plan.clone();
-    let user_id = db(&console.store, move |s| s.user_for(&identity, &plan)).await?;
+    let user_id = db(console.store.user_for(&identity, &plan)).await?;
     let mut headers = set_cookies(console.start_session(user_id, provider, req.secure).await?);
     headers.push(("Set-Cookie", state_cookie("", 0, req.secure)));
     headers.push(("Location", oidc.after_login.clone()));

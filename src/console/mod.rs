@@ -18,7 +18,7 @@ use crate::errors::ApiError;
 use crate::store::{self, Store};
 use base64::Engine;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 pub const SESSION_COOKIE: &str = "nl_session";
@@ -27,7 +27,7 @@ pub const CSRF_COOKIE: &str = "nl_csrf";
 pub use crate::auth::ConsoleSession;
 
 pub struct Console {
-    pub store: Arc<Mutex<Store>>,
+    pub store: Store,
     pub ttl: i64,
     pub origin: Option<String>,
     trusted_proxies: Vec<IpAddr>,
@@ -40,22 +40,11 @@ pub struct Console {
     pub oidc: Option<google::Oidc>,
 }
 
-/// Run a store call off the async workers; store errors become 500 `internal`.
-pub async fn db<T: Send + 'static>(
-    store: &Arc<Mutex<Store>>,
-    f: impl FnOnce(&mut Store) -> rusqlite::Result<T> + Send + 'static,
+/// A store call; its errors become 500 `internal` (SPEC), logged here.
+pub async fn db<T>(
+    call: impl std::future::Future<Output = Result<T, store::sql::StoreError>>,
 ) -> Result<T, ApiError> {
-    let store = store.clone();
-    tokio::task::spawn_blocking(move || {
-        let mut s = store
-            .lock()
-            .map_err(|_| "store lock poisoned".to_string())?;
-        f(&mut s).map_err(|e| e.to_string())
-    })
-    .await
-    .map_err(|e| e.to_string())
-    .and_then(|r| r)
-    .map_err(|e| {
+    call.await.map_err(|e| {
         log::error!("console store: {e}");
         ApiError::internal("store failure")
     })
@@ -64,7 +53,7 @@ pub async fn db<T: Send + 'static>(
 impl Console {
     pub fn new(
         cfg: &crate::config::Loaded,
-        store: Arc<Mutex<Store>>,
+        store: Store,
         client: Arc<crate::upstream::UpstreamClient>,
     ) -> Result<Console, String> {
         let c = &cfg.app.console;
@@ -119,7 +108,7 @@ impl Console {
             .filter(|t| !t.is_empty() && t.len() <= 128)
             .ok_or_else(unauthenticated)?;
         let hash = crate::crypto::sha256(token);
-        let row = db(&self.store, move |s| s.session(&hash)).await?;
+        let row = db(self.store.session(&hash)).await?;
         let Some(row) = row else {
             return Err(unauthenticated());
         };
@@ -127,7 +116,7 @@ impl Console {
             return Err(unauthenticated());
         }
         if row.expires_at <= store::now() {
-            let _ = db(&self.store, move |s| s.revoke_session(&hash)).await;
+            let _ = db(self.store.revoke_session(&hash)).await;
             return Err(unauthenticated());
         }
         Ok(ConsoleSession {
@@ -156,7 +145,7 @@ impl Console {
         };
         let expires = now + self.ttl;
         let hash = s.token_hash;
-        match db(&self.store, move |st| st.extend_session(&hash, expires)).await {
+        match db(self.store.extend_session(&hash, expires)).await {
             Ok(true) => session_cookies(token, csrf, expires, secure),
             _ => {
                 log::warn!("console: session extension failed; cookies left as they are");
@@ -176,9 +165,9 @@ impl Console {
         let csrf = random_token(16);
         let expires = store::now() + self.ttl;
         let hash = crate::crypto::sha256(&token);
-        db(&self.store, move |s| {
-            s.create_session(&hash, &user_id, provider, expires)
-        })
+        db(self
+            .store
+            .create_session(&hash, &user_id, provider, expires))
         .await?;
         Ok(session_cookies(&token, &csrf, expires, secure))
     }

@@ -1,14 +1,25 @@
-//! The embedded SQLite store: tenants, users and API keys. Secrets are stored only as
-//! SHA-256 hashes. Callers on the async runtime reach it through `spawn_blocking`.
+//! What the edge keeps: tenants, users, API keys (hashed), sessions (hashed), sign-in
+//! codes and challenges. One interface, two databases: SQLite (embedded, the default)
+//! and PostgreSQL (shared by several instances), chosen in the config (`store:`).
+//!
+//! The repositories here and in `console.rs` are written once, in SQL both databases
+//! run (`sql.rs`), with `$1` parameters; the migrations are one list. Nothing here runs
+//! on the proxying path: keys are read through the key cache (`auth::keys`) on a miss.
 
 pub mod console;
+pub mod postgres;
+pub mod sql;
+pub mod sqlite;
 
-use rusqlite::{params, Connection, OptionalExtension};
-
-use std::path::Path;
+use sql::{params, Backend, ErrorKind, Row, StoreError, Tx};
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
-
-/// Schema versions, applied in order at open (PRAGMA user_version tracks progress).
+/// Schema versions, applied in order at open (SQLite tracks progress in `user_version`,
+/// PostgreSQL in `schema_version`). Written in SQL both run; `Dialect::render` maps the
+/// two type names PostgreSQL spells differently. Append only: a version once released
+/// is never edited.
 const MIGRATIONS: &[&str] = &[
     r#"
 CREATE TABLE tenants (
@@ -84,10 +95,251 @@ CREATE TABLE challenges (
 ALTER TABLE users ADD COLUMN google_sub TEXT;
 CREATE UNIQUE INDEX users_google_sub ON users(google_sub) WHERE google_sub IS NOT NULL;
 "#,
+    // Creation order within one second, without SQLite's `rowid` (rows from before this
+    // version sort first, as `rowid` had them).
+    r#"
+ALTER TABLE api_keys ADD COLUMN created_us INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE login_codes ADD COLUMN created_us INTEGER NOT NULL DEFAULT 0;
+"#,
 ];
 
+/// A handle on the store; cheap to clone.
+#[derive(Clone)]
 pub struct Store {
-    conn: Connection,
+    db: Arc<dyn Backend>,
+}
+
+/// Which database the store runs on.
+pub enum Target {
+    Sqlite(PathBuf),
+    /// A `postgres://` URL (it holds the password: it comes from a secret reference).
+    Postgres(String),
+}
+
+impl Target {
+    /// The store the configuration names.
+    pub fn from_config(cfg: &crate::config::Loaded) -> Result<Target, StoreError> {
+        match (&cfg.store_postgres, &cfg.store_path) {
+            (Some(url), _) => Ok(Target::Postgres(url.expose().to_string())),
+            (None, Some(path)) => Ok(Target::Sqlite(path.clone())),
+            (None, None) => Err(StoreError::other("no store configured")),
+        }
+    }
+
+    /// What to call it in messages (never the URL: it holds the password).
+    pub fn describe(&self) -> String {
+        match self {
+            Target::Sqlite(path) => format!("sqlite {}", path.display()),
+            Target::Postgres(_) => "postgres".into(),
+        }
+    }
+}
+
+impl Store {
+    /// Open the store and bring its schema up to date.
+    pub async fn open(target: &Target) -> Result<Store, StoreError> {
+        let db: Arc<dyn Backend> = match target {
+            Target::Sqlite(path) => Arc::new(sqlite::Sqlite::open(path)?),
+            Target::Postgres(url) => Arc::new(postgres::Postgres::open(url)?),
+        };
+        db.migrate(MIGRATIONS).await?;
+        Ok(Store { db })
+    }
+
+    pub fn dialect(&self) -> sql::Dialect {
+        self.db.dialect()
+    }
+
+    async fn query_opt(
+        &self,
+        sql: &str,
+        params: Vec<sql::Value>,
+    ) -> Result<Option<Row>, StoreError> {
+        Ok(self.db.query(sql, params).await?.into_iter().next())
+    }
+
+    pub async fn create_tenant(&self, name: &str, plan: &str) -> Result<String, StoreError> {
+        let id = uuid::Uuid::new_v4().to_string();
+        self.db
+            .execute(
+                "INSERT INTO tenants (id, name, plan, created_at) VALUES ($1, $2, $3, $4)",
+                params![&id, name, plan, now()],
+            )
+            .await?;
+        Ok(id)
+    }
+
+    pub async fn set_plan(&self, tenant: &str, plan: &str) -> Result<bool, StoreError> {
+        Ok(self
+            .db
+            .execute(
+                "UPDATE tenants SET plan = $2 WHERE id = $1",
+                params![tenant, plan],
+            )
+            .await?
+            == 1)
+    }
+
+    /// Set or clear (`None`) the trial and subscription ends, unix seconds.
+    pub async fn set_billing(
+        &self,
+        tenant: &str,
+        trial_ends_at: Option<Option<i64>>,
+        subscription_ends_at: Option<Option<i64>>,
+    ) -> Result<(), StoreError> {
+        if let Some(t) = trial_ends_at {
+            self.db
+                .execute(
+                    "UPDATE tenants SET trial_ends_at = $2 WHERE id = $1",
+                    params![tenant, t],
+                )
+                .await?;
+        }
+        if let Some(t) = subscription_ends_at {
+            self.db
+                .execute(
+                    "UPDATE tenants SET subscription_ends_at = $2 WHERE id = $1",
+                    params![tenant, t],
+                )
+                .await?;
+        }
+        Ok(())
+    }
+
+    pub async fn set_features(
+        &self,
+        tenant: &str,
+        features: &[String],
+    ) -> Result<bool, StoreError> {
+        let f = serde_json::to_string(features).unwrap_or_else(|_| "[]".into());
+        Ok(self
+            .db
+            .execute(
+                "UPDATE tenants SET features = $2 WHERE id = $1",
+                params![tenant, f],
+            )
+            .await?
+            == 1)
+    }
+
+    pub async fn tenant_exists(&self, tenant: &str) -> Result<bool, StoreError> {
+        Ok(self
+            .query_opt("SELECT 1 FROM tenants WHERE id = $1", params![tenant])
+            .await?
+            .is_some())
+    }
+
+    /// Create a key; returns (id, raw secret). The secret is not kept.
+    pub async fn create_key(
+        &self,
+        tenant: &str,
+        user: Option<&str>,
+        name: &str,
+        scopes: &[String],
+        is_default: bool,
+    ) -> Result<(String, String), StoreError> {
+        let mut tx = self.db.begin().await?;
+        let created =
+            console::insert_key(tx.as_mut(), tenant, user, name, scopes, is_default).await?;
+        tx.commit().await?;
+        Ok(created)
+    }
+
+    pub async fn list_keys(&self, tenant: &str) -> Result<Vec<KeyInfo>, StoreError> {
+        let rows = self
+            .db
+            .query(
+                &format!(
+                    "{} WHERE tenant_id = $1 ORDER BY {}",
+                    console::KEY_COLUMNS,
+                    console::KEY_ORDER
+                ),
+                params![tenant],
+            )
+            .await?;
+        rows.iter().map(console::key_info).collect()
+    }
+
+    /// Revoke a key; returns its secret hash so caches can drop it at once.
+    pub async fn revoke_key(&self, key_id: &str) -> Result<Option<[u8; 32]>, StoreError> {
+        let hash = self
+            .query_opt(
+                "SELECT secret_sha256 FROM api_keys WHERE id = $1",
+                params![key_id],
+            )
+            .await?
+            .map(|r| r.bytes(0))
+            .transpose()?;
+        self.db
+            .execute(
+                "UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL",
+                params![key_id, now()],
+            )
+            .await?;
+        Ok(hash.and_then(|h| h.try_into().ok()))
+    }
+
+    pub async fn lookup_key(&self, hash: &[u8; 32]) -> Result<Option<KeyRecord>, StoreError> {
+        let Some(r) = self
+            .query_opt(
+                "SELECT k.id, k.tenant_id, k.user_id, t.plan, k.scopes, t.features, t.trial_ends_at,
+                        t.subscription_ends_at, k.revoked_at
+                 FROM api_keys k JOIN tenants t ON t.id = k.tenant_id WHERE k.secret_sha256 = $1",
+                params![hash],
+            )
+            .await?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(KeyRecord {
+            key_id: r.text(0)?,
+            tenant_id: r.text(1)?,
+            user_id: r.opt_text(2)?,
+            plan: r.text(3)?,
+            scopes: parse_list(&r.text(4)?),
+            features: parse_list(&r.text(5)?),
+            trial_ends_at: r.opt_int(6)?,
+            subscription_ends_at: r.opt_int(7)?,
+            revoked: !r.is_null(8)?,
+        }))
+    }
+
+    /// Run a transaction, again from the start when a concurrent one won (PostgreSQL's
+    /// serializable transactions, a unique index two first sign-ins both reached).
+    async fn retry_conflicts<T, F, Fut>(&self, mut attempt: F) -> Result<T, StoreError>
+    where
+        F: FnMut(Box<dyn Tx>) -> Fut,
+        Fut: Future<Output = Result<T, StoreError>>,
+    {
+        const ATTEMPTS: usize = 5;
+        for n in 1.. {
+            let tx = self.db.begin().await?;
+            match attempt(tx).await {
+                Err(e) if e.kind == ErrorKind::Conflict && n < ATTEMPTS => {
+                    tokio::time::sleep(std::time::Duration::from_millis(5 * n as u64)).await;
+                }
+                other => return other,
+            }
+        }
+        unreachable!("the loop returns")
+    }
+}
+
+/// `Store::open` from outside any runtime (start-up, the CLI).
+pub fn open_blocking(target: &Target) -> Result<Store, StoreError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| StoreError::other(format!("runtime: {e}")))?
+        .block_on(Store::open(target))
+}
+
+/// Microseconds since the epoch: orders rows made within the same second.
+pub fn now_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
 }
 
 #[derive(Debug, Clone)]
@@ -131,152 +383,6 @@ pub fn new_key_secret() -> String {
     )
 }
 
-impl Store {
-    pub fn open(path: &Path) -> rusqlite::Result<Store> {
-        if let Some(dir) = path.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        let conn = Connection::open(path)?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        // FULL: an acknowledged write survives a crash of the process or the machine.
-        conn.pragma_update(None, "synchronous", "FULL")?;
-        conn.pragma_update(None, "foreign_keys", "ON")?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        let mut store = Store { conn };
-        store.migrate()?;
-        Ok(store)
-    }
-
-    fn migrate(&mut self) -> rusqlite::Result<()> {
-        let version: usize = self
-            .conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))?;
-        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version) {
-            let tx = self.conn.transaction()?;
-            tx.execute_batch(sql)?;
-            tx.pragma_update(None, "user_version", i + 1)?;
-            tx.commit()?;
-        }
-        Ok(())
-    }
-
-    pub fn create_tenant(&self, name: &str, plan: &str) -> rusqlite::Result<String> {
-        let id = uuid::Uuid::new_v4().to_string();
-        self.conn.execute(
-            "INSERT INTO tenants (id, name, plan, created_at) VALUES (?1, ?2, ?3, ?4)",
-            params![id, name, plan, now()],
-        )?;
-        Ok(id)
-    }
-
-    pub fn set_plan(&self, tenant: &str, plan: &str) -> rusqlite::Result<bool> {
-        Ok(self.conn.execute(
-            "UPDATE tenants SET plan = ?2 WHERE id = ?1",
-            params![tenant, plan],
-        )? == 1)
-    }
-
-    /// Set or clear (`None`) the trial and subscription ends, unix seconds.
-    pub fn set_billing(
-        &self,
-        tenant: &str,
-        trial_ends_at: Option<Option<i64>>,
-        subscription_ends_at: Option<Option<i64>>,
-    ) -> rusqlite::Result<()> {
-        if let Some(t) = trial_ends_at {
-            self.conn.execute(
-                "UPDATE tenants SET trial_ends_at = ?2 WHERE id = ?1",
-                params![tenant, t],
-            )?;
-        }
-        if let Some(t) = subscription_ends_at {
-            self.conn.execute(
-                "UPDATE tenants SET subscription_ends_at = ?2 WHERE id = ?1",
-                params![tenant, t],
-            )?;
-        }
-        Ok(())
-    }
-
-    pub fn set_features(&self, tenant: &str, features: &[String]) -> rusqlite::Result<bool> {
-        let f = serde_json::to_string(features).unwrap_or_else(|_| "[]".into());
-        Ok(self.conn.execute(
-            "UPDATE tenants SET features = ?2 WHERE id = ?1",
-            params![tenant, f],
-        )? == 1)
-    }
-
-    pub fn tenant_exists(&self, tenant: &str) -> rusqlite::Result<bool> {
-        Ok(self
-            .conn
-            .query_row("SELECT 1 FROM tenants WHERE id = ?1", [tenant], |_| Ok(()))
-            .optional()?
-            .is_some())
-    }
-
-    /// Create a key; returns (id, raw secret). The secret is not kept.
-    pub fn create_key(
-        &self,
-        tenant: &str,
-        user: Option<&str>,
-        name: &str,
-        scopes: &[String],
-        is_default: bool,
-    ) -> rusqlite::Result<(String, String)> {
-        console::insert_key(&self.conn, tenant, user, name, scopes, is_default)
-    }
-
-    pub fn list_keys(&self, tenant: &str) -> rusqlite::Result<Vec<KeyInfo>> {
-        let mut st = self.conn.prepare(&format!(
-            "{} WHERE tenant_id = ?1 ORDER BY created_at, rowid",
-            console::KEY_COLUMNS
-        ))?;
-        let rows = st.query_map([tenant], console::key_info)?;
-        rows.collect()
-    }
-
-    /// Revoke a key; returns its secret hash so caches can drop it at once.
-    pub fn revoke_key(&self, key_id: &str) -> rusqlite::Result<Option<[u8; 32]>> {
-        let hash: Option<Vec<u8>> = self
-            .conn
-            .query_row(
-                "SELECT secret_sha256 FROM api_keys WHERE id = ?1",
-                [key_id],
-                |r| r.get(0),
-            )
-            .optional()?;
-        self.conn.execute(
-            "UPDATE api_keys SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
-            params![key_id, now()],
-        )?;
-        Ok(hash.and_then(|h| h.try_into().ok()))
-    }
-
-    pub fn lookup_key(&self, hash: &[u8; 32]) -> rusqlite::Result<Option<KeyRecord>> {
-        self.conn
-            .query_row(
-                "SELECT k.id, k.tenant_id, k.user_id, t.plan, k.scopes, t.features, t.trial_ends_at,
-                        t.subscription_ends_at, k.revoked_at
-                 FROM api_keys k JOIN tenants t ON t.id = k.tenant_id WHERE k.secret_sha256 = ?1",
-                [&hash[..]],
-                |r| {
-                    Ok(KeyRecord {
-                        key_id: r.get(0)?,
-                        tenant_id: r.get(1)?,
-                        user_id: r.get(2)?,
-                        plan: r.get(3)?,
-                        scopes: parse_list(&r.get::<_, String>(4)?),
-                        features: parse_list(&r.get::<_, String>(5)?),
-                        trial_ends_at: r.get(6)?,
-                        subscription_ends_at: r.get(7)?,
-                        revoked: r.get::<_, Option<i64>>(8)?.is_some(),
-                    })
-                },
-            )
-            .optional()
-    }
-}
-
 fn parse_list(s: &str) -> Vec<String> {
     serde_json::from_str(s).unwrap_or_default()
 }
@@ -286,30 +392,29 @@ mod tests {
     use super::*;
     use crate::crypto::sha256;
 
-    #[test]
-    fn keys_are_stored_hashed_and_revocable() {
+    // The whole repository runs on both databases in tests/store.rs; this one needs the
+    // raw table.
+    #[tokio::test]
+    async fn a_key_secret_is_never_stored() {
         let dir = std::env::temp_dir().join(format!("chainedge-store-{}", uuid::Uuid::new_v4()));
-        let store = Store::open(&dir.join("t.db")).unwrap();
-        let t = store.create_tenant("acme", "pro").unwrap();
-        let (id, raw) = store
+        let store = Store::open(&Target::Sqlite(dir.join("t.db")))
+            .await
+            .unwrap();
+        let t = store.create_tenant("acme", "pro").await.unwrap();
+        let (_, raw) = store
             .create_key(&t, None, "k", &["rpc:read".into()], false)
+            .await
             .unwrap();
-        assert!(raw.starts_with("ce_") && raw.len() == 46);
-        let rec = store.lookup_key(&sha256(&raw)).unwrap().unwrap();
-        assert_eq!((rec.plan.as_str(), rec.revoked), ("pro", false));
-        // The raw secret appears nowhere in the table.
-        let n: i64 = store
-            .conn
-            .query_row(
-                "SELECT COUNT(*) FROM api_keys WHERE secret_sha256 = ?1 OR prefix = ?1",
-                [&raw],
-                |r| r.get(0),
+        let rows = store
+            .db
+            .query(
+                "SELECT COUNT(*) FROM api_keys WHERE secret_sha256 = $1 OR prefix = $1 OR scopes LIKE $2",
+                params![&raw, format!("%{raw}%")],
             )
+            .await
             .unwrap();
-        assert_eq!(n, 0);
-        assert_eq!(store.revoke_key(&id).unwrap(), Some(sha256(&raw)));
-        assert!(store.lookup_key(&sha256(&raw)).unwrap().unwrap().revoked);
-        assert!(store.lookup_key(&sha256("ce_nope")).unwrap().is_none());
+        assert_eq!(rows[0].int(0).unwrap(), 0);
+        assert!(store.lookup_key(&sha256(&raw)).await.unwrap().is_some());
         let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -3,8 +3,11 @@
 #![allow(dead_code)]
 
 mod fixture;
+mod postgres;
 #[allow(unused_imports)]
 pub use fixture::*;
+#[allow(unused_imports)]
+pub use postgres::PgServer;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
@@ -38,7 +41,7 @@ pub fn tempdir(tag: &str) -> PathBuf {
     d
 }
 
-fn rand_suffix() -> u64 {
+pub fn rand_suffix() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u64(Instant::now().elapsed().as_nanos() as u64);
@@ -334,6 +337,8 @@ pub struct GatewayOpts {
     pub console_yaml: String,
     /// Extra keys under `listen:` (indented two spaces).
     pub listen_yaml: String,
+    /// A PostgreSQL URL: the store is there (given by a secret reference), not in SQLite.
+    pub postgres: Option<String>,
 }
 
 impl Default for GatewayOpts {
@@ -346,6 +351,7 @@ impl Default for GatewayOpts {
             tls: false,
             console_yaml: String::new(),
             listen_yaml: String::new(),
+            postgres: None,
         }
     }
 }
@@ -399,6 +405,13 @@ impl Gateway {
             }
             None => String::new(),
         };
+        let store = match &opts.postgres {
+            Some(url) => {
+                env.push(("CHAINEDGE_TEST_PG_URL".into(), url.clone()));
+                "postgres: env:CHAINEDGE_TEST_PG_URL".to_string()
+            }
+            None => format!("path: {}", dir.join("store.db").display()),
+        };
         let app = dir.join("app.yaml");
         let pools = if opts.pools.is_empty() {
             String::new()
@@ -409,10 +422,9 @@ impl Gateway {
             &app,
             format!(
                 "plugins: {plugins}\nlisten:\n  http: [\"127.0.0.1:{port}\"]\n{listen}{tls}metrics:\n  listen: \"127.0.0.1:{metrics_port}\"\n\
-                 console:\n  origin: \"http://console.test\"\n{console}{admin}store:\n  path: {db}\n\
+                 console:\n  origin: \"http://console.test\"\n{console}{admin}store:\n  {store}\n\
                  plans: [free, basic, pro, business, enterprise, scale]\nthreads: 1\n{pools}{extra}",
                 plugins = root().join("plugins").display(),
-                db = dir.join("store.db").display(),
                 extra = opts.extra_yaml,
                 console = opts.console_yaml,
                 listen = opts.listen_yaml,

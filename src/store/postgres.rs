@@ -1,0 +1,356 @@
+//! The shared store for several instances: PostgreSQL through `tokio-postgres`, pooled
+//! by `deadpool-postgres`.
+//!
+//! Connections live on the store's own runtime thread: their I/O never depends on which
+//! of Pingora's runtimes happened to open them, and a client handle works from any of
+//! them. Transactions are serializable; a conflict surfaces as `ErrorKind::Conflict`
+//! and the repository tries the whole transaction again (`store::retry_conflicts`).
+
+use super::sql::{Backend, Dialect, ErrorKind, Result, Row, StoreError, Tx, Value};
+use async_trait::async_trait;
+use bytes::BytesMut;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use std::time::Duration;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::{to_sql_checked, FromSql, IsNull, ToSql, Type};
+
+/// Connections per instance.
+const POOL_SIZE: usize = 8;
+/// How long a caller waits for a connection (or for one to be opened).
+const POOL_WAIT: Duration = Duration::from_secs(5);
+/// Any one statement; a stuck database fails calls instead of holding them.
+const STATEMENT_TIMEOUT_MS: u64 = 10_000;
+/// A fixed key for `pg_advisory_lock`: one instance migrates at a time.
+const MIGRATION_LOCK: i64 = 0x6368_6169_6e65_6467; // "chainedg"
+
+pub struct Postgres {
+    pool: Pool,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        // Dropping a runtime blocks; this may run inside another runtime.
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// Opens connections on the store's runtime and keeps their tasks there.
+struct ConnectOnStoreRuntime {
+    handle: tokio::runtime::Handle,
+}
+
+impl deadpool_postgres::Connect for ConnectOnStoreRuntime {
+    fn connect(
+        &self,
+        pg_config: &tokio_postgres::Config,
+    ) -> futures_util::future::BoxFuture<
+        '_,
+        std::result::Result<
+            (tokio_postgres::Client, tokio::task::JoinHandle<()>),
+            tokio_postgres::Error,
+        >,
+    > {
+        let pg_config = pg_config.clone();
+        let handle = self.handle.clone();
+        Box::pin(async move {
+            let spawn_on = handle.clone();
+            let opened = handle
+                .spawn(async move {
+                    let (client, connection) = pg_config.connect(tokio_postgres::NoTls).await?;
+                    let task = spawn_on.spawn(async move {
+                        if let Err(e) = connection.await {
+                            log::warn!("postgres connection: {e}");
+                        }
+                    });
+                    Ok((client, task))
+                })
+                .await;
+            match opened {
+                Ok(r) => r,
+                // The runtime stops only when the pool (owned beside it) is dropped, which
+                // no call in flight allows: the task panicked.
+                Err(e) => std::panic::resume_unwind(
+                    e.try_into_panic()
+                        .unwrap_or_else(|_| Box::new("postgres store runtime stopped")),
+                ),
+            }
+        })
+    }
+}
+
+impl Postgres {
+    /// A pool on `url` (`postgres://user:pass@host:port/db`); connections open on demand.
+    pub fn open(url: &str) -> Result<Postgres> {
+        let mut config: tokio_postgres::Config = url
+            .parse()
+            .map_err(|e| StoreError::other(format!("postgres url: {e}")))?;
+        config.options(format!("-c statement_timeout={STATEMENT_TIMEOUT_MS}"));
+        config.connect_timeout(POOL_WAIT);
+        config.application_name("chainedge");
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("chainedge-postgres")
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError::other(format!("postgres runtime: {e}")))?;
+        let manager = Manager::from_connect(
+            config,
+            ConnectOnStoreRuntime {
+                handle: runtime.handle().clone(),
+            },
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .wait_timeout(Some(POOL_WAIT))
+            .create_timeout(Some(POOL_WAIT))
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .build()
+            .map_err(|e| StoreError::other(format!("postgres pool: {e}")))?;
+        Ok(Postgres {
+            pool,
+            runtime: Some(runtime),
+        })
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Object> {
+        self.pool
+            .get()
+            .await
+            .map_err(|e| StoreError::unavailable(format!("postgres: {e}")))
+    }
+}
+
+fn error(e: tokio_postgres::Error) -> StoreError {
+    let kind = match e.code() {
+        Some(c)
+            if *c == SqlState::T_R_SERIALIZATION_FAILURE
+                || *c == SqlState::T_R_DEADLOCK_DETECTED
+                || *c == SqlState::UNIQUE_VIOLATION =>
+        {
+            ErrorKind::Conflict
+        }
+        Some(_) => ErrorKind::Other,
+        // No SQL state: the connection failed.
+        None => ErrorKind::Unavailable,
+    };
+    StoreError {
+        kind,
+        message: format!("postgres: {e}"),
+    }
+}
+
+impl ToSql for Value {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut BytesMut,
+    ) -> std::result::Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        match self {
+            Value::Null => Ok(IsNull::Yes),
+            Value::Int(n) => match *ty {
+                Type::INT4 => i32::try_from(*n)?.to_sql(ty, out),
+                Type::INT2 => i16::try_from(*n)?.to_sql(ty, out),
+                Type::BOOL => (*n != 0).to_sql(ty, out),
+                _ => n.to_sql(ty, out),
+            },
+            Value::Text(s) => s.as_str().to_sql(ty, out),
+            Value::Bytes(b) => b.as_slice().to_sql(ty, out),
+        }
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    to_sql_checked!();
+}
+
+impl<'a> FromSql<'a> for Value {
+    fn from_sql(
+        ty: &Type,
+        raw: &'a [u8],
+    ) -> std::result::Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(match *ty {
+            Type::INT8 => Value::Int(i64::from_sql(ty, raw)?),
+            Type::INT4 => Value::Int(i32::from_sql(ty, raw)?.into()),
+            Type::INT2 => Value::Int(i16::from_sql(ty, raw)?.into()),
+            Type::BOOL => Value::Int(bool::from_sql(ty, raw)?.into()),
+            Type::BYTEA => Value::Bytes(Vec::<u8>::from_sql(ty, raw)?),
+            _ => Value::Text(String::from_sql(ty, raw)?),
+        })
+    }
+
+    fn from_sql_null(
+        _: &Type,
+    ) -> std::result::Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(Value::Null)
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+}
+
+fn refs(params: &[Value]) -> Vec<&(dyn ToSql + Sync)> {
+    params.iter().map(|p| p as &(dyn ToSql + Sync)).collect()
+}
+
+fn rows(rows: Vec<tokio_postgres::Row>) -> Result<Vec<Row>> {
+    rows.into_iter()
+        .map(|r| {
+            (0..r.len())
+                .map(|i| {
+                    r.try_get::<_, Value>(i)
+                        .map_err(|e| StoreError::other(format!("postgres column {i}: {e}")))
+                })
+                .collect::<Result<Vec<_>>>()
+                .map(Row)
+        })
+        .collect()
+}
+
+async fn execute_on(c: &tokio_postgres::Client, sql: &str, params: &[Value]) -> Result<u64> {
+    let st = c.prepare(sql).await.map_err(error)?;
+    c.execute(&st, &refs(params)).await.map_err(error)
+}
+
+async fn query_on(c: &tokio_postgres::Client, sql: &str, params: &[Value]) -> Result<Vec<Row>> {
+    let st = c.prepare(sql).await.map_err(error)?;
+    rows(c.query(&st, &refs(params)).await.map_err(error)?)
+}
+
+#[async_trait]
+impl Backend for Postgres {
+    fn dialect(&self) -> Dialect {
+        Dialect::Postgres
+    }
+
+    async fn migrate(&self, migrations: &[&str]) -> Result<()> {
+        let client = self.client().await?;
+        // Instances starting together: the first migrates, the others wait and find it done.
+        client
+            .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
+            .await
+            .map_err(error)?;
+        let result = async {
+            client
+                .batch_execute(
+                    "CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)",
+                )
+                .await
+                .map_err(error)?;
+            let version: i64 = client
+                .query_opt("SELECT version FROM schema_version", &[])
+                .await
+                .map_err(error)?
+                .map(|r| r.get(0))
+                .unwrap_or(0);
+            for (i, sql) in migrations.iter().enumerate().skip(version as usize) {
+                let step = format!(
+                    "BEGIN; {} DELETE FROM schema_version; INSERT INTO schema_version VALUES ({}); COMMIT;",
+                    Dialect::Postgres.render(sql),
+                    i + 1
+                );
+                if let Err(e) = client.batch_execute(&step).await {
+                    let _ = client.batch_execute("ROLLBACK").await;
+                    return Err(error(e));
+                }
+            }
+            Ok(())
+        }
+        .await;
+        let _ = client
+            .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
+            .await;
+        result
+    }
+
+    async fn execute(&self, sql: &str, params: Vec<Value>) -> Result<u64> {
+        let client = self.client().await?;
+        execute_on(&client, sql, &params).await
+    }
+
+    async fn query(&self, sql: &str, params: Vec<Value>) -> Result<Vec<Row>> {
+        let client = self.client().await?;
+        query_on(&client, sql, &params).await
+    }
+
+    async fn begin(&self) -> Result<Box<dyn Tx>> {
+        let client = self.client().await?;
+        client
+            .batch_execute("BEGIN ISOLATION LEVEL SERIALIZABLE")
+            .await
+            .map_err(error)?;
+        Ok(Box::new(PgTx {
+            client: Some(client),
+        }))
+    }
+}
+
+struct PgTx {
+    /// `None` once committed.
+    client: Option<deadpool_postgres::Object>,
+}
+
+impl PgTx {
+    fn client(&self) -> Result<&deadpool_postgres::Object> {
+        self.client
+            .as_ref()
+            .ok_or_else(|| StoreError::other("transaction already ended"))
+    }
+}
+
+#[async_trait]
+impl Tx for PgTx {
+    async fn execute(&mut self, sql: &str, params: Vec<Value>) -> Result<u64> {
+        execute_on(self.client()?, sql, &params).await
+    }
+
+    async fn query(&mut self, sql: &str, params: Vec<Value>) -> Result<Vec<Row>> {
+        query_on(self.client()?, sql, &params).await
+    }
+
+    async fn commit(mut self: Box<Self>) -> Result<()> {
+        let client = self
+            .client
+            .take()
+            .ok_or_else(|| StoreError::other("no transaction"))?;
+        match client.batch_execute("COMMIT").await {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                // A failed COMMIT has ended the transaction; the connection is reusable
+                // only if it still answers.
+                let _ = client.batch_execute("ROLLBACK").await;
+                Err(error(e))
+            }
+        }
+    }
+}
+
+impl Drop for PgTx {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            // Not committed: roll back before the connection goes back to the pool. A
+            // drop cannot wait, so the rollback runs on its own; if it cannot, the
+            // connection is taken out of the pool instead of returned half-way.
+            match tokio::runtime::Handle::try_current() {
+                Ok(rt) => {
+                    rt.spawn(async move {
+                        if client.batch_execute("ROLLBACK").await.is_err() {
+                            let _ = deadpool_postgres::Object::take(client);
+                        }
+                    });
+                }
+                Err(_) => {
+                    let _ = deadpool_postgres::Object::take(client);
+                }
+            }
+        }
+    }
+}

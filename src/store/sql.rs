@@ -1,0 +1,223 @@
+//! The few things the store's queries need from a database, the same for SQLite and
+//! PostgreSQL: values, rows, statements with `$1`-style parameters, transactions.
+//!
+//! The repositories (`store/mod.rs`, `store/console.rs`) are written once against this;
+//! each backend (`sqlite.rs`, `postgres.rs`) turns it into its driver's calls. Queries are
+//! kept to SQL both understand (no `rowid`, no `INSERT OR IGNORE`); the migrations are one
+//! list, with the two type names that differ rendered per backend (`Dialect::render`).
+
+use async_trait::async_trait;
+
+/// A value going into or coming out of a statement.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Null,
+    Int(i64),
+    Text(String),
+    Bytes(Vec<u8>),
+}
+
+impl From<i64> for Value {
+    fn from(v: i64) -> Self {
+        Value::Int(v)
+    }
+}
+
+impl From<bool> for Value {
+    fn from(v: bool) -> Self {
+        Value::Int(v as i64)
+    }
+}
+
+impl From<&str> for Value {
+    fn from(v: &str) -> Self {
+        Value::Text(v.to_string())
+    }
+}
+
+impl From<String> for Value {
+    fn from(v: String) -> Self {
+        Value::Text(v)
+    }
+}
+
+impl From<&String> for Value {
+    fn from(v: &String) -> Self {
+        Value::Text(v.clone())
+    }
+}
+
+impl From<&[u8]> for Value {
+    fn from(v: &[u8]) -> Self {
+        Value::Bytes(v.to_vec())
+    }
+}
+
+impl From<&[u8; 32]> for Value {
+    fn from(v: &[u8; 32]) -> Self {
+        Value::Bytes(v.to_vec())
+    }
+}
+
+impl<T: Into<Value>> From<Option<T>> for Value {
+    fn from(v: Option<T>) -> Self {
+        v.map_or(Value::Null, Into::into)
+    }
+}
+
+/// Statement parameters: `params![a, b]` is `vec![Value::from(a), Value::from(b)]`.
+macro_rules! params {
+    ($($v:expr),* $(,)?) => {
+        vec![$($crate::store::sql::Value::from($v)),*]
+    };
+}
+pub(crate) use params;
+
+/// One result row.
+#[derive(Debug, Clone)]
+pub struct Row(pub Vec<Value>);
+
+impl Row {
+    fn at(&self, i: usize) -> Result<&Value> {
+        self.0
+            .get(i)
+            .ok_or_else(|| StoreError::other(format!("no column {i}")))
+    }
+
+    pub fn text(&self, i: usize) -> Result<String> {
+        self.opt_text(i)?
+            .ok_or_else(|| StoreError::other(format!("column {i} is NULL")))
+    }
+
+    pub fn opt_text(&self, i: usize) -> Result<Option<String>> {
+        match self.at(i)? {
+            Value::Null => Ok(None),
+            Value::Text(s) => Ok(Some(s.clone())),
+            v => Err(StoreError::other(format!(
+                "column {i}: text expected, {v:?}"
+            ))),
+        }
+    }
+
+    pub fn int(&self, i: usize) -> Result<i64> {
+        self.opt_int(i)?
+            .ok_or_else(|| StoreError::other(format!("column {i} is NULL")))
+    }
+
+    pub fn opt_int(&self, i: usize) -> Result<Option<i64>> {
+        match self.at(i)? {
+            Value::Null => Ok(None),
+            Value::Int(n) => Ok(Some(*n)),
+            v => Err(StoreError::other(format!(
+                "column {i}: integer expected, {v:?}"
+            ))),
+        }
+    }
+
+    pub fn bytes(&self, i: usize) -> Result<Vec<u8>> {
+        match self.at(i)? {
+            Value::Bytes(b) => Ok(b.clone()),
+            v => Err(StoreError::other(format!(
+                "column {i}: bytes expected, {v:?}"
+            ))),
+        }
+    }
+
+    pub fn is_null(&self, i: usize) -> Result<bool> {
+        Ok(matches!(self.at(i)?, Value::Null))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ErrorKind {
+    /// A concurrent transaction won (a unique constraint, a serialization failure): the
+    /// whole transaction may be tried again.
+    Conflict,
+    /// The database cannot be reached (down, pool exhausted, timed out).
+    Unavailable,
+    Other,
+}
+
+#[derive(Debug, Clone)]
+pub struct StoreError {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl StoreError {
+    pub fn other(message: impl Into<String>) -> Self {
+        StoreError {
+            kind: ErrorKind::Other,
+            message: message.into(),
+        }
+    }
+
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        StoreError {
+            kind: ErrorKind::Unavailable,
+            message: message.into(),
+        }
+    }
+
+    pub fn conflict(message: impl Into<String>) -> Self {
+        StoreError {
+            kind: ErrorKind::Conflict,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// Which SQL a backend speaks where the two differ.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+impl Dialect {
+    /// A migration as this backend runs it. The list is written for SQLite; PostgreSQL
+    /// names two of its types differently (SQLite's `INTEGER` is 64-bit).
+    pub fn render(self, sql: &str) -> String {
+        match self {
+            Dialect::Sqlite => sql.to_string(),
+            Dialect::Postgres => sql.replace("INTEGER", "BIGINT").replace("BLOB", "BYTEA"),
+        }
+    }
+}
+
+/// A database the store runs on.
+#[async_trait]
+pub trait Backend: Send + Sync {
+    fn dialect(&self) -> Dialect;
+    /// Bring the schema up to `migrations.len()`, each step in its own transaction; safe
+    /// when several instances start at once.
+    async fn migrate(&self, migrations: &[&str]) -> Result<()>;
+    /// One statement in its own transaction: rows changed.
+    async fn execute(&self, sql: &str, params: Vec<Value>) -> Result<u64>;
+    async fn query(&self, sql: &str, params: Vec<Value>) -> Result<Vec<Row>>;
+    /// A transaction that sees no concurrent writer's partial work (SQLite: `BEGIN
+    /// IMMEDIATE`; PostgreSQL: serializable). Dropped without `commit`, it rolls back.
+    async fn begin(&self) -> Result<Box<dyn Tx>>;
+}
+
+#[async_trait]
+pub trait Tx: Send {
+    async fn execute(&mut self, sql: &str, params: Vec<Value>) -> Result<u64>;
+    async fn query(&mut self, sql: &str, params: Vec<Value>) -> Result<Vec<Row>>;
+    async fn commit(self: Box<Self>) -> Result<()>;
+}
+
+/// The first row, if any.
+pub async fn query_opt(tx: &mut dyn Tx, sql: &str, params: Vec<Value>) -> Result<Option<Row>> {
+    Ok(tx.query(sql, params).await?.into_iter().next())
+}

@@ -1,0 +1,235 @@
+//! The embedded store: one SQLite file, nothing to install.
+//!
+//! One connection, used by one statement at a time on tokio's blocking threads (SQLite
+//! calls block). A transaction holds the connection's gate from `BEGIN IMMEDIATE` to
+//! `COMMIT`, so its statements never interleave with another caller's.
+
+use super::sql::{Backend, Dialect, ErrorKind, Result, Row, StoreError, Tx, Value};
+use async_trait::async_trait;
+use rusqlite::types::ValueRef;
+use rusqlite::Connection;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use tokio::sync::OwnedMutexGuard;
+
+pub struct Sqlite {
+    conn: Arc<Mutex<Connection>>,
+    /// Held by a transaction (or a single statement) for as long as it uses `conn`.
+    gate: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Sqlite {
+    pub fn open(path: &Path) -> Result<Sqlite> {
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let conn = Connection::open(path).map_err(error)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(error)?;
+        // FULL: an acknowledged write survives a crash of the process or the machine.
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(error)?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(error)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(error)?;
+        Ok(Sqlite {
+            conn: Arc::new(Mutex::new(conn)),
+            gate: Arc::new(tokio::sync::Mutex::new(())),
+        })
+    }
+}
+
+fn error(e: rusqlite::Error) -> StoreError {
+    let kind = match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::ConstraintViolation) => ErrorKind::Conflict,
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+            ErrorKind::Unavailable
+        }
+        _ => ErrorKind::Other,
+    };
+    StoreError {
+        kind,
+        message: format!("sqlite: {e}"),
+    }
+}
+
+/// `$1` parameters as SQLite's numbered `?1` (the store's SQL has no `$` elsewhere).
+fn numbered(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len());
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '$' && chars.peek().is_some_and(|d| d.is_ascii_digit()) {
+            out.push('?');
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn to_sql(v: &Value) -> rusqlite::types::Value {
+    use rusqlite::types::Value as V;
+    match v {
+        Value::Null => V::Null,
+        Value::Int(n) => V::Integer(*n),
+        Value::Text(s) => V::Text(s.clone()),
+        Value::Bytes(b) => V::Blob(b.clone()),
+    }
+}
+
+fn from_sql(v: ValueRef<'_>) -> Value {
+    match v {
+        ValueRef::Null => Value::Null,
+        ValueRef::Integer(n) => Value::Int(n),
+        // The schema has no REAL columns; a float would be a bug, kept visible.
+        ValueRef::Real(f) => Value::Text(f.to_string()),
+        ValueRef::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
+        ValueRef::Blob(b) => Value::Bytes(b.to_vec()),
+    }
+}
+
+fn execute_on(conn: &Connection, sql: &str, params: &[Value]) -> Result<u64> {
+    let params: Vec<_> = params.iter().map(to_sql).collect();
+    let mut st = conn.prepare_cached(&numbered(sql)).map_err(error)?;
+    st.execute(rusqlite::params_from_iter(params))
+        .map(|n| n as u64)
+        .map_err(error)
+}
+
+fn query_on(conn: &Connection, sql: &str, params: &[Value]) -> Result<Vec<Row>> {
+    let params: Vec<_> = params.iter().map(to_sql).collect();
+    let mut st = conn.prepare_cached(&numbered(sql)).map_err(error)?;
+    let columns = st.column_count();
+    let mut rows = st
+        .query(rusqlite::params_from_iter(params))
+        .map_err(error)?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next().map_err(error)? {
+        let mut row = Vec::with_capacity(columns);
+        for i in 0..columns {
+            row.push(from_sql(r.get_ref(i).map_err(error)?));
+        }
+        out.push(Row(row));
+    }
+    Ok(out)
+}
+
+/// Run `f` on the connection on a blocking thread.
+async fn blocking<T: Send + 'static>(
+    conn: &Arc<Mutex<Connection>>,
+    f: impl FnOnce(&mut Connection) -> Result<T> + Send + 'static,
+) -> Result<T> {
+    let conn = conn.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut c = conn
+            .lock()
+            .map_err(|_| StoreError::other("sqlite connection lock poisoned"))?;
+        f(&mut c)
+    })
+    .await
+    .map_err(|e| StoreError::other(format!("store task: {e}")))?
+}
+
+#[async_trait]
+impl Backend for Sqlite {
+    fn dialect(&self) -> Dialect {
+        Dialect::Sqlite
+    }
+
+    async fn migrate(&self, migrations: &[&str]) -> Result<()> {
+        let _gate = self.gate.lock().await;
+        let steps: Vec<String> = migrations.iter().map(|m| m.to_string()).collect();
+        blocking(&self.conn, move |conn| {
+            let version: usize = conn
+                .query_row("PRAGMA user_version", [], |r| r.get(0))
+                .map_err(error)?;
+            for (i, sql) in steps.iter().enumerate().skip(version) {
+                let tx = conn.transaction().map_err(error)?;
+                tx.execute_batch(sql).map_err(error)?;
+                tx.pragma_update(None, "user_version", i + 1)
+                    .map_err(error)?;
+                tx.commit().map_err(error)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn execute(&self, sql: &str, params: Vec<Value>) -> Result<u64> {
+        let _gate = self.gate.lock().await;
+        let sql = sql.to_string();
+        blocking(&self.conn, move |c| execute_on(c, &sql, &params)).await
+    }
+
+    async fn query(&self, sql: &str, params: Vec<Value>) -> Result<Vec<Row>> {
+        let _gate = self.gate.lock().await;
+        let sql = sql.to_string();
+        blocking(&self.conn, move |c| query_on(c, &sql, &params)).await
+    }
+
+    async fn begin(&self) -> Result<Box<dyn Tx>> {
+        let gate = self.gate.clone().lock_owned().await;
+        blocking(&self.conn, |c| {
+            c.execute_batch("BEGIN IMMEDIATE").map_err(error)
+        })
+        .await?;
+        Ok(Box::new(SqliteTx {
+            conn: self.conn.clone(),
+            open: true,
+            _gate: gate,
+        }))
+    }
+}
+
+struct SqliteTx {
+    conn: Arc<Mutex<Connection>>,
+    /// Not yet committed: rolled back when dropped.
+    open: bool,
+    // Declared last: released after the rollback in `drop`.
+    _gate: OwnedMutexGuard<()>,
+}
+
+#[async_trait]
+impl Tx for SqliteTx {
+    async fn execute(&mut self, sql: &str, params: Vec<Value>) -> Result<u64> {
+        let sql = sql.to_string();
+        blocking(&self.conn, move |c| execute_on(c, &sql, &params)).await
+    }
+
+    async fn query(&mut self, sql: &str, params: Vec<Value>) -> Result<Vec<Row>> {
+        let sql = sql.to_string();
+        blocking(&self.conn, move |c| query_on(c, &sql, &params)).await
+    }
+
+    async fn commit(mut self: Box<Self>) -> Result<()> {
+        blocking(&self.conn, |c| c.execute_batch("COMMIT").map_err(error)).await?;
+        self.open = false;
+        Ok(())
+    }
+}
+
+impl Drop for SqliteTx {
+    fn drop(&mut self) {
+        if self.open {
+            // A rollback is a local, short write: done here, before the gate opens, so
+            // the next caller never finds a transaction still open.
+            if let Ok(c) = self.conn.lock() {
+                let _ = c.execute_batch("ROLLBACK");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::numbered;
+
+    #[test]
+    fn dollar_parameters_become_numbered() {
+        assert_eq!(
+            numbered("UPDATE t SET a = $2 WHERE id = $1 AND b = '$x'"),
+            "UPDATE t SET a = ?2 WHERE id = ?1 AND b = '$x'"
+        );
+    }
+}

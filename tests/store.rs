@@ -1,0 +1,335 @@
+//! One store test suite, run against both implementations: SQLite (a temporary file) and
+//! PostgreSQL (a server this test starts, `common::PgServer`). Every repository call, the
+//! transactions' guarantees under concurrency, and the migrations run twice.
+
+mod common;
+
+use chainedge::crypto::sha256;
+use chainedge::store::console::{Challenge, CodeCheck, Identity, MAX_KEYS_PER_USER};
+use chainedge::store::sql::Dialect;
+use chainedge::store::{Store, Target};
+use common::*;
+use std::sync::Arc;
+
+async fn suite(target: Target, dialect: Dialect) {
+    let store = Store::open(&target).await.expect("open");
+    assert_eq!(store.dialect(), dialect);
+    // Opening again (a restart, a second instance) finds the schema current.
+    let again = Store::open(&target).await.expect("reopen");
+    drop(again);
+    keys(&store).await;
+    users_and_sessions(&store).await;
+    default_and_user_keys(&store).await;
+    codes_and_challenges(&store).await;
+    concurrency(&store).await;
+}
+
+async fn keys(store: &Store) {
+    let t = store.create_tenant("acme", "pro").await.unwrap();
+    assert!(store.tenant_exists(&t).await.unwrap());
+    assert!(!store.tenant_exists("no-such-tenant").await.unwrap());
+    let (id, raw) = store
+        .create_key(&t, None, "k", &["rpc:read".into()], false)
+        .await
+        .unwrap();
+    assert!(raw.starts_with("ce_") && raw.len() == 46);
+    let rec = store.lookup_key(&sha256(&raw)).await.unwrap().unwrap();
+    assert_eq!(
+        (rec.plan.as_str(), rec.revoked, rec.scopes.clone()),
+        ("pro", false, vec!["rpc:read".to_string()])
+    );
+    assert!(store.set_plan(&t, "scale").await.unwrap());
+    assert!(store
+        .set_features(&t, &["archive".to_string()])
+        .await
+        .unwrap());
+    store
+        .set_billing(&t, Some(Some(100)), Some(None))
+        .await
+        .unwrap();
+    let rec = store.lookup_key(&sha256(&raw)).await.unwrap().unwrap();
+    assert_eq!(rec.plan, "scale");
+    assert_eq!(rec.features, vec!["archive".to_string()]);
+    assert_eq!(
+        (rec.trial_ends_at, rec.subscription_ends_at),
+        (Some(100), None)
+    );
+    // Listed in the order made, even within one second.
+    let (id2, _) = store.create_key(&t, None, "k2", &[], false).await.unwrap();
+    let (id3, _) = store.create_key(&t, None, "k3", &[], false).await.unwrap();
+    let listed: Vec<String> = store
+        .list_keys(&t)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|k| k.id)
+        .collect();
+    assert_eq!(listed, vec![id.clone(), id2, id3]);
+    assert_eq!(store.revoke_key(&id).await.unwrap(), Some(sha256(&raw)));
+    assert!(
+        store
+            .lookup_key(&sha256(&raw))
+            .await
+            .unwrap()
+            .unwrap()
+            .revoked
+    );
+    assert!(store
+        .lookup_key(&sha256("ce_nope"))
+        .await
+        .unwrap()
+        .is_none());
+    assert_eq!(store.revoke_key("no-such-key").await.unwrap(), None);
+}
+
+async fn users_and_sessions(store: &Store) {
+    let email = Identity::Email("a@example.com".into());
+    let u = store.user_for(&email, "free").await.unwrap();
+    assert_eq!(store.user_for(&email, "free").await.unwrap(), u, "one user");
+    let row = store.user(&u).await.unwrap().unwrap();
+    assert_eq!(row.email.as_deref(), Some("a@example.com"));
+    // Google with the same verified email is the same person.
+    let google = Identity::Google {
+        sub: "g-1".into(),
+        email: Some("a@example.com".into()),
+        name: Some("A".into()),
+        picture: None,
+    };
+    assert_eq!(store.user_for(&google, "free").await.unwrap(), u);
+    assert_eq!(
+        store
+            .user(&u)
+            .await
+            .unwrap()
+            .unwrap()
+            .display_name
+            .as_deref(),
+        Some("A")
+    );
+    // A new Google user whose email another account holds keeps no email.
+    let other = Identity::Google {
+        sub: "g-2".into(),
+        email: Some("a@example.com".into()),
+        name: None,
+        picture: None,
+    };
+    let u2 = store.user_for(&other, "free").await.unwrap();
+    assert_ne!(u2, u);
+    assert_eq!(store.user(&u2).await.unwrap().unwrap().email, None);
+    assert!(store.user("nobody").await.unwrap().is_none());
+
+    let token = sha256("session-token");
+    store
+        .create_session(&token, &u, "email", 1000)
+        .await
+        .unwrap();
+    let s = store.session(&token).await.unwrap().unwrap();
+    assert_eq!(
+        (s.user_id.as_str(), s.expires_at, s.revoked),
+        (u.as_str(), 1000, false)
+    );
+    assert!(store.extend_session(&token, 2000).await.unwrap());
+    assert_eq!(
+        store.session(&token).await.unwrap().unwrap().expires_at,
+        2000
+    );
+    store.revoke_session(&token).await.unwrap();
+    assert!(store.session(&token).await.unwrap().unwrap().revoked);
+    assert!(!store.extend_session(&token, 3000).await.unwrap());
+    assert!(store.session(&sha256("other")).await.unwrap().is_none());
+}
+
+async fn default_and_user_keys(store: &Store) {
+    let u = store
+        .user_for(&Identity::WalletEvm("0xabc".into()), "free")
+        .await
+        .unwrap();
+    let user = store.user(&u).await.unwrap().unwrap();
+    let scopes = vec!["rpc:read".to_string()];
+    let (k, raw) = store.bootstrap_default_key(&user, &scopes).await.unwrap();
+    assert!(k.is_default && raw.is_some());
+    let (k2, raw2) = store.bootstrap_default_key(&user, &scopes).await.unwrap();
+    assert_eq!((k2.id.as_str(), raw2), (k.id.as_str(), None));
+    // Rotating the default: the new key is not the default, the next bootstrap makes one.
+    let (rotated, _, old) = store.rotate_user_key(&user, &k.id).await.unwrap().unwrap();
+    assert_eq!(old, sha256(raw.as_deref().unwrap()));
+    assert!(!rotated.is_default);
+    let (k3, raw3) = store.bootstrap_default_key(&user, &scopes).await.unwrap();
+    assert!(k3.id != k.id && raw3.is_some());
+    // The per-user cap.
+    let active = store.user_keys(&u).await.unwrap().len() as i64;
+    for i in active..MAX_KEYS_PER_USER {
+        assert!(store
+            .create_user_key(&user, &format!("k{i}"), &scopes)
+            .await
+            .unwrap()
+            .is_some());
+    }
+    assert!(store
+        .create_user_key(&user, "one too many", &scopes)
+        .await
+        .unwrap()
+        .is_none());
+    let keys = store.user_keys(&u).await.unwrap();
+    assert_eq!(keys.len() as i64, MAX_KEYS_PER_USER);
+    let hash = store.revoke_user_key(&u, &keys[0].id).await.unwrap();
+    assert!(hash.is_some());
+    assert_eq!(store.revoke_user_key(&u, &keys[0].id).await.unwrap(), None);
+    assert_eq!(
+        store
+            .revoke_user_key("someone-else", &keys[1].id)
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(store
+        .rotate_user_key(&user, "no-such-key")
+        .await
+        .unwrap()
+        .is_none());
+}
+
+async fn codes_and_challenges(store: &Store) {
+    let code = sha256("123456");
+    assert_eq!(
+        store
+            .store_code("c@example.com", &code, 600, 900)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        store
+            .check_code("c@example.com", &sha256("000000"), 3)
+            .await
+            .unwrap(),
+        CodeCheck::Wrong
+    );
+    assert_eq!(
+        store.check_code("c@example.com", &code, 3).await.unwrap(),
+        CodeCheck::Ok
+    );
+    assert_eq!(
+        store.check_code("c@example.com", &code, 3).await.unwrap(),
+        CodeCheck::NoCode,
+        "a code is used once"
+    );
+    // The latest code counts; wrong attempts run out.
+    store
+        .store_code("d@example.com", &sha256("1"), 600, 900)
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .store_code("d@example.com", &code, 600, 900)
+            .await
+            .unwrap(),
+        2
+    );
+    for _ in 0..3 {
+        assert_eq!(
+            store
+                .check_code("d@example.com", &sha256("x"), 3)
+                .await
+                .unwrap(),
+            CodeCheck::Wrong
+        );
+    }
+    assert_eq!(
+        store.check_code("d@example.com", &code, 3).await.unwrap(),
+        CodeCheck::TooManyAttempts
+    );
+    store
+        .store_code("e@example.com", &code, -1, 900)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.check_code("e@example.com", &code, 3).await.unwrap(),
+        CodeCheck::Expired
+    );
+
+    let c = Challenge {
+        kind: "evm".into(),
+        subject: "0xabc".into(),
+        message: "sign this".into(),
+        expires_at: chainedge::store::now() + 60,
+    };
+    store.store_challenge("nonce-1", &c).await.unwrap();
+    let taken = store.take_challenge("nonce-1").await.unwrap().unwrap();
+    assert_eq!(
+        (taken.kind.as_str(), taken.message.as_str()),
+        ("evm", "sign this")
+    );
+    assert!(store.take_challenge("nonce-1").await.unwrap().is_none());
+    assert!(store
+        .take_challenge("nonce-unknown")
+        .await
+        .unwrap()
+        .is_none());
+}
+
+/// What the transactions promise when callers race: one user per identity, one default
+/// key per user, a challenge taken once.
+async fn concurrency(store: &Store) {
+    const N: usize = 8;
+    let store = Arc::new(store.clone());
+    let id = Identity::Email("race@example.com".into());
+    let users = futures_util::future::join_all((0..N).map(|_| {
+        let store = store.clone();
+        let id = id.clone();
+        tokio::spawn(async move { store.user_for(&id, "free").await })
+    }))
+    .await;
+    let users: Vec<String> = users.into_iter().map(|r| r.unwrap().unwrap()).collect();
+    assert!(users.iter().all(|u| *u == users[0]), "{users:?}");
+
+    let user = store.user(&users[0]).await.unwrap().unwrap();
+    let defaults = futures_util::future::join_all((0..N).map(|_| {
+        let store = store.clone();
+        let user = user.clone();
+        tokio::spawn(async move { store.bootstrap_default_key(&user, &[]).await })
+    }))
+    .await;
+    let defaults: Vec<_> = defaults.into_iter().map(|r| r.unwrap().unwrap()).collect();
+    assert_eq!(defaults.iter().filter(|(_, raw)| raw.is_some()).count(), 1);
+    assert!(defaults.iter().all(|(k, _)| k.id == defaults[0].0.id));
+
+    let c = Challenge {
+        kind: "evm".into(),
+        subject: "s".into(),
+        message: "m".into(),
+        expires_at: chainedge::store::now() + 60,
+    };
+    store.store_challenge("race-nonce", &c).await.unwrap();
+    let takes = futures_util::future::join_all((0..N).map(|_| {
+        let store = store.clone();
+        tokio::spawn(async move { store.take_challenge("race-nonce").await })
+    }))
+    .await;
+    let taken = takes
+        .into_iter()
+        .filter(|r| matches!(r, Ok(Ok(Some(_)))))
+        .count();
+    assert_eq!(taken, 1, "a challenge is taken once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_store_suite_on_sqlite() {
+    let dir = tempdir("store");
+    suite(Target::Sqlite(dir.join("store.db")), Dialect::Sqlite).await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_store_suite_on_postgres() {
+    let pg = tokio::task::spawn_blocking(PgServer::start).await.unwrap();
+    let url = pg.create_db();
+    suite(Target::Postgres(url), Dialect::Postgres).await;
+    // Two instances starting at once on an empty database: one migrates, both open.
+    let url = pg.create_db();
+    let target = Target::Postgres(url);
+    let (a, b) = tokio::join!(Store::open(&target), Store::open(&target));
+    a.unwrap();
+    b.unwrap();
+    tokio::task::spawn_blocking(move || drop(pg)).await.unwrap();
+}
