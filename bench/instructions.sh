@@ -4,6 +4,8 @@
 # a change is not lost in wrk's ±5% run-to-run noise. Loopback only.
 #
 #   bench/instructions.sh BASELINE_BIN [BIN, default target/dist/chainedge] [requests, default 20000]
+#   CLUSTER_REDIS=1 bench/instructions.sh BIN BIN   the same build, "this" with its limits
+#                                                   shared over a local redis-server
 #
 # For each build: a static upstream (nginx `return 200`), chainedge on one worker thread
 # under callgrind, 3,000 warm-up requests per route, then counters zeroed and N requests
@@ -13,6 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 base=$1; bin=${2:-target/dist/chainedge}; n=${3:-20000}
 for tool in valgrind nginx oha curl; do command -v $tool >/dev/null || { echo "instructions: needs $tool" >&2; exit 2; }; done
+[ -z "${CLUSTER_REDIS:-}" ] || command -v redis-server >/dev/null || { echo "instructions: needs redis-server" >&2; exit 2; }
 UP=19201; CE=19203; CEM=19204
 work=$(mktemp -d /tmp/chainedge-instr.XXXXXX)
 pids=()
@@ -66,6 +69,14 @@ threads: 1
 pid_file: $work/chainedge.pid
 upgrade_sock: $work/upgrade.sock
 YAML
+# "this" run's config: the same, plus Redis-shared limits when asked.
+cp "$work/app.yaml" "$work/app_this.yaml"
+if [ -n "${CLUSTER_REDIS:-}" ]; then
+  redis-server --port 19205 --bind 127.0.0.1 --save "" --appendonly no >/dev/null 2>&1 &
+  pids+=($!)
+  export BENCH_REDIS_URL=redis://127.0.0.1:19205/
+  printf 'cluster:\n  redis: env:BENCH_REDIS_URL\n' >> "$work/app_this.yaml"
+fi
 tenant=$("$bin" --app "$work/app.yaml" tenants create --name instr --plan basic)
 key=$("$bin" --app "$work/app.yaml" keys create --tenant "$tenant" 2>/dev/null)
 body='{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}'
@@ -76,10 +87,10 @@ load() { # load N ROUTE
     oha --no-tui -n "$1" -c 4 -m POST -H "x-token: $key" -d "$body" "http://127.0.0.1:$CE/rpc/eth"
   fi
 }
-# per_request NAME BIN -> "plain rpc" instructions per request
+# per_request NAME BIN APP -> "plain rpc" instructions per request
 per_request() {
-  local name=$1 b=$2 out=()
-  valgrind --tool=callgrind --callgrind-out-file="$work/cg.$name.%p" "$b" -c "$work/pingora.yaml" --app "$work/app.yaml" >"$work/log.$name" 2>&1 &
+  local name=$1 b=$2 app=$3 out=()
+  valgrind --tool=callgrind --callgrind-out-file="$work/cg.$name.%p" "$b" -c "$work/pingora.yaml" --app "$app" >"$work/log.$name" 2>&1 &
   local vpid=$!
   for _ in $(seq 1 300); do curl -s -o /dev/null "http://127.0.0.1:$CE/console/" && break; sleep 0.5; done
   load 3000 plain >/dev/null 2>&1; load 3000 rpc >/dev/null 2>&1
@@ -98,8 +109,8 @@ per_request() {
   kill $vpid; wait $vpid 2>/dev/null || true
   echo "${out[@]}"
 }
-read -r bp br <<<"$(per_request baseline "$base")"
-read -r np nr <<<"$(per_request this "$bin")"
+read -r bp br <<<"$(per_request baseline "$base" "$work/app.yaml")"
+read -r np nr <<<"$(per_request this "$bin" "$work/app_this.yaml")"
 ratio() { awk -v x="$1" -v y="$2" 'BEGIN{printf "%.3f", x/y}'; }
 echo "instructions per request ($n requests, 1 worker thread, callgrind):"
 echo "| route | baseline ($base) | this ($bin) | this/baseline |"

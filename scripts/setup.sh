@@ -11,6 +11,8 @@ command -v curl >/dev/null || apt_pkgs+=(curl)
 [ -x /usr/bin/chromium ] || apt_pkgs+=(chromium)
 # The PostgreSQL store's tests start their own server (tests/common/postgres.rs).
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || apt_pkgs+=(postgresql)
+# ... and their own Redis (tests/common/redis.rs).
+command -v redis-server >/dev/null || apt_pkgs+=(redis-server)
 if ((${#apt_pkgs[@]})); then
   echo "setup: apt-get install ${apt_pkgs[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo

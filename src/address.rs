@@ -2,7 +2,7 @@
 //! Pingora connects to. A leaf: configuration checks, pools and the sign-in client use it.
 
 use pingora_core::upstreams::peer::HttpPeer;
-use std::net::ToSocketAddrs;
+use std::net::{IpAddr, ToSocketAddrs};
 use std::time::Duration;
 
 /// A parsed `http(s)://host:port/path` upstream address.
@@ -108,4 +108,119 @@ pub fn plain_inet(peer: &HttpPeer) -> Option<std::net::SocketAddr> {
     (!peer.tls())
         .then(|| peer.address().as_inet().copied())
         .flatten()
+}
+
+/// Addresses whose forwarding headers are believed (`console.trusted_proxies`): single
+/// addresses or CIDR ranges (`10.0.0.0/8`, `fd00::/8`).
+#[derive(Debug, Clone, Default)]
+pub struct TrustedProxies {
+    ranges: Vec<(IpAddr, u8)>,
+}
+
+impl TrustedProxies {
+    /// Parse the configured entries; the first one that is neither an address nor a
+    /// range is the error.
+    pub fn parse<S: AsRef<str>>(entries: &[S]) -> Result<TrustedProxies, String> {
+        let mut ranges = Vec::with_capacity(entries.len());
+        for e in entries {
+            let e = e.as_ref().trim();
+            let (ip, bits) = match e.split_once('/') {
+                Some((ip, bits)) => (ip, Some(bits)),
+                None => (e, None),
+            };
+            let ip: IpAddr = ip
+                .parse()
+                .map_err(|_| format!("'{e}' is not an IP address or CIDR range"))?;
+            let max = if ip.is_ipv4() { 32 } else { 128 };
+            let bits = match bits {
+                None => max,
+                Some(b) => b
+                    .parse::<u8>()
+                    .ok()
+                    .filter(|b| *b <= max)
+                    .ok_or_else(|| format!("'{e}': prefix length must be 0-{max}"))?,
+            };
+            ranges.push((ip, bits));
+        }
+        Ok(TrustedProxies { ranges })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        self.ranges.iter().any(|&(net, bits)| match (net, ip) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => prefix_eq(&n.octets(), &a.octets(), bits),
+            (IpAddr::V6(n), IpAddr::V6(a)) => prefix_eq(&n.octets(), &a.octets(), bits),
+            _ => false,
+        })
+    }
+
+    /// The client behind `peer`: when `peer` is trusted, the right-most address of
+    /// `X-Forwarded-For` that is not itself a trusted proxy (the left part of the chain
+    /// is whatever the client chose to send); otherwise `peer`.
+    pub fn client(&self, peer: IpAddr, forwarded_for: Option<&str>) -> IpAddr {
+        if !self.contains(peer) {
+            return peer;
+        }
+        let Some(chain) = forwarded_for else {
+            return peer;
+        };
+        let mut client = peer;
+        for hop in chain.rsplit(',') {
+            match hop.trim().parse::<IpAddr>() {
+                Ok(ip) => {
+                    client = ip;
+                    if !self.contains(ip) {
+                        break;
+                    }
+                }
+                // An entry that is not an address: stop at what is known.
+                Err(_) => break,
+            }
+        }
+        client
+    }
+}
+
+fn prefix_eq(a: &[u8], b: &[u8], bits: u8) -> bool {
+    let full = (bits / 8) as usize;
+    if a[..full] != b[..full] {
+        return false;
+    }
+    let rest = bits % 8;
+    rest == 0 || (a[full] ^ b[full]) & (0xffu8 << (8 - rest)) == 0
+}
+
+#[cfg(test)]
+mod trusted_tests {
+    use super::TrustedProxies;
+
+    #[test]
+    fn ranges_and_the_real_client() {
+        let t = TrustedProxies::parse(&["10.0.0.0/8", "192.168.1.7", "fd00::/8"]).unwrap();
+        assert!(t.contains("10.20.30.40".parse().unwrap()));
+        assert!(t.contains("::ffff:10.1.2.3".parse().unwrap()));
+        assert!(t.contains("192.168.1.7".parse().unwrap()));
+        assert!(!t.contains("192.168.1.8".parse().unwrap()));
+        assert!(t.contains("fd12::1".parse().unwrap()));
+        assert!(!t.contains("fe80::1".parse().unwrap()));
+        let lb = "10.0.0.5".parse().unwrap();
+        // The client's own claim on the left is ignored; the last untrusted hop counts.
+        assert_eq!(
+            t.client(lb, Some("6.6.6.6, 203.0.113.9, 10.0.0.4")),
+            "203.0.113.9".parse::<std::net::IpAddr>().unwrap()
+        );
+        assert_eq!(t.client(lb, None), lb);
+        // From an untrusted peer the header means nothing.
+        let peer = "198.51.100.1".parse().unwrap();
+        assert_eq!(t.client(peer, Some("203.0.113.9")), peer);
+        assert!(TrustedProxies::parse(&["10.0.0.0/33"]).is_err());
+        assert!(TrustedProxies::parse(&["proxy.local"]).is_err());
+    }
 }

@@ -159,7 +159,15 @@ async fn execute_on_store(cmd: &Command, cfg: &Loaded) -> Result<(), String> {
             }
         }
         Command::Keys(KeyCmd::Revoke { id }) => match store.revoke_key(id).await.map_err(db)? {
-            Some(_) => eprintln!("revoked {id}"),
+            Some(hash) => {
+                eprintln!("revoked {id}");
+                // Running instances drop it from their key caches at once.
+                if let Some(url) = &cfg.cluster_redis {
+                    if let Err(e) = crate::cluster::publish_revoked(url.expose(), &hash).await {
+                        eprintln!("warning: revocation not announced ({e}); instances notice within auth.key_cache_ttl_ms");
+                    }
+                }
+            }
             None => return Err(format!("no key with id {id}")),
         },
     }

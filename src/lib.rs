@@ -12,7 +12,7 @@
 //! - **Fleet**: `pools` (hosts, health, order of attempts), `upstream` (the client to
 //!   nodes).
 //! - **Policy and data**: `routes` (manifests → the route table), `auth`, `limits`,
-//!   `store`, `config`, `cli`.
+//!   `cluster` (limits and notices shared over Redis), `store`, `config`, `cli`.
 //! - **Leaves** (importing at most each other): `reply`, `errors`, `crypto`, `address`,
 //!   `shutdown`, `deadline`, `observe`.
 
@@ -33,6 +33,7 @@ pub mod upstream;
 // Policy and data.
 pub mod auth;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod limits;
 pub mod routes;

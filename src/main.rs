@@ -1,8 +1,8 @@
 //! chainedge: an edge data plane for blockchain node fleets, on Pingora.
 
 use chainedge::{
-    auth, cli, config, console, edge, front, handlers, limits, observe, pools, routes, rpc, store,
-    upstream,
+    auth, cli, cluster, config, console, edge, front, handlers, limits, observe, pools, routes,
+    rpc, store, upstream,
 };
 
 use clap::Parser;
@@ -195,12 +195,27 @@ fn run(
     let store =
         store::open_blocking(&target).map_err(|e| format!("store ({}): {e}", target.describe()))?;
     let console = console::Console::new(&app, store.clone(), client.clone())?;
-    let keys = auth::keys::KeyAuth::new(
+    let keys = Arc::new(auth::keys::KeyAuth::new(
         store,
         app.app.auth.key_cache_size,
         std::time::Duration::from_millis(app.app.auth.key_cache_ttl_ms),
-    );
-    let limiter = limits::Limiter::new(&app.app.limits, &app.app.plans);
+    ));
+    let mut limiter = limits::Limiter::new(&app.app.limits, &app.app.plans);
+    // With Redis, limits and revocations are shared with the other instances.
+    let cluster = app.cluster_redis.as_ref().map(|url| {
+        let shared = Arc::new(limits::shared::SharedCounts::new(
+            app.app.limits.horizon_secs,
+        ));
+        limiter.share(shared.clone());
+        let (cluster, notices) = cluster::Cluster::new(
+            url.expose().to_string(),
+            std::time::Duration::from_millis(app.app.cluster.sync_interval_ms),
+            shared,
+            keys.clone(),
+        );
+        keys.announce_to(notices);
+        cluster
+    });
     let state = Arc::new(edge::State {
         limiter,
         metrics_cache,
@@ -259,6 +274,11 @@ fn run(
     );
     let health_service = server.add_service(health);
     edge_service.add_dependency(&health_service);
+    if let Some(cluster) = cluster {
+        server.add_service(pingora_core::services::background::background_service(
+            "cluster", cluster,
+        ));
+    }
 
     let mut metrics = Service::new(
         "chainedge metrics".to_string(),

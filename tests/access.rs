@@ -204,6 +204,14 @@ fn rate_limits_refuse_before_the_upstream() {
     let key = tenant_key(&gw, "free", &[]);
     let mut admitted = 0;
     let mut refused = Vec::new();
+    // The limiter's seconds are wall-clock seconds: start the burst just after one
+    // begins, so the whole burst falls in one (a boundary crossed mid-burst lets the
+    // previous second's share decay and admits one more).
+    let into = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_millis();
+    std::thread::sleep(Duration::from_millis(u64::from(1010 - into.min(1000))));
     for _ in 0..14 {
         let r = post_rpc(&gw, &[("x-token", &key)]);
         match r.status {
@@ -411,4 +419,32 @@ fn access_log_has_one_secret_free_line_per_request() {
             "{id} not logged"
         );
     }
+}
+
+/// Behind a load balancer that is a trusted proxy, anonymous callers are limited by
+/// the address its `X-Forwarded-For` gives (the right-most untrusted hop), not all
+/// together as the balancer's one address; what a client writes to the left of the
+/// chain changes nothing.
+#[test]
+fn behind_a_trusted_balancer_anonymous_callers_are_limited_by_their_own_address() {
+    let node = Fixture::json_rpc();
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-geth}}\n",
+            node.url()
+        ),
+        console_yaml: "  trusted_proxies: [\"127.0.0.0/8\"]\n".into(),
+        // anonymous: 2 rps, bursts of 4.
+        extra_yaml: "limits:\n  default: {anonymous: 2, free: 5, basic: 5, pro: 5, business: 5, enterprise: 5, scale: 5}\n".into(),
+        ..Default::default()
+    });
+    let path = format!("/v1/polygon/wallet/balance/{ADDR}");
+    let from = |xff: &str| gw.get(&path, &[("X-Forwarded-For", xff)]).status;
+    let first: Vec<u16> = (0..6).map(|_| from("203.0.113.1")).collect();
+    assert_eq!(first.iter().filter(|s| **s == 429).count(), 2, "{first:?}");
+    // The same client, pretending to be someone else on the left: still limited.
+    assert_eq!(from("198.51.100.7, 203.0.113.1"), 429);
+    // Another client behind the same balancer has its own budget.
+    let second: Vec<u16> = (0..4).map(|_| from("203.0.113.2")).collect();
+    assert!(!second.contains(&429), "{second:?}");
 }

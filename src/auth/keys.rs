@@ -15,6 +15,8 @@ type CachedKey = (Instant, Option<Arc<KeyRecord>>);
 
 pub struct KeyAuth {
     store: Store,
+    /// Where revocations are announced to the other instances (`cluster`), if any.
+    notices: std::sync::OnceLock<crate::cluster::NoticeSender>,
     cache: Mutex<LruCache<[u8; 32], CachedKey>>,
     ttl: Duration,
 }
@@ -23,6 +25,7 @@ impl KeyAuth {
     pub fn new(store: Store, capacity: usize, ttl: Duration) -> Self {
         KeyAuth {
             store,
+            notices: std::sync::OnceLock::new(),
             cache: Mutex::new(LruCache::new(
                 NonZeroUsize::new(capacity.max(1)).unwrap_or(NonZeroUsize::MIN),
             )),
@@ -55,11 +58,33 @@ impl KeyAuth {
         Ok(rec)
     }
 
-    /// Drop a key from the cache (after revocation or rotation through this node).
+    /// Drop a key from the cache (a revocation announced by another instance).
     pub fn evict(&self, hash: &[u8; 32]) {
         if let Ok(mut c) = self.cache.lock() {
             c.pop(hash);
         }
+    }
+
+    /// A key was revoked or rotated through this instance: drop it here and announce it
+    /// to the others.
+    pub fn revoked(&self, hash: &[u8; 32]) {
+        self.evict(hash);
+        if let Some(tx) = self.notices.get() {
+            // A full queue loses the notice; the cache TTL still bounds the key's life.
+            let _ = tx.try_send(*hash);
+        }
+    }
+
+    /// Forget every cached key (notices may have been missed).
+    pub fn clear(&self) {
+        if let Ok(mut c) = self.cache.lock() {
+            c.clear();
+        }
+    }
+
+    /// Announce revocations through the cluster from now on.
+    pub fn announce_to(&self, notices: crate::cluster::NoticeSender) {
+        let _ = self.notices.set(notices);
     }
 }
 

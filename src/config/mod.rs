@@ -107,6 +107,8 @@ pub struct AppConfig {
     #[serde(default)]
     pub admin: AdminConf,
     pub store: StoreConf,
+    #[serde(default)]
+    pub cluster: ClusterConf,
     /// Plans, lowest first.
     pub plans: Vec<String>,
     #[serde(default = "default_upgrade_url")]
@@ -179,6 +181,8 @@ pub struct Loaded {
     pub store_path: Option<PathBuf>,
     /// `store.postgres`, resolved: the PostgreSQL URL.
     pub store_postgres: Option<Secret>,
+    /// `cluster.redis`, resolved: the Redis URL.
+    pub cluster_redis: Option<Secret>,
     pub admin_token: Option<Secret>,
     /// SMTP user name and password, resolved from their references.
     pub smtp_credentials: Option<(Secret, Secret)>,
@@ -261,11 +265,8 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
         }
     }
     for (i, p) in app.console.trusted_proxies.iter().enumerate() {
-        if p.parse::<std::net::IpAddr>().is_err() {
-            bad(
-                &format!("console.trusted_proxies[{i}]"),
-                format!("'{p}' is not an IP address"),
-            );
+        if let Err(e) = crate::address::TrustedProxies::parse(&[p]) {
+            bad(&format!("console.trusted_proxies[{i}]"), e);
         }
     }
     let admin_token = match &app.admin.token {
@@ -324,6 +325,28 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
             None
         }
     };
+    let cluster_redis = match &app.cluster.redis {
+        None => None,
+        Some(r) => match r.resolve() {
+            Ok(url)
+                if url.expose().starts_with("redis://")
+                    || url.expose().starts_with("rediss://") =>
+            {
+                Some(url)
+            }
+            Ok(_) => {
+                bad("cluster.redis", "the secret is not a redis:// URL".into());
+                None
+            }
+            Err(e) => {
+                bad("cluster.redis", e);
+                None
+            }
+        },
+    };
+    if !(10..=5000).contains(&app.cluster.sync_interval_ms) {
+        bad("cluster.sync_interval_ms", "between 10 and 5000".into());
+    }
     if app.console.session_ttl_secs < 2 || app.console.challenge_ttl_secs < 2 {
         bad(
             "console",
@@ -539,6 +562,7 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
         plugins_dir: rel(&app.plugins),
         store_path: app.store.path.as_deref().map(rel),
         store_postgres,
+        cluster_redis,
         admin_token,
         smtp_credentials,
         google_secret,

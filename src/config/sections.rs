@@ -208,6 +208,33 @@ pub struct AdminConf {
     pub token: Option<SecretRef>,
 }
 
+/// Several instances as one edge (`src/cluster/`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConf {
+    /// Redis for shared limits and change notices: a secret reference whose value is
+    /// the `redis://` URL. Without it each instance limits on its own.
+    #[serde(default)]
+    pub redis: Option<SecretRef>,
+    /// How often counts are exchanged with Redis: the most of the other instances'
+    /// traffic one instance may not have seen yet.
+    #[serde(default = "d_sync_interval_ms")]
+    pub sync_interval_ms: u64,
+}
+
+fn d_sync_interval_ms() -> u64 {
+    100
+}
+
+impl Default for ClusterConf {
+    fn default() -> Self {
+        ClusterConf {
+            redis: None,
+            sync_interval_ms: d_sync_interval_ms(),
+        }
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoreConf {

@@ -45,7 +45,7 @@ pub async fn handle(
             let id = req.params.first().cloned().unwrap_or_default();
             match db(console.store.revoke_user_key(&uid, &id)).await? {
                 Some(hash) => {
-                    keys.evict(&hash);
+                    keys.revoked(&hash);
                     Ok(Reply::empty(204))
                 }
                 None => Err(not_found()),
@@ -56,7 +56,7 @@ pub async fn handle(
             let id = req.params.first().cloned().unwrap_or_default();
             match db(console.store.rotate_user_key(&user, &id)).await? {
                 Some((k, raw, old_hash)) => {
-                    keys.evict(&old_hash);
+                    keys.revoked(&old_hash);
                     let mut v = key_json(&k);
                     v["raw"] = json!(raw);
                     json_reply(200, v)

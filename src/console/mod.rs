@@ -30,7 +30,7 @@ pub struct Console {
     pub store: Store,
     pub ttl: i64,
     pub origin: Option<String>,
-    trusted_proxies: Vec<IpAddr>,
+    trusted_proxies: crate::address::TrustedProxies,
     pub mailer: email::Mailer,
     pub email: crate::config::EmailConf,
     pub challenge_ttl: i64,
@@ -65,11 +65,9 @@ impl Console {
             store,
             ttl: c.session_ttl_secs,
             origin: c.origin.clone(),
-            trusted_proxies: c
-                .trusted_proxies
-                .iter()
-                .filter_map(|p| p.parse().ok())
-                .collect(),
+            // Checked at load (`config`): every entry parses.
+            trusted_proxies: crate::address::TrustedProxies::parse(&c.trusted_proxies)
+                .unwrap_or_default(),
             mailer: email::Mailer::new(cfg)?,
             email: c.email.clone(),
             challenge_ttl: c.challenge_ttl_secs,
@@ -81,12 +79,17 @@ impl Console {
     /// Whether `peer` is one of `console.trusted_proxies` (its forwarding headers are
     /// believed).
     pub fn trusts(&self, peer: Option<IpAddr>) -> bool {
-        peer.is_some_and(|p| self.trusted_proxies.contains(&p))
+        peer.is_some_and(|p| self.trusted_proxies.contains(p))
+    }
+
+    /// The client behind a trusted proxy (`X-Forwarded-For`), or the peer itself.
+    pub fn client(&self, peer: Option<IpAddr>, forwarded_for: Option<&str>) -> Option<IpAddr> {
+        peer.map(|p| self.trusted_proxies.client(p, forwarded_for))
     }
 
     /// Cookies carry `Secure` on TLS, or when a trusted proxy says the client used https.
     pub fn secure(&self, tls: bool, peer: Option<IpAddr>, forwarded_proto: Option<&str>) -> bool {
-        tls || (peer.is_some_and(|p| self.trusted_proxies.contains(&p))
+        tls || (peer.is_some_and(|p| self.trusted_proxies.contains(p))
             && forwarded_proto.is_some_and(|v| v.trim().eq_ignore_ascii_case("https")))
     }
 

@@ -33,6 +33,8 @@ pub struct Ctx {
     pub(super) params: Vec<String>,
     /// The path had `.`/`..` or encoded-slash segments (tail routes only get this far).
     pub(super) path_suspicious: bool,
+    /// The client behind a trusted proxy (`X-Forwarded-For`), logged instead of the peer.
+    pub(super) forwarded_client: Option<std::net::IpAddr>,
 }
 
 /// A passthrough: the hosts to try in order, and the path under each host's base path.
@@ -85,6 +87,7 @@ impl Ctx {
             rate_headers: Vec::new(),
             params: Vec::new(),
             path_suspicious: false,
+            forwarded_client: None,
             cookies: Vec::new(),
             beacon: None,
             pass: None,

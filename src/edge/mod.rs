@@ -46,7 +46,7 @@ pub struct State {
     pub config: Loaded,
     pub pools: Arc<Pools>,
     pub gateway: Gateway,
-    pub keys: crate::auth::keys::KeyAuth,
+    pub keys: Arc<crate::auth::keys::KeyAuth>,
     pub limiter: crate::limits::Limiter,
     pub metrics_cache: crate::handlers::metrics_mirror::MetricsCache,
     pub console: crate::console::Console,

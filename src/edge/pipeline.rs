@@ -25,6 +25,9 @@ impl Edge {
                 "missing or repeated Host header",
             ));
         }
+        if st.console.trusts(session.client_ip()) {
+            ctx.forwarded_client = self.client_of(session);
+        }
         let method = session.method().to_string();
         let pre = session.take_match();
         let origin = session.header("origin").map(str::to_string);

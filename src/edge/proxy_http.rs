@@ -343,6 +343,9 @@ impl Edge {
     ) {
         let elapsed = ctx.started.elapsed().as_secs_f64();
         metrics::request_done(ctx.route_name(), status, elapsed);
+        // Behind a trusted proxy the log names the client, not the proxy.
+        let forwarded = ctx.forwarded_client.map(|ip| ip.to_string());
+        let client = forwarded.as_deref().unwrap_or(client);
         access_log::with_timestamp(|ts| {
             access_log::write(&access_log::AccessLine {
                 ts,

@@ -19,13 +19,17 @@
 //! The chance shrinks with `sketch_slots`, which should be well above the number of
 //! distinct callers active in one second. Memory: `(horizon + 1) × hashes × slots × 8` bytes.
 
+pub mod shared;
+
 use crate::config::limits::{LimitsConf, ANONYMOUS};
 use pingora_limits::estimator::Estimator;
+use shared::SharedCounts;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Who is being limited.
 pub enum Caller<'a> {
@@ -53,7 +57,6 @@ struct Bucket {
 }
 
 pub struct Limiter {
-    start: Instant,
     ring: Box<[Bucket]>,
     horizon: u64,
     burst: f64,
@@ -61,6 +64,8 @@ pub struct Limiter {
     default: Box<[f64]>,
     categories: HashMap<String, Box<[f64]>>,
     seed: std::collections::hash_map::RandomState,
+    /// Other instances' counts (`cluster.redis`), added to this instance's own.
+    shared: Option<Arc<SharedCounts>>,
 }
 
 impl Limiter {
@@ -79,7 +84,6 @@ impl Limiter {
                 .collect()
         };
         Limiter {
-            start: Instant::now(),
             ring: (0..=conf.horizon_secs)
                 .map(|_| Bucket {
                     // u64::MAX: never a valid second, so unused buckets read as empty.
@@ -96,7 +100,13 @@ impl Limiter {
                 .map(|(c, t)| (c.clone(), table(Some(t))))
                 .collect(),
             seed: Default::default(),
+            shared: None,
         }
+    }
+
+    /// Count other instances' traffic too (the counts `cluster::sync` keeps fresh).
+    pub fn share(&mut self, shared: Arc<SharedCounts>) {
+        self.shared = Some(shared);
     }
 
     /// The sustained rate of a caller in a category.
@@ -116,14 +126,17 @@ impl Limiter {
     }
 
     /// Count `weight` requests at once (the calls of a JSON-RPC batch) and decide.
+    /// Seconds are wall-clock seconds, so instances sharing counts agree on them.
     pub fn check_weighted(&self, caller: &Caller, category: &str, weight: u32) -> Decision {
-        let elapsed = self.start.elapsed();
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
         self.check_at(
             caller,
             category,
             weight.max(1) as isize,
-            elapsed.as_secs(),
-            elapsed.subsec_nanos() as f64 / 1e9,
+            now.as_secs(),
+            now.subsec_nanos() as f64 / 1e9,
         )
     }
 
@@ -147,6 +160,11 @@ impl Limiter {
             *c = self.count(now.wrapping_sub(back as u64), key);
         }
         counts[0] = self.current(now).incr(key, weight) as f64;
+        let stable = self.shared.as_ref().map(|shared| {
+            let stable = stable_key(caller, category);
+            shared.add_others(stable, now, counts);
+            (shared, stable)
+        });
         let oldest_share = 1.0 - frac;
         let short = counts[0] + counts[1] * oldest_share;
         let h = self.horizon as usize;
@@ -156,6 +174,8 @@ impl Limiter {
         if !admitted {
             // Refusals do not consume budget.
             self.current(now).incr(key, -weight);
+        } else if let Some((shared, stable)) = stable {
+            shared.note(stable, || shared_name(caller, category), now, weight as i64);
         }
         let remaining = (short_cap - short).min(long_cap - long).floor().max(0.0) as u64;
         let retry_after_sec = if admitted {
@@ -232,6 +252,41 @@ impl Limiter {
         }
         category.hash(&mut h);
         h.finish()
+    }
+}
+
+/// A caller's key in every instance (see `shared::stable_key`).
+fn stable_key(caller: &Caller, category: &str) -> u64 {
+    match caller {
+        Caller::Tenant { id, .. } => {
+            shared::stable_key(&[b"t", id.as_bytes(), category.as_bytes()])
+        }
+        Caller::Address(ip) => match address_bucket(ip) {
+            IpAddr::V4(a) => shared::stable_key(&[b"4", &a.octets(), category.as_bytes()]),
+            IpAddr::V6(a) => shared::stable_key(&[b"6", &a.octets(), category.as_bytes()]),
+        },
+    }
+}
+
+/// The caller in words, for the shared counters' names.
+fn shared_name(caller: &Caller, category: &str) -> String {
+    match caller {
+        Caller::Tenant { id, .. } => format!("t:{id}:{category}"),
+        Caller::Address(ip) => format!("a:{}:{category}", address_bucket(ip)),
+    }
+}
+
+/// The address a limit applies to: IPv4 (also when mapped into IPv6) or an IPv6 /64.
+fn address_bucket(ip: &IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => *ip,
+        IpAddr::V6(a) => match a.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = a.segments();
+                IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
     }
 }
 

@@ -113,6 +113,34 @@ pub fn malformed_request(status: u16) {
         .inc();
 }
 
+static CLUSTER_REDIS_UP: Lazy<prometheus::IntGauge> = Lazy::new(|| {
+    register(
+        prometheus::IntGauge::new(
+            "chainedge_cluster_redis_up",
+            "1 while Redis answers (limits shared across instances); 0: each instance limits alone",
+        )
+        .unwrap(),
+    )
+});
+
+static CLUSTER_REDIS_ERRORS: Lazy<prometheus::IntCounter> = Lazy::new(|| {
+    register(
+        prometheus::IntCounter::new(
+            "chainedge_cluster_redis_errors_total",
+            "Redis calls that failed (a sync round or a reconnection)",
+        )
+        .unwrap(),
+    )
+});
+
+pub fn cluster_redis_up(up: bool) {
+    CLUSTER_REDIS_UP.set(up as i64);
+}
+
+pub fn cluster_redis_error() {
+    CLUSTER_REDIS_ERRORS.inc();
+}
+
 fn gauge(name: &str, help: &str) -> IntGaugeVec {
     register(IntGaugeVec::new(Opts::new(name, help), &["pool", "host"]).unwrap())
 }
@@ -355,7 +383,20 @@ impl ServeHttp for MetricsApp {
     async fn response(&self, session: &mut ServerSession) -> http::Response<Vec<u8>> {
         let path = session.req_header().uri.path();
         let method = session.req_header().method.as_str();
-        let (status, ctype, body) = if path != "/metrics" {
+        let draining = crate::shutdown::server().is_some_and(|s| *s.borrow());
+        let (status, ctype, body) = if path == "/healthz" {
+            // For a load balancer: take this instance out of rotation while it drains
+            // (shutdown or upgrade under way), before its listeners close.
+            if draining {
+                (
+                    503,
+                    "application/json",
+                    br#"{"status":"draining"}"#.to_vec(),
+                )
+            } else {
+                (200, "application/json", br#"{"status":"serving"}"#.to_vec())
+            }
+        } else if path != "/metrics" {
             (
                 404,
                 "application/json",

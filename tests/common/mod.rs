@@ -4,10 +4,13 @@
 
 mod fixture;
 mod postgres;
+mod redis;
 #[allow(unused_imports)]
 pub use fixture::*;
 #[allow(unused_imports)]
 pub use postgres::PgServer;
+#[allow(unused_imports)]
+pub use redis::RedisServer;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
@@ -339,6 +342,8 @@ pub struct GatewayOpts {
     pub listen_yaml: String,
     /// A PostgreSQL URL: the store is there (given by a secret reference), not in SQLite.
     pub postgres: Option<String>,
+    /// A Redis URL: limits and revocations are shared through it (`cluster.redis`).
+    pub redis: Option<String>,
 }
 
 impl Default for GatewayOpts {
@@ -352,6 +357,7 @@ impl Default for GatewayOpts {
             console_yaml: String::new(),
             listen_yaml: String::new(),
             postgres: None,
+            redis: None,
         }
     }
 }
@@ -372,14 +378,32 @@ impl Gateway {
     /// test running alongside can take it first; the gateway then exits on the bind and
     /// is started again on other ports.
     pub fn start(opts: GatewayOpts) -> Gateway {
+        let mut said = String::new();
         for _ in 0..3 {
             let mut gw = Gateway::configure(&opts);
             gw.proc = Some(gw.spawn(false));
             if gw.ready(Duration::from_secs(20)) {
                 return gw;
             }
+            said = gw.stderr_tail();
         }
-        panic!("gateway did not start in 3 attempts");
+        panic!("gateway did not start in 3 attempts; it said:\n{said}");
+    }
+
+    /// The last lines the gateway wrote on stderr.
+    fn stderr_tail(&self) -> String {
+        let mut out = String::new();
+        for e in std::fs::read_dir(&self.dir).into_iter().flatten().flatten() {
+            if e.file_name().to_string_lossy().starts_with("stderr-") {
+                let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(20).collect();
+                for l in tail.iter().rev() {
+                    out.push_str(l);
+                    out.push('\n');
+                }
+            }
+        }
+        out
     }
 
     fn configure(opts: &GatewayOpts) -> Gateway {
@@ -412,6 +436,13 @@ impl Gateway {
             }
             None => format!("path: {}", dir.join("store.db").display()),
         };
+        let cluster = match &opts.redis {
+            Some(url) => {
+                env.push(("CHAINEDGE_TEST_REDIS_URL".into(), url.clone()));
+                "cluster:\n  redis: env:CHAINEDGE_TEST_REDIS_URL\n".to_string()
+            }
+            None => String::new(),
+        };
         let app = dir.join("app.yaml");
         let pools = if opts.pools.is_empty() {
             String::new()
@@ -423,7 +454,7 @@ impl Gateway {
             format!(
                 "plugins: {plugins}\nlisten:\n  http: [\"127.0.0.1:{port}\"]\n{listen}{tls}metrics:\n  listen: \"127.0.0.1:{metrics_port}\"\n\
                  console:\n  origin: \"http://console.test\"\n{console}{admin}store:\n  {store}\n\
-                 plans: [free, basic, pro, business, enterprise, scale]\nthreads: 1\n{pools}{extra}",
+                 plans: [free, basic, pro, business, enterprise, scale]\nthreads: 1\n{cluster}{pools}{extra}",
                 plugins = root().join("plugins").display(),
                 extra = opts.extra_yaml,
                 console = opts.console_yaml,
@@ -516,6 +547,11 @@ impl Gateway {
 
     /// Run the CLI against this gateway's config and return stdout.
     pub fn cli(&self, args: &[&str]) -> String {
+        self.cli_both(args).0
+    }
+
+    /// Run the CLI against this gateway's config: (stdout, stderr), trimmed.
+    pub fn cli_both(&self, args: &[&str]) -> (String, String) {
         let out = Command::new(bin())
             .arg("--app")
             .arg(&self.app)
@@ -528,7 +564,10 @@ impl Gateway {
             "cli {args:?} failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
+        (
+            String::from_utf8(out.stdout).unwrap().trim().to_string(),
+            String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        )
     }
 
     /// A tenant on `plan` with one key carrying `scopes`; returns the raw key.
@@ -540,6 +579,17 @@ impl Gateway {
             args.extend(["--scopes", joined.as_str()]);
         }
         self.cli(&args)
+    }
+
+    /// A tenant on `plan` with one key: (raw key, key id).
+    pub fn key_and_id(&self, plan: &str) -> (String, String) {
+        let tenant = self.cli(&["tenants", "create", "--name", plan, "--plan", plan]);
+        let (raw, said) = self.cli_both(&["keys", "create", "--tenant", tenant.as_str()]);
+        let id = said
+            .lines()
+            .find_map(|l| l.strip_prefix("key id ").map(str::to_string))
+            .expect("key id on stderr");
+        (raw, id)
     }
 
     pub fn get(&self, path: &str, headers: &[(&str, &str)]) -> Resp {
