@@ -13,6 +13,17 @@ use std::pin::Pin;
 use std::time::Duration;
 use tokio::time::{Instant, Sleep};
 
+/// A request body must arrive within this plus its length at `MIN_BODY_RATE`.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Slowest body upload accepted, in bytes per second.
+pub const MIN_BODY_RATE: u64 = 64 * 1024;
+
+/// How long a request body of `len` bytes may take to arrive (whichever server reads
+/// it; a body of unknown length is held to it by the bytes that arrived so far).
+pub fn body_deadline(len: usize) -> Duration {
+    BODY_TIMEOUT + Duration::from_secs(len as u64 / MIN_BODY_RATE)
+}
+
 #[derive(Default)]
 pub struct Deadline {
     timer: Option<Pin<Box<Sleep>>>,

@@ -327,7 +327,7 @@ fn slow_heads_and_bodies_are_cut_at_their_deadlines_on_every_path() {
         ),
     ];
     let listeners = listeners(&gw);
-    let runs: Vec<_> = cases
+    let mut runs: Vec<_> = cases
         .into_iter()
         .map(|(case, tls, start, least, most)| {
             let port = listeners[usize::from(tls)].0;
@@ -337,6 +337,69 @@ fn slow_heads_and_bodies_are_cut_at_their_deadlines_on_every_path() {
             (case, least, most, run)
         })
         .collect();
+    // HTTP/2 (h2 frames it): a body read by a local handler is held to the same
+    // deadline. curl streams 10 bytes of a body of unknown length and waits on its
+    // stdin (closed at 14 s; curl shows the answer only after its upload). When the
+    // edge answered is in its access log: the request's latency.
+    let tls_port = listeners[1].0;
+    let access_log = gw.access_log();
+    let h2 = std::thread::spawn(move || {
+        let began = Instant::now();
+        let mut curl = std::process::Command::new("curl")
+            .args([
+                "-sk",
+                "--http2",
+                "-o",
+                "/dev/stderr",
+                "-w",
+                "%{http_version} %{http_code}",
+                "-H",
+                "Content-Type: application/json",
+                "-X",
+                "POST",
+                "-T",
+                "-",
+                &format!("https://127.0.0.1:{tls_port}/v1/auth/email/start"),
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = curl.stdin.take().unwrap();
+        let mut body = curl.stderr.take().unwrap();
+        let answer = std::thread::spawn(move || {
+            let mut first = [0u8; 1];
+            let n = body.read(&mut first).unwrap_or(0);
+            let at = began.elapsed();
+            let mut rest = Vec::new();
+            let _ = body.read_to_end(&mut rest);
+            (
+                n,
+                at,
+                String::from_utf8_lossy(&first[..n]).to_string() + &String::from_utf8_lossy(&rest),
+            )
+        });
+        stdin.write_all(b"{\"email\":").unwrap();
+        std::thread::sleep(Duration::from_secs(14));
+        drop(stdin);
+        let out = curl.wait_with_output().unwrap();
+        let (n, _, text) = answer.join().unwrap();
+        let said = String::from_utf8_lossy(&out.stdout).to_string();
+        assert_eq!(
+            (said.as_str(), n, text.as_str()),
+            ("2 400", 1, r#"{"error":"invalid_body"}"#),
+            "HTTP/2 stalled body"
+        );
+        let log = std::fs::read_to_string(&access_log).unwrap();
+        let line: serde_json::Value = log
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|l| l["path"] == "/v1/auth/email/start" && l["status"] == 400)
+            .expect("the HTTP/2 request in the access log");
+        Duration::from_secs_f64(line["latency_ms"].as_f64().unwrap() / 1000.0)
+    });
+    runs.push(("HTTP/2 body read by a handler (answered)", 9, 13, h2));
     for (case, least, most, run) in runs {
         let took = run.join().unwrap();
         eprintln!("{case}: closed after {took:.1?}");

@@ -123,9 +123,18 @@ impl Downstream for Session {
         if declared.is_some_and(|len| len > limit) {
             return Err(payload_too_large(limit));
         }
+        // Held to the front's body deadline: HTTP/2 bodies (h2 frames them, with a
+        // timeout per read only) must keep coming too.
+        let start = std::time::Instant::now();
         let mut buf = BytesMut::new();
         loop {
-            match self.read_request_body().await {
+            let allowed =
+                crate::deadline::body_deadline(declared.unwrap_or(buf.len()).max(buf.len()));
+            let left = allowed.saturating_sub(start.elapsed());
+            let chunk = tokio::time::timeout(left, self.read_request_body())
+                .await
+                .map_err(|_| unreadable_body("request body not received in time"))?;
+            match chunk {
                 Ok(Some(chunk)) => {
                     if buf.len() + chunk.len() > limit {
                         return Err(payload_too_large(limit));

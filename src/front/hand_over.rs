@@ -9,7 +9,7 @@
 //! aside, so a long answer (an event stream) is never cut by it.
 
 use super::prefixed::Prefixed;
-use super::{body_deadline, BODY_TIMEOUT};
+use crate::deadline::{body_deadline, BODY_TIMEOUT};
 use crate::upstream::chunked::{ChunkedScanner, Scan};
 use async_trait::async_trait;
 use bytes::Bytes;

@@ -22,7 +22,7 @@ mod prefixed;
 mod proxy;
 pub mod request;
 
-use crate::deadline::Deadline;
+use crate::deadline::{body_deadline, Deadline};
 use crate::edge::respond;
 use crate::edge::{Ctx, Edge, Outcome, PreMatch};
 use crate::errors::ApiError;
@@ -61,10 +61,6 @@ const KEEPALIVE_IDLE: Duration = Duration::from_secs(60);
 const KEEP_NODE_IDLE: Duration = Duration::from_secs(1);
 /// A request head must be complete within this of its first byte.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
-/// A request body must arrive within this plus its length at `MIN_BODY_RATE`.
-const BODY_TIMEOUT: Duration = Duration::from_secs(10);
-/// Slowest body upload accepted, in bytes per second.
-const MIN_BODY_RATE: u64 = 64 * 1024;
 /// Largest step a body buffer grows by. It grows by at most what has already arrived
 /// (doubling), so it follows the bytes a client sent, never what `Content-Length`
 /// announces.
@@ -299,11 +295,6 @@ enum Next {
     /// The head breaks the framing rules: answered here, then the connection closes.
     Refuse(Refusal),
     Close,
-}
-
-/// How long a body of `len` bytes may take to arrive.
-fn body_deadline(len: usize) -> Duration {
-    BODY_TIMEOUT + Duration::from_secs(len as u64 / MIN_BODY_RATE)
 }
 
 #[async_trait]
