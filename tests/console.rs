@@ -139,6 +139,54 @@ fn console_gateway_on(
     (gw, outbox)
 }
 
+/// PostgreSQL away: console routes answer 500 `internal` in their envelope, keys
+/// already in the key cache keep serving chain routes, an uncached key gets 500; with
+/// PostgreSQL back everything works again without a restart.
+#[test]
+fn postgres_away_then_back_needs_no_restart() {
+    let mut pg = PgServer::start();
+    let node = Fixture::json_rpc();
+    let (gw, outbox) = console_gateway_on(&node, "", Some(pg.create_db()));
+    let cached = gw.key("free", &[]);
+    let uncached = gw.key("free", &[]);
+    assert_eq!(rpc_status(gw.port, &cached), 200);
+    pg.stop();
+    assert_eq!(
+        rpc_status(gw.port, &cached),
+        200,
+        "a cached key keeps serving"
+    );
+    let mut b = Browser::new(gw.port);
+    let r = b.send(
+        "POST",
+        "/v1/auth/email/start",
+        Some(json!({"email": "away@example.com"})),
+        None,
+    );
+    assert_eq!(
+        (r.status, r.json()),
+        (500, json!({"error": "internal"})),
+        "{}",
+        r.text()
+    );
+    assert_eq!(
+        rpc_status(gw.port, &uncached),
+        500,
+        "an uncached key cannot be checked"
+    );
+    pg.restart();
+    let mut back = false;
+    for _ in 0..50 {
+        if rpc_status(gw.port, &uncached) == 200 {
+            back = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(back, "keys resolve again once PostgreSQL is back");
+    assert_eq!(sign_in(&mut b, &outbox, "back@example.com").status, 200);
+}
+
 /// Two instances on one PostgreSQL store, as behind a load balancer: a sign-in started
 /// on one finishes on the other, the session works on both and ends on both at logout,
 /// and keys made through either (console or CLI) are known to both.

@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub struct PgServer {
-    child: Child,
+    child: Option<Child>,
     dir: PathBuf,
     pub port: u16,
 }
@@ -73,14 +73,26 @@ impl PgServer {
             "initdb: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let port = free_port();
-        let child = as_postgres(Command::new(bin.join("postgres")).args([
+        let mut server = PgServer {
+            child: None,
+            dir,
+            port: free_port(),
+        };
+        server.restart();
+        server
+    }
+
+    /// Start the server (again) on its data directory and port.
+    pub fn restart(&mut self) {
+        self.stop();
+        let data = self.dir.join("data");
+        let child = as_postgres(Command::new(pg_bin().join("postgres")).args([
             "-D",
             data.to_str().unwrap(),
             "-p",
-            &port.to_string(),
+            &self.port.to_string(),
             "-k",
-            dir.to_str().unwrap(),
+            self.dir.to_str().unwrap(),
             "-c",
             "listen_addresses=127.0.0.1",
             "-c",
@@ -92,9 +104,28 @@ impl PgServer {
         .stderr(Stdio::null())
         .spawn()
         .expect("postgres");
-        let server = PgServer { child, dir, port };
-        server.wait_ready();
-        server
+        self.child = Some(child);
+        self.wait_ready();
+    }
+
+    /// Stop the server (fast shutdown: open connections are cut).
+    pub fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        // SIGINT: PostgreSQL's fast shutdown.
+        let _ = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status();
+        let until = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < until {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
     }
 
     fn wait_ready(&self) {
@@ -145,19 +176,7 @@ impl PgServer {
 
 impl Drop for PgServer {
     fn drop(&mut self) {
-        // SIGINT: PostgreSQL's fast shutdown.
-        let _ = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
-            .status();
-        let until = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < until {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.stop();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
