@@ -18,6 +18,10 @@ fn heimdall() -> Fixture {
     })
 }
 
+/// The tests here each hammer two instances: run one at a time, so neither starves the
+/// other's sync rounds of CPU.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Pro callers get 10 requests/s (bursts to 20) on every category.
 const LIMITS: &str = "limits:\n  burst: 2\n  horizon_secs: 10\n  default: {anonymous: 10, free: 10, basic: 10, pro: 10, business: 10, enterprise: 10, scale: 10}\n";
 
@@ -84,6 +88,7 @@ fn wait_for(what: &str, within: Duration, mut check: impl FnMut() -> bool) -> Du
 
 #[test]
 fn a_limit_holds_across_instances_revocations_spread_and_redis_loss_falls_back() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let mut redis = RedisServer::start();
     let pg = PgServer::start();
     let db = pg.create_db();
@@ -150,6 +155,7 @@ fn a_limit_holds_across_instances_revocations_spread_and_redis_loss_falls_back()
 /// about twice as much, each instance limiting alone.
 #[test]
 fn without_redis_each_instance_limits_alone() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let pg = PgServer::start();
     let db = pg.create_db();
     let node = heimdall();
