@@ -29,7 +29,7 @@ use std::hash::{BuildHasher, Hash, Hasher};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// Who is being limited.
 pub enum Caller<'a> {
@@ -57,6 +57,8 @@ struct Bucket {
 }
 
 pub struct Limiter {
+    /// Seconds count from here, unless counts are shared (then wall-clock seconds).
+    start: Instant,
     ring: Box<[Bucket]>,
     horizon: u64,
     burst: f64,
@@ -84,6 +86,7 @@ impl Limiter {
                 .collect()
         };
         Limiter {
+            start: Instant::now(),
             ring: (0..=conf.horizon_secs)
                 .map(|_| Bucket {
                     // u64::MAX: never a valid second, so unused buckets read as empty.
@@ -126,11 +129,15 @@ impl Limiter {
     }
 
     /// Count `weight` requests at once (the calls of a JSON-RPC batch) and decide.
-    /// Seconds are wall-clock seconds, so instances sharing counts agree on them.
+    /// With shared counts, seconds are wall-clock seconds, so instances agree on them.
     pub fn check_weighted(&self, caller: &Caller, category: &str, weight: u32) -> Decision {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
+        let now = if self.shared.is_some() {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default()
+        } else {
+            self.start.elapsed()
+        };
         self.check_at(
             caller,
             category,
