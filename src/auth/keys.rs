@@ -1,6 +1,8 @@
 //! API-key identity: `Authorization: Bearer <key>` or `x-token: <key>`, resolved through an
-//! in-memory LRU keyed by the key's SHA-256; the store is touched only on a miss. Entries live at most `ttl`, which bounds how stale a revocation made by
-//! another node (or the CLI) can be; revocation through this node evicts at once.
+//! in-memory LRU keyed by the key's SHA-256; the store is touched only on a miss. Entries
+//! live at most `ttl`, which bounds how stale a revocation made elsewhere can be when no
+//! notice arrives; a revocation through this instance, or announced by another one or the
+//! CLI over `cluster.redis`, evicts at once.
 
 use crate::crypto::sha256;
 use crate::errors::ApiError;

@@ -65,6 +65,8 @@ pub struct Cluster {
     interval: Duration,
     shared: Arc<SharedCounts>,
     keys: Arc<KeyAuth>,
+    /// Revocations to publish; behind a lock only because a background service runs
+    /// from `&self` (one loop ever holds it).
     notices: tokio::sync::Mutex<mpsc::Receiver<[u8; 32]>>,
     /// Redis answered the last call (for the state-change log).
     up: AtomicBool,
@@ -100,12 +102,7 @@ impl Cluster {
     }
 
     async fn connect(&self) -> redis::RedisResult<redis::aio::MultiplexedConnection> {
-        let config = redis::AsyncConnectionConfig::new()
-            .set_connection_timeout(CALL_TIMEOUT)
-            .set_response_timeout(CALL_TIMEOUT);
-        self.client()?
-            .get_multiplexed_async_connection_with_config(&config)
-            .await
+        connect(&self.url).await
     }
 
     /// Record Redis's state; log only when it changes.
@@ -220,12 +217,7 @@ impl Cluster {
                     }
                     hash = queue.recv() => {
                         let Some(hash) = hash else { return };
-                        let sent: redis::RedisResult<i64> = redis::cmd("PUBLISH")
-                            .arg(REVOKED_CHANNEL)
-                            .arg(hex::encode(hash))
-                            .query_async(&mut publisher)
-                            .await;
-                        if sent.is_err() {
+                        if publish(&mut publisher, &hash).await.is_err() {
                             break;
                         }
                     }
@@ -248,23 +240,33 @@ fn unix_now() -> u64 {
         .unwrap_or(0)
 }
 
-/// Publish one revocation from outside a running instance (the CLI).
-pub async fn publish_revoked(url: &str, hash: &[u8; 32]) -> Result<(), String> {
-    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+/// A connection whose calls fail after `CALL_TIMEOUT` instead of waiting.
+async fn connect(url: &str) -> redis::RedisResult<redis::aio::MultiplexedConnection> {
     let config = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(CALL_TIMEOUT)
         .set_response_timeout(CALL_TIMEOUT);
-    let mut conn = client
+    redis::Client::open(url)?
         .get_multiplexed_async_connection_with_config(&config)
         .await
-        .map_err(|e| e.to_string())?;
+}
+
+/// Announce one revoked key (its secret's hash) to every instance.
+async fn publish(
+    conn: &mut redis::aio::MultiplexedConnection,
+    hash: &[u8; 32],
+) -> redis::RedisResult<()> {
     redis::cmd("PUBLISH")
         .arg(REVOKED_CHANNEL)
         .arg(hex::encode(hash))
-        .query_async::<i64>(&mut conn)
+        .query_async::<i64>(conn)
         .await
         .map(|_| ())
-        .map_err(|e| e.to_string())
+}
+
+/// Publish one revocation from outside a running instance (the CLI).
+pub async fn publish_revoked(url: &str, hash: &[u8; 32]) -> Result<(), String> {
+    let mut conn = connect(url).await.map_err(|e| e.to_string())?;
+    publish(&mut conn, hash).await.map_err(|e| e.to_string())
 }
 
 #[async_trait]

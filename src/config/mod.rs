@@ -298,25 +298,9 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
     }
     let store_postgres = match (&app.store.path, &app.store.postgres) {
         (Some(_), None) => None,
-        (None, Some(r)) => match r.resolve() {
-            Ok(url)
-                if url.expose().starts_with("postgres://")
-                    || url.expose().starts_with("postgresql://") =>
-            {
-                Some(url)
-            }
-            Ok(_) => {
-                bad(
-                    "store.postgres",
-                    "the secret is not a postgres:// URL".into(),
-                );
-                None
-            }
-            Err(e) => {
-                bad("store.postgres", e);
-                None
-            }
-        },
+        (None, Some(r)) => secret_url(r, &["postgres://", "postgresql://"])
+            .map_err(|e| bad("store.postgres", e))
+            .ok(),
         _ => {
             bad(
                 "store",
@@ -325,25 +309,11 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
             None
         }
     };
-    let cluster_redis = match &app.cluster.redis {
-        None => None,
-        Some(r) => match r.resolve() {
-            Ok(url)
-                if url.expose().starts_with("redis://")
-                    || url.expose().starts_with("rediss://") =>
-            {
-                Some(url)
-            }
-            Ok(_) => {
-                bad("cluster.redis", "the secret is not a redis:// URL".into());
-                None
-            }
-            Err(e) => {
-                bad("cluster.redis", e);
-                None
-            }
-        },
-    };
+    let cluster_redis = app.cluster.redis.as_ref().and_then(|r| {
+        secret_url(r, &["redis://", "rediss://"])
+            .map_err(|e| bad("cluster.redis", e))
+            .ok()
+    });
     if !(10..=5000).contains(&app.cluster.sync_interval_ms) {
         bad("cluster.sync_interval_ms", "between 10 and 5000".into());
     }
@@ -570,6 +540,17 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
         host_headers,
         app,
     })
+}
+
+/// A secret reference whose value must be a URL with one of `schemes` (a database's:
+/// it holds the password, so it is never in the file itself).
+fn secret_url(r: &SecretRef, schemes: &[&str]) -> Result<Secret, String> {
+    let url = r.resolve()?;
+    if schemes.iter().any(|s| url.expose().starts_with(s)) {
+        Ok(url)
+    } else {
+        Err(format!("the secret is not a {} URL", schemes[0]))
+    }
 }
 
 #[cfg(test)]

@@ -33,7 +33,8 @@ pub struct Ctx {
     pub(super) params: Vec<String>,
     /// The path had `.`/`..` or encoded-slash segments (tail routes only get this far).
     pub(super) path_suspicious: bool,
-    /// The client behind a trusted proxy (`X-Forwarded-For`), logged instead of the peer.
+    /// The client behind a trusted proxy (`X-Forwarded-For`), set by the pipeline:
+    /// limited and logged instead of the peer.
     pub(super) forwarded_client: Option<std::net::IpAddr>,
 }
 
@@ -74,6 +75,11 @@ pub(crate) enum Outcome {
 pub(crate) const PASS_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Ctx {
+    /// The client this request is limited as: the forwarded one, else the peer.
+    pub(super) fn client(&self, peer: Option<std::net::IpAddr>) -> Option<std::net::IpAddr> {
+        self.forwarded_client.or(peer)
+    }
+
     pub(crate) fn new() -> Self {
         Ctx {
             started: Instant::now(),

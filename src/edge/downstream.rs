@@ -1,5 +1,5 @@
 //! What the pipeline needs to know about a client request, whichever server read it:
-//! Pingora's `Session` (TLS, HTTP/2, and whatever the lean front hands over) or the lean
+//! Pingora's `Session` (HTTP/2, and whatever the lean front hands over) or the lean
 //! HTTP/1.1 front's own request (`crate::front`).
 
 use crate::errors::ApiError;

@@ -140,21 +140,9 @@ impl Edge {
         category: &str,
         weight: u32,
     ) -> Result<(), ApiError> {
-        ctx.rate_headers = self.charge(self.client_of(session), principal, category, weight)?;
+        let client = ctx.client(session.client_ip());
+        ctx.rate_headers = self.charge(client, principal, category, weight)?;
         Ok(())
-    }
-
-    /// The client a request is limited and logged as: behind a trusted proxy (a load
-    /// balancer), the address its `X-Forwarded-For` gives; otherwise the peer. Admin
-    /// access never uses this (loopback means the socket's peer).
-    pub(super) fn client_of<D: Downstream + ?Sized>(&self, session: &D) -> Option<IpAddr> {
-        let peer = session.client_ip();
-        if !self.state.console.trusts(peer) {
-            return peer;
-        }
-        self.state
-            .console
-            .client(peer, session.header("x-forwarded-for"))
     }
 
     /// Count `weight` requests of `category` against the caller's limit: the

@@ -25,8 +25,11 @@ impl Edge {
                 "missing or repeated Host header",
             ));
         }
-        if st.console.trusts(session.client_ip()) {
-            ctx.forwarded_client = self.client_of(session);
+        // Behind a trusted proxy (a load balancer), the client its `X-Forwarded-For`
+        // names: limited and logged as such (admin's loopback rule keeps the peer).
+        let peer = session.client_ip();
+        if st.console.trusts(peer) {
+            ctx.forwarded_client = st.console.client(peer, session.header("x-forwarded-for"));
         }
         let method = session.method().to_string();
         let pre = session.take_match();

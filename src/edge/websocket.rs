@@ -126,7 +126,7 @@ impl Edge {
         if let Some(category) = &route.rate {
             self.limit(session, ctx, &principal, category)?;
         }
-        let client_ip = self.client_of(session);
+        let client_ip = ctx.client(session.client_ip());
         let conf = &st.config.app.streams.websocket;
         let (owner, plan) = match &principal {
             Principal::Key(k) => (format!("key:{}", k.key_id), k.plan.as_str()),

@@ -306,11 +306,11 @@ impl ServerApp for LeanFront {
                 let inet = |a: Option<&pingora_core::protocols::l4::socket::SocketAddr>| {
                     a.and_then(|a| a.as_inet()).copied()
                 };
-                (inet(d.local_addr()), inet(d.peer_addr()).map(|a| a.ip()))
+                (inet(d.local_addr()), inet(d.peer_addr()))
             })
             .unwrap_or_default();
         // Held until the connection ends; over a cap the connection closes unread.
-        let _slot = self.admission.admit(listener, peer).ok()?;
+        let _slot = self.admission.admit(listener, peer.map(|a| a.ip())).ok()?;
         let tls = io.get_ssl_digest().is_some();
         let (io, client) = if tls {
             // HTTP/2 is framed by Pingora's h2; HTTP/1.1 over TLS is read here like
@@ -318,10 +318,7 @@ impl ServerApp for LeanFront {
             if io.selected_alpn_proto() == Some(pingora_core::protocols::ALPN::H2) {
                 return ServerApp::process_new(&self.proxy, io, shutdown).await;
             }
-            let client = io
-                .get_socket_digest()
-                .and_then(|d| d.peer_addr().and_then(|a| a.as_inet()).copied());
-            (ClientIo::Pingora(io), client)
+            (ClientIo::Pingora(io), peer)
         } else {
             match ClientIo::take(io) {
                 Ok(taken) => taken,
