@@ -78,11 +78,13 @@ impl Mailer {
                     "ts": humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
                     "from": self.from, "to": to, "subject": subject, "body": body,
                 })
-                .to_string();
+                .to_string()
+                    + "\n";
                 let path = path.clone();
+                // One write per line: `writeln!` writes the line and its newline separately,
+                // and concurrent sign-ins would interleave them in the append-only file.
                 tokio::task::spawn_blocking(move || {
-                    let mut f = open_private_append(&path)?;
-                    writeln!(f, "{line}")
+                    open_private_append(&path)?.write_all(line.as_bytes())
                 })
                 .await
                 .map_err(|e| e.to_string())?
