@@ -164,10 +164,16 @@ fn run(
     let pools = Arc::new(pools::Pools::from_config(&app)?);
     observe::metrics::init();
     let client = Arc::new(upstream::UpstreamClient::default());
+    // Clustered: stream caps and filter hosts are shared through Redis on demand.
+    let link = app
+        .cluster_redis
+        .as_ref()
+        .map(|url| Arc::new(cluster::link::Link::new(url.expose())));
+    let leases = Arc::new(cluster::leases::Leases::new(link.clone()));
     let gateway = rpc::Gateway {
         client: client.clone(),
         conf: rpc::RpcSettings::new(&app.app.rpc, &app.app.plans, &app.app.upgrade_url),
-        filters: Default::default(),
+        filters: rpc::FilterHosts::new(link),
     };
     let metrics_cache =
         handlers::metrics_mirror::MetricsCache::new(app.app.metrics_mirror.clone(), client.clone());
@@ -220,8 +226,8 @@ fn run(
         limiter,
         metrics_cache,
         console,
-        stream_slots: Arc::default(),
-        ws_connections: Arc::default(),
+        stream_slots: Arc::new(handlers::mev_share::StreamSlots::new(leases.clone())),
+        ws_connections: Arc::new(edge::websocket::WsConnections::new(leases)),
         subscriptions: Arc::default(),
         matcher,
         config: app,

@@ -177,3 +177,135 @@ fn without_redis_each_instance_limits_alone() {
     eprintln!("without Redis: admitted {ok_a} on A + {ok_b} on B in 4 s");
     assert!(ok_a + ok_b >= 130, "{} admitted", ok_a + ok_b);
 }
+
+/// An MEV-Share node streaming one hint every 100 ms.
+fn mev_share_node() -> Fixture {
+    Fixture::start(|req| match req.path.as_str() {
+        "/" if req.header("accept") == Some("text/event-stream") => FixtureResponse::events(
+            vec!["data: {\"hash\":\"0x01\"}\n\n".into()],
+            Duration::from_millis(100),
+        ),
+        _ => FixtureResponse::status(404, "not here"),
+    })
+}
+
+/// The MEV-Share stream; its status and, while open, the socket.
+fn open_stream(port: u16, key: &str) -> (u16, std::net::TcpStream) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(s, "GET /sse/eth-mev-share HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\nAccept: text/event-stream\r\n\r\n").unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).unwrap_or(0) == 1 {
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head);
+    let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok());
+    (status.unwrap_or(0), s)
+}
+
+/// A WebSocket on `/rpc/eth`: the socket, or the refusal's status.
+fn open_ws(port: u16, key: &str) -> Result<tungstenite::WebSocket<std::net::TcpStream>, u16> {
+    use tungstenite::client::IntoClientRequest;
+    let stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut req = format!("ws://127.0.0.1:{port}/rpc/eth")
+        .into_client_request()
+        .unwrap();
+    req.headers_mut().insert("x-token", key.parse().unwrap());
+    match tungstenite::client(req, stream) {
+        Ok((ws, _)) => Ok(ws),
+        Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(r))) => {
+            Err(r.status().as_u16())
+        }
+        Err(e) => panic!("handshake: {e}"),
+    }
+}
+
+/// Stream caps and filters across two instances: a user's one MEV-Share stream and a
+/// key's WebSocket connections are counted across both (a place freed on one is free on
+/// the other at once); a filter created through one is polled and uninstalled through
+/// the other, always on the node that holds it.
+#[test]
+fn stream_caps_and_filters_hold_across_instances() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let redis = RedisServer::start();
+    let pg = PgServer::start();
+    let db = pg.create_db();
+    let mev = mev_share_node();
+    // Two nodes, so a poll sent to the wrong one would find no filter.
+    let (n1, n2) = (Anvil::start(1, &[]), Anvil::start(1, &[]));
+    let start = || {
+        Gateway::start(GatewayOpts {
+            pools: format!(
+                "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-anvil}}\n      - {{id: el-2, url: \"{}\", family: el-anvil}}\n  eth_mev_share:\n    hosts:\n      - {{id: mevshare-1, url: \"{}\", family: mev-share}}\n",
+                n1.url(),
+                n2.url(),
+                mev.url()
+            ),
+            postgres: Some(db.clone()),
+            redis: Some(redis.url()),
+            extra_yaml: format!("{UNLIMITED}streams:\n  websocket:\n    max_connections_per_key: {{default: 2}}\n"),
+            ..Default::default()
+        })
+    };
+    let (a, b) = (start(), start());
+    wait_for("redis up on both", Duration::from_secs(10), || {
+        redis_up(&a) == Some(1) && redis_up(&b) == Some(1)
+    });
+    let key = a.key("scale", &[]);
+
+    // One MEV-Share stream per user: open on A, refused on B; freed on A, open on B.
+    let (status, held) = open_stream(a.port, &key);
+    assert_eq!(status, 200);
+    assert_eq!(open_stream(b.port, &key).0, 429, "second stream on B");
+    assert_eq!(open_stream(a.port, &key).0, 429, "second stream on A");
+    drop(held);
+    let took = wait_for("stream place freed", Duration::from_secs(2), || {
+        open_stream(b.port, &key).0 == 200
+    });
+    eprintln!("MEV-Share place closed on A, open on B after {took:?}");
+
+    // Two WebSocket connections per key, wherever they land.
+    let ws_a = open_ws(a.port, &key).expect("first on A");
+    let ws_b = open_ws(b.port, &key).expect("second on B");
+    assert_eq!(open_ws(a.port, &key).err(), Some(429), "third on A");
+    assert_eq!(open_ws(b.port, &key).err(), Some(429), "third on B");
+    drop(ws_a);
+    wait_for("websocket place freed", Duration::from_secs(2), || {
+        open_ws(b.port, &key).is_ok()
+    });
+    drop(ws_b);
+
+    // A block filter made through A, polled through B (each poll must reach its node:
+    // the other answers "filter not found"), uninstalled through B, gone on A too.
+    let call = |port: u16, method: &str, params: serde_json::Value| {
+        let body =
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        rpc(port, "/rpc/eth", Some(&key), &body).json()
+    };
+    let fid = call(a.port, "eth_newBlockFilter", serde_json::json!([]))["result"]
+        .as_str()
+        .expect("a filter id")
+        .to_string();
+    for round in 0..6 {
+        n1.mine(1);
+        n2.mine(1);
+        let port = if round % 2 == 0 { b.port } else { a.port };
+        let changes = call(port, "eth_getFilterChanges", serde_json::json!([fid]));
+        let hashes = changes["result"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{changes}"));
+        assert_eq!(hashes.len(), 1, "round {round}: {changes}");
+    }
+    let gone = call(b.port, "eth_uninstallFilter", serde_json::json!([fid]));
+    assert_eq!(gone["result"], true, "{gone}");
+    let after = call(a.port, "eth_getFilterChanges", serde_json::json!([fid]));
+    assert!(
+        after.get("result").is_none() && after["error"].is_object(),
+        "{after}"
+    );
+}

@@ -288,3 +288,47 @@ fn tls_listener_offers_http2() {
     assert!(text.contains("x-request-id:"), "{text}");
     assert!(text.contains("\"error\":\"route_not_found\""), "{text}");
 }
+
+/// What a load balancer's health check sees when an instance stops: 200 while serving;
+/// once SIGTERM arrives, 503 `draining` on a check connection already open, and no new
+/// connection accepted; the process then exits within its grace periods.
+#[test]
+fn healthz_takes_a_stopping_instance_out_of_rotation() {
+    use std::io::{Read, Write};
+    let mut gw = Gateway::start(GatewayOpts::default());
+    let mut check = std::net::TcpStream::connect(("127.0.0.1", gw.metrics_port)).unwrap();
+    check
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .unwrap();
+    let ask = |s: &mut std::net::TcpStream| -> String {
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: lb\r\n\r\n")
+            .unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !String::from_utf8_lossy(&got).contains("\"}") {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+        String::from_utf8_lossy(&got).into_owned()
+    };
+    let serving = ask(&mut check);
+    assert!(
+        serving.starts_with("HTTP/1.1 200") && serving.ends_with(r#"{"status":"serving"}"#),
+        "{serving}"
+    );
+    let mut proc = gw.proc.take().unwrap();
+    proc.signal("TERM");
+    std::thread::sleep(Duration::from_millis(300));
+    let draining = ask(&mut check);
+    assert!(
+        draining.starts_with("HTTP/1.1 503") && draining.ends_with(r#"{"status":"draining"}"#),
+        "{draining}"
+    );
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", gw.metrics_port)).is_err(),
+        "a new check connection is refused while draining"
+    );
+    assert!(proc.exited_within(Duration::from_secs(10)));
+}

@@ -8,9 +8,17 @@
 //!   instance drops it from its key cache at once (well within 1 s). After a lost
 //!   subscription the whole key cache is dropped, since a notice may have been missed.
 //!
+//! - **Stream caps** (`leases`): a user's MEV-Share stream and a key's WebSocket
+//!   connections are places leased in Redis, so the caps hold across instances.
+//! - **Filter hosts**: which node holds a JSON-RPC filter is kept in Redis too
+//!   (`rpc::FilterHosts`), so a poll may land on any instance.
+//!
 //! Redis down: limits fall back to each instance's own (the others' counts age out),
 //! notices wait for the key cache's TTL; `chainedge_cluster_redis_up` says which, and
 //! the state change is logged once. Both loops reconnect by themselves.
+
+pub mod leases;
+pub mod link;
 
 use crate::auth::keys::KeyAuth;
 use crate::limits::shared::SharedCounts;

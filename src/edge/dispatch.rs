@@ -22,9 +22,10 @@ impl Edge {
         match route.handler {
             // JSON-RPC over WebSocket: terminated here, every message under the HTTP
             // path's policy (`websocket.rs`).
-            HandlerKind::JsonRpc if session.is_upgrade() && route.websocket => {
-                self.websocket(session, ctx, route).map(Outcome::WebSocket)
-            }
+            HandlerKind::JsonRpc if session.is_upgrade() && route.websocket => self
+                .websocket(session, ctx, route)
+                .await
+                .map(Outcome::WebSocket),
             HandlerKind::BeaconProxy | HandlerKind::BeaconEvents => {
                 let (rest, pol) = ctx.beacon.clone().ok_or_else(ApiError::route_not_found)?;
                 let pool = self.passthrough_pool(route)?;

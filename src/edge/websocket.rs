@@ -12,6 +12,7 @@
 
 use super::{Ctx, Downstream, Edge, State};
 use crate::auth::Principal;
+use crate::cluster::leases::{Lease, Leases, Place};
 use crate::errors::ApiError;
 use crate::observe::metrics;
 use crate::routes::Route;
@@ -43,16 +44,18 @@ pub struct WsUpgrade {
     _slot: ConnectionSlot,
 }
 
-/// Open WebSocket connections per owner (API key, or client address when anonymous).
-#[derive(Default)]
+/// Open WebSocket connections per owner (API key, or client address when anonymous):
+/// counted here, and (clustered) across instances by leases.
 pub struct WsConnections {
     open: Mutex<HashMap<String, usize>>,
+    leases: Arc<Leases>,
 }
 
 /// One open connection; dropping it frees the place.
 pub struct ConnectionSlot {
     all: Arc<WsConnections>,
     owner: String,
+    _lease: Option<Lease>,
 }
 
 impl Drop for ConnectionSlot {
@@ -69,32 +72,62 @@ impl Drop for ConnectionSlot {
 }
 
 impl WsConnections {
-    fn acquire(self: &Arc<Self>, owner: String, cap: usize) -> Result<ConnectionSlot, ApiError> {
+    pub fn new(leases: Arc<Leases>) -> WsConnections {
+        WsConnections {
+            open: Mutex::default(),
+            leases,
+        }
+    }
+
+    /// A place among the owner's `cap`: on this instance first, then across instances.
+    async fn acquire(
+        self: &Arc<Self>,
+        owner: String,
+        cap: usize,
+    ) -> Result<ConnectionSlot, ApiError> {
+        let mut slot = self.acquire_here(owner, cap)?;
+        match self.leases.take("ws", &slot.owner, cap).await {
+            Place::Granted(lease) => slot._lease = Some(lease),
+            Place::Full => return Err(cap_reached(cap)),
+        }
+        Ok(slot)
+    }
+
+    fn acquire_here(
+        self: &Arc<Self>,
+        owner: String,
+        cap: usize,
+    ) -> Result<ConnectionSlot, ApiError> {
         let mut open = self
             .open
             .lock()
             .map_err(|_| ApiError::internal("websocket slots"))?;
         let n = open.entry(owner.clone()).or_insert(0);
         if *n >= cap {
-            return Err(ApiError::new(
-                429,
-                "stream_cap_exceeded",
-                format!("{cap} WebSocket connections are already open for this key"),
-            )
-            .with_field("max_connections", cap));
+            return Err(cap_reached(cap));
         }
         *n += 1;
         Ok(ConnectionSlot {
             all: self.clone(),
             owner,
+            _lease: None,
         })
     }
+}
+
+fn cap_reached(cap: usize) -> ApiError {
+    ApiError::new(
+        429,
+        "stream_cap_exceeded",
+        format!("{cap} WebSocket connections are already open for this key"),
+    )
+    .with_field("max_connections", cap)
 }
 
 impl Edge {
     /// Check an upgrade to a JSON-RPC route: the handshake headers, the pool, one request
     /// of the route's rate category, and the per-key connection cap.
-    pub(super) fn websocket<D: Downstream + ?Sized>(
+    pub(super) async fn websocket<D: Downstream + ?Sized>(
         &self,
         session: &D,
         ctx: &mut Ctx,
@@ -142,7 +175,8 @@ impl Edge {
         };
         let slot = st
             .ws_connections
-            .acquire(owner, conf.max_connections(plan))?;
+            .acquire(owner, conf.max_connections(plan))
+            .await?;
         Ok(WsUpgrade {
             accept: tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes()),
             pool,

@@ -282,7 +282,7 @@ enum Served {
     Keep,
     Close,
     /// A 101 went out: the connection belongs to a WebSocket session now.
-    WebSocket(crate::edge::websocket::WsUpgrade),
+    WebSocket(Box<crate::edge::websocket::WsUpgrade>),
 }
 
 /// What waiting for the next request head ended with.
@@ -352,7 +352,7 @@ impl ServerApp for LeanFront {
                         // session's size.
                         Box::pin(crate::edge::websocket::serve(
                             self.edge.state.clone(),
-                            up,
+                            *up,
                             io,
                         ))
                         .await;
@@ -535,7 +535,7 @@ impl LeanFront {
                     written.as_ref().err().map(|e| e.to_string()).as_deref(),
                 );
                 return match written {
-                    Ok(()) => Served::WebSocket(up),
+                    Ok(()) => Served::WebSocket(Box::new(up)),
                     Err(_) => Served::Close,
                 };
             }

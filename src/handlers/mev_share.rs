@@ -1,10 +1,12 @@
 //! `GET /sse/eth-mev-share`: the MEV-Share hint stream, relayed event by event.
 //!
-//! One open stream per user (the slot is a guard, released on every exit path: client
-//! gone, upstream gone, window over, process shutdown). Refusals happen before the first
+//! One open stream per user, across every instance of a clustered edge (the slot is a
+//! guard, released on every exit path: client gone, upstream gone, window over, process
+//! shutdown; a killed instance's slots free themselves within `cluster::LEASE_TTL`). Refusals happen before the first
 //! byte and use the SSE envelope. While nothing flows, a `:ping` comment goes out every
 //! `ping_interval_secs`; after `mev_share_window_secs` the server ends the stream.
 
+use crate::cluster::leases::{Lease, Leases, Place};
 use crate::config::StreamsConf;
 use crate::errors::ApiError;
 use crate::pools::Pool;
@@ -15,16 +17,17 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// Who holds an open stream.
-#[derive(Default)]
+/// Who holds an open stream: here, and (clustered) on any instance.
 pub struct StreamSlots {
     held: Mutex<HashSet<String>>,
+    leases: Arc<Leases>,
 }
 
 /// Holding one user's slot; dropping it frees the slot.
 pub struct Slot {
     slots: Arc<StreamSlots>,
     user: String,
+    _lease: Option<Lease>,
 }
 
 impl Drop for Slot {
@@ -37,17 +40,31 @@ impl Drop for Slot {
 }
 
 impl StreamSlots {
-    pub fn acquire(self: &Arc<Self>, user: &str, max: usize) -> Result<Slot, ApiError> {
+    pub fn new(leases: Arc<Leases>) -> StreamSlots {
+        StreamSlots {
+            held: Mutex::default(),
+            leases,
+        }
+    }
+
+    /// The user's one slot: this instance's first (it also bounds this instance's
+    /// streams), then the user's place across instances.
+    pub async fn acquire(self: &Arc<Self>, user: &str, max: usize) -> Result<Slot, ApiError> {
+        let mut slot = self.acquire_here(user, max)?;
+        match self.leases.take("mev_share", user, 1).await {
+            Place::Granted(lease) => slot._lease = Some(lease),
+            Place::Full => return Err(already_open()),
+        }
+        Ok(slot)
+    }
+
+    fn acquire_here(self: &Arc<Self>, user: &str, max: usize) -> Result<Slot, ApiError> {
         let mut held = self
             .held
             .lock()
             .map_err(|_| ApiError::internal("stream slots"))?;
         if held.contains(user) {
-            return Err(ApiError::new(
-                429,
-                "stream_cap_exceeded",
-                "this user already has an open stream",
-            ));
+            return Err(already_open());
         }
         if held.len() >= max {
             return Err(ApiError::new(
@@ -61,8 +78,17 @@ impl StreamSlots {
         Ok(Slot {
             slots: self.clone(),
             user: user.to_string(),
+            _lease: None,
         })
     }
+}
+
+fn already_open() -> ApiError {
+    ApiError::new(
+        429,
+        "stream_cap_exceeded",
+        "this user already has an open stream",
+    )
 }
 
 /// Open the caller's stream: the slot and an upstream first (refusals happen here, before
@@ -77,7 +103,7 @@ pub async fn open(
     conf: &StreamsConf,
     request_id: &str,
 ) -> Result<EventStream, ApiError> {
-    let slot = slots.acquire(user, conf.max_streams)?;
+    let slot = slots.acquire(user, conf.max_streams).await?;
     let hosts = pool.map(|p| p.candidates(None)).unwrap_or_default();
     if hosts.is_empty() {
         return Err(ApiError::new(

@@ -1,52 +1,138 @@
 //! Filters live on the node that created them: remember which, and send polls there.
+//! Clustered, the filter's host is also kept in Redis, so a poll that a load balancer
+//! sends to another instance still reaches the node that holds the filter.
 
 use super::call::jsonrpc_error;
 use super::need::Need;
 use super::Gateway;
+use crate::cluster::link::Link;
 use crate::errors::ApiError;
 use crate::pools::Pool;
 use bytes::Bytes;
 use serde_json::Value;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Filter id → (pool, host id), bounded and aging out like the nodes' own filters.
+/// Filter id → (pool, host id), bounded and aging out like the nodes' own filters; with
+/// Redis, shared by every instance.
 pub struct FilterHosts {
-    map: std::sync::Mutex<lru::LruCache<String, (String, String, Instant)>>,
+    map: std::sync::Mutex<lru::LruCache<String, Known>>,
+    shared: Option<Arc<Link>>,
+}
+
+struct Known {
+    pool: String,
+    host: String,
+    polled: Instant,
+    /// When Redis's copy last had its expiry pushed forward.
+    shared_at: Instant,
 }
 
 /// Nodes drop filters not polled for about 5 minutes; so do we.
 const FILTER_TTL: Duration = Duration::from_secs(300);
+/// A poll served from memory pushes Redis's expiry forward at most this often.
+const SHARED_REFRESH: Duration = Duration::from_secs(60);
 
-impl Default for FilterHosts {
-    fn default() -> Self {
+impl FilterHosts {
+    pub fn new(shared: Option<Arc<Link>>) -> FilterHosts {
         FilterHosts {
             map: std::sync::Mutex::new(lru::LruCache::new(
                 std::num::NonZeroUsize::new(100_000).expect("non-zero"),
             )),
+            shared,
+        }
+    }
+
+    fn shared_key(id: &str, pool: &str) -> String {
+        format!("chainedge:filter:{pool}:{id}")
+    }
+
+    fn keep(&self, id: &str, pool: &str, host: &str) {
+        if let Ok(mut m) = self.map.lock() {
+            let now = Instant::now();
+            let known = Known {
+                pool: pool.to_string(),
+                host: host.to_string(),
+                polled: now,
+                shared_at: now,
+            };
+            m.put(id.to_string(), known);
+        }
+    }
+
+    /// A new filter: known here, and to the other instances before its id is answered.
+    async fn remember(&self, id: &str, pool: &str, host: &str) {
+        self.keep(id, pool, host);
+        if let Some(link) = &self.shared {
+            let mut set = redis::cmd("SET");
+            set.arg(Self::shared_key(id, pool))
+                .arg(host)
+                .arg("EX")
+                .arg(FILTER_TTL.as_secs());
+            let _: Option<String> = link.query(&set).await;
+        }
+    }
+
+    /// The host of a filter, refreshing its age (a poll keeps a filter alive): from
+    /// memory, else from Redis (created or last polled through another instance).
+    async fn host(&self, id: &str, pool: &str) -> Option<String> {
+        let refresh = match self.local(id, pool) {
+            Local::Fresh(host) => return Some(host),
+            Local::Refresh(host) => Some(host),
+            Local::Unknown => None,
+        };
+        let link = self.shared.as_ref()?;
+        let mut get = redis::cmd("GETEX");
+        get.arg(Self::shared_key(id, pool))
+            .arg("EX")
+            .arg(FILTER_TTL.as_secs());
+        if let Some(host) = refresh {
+            // Known here: the refresh goes out without holding the poll back.
+            let link = link.clone();
+            tokio::spawn(async move { link.query::<Option<String>>(&get).await });
+            return Some(host);
+        }
+        let host: String = link.query::<Option<String>>(&get).await??;
+        self.keep(id, pool, &host);
+        Some(host)
+    }
+
+    fn local(&self, id: &str, pool: &str) -> Local {
+        let Ok(mut m) = self.map.lock() else {
+            return Local::Unknown;
+        };
+        let Some(k) = m.get_mut(id) else {
+            return Local::Unknown;
+        };
+        if k.pool != pool || k.polled.elapsed() > FILTER_TTL {
+            return Local::Unknown;
+        }
+        k.polled = Instant::now();
+        if self.shared.is_some() && k.shared_at.elapsed() > SHARED_REFRESH {
+            k.shared_at = k.polled;
+            return Local::Refresh(k.host.clone());
+        }
+        Local::Fresh(k.host.clone())
+    }
+
+    /// An uninstalled filter is forgotten everywhere.
+    async fn forget(&self, id: &str, pool: &str) {
+        if let Ok(mut m) = self.map.lock() {
+            m.pop(id);
+        }
+        if let Some(link) = &self.shared {
+            let mut del = redis::cmd("DEL");
+            del.arg(Self::shared_key(id, pool));
+            let _: Option<i64> = link.query(&del).await;
         }
     }
 }
 
-impl FilterHosts {
-    fn remember(&self, id: &str, pool: &str, host: &str) {
-        if let Ok(mut m) = self.map.lock() {
-            m.put(
-                id.to_string(),
-                (pool.to_string(), host.to_string(), Instant::now()),
-            );
-        }
-    }
-
-    /// The host of a filter, refreshing its age (a poll keeps a filter alive).
-    fn host(&self, id: &str, pool: &str) -> Option<String> {
-        let mut m = self.map.lock().ok()?;
-        let entry = m.get_mut(id)?;
-        if entry.0 != pool || entry.2.elapsed() > FILTER_TTL {
-            return None;
-        }
-        entry.2 = Instant::now();
-        Some(entry.1.clone())
-    }
+enum Local {
+    Fresh(String),
+    /// Known here, and Redis's expiry is due to be pushed forward.
+    Refresh(String),
+    Unknown,
 }
 
 impl Gateway {
@@ -67,7 +153,7 @@ impl Gateway {
                 .unwrap_or_else(|_| jsonrpc_error(&id, -32603, "upstream answered non-JSON"));
             if let (Some(fid), Some(host)) = (v.get("result").and_then(Value::as_str), &r.upstream)
             {
-                self.filters.remember(fid, &pool.name, host);
+                self.filters.remember(fid, &pool.name, host).await;
             }
             return Ok((v, r.upstream));
         }
@@ -79,17 +165,21 @@ impl Gateway {
         let Some(host) = self
             .filters
             .host(fid, &pool.name)
+            .await
             .and_then(|h| pool.host(&h).cloned())
         else {
             return Ok((jsonrpc_error(&id, -32000, "filter not found"), None));
         };
         let timeout = self.conf.timeout;
         match self.attempt(&host, body, rid, timeout).await {
-            Ok(b) => Ok((
-                serde_json::from_slice(&b)
-                    .unwrap_or_else(|_| jsonrpc_error(&id, -32603, "upstream answered non-JSON")),
-                Some(host.id.clone()),
-            )),
+            Ok(b) => {
+                let v: Value = serde_json::from_slice(&b)
+                    .unwrap_or_else(|_| jsonrpc_error(&id, -32603, "upstream answered non-JSON"));
+                if method == "eth_uninstallFilter" && v.get("result") == Some(&Value::Bool(true)) {
+                    self.filters.forget(fid, &pool.name).await;
+                }
+                Ok((v, Some(host.id.clone())))
+            }
             // The node that holds the filter is gone: so is the filter.
             Err(_) => Ok((
                 jsonrpc_error(&id, -32000, "filter not found"),
