@@ -86,6 +86,14 @@ impl Edge {
             HandlerKind::MetricsMirror | HandlerKind::PolygonMetricsMirror => {
                 handlers::metrics_mirror::serve(&st.metrics_cache, &st.pools, &req).await
             }
+            HandlerKind::EthWalletBalance | HandlerKind::PolygonWalletBalance => {
+                let unit = match req.kind {
+                    HandlerKind::EthWalletBalance => "eth",
+                    _ => "matic",
+                };
+                let pool = self.pool(route.pool.as_deref().unwrap_or("eth_el"))?;
+                handlers::wallet::balance(&st.gateway, pool, unit, &req).await
+            }
             _ => Err(ApiError::not_implemented(&route.name)),
         };
         reply.map(|mut r| {

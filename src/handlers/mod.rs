@@ -17,6 +17,7 @@ pub mod mev_share;
 pub mod relay;
 pub mod scrub;
 pub mod sender;
+pub mod wallet;
 
 use crate::auth::{ConsoleSession, Principal};
 use crate::routes::spec::HandlerKind;
@@ -50,6 +51,11 @@ impl Request<'_> {
     /// The last `{param}` (a tail route's tail), or "".
     pub fn tail(&self) -> &str {
         self.params.last().map(String::as_str).unwrap_or("")
+    }
+
+    /// One query parameter, percent-decoded (the first, if repeated).
+    pub fn query_param(&self, name: &str) -> Option<String> {
+        crate::console::google::query_param(self.query, name)
     }
 
     /// The caller's API key, when the caller is one.

@@ -256,6 +256,35 @@ impl Gateway {
         })
     }
 
+    /// One read made by a product handler (not a client's JSON-RPC): routed by its block
+    /// need like any read; its `result`, and the host that gave it. A node's JSON-RPC
+    /// error is the node's failure here, 502 `upstream_unavailable`.
+    pub async fn read_call(
+        &self,
+        pool: &Pool,
+        method: &str,
+        params: Value,
+        rid: &str,
+    ) -> Result<(Value, Option<String>), ApiError> {
+        let need = need_for(pool, block_need(method, Some(&params)));
+        let call =
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let body = Bytes::from(call.to_string());
+        let r = self.read(pool, None, need, body, rid).await?;
+        let mut answer: Value = serde_json::from_slice(&r.body).map_err(|_| {
+            ApiError::new(502, "upstream_unavailable", "the node answered non-JSON")
+        })?;
+        if let Some(e) = answer.get("error") {
+            let message = e.get("message").and_then(Value::as_str).unwrap_or("error");
+            return Err(ApiError::new(
+                502,
+                "upstream_unavailable",
+                format!("{method}: the node answered: {message}"),
+            ));
+        }
+        Ok((answer["result"].take(), r.upstream))
+    }
+
     /// Send a read to hosts in order until one gives an answer worth returning. Hosts
     /// that have the state the call needs go first; the others stay as fallbacks.
     pub(super) async fn read(
