@@ -23,6 +23,7 @@ pub mod front;
 // Surfaces.
 pub mod console;
 pub mod handlers;
+pub mod index;
 pub mod rpc;
 pub mod streams;
 

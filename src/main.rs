@@ -1,8 +1,8 @@
 //! chainedge: an edge data plane for blockchain node fleets, on Pingora.
 
 use chainedge::{
-    auth, cli, cluster, config, console, edge, front, handlers, limits, observe, pools, routes,
-    rpc, store, upstream,
+    auth, cli, cluster, config, console, edge, front, handlers, index, limits, observe, pools,
+    routes, rpc, store, upstream,
 };
 
 use clap::Parser;
@@ -170,11 +170,11 @@ fn run(
         .as_ref()
         .map(|url| Arc::new(cluster::link::Link::new(url.expose())));
     let leases = Arc::new(cluster::leases::Leases::new(link.clone()));
-    let gateway = rpc::Gateway {
+    let gateway = Arc::new(rpc::Gateway {
         client: client.clone(),
         conf: rpc::RpcSettings::new(&app.app.rpc, &app.app.plans, &app.app.upgrade_url),
         filters: rpc::FilterHosts::new(link),
-    };
+    });
     let metrics_cache =
         handlers::metrics_mirror::MetricsCache::new(app.app.metrics_mirror.clone(), client.clone());
     let http_addrs = app.app.listen.http.clone();
@@ -201,8 +201,23 @@ fn run(
     let store =
         store::open_blocking(&target).map_err(|e| format!("store ({}): {e}", target.describe()))?;
     let console = console::Console::new(&app, store.clone(), client.clone())?;
+    // One indexer per configured chain, in the background (src/index/).
+    let indexers: Vec<_> = app
+        .app
+        .index
+        .iter()
+        .map(|(chain, conf)| {
+            index::Indexer::new(
+                chain,
+                conf.clone(),
+                pools.clone(),
+                gateway.clone(),
+                store.clone(),
+            )
+        })
+        .collect();
     let keys = Arc::new(auth::keys::KeyAuth::new(
-        store,
+        store.clone(),
         app.app.auth.key_cache_size,
         std::time::Duration::from_millis(app.app.auth.key_cache_ttl_ms),
     ));
@@ -234,6 +249,7 @@ fn run(
         pools,
         gateway,
         keys,
+        store,
     });
 
     // Plain-HTTP connections meet the lean front first; it hands Pingora's proxy what it
@@ -283,6 +299,11 @@ fn run(
     if let Some(cluster) = cluster {
         server.add_service(pingora_core::services::background::background_service(
             "cluster", cluster,
+        ));
+    }
+    for indexer in indexers {
+        server.add_service(pingora_core::services::background::background_service(
+            "indexer", indexer,
         ));
     }
 

@@ -69,6 +69,9 @@ pub const POOL_NAMES: &[&str] = &[
     "base_portal",
 ];
 
+/// EVM chains the indexer can follow (`index:`).
+pub const INDEXED_CHAINS: &[&str] = &["eth", "polygon"];
+
 /// Release switches routes can depend on.
 pub const SWITCHES: &[&str] = &["base_native"];
 
@@ -133,6 +136,9 @@ pub struct AppConfig {
     pub streams: StreamsConf,
     #[serde(default)]
     pub pools: BTreeMap<String, PoolConf>,
+    /// Chains indexed (`eth`, `polygon`).
+    #[serde(default)]
+    pub index: BTreeMap<String, ChainIndexConf>,
     /// Edge worker threads for the public listeners (Pingora `threads` is per service).
     #[serde(default)]
     pub threads: Option<usize>,
@@ -314,6 +320,34 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
             .map_err(|e| bad("cluster.redis", e))
             .ok()
     });
+    for (chain, c) in &app.index {
+        let key = |k: &str| format!("index.{chain}.{k}");
+        if !INDEXED_CHAINS.contains(&chain.as_str()) {
+            bad(
+                &format!("index.{chain}"),
+                format!("unknown chain; indexed chains are {INDEXED_CHAINS:?}"),
+            );
+            continue;
+        }
+        if !app.pools.contains_key(c.pool_for(chain)) {
+            bad(
+                &key("pool"),
+                format!("pool {} is not configured", c.pool_for(chain)),
+            );
+        }
+        if !(1..=500).contains(&c.batch_blocks) {
+            bad(&key("batch_blocks"), "between 1 and 500".into());
+        }
+        if !(50..=60_000).contains(&c.poll_ms) {
+            bad(&key("poll_ms"), "between 50 and 60000".into());
+        }
+        if !(1..=10_000).contains(&c.max_reorg_depth) || c.confirmations > 10_000 {
+            bad(
+                &key("max_reorg_depth"),
+                "max_reorg_depth between 1 and 10000, confirmations at most 10000".into(),
+            );
+        }
+    }
     if !(10..=5000).contains(&app.cluster.sync_interval_ms) {
         bad("cluster.sync_interval_ms", "between 10 and 5000".into());
     }

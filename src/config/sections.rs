@@ -550,3 +550,51 @@ fn d_stale() -> u64 {
 fn d_mirror_max() -> usize {
     8 << 20
 }
+
+/// The chain indexer (`src/index/`): which EVM chains to follow, from where, how close to
+/// the head. A chain not listed is not indexed (its history, tokens and NFT routes then
+/// answer 503 `index_not_configured`).
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct ChainIndexConf {
+    /// The pool followed (default: `eth_el` for `eth`, `polygon_bor` for `polygon`).
+    #[serde(default)]
+    pub pool: Option<String>,
+    /// The first block indexed (backfill starts there). Absent: the head at first start.
+    #[serde(default)]
+    pub start_block: Option<u64>,
+    /// Blocks left below the head: 0 indexes the head itself (reorgs are then rolled back).
+    #[serde(default)]
+    pub confirmations: u64,
+    /// Blocks fetched per JSON-RPC batch and committed per store transaction.
+    #[serde(default = "d_batch_blocks")]
+    pub batch_blocks: u64,
+    /// How often the head is checked once caught up.
+    #[serde(default = "d_index_poll_ms")]
+    pub poll_ms: u64,
+    /// The deepest reorg rolled back (block hashes kept this far below the indexed head).
+    #[serde(default = "d_max_reorg_depth")]
+    pub max_reorg_depth: u64,
+}
+
+fn d_batch_blocks() -> u64 {
+    20
+}
+
+fn d_index_poll_ms() -> u64 {
+    1000
+}
+
+fn d_max_reorg_depth() -> u64 {
+    128
+}
+
+impl ChainIndexConf {
+    /// The pool a chain's indexer follows.
+    pub fn pool_for<'a>(&'a self, chain: &str) -> &'a str {
+        self.pool.as_deref().unwrap_or(match chain {
+            "polygon" => "polygon_bor",
+            _ => "eth_el",
+        })
+    }
+}

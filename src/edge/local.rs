@@ -94,12 +94,57 @@ impl Edge {
                 let pool = self.pool(route.pool.as_deref().unwrap_or("eth_el"))?;
                 handlers::wallet::balance(&st.gateway, pool, unit, &req).await
             }
+            HandlerKind::EthWalletHistory
+            | HandlerKind::EthWalletTokens
+            | HandlerKind::EthWalletNfts
+            | HandlerKind::PolygonWalletHistory
+            | HandlerKind::PolygonWalletTokens
+            | HandlerKind::PolygonWalletNfts => {
+                let chain = if route.name.starts_with("polygon.") {
+                    "polygon"
+                } else {
+                    "eth"
+                };
+                self.indexed(chain, route, &req).await
+            }
             _ => Err(ApiError::not_implemented(&route.name)),
         };
         reply.map(|mut r| {
             ctx.upstream = r.upstream.take();
             r
         })
+    }
+
+    /// A wallet route answered from the chain index (503 when the chain is not indexed).
+    async fn indexed(
+        &self,
+        chain: &str,
+        route: &Route,
+        req: &Request<'_>,
+    ) -> Result<Reply, ApiError> {
+        let st = &*self.state;
+        if !st.config.app.index.contains_key(chain) {
+            return Err(ApiError::new(
+                503,
+                "index_not_configured",
+                format!("the {chain} chain is not indexed here (config `index.{chain}`)"),
+            ));
+        }
+        let ix = handlers::indexed::Indexed {
+            chain,
+            pool: self.pool(route.pool.as_deref().unwrap_or("eth_el"))?,
+            gateway: &st.gateway,
+            store: &st.store,
+        };
+        match req.kind {
+            HandlerKind::EthWalletHistory | HandlerKind::PolygonWalletHistory => {
+                handlers::indexed::history(&ix, req).await
+            }
+            HandlerKind::EthWalletTokens | HandlerKind::PolygonWalletTokens => {
+                handlers::indexed::tokens(&ix, req).await
+            }
+            _ => handlers::indexed::nfts(&ix, req).await,
+        }
     }
 
     /// The most body bytes a local handler's route accepts: console forms are small;

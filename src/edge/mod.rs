@@ -45,8 +45,10 @@ pub struct State {
     pub matcher: Matcher,
     pub config: Loaded,
     pub pools: Arc<Pools>,
-    pub gateway: Gateway,
+    pub gateway: Arc<Gateway>,
     pub keys: Arc<crate::auth::keys::KeyAuth>,
+    /// The store, for handlers that read it (the chain index).
+    pub store: crate::store::Store,
     pub limiter: crate::limits::Limiter,
     pub metrics_cache: crate::handlers::metrics_mirror::MetricsCache,
     pub console: crate::console::Console,

@@ -11,6 +11,7 @@
 
 pub mod base_page;
 pub mod beacon;
+pub mod indexed;
 pub mod mesh;
 pub mod metrics_mirror;
 pub mod mev_share;

@@ -141,6 +141,50 @@ pub fn cluster_redis_error() {
     CLUSTER_REDIS_ERRORS.inc();
 }
 
+fn chain_gauge(name: &str, help: &str) -> IntGaugeVec {
+    register(IntGaugeVec::new(Opts::new(name, help), &["chain"]).unwrap())
+}
+
+fn chain_counter(name: &str, help: &str) -> IntCounterVec {
+    register(IntCounterVec::new(Opts::new(name, help), &["chain"]).unwrap())
+}
+
+/// The chain index (`src/index/`), per chain.
+pub static INDEX_HEAD: Lazy<IntGaugeVec> =
+    Lazy::new(|| chain_gauge("chainedge_index_head", "Last block committed to the index"));
+pub static INDEX_LAG: Lazy<IntGaugeVec> = Lazy::new(|| {
+    chain_gauge(
+        "chainedge_index_lag_blocks",
+        "Blocks between the pool's head and the indexed head",
+    )
+});
+pub static INDEX_BLOCKS: Lazy<IntCounterVec> = Lazy::new(|| {
+    chain_counter(
+        "chainedge_index_blocks_total",
+        "Blocks committed to the index (rate: blocks/s)",
+    )
+});
+pub static INDEX_TRANSFERS: Lazy<IntCounterVec> = Lazy::new(|| {
+    chain_counter(
+        "chainedge_index_transfers_total",
+        "Transfers committed to the index",
+    )
+});
+pub static INDEX_REORGS: Lazy<IntCounterVec> =
+    Lazy::new(|| chain_counter("chainedge_index_reorgs_total", "Reorgs rolled back"));
+pub static INDEX_ROLLBACK_DEPTH: Lazy<IntGaugeVec> = Lazy::new(|| {
+    chain_gauge(
+        "chainedge_index_rollback_depth",
+        "Blocks undone by the last reorg rolled back",
+    )
+});
+pub static INDEX_ERRORS: Lazy<IntCounterVec> = Lazy::new(|| {
+    chain_counter(
+        "chainedge_index_errors_total",
+        "Indexing steps that failed (node or store); the step is retried",
+    )
+});
+
 fn gauge(name: &str, help: &str) -> IntGaugeVec {
     register(IntGaugeVec::new(Opts::new(name, help), &["pool", "host"]).unwrap())
 }
@@ -283,6 +327,13 @@ pub fn init() {
     Lazy::force(&ACCESS_LOG_DROPPED);
     Lazy::force(&CONNECTIONS_REFUSED);
     Lazy::force(&REQUESTS_REFUSED);
+    Lazy::force(&INDEX_HEAD);
+    Lazy::force(&INDEX_LAG);
+    Lazy::force(&INDEX_BLOCKS);
+    Lazy::force(&INDEX_TRANSFERS);
+    Lazy::force(&INDEX_REORGS);
+    Lazy::force(&INDEX_ROLLBACK_DEPTH);
+    Lazy::force(&INDEX_ERRORS);
 }
 
 /// Per-thread handles of the per-request series, so a request costs a map lookup and

@@ -285,6 +285,77 @@ impl Gateway {
         Ok((answer["result"].take(), r.upstream))
     }
 
+    /// Several reads made by a product handler or the indexer, as one JSON-RPC batch to
+    /// one host (so they see one view of the chain): each call's `result` in order, and
+    /// the host. Any call's JSON-RPC error fails the whole batch (502).
+    pub async fn read_batch(
+        &self,
+        pool: &Pool,
+        calls: &[(&str, Value)],
+        rid: &str,
+    ) -> Result<(Vec<Value>, Option<String>), ApiError> {
+        let (each, host) = self.read_batch_each(pool, calls, rid).await?;
+        let results = each
+            .into_iter()
+            .zip(calls)
+            .map(|(r, (method, _))| {
+                r.map_err(|m| {
+                    ApiError::new(
+                        502,
+                        "upstream_unavailable",
+                        format!("{method}: the node answered: {m}"),
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((results, host))
+    }
+
+    /// As `read_batch`, with each call's own outcome: its `result`, or the message of
+    /// its JSON-RPC error (a revert is one call's answer, not the batch's failure).
+    pub async fn read_batch_each(
+        &self,
+        pool: &Pool,
+        calls: &[(&str, Value)],
+        rid: &str,
+    ) -> Result<(Vec<Result<Value, String>>, Option<String>), ApiError> {
+        let body: Vec<Value> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, (method, params))| {
+                serde_json::json!({"jsonrpc": "2.0", "id": i, "method": method, "params": params})
+            })
+            .collect();
+        let body = Bytes::from(Value::Array(body).to_string());
+        let r = self.read(pool, None, Need::default(), body, rid).await?;
+        let bad = |why: &str| ApiError::new(502, "upstream_unavailable", why.to_string());
+        let answers: Vec<Value> = serde_json::from_slice(&r.body)
+            .map_err(|_| bad("the node's batch answer is not a JSON array"))?;
+        let mut results = vec![None; calls.len()];
+        for mut a in answers {
+            let Some(slot) = a
+                .get("id")
+                .and_then(Value::as_u64)
+                .and_then(|i| results.get_mut(i as usize))
+            else {
+                continue;
+            };
+            *slot = Some(match a.get("error") {
+                Some(e) => Err(e
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("error")
+                    .to_string()),
+                None => Ok(a["result"].take()),
+            });
+        }
+        let results = results
+            .into_iter()
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| bad("the node's batch answer misses calls"))?;
+        Ok((results, r.upstream))
+    }
+
     /// Send a read to hosts in order until one gives an answer worth returning. Hosts
     /// that have the state the call needs go first; the others stay as fallbacks.
     pub(super) async fn read(

@@ -7,6 +7,7 @@
 //! on the proxying path: keys are read through the key cache (`auth::keys`) on a miss.
 
 pub mod console;
+pub mod index;
 pub mod postgres;
 pub mod sql;
 pub mod sqlite;
@@ -100,6 +101,51 @@ CREATE UNIQUE INDEX users_google_sub ON users(google_sub) WHERE google_sub IS NO
     r#"
 ALTER TABLE api_keys ADD COLUMN created_us INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE login_codes ADD COLUMN created_us INTEGER NOT NULL DEFAULT 0;
+"#,
+    // The chain index (`src/index/`, `store/index.rs`): the last committed block per chain,
+    // the recent blocks' hashes (to find a reorg's common ancestor), one row per wallet
+    // and transfer, and token metadata.
+    r#"
+CREATE TABLE index_cursor (
+    chain TEXT PRIMARY KEY,
+    number INTEGER NOT NULL,
+    hash TEXT NOT NULL,
+    updated_at INTEGER NOT NULL
+);
+CREATE TABLE index_blocks (
+    chain TEXT NOT NULL,
+    number INTEGER NOT NULL,
+    hash TEXT NOT NULL,
+    parent_hash TEXT NOT NULL,
+    PRIMARY KEY (chain, number)
+);
+CREATE TABLE wallet_transfers (
+    chain TEXT NOT NULL,
+    address TEXT NOT NULL,
+    block INTEGER NOT NULL,
+    tx_index INTEGER NOT NULL,
+    log_index INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    direction TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    token TEXT NOT NULL,
+    counterparty TEXT NOT NULL,
+    token_id TEXT,
+    amount TEXT NOT NULL,
+    tx_hash TEXT NOT NULL,
+    ts INTEGER NOT NULL,
+    PRIMARY KEY (chain, address, block, tx_index, log_index, seq)
+);
+CREATE INDEX wallet_transfers_block ON wallet_transfers(chain, block);
+CREATE TABLE tokens (
+    chain TEXT NOT NULL,
+    address TEXT NOT NULL,
+    name TEXT,
+    symbol TEXT,
+    decimals INTEGER,
+    fetched_at INTEGER NOT NULL,
+    PRIMARY KEY (chain, address)
+);
 "#,
 ];
 

@@ -1,0 +1,332 @@
+//! Wallet endpoints answered from the chain index (`src/index/`): history, ERC-20
+//! balances and NFT holdings, for `eth` and `polygon`.
+//!
+//! - History: newest first, `limit` (1–200, default 50) and an opaque `cursor` naming the
+//!   last row returned, so a page never shifts when new blocks arrive.
+//! - Tokens: every ERC-20 the address has sent or received, its metadata, and its exact
+//!   balance read by `balanceOf` at the indexed block (so balances and index agree).
+//! - NFTs: ERC-721 and ERC-1155 holdings from the address's transfers since the index's
+//!   start block, `limit` (1–200, default 50) / `offset` paging with the total.
+
+use super::wallet::address;
+use super::Request;
+use crate::errors::ApiError;
+use crate::pools::Pool;
+use crate::reply::Reply;
+use crate::rpc::Gateway;
+use crate::store::index::{HistoryRow, Position, TokenMeta};
+use crate::store::Store;
+use base64::Engine;
+use serde_json::{json, Value};
+use sha2::Digest;
+use std::collections::{BTreeMap, HashMap};
+
+pub const DEFAULT_LIMIT: usize = 50;
+pub const MAX_LIMIT: usize = 200;
+/// Deepest NFT `offset`.
+pub const MAX_OFFSET: usize = 10_000;
+/// Most ERC-20 tokens listed for one address.
+pub const MAX_TOKENS: usize = 500;
+/// Most NFT movements read for one address's holdings.
+pub const MAX_NFT_MOVES: usize = 100_000;
+
+/// What the handlers need: the chain's name in the index, its pool, the store.
+pub struct Indexed<'a> {
+    pub chain: &'a str,
+    pub pool: &'a Pool,
+    pub gateway: &'a Gateway,
+    pub store: &'a Store,
+}
+
+fn store_error(e: crate::store::sql::StoreError) -> ApiError {
+    log::error!("index read: {e}");
+    ApiError::internal("index store")
+}
+
+fn bounded(req: &Request<'_>, name: &str, default: usize, max: usize) -> Result<usize, ApiError> {
+    let Some(raw) = req.query_param(name) else {
+        return Ok(default);
+    };
+    match raw.parse::<usize>() {
+        Ok(n) if n <= max && (name == "offset" || n >= 1) => Ok(n),
+        _ => Err(ApiError::invalid_params(format!(
+            "{name} must be an integer from {} to {max}",
+            if name == "offset" { 0 } else { 1 }
+        ))),
+    }
+}
+
+/// The address parameter, validated, and its form in the index (lowercase).
+fn wallet(req: &Request<'_>) -> Result<(String, String), ApiError> {
+    let given = address(req.params.first().map(String::as_str).unwrap_or(""))?;
+    Ok((given.to_string(), given.to_ascii_lowercase()))
+}
+
+/// The indexed head, or 503 while the index has nothing yet.
+async fn indexed_block(ix: &Indexed<'_>) -> Result<u64, ApiError> {
+    match ix.store.index_cursor(ix.chain).await.map_err(store_error)? {
+        Some(c) => Ok(c.number),
+        None => Err(ApiError::new(
+            503,
+            "index_not_ready",
+            format!("the {} index has not committed a block yet", ix.chain),
+        )),
+    }
+}
+
+/// `GET …/history`: one page, newest first.
+pub async fn history(ix: &Indexed<'_>, req: &Request<'_>) -> Result<Reply, ApiError> {
+    let (given, addr) = wallet(req)?;
+    let limit = bounded(req, "limit", DEFAULT_LIMIT, MAX_LIMIT)?;
+    let before = req
+        .query_param("cursor")
+        .map(|c| decode_cursor(&c))
+        .transpose()?;
+    let block = indexed_block(ix).await?;
+    // One more than asked: whether a next page exists.
+    let mut rows = ix
+        .store
+        .wallet_history(ix.chain, &addr, before, limit + 1)
+        .await
+        .map_err(store_error)?;
+    let more = rows.len() > limit;
+    rows.truncate(limit);
+    let tokens: Vec<String> = rows
+        .iter()
+        .filter(|r| !r.token.is_empty())
+        .map(|r| r.token.clone())
+        .collect();
+    let meta = ix
+        .store
+        .token_meta(ix.chain, &tokens)
+        .await
+        .map_err(store_error)?;
+    let items: Vec<Value> = rows.iter().map(|r| history_item(r, &meta)).collect();
+    let next = more
+        .then(|| rows.last().map(|r| encode_cursor(r.position)))
+        .flatten();
+    Ok(json_reply(json!({
+        "address": given,
+        "chain": ix.chain,
+        "indexed_block": block,
+        "items": items,
+        "next_cursor": next,
+    })))
+}
+
+fn history_item(r: &HistoryRow, meta: &HashMap<String, TokenMeta>) -> Value {
+    let m = meta.get(&r.token);
+    json!({
+        "block": r.position.block,
+        "timestamp": r.timestamp,
+        "tx_hash": r.tx_hash,
+        "tx_index": r.position.tx_index,
+        "log_index": (r.position.log_index >= 0).then_some(r.position.log_index),
+        "direction": r.direction,
+        "kind": r.kind,
+        "token": (!r.token.is_empty()).then_some(&r.token),
+        "symbol": m.and_then(|m| m.symbol.as_deref()),
+        "decimals": m.and_then(|m| m.decimals),
+        "counterparty": r.counterparty,
+        "token_id": r.token_id,
+        "amount": r.amount,
+    })
+}
+
+/// `GET …/tokens`: ERC-20s the address has held, with balances at the indexed block.
+pub async fn tokens(ix: &Indexed<'_>, req: &Request<'_>) -> Result<Reply, ApiError> {
+    let (given, addr) = wallet(req)?;
+    let block = indexed_block(ix).await?;
+    let tokens = ix
+        .store
+        .wallet_tokens(ix.chain, &addr, "erc20", MAX_TOKENS)
+        .await
+        .map_err(store_error)?;
+    let mut meta = ix
+        .store
+        .token_meta(ix.chain, &tokens)
+        .await
+        .map_err(store_error)?;
+    // Metadata the indexer could not fetch yet: fetched now, kept for next time.
+    let missing: Vec<&String> = tokens.iter().filter(|t| !meta.contains_key(*t)).collect();
+    for token in missing {
+        if let Some(m) =
+            crate::index::token_metadata(ix.gateway, ix.pool, token, req.request_id).await
+        {
+            let _ = ix.store.put_token_meta(ix.chain, token, &m).await;
+            meta.insert(token.clone(), m);
+        }
+    }
+    // balanceOf(address): 0x70a08231 and the address as one word.
+    let data = format!("0x70a08231{:0>64}", &addr[2..]);
+    let at = format!("0x{block:x}");
+    let mut balances = Vec::with_capacity(tokens.len());
+    let mut upstream = None;
+    for chunk in tokens.chunks(100) {
+        let calls: Vec<(&str, Value)> = chunk
+            .iter()
+            .map(|t| ("eth_call", json!([{"to": t, "data": data}, at])))
+            .collect();
+        let (answers, host) = ix
+            .gateway
+            .read_batch_each(ix.pool, &calls, req.request_id)
+            .await?;
+        upstream = host;
+        balances.extend(answers.into_iter().map(|a| {
+            a.ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .and_then(|h| super::wallet::u256_decimal(&h))
+        }));
+    }
+    let items: Vec<Value> = tokens
+        .iter()
+        .zip(&balances)
+        .map(|(t, balance)| {
+            let m = meta.get(t).cloned().unwrap_or_default();
+            json!({
+                "token": t,
+                "name": m.name,
+                "symbol": m.symbol,
+                "decimals": m.decimals,
+                // Null when the contract does not answer balanceOf.
+                "balance": balance,
+            })
+        })
+        .collect();
+    Ok(json_reply(json!({
+        "address": given,
+        "chain": ix.chain,
+        "block": block,
+        "tokens": items,
+    }))
+    .served_by(upstream))
+}
+
+/// `GET …/nfts`: what the address holds, from its transfers, one page.
+pub async fn nfts(ix: &Indexed<'_>, req: &Request<'_>) -> Result<Reply, ApiError> {
+    let (given, addr) = wallet(req)?;
+    let limit = bounded(req, "limit", DEFAULT_LIMIT, MAX_LIMIT)?;
+    let offset = bounded(req, "offset", 0, MAX_OFFSET)?;
+    let block = indexed_block(ix).await?;
+    let moves = ix
+        .store
+        .wallet_nft_moves(ix.chain, &addr, MAX_NFT_MOVES)
+        .await
+        .map_err(store_error)?;
+    // (token, id as a number for ordering, id) → (kind, amount held).
+    let mut held: BTreeMap<(String, u128, String), (String, u128)> = BTreeMap::new();
+    for (kind, token, id, direction, amount) in moves {
+        let amount: u128 = amount.parse().unwrap_or(u128::MAX);
+        let key = (token, id.parse().unwrap_or(u128::MAX), id);
+        let entry = held.entry(key).or_insert((kind.clone(), 0));
+        entry.1 = match (kind.as_str(), direction.as_str()) {
+            // An ERC-721 token is held after coming in, not after going out.
+            ("erc721", "in") => 1,
+            ("erc721", "out") => 0,
+            (_, "in") => entry.1.saturating_add(amount),
+            (_, "out") => entry.1.saturating_sub(amount),
+            _ => entry.1,
+        };
+    }
+    held.retain(|_, (_, amount)| *amount > 0);
+    let total = held.len();
+    let page: Vec<_> = held.into_iter().skip(offset).take(limit).collect();
+    let tokens: Vec<String> = page.iter().map(|((t, _, _), _)| t.clone()).collect();
+    let meta = ix
+        .store
+        .token_meta(ix.chain, &tokens)
+        .await
+        .map_err(store_error)?;
+    let items: Vec<Value> = page
+        .into_iter()
+        .map(|((token, _, id), (kind, amount))| {
+            let m = meta.get(&token);
+            json!({
+                "token": token,
+                "kind": kind,
+                "token_id": id,
+                "amount": amount.to_string(),
+                "name": m.and_then(|m| m.name.as_deref()),
+                "symbol": m.and_then(|m| m.symbol.as_deref()),
+            })
+        })
+        .collect();
+    Ok(json_reply(json!({
+        "address": given,
+        "chain": ix.chain,
+        "block": block,
+        "total": total,
+        "limit": limit,
+        "offset": offset,
+        "items": items,
+    })))
+}
+
+fn json_reply(v: Value) -> Reply {
+    Reply::json(200, v.to_string())
+}
+
+/// `v1.<block>.<tx>.<log>.<seq>` with a checksum, base64url: opaque to callers, and a
+/// mangled one is refused rather than read as some other position.
+pub fn encode_cursor(p: Position) -> String {
+    let body = format!("v1.{}.{}.{}.{}", p.block, p.tx_index, p.log_index, p.seq);
+    let check = &hex::encode(sha2::Sha256::digest(body.as_bytes()))[..8];
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{body}.{check}"))
+}
+
+pub fn decode_cursor(raw: &str) -> Result<Position, ApiError> {
+    let bad = || ApiError::invalid_params("cursor is not one this endpoint issued");
+    if raw.len() > 128 {
+        return Err(bad());
+    }
+    let text = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(raw)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .ok_or_else(bad)?;
+    let (body, check) = text.rsplit_once('.').ok_or_else(bad)?;
+    if hex::encode(sha2::Sha256::digest(body.as_bytes()))[..8] != *check {
+        return Err(bad());
+    }
+    let parts: Vec<&str> = body.split('.').collect();
+    let [version, block, tx, log, seq] = parts[..] else {
+        return Err(bad());
+    };
+    if version != "v1" {
+        return Err(bad());
+    }
+    Ok(Position {
+        block: block.parse().map_err(|_| bad())?,
+        tx_index: tx.parse().map_err(|_| bad())?,
+        log_index: log.parse().map_err(|_| bad())?,
+        seq: seq.parse().map_err(|_| bad())?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_refuse_tampering() {
+        let p = Position {
+            block: 123,
+            tx_index: 4,
+            log_index: -1,
+            seq: 0,
+        };
+        let c = encode_cursor(p);
+        assert_eq!(decode_cursor(&c).unwrap(), p);
+        let forged =
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("v1.9.4.-1.0.00000000");
+        for bad in [
+            forged.as_str(),
+            "",
+            "!!",
+            &c[..c.len() - 1],
+            &"A".repeat(200),
+        ] {
+            assert!(decode_cursor(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,440 @@
+//! The chain indexer: one background task per configured EVM chain (`index:`), following
+//! the head through the chain's own pool (healthy hosts only, so a dead node never stalls
+//! it) and keeping, per wallet, every native, ERC-20, ERC-721 and ERC-1155 transfer
+//! (`decode.rs`) in the store (`store/index.rs`), off the proxy's path.
+//!
+//! Each step fetches up to `batch_blocks` blocks with their receipts in one JSON-RPC
+//! batch from one node, checks that every block's parent is the block before it, and
+//! commits the blocks with the new cursor in one transaction. A parent that does not
+//! match what is committed is a reorg: the index walks back over the kept block hashes
+//! to the common ancestor and undoes everything above it in one transaction, then goes
+//! forward on the new branch. Caught up, it checks that its tip is still the chain's.
+//!
+//! Token metadata (`name`, `symbol`, `decimals`) is fetched once per token, after the
+//! block that first shows it is committed; a token that answers nothing, reverts or
+//! answers `bytes32` is recorded as it is and never holds indexing up.
+
+pub mod decode;
+
+use crate::config::ChainIndexConf;
+use crate::errors::ApiError;
+use crate::observe::metrics;
+use crate::pools::Pools;
+use crate::rpc::Gateway;
+use crate::store::index::{IndexCursor, IndexedBlock, TokenMeta};
+use crate::store::Store;
+use async_trait::async_trait;
+use pingora_core::services::background::BackgroundService;
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Longest wait between attempts after failures.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+pub struct Indexer {
+    chain: String,
+    conf: ChainIndexConf,
+    pool: String,
+    pools: Arc<Pools>,
+    gateway: Arc<Gateway>,
+    store: Store,
+}
+
+/// What one step did.
+enum Step {
+    /// Committed blocks (more may be waiting).
+    Advanced,
+    /// At the target height; nothing to do until the next poll.
+    CaughtUp,
+}
+
+/// Why a step stopped.
+#[derive(Debug)]
+enum StepError {
+    Node(String),
+    Store(String),
+}
+
+impl From<ApiError> for StepError {
+    fn from(e: ApiError) -> Self {
+        StepError::Node(e.message)
+    }
+}
+
+impl From<crate::store::sql::StoreError> for StepError {
+    fn from(e: crate::store::sql::StoreError) -> Self {
+        StepError::Store(e.message)
+    }
+}
+
+impl std::fmt::Display for StepError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StepError::Node(m) => write!(f, "node: {m}"),
+            StepError::Store(m) => write!(f, "store: {m}"),
+        }
+    }
+}
+
+impl Indexer {
+    pub fn new(
+        chain: &str,
+        conf: ChainIndexConf,
+        pools: Arc<Pools>,
+        gateway: Arc<Gateway>,
+        store: Store,
+    ) -> Indexer {
+        Indexer {
+            pool: conf.pool_for(chain).to_string(),
+            chain: chain.to_string(),
+            conf,
+            pools,
+            gateway,
+            store,
+        }
+    }
+
+    /// Follow the chain until shutdown.
+    async fn run(&self, mut shutdown: pingora_core::server::ShutdownWatch) {
+        let poll = Duration::from_millis(self.conf.poll_ms);
+        let mut backoff = poll;
+        let mut failing = false;
+        loop {
+            let wait = match self.step().await {
+                Ok(Step::Advanced) => Duration::ZERO,
+                Ok(Step::CaughtUp) => poll,
+                Err(e) => {
+                    metrics::INDEX_ERRORS
+                        .with_label_values(&[&self.chain])
+                        .inc();
+                    // Logged when it starts failing, not at every retry.
+                    if !failing {
+                        log::warn!("index {}: {e}; retrying", self.chain);
+                    }
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                    failing = true;
+                    backoff
+                }
+            };
+            if failing && wait != backoff {
+                log::info!("index {}: indexing again", self.chain);
+                failing = false;
+                backoff = poll;
+            }
+            if wait.is_zero() {
+                // Let shutdown in between back-to-back steps.
+                if *shutdown.borrow() {
+                    return;
+                }
+                continue;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+
+    fn rid(&self) -> String {
+        format!("index-{}", self.chain)
+    }
+
+    async fn step(&self) -> Result<Step, StepError> {
+        let pool = self
+            .pools
+            .get(&self.pool)
+            .ok_or_else(|| StepError::Node(format!("no pool {}", self.pool)))?;
+        let rid = self.rid();
+        let cursor = self.store.index_cursor(&self.chain).await?;
+        let (head, _) = self
+            .gateway
+            .read_call(pool, "eth_blockNumber", json!([]), &rid)
+            .await?;
+        let head = head
+            .as_str()
+            .and_then(decode::quantity)
+            .ok_or_else(|| StepError::Node("eth_blockNumber is not a quantity".into()))?;
+        let target = head.saturating_sub(self.conf.confirmations);
+        let next = match &cursor {
+            Some(c) => c.number + 1,
+            None => self.conf.start_block.unwrap_or(target),
+        };
+        self.record_heads(cursor.as_ref().map(|c| c.number), head);
+        if next > target {
+            // Caught up: is our tip still the chain's?
+            if let Some(c) = &cursor {
+                let (tip, _) = self
+                    .gateway
+                    .read_call(
+                        pool,
+                        "eth_getBlockByNumber",
+                        json!([format!("0x{:x}", c.number), false]),
+                        &rid,
+                    )
+                    .await?;
+                let hash = tip
+                    .get("hash")
+                    .and_then(Value::as_str)
+                    .map(str::to_ascii_lowercase);
+                if hash.is_some_and(|h| h != c.hash) {
+                    self.roll_back(pool, c).await?;
+                    return Ok(Step::Advanced);
+                }
+            }
+            return Ok(Step::CaughtUp);
+        }
+        let last = target.min(next + self.conf.batch_blocks - 1);
+        let mut calls = Vec::new();
+        for n in next..=last {
+            let tag = format!("0x{n:x}");
+            calls.push(("eth_getBlockByNumber", json!([tag, true])));
+            calls.push(("eth_getBlockReceipts", json!([tag])));
+        }
+        let (answers, _) = self.gateway.read_batch(pool, &calls, &rid).await?;
+        let mut blocks: Vec<IndexedBlock> = Vec::new();
+        let mut parent = cursor.as_ref().map(|c| c.hash.clone());
+        for pair in answers.chunks(2) {
+            // A node that has not got this block yet: commit what came before it.
+            if pair[0].is_null() || pair[1].is_null() {
+                break;
+            }
+            let block = decode::block(&pair[0], &pair[1]).map_err(|e| StepError::Node(e.0))?;
+            if parent.as_ref().is_some_and(|p| *p != block.parent_hash) {
+                if blocks.is_empty() {
+                    // The chain moved under our tip.
+                    let c = cursor.as_ref().expect("a parent comes from the cursor");
+                    self.roll_back(pool, c).await?;
+                    return Ok(Step::Advanced);
+                }
+                // The chain changed within the batch: keep the linked part.
+                break;
+            }
+            parent = Some(block.hash.clone());
+            blocks.push(block);
+        }
+        let Some(top) = blocks.last().map(|b| b.number) else {
+            return Ok(Step::CaughtUp);
+        };
+        let keep_from = top.saturating_sub(self.conf.max_reorg_depth);
+        let transfers: usize = blocks.iter().map(|b| b.transfers.len()).sum();
+        match self
+            .store
+            .commit_blocks(&self.chain, cursor.as_ref(), &blocks, keep_from)
+            .await
+        {
+            Ok(()) => {}
+            // Another instance committed this step first: start over from its cursor.
+            Err(e) if e.kind == crate::store::sql::ErrorKind::Conflict => {
+                return Ok(Step::Advanced)
+            }
+            Err(e) => return Err(e.into()),
+        }
+        metrics::INDEX_BLOCKS
+            .with_label_values(&[&self.chain])
+            .inc_by(blocks.len() as u64);
+        metrics::INDEX_TRANSFERS
+            .with_label_values(&[&self.chain])
+            .inc_by(transfers as u64);
+        self.record_heads(Some(top), head);
+        self.fetch_metadata(pool, &blocks).await;
+        Ok(Step::Advanced)
+    }
+
+    fn record_heads(&self, indexed: Option<u64>, head: u64) {
+        if let Some(n) = indexed {
+            metrics::INDEX_HEAD
+                .with_label_values(&[&self.chain])
+                .set(n as i64);
+            metrics::INDEX_LAG
+                .with_label_values(&[&self.chain])
+                .set(head.saturating_sub(n) as i64);
+        }
+    }
+
+    /// Undo the blocks above the last one both the index and the chain have.
+    async fn roll_back(
+        &self,
+        pool: &crate::pools::Pool,
+        tip: &IndexCursor,
+    ) -> Result<(), StepError> {
+        let rid = self.rid();
+        let from = tip.number.saturating_sub(self.conf.max_reorg_depth);
+        let kept = self
+            .store
+            .indexed_blocks(&self.chain, from, tip.number)
+            .await?;
+        let mut ancestor = None;
+        // Newest first, a JSON-RPC batch of hashes at a time.
+        for chunk in kept.chunks(32) {
+            let calls: Vec<(&str, Value)> = chunk
+                .iter()
+                .map(|(n, _, _)| ("eth_getBlockByNumber", json!([format!("0x{n:x}"), false])))
+                .collect();
+            let (answers, _) = self.gateway.read_batch(pool, &calls, &rid).await?;
+            let found = chunk.iter().zip(&answers).find(|((_, hash, _), block)| {
+                block
+                    .get("hash")
+                    .and_then(Value::as_str)
+                    .map(str::to_ascii_lowercase)
+                    == Some(hash.clone())
+            });
+            if let Some(((n, hash, _), _)) = found {
+                ancestor = Some(IndexCursor {
+                    number: *n,
+                    hash: hash.clone(),
+                });
+                break;
+            }
+        }
+        let ancestor = match ancestor {
+            Some(a) => a,
+            None => {
+                // Deeper than the kept hashes: go back to below the oldest kept block and
+                // take its recorded parent on trust.
+                let (n, _, parent) = kept
+                    .last()
+                    .cloned()
+                    .ok_or_else(|| StepError::Store("no block hashes kept".into()))?;
+                log::error!(
+                    "index {}: reorg deeper than max_reorg_depth ({}); re-indexing from {}",
+                    self.chain,
+                    self.conf.max_reorg_depth,
+                    n
+                );
+                IndexCursor {
+                    number: n.saturating_sub(1),
+                    hash: parent,
+                }
+            }
+        };
+        let depth = tip.number - ancestor.number;
+        match self
+            .store
+            .roll_back_index(&self.chain, tip, &ancestor)
+            .await
+        {
+            Ok(()) => {}
+            Err(e) if e.kind == crate::store::sql::ErrorKind::Conflict => return Ok(()),
+            Err(e) => return Err(e.into()),
+        }
+        log::info!(
+            "index {}: reorg: rolled back {depth} block(s) to {}",
+            self.chain,
+            ancestor.number
+        );
+        metrics::INDEX_REORGS
+            .with_label_values(&[&self.chain])
+            .inc();
+        metrics::INDEX_ROLLBACK_DEPTH
+            .with_label_values(&[&self.chain])
+            .set(depth as i64);
+        Ok(())
+    }
+
+    /// Fetch and keep metadata for tokens seen for the first time (best effort: a node
+    /// failure leaves the token for the next block that shows it).
+    async fn fetch_metadata(&self, pool: &crate::pools::Pool, blocks: &[IndexedBlock]) {
+        let tokens: BTreeSet<String> = blocks
+            .iter()
+            .flat_map(|b| &b.transfers)
+            .filter(|t| !t.token.is_empty())
+            .map(|t| t.token.clone())
+            .collect();
+        if tokens.is_empty() {
+            return;
+        }
+        let tokens: Vec<String> = tokens.into_iter().collect();
+        let Ok(known) = self.store.token_meta(&self.chain, &tokens).await else {
+            return;
+        };
+        for token in tokens.iter().filter(|t| !known.contains_key(*t)) {
+            if let Some(meta) = token_metadata(&self.gateway, pool, token, &self.rid()).await {
+                let _ = self.store.put_token_meta(&self.chain, token, &meta).await;
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl BackgroundService for Indexer {
+    async fn start(&self, shutdown: pingora_core::server::ShutdownWatch) {
+        self.run(shutdown).await
+    }
+}
+
+/// `name()`, `symbol()`, `decimals()` of a token, each as the contract answers it:
+/// a string, a `bytes32`, or nothing (reverted, empty, not a contract). `None` only
+/// when the node itself could not be asked.
+pub async fn token_metadata(
+    gateway: &Gateway,
+    pool: &crate::pools::Pool,
+    token: &str,
+    rid: &str,
+) -> Option<TokenMeta> {
+    // Selectors: name() 0x06fdde03, symbol() 0x95d89b41, decimals() 0x313ce567.
+    let mut meta = TokenMeta::default();
+    for (selector, slot) in [("0x06fdde03", 0), ("0x95d89b41", 1), ("0x313ce567", 2)] {
+        let call = json!([{"to": token, "data": selector}, "latest"]);
+        // A revert is the contract's answer ("no such field"), not a node failure.
+        let answer = match gateway.read_call(pool, "eth_call", call, rid).await {
+            Ok((v, _)) => v.as_str().and_then(decode::hex_bytes),
+            Err(e) if e.message.contains("revert") || e.message.contains("execution") => None,
+            Err(_) => return None,
+        };
+        let Some(bytes) = answer else { continue };
+        match slot {
+            0 => meta.name = abi_text(&bytes),
+            1 => meta.symbol = abi_text(&bytes),
+            _ => {
+                meta.decimals =
+                    (bytes.len() == 32 && bytes[..31].iter().all(|&b| b == 0)).then(|| bytes[31])
+            }
+        }
+    }
+    Some(meta)
+}
+
+/// An ABI `string` answer, or a `bytes32` one (NUL-padded), as text; bounded to 64 chars.
+fn abi_text(bytes: &[u8]) -> Option<String> {
+    let raw: &[u8] = if bytes.len() == 32 {
+        let end = bytes.iter().position(|&b| b == 0).unwrap_or(32);
+        &bytes[..end]
+    } else {
+        let offset =
+            usize::try_from(u64::from_be_bytes(bytes.get(24..32)?.try_into().ok()?)).ok()?;
+        let len_word = bytes.get(offset..offset.checked_add(32)?)?;
+        let len = usize::try_from(u64::from_be_bytes(len_word[24..32].try_into().ok()?)).ok()?;
+        let start = offset + 32;
+        bytes.get(start..start.checked_add(len)?)?
+    };
+    let text: String = String::from_utf8_lossy(raw)
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(64)
+        .collect();
+    (!text.is_empty()).then_some(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::abi_text;
+
+    #[test]
+    fn metadata_strings_and_bytes32() {
+        let mut s = vec![0u8; 96];
+        s[31] = 32;
+        s[63] = 3;
+        s[64..67].copy_from_slice(b"USD");
+        assert_eq!(abi_text(&s).as_deref(), Some("USD"));
+        let mut b32 = [0u8; 32];
+        b32[..3].copy_from_slice(b"ODD");
+        assert_eq!(abi_text(&b32).as_deref(), Some("ODD"));
+        assert_eq!(abi_text(&[0u8; 32]), None);
+        let mut lying = vec![0u8; 64];
+        lying[31] = 32;
+        lying[56..64].copy_from_slice(&u64::MAX.to_be_bytes());
+        assert_eq!(abi_text(&lying), None);
+    }
+}

@@ -1,0 +1,413 @@
+//! The chain index's tables: a cursor per chain (the last committed block), the recent
+//! blocks' hashes, one row per (wallet, transfer), token metadata.
+//!
+//! A batch of blocks is committed with its cursor in one transaction, and only if the
+//! cursor is still where the indexer left it: so rows and cursor never disagree (SIGKILL
+//! at any point resumes from the cursor, no gap, no duplicate), no reader sees half a
+//! block, and two instances indexing one shared store cannot both commit a step.
+
+use super::sql::{params, query_opt, Row, StoreError, Value};
+use super::{now, Store};
+
+/// The last block committed for a chain.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexCursor {
+    pub number: u64,
+    pub hash: String,
+}
+
+/// One indexed block: its identity and the transfers found in it.
+#[derive(Debug, Clone)]
+pub struct IndexedBlock {
+    pub number: u64,
+    pub hash: String,
+    pub parent_hash: String,
+    pub timestamp: u64,
+    pub transfers: Vec<Transfer>,
+}
+
+/// What moved, between whom: native value, ERC-20, ERC-721 or ERC-1155.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transfer {
+    pub tx_index: u64,
+    /// The log's index in the block; -1 for a transaction's own value.
+    pub log_index: i64,
+    /// Position within an ERC-1155 `TransferBatch` (else 0).
+    pub seq: u64,
+    pub kind: &'static str,
+    /// The token contract, lowercase; "" for native value.
+    pub token: String,
+    pub from: String,
+    pub to: String,
+    /// Decimal, for NFTs.
+    pub token_id: Option<String>,
+    /// Decimal; 1 for ERC-721.
+    pub amount: String,
+    pub tx_hash: String,
+}
+
+/// A position in an address's history, newest first: rows strictly older come next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    pub block: u64,
+    pub tx_index: u64,
+    pub log_index: i64,
+    pub seq: u64,
+}
+
+/// One row of an address's history.
+#[derive(Debug, Clone)]
+pub struct HistoryRow {
+    pub position: Position,
+    pub direction: String,
+    pub kind: String,
+    pub token: String,
+    pub counterparty: String,
+    pub token_id: Option<String>,
+    pub amount: String,
+    pub tx_hash: String,
+    pub timestamp: i64,
+}
+
+/// A token's metadata as its contract answered (each part absent when it did not).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TokenMeta {
+    pub name: Option<String>,
+    pub symbol: Option<String>,
+    pub decimals: Option<u8>,
+}
+
+fn int(n: u64) -> Value {
+    Value::Int(n as i64)
+}
+
+impl Store {
+    pub async fn index_cursor(&self, chain: &str) -> Result<Option<IndexCursor>, StoreError> {
+        let row = self
+            .query_opt(
+                "SELECT number, hash FROM index_cursor WHERE chain = $1",
+                params![chain],
+            )
+            .await?;
+        row.map(|r| cursor_of(&r)).transpose()
+    }
+
+    /// Commit `blocks` (consecutive, the first on top of `expect`) with the new cursor, in
+    /// one transaction; block hashes below `keep_from` are pruned. `Conflict` when the
+    /// cursor moved since `expect` was read (another instance, or a rollback).
+    pub async fn commit_blocks(
+        &self,
+        chain: &str,
+        expect: Option<&IndexCursor>,
+        blocks: &[IndexedBlock],
+        keep_from: u64,
+    ) -> Result<(), StoreError> {
+        let Some(last) = blocks.last() else {
+            return Ok(());
+        };
+        let mut tx = self.db.begin().await?;
+        let now_cursor = query_opt(
+            &mut *tx,
+            "SELECT number, hash FROM index_cursor WHERE chain = $1",
+            params![chain],
+        )
+        .await?
+        .map(|r| cursor_of(&r))
+        .transpose()?;
+        if now_cursor.as_ref() != expect {
+            return Err(StoreError::conflict("the index cursor moved"));
+        }
+        for b in blocks {
+            tx.execute(
+                "INSERT INTO index_blocks (chain, number, hash, parent_hash) VALUES ($1, $2, $3, $4)",
+                params![chain, int(b.number), &b.hash, &b.parent_hash],
+            )
+            .await?;
+            for t in &b.transfers {
+                // One row per wallet taking part; a transfer to oneself is one row.
+                let sides: &[(&str, &str, &str)] = if t.from == t.to {
+                    &[(&t.from, "self", &t.to)]
+                } else {
+                    &[(&t.from, "out", &t.to), (&t.to, "in", &t.from)]
+                };
+                for (address, direction, counterparty) in sides {
+                    tx.execute(
+                        "INSERT INTO wallet_transfers (chain, address, block, tx_index, log_index, seq, \
+                         direction, kind, token, counterparty, token_id, amount, tx_hash, ts) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+                        params![
+                            chain,
+                            *address,
+                            int(b.number),
+                            int(t.tx_index),
+                            t.log_index,
+                            int(t.seq),
+                            *direction,
+                            t.kind,
+                            &t.token,
+                            *counterparty,
+                            t.token_id.clone(),
+                            &t.amount,
+                            &t.tx_hash,
+                            int(b.timestamp),
+                        ],
+                    )
+                    .await?;
+                }
+            }
+        }
+        let set = if expect.is_some() {
+            "UPDATE index_cursor SET number = $2, hash = $3, updated_at = $4 WHERE chain = $1"
+        } else {
+            "INSERT INTO index_cursor (chain, number, hash, updated_at) VALUES ($1, $2, $3, $4)"
+        };
+        tx.execute(set, params![chain, int(last.number), &last.hash, now()])
+            .await?;
+        tx.execute(
+            "DELETE FROM index_blocks WHERE chain = $1 AND number < $2",
+            params![chain, int(keep_from)],
+        )
+        .await?;
+        tx.commit().await
+    }
+
+    /// The kept block hashes in `[from, to]`, newest first.
+    pub async fn indexed_blocks(
+        &self,
+        chain: &str,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<(u64, String, String)>, StoreError> {
+        let rows = self
+            .db
+            .query(
+                "SELECT number, hash, parent_hash FROM index_blocks \
+                 WHERE chain = $1 AND number >= $2 AND number <= $3 ORDER BY number DESC",
+                params![chain, int(from), int(to)],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.int(0)? as u64, r.text(1)?, r.text(2)?)))
+            .collect()
+    }
+
+    /// Undo every block above `to` in one transaction (a reorg): their transfers, their
+    /// hashes, and the cursor back to `to`. `Conflict` when the cursor moved from `expect`.
+    pub async fn roll_back_index(
+        &self,
+        chain: &str,
+        expect: &IndexCursor,
+        to: &IndexCursor,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.db.begin().await?;
+        let now_cursor = query_opt(
+            &mut *tx,
+            "SELECT number, hash FROM index_cursor WHERE chain = $1",
+            params![chain],
+        )
+        .await?
+        .map(|r| cursor_of(&r))
+        .transpose()?;
+        if now_cursor.as_ref() != Some(expect) {
+            return Err(StoreError::conflict("the index cursor moved"));
+        }
+        tx.execute(
+            "DELETE FROM wallet_transfers WHERE chain = $1 AND block > $2",
+            params![chain, int(to.number)],
+        )
+        .await?;
+        tx.execute(
+            "DELETE FROM index_blocks WHERE chain = $1 AND number > $2",
+            params![chain, int(to.number)],
+        )
+        .await?;
+        tx.execute(
+            "UPDATE index_cursor SET number = $2, hash = $3, updated_at = $4 WHERE chain = $1",
+            params![chain, int(to.number), &to.hash, now()],
+        )
+        .await?;
+        tx.commit().await
+    }
+
+    /// An address's transfers, newest first, strictly older than `before`.
+    pub async fn wallet_history(
+        &self,
+        chain: &str,
+        address: &str,
+        before: Option<Position>,
+        limit: usize,
+    ) -> Result<Vec<HistoryRow>, StoreError> {
+        const COLUMNS: &str = "block, tx_index, log_index, seq, direction, kind, token, \
+                               counterparty, token_id, amount, tx_hash, ts";
+        let order = "ORDER BY block DESC, tx_index DESC, log_index DESC, seq DESC";
+        let rows = match before {
+            None => {
+                self.db
+                    .query(
+                        &format!(
+                            "SELECT {COLUMNS} FROM wallet_transfers \
+                             WHERE chain = $1 AND address = $2 {order} LIMIT {limit}"
+                        ),
+                        params![chain, address],
+                    )
+                    .await?
+            }
+            Some(p) => {
+                self.db
+                    .query(
+                        &format!(
+                            "SELECT {COLUMNS} FROM wallet_transfers \
+                             WHERE chain = $1 AND address = $2 \
+                             AND (block, tx_index, log_index, seq) < ($3, $4, $5, $6) \
+                             {order} LIMIT {limit}"
+                        ),
+                        params![
+                            chain,
+                            address,
+                            int(p.block),
+                            int(p.tx_index),
+                            p.log_index,
+                            int(p.seq)
+                        ],
+                    )
+                    .await?
+            }
+        };
+        rows.iter().map(history_row).collect()
+    }
+
+    /// The tokens of `kinds` an address has sent or received (at most `limit`).
+    pub async fn wallet_tokens(
+        &self,
+        chain: &str,
+        address: &str,
+        kind: &str,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        let rows = self
+            .db
+            .query(
+                &format!(
+                    "SELECT DISTINCT token FROM wallet_transfers \
+                     WHERE chain = $1 AND address = $2 AND kind = $3 ORDER BY token LIMIT {limit}"
+                ),
+                params![chain, address, kind],
+            )
+            .await?;
+        rows.iter().map(|r| r.text(0)).collect()
+    }
+
+    /// An address's NFT movements, oldest first (at most `limit`): (kind, token, id,
+    /// direction, amount).
+    pub async fn wallet_nft_moves(
+        &self,
+        chain: &str,
+        address: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, String, String, String, String)>, StoreError> {
+        let rows = self
+            .db
+            .query(
+                &format!(
+                    "SELECT kind, token, token_id, direction, amount FROM wallet_transfers \
+                     WHERE chain = $1 AND address = $2 AND kind IN ('erc721', 'erc1155') \
+                     ORDER BY block, tx_index, log_index, seq LIMIT {limit}"
+                ),
+                params![chain, address],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.text(0)?, r.text(1)?, r.text(2)?, r.text(3)?, r.text(4)?)))
+            .collect()
+    }
+
+    /// Metadata already fetched, by token.
+    pub async fn token_meta(
+        &self,
+        chain: &str,
+        tokens: &[String],
+    ) -> Result<std::collections::HashMap<String, TokenMeta>, StoreError> {
+        let mut out = std::collections::HashMap::new();
+        for token in tokens {
+            if let Some(r) = self
+                .query_opt(
+                    "SELECT name, symbol, decimals FROM tokens WHERE chain = $1 AND address = $2",
+                    params![chain, token],
+                )
+                .await?
+            {
+                let meta = TokenMeta {
+                    name: r.opt_text(0)?,
+                    symbol: r.opt_text(1)?,
+                    decimals: r.opt_int(2)?.and_then(|d| u8::try_from(d).ok()),
+                };
+                out.insert(token.clone(), meta);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Remember a token's metadata (fetched once; a second writer's copy is the same).
+    pub async fn put_token_meta(
+        &self,
+        chain: &str,
+        token: &str,
+        meta: &TokenMeta,
+    ) -> Result<(), StoreError> {
+        let exists = self
+            .query_opt(
+                "SELECT 1 FROM tokens WHERE chain = $1 AND address = $2",
+                params![chain, token],
+            )
+            .await?
+            .is_some();
+        if exists {
+            return Ok(());
+        }
+        let r = self
+            .db
+            .execute(
+                "INSERT INTO tokens (chain, address, name, symbol, decimals, fetched_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+                params![
+                    chain,
+                    token,
+                    meta.name.clone(),
+                    meta.symbol.clone(),
+                    meta.decimals.map(i64::from),
+                    now()
+                ],
+            )
+            .await;
+        match r {
+            Err(e) if e.kind == super::sql::ErrorKind::Conflict => Ok(()),
+            other => other.map(|_| ()),
+        }
+    }
+}
+
+fn cursor_of(r: &Row) -> Result<IndexCursor, StoreError> {
+    Ok(IndexCursor {
+        number: r.int(0)? as u64,
+        hash: r.text(1)?,
+    })
+}
+
+fn history_row(r: &Row) -> Result<HistoryRow, StoreError> {
+    Ok(HistoryRow {
+        position: Position {
+            block: r.int(0)? as u64,
+            tx_index: r.int(1)? as u64,
+            log_index: r.int(2)?,
+            seq: r.int(3)? as u64,
+        },
+        direction: r.text(4)?,
+        kind: r.text(5)?,
+        token: r.text(6)?,
+        counterparty: r.text(7)?,
+        token_id: r.opt_text(8)?,
+        amount: r.text(9)?,
+        tx_hash: r.text(10)?,
+        timestamp: r.int(11)?,
+    })
+}
