@@ -91,10 +91,19 @@ pids+=($!)
 "$bin" -c conf/pingora-demo.yaml "${app[@]}" &
 pids+=($!)
 
+# Tokens deployed on both chains and a steady flow of transfers (docs/index.md).
+python3 scripts/demo_flow.py 18545,18546 18547 &
+pids+=($!)
+
 cat <<MSG
 demo: chainedge is up
   JSON-RPC   curl -s -H 'content-type: application/json' -H "Authorization: Bearer \$(python3 -c 'import json;print(json.load(open(".demo/keys.json"))["free"])')" \\
                -d '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}' http://127.0.0.1:8080/rpc/eth
+  balance    curl -s http://127.0.0.1:8080/v1/polygon/wallet/balance/0x00000000000000000000000000000000000a11ce
+  history    curl -s -H "x-token: \$(python3 -c 'import json;print(json.load(open(".demo/keys.json"))["basic"])')" \\
+               'http://127.0.0.1:8080/v1/eth/wallet/0x00000000000000000000000000000000000a11ce/history?limit=5'
+  tokens     (same key) http://127.0.0.1:8080/v1/eth/wallet/0x00000000000000000000000000000000000a11ce/tokens
+  NFTs       (same key) http://127.0.0.1:8080/v1/polygon/wallet/nfts/0x00000000000000000000000000000000000a11ce
   mesh       curl -s http://127.0.0.1:8080/v1/eth/mesh/health
   metrics    curl -s http://127.0.0.1:9091/metrics
   console    http://127.0.0.1:8080/console/   (sign-in codes: .demo/outbox.jsonl)

@@ -24,6 +24,7 @@ pub mod front;
 pub mod console;
 pub mod handlers;
 pub mod index;
+pub mod mempool;
 pub mod rpc;
 pub mod streams;
 

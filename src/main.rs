@@ -1,8 +1,8 @@
 //! chainedge: an edge data plane for blockchain node fleets, on Pingora.
 
 use chainedge::{
-    auth, cli, cluster, config, console, edge, front, handlers, index, limits, observe, pools,
-    routes, rpc, store, upstream,
+    auth, cli, cluster, config, console, edge, front, handlers, index, limits, mempool, observe,
+    pools, routes, rpc, store, upstream,
 };
 
 use clap::Parser;
@@ -216,6 +216,22 @@ fn run(
             )
         })
         .collect();
+    // One mempool watcher per configured chain (src/mempool/).
+    let mempools = Arc::new(mempool::Mempools::new(app.app.mempool.keys().cloned()));
+    let watchers: Vec<_> = app
+        .app
+        .mempool
+        .iter()
+        .map(|(chain, conf)| {
+            mempool::Watcher::new(
+                chain,
+                conf.clone(),
+                pools.clone(),
+                gateway.clone(),
+                mempools.clone(),
+            )
+        })
+        .collect();
     let keys = Arc::new(auth::keys::KeyAuth::new(
         store.clone(),
         app.app.auth.key_cache_size,
@@ -250,6 +266,7 @@ fn run(
         gateway,
         keys,
         store,
+        mempools,
     });
 
     // Plain-HTTP connections meet the lean front first; it hands Pingora's proxy what it
@@ -299,6 +316,11 @@ fn run(
     if let Some(cluster) = cluster {
         server.add_service(pingora_core::services::background::background_service(
             "cluster", cluster,
+        ));
+    }
+    for watcher in watchers {
+        server.add_service(pingora_core::services::background::background_service(
+            "mempool", watcher,
         ));
     }
     for indexer in indexers {

@@ -144,6 +144,20 @@ fn every_manifest_route_is_classified_in_its_envelope() {
                 let (expected, built_code) = match handler {
                     _ if disabled => (503, "route_disabled"),
                     "json_rpc" | "mesh_health" | "polygon_mesh_health" | "mesh_hosts" => (200, ""),
+                    "eth_wallet_balance" => (200, ""),
+                    // No polygon_bor pool here.
+                    "polygon_wallet_balance" => (503, "pool_not_configured"),
+                    // Nothing indexed or watched here.
+                    "eth_wallet_tokens"
+                    | "eth_wallet_nfts"
+                    | "eth_wallet_history"
+                    | "polygon_wallet_tokens"
+                    | "polygon_wallet_nfts"
+                    | "polygon_wallet_history" => (503, "index_not_configured"),
+                    "eth_mempool_snapshot"
+                    | "eth_mempool_stats"
+                    | "polygon_mempool_snapshot"
+                    | "polygon_mempool_stats" => (503, "mempool_not_configured"),
                     // The key has no eth.chain_metrics_el feature.
                     "metrics_mirror" => (403, "tier_locked"),
                     // Polygon layers are bor and heimdall.
@@ -181,6 +195,8 @@ fn every_manifest_route_is_classified_in_its_envelope() {
                 if r.status == 200 {
                     if handler == "json_rpc" {
                         assert_eq!(r.json()["result"], "0x1", "{}", ctx(method));
+                    } else if handler == "eth_wallet_balance" {
+                        assert!(r.json()["wei"].is_string(), "{}", ctx(method));
                     } else {
                         assert!(r.json()["generated_at"].is_string(), "{}", ctx(method));
                     }

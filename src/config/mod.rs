@@ -139,6 +139,9 @@ pub struct AppConfig {
     /// Chains indexed (`eth`, `polygon`).
     #[serde(default)]
     pub index: BTreeMap<String, ChainIndexConf>,
+    /// Chains whose mempool is watched (`eth`, `polygon`).
+    #[serde(default)]
+    pub mempool: BTreeMap<String, MempoolConf>,
     /// Edge worker threads for the public listeners (Pingora `threads` is per service).
     #[serde(default)]
     pub threads: Option<usize>,
@@ -346,6 +349,28 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
                 &key("max_reorg_depth"),
                 "max_reorg_depth between 1 and 10000, confirmations at most 10000".into(),
             );
+        }
+    }
+    for (chain, c) in &app.mempool {
+        let key = |k: &str| format!("mempool.{chain}.{k}");
+        if !INDEXED_CHAINS.contains(&chain.as_str()) {
+            bad(
+                &format!("mempool.{chain}"),
+                format!("unknown chain; watched chains are {INDEXED_CHAINS:?}"),
+            );
+            continue;
+        }
+        if !app.pools.contains_key(c.pool_for(chain)) {
+            bad(
+                &key("pool"),
+                format!("pool {} is not configured", c.pool_for(chain)),
+            );
+        }
+        if !(100..=60_000).contains(&c.poll_ms) {
+            bad(&key("poll_ms"), "between 100 and 60000".into());
+        }
+        if !(1..=1_000_000).contains(&c.max_pending) {
+            bad(&key("max_pending"), "between 1 and 1000000".into());
         }
     }
     if !(10..=5000).contains(&app.cluster.sync_interval_ms) {

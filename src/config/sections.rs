@@ -551,6 +551,39 @@ fn d_mirror_max() -> usize {
     8 << 20
 }
 
+/// A mempool watcher (`src/mempool/`): which pool it polls, how often, how much it keeps.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct MempoolConf {
+    /// The pool polled (default: `eth_el` for `eth`, `polygon_bor` for `polygon`); only
+    /// its hosts with the `txpool` capability are asked.
+    #[serde(default)]
+    pub pool: Option<String>,
+    /// How often `txpool_content` is read.
+    #[serde(default = "d_mempool_poll_ms")]
+    pub poll_ms: u64,
+    /// Most pending transactions tracked (the highest-priced kept beyond it).
+    #[serde(default = "d_max_pending")]
+    pub max_pending: usize,
+}
+
+fn d_mempool_poll_ms() -> u64 {
+    1000
+}
+
+fn d_max_pending() -> usize {
+    50_000
+}
+
+impl MempoolConf {
+    pub fn pool_for<'a>(&'a self, chain: &str) -> &'a str {
+        self.pool.as_deref().unwrap_or(match chain {
+            "polygon" => "polygon_bor",
+            _ => "eth_el",
+        })
+    }
+}
+
 /// The chain indexer (`src/index/`): which EVM chains to follow, from where, how close to
 /// the head. A chain not listed is not indexed (its history, tokens and NFT routes then
 /// answer 503 `index_not_configured`).

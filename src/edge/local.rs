@@ -107,6 +107,17 @@ impl Edge {
                 };
                 self.indexed(chain, route, &req).await
             }
+            HandlerKind::EthMempoolSnapshot
+            | HandlerKind::EthMempoolStats
+            | HandlerKind::PolygonMempoolSnapshot
+            | HandlerKind::PolygonMempoolStats => {
+                let chain = if route.name.starts_with("polygon.") {
+                    "polygon"
+                } else {
+                    "eth"
+                };
+                handlers::mempool::serve(&st.mempools, chain, &req)
+            }
             _ => Err(ApiError::not_implemented(&route.name)),
         };
         reply.map(|mut r| {

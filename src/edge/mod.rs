@@ -47,6 +47,8 @@ pub struct State {
     pub pools: Arc<Pools>,
     pub gateway: Arc<Gateway>,
     pub keys: Arc<crate::auth::keys::KeyAuth>,
+    /// What the mempool watchers keep (`src/mempool/`).
+    pub mempools: Arc<crate::mempool::Mempools>,
     /// The store, for handlers that read it (the chain index).
     pub store: crate::store::Store,
     pub limiter: crate::limits::Limiter,

@@ -12,6 +12,7 @@
 pub mod base_page;
 pub mod beacon;
 pub mod indexed;
+pub mod mempool;
 pub mod mesh;
 pub mod metrics_mirror;
 pub mod mev_share;

@@ -185,6 +185,13 @@ pub static INDEX_ERRORS: Lazy<IntCounterVec> = Lazy::new(|| {
     )
 });
 
+pub static MEMPOOL_PENDING: Lazy<IntGaugeVec> = Lazy::new(|| {
+    chain_gauge(
+        "chainedge_mempool_pending",
+        "Pending transactions the mempool watcher tracks",
+    )
+});
+
 fn gauge(name: &str, help: &str) -> IntGaugeVec {
     register(IntGaugeVec::new(Opts::new(name, help), &["pool", "host"]).unwrap())
 }
@@ -334,6 +341,7 @@ pub fn init() {
     Lazy::force(&INDEX_REORGS);
     Lazy::force(&INDEX_ROLLBACK_DEPTH);
     Lazy::force(&INDEX_ERRORS);
+    Lazy::force(&MEMPOOL_PENDING);
 }
 
 /// Per-thread handles of the per-request series, so a request costs a map lookup and

@@ -266,11 +266,23 @@ impl Gateway {
         params: Value,
         rid: &str,
     ) -> Result<(Value, Option<String>), ApiError> {
+        self.read_call_with(pool, None, method, params, rid).await
+    }
+
+    /// `read_call` on the pool's hosts with `capability` only (`txpool`, `trace`, …).
+    pub async fn read_call_with(
+        &self,
+        pool: &Pool,
+        capability: Option<&str>,
+        method: &str,
+        params: Value,
+        rid: &str,
+    ) -> Result<(Value, Option<String>), ApiError> {
         let need = need_for(pool, block_need(method, Some(&params)));
         let call =
             serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
         let body = Bytes::from(call.to_string());
-        let r = self.read(pool, None, need, body, rid).await?;
+        let r = self.read(pool, capability, need, body, rid).await?;
         let mut answer: Value = serde_json::from_slice(&r.body).map_err(|_| {
             ApiError::new(502, "upstream_unavailable", "the node answered non-JSON")
         })?;
