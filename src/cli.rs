@@ -135,10 +135,12 @@ async fn execute_on_store(cmd: &Command, cfg: &Loaded) -> Result<(), String> {
                 )
                 .await
                 .map_err(db)?;
+            announce_tenant(cfg, tenant).await;
         }
         Command::Tenants(TenantCmd::SetFeatures { tenant, features }) => {
             must_exist(tenant).await?;
             store.set_features(tenant, features).await.map_err(db)?;
+            announce_tenant(cfg, tenant).await;
         }
         Command::Keys(KeyCmd::Create {
             tenant,
@@ -172,6 +174,16 @@ async fn execute_on_store(cmd: &Command, cfg: &Loaded) -> Result<(), String> {
         },
     }
     Ok(())
+}
+
+/// Running instances drop the tenant's cached keys at once (clustered); otherwise they see
+/// the change within `auth.key_cache_ttl_ms`.
+async fn announce_tenant(cfg: &crate::config::Loaded, tenant: &str) {
+    if let Some(url) = &cfg.cluster_redis {
+        if let Err(e) = crate::cluster::publish_tenant_changed(url.expose(), tenant).await {
+            eprintln!("warning: change not announced ({e}); instances notice within auth.key_cache_ttl_ms");
+        }
+    }
 }
 
 /// A point in time given on the command line, or `none` (cleared).

@@ -133,6 +133,35 @@ fn a_limit_holds_across_instances_revocations_spread_and_redis_loss_falls_back()
     });
     eprintln!("revoked through the CLI; refused by B after {took:?}");
 
+    // A tenant moved from pro to free through A's CLI: B, which had its key cached as
+    // pro, applies the new plan within 1 s (a basic-tier route: 501 not built, then 403).
+    let tenant = a.cli(&["tenants", "create", "--name", "mover", "--plan", "pro"]);
+    let key = a.cli(&["keys", "create", "--tenant", tenant.as_str()]);
+    let basic_route = |port: u16| {
+        request(
+            port,
+            "GET",
+            "/v1/polygon/checkpoints/1",
+            &[("x-token", &key)],
+            b"",
+        )
+        .map(|r| r.status)
+        .unwrap_or(0)
+    };
+    assert_eq!(basic_route(b.port), 501);
+    a.cli(&[
+        "tenants",
+        "set-plan",
+        "--tenant",
+        tenant.as_str(),
+        "--plan",
+        "free",
+    ]);
+    let took = wait_for("plan change on B", Duration::from_secs(1), || {
+        basic_route(b.port) == 403
+    });
+    eprintln!("plan changed through the CLI; applied by B after {took:?}");
+
     // Redis killed: both keep serving on their own limits, and say so.
     let key = a.key("pro", &[]);
     redis.kill();

@@ -77,6 +77,21 @@ impl KeyAuth {
         }
     }
 
+    /// A tenant's plan, features or billing changed: forget its cached keys, so their next
+    /// request reads the tenant as it is now.
+    pub fn evict_tenant(&self, tenant: &str) {
+        if let Ok(mut c) = self.cache.lock() {
+            let stale: Vec<[u8; 32]> = c
+                .iter()
+                .filter(|(_, (_, record))| record.as_ref().is_some_and(|r| r.tenant_id == tenant))
+                .map(|(hash, _)| *hash)
+                .collect();
+            for hash in stale {
+                c.pop(&hash);
+            }
+        }
+    }
+
     /// Forget every cached key (notices may have been missed).
     pub fn clear(&self) {
         if let Ok(mut c) = self.cache.lock() {

@@ -32,8 +32,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc;
 
-/// The channel revocations go out on.
+/// The channel revocations go out on: a revoked key's hash (hex), or `tenant:<id>` when a
+/// tenant's plan, features or billing changed.
 pub const REVOKED_CHANNEL: &str = "chainedge:revoked";
+const TENANT_PREFIX: &str = "tenant:";
 /// How long a Redis call may take before the round counts as failed.
 const CALL_TIMEOUT: Duration = Duration::from_millis(500);
 /// Wait between reconnection attempts.
@@ -219,8 +221,13 @@ impl Cluster {
                     msg = messages.next() => {
                         let Some(msg) = msg else { break };
                         let payload: Vec<u8> = msg.get_payload().unwrap_or_default();
-                        if let Some(hash) = parse_hash(&payload) {
-                            self.keys.evict(&hash);
+                        match std::str::from_utf8(&payload).ok().and_then(|p| p.strip_prefix(TENANT_PREFIX)) {
+                            Some(tenant) => self.keys.evict_tenant(tenant),
+                            None => {
+                                if let Some(hash) = parse_hash(&payload) {
+                                    self.keys.evict(&hash);
+                                }
+                            }
                         }
                     }
                     hash = queue.recv() => {
@@ -263,9 +270,16 @@ async fn publish(
     conn: &mut redis::aio::MultiplexedConnection,
     hash: &[u8; 32],
 ) -> redis::RedisResult<()> {
+    publish_text(conn, &hex::encode(hash)).await
+}
+
+async fn publish_text(
+    conn: &mut redis::aio::MultiplexedConnection,
+    payload: &str,
+) -> redis::RedisResult<()> {
     redis::cmd("PUBLISH")
         .arg(REVOKED_CHANNEL)
-        .arg(hex::encode(hash))
+        .arg(payload)
         .query_async::<i64>(conn)
         .await
         .map(|_| ())
@@ -275,6 +289,14 @@ async fn publish(
 pub async fn publish_revoked(url: &str, hash: &[u8; 32]) -> Result<(), String> {
     let mut conn = connect(url).await.map_err(|e| e.to_string())?;
     publish(&mut conn, hash).await.map_err(|e| e.to_string())
+}
+
+/// Tell every instance a tenant changed (the CLI's `tenants set-*`).
+pub async fn publish_tenant_changed(url: &str, tenant: &str) -> Result<(), String> {
+    let mut conn = connect(url).await.map_err(|e| e.to_string())?;
+    publish_text(&mut conn, &format!("{TENANT_PREFIX}{tenant}"))
+        .await
+        .map_err(|e| e.to_string())
 }
 
 #[async_trait]

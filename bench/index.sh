@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# The chain index, loopback only: backfill speed over a chain with activity, and the
+# wallet endpoints' latency and peak against the local handler row, in one run.
+#
+#   bench/index.sh [blocks, default 2000] [transfers per block, default 10]
+#   STORE=postgres bench/index.sh ...   index into a PostgreSQL started here (default SQLite)
+#
+# An anvil node (not mining by itself) gets `blocks` blocks, each with `transfers` ERC-20
+# transfers to rotating wallets and as many native transfers; then chainedge starts with
+# `index.eth.start_block: 0` and the time until `chainedge_index_head` reaches the node's
+# head gives blocks/s and transfers/s (rows committed per side). Then oha at a fixed rate
+# and wrk at 64 connections against history (50 items), tokens and `/console/app.js`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+blocks=${1:-2000}
+per_block=${2:-10}
+command -v wrk >/dev/null || { SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo; $SUDO apt-get install -y -qq wrk >/dev/null; }
+command -v oha >/dev/null || cargo install oha --locked -q
+anvil=node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil
+[ -x "$anvil" ] || bash scripts/setup.sh
+cargo build --release -q --bin chainedge
+bin=target/release/chainedge
+NODE=19401; CE=19402; CEM=19403; PG=19404
+work=$(mktemp -d /tmp/chainedge-index-bench.XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  [ -n "${pgdata:-}" ] && su postgres -c "/usr/lib/postgresql/15/bin/pg_ctl -D $pgdata stop -m immediate" >/dev/null 2>&1 || true
+  sleep 0.5; rm -rf "$work"
+}
+trap cleanup EXIT
+
+$anvil --port $NODE --no-mining --silent >/dev/null 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$NODE) 2>/dev/null && break; sleep 0.1; done
+sleep 0.5
+
+# The chain: one ERC-20, then blocks of transfers (JSON-RPC batches, mined one by one).
+gen_start=$(date +%s.%N)
+python3 - "$NODE" "$blocks" "$per_block" <<'PY'
+import json, sys, urllib.request
+sys.path.insert(0, "scripts")
+from demo_flow import BYTECODE, DEV, MINT, TRANSFER, word, string_tail
+port, blocks, per_block = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+def call(body):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}", json.dumps(body).encode(), {"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.load(r)
+def tx(to, data, value=0):
+    t = {"from": DEV, "data": "0x" + data, "value": hex(value), "gas": hex(200_000)}
+    if to: t["to"] = to
+    return {"jsonrpc": "2.0", "id": 1, "method": "eth_sendTransaction", "params": [t]}
+mine = {"jsonrpc": "2.0", "id": 2, "method": "evm_mine", "params": []}
+deploy = tx(None, BYTECODE["Erc20"][2:] + word(96) + word(160) + word(6) + string_tail("Bench USD") + string_tail("BUSD"))
+deploy["params"][0]["gas"] = hex(3_000_000)
+h = call(deploy)["result"]; call(mine)
+token = call({"jsonrpc": "2.0", "id": 3, "method": "eth_getTransactionReceipt", "params": [h]})["result"]["contractAddress"]
+call(tx(token, MINT + word(DEV) + word(10**30))); call(mine)
+n = 0
+for b in range(blocks):
+    batch = []
+    for i in range(per_block):
+        n += 1
+        to = "0x" + format(0xA000 + n % 5000, "040x")
+        batch.append(tx(token, TRANSFER + word(to) + word(n)))
+        batch.append(tx(to, "", n))
+    batch.append(mine)
+    call(batch)
+print(f"generated {blocks} blocks, {2 * per_block * blocks} transfers", file=sys.stderr)
+PY
+gen_secs=$(awk -v a="$gen_start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
+head=$(curl -s -H 'content-type: application/json' -d '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}' http://127.0.0.1:$NODE | python3 -c 'import json,sys;print(int(json.load(sys.stdin)["result"],16))')
+
+store="  path: $work/store.db"
+if [ "${STORE:-sqlite}" = postgres ]; then
+  pgdata=$work/pg; mkdir -p "$pgdata"; chown postgres "$pgdata" "$work"
+  su postgres -c "/usr/lib/postgresql/15/bin/initdb -D $pgdata -A trust -U postgres" >/dev/null
+  su postgres -c "/usr/lib/postgresql/15/bin/pg_ctl -D $pgdata -o '-p $PG -k $pgdata -c listen_addresses=127.0.0.1' -l $pgdata/log start -w" >/dev/null
+  export BENCH_PG_URL="postgres://postgres@127.0.0.1:$PG/postgres"
+  store="  postgres: env:BENCH_PG_URL"
+fi
+cat > "$work/app.yaml" <<YAML
+plugins: $PWD/plugins
+listen:
+  http: ["127.0.0.1:$CE"]
+metrics:
+  listen: "127.0.0.1:$CEM"
+store:
+$store
+plans: [free, basic, pro, business, enterprise, scale]
+threads: 2
+limits:
+  default: {anonymous: 10000000, free: 10000000, basic: 10000000, pro: 10000000, business: 10000000, enterprise: 10000000, scale: 10000000}
+health:
+  interval_ms: 500
+index:
+  eth:
+    start_block: 0
+    batch_blocks: ${BATCH:-50}
+    poll_ms: 200
+pools:
+  eth_el:
+    hosts:
+      - {id: anvil, url: "http://127.0.0.1:$NODE", family: el-anvil}
+YAML
+cat > "$work/pingora.yaml" <<YAML
+version: 1
+threads: 2
+pid_file: $work/chainedge.pid
+upgrade_sock: $work/upgrade.sock
+YAML
+tenant=$($bin --app "$work/app.yaml" tenants create --name bench --plan scale)
+key=$($bin --app "$work/app.yaml" keys create --tenant "$tenant" 2>/dev/null)
+start=$(date +%s.%N)
+$bin -c "$work/pingora.yaml" --app "$work/app.yaml" >/dev/null 2>"$work/chainedge.log" &
+pids+=($!)
+indexed() { curl -s "http://127.0.0.1:$CEM/metrics" | awk '/^chainedge_index_head\{chain="eth"\}/ {print $2}'; }
+until [ "$(indexed)" = "$head" ]; do sleep 0.1; done
+secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.2f", b-a}')
+transfers=$(curl -s "http://127.0.0.1:$CEM/metrics" | awk '/^chainedge_index_transfers_total\{chain="eth"\}/ {print $2}')
+
+wallet=0x$(printf '%040x' $((0xA000 + 7)))
+hist="http://127.0.0.1:$CE/v1/eth/wallet/$wallet/history?limit=50"
+toks="http://127.0.0.1:$CE/v1/eth/wallet/$wallet/tokens"
+local="http://127.0.0.1:$CE/console/app.js"
+fixed() { # fixed URL -> "p50 p99" ms at 500 req/s
+  oha --no-tui -q 500 -z 10s -c 16 --latency-correction -H "x-token: $key" --output-format json "$1" > "$work/oha.json" 2>/dev/null || true
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); p=d["latencyPercentiles"]; s=d["statusCodeDistribution"]; assert list(s)==["200"], s; print("%.3f %.3f" % (p["p50"]*1000, p["p99"]*1000))' "$work/oha.json"
+}
+peak() { # peak URL -> req/s at 64 connections
+  printf 'wrk.headers["x-token"] = "%s"\n' "$key" > "$work/key.lua"
+  wrk -t 2 -c 64 -d 10s -s "$work/key.lua" "$1" | awk '/Requests\/sec/ {print $2}'
+}
+h_fixed=$(fixed "$hist"); t_fixed=$(fixed "$toks"); l_fixed=$(fixed "$local")
+h_peak=$(peak "$hist"); t_peak=$(peak "$toks"); l_peak=$(peak "$local")
+rows=$(curl -s -H "x-token: $key" "$hist" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))')
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f", a/b}'; }
+cat <<MD
+# Chain index rows ($(date -u +%Y-%m-%d), \`bench/index.sh $blocks $per_block\`, ${STORE:-sqlite} store, batch_blocks ${BATCH:-50})
+
+Chain: $head blocks on one anvil, $per_block ERC-20 and $per_block native transfers per block
+(generated in ${gen_secs} s); release build, 2 worker threads, $(nproc) cores shared with the node.
+
+| backfill | value |
+|---|---|
+| blocks indexed | $head in $secs s: $(awk -v n="$head" -v s="$secs" 'BEGIN{printf "%.0f", n/s}') blocks/s |
+| transfers indexed | $transfers in $secs s: $(awk -v n="$transfers" -v s="$secs" 'BEGIN{printf "%.0f", n/s}') transfers/s (two wallet rows each) |
+
+| endpoint | p50 / p99 ms at 500 req/s (oha) | peak req/s (wrk, 64 connections) | peak against the local handler |
+|---|---|---|---|
+| history, $rows items | $h_fixed | $h_peak | $(ratio "$h_peak" "$l_peak") |
+| tokens (1 token, balanceOf on the node) | $t_fixed | $t_peak | $(ratio "$t_peak" "$l_peak") |
+| local handler (\`/console/app.js\` from memory) | $l_fixed | $l_peak | 1.000 |
+MD
