@@ -117,12 +117,17 @@ impl Store {
         if now_cursor.as_ref() != expect {
             return Err(StoreError::conflict("the index cursor moved"));
         }
+        let block_rows = blocks
+            .iter()
+            .map(|b| params![chain, int(b.number), &b.hash, &b.parent_hash])
+            .collect();
+        tx.execute_many(
+            "INSERT INTO index_blocks (chain, number, hash, parent_hash) VALUES ($1, $2, $3, $4)",
+            block_rows,
+        )
+        .await?;
+        let mut transfer_rows = Vec::new();
         for b in blocks {
-            tx.execute(
-                "INSERT INTO index_blocks (chain, number, hash, parent_hash) VALUES ($1, $2, $3, $4)",
-                params![chain, int(b.number), &b.hash, &b.parent_hash],
-            )
-            .await?;
             for t in &b.transfers {
                 // One row per wallet taking part; a transfer to oneself is one row.
                 let sides: &[(&str, &str, &str)] = if t.from == t.to {
@@ -131,31 +136,32 @@ impl Store {
                     &[(&t.from, "out", &t.to), (&t.to, "in", &t.from)]
                 };
                 for (address, direction, counterparty) in sides {
-                    tx.execute(
-                        "INSERT INTO wallet_transfers (chain, address, block, tx_index, log_index, seq, \
-                         direction, kind, token, counterparty, token_id, amount, tx_hash, ts) \
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
-                        params![
-                            chain,
-                            *address,
-                            int(b.number),
-                            int(t.tx_index),
-                            t.log_index,
-                            int(t.seq),
-                            *direction,
-                            t.kind,
-                            &t.token,
-                            *counterparty,
-                            t.token_id.clone(),
-                            &t.amount,
-                            &t.tx_hash,
-                            int(b.timestamp),
-                        ],
-                    )
-                    .await?;
+                    transfer_rows.push(params![
+                        chain,
+                        *address,
+                        int(b.number),
+                        int(t.tx_index),
+                        t.log_index,
+                        int(t.seq),
+                        *direction,
+                        t.kind,
+                        &t.token,
+                        *counterparty,
+                        t.token_id.clone(),
+                        &t.amount,
+                        &t.tx_hash,
+                        int(b.timestamp),
+                    ]);
                 }
             }
         }
+        tx.execute_many(
+            "INSERT INTO wallet_transfers (chain, address, block, tx_index, log_index, seq, \
+             direction, kind, token, counterparty, token_id, amount, tx_hash, ts) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+            transfer_rows,
+        )
+        .await?;
         let set = if expect.is_some() {
             "UPDATE index_cursor SET number = $2, hash = $3, updated_at = $4 WHERE chain = $1"
         } else {
@@ -328,20 +334,32 @@ impl Store {
         tokens: &[String],
     ) -> Result<std::collections::HashMap<String, TokenMeta>, StoreError> {
         let mut out = std::collections::HashMap::new();
-        for token in tokens {
-            if let Some(r) = self
-                .query_opt(
-                    "SELECT name, symbol, decimals FROM tokens WHERE chain = $1 AND address = $2",
-                    params![chain, token],
+        let mut unique: Vec<&String> = tokens.iter().collect();
+        unique.sort();
+        unique.dedup();
+        // One query per 100 tokens: `address IN ($2, $3, …)`.
+        for chunk in unique.chunks(100) {
+            let marks: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 2)).collect();
+            let mut args = params![chain];
+            args.extend(chunk.iter().map(|t| Value::from(*t)));
+            let rows = self
+                .db
+                .query(
+                    &format!(
+                        "SELECT address, name, symbol, decimals FROM tokens \
+                         WHERE chain = $1 AND address IN ({})",
+                        marks.join(", ")
+                    ),
+                    args,
                 )
-                .await?
-            {
+                .await?;
+            for r in rows {
                 let meta = TokenMeta {
-                    name: r.opt_text(0)?,
-                    symbol: r.opt_text(1)?,
-                    decimals: r.opt_int(2)?.and_then(|d| u8::try_from(d).ok()),
+                    name: r.opt_text(1)?,
+                    symbol: r.opt_text(2)?,
+                    decimals: r.opt_int(3)?.and_then(|d| u8::try_from(d).ok()),
                 };
-                out.insert(token.clone(), meta);
+                out.insert(r.text(0)?, meta);
             }
         }
         Ok(out)

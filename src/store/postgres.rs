@@ -316,6 +316,24 @@ impl Tx for PgTx {
         query_on(self.client()?, sql, &params).await
     }
 
+    async fn execute_many(&mut self, sql: &str, rows: Vec<Vec<Value>>) -> Result<u64> {
+        let c = self.client()?;
+        let st = c.prepare(sql).await.map_err(error)?;
+        let mut changed = 0;
+        // Sent without waiting for each answer (tokio-postgres pipelines the requests of
+        // one connection), a bounded number at a time.
+        for chunk in rows.chunks(512) {
+            let params: Vec<_> = chunk.iter().map(|p| refs(p)).collect();
+            let runs = params.iter().map(|p| c.execute(&st, p));
+            changed += futures_util::future::try_join_all(runs)
+                .await
+                .map_err(error)?
+                .into_iter()
+                .sum::<u64>();
+        }
+        Ok(changed)
+    }
+
     async fn commit(mut self: Box<Self>) -> Result<()> {
         let client = self
             .client

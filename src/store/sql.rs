@@ -213,6 +213,9 @@ pub trait Backend: Send + Sync {
 #[async_trait]
 pub trait Tx: Send {
     async fn execute(&mut self, sql: &str, params: Vec<Value>) -> Result<u64>;
+    /// The same statement once per parameter row, in order, prepared once (PostgreSQL
+    /// pipelines them): rows changed in all. For bulk writes (the chain index).
+    async fn execute_many(&mut self, sql: &str, rows: Vec<Vec<Value>>) -> Result<u64>;
     async fn query(&mut self, sql: &str, params: Vec<Value>) -> Result<Vec<Row>>;
     async fn commit(self: Box<Self>) -> Result<()>;
 }

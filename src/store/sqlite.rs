@@ -202,6 +202,17 @@ impl Tx for SqliteTx {
         blocking(&self.conn, move |c| query_on(c, &sql, &params)).await
     }
 
+    async fn execute_many(&mut self, sql: &str, rows: Vec<Vec<Value>>) -> Result<u64> {
+        let sql = sql.to_string();
+        // One trip to the blocking pool for all rows (the statement is cached).
+        blocking(&self.conn, move |c| {
+            rows.iter()
+                .map(|params| execute_on(c, &sql, params))
+                .sum::<Result<u64>>()
+        })
+        .await
+    }
+
     async fn commit(mut self: Box<Self>) -> Result<()> {
         blocking(&self.conn, |c| c.execute_batch("COMMIT").map_err(error)).await?;
         self.open = false;
