@@ -6,7 +6,7 @@
 //! at any point resumes from the cursor, no gap, no duplicate), no reader sees half a
 //! block, and two instances indexing one shared store cannot both commit a step.
 
-use super::sql::{params, query_opt, Row, StoreError, Value};
+use super::sql::{params, query_opt, Row, StoreError, Tx, Value};
 use super::{now, Store};
 
 /// The last block committed for a chain.
@@ -106,17 +106,7 @@ impl Store {
             return Ok(());
         };
         let mut tx = self.db.begin().await?;
-        let now_cursor = query_opt(
-            &mut *tx,
-            "SELECT number, hash FROM index_cursor WHERE chain = $1",
-            params![chain],
-        )
-        .await?
-        .map(|r| cursor_of(&r))
-        .transpose()?;
-        if now_cursor.as_ref() != expect {
-            return Err(StoreError::conflict("the index cursor moved"));
-        }
+        cursor_unmoved(&mut *tx, chain, expect).await?;
         let block_rows = blocks
             .iter()
             .map(|b| params![chain, int(b.number), &b.hash, &b.parent_hash])
@@ -206,17 +196,7 @@ impl Store {
         to: &IndexCursor,
     ) -> Result<(), StoreError> {
         let mut tx = self.db.begin().await?;
-        let now_cursor = query_opt(
-            &mut *tx,
-            "SELECT number, hash FROM index_cursor WHERE chain = $1",
-            params![chain],
-        )
-        .await?
-        .map(|r| cursor_of(&r))
-        .transpose()?;
-        if now_cursor.as_ref() != Some(expect) {
-            return Err(StoreError::conflict("the index cursor moved"));
-        }
+        cursor_unmoved(&mut *tx, chain, Some(expect)).await?;
         tx.execute(
             "DELETE FROM wallet_transfers WHERE chain = $1 AND block > $2",
             params![chain, int(to.number)],
@@ -402,6 +382,26 @@ impl Store {
             other => other.map(|_| ()),
         }
     }
+}
+
+/// Within a transaction: `Conflict` unless the chain's cursor is still `expect`.
+async fn cursor_unmoved(
+    tx: &mut dyn Tx,
+    chain: &str,
+    expect: Option<&IndexCursor>,
+) -> Result<(), StoreError> {
+    let now = query_opt(
+        tx,
+        "SELECT number, hash FROM index_cursor WHERE chain = $1",
+        params![chain],
+    )
+    .await?
+    .map(|r| cursor_of(&r))
+    .transpose()?;
+    if now.as_ref() != expect {
+        return Err(StoreError::conflict("the index cursor moved"));
+    }
+    Ok(())
 }
 
 fn cursor_of(r: &Row) -> Result<IndexCursor, StoreError> {
