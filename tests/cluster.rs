@@ -134,7 +134,7 @@ fn a_limit_holds_across_instances_revocations_spread_and_redis_loss_falls_back()
     eprintln!("revoked through the CLI; refused by B after {took:?}");
 
     // A tenant moved from pro to free through A's CLI: B, which had its key cached as
-    // pro, applies the new plan within 1 s (a basic-tier route: 501 not built, then 403).
+    // pro, applies the new plan within 1 s (a basic-tier route: let through, then 403).
     let tenant = a.cli(&["tenants", "create", "--name", "mover", "--plan", "pro"]);
     let key = a.cli(&["keys", "create", "--tenant", tenant.as_str()]);
     let basic_route = |port: u16| {
@@ -148,7 +148,8 @@ fn a_limit_holds_across_instances_revocations_spread_and_redis_loss_falls_back()
         .map(|r| r.status)
         .unwrap_or(0)
     };
-    assert_eq!(basic_route(b.port), 501);
+    let before = basic_route(b.port);
+    assert!(before != 403 && before != 0, "{before}");
     a.cli(&[
         "tenants",
         "set-plan",

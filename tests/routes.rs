@@ -145,8 +145,11 @@ fn every_manifest_route_is_classified_in_its_envelope() {
                     _ if disabled => (503, "route_disabled"),
                     "json_rpc" | "mesh_health" | "polygon_mesh_health" | "mesh_hosts" => (200, ""),
                     "eth_wallet_balance" => (200, ""),
-                    // No polygon_bor pool here.
-                    "polygon_wallet_balance" => (503, "pool_not_configured"),
+                    // No polygon_bor or polygon_heimdall pool here.
+                    "polygon_wallet_balance"
+                    | "polygon_checkpoint"
+                    | "polygon_span"
+                    | "polygon_validators" => (503, "pool_not_configured"),
                     // Nothing indexed or watched here.
                     "eth_wallet_tokens"
                     | "eth_wallet_nfts"

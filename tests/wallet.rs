@@ -31,9 +31,16 @@ fn native_balances_at_a_block() {
     let send = |wei: &str| -> u64 {
         let tx = json!({"from": DEV, "to": ADDR, "value": wei});
         let hash = eth.call("eth_sendTransaction", json!([tx]));
-        let receipt = eth.call("eth_getTransactionReceipt", json!([hash]));
-        let number = receipt["blockNumber"].as_str().expect("mined");
-        u64::from_str_radix(&number[2..], 16).unwrap()
+        // anvil answers with the hash and mines right after.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let receipt = eth.call("eth_getTransactionReceipt", json!([hash]));
+            if let Some(number) = receipt["blockNumber"].as_str() {
+                return u64::from_str_radix(&number[2..], 16).unwrap();
+            }
+            assert!(std::time::Instant::now() < until, "not mined");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
     };
     let at = send("0x10000000000000001");
     assert!(send("0xde0b6b3a7640000") > at);

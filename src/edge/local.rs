@@ -118,6 +118,12 @@ impl Edge {
                 };
                 handlers::mempool::serve(&st.mempools, chain, &req)
             }
+            HandlerKind::PolygonCheckpoint
+            | HandlerKind::PolygonSpan
+            | HandlerKind::PolygonValidators => {
+                let pool = self.pool(route.pool.as_deref().unwrap_or("polygon_heimdall"))?;
+                handlers::heimdall::serve(&st.gateway.client, pool, &req).await
+            }
             _ => Err(ApiError::not_implemented(&route.name)),
         };
         reply.map(|mut r| {
