@@ -2,7 +2,7 @@
 
 use chainedge::{
     auth, cli, cluster, config, console, edge, front, handlers, index, limits, mempool, observe,
-    pools, routes, rpc, store, upstream,
+    pools, routes, rpc, store, streams, upstream,
 };
 
 use clap::Parser;
@@ -216,6 +216,8 @@ fn run(
             )
         })
         .collect();
+    // Shared node subscriptions: WebSocket clients and the mempool watchers.
+    let subscriptions = Arc::new(streams::subscriptions::Hub::default());
     // One mempool watcher per configured chain (src/mempool/).
     let mempools = Arc::new(mempool::Mempools::new(app.app.mempool.keys().cloned()));
     let watchers: Vec<_> = app
@@ -229,6 +231,7 @@ fn run(
                 pools.clone(),
                 gateway.clone(),
                 mempools.clone(),
+                subscriptions.clone(),
             )
         })
         .collect();
@@ -259,7 +262,7 @@ fn run(
         console,
         stream_slots: Arc::new(handlers::mev_share::StreamSlots::new(leases.clone())),
         ws_connections: Arc::new(edge::websocket::WsConnections::new(leases)),
-        subscriptions: Arc::default(),
+        subscriptions,
         matcher,
         config: app,
         pools,

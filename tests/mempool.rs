@@ -122,3 +122,54 @@ fn snapshot_and_stats_from_the_nodes_txpool() {
     let r = gw.get("/v1/polygon/mempool/stats", &[("x-token", &pro)]);
     assert!(r.status == 503 || r.status == 403, "{}", r.text());
 }
+
+/// With a `ws` host, arrivals come from the shared `newPendingTransactions` subscription
+/// at once: the poll here runs once a minute, so only the subscription can show them.
+#[test]
+fn arrivals_come_from_the_subscription_where_the_pool_has_ws() {
+    let node = Anvil::start(1, &["--no-mining"]);
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-anvil, capabilities: [txpool, ws]}}\n",
+            node.url()
+        ),
+        extra_yaml: format!("{UNLIMITED}mempool:\n  eth:\n    poll_ms: 60000\n"),
+        ..Default::default()
+    });
+    let pro = gw.key("pro", &[]);
+    // The first poll (at start) saw an empty pool; wait until the subscription is up.
+    let until = Instant::now() + Duration::from_secs(10);
+    while !metrics_text(&gw)
+        .contains("chainedge_upstream_subscriptions{kind=\"newPendingTransactions\"")
+    {
+        assert!(Instant::now() < until, "no node subscription taken");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Counted when asked for; in place a moment later.
+    std::thread::sleep(Duration::from_millis(500));
+    for gwei in [7, 8, 9] {
+        let tx = json!({"from": DEV0, "to": "0x0000000000000000000000000000000000000b0b",
+                        "value": "0x1", "gasPrice": format!("0x{:x}", gwei * 1_000_000_000u64)});
+        node.call("eth_sendTransaction", json!([tx]));
+    }
+    let until = Instant::now() + Duration::from_secs(5);
+    let snap = loop {
+        let snap = pending(&gw, &pro);
+        if snap["pending"] == 3 {
+            break snap;
+        }
+        assert!(
+            Instant::now() < until,
+            "arrivals not seen within 5 s: {snap}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(snap["txs"][0]["gas_price_gwei"], 9.0);
+    assert_eq!(snap["txs"][0]["from"], DEV0);
+}
+
+fn metrics_text(gw: &Gateway) -> String {
+    request(gw.metrics_port, "GET", "/metrics", &[], b"")
+        .map(|r| r.text())
+        .unwrap_or_default()
+}

@@ -1,7 +1,11 @@
 //! Mempool watchers: one per configured EVM chain (`mempool:`), polling the pool's
 //! `txpool_content` (hosts with the `txpool` capability) in the background and keeping,
 //! in memory and bounded, what is pending now and when each transaction first arrived.
-//! The snapshot and stats endpoints read that memory only.
+//! Where the pool has hosts with `ws`, the watcher also takes the shared
+//! `newPendingTransactions` subscription (one node subscription for it and every client,
+//! `streams::subscriptions`) and looks the announced hashes up in batches, so arrivals
+//! are seen as they happen rather than at the next poll; the poll still decides what has
+//! left. The snapshot and stats endpoints read that memory only.
 //!
 //! Bounds: at most `max_pending` pending transactions tracked (the highest-priced kept
 //! when a node holds more) and at most `MAX_ARRIVALS` arrivals remembered for the stats
@@ -11,6 +15,7 @@ use crate::config::MempoolConf;
 use crate::observe::metrics;
 use crate::pools::Pools;
 use crate::rpc::Gateway;
+use crate::streams::subscriptions::Hub;
 use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
@@ -25,6 +30,11 @@ pub const WINDOWS: &[(&str, u64)] = &[("1m", 60), ("5m", 300), ("15m", 900), ("1
 pub const MAX_ARRIVALS: usize = 200_000;
 /// Senders listed in `top_senders`.
 pub const TOP_SENDERS: usize = 10;
+/// Announced hashes looked up per batch, and how long one waits for company.
+const LOOKUP_BATCH: usize = 200;
+const LOOKUP_EVERY: Duration = Duration::from_millis(200);
+/// Wait before taking the subscription again after it ended or could not be taken.
+const RESUBSCRIBE: Duration = Duration::from_secs(5);
 
 /// One pending transaction as the snapshot shows it.
 #[derive(Debug, Clone)]
@@ -153,6 +163,7 @@ pub struct Watcher {
     pools: Arc<Pools>,
     gateway: Arc<Gateway>,
     mempools: Arc<Mempools>,
+    hub: Arc<Hub>,
 }
 
 impl Watcher {
@@ -162,6 +173,7 @@ impl Watcher {
         pools: Arc<Pools>,
         gateway: Arc<Gateway>,
         mempools: Arc<Mempools>,
+        hub: Arc<Hub>,
     ) -> Watcher {
         Watcher {
             chain: chain.to_string(),
@@ -170,7 +182,65 @@ impl Watcher {
             pools,
             gateway,
             mempools,
+            hub,
         }
+    }
+
+    /// Follow `newPendingTransactions` while a `ws` host takes it; returns when it cannot.
+    async fn follow(&self) {
+        let Some(pool) = self.pools.get(&self.pool) else {
+            return;
+        };
+        if pool.candidates(Some("ws")).is_empty() {
+            return;
+        }
+        let params = serde_json::json!(["newPendingTransactions"]);
+        let Ok(mut share) = self.hub.subscribe(pool, &params).await else {
+            return;
+        };
+        let mut hashes: Vec<String> = Vec::new();
+        loop {
+            let next = tokio::time::timeout(LOOKUP_EVERY, share.recv()).await;
+            match next {
+                Ok(Ok(result)) => {
+                    if let Ok(Value::String(h)) = serde_json::from_slice::<Value>(&result) {
+                        hashes.push(h);
+                    }
+                    if hashes.len() < LOOKUP_BATCH {
+                        continue;
+                    }
+                }
+                // Fell behind the fan-out: take it again (the poll fills the gap).
+                Ok(Err(_)) => return,
+                Err(_) => {}
+            }
+            if !hashes.is_empty() {
+                self.look_up(pool, std::mem::take(&mut hashes)).await;
+            }
+        }
+    }
+
+    /// The announced transactions, admitted as arrivals (best effort: the poll is the net).
+    async fn look_up(&self, pool: &crate::pools::Pool, hashes: Vec<String>) {
+        let calls: Vec<(&str, Value)> = hashes
+            .iter()
+            .map(|h| ("eth_getTransactionByHash", json!([h])))
+            .collect();
+        let rid = format!("mempool-{}", self.chain);
+        let Ok((answers, _)) = self.gateway.read_batch_each(pool, &calls, &rid).await else {
+            return;
+        };
+        let txs: Vec<PendingTx> = answers
+            .into_iter()
+            .filter_map(|a| a.ok())
+            // Mined already (has a block) or unknown: not pending.
+            .filter(|tx| tx.get("blockNumber").is_none_or(Value::is_null))
+            .filter_map(|tx| {
+                let from = tx.get("from").and_then(Value::as_str)?.to_ascii_lowercase();
+                pending_tx(&from, &tx)
+            })
+            .collect();
+        self.admit(txs, false);
     }
 
     async fn poll(&self) -> Result<(), String> {
@@ -190,21 +260,30 @@ impl Watcher {
             seen.sort_by_key(|t| std::cmp::Reverse(t.gas_price_wei));
             seen.truncate(self.conf.max_pending);
         }
-        let view = self
-            .mempools
-            .views
-            .get(&self.chain)
-            .ok_or("chain not watched")?;
-        let mut view = view.write().map_err(|_| "mempool view poisoned")?;
+        self.admit(seen, true);
+        Ok(())
+    }
+
+    /// Record `txs` as pending (new ones as arrivals); with `complete`, they are the whole
+    /// pending set and whatever else was pending has left.
+    fn admit(&self, txs: Vec<PendingTx>, complete: bool) {
+        let Some(view) = self.mempools.views.get(&self.chain) else {
+            return;
+        };
+        let Ok(mut view) = view.write() else {
+            return;
+        };
         let now = Instant::now();
         let unix = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0);
-        let current: HashSet<String> = seen.iter().map(|t| t.hash.clone()).collect();
-        view.pending.retain(|h, _| current.contains(h));
-        for mut tx in seen {
-            if view.pending.contains_key(&tx.hash) {
+        if complete {
+            let current: HashSet<&str> = txs.iter().map(|t| t.hash.as_str()).collect();
+            view.pending.retain(|h, _| current.contains(h.as_str()));
+        }
+        for mut tx in txs {
+            if view.pending.contains_key(&tx.hash) || view.pending.len() >= self.conf.max_pending {
                 continue;
             }
             tx.first_seen = unix;
@@ -224,11 +303,12 @@ impl Watcher {
         {
             view.arrivals.pop_front();
         }
-        view.updated = Some(now);
+        if complete {
+            view.updated = Some(now);
+        }
         metrics::MEMPOOL_PENDING
             .with_label_values(&[&self.chain])
             .set(view.pending.len() as i64);
-        Ok(())
     }
 }
 
@@ -242,39 +322,59 @@ fn parse_pending(content: &Value) -> Vec<PendingTx> {
         let Some(by_nonce) = by_nonce.as_object() else {
             continue;
         };
-        for tx in by_nonce.values() {
-            let hash = tx.get("hash").and_then(Value::as_str);
-            let price = tx
-                .get("gasPrice")
-                .or_else(|| tx.get("maxFeePerGas"))
-                .and_then(Value::as_str)
-                .and_then(|h| u128::from_str_radix(h.strip_prefix("0x")?, 16).ok());
-            let nonce = tx
-                .get("nonce")
-                .and_then(Value::as_str)
-                .and_then(crate::index::decode::quantity);
-            let (Some(hash), Some(gas_price_wei), Some(nonce)) = (hash, price, nonce) else {
-                continue;
-            };
-            out.push(PendingTx {
-                hash: hash.to_ascii_lowercase(),
-                from: sender.to_ascii_lowercase(),
-                to: tx
-                    .get("to")
-                    .and_then(Value::as_str)
-                    .map(str::to_ascii_lowercase),
-                nonce,
-                gas_price_wei,
-                first_seen: 0,
-            });
-        }
+        out.extend(
+            by_nonce
+                .values()
+                .filter_map(|tx| pending_tx(&sender.to_ascii_lowercase(), tx)),
+        );
     }
     out
+}
+
+/// One transaction object as nodes give it (`txpool_content`, `eth_getTransactionByHash`).
+fn pending_tx(from: &str, tx: &Value) -> Option<PendingTx> {
+    let hash = tx.get("hash").and_then(Value::as_str)?;
+    let gas_price_wei = tx
+        .get("gasPrice")
+        .or_else(|| tx.get("maxFeePerGas"))
+        .and_then(Value::as_str)
+        .and_then(|h| u128::from_str_radix(h.strip_prefix("0x")?, 16).ok())?;
+    let nonce = tx
+        .get("nonce")
+        .and_then(Value::as_str)
+        .and_then(crate::index::decode::quantity)?;
+    Some(PendingTx {
+        hash: hash.to_ascii_lowercase(),
+        from: from.to_string(),
+        to: tx
+            .get("to")
+            .and_then(Value::as_str)
+            .map(str::to_ascii_lowercase),
+        nonce,
+        gas_price_wei,
+        first_seen: 0,
+    })
 }
 
 #[async_trait]
 impl BackgroundService for Watcher {
     async fn start(&self, mut shutdown: ShutdownWatch) {
+        let subscribed = async {
+            loop {
+                self.follow().await;
+                tokio::time::sleep(RESUBSCRIBE).await;
+            }
+        };
+        tokio::select! {
+            _ = self.poll_loop(shutdown.clone()) => {}
+            _ = subscribed => {}
+            _ = shutdown.changed() => {}
+        }
+    }
+}
+
+impl Watcher {
+    async fn poll_loop(&self, mut shutdown: ShutdownWatch) {
         let every = Duration::from_millis(self.conf.poll_ms);
         let mut failing = false;
         loop {

@@ -86,6 +86,22 @@ pub struct ClientShare {
     shared: Arc<Shared>,
 }
 
+impl ClientShare {
+    /// The next node `result` as the node sent it (for the edge's own consumers, such as
+    /// the mempool watcher).
+    pub async fn recv(&mut self) -> Result<Bytes, Ended> {
+        loop {
+            match self.rx.recv().await {
+                Ok(result) => return Ok(result),
+                Err(broadcast::error::RecvError::Lagged(_)) => return Err(Ended::Lagged),
+                Err(broadcast::error::RecvError::Closed) => {
+                    std::future::pending::<()>().await;
+                }
+            }
+        }
+    }
+}
+
 impl Drop for ClientShare {
     fn drop(&mut self) {
         metrics::SUBSCRIPTION_CLIENTS
