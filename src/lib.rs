@@ -8,7 +8,8 @@
 //!   request pipeline over either server, and Pingora's `ProxyHttp` phases).
 //! - **Surfaces**: `handlers` (local handlers: a plain `handlers::Request` in, a
 //!   `reply::Reply` or `reply::EventStream` out), `console` (sign-in and keys), `rpc`
-//!   (the JSON-RPC gateway), `streams` (shared node subscriptions).
+//!   (the JSON-RPC gateway), `streams` (shared node subscriptions), and the background
+//!   producers behind product routes: `index` (the chain indexer), `mempool` (watchers).
 //! - **Fleet**: `pools` (hosts, health, order of attempts), `upstream` (the client to
 //!   nodes).
 //! - **Policy and data**: `routes` (manifests → the route table), `auth`, `limits`,
