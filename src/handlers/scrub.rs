@@ -2,8 +2,9 @@
 //!
 //! Kept: `# HELP` / `# TYPE` lines and samples, in order. Dropped: other comments,
 //! labels that identify the operator's machines (pod, node, namespace, hostnames,
-//! addresses), any label whose value carries an IPv4 or IPv6 address, and lines that do
-//! not parse. `instance` is rewritten to the host id. When dropping labels makes two
+//! addresses), any label whose value carries an IPv4 or IPv6 address, exemplars and
+//! lines that do not parse; from `# HELP` text, every word that carries an address or
+//! looks like a host name. `instance` is rewritten to the host id. When dropping labels makes two
 //! series identical, the first one wins, so the output never repeats a series.
 
 use std::collections::HashSet;
@@ -44,10 +45,14 @@ pub fn scrub(input: &str, host_id: &str) -> String {
             continue;
         }
         if let Some(rest) = line.strip_prefix('#') {
-            if let Some(meta) = meta_line(rest) {
+            if let Some((is_type, name)) = meta_line(rest) {
                 // One HELP and one TYPE per family, as the format requires.
-                if seen_meta.insert((meta.0, meta.1.to_string())) {
-                    out.push_str(line);
+                if seen_meta.insert((is_type, name.to_string())) {
+                    if is_type {
+                        out.push_str(line);
+                    } else {
+                        out.push_str(&scrub_help(rest, name));
+                    }
                     out.push('\n');
                 }
             }
@@ -95,6 +100,46 @@ pub fn scrub(input: &str, host_id: &str) -> String {
         out.push('\n');
     }
     out
+}
+
+/// `# HELP name text` with the text's words that name a machine left out.
+fn scrub_help(rest: &str, name: &str) -> String {
+    let text = rest
+        .trim_start()
+        .strip_prefix("HELP ")
+        .unwrap_or("")
+        .trim_start()
+        .strip_prefix(name)
+        .unwrap_or("");
+    let kept: Vec<&str> = text
+        .split_whitespace()
+        .filter(|w| !carries_ip(w) && !looks_like_host(w))
+        .collect();
+    if kept.is_empty() {
+        format!("# HELP {name}")
+    } else {
+        format!("# HELP {name} {}", kept.join(" "))
+    }
+}
+
+/// A word shaped like a DNS name: dot-separated labels of letters, digits and `-`, the
+/// last alphabetic and at least two long (`geth-0.internal`, `node1.example.com:8545`);
+/// version numbers (`1.14.3`, `v1.2`) are not.
+pub fn looks_like_host(word: &str) -> bool {
+    let w = word.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+    // A port or a path after the name.
+    let w = w
+        .split([':', '/', '@'])
+        .find(|p| p.contains('.'))
+        .unwrap_or("");
+    let labels: Vec<&str> = w.split('.').collect();
+    labels.len() >= 2
+        && labels
+            .iter()
+            .all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
+        && labels
+            .last()
+            .is_some_and(|l| l.len() >= 2 && l.chars().all(|c| c.is_ascii_alphabetic()))
 }
 
 /// `# HELP name …` → (false, name); `# TYPE name kind` → (true, name); else None.
@@ -293,6 +338,61 @@ quoted{ok=\"a\\\\b\"} 1
 version_info{version=\"1.14.3\"} 1
 "
         );
+    }
+
+    /// Machine names in every position a node's exposition can carry them.
+    #[test]
+    fn hostile_corpus_leaves_no_address_or_host_name() {
+        let input = "\
+# HELP build_info Build information from host 172.16.5.4
+# TYPE build_info gauge
+build_info{version=\"1.14.3\",host=\"geth-0.internal\"} 1
+# HELP peers Peers of geth-0.eu-west.internal (see node1.example.com:8545) via [2001:db8::9]:30303
+# TYPE peers gauge
+peers{remote=\"10.9.8.7:30303\",kind=\"in\"} 4 # {trace_id=\"10.1.1.1\"} 1.0
+# HELP rpc_calls Calls by method, e.g. eth_call, version 1.14.3
+rpc_calls{method=\"eth_call\",peer=\"enode://ab@[fe80::2]:30303\"} 7
+";
+        let out = scrub(input, "el-1");
+        assert_eq!(
+            out,
+            "\
+# HELP build_info Build information from host
+# TYPE build_info gauge
+build_info{version=\"1.14.3\"} 1
+# HELP peers Peers of (see via
+# TYPE peers gauge
+peers{kind=\"in\"} 4
+# HELP rpc_calls Calls by method, e.g. eth_call, version 1.14.3
+rpc_calls{method=\"eth_call\"} 7
+"
+        );
+        for needle in [
+            "172.16",
+            "10.9.8",
+            "10.1.1",
+            "2001:db8",
+            "fe80",
+            "internal",
+            "example.com",
+        ] {
+            assert!(!out.contains(needle), "{needle} left in:\n{out}");
+        }
+    }
+
+    #[test]
+    fn host_name_shapes() {
+        for w in [
+            "geth-0.internal",
+            "node1.example.com:8545",
+            "(a.b.cd)",
+            "x@host.lan/metrics",
+        ] {
+            assert!(looks_like_host(w), "{w}");
+        }
+        for w in ["1.14.3", "v1.2", "e.g.", "eth_call", "go1.22.4", "a.b.c1"] {
+            assert!(!looks_like_host(w), "{w}");
+        }
     }
 
     #[test]
