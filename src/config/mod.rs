@@ -72,6 +72,29 @@ pub const POOL_NAMES: &[&str] = &[
 /// EVM chains the indexer can follow (`index:`).
 pub const INDEXED_CHAINS: &[&str] = &["eth", "polygon"];
 
+/// A per-chain section (`index.<chain>`, `mempool.<chain>`): a chain the edge knows, on a
+/// configured pool. The failing key and why.
+fn check_chain(
+    section: &str,
+    chain: &str,
+    pool: &str,
+    pools: &BTreeMap<String, PoolConf>,
+) -> Result<(), (String, String)> {
+    if !INDEXED_CHAINS.contains(&chain) {
+        return Err((
+            format!("{section}.{chain}"),
+            format!("unknown chain; chains are {INDEXED_CHAINS:?}"),
+        ));
+    }
+    if !pools.contains_key(pool) {
+        return Err((
+            format!("{section}.{chain}.pool"),
+            format!("pool {pool} is not configured"),
+        ));
+    }
+    Ok(())
+}
+
 /// Release switches routes can depend on.
 pub const SWITCHES: &[&str] = &["base_native"];
 
@@ -325,18 +348,9 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
     });
     for (chain, c) in &app.index {
         let key = |k: &str| format!("index.{chain}.{k}");
-        if !INDEXED_CHAINS.contains(&chain.as_str()) {
-            bad(
-                &format!("index.{chain}"),
-                format!("unknown chain; indexed chains are {INDEXED_CHAINS:?}"),
-            );
+        if let Err((k, why)) = check_chain("index", chain, c.pool_for(chain), &app.pools) {
+            bad(&k, why);
             continue;
-        }
-        if !app.pools.contains_key(c.pool_for(chain)) {
-            bad(
-                &key("pool"),
-                format!("pool {} is not configured", c.pool_for(chain)),
-            );
         }
         if !(1..=500).contains(&c.batch_blocks) {
             bad(&key("batch_blocks"), "between 1 and 500".into());
@@ -353,18 +367,9 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
     }
     for (chain, c) in &app.mempool {
         let key = |k: &str| format!("mempool.{chain}.{k}");
-        if !INDEXED_CHAINS.contains(&chain.as_str()) {
-            bad(
-                &format!("mempool.{chain}"),
-                format!("unknown chain; watched chains are {INDEXED_CHAINS:?}"),
-            );
+        if let Err((k, why)) = check_chain("mempool", chain, c.pool_for(chain), &app.pools) {
+            bad(&k, why);
             continue;
-        }
-        if !app.pools.contains_key(c.pool_for(chain)) {
-            bad(
-                &key("pool"),
-                format!("pool {} is not configured", c.pool_for(chain)),
-            );
         }
         if !(100..=60_000).contains(&c.poll_ms) {
             bad(&key("poll_ms"), "between 100 and 60000".into());

@@ -577,10 +577,7 @@ fn d_max_pending() -> usize {
 
 impl MempoolConf {
     pub fn pool_for<'a>(&'a self, chain: &str) -> &'a str {
-        self.pool.as_deref().unwrap_or(match chain {
-            "polygon" => "polygon_bor",
-            _ => "eth_el",
-        })
+        self.pool.as_deref().unwrap_or(chain_pool(chain))
     }
 }
 
@@ -625,9 +622,14 @@ fn d_max_reorg_depth() -> u64 {
 impl ChainIndexConf {
     /// The pool a chain's indexer follows.
     pub fn pool_for<'a>(&'a self, chain: &str) -> &'a str {
-        self.pool.as_deref().unwrap_or(match chain {
-            "polygon" => "polygon_bor",
-            _ => "eth_el",
-        })
+        self.pool.as_deref().unwrap_or(chain_pool(chain))
+    }
+}
+
+/// The pool an EVM chain's background work (index, mempool) follows by default.
+pub fn chain_pool(chain: &str) -> &'static str {
+    match chain {
+        "polygon" => "polygon_bor",
+        _ => "eth_el",
     }
 }

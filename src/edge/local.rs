@@ -100,22 +100,14 @@ impl Edge {
             | HandlerKind::PolygonWalletHistory
             | HandlerKind::PolygonWalletTokens
             | HandlerKind::PolygonWalletNfts => {
-                let chain = if route.name.starts_with("polygon.") {
-                    "polygon"
-                } else {
-                    "eth"
-                };
+                let chain = chain_of(route);
                 self.indexed(chain, route, &req).await
             }
             HandlerKind::EthMempoolSnapshot
             | HandlerKind::EthMempoolStats
             | HandlerKind::PolygonMempoolSnapshot
             | HandlerKind::PolygonMempoolStats => {
-                let chain = if route.name.starts_with("polygon.") {
-                    "polygon"
-                } else {
-                    "eth"
-                };
+                let chain = chain_of(route);
                 handlers::mempool::serve(&st.mempools, chain, &req)
             }
             HandlerKind::PolygonCheckpoint
@@ -172,5 +164,14 @@ impl Edge {
         } else {
             self.state.config.app.rpc.max_body_bytes
         }
+    }
+}
+
+/// The EVM chain a wallet or mempool route is about, from its surface (`polygon.…`).
+fn chain_of(route: &Route) -> &'static str {
+    if route.name.starts_with("polygon.") {
+        "polygon"
+    } else {
+        "eth"
     }
 }

@@ -8,6 +8,7 @@
 
 use super::Request;
 use crate::errors::ApiError;
+use crate::index::decode::quantity;
 use crate::pools::Pool;
 use crate::reply::Reply;
 use crate::rpc::Gateway;
@@ -146,15 +147,6 @@ pub async fn balance(
     body.insert(unit.into(), json!(whole));
     body.insert("block".into(), json!(number));
     Ok(Reply::json(200, Value::Object(body).to_string()).served_by(upstream))
-}
-
-/// A JSON-RPC quantity (`0x`-hex, at most 64 bits) as a number.
-fn quantity(hex: &str) -> Option<u64> {
-    let digits = hex.strip_prefix("0x")?;
-    if digits.is_empty() || digits.len() > 16 {
-        return None;
-    }
-    u64::from_str_radix(digits, 16).ok()
 }
 
 /// A JSON-RPC quantity of up to 256 bits as an exact decimal string.

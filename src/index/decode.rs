@@ -188,6 +188,7 @@ fn log_transfers(tx_index: u64, tx_hash: &str, log: &Value) -> Vec<Transfer> {
     }
 }
 
+/// A JSON-RPC quantity (`0x`-hex, at most 64 bits) as a number.
 pub fn quantity(hex: &str) -> Option<u64> {
     let digits = hex.strip_prefix("0x")?;
     if digits.is_empty() || digits.len() > 16 {
