@@ -14,7 +14,7 @@
 //!   nodes).
 //! - **Policy and data**: `routes` (manifests → the route table), `auth`, `limits`,
 //!   `cluster` (limits and notices shared over Redis), `store`, `config`, `cli`.
-//! - **Leaves** (importing at most each other): `reply`, `errors`, `crypto`, `address`,
+//! - **Leaves** (importing at most each other): `reply`, `errors`, `jsonrpc`, `crypto`, `address`,
 //!   `shutdown`, `deadline`, `observe`.
 
 // Servers.
@@ -47,6 +47,7 @@ pub mod address;
 pub mod crypto;
 pub mod deadline;
 pub mod errors;
+pub mod jsonrpc;
 pub mod observe;
 pub mod reply;
 pub mod shutdown;

@@ -14,6 +14,7 @@ use super::{Ctx, Downstream, Edge, State};
 use crate::auth::Principal;
 use crate::cluster::leases::{Lease, Leases, Place};
 use crate::errors::ApiError;
+use crate::jsonrpc::Response;
 use crate::observe::metrics;
 use crate::routes::Route;
 use crate::rpc::methods::MethodClass;
@@ -198,7 +199,7 @@ impl Edge {
         request_id: &str,
     ) -> Option<Bytes> {
         let st = &*self.state;
-        let refuse = |e: ApiError| Some(Bytes::from(refusal_of(body, &e).to_string()));
+        let refuse = |e: ApiError| Some(refusal_of(body, &e).to_bytes());
         let calls = super::batch_len(body);
         if let Err(e) = check_batch_size(calls as usize, st.config.app.rpc.max_batch) {
             return refuse(e);
@@ -215,19 +216,16 @@ impl Edge {
         let caller = self.rpc_caller(&up.principal);
         if let Some(view) = CallView::of(body) {
             if matches!(view.method, "eth_subscribe" | "eth_unsubscribe") {
-                let id = serde_json::from_slice::<Value>(body)
-                    .ok()
-                    .and_then(|v| v.get("id").cloned())
-                    .unwrap_or(Value::Null);
+                let id = crate::rpc::id_of(body);
                 let params = view.params.unwrap_or(Value::Array(Vec::new()));
                 let answer = match self
                     .subscription_call(up, subs, view.method, &params, &caller)
                     .await
                 {
-                    Ok(result) => serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result}),
+                    Ok(result) => Response::result(id, result),
                     Err(e) => crate::rpc::error_from(&id, &e),
                 };
-                return Some(Bytes::from(answer.to_string()));
+                return Some(answer.to_bytes());
             }
         }
         match st.gateway.handle(pool, body, request_id, &caller).await {

@@ -4,6 +4,7 @@
 
 use super::Request;
 use crate::errors::ApiError;
+use crate::jsonrpc::{self, ErrorObject, Id, Response};
 use crate::pools::{Pool, Pools};
 use crate::reply::Reply;
 use crate::routes::spec::HandlerKind;
@@ -15,35 +16,32 @@ use serde_json::{json, Value};
 /// policy) or to the private relay, as asked.
 pub async fn raw(gateway: &Gateway, pools: &Pools, req: &Request<'_>) -> Result<Reply, ApiError> {
     let (raw, preferred) = parse_raw(&req.body)?;
-    let call =
-        json!({"jsonrpc": "2.0", "id": 1, "method": "eth_sendRawTransaction", "params": [raw]});
+    let call = jsonrpc::Request::new(Id::index(1), "eth_sendRawTransaction", json!([raw]));
     let (answer, path, upstream) = if preferred == "private" {
         let pool = pool(pools, "eth_private_rpc")?;
-        let body = call.to_string();
         let r = gateway
             .forward(
                 pool.candidates(None),
-                body.as_bytes(),
+                &call.to_bytes(),
                 PRIVATE_TX_METHODS,
                 req.request_id,
             )
             .await?;
-        let answer: Value = serde_json::from_slice(&r.body).unwrap_or_default();
-        (answer, "private", r.upstream)
+        (node_answer(&r.body), "private", r.upstream)
     } else {
         let (answer, host) = gateway
             .write(pool(pools, "eth_el")?, &call, req.request_id)
             .await?;
         (answer, "public", host)
     };
-    match answer.get("result").and_then(Value::as_str) {
-        Some(hash) => {
+    match answer.into_result() {
+        Ok(Value::String(hash)) => {
             Ok(json_reply(json!({"tx_hash": hash, "path_used": path})).served_by(upstream))
         }
-        None => Err(ApiError::new(
+        refused => Err(ApiError::new(
             400,
             "tx_rejected",
-            error_message(&answer, "the node refused the transaction"),
+            error_message(refused, "the node refused the transaction"),
         )),
     }
 }
@@ -56,22 +54,26 @@ pub async fn bundle(
 ) -> Result<Reply, ApiError> {
     let call = bundle_call(&req.body)?;
     let pool = pool(pools, "eth_mev_builder")?;
-    let body = call.to_string();
     let r = gateway
         .forward(
             pool.candidates(None),
-            body.as_bytes(),
+            &call.to_bytes(),
             BUILDER_METHODS,
             req.request_id,
         )
         .await?;
-    let answer: Value = serde_json::from_slice(&r.body).unwrap_or_default();
-    match answer.pointer("/result/bundleHash").and_then(Value::as_str) {
+    let answer = node_answer(&r.body).into_result();
+    match answer
+        .as_ref()
+        .ok()
+        .and_then(|v| v.get("bundleHash"))
+        .and_then(Value::as_str)
+    {
         Some(h) => Ok(json_reply(json!({"bundle_hash": h})).served_by(r.upstream)),
         None => Err(ApiError::new(
             400,
             "bundle_rejected",
-            error_message(&answer, "the builder refused the bundle"),
+            error_message(answer, "the builder refused the bundle"),
         )),
     }
 }
@@ -109,13 +111,22 @@ fn json_reply(v: Value) -> Reply {
     Reply::json(200, serde_json::to_vec(&v).unwrap_or_default())
 }
 
-/// A JSON-RPC answer's error message, or `fallback`.
-fn error_message(answer: &Value, fallback: &str) -> String {
-    answer
-        .pointer("/error/message")
-        .and_then(Value::as_str)
-        .unwrap_or(fallback)
-        .to_string()
+/// A node's JSON-RPC answer (one that is not one reads as an error).
+fn node_answer(body: &[u8]) -> Response {
+    serde_json::from_slice(body).unwrap_or_else(|_| {
+        Response::error(
+            Id::Null,
+            ErrorObject::new(-32603, "the node answered non-JSON-RPC"),
+        )
+    })
+}
+
+/// A refused answer's error message, or `fallback`.
+fn error_message(answer: Result<Value, ErrorObject>, fallback: &str) -> String {
+    match answer {
+        Err(e) if !e.message.is_empty() => e.message,
+        _ => fallback.to_string(),
+    }
 }
 
 /// Dispatch routes of the raw sender.
@@ -178,7 +189,7 @@ pub fn parse_raw(body: &[u8]) -> Result<(String, &'static str), ApiError> {
 }
 
 /// The `eth_sendBundle` call for a bundle request.
-pub fn bundle_call(body: &[u8]) -> Result<Value, ApiError> {
+pub fn bundle_call(body: &[u8]) -> Result<jsonrpc::Request, ApiError> {
     let b: BundleRequest =
         serde_json::from_slice(body).map_err(|e| ApiError::invalid_params(format!("body: {e}")))?;
     if b.txs.is_empty() || b.txs.len() > MAX_BUNDLE {
@@ -198,9 +209,11 @@ pub fn bundle_call(body: &[u8]) -> Result<Value, ApiError> {
         _ => None,
     }
     .ok_or_else(|| ApiError::invalid_params("block_number is a block number"))?;
-    Ok(
-        json!({"jsonrpc": "2.0", "id": 1, "method": "eth_sendBundle", "params": [{"txs": b.txs, "blockNumber": block}]}),
-    )
+    Ok(jsonrpc::Request::new(
+        Id::index(1),
+        "eth_sendBundle",
+        json!([{"txs": b.txs, "blockNumber": block}]),
+    ))
 }
 
 #[cfg(test)]
@@ -235,7 +248,7 @@ mod tests {
         );
         let call =
             bundle_call(format!(r#"{{"txs":["{typed}"],"block_number":17}}"#).as_bytes()).unwrap();
-        assert_eq!(call["params"][0]["blockNumber"], "0x11");
+        assert_eq!(call.param(0).unwrap()["blockNumber"], "0x11");
         assert!(bundle_call(br#"{"txs":[],"block_number":1}"#).is_err());
     }
 }

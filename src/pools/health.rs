@@ -14,6 +14,7 @@
 
 use super::{Host, Pool, Pools};
 use crate::config::HealthConf;
+use crate::jsonrpc::{Id, Payload, Request, Response};
 use crate::observe::metrics;
 use crate::upstream::UpstreamClient;
 use async_trait::async_trait;
@@ -179,10 +180,13 @@ pub async fn probe(
             .await
             .map_err(|e| e.to_string())
     };
-    let post = |body: Value| async move {
+    let post = |calls: Vec<Request>| async move {
         let r = client
             .send(
-                host.post_json(Bytes::from(body.to_string()), rid),
+                host.post_json(
+                    Bytes::from(serde_json::to_vec(&calls).unwrap_or_default()),
+                    rid,
+                ),
                 timeout,
                 1 << 20,
             )
@@ -191,15 +195,16 @@ pub async fn probe(
         if r.status != 200 {
             return Err(format!("HTTP {}", r.status));
         }
-        serde_json::from_slice::<Value>(&r.body).map_err(|e| format!("bad JSON: {e}"))
+        serde_json::from_slice::<Vec<Response>>(&r.body)
+            .map_err(|e| format!("not a JSON-RPC batch answer: {e}"))
     };
     let base = host.addr.path.trim_end_matches('/').to_string();
     match ProbeKind::for_family(&host.family) {
         ProbeKind::Execution => {
-            let v = post(json!([
-                {"jsonrpc": "2.0", "id": 1, "method": "eth_blockNumber", "params": []},
-                {"jsonrpc": "2.0", "id": 2, "method": "eth_syncing", "params": []},
-            ]))
+            let v = post(vec![
+                Request::new(Id::index(1), "eth_blockNumber", json!([])),
+                Request::new(Id::index(2), "eth_syncing", json!([])),
+            ])
             .await?;
             let head = result_by_id(&v, 1)?
                 .as_str()
@@ -212,10 +217,10 @@ pub async fn probe(
             })
         }
         ProbeKind::Solana => {
-            let v = post(json!([
-                {"jsonrpc": "2.0", "id": 1, "method": "getHealth"},
-                {"jsonrpc": "2.0", "id": 2, "method": "getSlot"},
-            ]))
+            let v = post(vec![
+                Request::new(Id::index(1), "getHealth", json!([])),
+                Request::new(Id::index(2), "getSlot", json!([])),
+            ])
             .await?;
             let healthy = result_by_id(&v, 1).is_ok_and(|r| r == "ok");
             let slot = result_by_id(&v, 2)?
@@ -280,15 +285,15 @@ pub async fn probe(
     }
 }
 
-fn result_by_id(batch: &Value, id: u64) -> Result<&Value, String> {
+fn result_by_id(batch: &[Response], id: usize) -> Result<&Value, String> {
     let item = batch
-        .as_array()
-        .and_then(|a| a.iter().find(|i| i["id"] == id))
+        .iter()
+        .find(|a| a.id.as_index() == Some(id))
         .ok_or_else(|| format!("no answer for call {id}"))?;
-    if let Some(e) = item.get("error").filter(|e| !e.is_null()) {
-        return Err(format!("error {e}"));
+    match &item.payload {
+        Payload::Result(v) => Ok(v),
+        Payload::Error(e) => Err(format!("error {} {}", e.code, e.message)),
     }
-    Ok(&item["result"])
 }
 
 fn parse_hex(s: &str) -> Option<u64> {

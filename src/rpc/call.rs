@@ -1,9 +1,11 @@
-//! A JSON-RPC call as the gateway reads it: the borrowed fast-path view, the method of a
-//! parsed call, and error objects.
+//! A JSON-RPC call as the gateway reads it: the borrowed fast-path view, and the edge's
+//! refusals as JSON-RPC error answers.
 
 use super::methods::MethodClass;
 use crate::errors::ApiError;
-use serde_json::{json, Value};
+use crate::jsonrpc::{ErrorObject, Id, Response};
+use serde::Deserialize;
+use serde_json::Value;
 
 /// A single call as the fast path reads it: `method` borrowed from the body (a string
 /// with escapes fails here and takes the general path), `params` parsed, the rest
@@ -36,8 +38,9 @@ pub(super) struct ReadCall<'a> {
     pub(super) params: Option<&'a Value>,
 }
 
-pub(super) fn jsonrpc_error(id: &Value, code: i64, message: &str) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+/// An error answer to call `id`.
+pub(super) fn jsonrpc_error(id: &Id, code: i64, message: &str) -> Response {
+    Response::error(id.clone(), ErrorObject::new(code, message))
 }
 
 pub fn method_of(call: &Value) -> Result<&str, ApiError> {
@@ -49,7 +52,7 @@ pub fn method_of(call: &Value) -> Result<&str, ApiError> {
 /// A refusal as a JSON-RPC error object for call `id`: the code a JSON-RPC client
 /// understands, the message prefixed with the edge's error code, and in `data` the same
 /// fields the HTTP envelope carries (`retry_after_sec`, `required_tier`, ...).
-pub fn error_from(id: &Value, e: &ApiError) -> Value {
+pub fn error_from(id: &Id, e: &ApiError) -> Response {
     let code = e
         .extra
         .get("jsonrpc_code")
@@ -69,20 +72,34 @@ pub fn error_from(id: &Value, e: &ApiError) -> Value {
             data.insert(k.clone(), v.clone());
         }
     }
-    json!({
-        "jsonrpc": "2.0",
-        "id": id,
-        "error": {"code": code, "message": format!("{}: {}", e.code, e.message), "data": data},
-    })
+    Response::error(
+        id.clone(),
+        ErrorObject {
+            code,
+            message: format!("{}: {}", e.code, e.message),
+            data: Some(Value::Object(data)),
+        },
+    )
 }
 
 /// A refusal of a whole message as JSON-RPC: the error object with the call's id, or
 /// with a null id for a batch (one answer for the batch as a whole, as JSON-RPC 2.0
 /// gives an invalid batch; clients then fail every call of it with this error).
-pub fn refusal_of(body: &[u8], e: &ApiError) -> Value {
-    let id = match serde_json::from_slice::<Value>(body) {
-        Ok(Value::Object(call)) => call.get("id").cloned().unwrap_or(Value::Null),
-        _ => Value::Null,
-    };
-    error_from(&id, e)
+pub fn refusal_of(body: &[u8], e: &ApiError) -> Response {
+    error_from(&id_of(body), e)
+}
+
+/// The id of a single call's body (null for a batch or what is not a call).
+pub fn id_of(body: &[u8]) -> Id {
+    #[derive(Deserialize)]
+    struct IdOnly {
+        #[serde(default = "null")]
+        id: Id,
+    }
+    fn null() -> Id {
+        Id::Null
+    }
+    serde_json::from_slice::<IdOnly>(body)
+        .map(|c| c.id)
+        .unwrap_or(Id::Null)
 }

@@ -7,8 +7,8 @@ use super::need::Need;
 use super::Gateway;
 use crate::cluster::link::Link;
 use crate::errors::ApiError;
+use crate::jsonrpc::{Payload, Request, Response};
 use crate::pools::Pool;
-use bytes::Bytes;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -141,27 +141,27 @@ impl Gateway {
     pub(super) async fn filter(
         &self,
         pool: &Pool,
-        call: &Value,
+        call: &Request,
         rid: &str,
-    ) -> Result<(Value, Option<String>), ApiError> {
-        let id = call.get("id").cloned().unwrap_or(Value::Null);
-        let method = call.get("method").and_then(Value::as_str).unwrap_or("");
-        let body = Bytes::from(serde_json::to_vec(call).unwrap_or_default());
+    ) -> Result<(Response, Option<String>), ApiError> {
+        let id = call.answer_id();
+        let method = call.method.as_str();
+        let body = call.to_bytes();
+        let answer_of = |body: &[u8]| -> Response {
+            serde_json::from_slice(body)
+                .unwrap_or_else(|_| jsonrpc_error(&id, -32603, "upstream answered non-JSON"))
+        };
         if method.starts_with("eth_new") {
             let r = self.read(pool, None, Need::default(), body, rid).await?;
-            let v: Value = serde_json::from_slice(&r.body)
-                .unwrap_or_else(|_| jsonrpc_error(&id, -32603, "upstream answered non-JSON"));
-            if let (Some(fid), Some(host)) = (v.get("result").and_then(Value::as_str), &r.upstream)
+            let answer = answer_of(&r.body);
+            if let (Payload::Result(Value::String(fid)), Some(host)) =
+                (&answer.payload, &r.upstream)
             {
                 self.filters.remember(fid, &pool.name, host).await;
             }
-            return Ok((v, r.upstream));
+            return Ok((answer, r.upstream));
         }
-        let fid = call
-            .get("params")
-            .and_then(|p| p.get(0))
-            .and_then(Value::as_str)
-            .unwrap_or("");
+        let fid = call.param(0).and_then(Value::as_str).unwrap_or("");
         let Some(host) = self
             .filters
             .host(fid, &pool.name)
@@ -173,12 +173,13 @@ impl Gateway {
         let timeout = self.conf.timeout;
         match self.attempt(&host, body, rid, timeout).await {
             Ok(b) => {
-                let v: Value = serde_json::from_slice(&b)
-                    .unwrap_or_else(|_| jsonrpc_error(&id, -32603, "upstream answered non-JSON"));
-                if method == "eth_uninstallFilter" && v.get("result") == Some(&Value::Bool(true)) {
+                let answer = answer_of(&b);
+                if method == "eth_uninstallFilter"
+                    && answer.payload == Payload::Result(Value::Bool(true))
+                {
                     self.filters.forget(fid, &pool.name).await;
                 }
-                Ok((v, Some(host.id.clone())))
+                Ok((answer, Some(host.id.clone())))
             }
             // The node that holds the filter is gone: so is the filter.
             Err(_) => Ok((

@@ -1,11 +1,12 @@
 //! The read path: one call or a batch, classified, checked against per-family plans and
 //! sent to hosts in order of what they can serve, with fallback on node-state errors.
 
-use super::call::{jsonrpc_error, method_of, CallView, ReadCall};
+use super::call::{jsonrpc_error, CallView, ReadCall};
 use super::methods::{block_need, classify, MethodClass};
 use super::need::{need_for, need_of, order_by_need, Need};
 use super::{Caller, Gateway, RpcReply};
 use crate::errors::ApiError;
+use crate::jsonrpc::{Id, Request, Response};
 use crate::observe::metrics;
 use crate::pools::{Host, Pool};
 use crate::upstream::UpstreamError;
@@ -51,7 +52,12 @@ impl Gateway {
         })?;
         match parsed {
             Value::Array(calls) => self.batch(pool, calls, request_id, caller).await,
-            call @ Value::Object(_) => self.single(pool, call, body, request_id, caller).await,
+            call @ Value::Object(_) => {
+                let call: Request = serde_json::from_value(call).map_err(|_| {
+                    ApiError::invalid_params("each JSON-RPC call needs a string 'method'")
+                })?;
+                self.single(pool, &call, body, request_id, caller).await
+            }
             _ => Err(ApiError::invalid_params(
                 "a JSON-RPC request is an object or a non-empty array",
             )),
@@ -61,12 +67,12 @@ impl Gateway {
     pub(super) async fn single(
         &self,
         pool: &Pool,
-        call: Value,
+        call: &Request,
         raw: &[u8],
         rid: &str,
         caller: &Caller<'_>,
     ) -> Result<RpcReply, ApiError> {
-        let method = method_of(&call)?;
+        let method = call.method.as_str();
         let class = classify(method);
         match class {
             MethodClass::Unknown => Err(ApiError::new(
@@ -78,16 +84,16 @@ impl Gateway {
                 "{method} needs a WebSocket connection to /rpc/eth"
             ))),
             MethodClass::Write => {
-                let (v, host) = self.write(pool, &call, rid).await?;
+                let (answer, host) = self.write(pool, call, rid).await?;
                 Ok(RpcReply {
-                    body: Bytes::from(serde_json::to_vec(&v).unwrap_or_default()),
+                    body: answer.to_bytes(),
                     upstream: host,
                 })
             }
             MethodClass::Filter => {
-                let (v, host) = self.filter(pool, &call, rid).await?;
+                let (answer, host) = self.filter(pool, call, rid).await?;
                 Ok(RpcReply {
-                    body: Bytes::from(serde_json::to_vec(&v).unwrap_or_default()),
+                    body: answer.to_bytes(),
                     upstream: host,
                 })
             }
@@ -95,7 +101,7 @@ impl Gateway {
                 let read = ReadCall {
                     method,
                     class,
-                    params: call.get("params"),
+                    params: call.params.as_ref(),
                 };
                 self.single_read(pool, read, raw, rid, caller).await
             }
@@ -151,21 +157,24 @@ impl Gateway {
         }
         super::check_batch_size(calls.len(), self.conf.max_batch)?;
         // Slots keep the caller's order; reads go upstream together, the rest one by one.
-        let mut out: Vec<Option<Value>> = vec![None; calls.len()];
-        let mut reads: Vec<(usize, Value)> = Vec::new();
+        let mut out: Vec<Option<Response>> = vec![None; calls.len()];
+        let mut reads: Vec<(usize, Request)> = Vec::new();
         let mut upstream = None;
-        // JSON-RPC 2.0: a call without an `id` member is a notification and gets no reply.
-        let notification: Vec<bool> = calls.iter().map(|c| c.get("id").is_none()).collect();
+        // JSON-RPC 2.0: a call without an `id` member is a notification and gets no reply
+        // (an element that is not a call at all is answered).
+        let mut notification = vec![false; calls.len()];
         for (i, call) in calls.into_iter().enumerate() {
-            let id = call.get("id").cloned().unwrap_or(Value::Null);
-            let method = match method_of(&call) {
-                Ok(m) => m.to_string(),
-                Err(e) => {
-                    out[i] = Some(jsonrpc_error(&id, -32600, &e.message));
+            let call = match Request::from_value(call) {
+                Ok(c) => c,
+                Err(answer) => {
+                    out[i] = Some(answer);
                     continue;
                 }
             };
-            let class = classify(&method);
+            notification[i] = call.is_notification();
+            let id = call.answer_id();
+            let method = call.method.as_str();
+            let class = classify(method);
             if let Some(required) = self.conf.plan_refusal(class, caller) {
                 out[i] = Some(jsonrpc_error(
                     &id,
@@ -189,27 +198,29 @@ impl Gateway {
                         &format!("{method} needs a WebSocket connection"),
                     ))
                 }
-                MethodClass::Write => match self.write(pool, &call, rid).await {
-                    Ok((v, h)) => {
-                        out[i] = Some(v);
-                        upstream = upstream.or(h);
-                    }
-                    Err(e) => out[i] = Some(jsonrpc_error(&id, -32603, &e.message)),
-                },
+                MethodClass::Write | MethodClass::Filter => {
+                    let answered = if class == MethodClass::Write {
+                        self.write(pool, &call, rid).await
+                    } else {
+                        self.filter(pool, &call, rid).await
+                    };
+                    out[i] = Some(match answered {
+                        Ok((answer, host)) => {
+                            upstream = upstream.or(host);
+                            answer
+                        }
+                        Err(e) => jsonrpc_error(&id, -32603, &e.message),
+                    });
+                }
                 MethodClass::Read => reads.push((i, call)),
-                MethodClass::Filter => match self.filter(pool, &call, rid).await {
-                    Ok((v, h)) => {
-                        out[i] = Some(v);
-                        upstream = upstream.or(h);
-                    }
-                    Err(e) => out[i] = Some(jsonrpc_error(&id, -32603, &e.message)),
-                },
                 // Capability-bound calls travel alone so each finds a host that can serve it.
                 class => {
-                    let body = Bytes::from(serde_json::to_vec(&call).unwrap_or_default());
-                    let need = need_of(pool, [&call]);
+                    let need = need_for(pool, block_need(method, call.params.as_ref()));
                     out[i] = Some(
-                        match self.read(pool, class.capability(), need, body, rid).await {
+                        match self
+                            .read(pool, class.capability(), need, call.to_bytes(), rid)
+                            .await
+                        {
                             Ok(r) => {
                                 upstream = upstream.or(r.upstream);
                                 serde_json::from_slice(&r.body).unwrap_or_else(|_| {
@@ -223,29 +234,29 @@ impl Gateway {
             }
         }
         if !reads.is_empty() {
-            let sub: Vec<&Value> = reads.iter().map(|(_, c)| c).collect();
+            let sub: Vec<&Request> = reads.iter().map(|(_, c)| c).collect();
             let body = Bytes::from(serde_json::to_vec(&sub).unwrap_or_default());
             let need = need_of(pool, reads.iter().map(|(_, c)| c));
-            let answered: Vec<Value> = match self.read(pool, None, need, body, rid).await {
+            let mut answered: Vec<Response> = match self.read(pool, None, need, body, rid).await {
                 Ok(r) => {
                     upstream = upstream.or(r.upstream);
-                    match serde_json::from_slice::<Value>(&r.body) {
-                        Ok(Value::Array(items)) => items,
-                        _ => Vec::new(),
-                    }
+                    node_batch_answers(&r.body)
                 }
                 Err(_) => Vec::new(),
             };
             // Match answers to calls by id: upstreams may reorder batch responses.
-            for (slot, call) in &reads {
-                let id = call.get("id").cloned().unwrap_or(Value::Null);
-                let found = answered.iter().find(|a| a.get("id") == Some(&id)).cloned();
-                out[*slot] = Some(found.unwrap_or_else(|| {
+            for (slot, call) in reads {
+                let id = call.answer_id();
+                let found = answered
+                    .iter()
+                    .position(|a| a.id == id)
+                    .map(|at| answered.swap_remove(at));
+                out[slot] = Some(found.unwrap_or_else(|| {
                     jsonrpc_error(&id, -32603, "no upstream answered this call")
                 }));
             }
         }
-        let items: Vec<Value> = out
+        let items: Vec<Response> = out
             .into_iter()
             .zip(notification)
             .filter_map(|(v, n)| if n { None } else { v })
@@ -279,22 +290,25 @@ impl Gateway {
         rid: &str,
     ) -> Result<(Value, Option<String>), ApiError> {
         let need = need_for(pool, block_need(method, Some(&params)));
-        let call =
-            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-        let body = Bytes::from(call.to_string());
-        let r = self.read(pool, capability, need, body, rid).await?;
-        let mut answer: Value = serde_json::from_slice(&r.body).map_err(|_| {
-            ApiError::new(502, "upstream_unavailable", "the node answered non-JSON")
-        })?;
-        if let Some(e) = answer.get("error") {
-            let message = e.get("message").and_then(Value::as_str).unwrap_or("error");
-            return Err(ApiError::new(
+        let call = Request::new(Id::index(1), method, params);
+        let r = self
+            .read(pool, capability, need, call.to_bytes(), rid)
+            .await?;
+        let answer: Response = serde_json::from_slice(&r.body).map_err(|_| {
+            ApiError::new(
                 502,
                 "upstream_unavailable",
-                format!("{method}: the node answered: {message}"),
-            ));
+                "the node answered non-JSON-RPC",
+            )
+        })?;
+        match answer.into_result() {
+            Ok(result) => Ok((result, r.upstream)),
+            Err(e) => Err(ApiError::new(
+                502,
+                "upstream_unavailable",
+                format!("{method}: the node answered: {}", e.message),
+            )),
         }
-        Ok((answer["result"].take(), r.upstream))
     }
 
     /// Several reads made by a product handler or the indexer, as one JSON-RPC batch to
@@ -331,35 +345,22 @@ impl Gateway {
         calls: &[(&str, Value)],
         rid: &str,
     ) -> Result<(Vec<Result<Value, String>>, Option<String>), ApiError> {
-        let body: Vec<Value> = calls
+        let body: Vec<Request> = calls
             .iter()
             .enumerate()
-            .map(|(i, (method, params))| {
-                serde_json::json!({"jsonrpc": "2.0", "id": i, "method": method, "params": params})
-            })
+            .map(|(i, (method, params))| Request::new(Id::index(i), method, params.clone()))
             .collect();
-        let body = Bytes::from(Value::Array(body).to_string());
+        let body = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
         let r = self.read(pool, None, Need::default(), body, rid).await?;
         let bad = |why: &str| ApiError::new(502, "upstream_unavailable", why.to_string());
-        let answers: Vec<Value> = serde_json::from_slice(&r.body)
-            .map_err(|_| bad("the node's batch answer is not a JSON array"))?;
+        let answers: Vec<Response> = serde_json::from_slice(&r.body)
+            .map_err(|_| bad("the node's batch answer is not a JSON-RPC array"))?;
         let mut results = vec![None; calls.len()];
-        for mut a in answers {
-            let Some(slot) = a
-                .get("id")
-                .and_then(Value::as_u64)
-                .and_then(|i| results.get_mut(i as usize))
-            else {
+        for a in answers {
+            let Some(slot) = a.id.as_index().and_then(|i| results.get_mut(i)) else {
                 continue;
             };
-            *slot = Some(match a.get("error") {
-                Some(e) => Err(e
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("error")
-                    .to_string()),
-                None => Ok(a["result"].take()),
-            });
+            *slot = Some(a.into_result().map_err(|e| e.message));
         }
         let results = results
             .into_iter()
@@ -478,14 +479,25 @@ pub(super) fn node_state_error(body: &[u8]) -> Option<String> {
     if !body.windows(7).any(|w| w == b"\"error\"") {
         return None;
     }
-    let v: Value = serde_json::from_slice(body).ok()?;
-    let err = v.get("error")?;
-    let code = err.get("code").and_then(Value::as_i64).unwrap_or(0);
-    let msg = err.get("message").and_then(Value::as_str).unwrap_or("");
+    let answer: Response = serde_json::from_slice(body).ok()?;
+    let err = answer.error_object()?;
+    let (code, msg) = (err.code, err.message.as_str());
     let lower = msg.to_ascii_lowercase();
     if code == -32601 || NODE_STATE_PATTERNS.iter().any(|p| lower.contains(p)) {
         Some(format!("{code} {msg}"))
     } else {
         None
+    }
+}
+
+/// A node's answer to a batch, each element read on its own (one malformed element does
+/// not cost the others their answers).
+fn node_batch_answers(body: &[u8]) -> Vec<Response> {
+    match serde_json::from_slice::<Vec<Value>>(body) {
+        Ok(items) => items
+            .into_iter()
+            .filter_map(|v| serde_json::from_value(v).ok())
+            .collect(),
+        Err(_) => Vec::new(),
     }
 }

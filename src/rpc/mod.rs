@@ -9,7 +9,7 @@ pub mod methods;
 mod need;
 mod write;
 
-pub use call::{error_from, method_of, refusal_of, CallView};
+pub use call::{error_from, id_of, method_of, refusal_of, CallView};
 pub use filters::FilterHosts;
 pub use forward::{BUILDER_METHODS, PRIVATE_TX_METHODS};
 pub use need::{need_at, Need};

@@ -2,6 +2,7 @@
 //! so the ones that have it go first.
 
 use super::methods::{block_need, BlockNeed};
+use crate::jsonrpc::Request;
 use crate::pools::{Host, Pool};
 use serde_json::Value;
 use std::sync::Arc;
@@ -27,11 +28,14 @@ pub(super) fn need_for(pool: &Pool, block: BlockNeed) -> Need {
 }
 
 /// Combine the calls' block needs against the pool head of the last health round.
-pub(super) fn need_of<'a>(pool: &Pool, calls: impl IntoIterator<Item = &'a Value>) -> Need {
-    need_at(pool.head.load(std::sync::atomic::Ordering::Relaxed), calls)
+pub(super) fn need_of<'a>(pool: &Pool, calls: impl IntoIterator<Item = &'a Request>) -> Need {
+    let head = pool.head.load(std::sync::atomic::Ordering::Relaxed);
+    calls.into_iter().fold(Need::default(), |need, call| {
+        need_from(head, block_need(&call.method, call.params.as_ref()), need)
+    })
 }
 
-/// Combine the calls' block needs against a pool head.
+/// Combine the block needs of calls as parsed JSON against a pool head.
 pub fn need_at<'a>(head: u64, calls: impl IntoIterator<Item = &'a Value>) -> Need {
     calls.into_iter().fold(Need::default(), |need, call| {
         let method = call.get("method").and_then(Value::as_str).unwrap_or("");

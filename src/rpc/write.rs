@@ -5,6 +5,7 @@ use super::need::Need;
 use super::Gateway;
 use crate::config::WritePolicy;
 use crate::errors::ApiError;
+use crate::jsonrpc::{Id, Payload, Request, Response};
 use crate::observe::metrics;
 use crate::pools::Pool;
 use bytes::Bytes;
@@ -20,17 +21,13 @@ impl Gateway {
     pub async fn write(
         &self,
         pool: &Pool,
-        call: &Value,
+        call: &Request,
         rid: &str,
-    ) -> Result<(Value, Option<String>), ApiError> {
-        let id = call.get("id").cloned().unwrap_or(Value::Null);
-        let raw = call
-            .get("params")
-            .and_then(|p| p.get(0))
-            .and_then(Value::as_str)
-            .ok_or_else(|| {
-                ApiError::invalid_params("eth_sendRawTransaction takes one 0x-hex string")
-            })?;
+    ) -> Result<(Response, Option<String>), ApiError> {
+        let id = call.answer_id();
+        let raw = call.param(0).and_then(Value::as_str).ok_or_else(|| {
+            ApiError::invalid_params("eth_sendRawTransaction takes one 0x-hex string")
+        })?;
         let tx_hash = tx_hash(raw)
             .ok_or_else(|| ApiError::invalid_params("raw transaction is not 0x-prefixed hex"))?;
         let hosts = pool.candidates(None);
@@ -41,7 +38,7 @@ impl Gateway {
                 format!("pool {} has no hosts", pool.name),
             ));
         }
-        let body = Bytes::from(serde_json::to_vec(call).unwrap_or_default());
+        let body = call.to_bytes();
         let answers: Vec<(String, Result<Bytes, String>)> = match self.conf.write_policy {
             WritePolicy::Broadcast => {
                 let mut tasks = Vec::new();
@@ -99,20 +96,20 @@ impl Gateway {
             }
         };
         // Prefer an acceptance; an "already known" counts as one (the resend is idempotent).
-        let mut first_rejection: Option<(Value, String)> = None;
+        let mut first_rejection: Option<(Response, String)> = None;
         for (host, answer) in &answers {
             if let Ok(b) = answer {
                 match write_outcome(b) {
                     WriteOutcome::Accepted | WriteOutcome::AlreadyKnown => {
                         return Ok((
-                            json!({"jsonrpc": "2.0", "id": id, "result": tx_hash}),
+                            Response::result(id, Value::String(tx_hash)),
                             Some(host.clone()),
                         ));
                     }
                     WriteOutcome::Rejected => {
                         if first_rejection.is_none() {
-                            if let Ok(v) = serde_json::from_slice::<Value>(b) {
-                                first_rejection = Some((v, host.clone()));
+                            if let Ok(answer) = serde_json::from_slice::<Response>(b) {
+                                first_rejection = Some((answer, host.clone()));
                             }
                         }
                     }
@@ -121,18 +118,18 @@ impl Gateway {
         }
         // A resend after the transaction was mined meets "nonce too low": if the chain
         // already has this very transaction, the resend succeeded.
-        let nonce_too_low = first_rejection.as_ref().is_some_and(|(v, _)| {
-            v.pointer("/error/message")
-                .and_then(Value::as_str)
-                .is_some_and(|m| m.to_ascii_lowercase().contains("nonce too low"))
+        let nonce_too_low = first_rejection.as_ref().is_some_and(|(answer, _)| {
+            answer
+                .error_object()
+                .is_some_and(|e| e.message.to_ascii_lowercase().contains("nonce too low"))
         });
         if nonce_too_low && self.known_on_chain(pool, &tx_hash, rid).await {
-            return Ok((json!({"jsonrpc": "2.0", "id": id, "result": tx_hash}), None));
+            return Ok((Response::result(id, Value::String(tx_hash)), None));
         }
         match first_rejection {
-            Some((mut v, host)) => {
-                v["id"] = id;
-                Ok((v, Some(host)))
+            Some((mut answer, host)) => {
+                answer.id = id;
+                Ok((answer, Some(host)))
             }
             None => Err(ApiError::bad_gateway(
                 "upstream_unavailable",
@@ -143,12 +140,14 @@ impl Gateway {
 
     /// Whether some node of the pool knows a transaction with this hash.
     pub(super) async fn known_on_chain(&self, pool: &Pool, tx_hash: &str, rid: &str) -> bool {
-        let call = json!({"jsonrpc": "2.0", "id": 1, "method": "eth_getTransactionByHash", "params": [tx_hash]});
-        let body = Bytes::from(call.to_string());
-        match self.read(pool, None, Need::default(), body, rid).await {
-            Ok(r) => serde_json::from_slice::<Value>(&r.body)
+        let call = Request::new(Id::index(1), "eth_getTransactionByHash", json!([tx_hash]));
+        match self
+            .read(pool, None, Need::default(), call.to_bytes(), rid)
+            .await
+        {
+            Ok(r) => serde_json::from_slice::<Response>(&r.body)
                 .ok()
-                .and_then(|v| v.get("result").cloned())
+                .and_then(|answer| answer.into_result().ok())
                 .is_some_and(|t| t.get("hash").and_then(Value::as_str) == Some(tx_hash)),
             Err(_) => false,
         }
@@ -163,17 +162,14 @@ pub enum WriteOutcome {
 }
 
 pub fn write_outcome(body: &[u8]) -> WriteOutcome {
-    let Ok(v) = serde_json::from_slice::<Value>(body) else {
+    let Ok(answer) = serde_json::from_slice::<Response>(body) else {
         return WriteOutcome::Rejected;
     };
-    if v.get("result").is_some_and(Value::is_string) {
-        return WriteOutcome::Accepted;
-    }
-    let msg = v
-        .pointer("/error/message")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_ascii_lowercase();
+    let msg = match answer.payload {
+        Payload::Result(Value::String(_)) => return WriteOutcome::Accepted,
+        Payload::Result(_) => return WriteOutcome::Rejected,
+        Payload::Error(e) => e.message.to_ascii_lowercase(),
+    };
     if ALREADY_KNOWN_PATTERNS.iter().any(|p| msg.contains(p)) {
         WriteOutcome::AlreadyKnown
     } else {

@@ -15,6 +15,7 @@
 
 use crate::address::plain_inet;
 use crate::errors::ApiError;
+use crate::jsonrpc::{Id, Request, Response};
 use crate::observe::metrics;
 use crate::pools::{Host, Pool};
 use bytes::Bytes;
@@ -565,9 +566,11 @@ impl NodeLink {
     async fn call(&mut self, method: &str, params: Value) -> Result<Value, String> {
         self.next_id += 1;
         let id = self.next_id;
-        let call = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let call = Request::new(Id::Number(id.into()), method, params);
         self.ws
-            .send(Message::text(call.to_string()))
+            .send(Message::text(
+                serde_json::to_string(&call).unwrap_or_default(),
+            ))
             .await
             .map_err(|e| format!("send: {e}"))?;
         let deadline = Instant::now() + NODE_TIMEOUT;
@@ -576,14 +579,17 @@ impl NodeLink {
             let v = tokio::time::timeout(left, self.read())
                 .await
                 .map_err(|_| format!("{method}: no answer"))??;
-            if v.get("id").and_then(Value::as_u64) == Some(id) {
-                return match v.get("error") {
-                    Some(e) => Err(format!("{method}: {e}")),
-                    None => Ok(v.get("result").cloned().unwrap_or(Value::Null)),
-                };
-            }
             if v.get("method").is_some() {
                 self.waiting.push_back(v);
+                continue;
+            }
+            match serde_json::from_value::<Response>(v) {
+                Ok(answer) if answer.id == call.answer_id() => {
+                    return answer
+                        .into_result()
+                        .map_err(|e| format!("{method}: {} {}", e.code, e.message));
+                }
+                _ => {}
             }
         }
     }
