@@ -261,7 +261,7 @@ fn run(
         metrics_cache,
         console,
         stream_slots: Arc::new(handlers::mev_share::StreamSlots::new(leases.clone())),
-        ws_connections: Arc::new(edge::websocket::WsConnections::new(leases)),
+        ws_connections: Arc::new(edge::WsConnections::new(leases)),
         subscriptions,
         matcher,
         config: app,

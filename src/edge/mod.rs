@@ -14,19 +14,24 @@
 //! | `proxy_http.rs` | Pingora's `ProxyHttp` phases around the pipeline, and the access log |
 //! | `respond.rs` | writing a local `Reply` on Pingora's session |
 //! | `downstream.rs` | the one view of a client request both servers give the pipeline |
+//! | `servers.rs` | the rest of what the two servers use of the edge |
+//!
+//! The lean front (`src/front/`) uses only what is re-exported below under "the
+//! servers' interface"; nothing else of the edge is visible outside it.
 
 mod context;
-pub mod cors;
+mod cors;
 mod dispatch;
-pub mod downstream;
+mod downstream;
 mod guard;
 mod hop;
 mod local;
 mod pipeline;
 mod proxy_http;
-pub mod respond;
+mod respond;
 pub(crate) mod retry;
-pub mod websocket;
+mod servers;
+mod websocket;
 
 use crate::config::Loaded;
 use crate::pools::Pools;
@@ -34,11 +39,17 @@ use crate::routes::matcher::Matcher;
 use crate::rpc::Gateway;
 use std::sync::Arc;
 
-pub(crate) use context::{request_id, Outcome, PASS_READ_TIMEOUT};
-pub use context::{Ctx, Pass};
 pub use dispatch::batch_len;
-pub use downstream::{Downstream, PreMatch};
+pub use websocket::WsConnections;
+
+// The servers' interface: the request's state and what the pipeline decided, the view of
+// a client request the pipeline reads, the hop rules and the retry rule (`retry`) a
+// passthrough follows, and the wire form of the edge's own headers.
+pub(crate) use context::{Ctx, Outcome, Pass, PASS_READ_TIMEOUT};
+pub(crate) use downstream::{payload_too_large, unreadable_body, Downstream, PreMatch};
 pub(crate) use hop::{connection_options, forwarded_for, sets_console_cookie, CALLER_ONLY_HEADERS};
+pub(crate) use respond::each_header;
+pub(crate) use websocket::{handshake_headers, WsUpgrade};
 
 /// Everything the edge needs, built once at start-up.
 pub struct State {

@@ -4,7 +4,7 @@
 
 use super::hop::{connection_options, forwarded_for, sets_console_cookie, CALLER_ONLY_HEADERS};
 use super::websocket::{self, WsUpgrade};
-use super::{request_id, respond, retry, Ctx, Downstream, Edge, Outcome, PASS_READ_TIMEOUT};
+use super::{respond, retry, Ctx, Downstream, Edge, Outcome, PASS_READ_TIMEOUT};
 use crate::auth::Principal;
 use crate::errors::ApiError;
 use crate::observe::{access_log, metrics};
@@ -26,7 +26,7 @@ impl ProxyHttp for Edge {
     }
 
     async fn request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
-        ctx.request_id = request_id(session.get_header("x-request-id").map(|v| v.as_bytes()));
+        *ctx = self.begin(session.get_header("x-request-id").map(|v| v.as_bytes()));
         let reply = match self.pipeline(session, ctx).await {
             Ok(Outcome::Reply(reply)) => reply,
             Ok(Outcome::Stream(stream)) => {
@@ -46,10 +46,7 @@ impl ProxyHttp for Edge {
                 ctx.pass = Some(pass);
                 return Ok(false);
             }
-            Err(e) => {
-                ctx.error_code = Some(e.code);
-                Reply::error(&e, ctx.envelope, &ctx.request_id)
-            }
+            Err(e) => ctx.refusal(&e),
         };
         respond::write(session, ctx, reply).await?;
         Ok(true)

@@ -23,12 +23,11 @@ mod proxy;
 pub mod request;
 
 use crate::deadline::{body_deadline, Deadline};
-use crate::edge::respond;
-use crate::edge::{Ctx, Edge, Outcome, PreMatch};
+use crate::edge::{each_header, handshake_headers, Ctx, Edge, Outcome, PreMatch, WsUpgrade};
 use crate::errors::ApiError;
 use crate::observe::metrics;
 use crate::reply::Reply;
-use crate::routes::matcher::{Match, NormalizedPath};
+use crate::routes::matcher::NormalizedPath;
 use crate::routes::spec::HandlerKind;
 use crate::upstream::chunked::{ChunkedScanner, Scan};
 use crate::upstream::h1::IdleConn;
@@ -41,7 +40,7 @@ use pingora_core::apps::{HttpServerApp, ServerApp};
 use pingora_core::protocols::http::ServerSession;
 use pingora_core::protocols::Stream;
 use pingora_core::server::ShutdownWatch;
-use pingora_proxy::{HttpProxy, ProxyHttp};
+use pingora_proxy::HttpProxy;
 use prefixed::Prefixed;
 use request::{Head, LeanRequest, Parsed, Refusal};
 use std::collections::HashSet;
@@ -85,16 +84,15 @@ pub struct LeanFront {
 
 impl LeanFront {
     pub fn new(edge: Edge, proxy: HttpProxy<Edge>) -> Self {
-        let st = &edge.state;
-        let plain_pools = st
-            .pools
+        let plain_pools = edge
+            .pools()
             .all()
             .filter(|p| p.hosts.iter().all(|h| h.plain_addr().is_some()))
             .map(|p| p.name.clone())
             .collect();
-        let max_body = st.config.app.rpc.max_body_bytes.max(MIN_LEAN_BODY);
-        let listen = &st.config.app.listen;
-        let admission = Admission::new(listen.max_connections, listen.max_connections_per_client);
+        let max_body = edge.max_rpc_body().max(MIN_LEAN_BODY);
+        let (per_listener, per_client) = edge.connection_caps();
+        let admission = Admission::new(per_listener, per_client);
         LeanFront {
             edge,
             admission,
@@ -282,7 +280,7 @@ enum Served {
     Keep,
     Close,
     /// A 101 went out: the connection belongs to a WebSocket session now.
-    WebSocket(Box<crate::edge::websocket::WsUpgrade>),
+    WebSocket(Box<WsUpgrade>),
 }
 
 /// What waiting for the next request head ended with.
@@ -328,7 +326,7 @@ impl ServerApp for LeanFront {
         };
         let mut conn = Conn::new(io, client, crate::shutdown::for_this_thread(shutdown));
         conn.tls = tls;
-        conn.trusted_proxy = self.edge.state.console.trusts(client.map(|a| a.ip()));
+        conn.trusted_proxy = self.edge.trusts(client.map(|a| a.ip()));
         loop {
             match self.next_request(&mut conn).await {
                 Next::Close => break,
@@ -350,12 +348,7 @@ impl ServerApp for LeanFront {
                         let io = conn.into_prefixed_io();
                         // Boxed: every connection's task would otherwise carry the
                         // session's size.
-                        Box::pin(crate::edge::websocket::serve(
-                            self.edge.state.clone(),
-                            *up,
-                            io,
-                        ))
-                        .await;
+                        Box::pin(self.edge.serve_websocket(*up, io)).await;
                         return None;
                     }
                 },
@@ -374,7 +367,7 @@ impl LeanFront {
     /// The node connection a client connection kept goes back to the shared pool.
     fn release_node(&self, conn: &mut Conn) {
         if let Some(node) = conn.kept.take() {
-            self.edge.state.gateway.client.plain().put_idle(node);
+            self.edge.node_connections().put_idle(node);
         }
     }
 
@@ -467,29 +460,18 @@ impl LeanFront {
         // WebSocket JSON-RPC is terminated here (the session runs on the bare socket);
         // other WebSocket routes (portals) are Pingora's.
         if head.upgrade {
-            if let Match::Found { route, params } =
-                self.edge.state.matcher.find(method, &path, true)
-            {
-                if route.websocket {
-                    if route.handler == HandlerKind::JsonRpc && head.content_length == 0 {
-                        return Lean::Yes(Some(PreMatch {
-                            route: route.clone(),
-                            params,
-                            suspicious: path.suspicious,
-                        }));
+            if let Some(pre) = self.edge.pre_match(method, &path, true) {
+                if pre.route.websocket {
+                    if pre.route.handler == HandlerKind::JsonRpc && head.content_length == 0 {
+                        return Lean::Yes(Some(pre));
                     }
                     return Lean::No;
                 }
             }
         }
-        let route = match self.edge.state.matcher.find(method, &path, false) {
-            Match::Found { route, params } => PreMatch {
-                route: route.clone(),
-                params,
-                suspicious: path.suspicious,
-            },
+        let Some(route) = self.edge.pre_match(method, &path, false) else {
             // Refusals (404, 405) are the pipeline's to word.
-            _ => return Lean::Yes(None),
+            return Lean::Yes(None);
         };
         // Event streams stay on Pingora; passthroughs only to pools of plain-HTTP nodes.
         let lean = match route.route.handler {
@@ -511,8 +493,9 @@ impl LeanFront {
     /// Serve one lean request: keep the connection, close it, or (after a 101) give it to
     /// a WebSocket session.
     async fn serve(&self, conn: &mut Conn, head: Head, pre: Option<PreMatch>) -> Served {
-        let mut ctx = self.edge.new_ctx();
-        ctx.request_id = crate::edge::request_id(head.header("x-request-id").map(str::as_bytes));
+        let mut ctx = self
+            .edge
+            .begin(head.header("x-request-id").map(str::as_bytes));
         let closing = head.close || conn.shutting_down();
         let mut req = LeanRequest {
             head,
@@ -569,8 +552,7 @@ impl LeanFront {
         e: ApiError,
         closing: bool,
     ) -> (u16, bool, Option<String>) {
-        ctx.error_code = Some(e.code);
-        let reply = Reply::error(&e, ctx.envelope, &ctx.request_id);
+        let reply = ctx.refusal(&e);
         self.reply(req, ctx, reply, closing).await
     }
 
@@ -595,11 +577,8 @@ impl LeanFront {
     /// Answer a head that breaks the framing rules (the connection closes after it: what
     /// follows the head cannot be told apart from a body).
     async fn refuse(&self, conn: &mut Conn, refusal: Refusal) {
-        let mut ctx = self.edge.new_ctx();
-        ctx.request_id = crate::edge::request_id(None);
-        let e = refusal.error();
-        ctx.error_code = Some(e.code);
-        let reply = Reply::error(&e, ctx.envelope, &ctx.request_id);
+        let mut ctx = self.edge.begin(None);
+        let reply = ctx.refusal(&refusal.error());
         let out = local_answer(&ctx, &reply, true, false);
         let written = conn
             .write(&out)
@@ -635,7 +614,7 @@ fn local_answer(ctx: &Ctx, reply: &Reply, closing: bool, head_only: bool) -> Vec
     let mut out = Vec::with_capacity(256 + reply.body.len());
     status_line(&mut out, reply.status, "");
     date_header(&mut out);
-    let Ok(()) = respond::each_header(ctx, reply, |k, v| {
+    let Ok(()) = each_header(ctx, reply, |k, v| {
         header(&mut out, k, v.as_bytes());
         Ok::<(), std::convert::Infallible>(())
     });
@@ -656,7 +635,7 @@ fn switching_protocols(ctx: &Ctx, accept: &str) -> Vec<u8> {
     for (k, v) in ctx.edge_headers() {
         header(&mut out, k, v.as_bytes());
     }
-    for (k, v) in crate::edge::websocket::handshake_headers(accept) {
+    for (k, v) in handshake_headers(accept) {
         header(&mut out, k, v.as_bytes());
     }
     out.extend_from_slice(b"\r\n");

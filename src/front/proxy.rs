@@ -12,11 +12,10 @@
 
 use super::request::LeanRequest;
 use super::{date_header, header, status_line, LeanFront};
-use crate::edge::downstream::Downstream;
 use crate::edge::retry::{self, Failure};
 use crate::edge::{
-    connection_options, forwarded_for, sets_console_cookie, Ctx, Pass, CALLER_ONLY_HEADERS,
-    PASS_READ_TIMEOUT,
+    connection_options, forwarded_for, sets_console_cookie, Ctx, Downstream, Pass,
+    CALLER_ONLY_HEADERS, PASS_READ_TIMEOUT,
 };
 use crate::errors::ApiError;
 use crate::observe::metrics;
@@ -64,13 +63,13 @@ pub(super) async fn pass(
     let head_request = req.head.method() == "HEAD";
     let idempotent = retry::safe_to_resend(req.head.method());
     let read_timeout = (!pass.stream).then_some(PASS_READ_TIMEOUT);
-    let pool = front.edge.state.gateway.client.plain();
+    let pool = front.edge.node_connections();
     for host in &pass.hosts {
         let Some(addr) = host.plain_addr() else {
             continue; // `LeanFront::lean` keeps pools with TLS nodes on Pingora
         };
         metrics::upstream_attempt(&host.pool, &host.id);
-        ctx.upstream = Some(host.id.clone());
+        ctx.served_by(&host.id);
         let wire = encode_request(req, ctx, host, &pass, body.as_deref());
         let how = Open {
             connect_timeout: host.peer.options.connection_timeout,
@@ -172,7 +171,7 @@ fn encode_request(
         .filter(|(name, _)| !ours(name))
         .collect();
     headers.push(("Host", host.addr.authority().as_bytes()));
-    headers.push(("X-Request-Id", ctx.request_id.as_bytes()));
+    headers.push(("X-Request-Id", ctx.request_id().as_bytes()));
     // The edge's X-Forwarded-For: the client, after a trusted proxy's chain.
     // Only a trusted proxy's own header is looked up at all.
     let sent = req
@@ -367,7 +366,7 @@ async fn relay(
         // Kept by this client connection for its next request (no pool lock, usually the
         // same node); the one it held before goes back to the pool.
         if let Some(old) = req.conn.kept.replace(IdleConn::new(addr, up)) {
-            front.edge.state.gateway.client.plain().put_idle(old);
+            front.edge.node_connections().put_idle(old);
         }
     }
     (status, !close_client, None)

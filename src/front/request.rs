@@ -1,7 +1,7 @@
 //! A request head read by the lean front, and the request it becomes for the pipeline.
 
 use super::Conn;
-use crate::edge::downstream::{payload_too_large, unreadable_body, Downstream, PreMatch};
+use crate::edge::{payload_too_large, unreadable_body, Downstream, PreMatch};
 use crate::errors::ApiError;
 use crate::upstream::h1::{content_length_value, lists_token};
 use async_trait::async_trait;
