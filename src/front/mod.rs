@@ -17,37 +17,33 @@
 
 mod admission;
 mod client_io;
+mod conn;
 mod hand_over;
 mod prefixed;
 mod proxy;
 pub mod request;
 
-use crate::deadline::{body_deadline, Deadline};
 use crate::edge::{each_header, handshake_headers, Ctx, Edge, Outcome, PreMatch, WsUpgrade};
 use crate::errors::ApiError;
 use crate::observe::metrics;
 use crate::reply::Reply;
 use crate::routes::matcher::NormalizedPath;
 use crate::routes::spec::HandlerKind;
-use crate::upstream::chunked::{ChunkedScanner, Scan};
-use crate::upstream::h1::IdleConn;
 use admission::Admission;
 use async_trait::async_trait;
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use client_io::ClientIo;
+pub use conn::{ChunkedBodyError, Conn};
 use hand_over::BodyFraming;
 use pingora_core::apps::{HttpServerApp, ServerApp};
 use pingora_core::protocols::http::ServerSession;
 use pingora_core::protocols::Stream;
 use pingora_core::server::ShutdownWatch;
 use pingora_proxy::HttpProxy;
-use prefixed::Prefixed;
 use request::{Head, LeanRequest, Parsed, Refusal};
 use std::collections::HashSet;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Read buffer step (and initial size) per client connection.
 const READ_STEP: usize = 1024;
@@ -100,172 +96,6 @@ impl LeanFront {
             plain_pools,
             max_body,
         }
-    }
-}
-
-/// One client connection and the bytes read from it but not yet used.
-pub struct Conn {
-    io: ClientIo,
-    buf: BytesMut,
-    client: Option<SocketAddr>,
-    client_text: String,
-    /// The connection is TLS (HTTP/1.1 by ALPN or by default).
-    tls: bool,
-    /// The client's address as `X-Forwarded-For` gives it (made once per connection).
-    client_ip_text: String,
-    /// The client is a trusted proxy: its `X-Forwarded-For` chain is kept.
-    trusted_proxy: bool,
-    shutdown: ShutdownWatch,
-    /// Times reads and writes on the client side (one lazily moved timer).
-    deadline: Deadline,
-    /// Times reads from nodes on this connection's behalf.
-    node_deadline: Deadline,
-    /// The node connection of this client's last passthrough, kept for its next one.
-    kept: Option<IdleConn>,
-    /// Times how long the client has been quiet while `kept` is held.
-    park: Deadline,
-}
-
-impl Conn {
-    /// The socket alone, with the bytes read past the last head put back in front; the
-    /// rest of the connection's state (buffers, timers) is dropped here.
-    fn into_prefixed_io(self) -> Prefixed<ClientIo> {
-        let Conn { io, buf, .. } = self;
-        Prefixed::new(Bytes::copy_from_slice(&buf), io)
-    }
-
-    fn new(io: ClientIo, client: Option<SocketAddr>, shutdown: ShutdownWatch) -> Self {
-        Conn {
-            io,
-            buf: BytesMut::with_capacity(READ_STEP),
-            client,
-            client_text: client.map(|a| a.to_string()).unwrap_or_default(),
-            tls: false,
-            client_ip_text: client.map(|a| a.ip().to_string()).unwrap_or_default(),
-            trusted_proxy: false,
-            shutdown,
-            deadline: Deadline::default(),
-            node_deadline: Deadline::default(),
-            kept: None,
-            park: Deadline::default(),
-        }
-    }
-
-    /// Read what arrives within `wait`. With `park`, a read still waiting after `park`
-    /// ends with `TimedOut` (callers pass a `park` shorter than `wait`).
-    async fn read_more_within(
-        &mut self,
-        wait: Duration,
-        park: Option<Duration>,
-    ) -> std::io::Result<usize> {
-        // Small steps: an idle keep-alive connection holds this buffer, and request heads
-        // are usually a few hundred bytes (`reserve` reuses the space once it is free).
-        if self.buf.capacity() - self.buf.len() < 512 {
-            self.buf.reserve(READ_STEP);
-        }
-        debug_assert!(self.buf.capacity() - self.buf.len() >= 512);
-        let read = self
-            .deadline
-            .run(Some(wait), self.io.read_buf(&mut self.buf));
-        self.park.run(park, read).await
-    }
-
-    /// The next `n` bytes of the connection (a body), within `body_deadline(n)`. The
-    /// buffer grows with what arrives, at most `BODY_STEP` ahead of it.
-    async fn read_exact_bytes(&mut self, n: usize) -> std::io::Result<Bytes> {
-        let until = std::time::Instant::now() + body_deadline(n);
-        while self.buf.len() < n {
-            let step = (n - self.buf.len()).min(self.buf.len().clamp(READ_STEP, BODY_STEP));
-            if self.buf.capacity() - self.buf.len() < step {
-                self.buf.reserve(step);
-            }
-            let left = until.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
-                return Err(std::io::ErrorKind::TimedOut.into());
-            }
-            if self.read_more_within(left, None).await? == 0 {
-                return Err(std::io::ErrorKind::UnexpectedEof.into());
-            }
-        }
-        Ok(self.buf.split_to(n).freeze())
-    }
-
-    /// A chunked body, decoded, of at most `limit` bytes. It must keep arriving at
-    /// `MIN_BODY_RATE` after `BODY_TIMEOUT` (its size is unknown up front); the buffer
-    /// grows with the data that arrived.
-    async fn read_chunked(&mut self, limit: usize) -> Result<Bytes, ChunkedBodyError> {
-        let start = std::time::Instant::now();
-        let mut scanner = ChunkedScanner::default();
-        let mut body = BytesMut::new();
-        let mut received = 0usize;
-        loop {
-            let mut over = false;
-            let scan = scanner
-                .feed(&self.buf, |data| {
-                    over |= body.len() + data.len() > limit;
-                    if !over {
-                        body.extend_from_slice(data);
-                    }
-                })
-                .map_err(|e| ChunkedBodyError::Io(std::io::Error::other(e)))?;
-            if over || body.len() as u64 + scanner.announced() > limit as u64 {
-                return Err(ChunkedBodyError::TooLarge);
-            }
-            match scan {
-                Scan::Done(n) => {
-                    let _ = self.buf.split_to(n);
-                    return Ok(body.freeze());
-                }
-                Scan::More => {
-                    received += self.buf.len();
-                    self.buf.clear();
-                }
-            }
-            // Room for the announced chunk (bounded by the limit above), so a large body
-            // is not read a kilobyte at a time.
-            let want = (scanner.announced() as usize).min(BODY_STEP);
-            if self.buf.capacity() < want {
-                self.buf.reserve(want);
-            }
-            let until = start + body_deadline(received);
-            let left = until.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
-                return Err(ChunkedBodyError::Io(std::io::ErrorKind::TimedOut.into()));
-            }
-            if self.read_more_within(left, None).await? == 0 {
-                return Err(ChunkedBodyError::Io(
-                    std::io::ErrorKind::UnexpectedEof.into(),
-                ));
-            }
-        }
-    }
-
-    /// Write and flush; a client that stops reading is dropped after `WRITE_TIMEOUT`.
-    async fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        let io = &mut self.io;
-        let write = async {
-            io.write_all(bytes).await?;
-            io.flush().await
-        };
-        self.deadline.run(Some(WRITE_TIMEOUT), write).await
-    }
-
-    fn shutting_down(&self) -> bool {
-        *self.shutdown.borrow()
-    }
-}
-
-/// Why a chunked request body was not read.
-pub enum ChunkedBodyError {
-    /// Its data exceeds the limit (the rest is left unread: the connection closes).
-    TooLarge,
-    /// The client stalled, went away or broke the chunked framing.
-    Io(std::io::Error),
-}
-
-impl From<std::io::Error> for ChunkedBodyError {
-    fn from(e: std::io::Error) -> Self {
-        ChunkedBodyError::Io(e)
     }
 }
 

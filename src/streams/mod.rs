@@ -1,4 +1,5 @@
 //! Streams held on nodes on behalf of clients: shared subscriptions, one node
 //! subscription per (pool, kind, parameters) fanned out to every client that asked.
 
+mod node_link;
 pub mod subscriptions;

@@ -1,0 +1,161 @@
+//! The console's sections: sign-in (sessions, Google), the email codes and their delivery
+//! (`deny_unknown_fields`, like every section).
+
+use super::super::secrets::SecretRef;
+use serde::Deserialize;
+use std::path::PathBuf;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConsoleConf {
+    /// The one origin allowed to call console routes with credentials.
+    #[serde(default)]
+    pub origin: Option<String>,
+    /// Proxy addresses whose `X-Forwarded-Proto` is believed.
+    #[serde(default)]
+    pub trusted_proxies: Vec<String>,
+    /// Session lifetime; refreshed when less than half remains.
+    #[serde(default = "d_session_ttl")]
+    pub session_ttl_secs: i64,
+    #[serde(default)]
+    pub email: EmailConf,
+    /// Lifetime of a wallet sign-in challenge.
+    #[serde(default = "d_challenge_ttl")]
+    pub challenge_ttl_secs: i64,
+    /// Google sign-in (OAuth 2.0 / OIDC authorization code with PKCE).
+    #[serde(default)]
+    pub google: Option<GoogleConf>,
+}
+
+/// An OIDC provider (Google by default; endpoints configurable for tests and other IdPs).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GoogleConf {
+    pub client_id: String,
+    pub client_secret: SecretRef,
+    /// Where the provider sends the browser back: this gateway's `/v1/auth/google/callback`.
+    pub redirect_uri: String,
+    #[serde(default = "d_google_issuer")]
+    pub issuer: String,
+    #[serde(default = "d_google_auth")]
+    pub authorization_endpoint: String,
+    #[serde(default = "d_google_token")]
+    pub token_endpoint: String,
+    #[serde(default = "d_google_jwks")]
+    pub jwks_uri: String,
+    /// Where the browser lands after signing in.
+    #[serde(default = "d_after_login")]
+    pub after_login: String,
+}
+
+fn d_google_issuer() -> String {
+    "https://accounts.google.com".into()
+}
+fn d_google_auth() -> String {
+    "https://accounts.google.com/o/oauth2/v2/auth".into()
+}
+fn d_google_token() -> String {
+    "https://oauth2.googleapis.com/token".into()
+}
+fn d_google_jwks() -> String {
+    "https://www.googleapis.com/oauth2/v3/certs".into()
+}
+fn d_after_login() -> String {
+    "/console/".into()
+}
+
+/// Without a `console:` section the same defaults apply as with an empty one.
+impl Default for ConsoleConf {
+    fn default() -> Self {
+        ConsoleConf {
+            origin: None,
+            trusted_proxies: Vec::new(),
+            session_ttl_secs: d_session_ttl(),
+            email: EmailConf::default(),
+            challenge_ttl_secs: d_challenge_ttl(),
+            google: None,
+        }
+    }
+}
+
+fn d_session_ttl() -> i64 {
+    30 * 86400
+}
+fn d_challenge_ttl() -> i64 {
+    300
+}
+
+/// One-time sign-in codes by email: delivered over SMTP, or (demo) appended to a file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmailConf {
+    #[serde(default = "d_from")]
+    pub from: String,
+    /// Demo delivery: each message is appended to this file instead of being sent.
+    #[serde(default)]
+    pub outbox: Option<PathBuf>,
+    #[serde(default)]
+    pub smtp: Option<SmtpConf>,
+    #[serde(default = "d_code_ttl")]
+    pub code_ttl_secs: i64,
+    /// Wrong guesses allowed per code.
+    #[serde(default = "d_code_attempts")]
+    pub max_attempts: i64,
+    /// Codes one address may be sent per 15 minutes.
+    #[serde(default = "d_codes_per_window")]
+    pub max_codes_per_15min: i64,
+}
+
+impl Default for EmailConf {
+    fn default() -> Self {
+        EmailConf {
+            from: d_from(),
+            outbox: None,
+            smtp: None,
+            code_ttl_secs: d_code_ttl(),
+            max_attempts: d_code_attempts(),
+            max_codes_per_15min: d_codes_per_window(),
+        }
+    }
+}
+
+fn d_from() -> String {
+    "chainedge <login@chainedge.invalid>".into()
+}
+fn d_code_ttl() -> i64 {
+    600
+}
+fn d_code_attempts() -> i64 {
+    5
+}
+fn d_codes_per_window() -> i64 {
+    5
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SmtpConf {
+    pub host: String,
+    #[serde(default = "d_smtp_port")]
+    pub port: u16,
+    /// `none` (plain, local relays and tests), `starttls` or `tls`.
+    #[serde(default)]
+    pub security: SmtpSecurity,
+    #[serde(default)]
+    pub username: Option<SecretRef>,
+    #[serde(default)]
+    pub password: Option<SecretRef>,
+}
+
+fn d_smtp_port() -> u16 {
+    587
+}
+
+#[derive(Debug, Default, Clone, Copy, Deserialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum SmtpSecurity {
+    None,
+    #[default]
+    Starttls,
+    Tls,
+}
