@@ -1,5 +1,9 @@
-//! chainedge as a library: the binary (`src/main.rs`) wires these modules into a Pingora
-//! server; fuzz targets (`fuzz/`) and benchmarks call the pure parts directly.
+//! chainedge as a library. The facade is small and deliberate: `app` loads the
+//! configuration and runs the server (the binary, `src/main.rs`, is its command line),
+//! `cli` holds the operator subcommands, `config` and `store` are what the integration
+//! tests and tools drive directly, and `parsers` gathers the pure parsers that face
+//! untrusted input for the fuzz targets (`fuzz/`). Everything else is private to the
+//! crate.
 //!
 //! The modules by layer, top to bottom (a module imports only from its own layer or
 //! below; `docs/architecture.md` has the picture):
@@ -17,37 +21,58 @@
 //! - **Leaves** (importing at most each other): `reply`, `errors`, `jsonrpc`, `crypto`, `address`,
 //!   `shutdown`, `deadline`, `observe`.
 
-// Servers.
-pub mod edge;
-pub mod front;
-
-// Surfaces.
-pub mod console;
-pub mod handlers;
-pub mod index;
-pub mod mempool;
-pub mod rpc;
-pub mod streams;
-
-// Fleet.
-pub mod pools;
-pub mod upstream;
-
-// Policy and data.
-pub mod auth;
+// The facade.
+pub mod app;
 pub mod cli;
-pub mod cluster;
 pub mod config;
-pub mod limits;
-pub mod routes;
 pub mod store;
 
+/// The parsers that face untrusted input (request heads, node answers, chunked bodies,
+/// JSON-RPC bodies, route manifests, metrics exposition), for the fuzz targets.
+pub mod parsers {
+    pub use crate::edge::batch_len;
+    pub use crate::front::request::{Head, Parsed};
+    pub use crate::handlers::beacon::policy as beacon_policy;
+    pub use crate::handlers::relay::check as relay_check;
+    pub use crate::handlers::scrub::scrub;
+    pub use crate::routes::matcher::{Match, Matcher, NormalizedPath};
+    pub use crate::routes::{load as load_routes, RouteContext};
+    pub use crate::rpc::methods::{block_need, classify, MethodClass};
+    pub use crate::rpc::{
+        method_of, need_at, tx_hash, write_outcome, CallView, Need, WriteOutcome,
+    };
+    pub use crate::upstream::chunked::{ChunkedScanner, Scan};
+    pub use crate::upstream::h1::{parse_head, parse_head_visit, Framing};
+}
+
+// Servers.
+mod edge;
+mod front;
+
+// Surfaces.
+mod console;
+mod handlers;
+mod index;
+mod mempool;
+mod rpc;
+mod streams;
+
+// Fleet.
+mod pools;
+mod upstream;
+
+// Policy and data.
+mod auth;
+mod cluster;
+mod limits;
+mod routes;
+
 // Leaves.
-pub mod address;
-pub mod crypto;
-pub mod deadline;
-pub mod errors;
-pub mod jsonrpc;
-pub mod observe;
-pub mod reply;
-pub mod shutdown;
+mod address;
+mod crypto;
+mod deadline;
+mod errors;
+mod jsonrpc;
+mod observe;
+mod reply;
+mod shutdown;

@@ -4,10 +4,9 @@
 
 mod common;
 
-use chainedge::crypto::sha256;
 use chainedge::store::console::{Challenge, CodeCheck, Identity, MAX_KEYS_PER_USER};
 use chainedge::store::sql::Dialect;
-use chainedge::store::{Store, Target};
+use chainedge::store::{sha256, Store, Target};
 use common::*;
 use std::sync::Arc;
 

@@ -2,7 +2,7 @@
 //! the same verdict, end and data however they are split across reads.
 #![no_main]
 
-use chainedge::upstream::chunked::{ChunkedScanner, Scan};
+use chainedge::parsers::{ChunkedScanner, Scan};
 use libfuzzer_sys::fuzz_target;
 
 /// (error, where the body ends, data) for `parts` fed in order.

@@ -13,9 +13,9 @@
 #![no_main]
 
 use bytes::Bytes;
-use chainedge::front::request::{Head, Parsed};
-use chainedge::upstream::chunked::{ChunkedScanner, Scan};
-use chainedge::upstream::h1::{parse_head_visit, Framing};
+use chainedge::parsers::{Head, Parsed};
+use chainedge::parsers::{ChunkedScanner, Scan};
+use chainedge::parsers::{parse_head_visit, Framing};
 use http_body_util::{BodyExt, Empty};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;

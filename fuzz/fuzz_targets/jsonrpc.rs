@@ -3,9 +3,9 @@
 //! of an upstream's answer to a write. None may panic; the invariants below must hold.
 #![no_main]
 
-use chainedge::edge::batch_len;
-use chainedge::rpc::methods::{block_need, classify, MethodClass};
-use chainedge::rpc::{method_of, need_at, tx_hash, write_outcome, CallView};
+use chainedge::parsers::batch_len;
+use chainedge::parsers::{block_need, classify, MethodClass};
+use chainedge::parsers::{method_of, need_at, tx_hash, write_outcome, CallView};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 

@@ -4,7 +4,7 @@
 #![no_main]
 
 use bytes::BytesMut;
-use chainedge::front::request::{Head, Parsed};
+use chainedge::parsers::{Head, Parsed};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -5,9 +5,7 @@
 #![no_main]
 
 use chainedge::config;
-use chainedge::handlers::{beacon, relay};
-use chainedge::routes::matcher::{Match, Matcher, NormalizedPath};
-use chainedge::routes::{self, RouteContext};
+use chainedge::parsers::{beacon_policy, load_routes, relay_check, Match, Matcher, NormalizedPath, RouteContext};
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;
 
@@ -25,7 +23,7 @@ fn matcher() -> &'static Matcher {
             base_edge: true,
         };
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins");
-        routes::load(&dir, &ctx).unwrap_or_else(|_| panic!("plugins/ did not load"))
+        load_routes(&dir, &ctx).unwrap_or_else(|_| panic!("plugins/ did not load"))
     })
 }
 
@@ -45,7 +43,7 @@ fuzz_target!(|data: &[u8]| {
     }
     // The edge hands the beacon check the path without its query, as Pingora parsed it.
     let path_only = raw.split(['?', '#']).next().unwrap_or("");
-    if let Ok((upstream_path, _)) = beacon::policy(path_only, "/rpc/eth-beacon") {
+    if let Ok((upstream_path, _)) = beacon_policy(path_only, "/rpc/eth-beacon") {
         let traversal = upstream_path.split('/').any(|s| s == "." || s == "..");
         assert!(!traversal, "{raw:?} -> {upstream_path:?}");
         assert!(!upstream_path.contains("//"), "{raw:?} -> {upstream_path:?}");
@@ -55,7 +53,7 @@ fuzz_target!(|data: &[u8]| {
         None => (&*raw, None),
     };
     let p = p.strip_prefix("/v1/eth/mev/relay/").unwrap_or(p);
-    if let Ok(forwarded) = relay::check(p, q) {
+    if let Ok(forwarded) = relay_check(p, q) {
         assert!(!forwarded.contains(['\r', '\n', ' ', '#']), "{forwarded:?}");
     }
 });

@@ -2,7 +2,7 @@
 //! IP address through in a label, and scrubbing its own output changes nothing.
 #![no_main]
 
-use chainedge::handlers::scrub::scrub;
+use chainedge::parsers::scrub;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

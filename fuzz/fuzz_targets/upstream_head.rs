@@ -3,7 +3,7 @@
 //! well-formed, unambiguous Content-Length.
 #![no_main]
 
-use chainedge::upstream::h1::{parse_head, Framing};
+use chainedge::parsers::{parse_head, Framing};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -269,12 +269,7 @@ pub fn enc(s: &str) -> String {
 }
 
 /// A query parameter's decoded value (`+` is a space).
-pub fn query_param(query: Option<&str>, name: &str) -> Option<String> {
-    query?.split('&').find_map(|pair| {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        (k == name).then(|| crate::routes::matcher::percent_decode(&v.replace('+', " ")))
-    })
-}
+pub use crate::routes::matcher::query_param;
 
 #[cfg(test)]
 mod tests {

@@ -73,3 +73,5 @@ pub struct State {
 pub struct Edge {
     pub state: Arc<State>,
 }
+#[cfg(test)]
+mod tests;

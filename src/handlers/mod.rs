@@ -31,6 +31,9 @@ use bytes::Bytes;
 pub struct Request<'a> {
     /// Which handler the route names (one function may serve several kinds).
     pub kind: HandlerKind,
+    /// Routes are matched per method, so no handler branches on it yet; it is part of
+    /// the contract for the one that will.
+    #[allow(dead_code)]
     pub method: &'a str,
     /// The path as the client sent it, still percent-encoded.
     pub path: &'a str,
@@ -58,7 +61,7 @@ impl Request<'_> {
 
     /// One query parameter, percent-decoded (the first, if repeated).
     pub fn query_param(&self, name: &str) -> Option<String> {
-        crate::console::google::query_param(self.query, name)
+        crate::routes::matcher::query_param(self.query, name)
     }
 
     /// The caller's API key, when the caller is one.

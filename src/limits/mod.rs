@@ -57,8 +57,9 @@ struct Bucket {
 }
 
 pub struct Limiter {
-    /// Seconds count from here, unless counts are shared (then wall-clock seconds).
-    start: Instant,
+    /// Where seconds are read: from the limiter's start, wall-clock when counts are shared
+    /// (so instances agree on them), or a clock a test moves.
+    clock: Clock,
     ring: Box<[Bucket]>,
     horizon: u64,
     burst: f64,
@@ -68,6 +69,29 @@ pub struct Limiter {
     seed: std::collections::hash_map::RandomState,
     /// Other instances' counts (`cluster.redis`), added to this instance's own.
     shared: Option<Arc<SharedCounts>>,
+}
+
+enum Clock {
+    Elapsed(Instant),
+    Wall,
+    #[cfg(test)]
+    Manual(ManualClock),
+}
+
+/// A clock that moves only when told to (shared by the test and the limiter).
+#[cfg(test)]
+#[derive(Clone, Default)]
+pub struct ManualClock(Arc<AtomicU64>);
+
+#[cfg(test)]
+impl ManualClock {
+    pub fn now(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.0.load(Ordering::Relaxed))
+    }
+
+    pub fn advance(&self, by: std::time::Duration) {
+        self.0.fetch_add(by.as_nanos() as u64, Ordering::Relaxed);
+    }
 }
 
 impl Limiter {
@@ -86,7 +110,7 @@ impl Limiter {
                 .collect()
         };
         Limiter {
-            start: Instant::now(),
+            clock: Clock::Elapsed(Instant::now()),
             ring: (0..=conf.horizon_secs)
                 .map(|_| Bucket {
                     // u64::MAX: never a valid second, so unused buckets read as empty.
@@ -110,6 +134,13 @@ impl Limiter {
     /// Count other instances' traffic too (the counts `cluster::sync` keeps fresh).
     pub fn share(&mut self, shared: Arc<SharedCounts>) {
         self.shared = Some(shared);
+        self.clock = Clock::Wall;
+    }
+
+    /// Read time from `clock` (tests move it by hand: no test waits for a second boundary).
+    #[cfg(test)]
+    pub fn set_clock(&mut self, clock: ManualClock) {
+        self.clock = Clock::Manual(clock);
     }
 
     /// The sustained rate of a caller in a category.
@@ -129,14 +160,14 @@ impl Limiter {
     }
 
     /// Count `weight` requests at once (the calls of a JSON-RPC batch) and decide.
-    /// With shared counts, seconds are wall-clock seconds, so instances agree on them.
     pub fn check_weighted(&self, caller: &Caller, category: &str, weight: u32) -> Decision {
-        let now = if self.shared.is_some() {
-            SystemTime::now()
+        let now = match &self.clock {
+            Clock::Elapsed(start) => start.elapsed(),
+            Clock::Wall => SystemTime::now()
                 .duration_since(UNIX_EPOCH)
-                .unwrap_or_default()
-        } else {
-            self.start.elapsed()
+                .unwrap_or_default(),
+            #[cfg(test)]
+            Clock::Manual(clock) => clock.now(),
         };
         self.check_at(
             caller,

@@ -49,6 +49,14 @@ impl NormalizedPath {
     }
 }
 
+/// One query parameter, percent-decoded with `+` as a space (the first, if repeated).
+pub fn query_param(query: Option<&str>, name: &str) -> Option<String> {
+    query?.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        (k == name).then(|| percent_decode(&v.replace('+', " ")))
+    })
+}
+
 /// Decode `%XX` escapes; a malformed escape is kept literally.
 pub fn percent_decode(s: &str) -> String {
     if !s.contains('%') {

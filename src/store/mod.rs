@@ -12,6 +12,8 @@ pub mod postgres;
 pub mod sql;
 pub mod sqlite;
 
+/// How secrets (API keys, session tokens, codes) are hashed before the store sees them.
+pub use crate::crypto::sha256;
 use sql::{params, Backend, ErrorKind, Row, StoreError, Tx};
 use std::future::Future;
 use std::path::PathBuf;

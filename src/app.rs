@@ -1,0 +1,311 @@
+//! The server assembled: configuration loaded and checked as a whole (`load`), then every
+//! service built and run (`serve`): the edge on its listeners, health checks, the
+//! cluster link, mempool watchers, indexers and the metrics listener.
+
+use crate::{
+    auth, cluster, config, console, edge, front, handlers, index, limits, mempool, observe, pools,
+    routes, rpc, store, streams, upstream,
+};
+use pingora_core::listeners::tls::TlsSettings;
+use pingora_core::listeners::{L4BufferSettings, ListenerConfig};
+use pingora_core::server::configuration::{Opt, ServerConf};
+use pingora_core::server::Server;
+use pingora_core::services::listening::Service;
+use std::path::Path;
+use std::sync::Arc;
+
+/// L4 read buffer of a plain-HTTP client connection (0: read straight into the session's
+/// own buffer).
+const PLAIN_HTTP_READ_BUFFER: usize = 0;
+
+/// Everything a server starts from, each part validated.
+pub struct Loaded {
+    /// Pingora's server YAML (`-c`), or its defaults.
+    pub server: ServerConf,
+    /// The app configuration (`--app`).
+    pub app: config::Loaded,
+    /// The route table from the manifests the app configuration points at.
+    pub matcher: routes::matcher::Matcher,
+}
+
+/// Validate the Pingora YAML (`server_yaml`), the app config and every manifest; collect
+/// all problems.
+pub fn load(
+    server_yaml: Option<&str>,
+    app_path: Option<&Path>,
+) -> Result<Loaded, Vec<config::ConfigError>> {
+    let mut errors = Vec::new();
+    let server_conf = match server_yaml {
+        Some(p) => match config::server::load(std::path::Path::new(p)) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                errors.push(e);
+                None
+            }
+        },
+        None => Some(config::server::defaults()),
+    };
+    let app = match app_path.map(config::load) {
+        Some(Ok(a)) => Some(a),
+        Some(Err(mut e)) => {
+            errors.append(&mut e);
+            None
+        }
+        None => {
+            errors.push(config::ConfigError::new(
+                std::path::Path::new("--app"),
+                "",
+                "no app configuration given: pass --app <file> or set CHAINEDGE_APP".into(),
+            ));
+            None
+        }
+    };
+    let matcher = app.as_ref().and_then(|app| {
+        let pools: Vec<&str> = config::POOL_NAMES.to_vec();
+        let ctx = routes::RouteContext {
+            plans: &app.app.plans,
+            pools: &pools,
+            switches: config::SWITCHES,
+            base_edge: app.app.base_mode == config::BaseMode::Edge,
+        };
+        match routes::load(&app.plugins_dir, &ctx) {
+            Ok(m) => Some(m),
+            Err(mut e) => {
+                errors.append(&mut e);
+                None
+            }
+        }
+    });
+    // A limit for a category no route uses is almost certainly a typo.
+    if let (Some(app), Some(m)) = (&app, &matcher) {
+        let used: std::collections::BTreeSet<&str> = m
+            .routes()
+            .iter()
+            .filter_map(|r| r.rate.as_deref())
+            .chain(handlers::beacon::RATE_CATEGORIES.iter().copied())
+            .collect();
+        for cat in app.app.limits.categories.keys() {
+            if !used.contains(cat.as_str()) {
+                errors.push(config::ConfigError::new(
+                    &app.path,
+                    &format!("limits.categories.{cat}"),
+                    format!("no route uses this rate category; categories are {used:?}"),
+                ));
+            }
+        }
+    }
+    match (server_conf, app, matcher) {
+        (Some(server), Some(app), Some(matcher)) if errors.is_empty() => Ok(Loaded {
+            server,
+            app,
+            matcher,
+        }),
+        _ => Err(errors),
+    }
+}
+
+/// Build every service from `loaded` and run the server until it shuts down (gracefully,
+/// or after handing its listeners to a new process). `opt`: Pingora's own flags.
+pub fn serve(mut opt: Opt, loaded: Loaded) -> Result<(), String> {
+    let Loaded {
+        server: server_conf,
+        app,
+        matcher,
+    } = loaded;
+    observe::metrics::init();
+    let http_addrs = app.app.listen.http.clone();
+    let tls = app
+        .app
+        .listen
+        .tls
+        .iter()
+        .map(|t| {
+            let base = app.path.parent().unwrap_or(std::path::Path::new("."));
+            (t.addr.clone(), base.join(&t.cert), base.join(&t.key))
+        })
+        .collect::<Vec<_>>();
+    let metrics_addr = app.app.metrics.listen.clone();
+    let threads = app.app.threads;
+
+    opt.conf = None; // already loaded (strictly) by `load`
+    let mut server = Server::new_with_opt_and_conf(opt, server_conf);
+    // Daemonizes with -d: open the store only after, so no SQLite handle crosses a fork.
+    server.bootstrap();
+
+    let target = store::Target::from_config(&app).map_err(|e| e.to_string())?;
+    let store =
+        store::open_blocking(&target).map_err(|e| format!("store ({}): {e}", target.describe()))?;
+    let (state, cluster) = edge_state(app, matcher, store)?;
+    // One indexer per configured chain, in the background (src/index/).
+    let indexers: Vec<_> = state
+        .config
+        .app
+        .index
+        .iter()
+        .map(|(chain, conf)| {
+            index::Indexer::new(
+                chain,
+                conf.clone(),
+                state.pools.clone(),
+                state.gateway.clone(),
+                state.store.clone(),
+            )
+        })
+        .collect();
+    // One mempool watcher per configured chain (src/mempool/).
+    let watchers: Vec<_> = state
+        .config
+        .app
+        .mempool
+        .iter()
+        .map(|(chain, conf)| {
+            mempool::Watcher::new(
+                chain,
+                conf.clone(),
+                state.pools.clone(),
+                state.gateway.clone(),
+                state.mempools.clone(),
+                state.subscriptions.clone(),
+            )
+        })
+        .collect();
+
+    // Plain-HTTP connections meet the lean front first; it hands Pingora's proxy what it
+    // does not serve itself, and every TLS connection (src/front/mod.rs).
+    let pingora_edge = pingora_proxy::http_proxy(
+        &server.configuration,
+        edge::Edge {
+            state: state.clone(),
+        },
+    );
+    let front = front::LeanFront::new(
+        edge::Edge {
+            state: state.clone(),
+        },
+        pingora_edge,
+    );
+    let mut proxy = Service::new("chainedge edge".to_string(), front);
+    for addr in &http_addrs {
+        // Pingora's default 64 KiB read buffer per connection suits TLS records; on plain
+        // HTTP the lean front reads into its own buffer anyway, and an idle keep-alive
+        // connection would otherwise hold 64 KiB for nothing (bench/RESULTS.md).
+        let buffers = L4BufferSettings::default().read(PLAIN_HTTP_READ_BUFFER);
+        proxy.add_listener(ListenerConfig::tcp(addr.as_str()).l4_buffer(buffers));
+    }
+    for (addr, cert, key) in &tls {
+        let mut settings =
+            TlsSettings::intermediate(&cert.to_string_lossy(), &key.to_string_lossy())
+                .map_err(|e| format!("TLS listener {addr}: {e}"))?;
+        settings.enable_h2();
+        proxy.add_tls_with_settings(addr, None, settings);
+    }
+    if threads.is_some() {
+        proxy.threads = threads;
+    }
+    let edge_service = server.add_service(proxy);
+
+    // The edge starts once the first health round has classified every host.
+    let health = pingora_core::services::background::background_service(
+        "health checks",
+        pools::health::HealthChecker {
+            pools: state.pools.clone(),
+            conf: state.config.app.health.clone(),
+        },
+    );
+    let health_service = server.add_service(health);
+    edge_service.add_dependency(&health_service);
+    if let Some(cluster) = cluster {
+        server.add_service(pingora_core::services::background::background_service(
+            "cluster", cluster,
+        ));
+    }
+    for watcher in watchers {
+        server.add_service(pingora_core::services::background::background_service(
+            "mempool", watcher,
+        ));
+    }
+    for indexer in indexers {
+        server.add_service(pingora_core::services::background::background_service(
+            "indexer", indexer,
+        ));
+    }
+
+    let mut metrics = Service::new(
+        "chainedge metrics".to_string(),
+        observe::metrics::MetricsApp,
+    );
+    metrics.add_tcp(&metrics_addr);
+    metrics.threads = Some(1);
+    server.add_service(metrics);
+
+    // `run` returns once the server has shut down (gracefully or after an upgrade).
+    server.run(pingora_core::server::RunArgs::default());
+    observe::access_log::flush();
+    Ok(())
+}
+
+/// The edge's state from a checked configuration and an open store: pools, the gateway,
+/// console, keys, limits, stream caps and shared subscriptions; and, when clustered, the
+/// service that shares limits and notices over Redis (the caller runs it).
+pub(crate) fn edge_state(
+    app: config::Loaded,
+    matcher: routes::matcher::Matcher,
+    store: store::Store,
+) -> Result<(Arc<edge::State>, Option<cluster::Cluster>), String> {
+    let pools = Arc::new(pools::Pools::from_config(&app)?);
+    let client = Arc::new(upstream::UpstreamClient::default());
+    // Clustered: stream caps and filter hosts are shared through Redis on demand.
+    let link = app
+        .cluster_redis
+        .as_ref()
+        .map(|url| Arc::new(cluster::link::Link::new(url.expose())));
+    let leases = Arc::new(cluster::leases::Leases::new(link.clone()));
+    let gateway = Arc::new(rpc::Gateway {
+        client: client.clone(),
+        conf: rpc::RpcSettings::new(&app.app.rpc, &app.app.plans, &app.app.upgrade_url),
+        filters: rpc::FilterHosts::new(link),
+    });
+    let metrics_cache =
+        handlers::metrics_mirror::MetricsCache::new(app.app.metrics_mirror.clone(), client.clone());
+    let console = console::Console::new(&app, store.clone(), client)?;
+    // Shared node subscriptions: WebSocket clients and the mempool watchers.
+    let subscriptions = Arc::new(streams::subscriptions::Hub::default());
+    let mempools = Arc::new(mempool::Mempools::new(app.app.mempool.keys().cloned()));
+    let keys = Arc::new(auth::keys::KeyAuth::new(
+        store.clone(),
+        app.app.auth.key_cache_size,
+        std::time::Duration::from_millis(app.app.auth.key_cache_ttl_ms),
+    ));
+    let mut limiter = limits::Limiter::new(&app.app.limits, &app.app.plans);
+    // With Redis, limits and revocations are shared with the other instances.
+    let cluster = app.cluster_redis.as_ref().map(|url| {
+        let shared = Arc::new(limits::shared::SharedCounts::new(
+            app.app.limits.horizon_secs,
+        ));
+        limiter.share(shared.clone());
+        let (cluster, notices) = cluster::Cluster::new(
+            url.expose().to_string(),
+            std::time::Duration::from_millis(app.app.cluster.sync_interval_ms),
+            shared,
+            keys.clone(),
+        );
+        keys.announce_to(notices);
+        cluster
+    });
+    let state = Arc::new(edge::State {
+        limiter,
+        metrics_cache,
+        console,
+        stream_slots: Arc::new(handlers::mev_share::StreamSlots::new(leases.clone())),
+        ws_connections: Arc::new(edge::WsConnections::new(leases)),
+        subscriptions,
+        matcher,
+        config: app,
+        pools,
+        gateway,
+        keys,
+        store,
+        mempools,
+    });
+    Ok((state, cluster))
+}
