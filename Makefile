@@ -1,5 +1,5 @@
 # The two commands of the quick start: `make demo` and `make test`.
-.PHONY: demo test setup build lint bench
+.PHONY: demo test setup build lint bench fuzz-smoke
 
 setup:
 	bash scripts/setup.sh
@@ -17,3 +17,8 @@ test: build
 lint: setup
 	cargo fmt --all -- --check
 	cargo clippy --release --all-targets -- -D warnings
+
+# Each fuzz target for 30 s on the stable toolchain (CI runs this after the tests; longer
+# runs: fuzz/run.sh, docs/fuzzing.md).
+fuzz-smoke: setup
+	cd fuzz && FUZZ_TOOLCHAIN=stable bash run.sh 30

@@ -299,6 +299,7 @@ pub(crate) fn edge_state(
         stream_slots: Arc::new(handlers::mev_share::StreamSlots::new(leases.clone())),
         ws_connections: Arc::new(edge::WsConnections::new(leases)),
         subscriptions,
+        events: Arc::new(streams::events::EventsHub::default()),
         matcher,
         config: app,
         pools,

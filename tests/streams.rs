@@ -34,7 +34,7 @@ fn beacon_node(head_slot: u64) -> Fixture {
             "/eth/v1/events" => FixtureResponse::events(
                 vec![
                     format!(
-                        "event: head\ndata: {{\"slot\":\"{head_slot}\",\"block\":\"0xab\"}}\n\n"
+                        "event: head\ndata: {{\"slot\":\"{head_slot}\",\"block\":\"0xab\",\"tick\":\"{{tick}}\"}}\n\n"
                     ),
                     ": keepalive\n\n".to_string(),
                 ],
@@ -650,4 +650,149 @@ fn relay_data_passthrough_checks_parameters_and_fails_over() {
         assert_eq!(r.status, 200, "{}", r.text());
         assert_eq!(r.json()[0]["relay"], "r2");
     }
+}
+
+/// One SSE reader on a raw socket: the events it has read so far, as (id, tick).
+struct EventReader {
+    socket: std::net::TcpStream,
+    pending: String,
+    closed: bool,
+}
+
+impl EventReader {
+    fn open(port: u16, key: &str, last_event_id: Option<&str>) -> EventReader {
+        let mut socket = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let resume = last_event_id
+            .map(|id| format!("Last-Event-ID: {id}\r\n"))
+            .unwrap_or_default();
+        write!(socket, "GET /rpc/eth-beacon/eth/v1/events?topics=head HTTP/1.1\r\nHost: x\r\nx-token: {key}\r\nAccept: text/event-stream\r\n{resume}\r\n").unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        EventReader {
+            socket,
+            pending: String::new(),
+            closed: false,
+        }
+    }
+
+    /// Whatever arrived, as complete events `(id, tick)` (comments skipped).
+    fn poll(&mut self) -> Vec<(String, u64)> {
+        let mut buf = [0u8; 16384];
+        loop {
+            match self.socket.read(&mut buf) {
+                Ok(0) => {
+                    self.closed = true;
+                    break;
+                }
+                Ok(n) => self.pending.push_str(&String::from_utf8_lossy(&buf[..n])),
+                Err(_) => break,
+            }
+        }
+        let mut out = Vec::new();
+        while let Some(end) = self.pending.find("\n\n") {
+            let block: String = self.pending.drain(..end + 2).collect();
+            let id = block.lines().find_map(|l| l.strip_prefix("id: "));
+            let data = block.lines().find_map(|l| l.strip_prefix("data: "));
+            if let (Some(id), Some(data)) = (id, data) {
+                let v: Value = serde_json::from_str(data).unwrap();
+                let tick = v["tick"].as_str().unwrap().parse().unwrap();
+                out.push((id.to_string(), tick));
+            }
+        }
+        out
+    }
+}
+
+fn event_stream_requests(node: &Fixture) -> usize {
+    node.seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.path.starts_with("/eth/v1/events"))
+        .count()
+}
+
+#[test]
+fn beacon_events_are_one_node_stream_shared_across_a_node_failure() {
+    let a = beacon_node(100);
+    let b = beacon_node(100);
+    let gw = Gateway::start(GatewayOpts {
+        pools: cl_pool(&[("cl-a", &a, "cl-lighthouse"), ("cl-b", &b, "cl-teku")]),
+        extra_yaml: format!("health:\n  interval_ms: 600000\n{UNLIMITED}"),
+        ..Default::default()
+    });
+    let key = gw.key("basic", &[]);
+
+    // 40 clients on the same topics: one node stream between them.
+    let mut readers: Vec<EventReader> = (0..40)
+        .map(|_| EventReader::open(gw.port, &key, None))
+        .collect();
+    let mut got: Vec<Vec<(String, u64)>> = vec![Vec::new(); readers.len()];
+    let until = |readers: &mut Vec<EventReader>, got: &mut Vec<Vec<(String, u64)>>, n: usize| {
+        let start = Instant::now();
+        while got.iter().any(|g| g.len() < n) && start.elapsed() < Duration::from_secs(10) {
+            for (r, g) in readers.iter_mut().zip(got.iter_mut()) {
+                g.extend(r.poll());
+            }
+        }
+    };
+    until(&mut readers, &mut got, 3);
+    assert!(got.iter().all(|g| g.len() >= 3), "{got:?}");
+    assert_eq!(
+        event_stream_requests(&a) + event_stream_requests(&b),
+        1,
+        "40 clients, one node stream"
+    );
+
+    // The node serving it dies: the stream moves to the other node, no client is closed,
+    // and every client goes on receiving, each event once and in order.
+    let serving_a = event_stream_requests(&a) == 1;
+    let (dead, alive) = if serving_a { (a, b) } else { (b, a) };
+    let before: Vec<usize> = got.iter().map(Vec::len).collect();
+    drop(dead);
+    until(&mut readers, &mut got, before.iter().max().unwrap() + 4);
+    for (i, (g, r)) in got.iter().zip(&readers).enumerate() {
+        assert!(!r.closed, "client {i} was closed");
+        assert!(g.len() >= before[i] + 4, "client {i} stalled: {g:?}");
+        let ticks: Vec<u64> = g.iter().map(|(_, t)| *t).collect();
+        assert!(
+            ticks.windows(2).all(|w| w[0] < w[1]),
+            "client {i}: duplicate or out of order: {ticks:?}"
+        );
+    }
+    assert_eq!(
+        event_stream_requests(&alive),
+        1,
+        "one reopen, on the other node"
+    );
+
+    // A client that reconnects with Last-Event-ID gets what it missed, then goes on.
+    let first = &got[0];
+    let (resume_id, resume_tick) = first[first.len() - 3].clone();
+    drop(readers.remove(0));
+    let mut back = EventReader::open(gw.port, &key, Some(&resume_id));
+    let mut again = Vec::new();
+    let start = Instant::now();
+    while again.len() < 3 && start.elapsed() < Duration::from_secs(5) {
+        again.extend(back.poll());
+    }
+    assert!(again.len() >= 3, "{again:?}");
+    assert!(
+        again[0].1 > resume_tick && again.iter().any(|(_, t)| *t == first[first.len() - 2].1),
+        "replay should start right after {resume_tick}: {again:?} (had {first:?})"
+    );
+    assert_eq!(
+        event_stream_requests(&alive),
+        1,
+        "the reconnect joined the same stream"
+    );
+    let metrics = request(gw.metrics_port, "GET", "/metrics", &[], b"")
+        .unwrap()
+        .text();
+    assert!(
+        metrics
+            .contains("chainedge_upstream_subscriptions{kind=\"beacon_events\",pool=\"eth_cl\"} 1"),
+        "{metrics}"
+    );
 }

@@ -18,6 +18,12 @@ impl Secret {
     pub fn expose(&self) -> &str {
         &self.0
     }
+
+    /// A header value the edge sets itself that is no secret (kept in the same type so
+    /// it travels with a host's secret headers).
+    pub fn not_secret(value: &str) -> Secret {
+        Secret(value.to_string())
+    }
 }
 
 impl fmt::Debug for Secret {

@@ -9,6 +9,7 @@ use crate::pools::{Host, Pool};
 use crate::reply::{EventStream, Reply};
 use crate::routes::spec::HandlerKind;
 use crate::routes::Route;
+use crate::streams::events::{topics_of, EventsRequest};
 use std::sync::Arc;
 
 impl Edge {
@@ -26,7 +27,12 @@ impl Edge {
                 .websocket(session, ctx, route)
                 .await
                 .map(Outcome::WebSocket),
-            HandlerKind::BeaconProxy | HandlerKind::BeaconEvents => {
+            // One node stream per topic set, shared by every client (`streams::events`).
+            HandlerKind::BeaconEvents => self
+                .beacon_events(session, ctx, route)
+                .await
+                .map(Outcome::Stream),
+            HandlerKind::BeaconProxy => {
                 let (rest, pol) = ctx.beacon.clone().ok_or_else(ApiError::route_not_found)?;
                 let pool = self.passthrough_pool(route)?;
                 let hosts = pool
@@ -96,6 +102,39 @@ impl Edge {
             &ctx.request_id,
         )
         .await?;
+        ctx.upstream = stream.upstream.clone();
+        Ok(stream)
+    }
+
+    /// The beacon event stream: the shared node stream for the client's topic set.
+    async fn beacon_events<D: Downstream + ?Sized>(
+        &self,
+        session: &D,
+        ctx: &mut Ctx,
+        route: &Route,
+    ) -> Result<EventStream, ApiError> {
+        let (_, pol) = ctx.beacon.clone().ok_or_else(ApiError::route_not_found)?;
+        let pool = self.passthrough_pool(route)?;
+        let hosts = pool
+            .candidates(None)
+            .into_iter()
+            .filter(|h| pol.families.is_none_or(|f| f.contains(&h.family.as_str())))
+            .collect();
+        let topics = topics_of(session.query())?;
+        let st = &*self.state;
+        let request = EventsRequest {
+            pool: pool.name.clone(),
+            hosts,
+            // The node gets the canonical query, never the client's raw one.
+            rest: format!("eth/v1/events?topics={}", topics.join(",")),
+            topics,
+            last_event_id: session.header("last-event-id").map(str::to_string),
+            ping_every: std::time::Duration::from_secs(st.config.app.streams.ping_interval_secs),
+        };
+        let stream = st
+            .events
+            .subscribe(&st.gateway.client, request, &ctx.request_id)
+            .await?;
         ctx.upstream = stream.upstream.clone();
         Ok(stream)
     }

@@ -68,6 +68,8 @@ pub struct State {
     pub stream_slots: Arc<crate::handlers::mev_share::StreamSlots>,
     pub ws_connections: Arc<websocket::WsConnections>,
     pub subscriptions: Arc<crate::streams::subscriptions::Hub>,
+    /// Shared event streams (beacon events).
+    pub events: Arc<crate::streams::events::EventsHub>,
 }
 
 pub struct Edge {

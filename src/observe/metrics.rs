@@ -287,6 +287,16 @@ pub static RESUBSCRIPTIONS: Lazy<IntCounterVec> = Lazy::new(|| {
     )
 });
 
+pub static SSE_SLOW_CONSUMERS: Lazy<prometheus::IntCounter> = Lazy::new(|| {
+    register(
+        prometheus::IntCounter::new(
+            "chainedge_sse_slow_consumers_total",
+            "Event-stream clients closed because they fell behind the shared stream",
+        )
+        .unwrap(),
+    )
+});
+
 pub static SLOW_CONSUMERS: Lazy<prometheus::IntCounter> = Lazy::new(|| {
     register(
         prometheus::IntCounter::new(

@@ -1,5 +1,6 @@
 //! Streams held on nodes on behalf of clients: shared subscriptions, one node
 //! subscription per (pool, kind, parameters) fanned out to every client that asked.
 
+pub mod events;
 mod node_link;
 pub mod subscriptions;

@@ -29,7 +29,9 @@ pub struct FixtureResponse {
     pub content_type: &'static str,
     pub body: Vec<u8>,
     /// An event stream instead of a body: these chunks, one every `sse_every`, cycling
-    /// until the client goes away.
+    /// until the client goes away. `{tick}` in a chunk is the wall clock in units of
+    /// `sse_every`: two fixtures streaming at once send the same tick at the same time,
+    /// as two beacon nodes send the same head.
     pub sse: Option<(Vec<String>, Duration)>,
     /// Hand-written answer bytes instead: these parts, 50 ms apart, then the connection
     /// is closed when the flag says so.
@@ -235,6 +237,12 @@ fn serve(
                 return;
             }
             for chunk in chunks.iter().cycle().take(100_000) {
+                let tick = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_millis()
+                    / every.as_millis().max(1);
+                let chunk = chunk.replace("{tick}", &tick.to_string());
                 if w.write_all(chunk.as_bytes())
                     .and_then(|_| w.flush())
                     .is_err()
