@@ -25,6 +25,7 @@ pub mod request;
 
 use crate::edge::{each_header, handshake_headers, Ctx, Edge, Outcome, PreMatch, WsUpgrade};
 use crate::errors::ApiError;
+use crate::reply::EventStream;
 use crate::observe::metrics;
 use crate::reply::Reply;
 use crate::routes::matcher::NormalizedPath;
@@ -303,11 +304,10 @@ impl LeanFront {
             // Refusals (404, 405) are the pipeline's to word.
             return Lean::Yes(None);
         };
-        // Event streams stay on Pingora; passthroughs only to pools of plain-HTTP nodes.
+        // The Base portal's WebSocket channels stay on Pingora; passthroughs only to pools
+        // of plain-HTTP nodes. Event streams are written here (`stream`).
         let lean = match route.route.handler {
-            HandlerKind::MevShareSse | HandlerKind::BeaconEvents | HandlerKind::BasePortalWs => {
-                false
-            }
+            HandlerKind::BasePortalWs => false,
             _ => route
                 .route
                 .passthrough_pool()
@@ -352,10 +352,17 @@ impl LeanFront {
                     Err(_) => Served::Close,
                 };
             }
-            Ok(Outcome::Stream(_)) => {
-                // `is_lean` sends these routes to Pingora; reaching here is a bug.
-                let e = ApiError::internal("event stream on the lean path");
-                self.error(&mut req, &mut ctx, e, closing).await
+            Ok(Outcome::Stream(stream)) => {
+                let error = self.stream(&mut req, &ctx, stream).await;
+                self.edge.request_done(
+                    &ctx,
+                    req.head.method(),
+                    req.head.path(),
+                    &req.conn.client_text,
+                    200,
+                    error.as_deref(),
+                );
+                return Served::Close;
             }
             Err(e) => self.error(&mut req, &mut ctx, e, closing).await,
         };
@@ -373,6 +380,56 @@ impl LeanFront {
         } else {
             Served::Close
         }
+    }
+
+    /// Write an event stream as it comes, chunk by chunk (chunked framing), until the
+    /// producer ends, the client goes away or the server shuts down; the connection closes
+    /// after it. The error that ended it early, if any.
+    async fn stream(
+        &self,
+        req: &mut LeanRequest<'_>,
+        ctx: &Ctx,
+        mut stream: EventStream,
+    ) -> Option<String> {
+        let mut out = Vec::with_capacity(512);
+        status_line(&mut out, 200, "");
+        date_header(&mut out);
+        for (k, v) in ctx.edge_headers() {
+            header(&mut out, k, v.as_bytes());
+        }
+        header(&mut out, "Content-Type", stream.content_type.as_bytes());
+        for (k, v) in &stream.headers {
+            header(&mut out, k, v.as_bytes());
+        }
+        header(&mut out, "Transfer-Encoding", b"chunked");
+        header(&mut out, "Connection", b"close");
+        out.extend_from_slice(b"\r\n");
+        if req.head.method() == "HEAD" {
+            return req.conn.write(&out).await.err().map(|e| e.to_string());
+        }
+        if let Err(e) = req.conn.write(&out).await {
+            return Some(format!("write to client: {e}"));
+        }
+        let mut shutdown = req.conn.shutdown.clone();
+        loop {
+            let chunk = tokio::select! {
+                chunk = stream.next() => chunk,
+                _ = shutdown.changed() => None,
+            };
+            let Some(chunk) = chunk else { break };
+            out.clear();
+            out.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
+            out.extend_from_slice(&chunk);
+            out.extend_from_slice(b"\r\n");
+            if let Err(e) = req.conn.write(&out).await {
+                return Some(format!("write to client: {e}"));
+            }
+        }
+        req.conn
+            .write(b"0\r\n\r\n")
+            .await
+            .err()
+            .map(|e| format!("write to client: {e}"))
     }
 
     async fn error(
