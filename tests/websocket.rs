@@ -634,3 +634,60 @@ fn logs_subscriptions_with_the_same_filter_share_one_node_subscription() {
         assert_eq!(blocks.len(), 3, "three logs, in three blocks, once each");
     }
 }
+
+#[test]
+fn a_slow_call_does_not_hold_back_the_next_one() {
+    // A node that takes 1.5 s over eth_getBalance and answers the rest at once.
+    let node = Fixture::start(|req| {
+        let v: Value = serde_json::from_slice(&req.body).unwrap_or_default();
+        let one = |call: &Value| {
+            let result = match call["method"].as_str() {
+                Some("eth_getBalance") => {
+                    std::thread::sleep(Duration::from_millis(1500));
+                    json!("0x64")
+                }
+                Some("eth_chainId") => json!("0x1"),
+                Some("eth_blockNumber") => json!("0x10"),
+                Some("eth_syncing") => json!(false),
+                _ => Value::Null,
+            };
+            json!({"jsonrpc": "2.0", "id": call["id"], "result": result})
+        };
+        FixtureResponse::json(match &v {
+            Value::Array(calls) => calls.iter().map(one).collect(),
+            call => one(call),
+        })
+    });
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: slow, url: \"{}\", family: el-geth}}\n",
+            node.url()
+        ),
+        extra_yaml: UNLIMITED.to_string(),
+        ..Default::default()
+    });
+    let key = gw.key("free", &[]);
+    let mut ws = connect(gw.port, &key).expect("upgrade");
+    let started = std::time::Instant::now();
+    ws.send(Message::text(
+        r#"{"jsonrpc":"2.0","id":"slow","method":"eth_getBalance","params":["0x0000000000000000000000000000000000000001","latest"]}"#,
+    ))
+    .unwrap();
+    ws.send(Message::text(
+        r#"{"jsonrpc":"2.0","id":"fast","method":"eth_chainId","params":[]}"#,
+    ))
+    .unwrap();
+    let first = next_json(&mut ws);
+    let first_at = started.elapsed();
+    let second = next_json(&mut ws);
+    assert_eq!(
+        (first["id"].as_str(), first["result"].as_str()),
+        (Some("fast"), Some("0x1")),
+        "the fast call waited for the slow one: {first} then {second}"
+    );
+    assert!(first_at < Duration::from_millis(1000), "{first_at:?}");
+    assert_eq!(
+        (second["id"].as_str(), second["result"].as_str()),
+        (Some("slow"), Some("0x64"))
+    );
+}

@@ -21,6 +21,7 @@ use crate::rpc::methods::MethodClass;
 use crate::rpc::{check_batch_size, refusal_of, CallView};
 use crate::streams::subscriptions::{ClientSubscriptions, Ended, KINDS};
 use bytes::Bytes;
+use futures_util::stream::FuturesUnordered;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -189,50 +190,75 @@ impl Edge {
         })
     }
 
-    /// One message: a single call or a batch, answered as the same call over HTTP would
-    /// be; `None` when nothing is owed (only notifications).
-    async fn ws_message(
-        &self,
-        up: &WsUpgrade,
-        subs: &mut ClientSubscriptions,
-        body: &[u8],
-        request_id: &str,
-    ) -> Option<Bytes> {
-        let st = &*self.state;
-        let refuse = |e: ApiError| Some(refusal_of(body, &e).to_bytes());
+    /// The batch cap, then one count of the rate category per call: the refusal, as the
+    /// JSON-RPC answer, when the message is not admitted.
+    fn admit(&self, up: &WsUpgrade, body: &[u8]) -> Result<(), Bytes> {
+        let refuse = |e: ApiError| refusal_of(body, &e).to_bytes();
         let calls = super::batch_len(body);
-        if let Err(e) = check_batch_size(calls as usize, st.config.app.rpc.max_batch) {
-            return refuse(e);
-        }
+        check_batch_size(calls as usize, self.state.config.app.rpc.max_batch).map_err(refuse)?;
         if let Some(category) = &up.category {
-            if let Err(e) = self.charge(up.client_ip, &up.principal, category, calls) {
-                return refuse(e);
-            }
+            self.charge(up.client_ip, &up.principal, category, calls)
+                .map_err(refuse)?;
         }
+        Ok(())
+    }
+
+    /// Whether a message is `eth_subscribe` / `eth_unsubscribe` (served in order, on the
+    /// connection's own subscriptions) rather than a call the gateway answers.
+    fn is_subscription_call(body: &[u8]) -> bool {
+        CallView::of(body).is_some_and(|v| matches!(v.method, "eth_subscribe" | "eth_unsubscribe"))
+    }
+
+    /// One call or batch, answered as the same body over HTTP would be; `None` when
+    /// nothing is owed (only notifications). Needs nothing of the connection's state, so
+    /// several run at once.
+    async fn ws_call(&self, up: &WsUpgrade, body: Bytes, request_id: String) -> Option<Bytes> {
+        if let Err(refusal) = self.admit(up, &body) {
+            return Some(refusal);
+        }
+        let refuse = |e: ApiError| Some(refusal_of(&body, &e).to_bytes());
         let pool = match self.pool(&up.pool) {
             Ok(p) => p,
             Err(e) => return refuse(e),
         };
         let caller = self.rpc_caller(&up.principal);
-        if let Some(view) = CallView::of(body) {
-            if matches!(view.method, "eth_subscribe" | "eth_unsubscribe") {
-                let id = crate::rpc::id_of(body);
-                let params = view.params.unwrap_or(Value::Array(Vec::new()));
-                let answer = match self
-                    .subscription_call(up, subs, view.method, &params, &caller)
-                    .await
-                {
-                    Ok(result) => Response::result(id, result),
-                    Err(e) => crate::rpc::error_from(&id, &e),
-                };
-                return Some(answer.to_bytes());
-            }
-        }
-        match st.gateway.handle(pool, body, request_id, &caller).await {
+        match self
+            .state
+            .gateway
+            .handle(pool, &body, &request_id, &caller)
+            .await
+        {
             Ok(r) if r.body.is_empty() => None,
             Ok(r) => Some(r.body),
             Err(e) => refuse(e),
         }
+    }
+
+    /// `eth_subscribe` / `eth_unsubscribe`, admitted like any call.
+    async fn ws_subscription(
+        &self,
+        up: &WsUpgrade,
+        subs: &mut ClientSubscriptions,
+        body: &[u8],
+    ) -> Bytes {
+        if let Err(refusal) = self.admit(up, body) {
+            return refusal;
+        }
+        let Some(view) = CallView::of(body) else {
+            return refusal_of(body, &ApiError::invalid_params("not a subscription call"))
+                .to_bytes();
+        };
+        let id = crate::rpc::id_of(body);
+        let caller = self.rpc_caller(&up.principal);
+        let params = view.params.unwrap_or(Value::Array(Vec::new()));
+        match self
+            .subscription_call(up, subs, view.method, &params, &caller)
+            .await
+        {
+            Ok(result) => Response::result(id, result),
+            Err(e) => crate::rpc::error_from(&id, &e),
+        }
+        .to_bytes()
     }
 
     /// `eth_subscribe` (the edge's id of a shared subscription) or `eth_unsubscribe`
@@ -322,6 +348,9 @@ fn is_handshake_key(key: &str) -> bool {
 }
 
 /// Run one session on `io` (the client's bytes after the 101) until either side ends it.
+/// Calls of one connection answered at once (beyond it, reading the next message waits).
+const MAX_IN_FLIGHT: usize = 16;
+
 pub async fn serve<S>(state: Arc<State>, up: WsUpgrade, io: S)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -371,6 +400,7 @@ where
     ping.tick().await;
     let mut heard = Instant::now();
     let mut n = 0u64;
+    let mut in_flight = FuturesUnordered::new();
     let slow = || {
         (
             CloseCode::Policy,
@@ -379,7 +409,9 @@ where
     };
     let close: Option<(CloseCode, String)> = loop {
         tokio::select! {
-            msg = source.next() => {
+            // At most MAX_IN_FLIGHT calls at once: past that, the client's next message
+            // waits in the socket (back-pressure, not memory).
+            msg = source.next(), if in_flight.len() < MAX_IN_FLIGHT => {
                 heard = Instant::now();
                 let body = match msg {
                     Some(Ok(Message::Text(t))) => Bytes::from(t),
@@ -392,9 +424,20 @@ where
                     Some(Err(_)) => break None,
                 };
                 n += 1;
-                let rid = format!("{}-{n}", up.request_id);
-                // Boxed: the call's future is large, and an idle session should not carry it.
-                let answer = Box::pin(edge.ws_message(&up, &mut subs, &body, &rid)).await;
+                if Edge::is_subscription_call(&body) {
+                    let answer = Box::pin(edge.ws_subscription(&up, &mut subs, &body)).await;
+                    if out.try_send(text_or_binary(answer)).is_err() {
+                        break Some(slow());
+                    }
+                } else {
+                    // Calls run side by side (a slow one does not hold the next back);
+                    // answers go out as they are ready, matched by id as JSON-RPC allows.
+                    // Boxed: the call's future is large, and an idle session carries none.
+                    let rid = format!("{}-{n}", up.request_id);
+                    in_flight.push(Box::pin(edge.ws_call(&up, body, rid)));
+                }
+            }
+            Some(answer) = in_flight.next(), if !in_flight.is_empty() => {
                 if let Some(answer) = answer {
                     if out.try_send(text_or_binary(answer)).is_err() {
                         break Some(slow());

@@ -25,8 +25,8 @@ pub mod request;
 
 use crate::edge::{each_header, handshake_headers, Ctx, Edge, Outcome, PreMatch, WsUpgrade};
 use crate::errors::ApiError;
-use crate::reply::EventStream;
 use crate::observe::metrics;
+use crate::reply::EventStream;
 use crate::reply::Reply;
 use crate::routes::matcher::NormalizedPath;
 use crate::routes::spec::HandlerKind;
