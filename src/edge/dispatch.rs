@@ -35,11 +35,7 @@ impl Edge {
             HandlerKind::BeaconProxy => {
                 let (rest, pol) = ctx.beacon.clone().ok_or_else(ApiError::route_not_found)?;
                 let pool = self.passthrough_pool(route)?;
-                let hosts = pool
-                    .candidates(None)
-                    .into_iter()
-                    .filter(|h| pol.families.is_none_or(|f| f.contains(&h.family.as_str())))
-                    .collect();
+                let hosts = beacon_hosts(pool, &pol);
                 let rest = match session.query() {
                     Some(q) => format!("{rest}?{q}"),
                     None => rest,
@@ -115,11 +111,7 @@ impl Edge {
     ) -> Result<EventStream, ApiError> {
         let (_, pol) = ctx.beacon.clone().ok_or_else(ApiError::route_not_found)?;
         let pool = self.passthrough_pool(route)?;
-        let hosts = pool
-            .candidates(None)
-            .into_iter()
-            .filter(|h| pol.families.is_none_or(|f| f.contains(&h.family.as_str())))
-            .collect();
+        let hosts = beacon_hosts(pool, &pol);
         let topics = topics_of(session.query())?;
         let st = &*self.state;
         let request = EventsRequest {
@@ -246,6 +238,14 @@ pub(crate) fn raw_tail(raw: &str, prefix: usize) -> &str {
         };
     }
     rest
+}
+
+/// The pool's hosts, in order, of the client families a beacon path group needs.
+fn beacon_hosts(pool: &Pool, pol: &handlers::beacon::BeaconPolicy) -> Vec<Arc<Host>> {
+    pool.candidates(None)
+        .into_iter()
+        .filter(|h| pol.families.is_none_or(|f| f.contains(&h.family.as_str())))
+        .collect()
 }
 
 #[cfg(test)]
