@@ -100,7 +100,12 @@ fn request_side(bytes: &[u8]) {
         head_text(&bytes[..head.len], |h| h.method().to_string()),
         head_text(&bytes[..head.len], |h| h.path().to_string()),
         head_text(&bytes[..head.len], |h| h.query().map(str::to_string)),
-        head.content_length as u64,
+        // A chunked body's length is not known from the head (hyper's size hint: none).
+        if head.chunked {
+            u64::MAX
+        } else {
+            head.content_length as u64
+        },
     );
     let Some((h_method, h_target, h_len)) = hyper_request(bytes) else {
         panic!("the edge serves a head hyper refuses: {:?}", String::from_utf8_lossy(bytes));

@@ -8,14 +8,21 @@ use serde::Deserialize;
 use serde_json::Value;
 
 /// A single call as the fast path reads it: `method` borrowed from the body (a string
-/// with escapes fails here and takes the general path), `params` parsed, the rest
-/// (`jsonrpc`, `id`) skipped. A repeated field also fails here, so the general path keeps
-/// its meaning for such bodies.
+/// with escapes fails here and takes the general path), `params` parsed, `jsonrpc` and
+/// `id` read and dropped. Only those four members: anything else takes the general path,
+/// so no member is merely skipped (skipping does not check what a full parse refuses,
+/// such as a number out of range; fuzz: jsonrpc). A repeated member also fails here, so
+/// the general path keeps its meaning for such bodies.
 #[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CallView<'a> {
     pub method: &'a str,
     #[serde(default)]
     pub params: Option<Value>,
+    #[serde(default, rename = "jsonrpc", borrow)]
+    _jsonrpc: Option<&'a str>,
+    #[serde(default, rename = "id")]
+    _id: Option<Value>,
 }
 
 impl<'a> CallView<'a> {

@@ -136,6 +136,9 @@ mod tests {
             br#"{"id":1,"method":"eth_chainId"} x"#,
             br#"{"id":1}"#,
             b"not json",
+            // Found by fuzz/jsonrpc: a number out of range in a member a skip would not check.
+            br#"{"json[rpc":"2.0","id":"a","method":"eth_chainId","par`ms":4444444444e44444}"#,
+            br#"{"jsonrpc":"2.0","id":1e400,"method":"eth_chainId"}"#,
             // Found by fuzz/jsonrpc: bad UTF-8 in a field the view skips.
             b"{\"js+onrpc\":\"2.0\xff\xff\",\"id\":1,\"method\":\"eth_getBalance\",\"params\":[\"0x0\"]}",
         ] {
