@@ -360,7 +360,8 @@ where
     let max_message = edge.state.config.app.rpc.max_body_bytes;
     let max_response = edge.state.config.app.rpc.max_response_bytes;
     let config = WebSocketConfig::default()
-        .read_buffer_size(4 * 1024)
+        // 1 KiB: most JSON-RPC messages fit; a larger one grows the buffer for itself.
+        .read_buffer_size(1024)
         .write_buffer_size(0)
         .max_write_buffer_size(max_response.saturating_mul(2).max(1 << 20))
         .max_message_size(Some(max_message))
