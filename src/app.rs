@@ -300,6 +300,7 @@ pub(crate) fn edge_state(
         ws_connections: Arc::new(edge::WsConnections::new(leases)),
         subscriptions,
         events: Arc::new(streams::events::EventsHub::default()),
+        sent: Default::default(),
         matcher,
         config: app,
         pools,

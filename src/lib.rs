@@ -18,7 +18,7 @@
 //!   nodes).
 //! - **Policy and data**: `routes` (manifests → the route table), `auth`, `limits`,
 //!   `cluster` (limits and notices shared over Redis), `store`, `config`, `cli`.
-//! - **Leaves** (importing at most each other): `reply`, `errors`, `jsonrpc`, `crypto`, `address`,
+//! - **Leaves** (importing at most each other): `reply`, `errors`, `jsonrpc`, `signed_tx`, `crypto`, `address`,
 //!   `shutdown`, `deadline`, `observe`.
 
 // The facade.
@@ -41,6 +41,7 @@ pub mod parsers {
     pub use crate::rpc::{
         method_of, need_at, tx_hash, write_outcome, CallView, Need, WriteOutcome,
     };
+    pub use crate::signed_tx::decode as decode_signed_tx;
     pub use crate::upstream::chunked::{ChunkedScanner, Scan};
     pub use crate::upstream::h1::{parse_head, parse_head_visit, Framing};
 }
@@ -76,3 +77,4 @@ mod jsonrpc;
 mod observe;
 mod reply;
 mod shutdown;
+mod signed_tx;

@@ -149,7 +149,9 @@ fn every_manifest_route_is_classified_in_its_envelope() {
                     "polygon_wallet_balance"
                     | "polygon_checkpoint"
                     | "polygon_span"
-                    | "polygon_validators" => (503, "pool_not_configured"),
+                    | "polygon_validators"
+                    | "polygon_trace_replay"
+                    | "polygon_trace_call" => (503, "pool_not_configured"),
                     // Nothing indexed or watched here.
                     "eth_wallet_tokens"
                     | "eth_wallet_nfts"
@@ -181,7 +183,9 @@ fn every_manifest_route_is_classified_in_its_envelope() {
                     "host_rpc" => (404, "unknown_host"),
                     "builder_rpc" | "private_rpc" => (503, "pool_not_configured"),
                     // Senders with an empty body.
-                    "eth_sender_raw" | "eth_sender_bundle" => (400, "invalid_params"),
+                    "eth_sender_raw" | "eth_sender_bundle" | "polygon_sender_raw" => {
+                        (400, "invalid_params")
+                    }
                     // `relay_path` is sampled as "x1": not one of the three data endpoints.
                     "relay_data" => (404, "route_not_found"),
                     // Google sign-in is not configured in this gateway.

@@ -270,7 +270,24 @@ fn rest_senders_raw_and_bundle() {
             "{bad}"
         );
     }
+    // The transaction is in the mempool already: a resend pinned to another route is
+    // answered with the route that took it, and reaches no node.
     let r = send(&basic, json!({"raw_tx": raw, "preferred_path": "private"}));
+    assert_eq!(
+        (r.status, r.json()["path_used"].as_str()),
+        (200, Some("public"))
+    );
+    // A new transaction pinned to a route that has no pool here.
+    let raw2 = a
+        .call(
+            "eth_signTransaction",
+            json!([{"from": "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266", "to": "0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
+                    "value": "0x2", "gas": "0x5208", "maxFeePerGas": "0x77359400", "maxPriorityFeePerGas": "0x3b9aca00", "nonce": "0x1"}]),
+        )
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = send(&basic, json!({"raw_tx": raw2, "preferred_path": "private"}));
     assert_eq!(r.status, 503, "no private pool here");
 
     // Bundles go to the builder pool and come back as a bundle hash.

@@ -64,6 +64,8 @@ pub const POOL_NAMES: &[&str] = &[
     "eth_private_rpc",
     "polygon_bor",
     "polygon_heimdall",
+    "polygon_sender_anon",
+    "polygon_sender_no_auth",
     "sol_rpc",
     "sol_block_engine",
     "base",

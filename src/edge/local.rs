@@ -73,7 +73,12 @@ impl Edge {
             kind if kind.is_console_api() => {
                 crate::console::api::handle(&st.console, &st.keys, &req).await
             }
-            HandlerKind::EthSenderRaw => handlers::sender::raw(&st.gateway, &st.pools, &req).await,
+            HandlerKind::EthSenderRaw => {
+                handlers::sender::raw(&st.gateway, &st.pools, &st.sent, &req).await
+            }
+            HandlerKind::PolygonSenderRaw => {
+                handlers::sender::polygon_raw(&st.gateway, &st.pools, &st.sent, &req).await
+            }
             HandlerKind::EthSenderBundle => {
                 handlers::sender::bundle(&st.gateway, &st.pools, &req).await
             }
@@ -109,6 +114,14 @@ impl Edge {
             | HandlerKind::PolygonMempoolStats => {
                 let chain = chain_of(route);
                 handlers::mempool::serve(&st.mempools, chain, &req)
+            }
+            HandlerKind::PolygonTraceReplay | HandlerKind::PolygonTraceCall => {
+                let pool = self.pool(route.pool.as_deref().unwrap_or("polygon_bor"))?;
+                if req.kind == HandlerKind::PolygonTraceReplay {
+                    handlers::trace::replay_tx(&st.gateway, pool, &req).await
+                } else {
+                    handlers::trace::call(&st.gateway, pool, &req).await
+                }
             }
             HandlerKind::PolygonCheckpoint
             | HandlerKind::PolygonSpan

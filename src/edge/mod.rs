@@ -70,6 +70,8 @@ pub struct State {
     pub subscriptions: Arc<crate::streams::subscriptions::Hub>,
     /// Shared event streams (beacon events).
     pub events: Arc<crate::streams::events::EventsHub>,
+    /// Transactions the REST senders took recently (resends are answered once).
+    pub sent: crate::handlers::sent::SentTransactions,
 }
 
 pub struct Edge {

@@ -20,6 +20,8 @@ pub mod mev_share;
 pub mod relay;
 pub mod scrub;
 pub mod sender;
+pub mod sent;
+pub mod trace;
 pub mod wallet;
 
 use crate::auth::{ConsoleSession, Principal};

@@ -1,7 +1,11 @@
-//! REST senders over the JSON-RPC machinery: `POST /v1/eth/sender/raw` (a signed
-//! transaction → its hash) and `POST /v1/eth/sender/bundle` (ordered signed transactions
-//! → a bundle hash from the builder pool).
+//! REST senders over the JSON-RPC machinery: `POST /v1/eth/sender/raw` and
+//! `POST /v1/polygon/sender/raw` (a signed transaction → its hash and the route that
+//! took it) and `POST /v1/eth/sender/bundle` (ordered signed transactions → a bundle
+//! hash from the builder pool). Every transaction is decoded and its signer recovered
+//! first (`signed_tx`), so what is not one is a 400 before any node sees it; resends
+//! are answered once (`sent`).
 
+use super::sent::{Accepted, SentTransactions};
 use super::Request;
 use crate::errors::ApiError;
 use crate::jsonrpc::{self, ErrorObject, Id, Response};
@@ -9,41 +13,148 @@ use crate::pools::{Pool, Pools};
 use crate::reply::Reply;
 use crate::routes::spec::HandlerKind;
 use crate::rpc::{Gateway, BUILDER_METHODS, PRIVATE_TX_METHODS};
+use crate::signed_tx::{self, SignedTx};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+/// Dispatch routes of the Ethereum raw sender.
+pub const ETH_PATHS: &[&str] = &["auto", "public", "private"];
+
+/// Dispatch routes of the Polygon raw sender and the pool behind each, in the order
+/// `auto` tries them: our own bor nodes, then an anonymising relay, then public
+/// endpoints that take no provider credential.
+pub const POLYGON_ROUTES: &[(&str, &str)] = &[
+    ("upstreama_own", "polygon_bor"),
+    ("upstreamb_anon", "polygon_sender_anon"),
+    ("upstreamc_no_auth", "polygon_sender_no_auth"),
+];
+
 /// `POST /v1/eth/sender/raw`: the transaction to the public pool (by the gateway's write
 /// policy) or to the private relay, as asked.
-pub async fn raw(gateway: &Gateway, pools: &Pools, req: &Request<'_>) -> Result<Reply, ApiError> {
-    let (raw, preferred) = parse_raw(&req.body)?;
-    let call = jsonrpc::Request::new(Id::index(1), "eth_sendRawTransaction", json!([raw]));
-    let (answer, path, upstream) = if preferred == "private" {
-        let pool = pool(pools, "eth_private_rpc")?;
-        let r = gateway
-            .forward(
-                pool.candidates(None),
-                &call.to_bytes(),
-                PRIVATE_TX_METHODS,
-                req.request_id,
-            )
-            .await?;
-        (node_answer(&r.body), "private", r.upstream)
+pub async fn raw(
+    gateway: &Gateway,
+    pools: &Pools,
+    sent: &SentTransactions,
+    req: &Request<'_>,
+) -> Result<Reply, ApiError> {
+    let (tx, raw, preferred) = parse_raw(&req.body, ETH_PATHS)?;
+    let call = send_call(&raw);
+    let accepted = sent
+        .send_once(&tx.hash, || async {
+            if preferred == "private" {
+                let pool = pool(pools, "eth_private_rpc")?;
+                let r = gateway
+                    .forward(
+                        pool.candidates(None),
+                        &call.to_bytes(),
+                        PRIVATE_TX_METHODS,
+                        req.request_id,
+                    )
+                    .await?;
+                accepted_or_refused(node_answer(&r.body), "private", r.upstream)
+            } else {
+                let (answer, host) = gateway
+                    .write(pool(pools, "eth_el")?, &call, req.request_id)
+                    .await?;
+                accepted_or_refused(answer, "public", host)
+            }
+        })
+        .await?;
+    Ok(sender_result(&tx, accepted))
+}
+
+/// `POST /v1/polygon/sender/raw`: the routes of [`POLYGON_ROUTES`] in order until one
+/// accepts (`auto`), or the one route asked for. A route whose pool is not configured
+/// is skipped by `auto`; pinned, it is a 503.
+pub async fn polygon_raw(
+    gateway: &Gateway,
+    pools: &Pools,
+    sent: &SentTransactions,
+    req: &Request<'_>,
+) -> Result<Reply, ApiError> {
+    let paths: Vec<&str> = std::iter::once("auto")
+        .chain(POLYGON_ROUTES.iter().map(|(p, _)| *p))
+        .collect();
+    let (tx, raw, preferred) = parse_raw(&req.body, &paths)?;
+    let routes: Vec<(&'static str, &Pool)> = if preferred == "auto" {
+        POLYGON_ROUTES
+            .iter()
+            .filter_map(|(path, name)| pools.get(name).map(|p| (*path, &**p)))
+            .collect()
     } else {
-        let (answer, host) = gateway
-            .write(pool(pools, "eth_el")?, &call, req.request_id)
-            .await?;
-        (answer, "public", host)
+        let (path, name) = POLYGON_ROUTES
+            .iter()
+            .find(|(p, _)| *p == preferred)
+            .expect("parse_raw checked the path");
+        let pool = pools.get(name).ok_or_else(|| {
+            ApiError::new(
+                503,
+                "pool_not_configured",
+                format!("the {path} route has no pool here (pools.{name})"),
+            )
+        })?;
+        vec![(*path, &**pool)]
     };
+    if routes.is_empty() {
+        return Err(ApiError::new(
+            503,
+            "pool_not_configured",
+            "no Polygon sender route is configured (pools.polygon_bor)",
+        ));
+    }
+    let call = send_call(&raw);
+    let accepted = sent
+        .send_once(&tx.hash, || async {
+            // A route that refuses or cannot be reached hands over to the next; when
+            // none accepts, a node's refusal says more than a transport error.
+            let mut refusal = None;
+            let mut unreachable = None;
+            for (path, pool) in routes {
+                match gateway.write(pool, &call, req.request_id).await {
+                    Ok((answer, host)) => match accepted_or_refused(answer, path, host) {
+                        Ok(a) => return Ok(a),
+                        Err(e) => refusal = Some(e),
+                    },
+                    Err(e) => unreachable = Some(e),
+                }
+            }
+            Err(refusal.or(unreachable).unwrap_or_else(|| {
+                ApiError::bad_gateway("upstream_unavailable", "no route answered")
+            }))
+        })
+        .await?;
+    Ok(sender_result(&tx, accepted))
+}
+
+fn send_call(raw: &str) -> jsonrpc::Request {
+    jsonrpc::Request::new(Id::index(1), "eth_sendRawTransaction", json!([raw]))
+}
+
+/// A node's answer to `eth_sendRawTransaction`: accepted on `path` (the gateway already
+/// counted "already known" and a mined resend as accepted), or a 400 with its reason.
+fn accepted_or_refused(
+    answer: Response,
+    path: &'static str,
+    upstream: Option<String>,
+) -> Result<Accepted, ApiError> {
     match answer.into_result() {
-        Ok(Value::String(hash)) => {
-            Ok(json_reply(json!({"tx_hash": hash, "path_used": path})).served_by(upstream))
-        }
+        Ok(Value::String(_)) => Ok(Accepted {
+            path_used: path,
+            upstream,
+        }),
         refused => Err(ApiError::new(
             400,
             "tx_rejected",
             error_message(refused, "the node refused the transaction"),
         )),
     }
+}
+
+/// The sender result: the hash computed from the transaction itself (a node cannot
+/// substitute another) and the route that took it.
+fn sender_result(tx: &SignedTx, accepted: Accepted) -> Reply {
+    json_reply(json!({"tx_hash": tx.hash, "path_used": accepted.path_used}))
+        .served_by(accepted.upstream)
 }
 
 /// `POST /v1/eth/sender/bundle`: `eth_sendBundle` to the builder pool.
@@ -129,8 +240,6 @@ fn error_message(answer: Result<Value, ErrorObject>, fallback: &str) -> String {
     }
 }
 
-/// Dispatch routes of the raw sender.
-pub const RAW_PATHS: &[&str] = &["auto", "public", "private"];
 /// Most transactions in one bundle.
 pub const MAX_BUNDLE: usize = 16;
 
@@ -150,42 +259,29 @@ pub struct BundleRequest {
     pub block_number: Value,
 }
 
-/// A signed transaction as the wire carries it: 0x-hex of either a legacy RLP list or an
-/// EIP-2718 typed envelope (type byte 0x01..=0x7f, then an RLP list).
-pub fn check_raw(raw: &str) -> Result<(), ApiError> {
-    let bytes = raw
-        .strip_prefix("0x")
-        .filter(|h| !h.is_empty() && h.len() % 2 == 0)
-        .and_then(|h| hex::decode(h).ok())
-        .ok_or_else(|| ApiError::invalid_params("raw_tx must be 0x-prefixed hex"))?;
-    let list_at = match bytes[0] {
-        0xc0..=0xff => 0,
-        0x01..=0x7f => 1,
-        _ => {
-            return Err(ApiError::invalid_params(
-                "raw_tx is not a signed transaction",
-            ))
-        }
-    };
-    if bytes.get(list_at).is_none_or(|b| *b < 0xc0) || bytes.len() < list_at + 10 {
-        return Err(ApiError::invalid_params(
-            "raw_tx is not a signed transaction",
-        ));
-    }
-    Ok(())
+/// A signed transaction, decoded; what is not one is `invalid_params`.
+pub fn check_raw(raw: &str) -> Result<SignedTx, ApiError> {
+    signed_tx::decode(raw).map_err(ApiError::invalid_params)
 }
 
-pub fn parse_raw(body: &[u8]) -> Result<(String, &'static str), ApiError> {
+/// A raw sender's body: the decoded transaction, its hex, and the route asked for
+/// (one of `paths`, default `auto`).
+pub fn parse_raw<'p>(
+    body: &[u8],
+    paths: &[&'p str],
+) -> Result<(SignedTx, String, &'p str), ApiError> {
     let r: RawRequest =
         serde_json::from_slice(body).map_err(|e| ApiError::invalid_params(format!("body: {e}")))?;
-    check_raw(&r.raw_tx)?;
+    let tx = check_raw(&r.raw_tx)?;
     let wanted = r.preferred_path.as_deref().unwrap_or("auto");
-    let path = RAW_PATHS
+    let path = paths
         .iter()
         .find(|x| **x == wanted)
         .copied()
-        .ok_or_else(|| ApiError::invalid_params("preferred_path is auto, public or private"))?;
-    Ok((r.raw_tx, path))
+        .ok_or_else(|| {
+            ApiError::invalid_params(format!("preferred_path is one of {}", paths.join(", ")))
+        })?;
+    Ok((tx, r.raw_tx, path))
 }
 
 /// The `eth_sendBundle` call for a bundle request.
@@ -222,33 +318,37 @@ mod tests {
 
     #[test]
     fn raw_transactions_and_bundles() {
-        let typed = format!("0x02f8{}", "ab".repeat(20));
-        let legacy = format!("0xf86c{}", "ab".repeat(20));
-        assert!(check_raw(&typed).is_ok() && check_raw(&legacy).is_ok());
-        for bad in [
-            "",
-            "0x",
-            "0x0",
-            "02f8",
-            "0xzz",
-            "0x00f8abababababababababab",
-            "0x02aa0000000000000000000000",
-        ] {
-            assert!(check_raw(bad).is_err(), "{bad}");
-        }
+        // A type-2 transfer signed by eth-account (anvil's first key, chain 137).
+        let typed = "0x02f86b818903843b9aca0084773594008252089470997970c51812dc3a010c7d01b50e0d17dc79c80180c001a09eab01e4c96cd3d89037e2c8f5fcfd52d3b2e4614209eba4735d5d142d2724f8a02fa182ed1afd259667f3ed4efc2d3aa10b517e55bb89a992fed84f7b8087f249";
+        assert!(check_raw(typed).is_ok());
+        // The shape of a transaction without one inside is not one.
+        let filler = format!("0x02f8{}", "ab".repeat(20));
+        assert!(check_raw(&filler).is_err());
+        let (tx, _, path) =
+            parse_raw(format!(r#"{{"raw_tx":"{typed}"}}"#).as_bytes(), ETH_PATHS).unwrap();
+        assert_eq!(path, "auto");
+        assert_eq!(tx.nonce, 3);
+        let polygon = [
+            "auto",
+            "upstreama_own",
+            "upstreamb_anon",
+            "upstreamc_no_auth",
+        ];
+        let body = format!(r#"{{"raw_tx":"{typed}","preferred_path":"upstreamb_anon"}}"#);
         assert_eq!(
-            parse_raw(format!(r#"{{"raw_tx":"{typed}"}}"#).as_bytes())
-                .unwrap()
-                .1,
-            "auto"
+            parse_raw(body.as_bytes(), &polygon).unwrap().2,
+            "upstreamb_anon"
         );
-        assert!(
-            parse_raw(format!(r#"{{"raw_tx":"{typed}","preferred_path":"moon"}}"#).as_bytes())
-                .is_err()
-        );
+        assert!(parse_raw(body.as_bytes(), ETH_PATHS).is_err());
+        let moon = format!(r#"{{"raw_tx":"{typed}","preferred_path":"moon"}}"#);
+        assert!(parse_raw(moon.as_bytes(), &polygon).is_err());
+        let extra = format!(r#"{{"raw_tx":"{typed}","gas":1}}"#);
+        assert!(parse_raw(extra.as_bytes(), &polygon).is_err());
         let call =
             bundle_call(format!(r#"{{"txs":["{typed}"],"block_number":17}}"#).as_bytes()).unwrap();
         assert_eq!(call.param(0).unwrap()["blockNumber"], "0x11");
         assert!(bundle_call(br#"{"txs":[],"block_number":1}"#).is_err());
+        let filler_bundle = format!(r#"{{"txs":["{filler}"],"block_number":17}}"#);
+        assert!(bundle_call(filler_bundle.as_bytes()).is_err());
     }
 }

@@ -68,7 +68,7 @@ impl BlockParam {
     }
 
     /// The JSON-RPC block parameter.
-    fn tag(self) -> String {
+    pub fn tag(self) -> String {
         match self {
             BlockParam::Latest => "latest".into(),
             BlockParam::Pending => "pending".into(),
@@ -77,6 +77,45 @@ impl BlockParam {
             BlockParam::Number(n) => format!("0x{n:x}"),
         }
     }
+}
+
+/// A block parameter resolved to the number it names now, and what to read at: that
+/// number, or `pending` (which has no number of its own to read at).
+pub async fn resolve_block(
+    gateway: &Gateway,
+    pool: &Pool,
+    block: BlockParam,
+    rid: &str,
+) -> Result<(u64, String), ApiError> {
+    let (header, _) = gateway
+        .read_call(
+            pool,
+            "eth_getBlockByNumber",
+            json!([block.tag(), false]),
+            rid,
+        )
+        .await?;
+    let Some(number) = header
+        .get("number")
+        .and_then(Value::as_str)
+        .and_then(quantity)
+    else {
+        return Err(match block {
+            BlockParam::Number(n) => {
+                ApiError::invalid_params(format!("block {n} is not on the chain yet"))
+            }
+            _ => ApiError::new(
+                502,
+                "upstream_unavailable",
+                format!("the node has no '{}' block", block.tag()),
+            ),
+        });
+    };
+    let at = match block {
+        BlockParam::Pending => block.tag(),
+        _ => format!("0x{number:x}"),
+    };
+    Ok((number, at))
 }
 
 /// `^0x[0-9a-fA-F]{40}$`, the address as given (checksummed case is kept).
@@ -101,35 +140,7 @@ pub async fn balance(
 ) -> Result<Reply, ApiError> {
     let addr = address(req.params.first().map(String::as_str).unwrap_or(""))?;
     let block = BlockParam::parse(req.query_param("block").as_deref())?;
-    let (header, _) = gateway
-        .read_call(
-            pool,
-            "eth_getBlockByNumber",
-            json!([block.tag(), false]),
-            req.request_id,
-        )
-        .await?;
-    let Some(number) = header
-        .get("number")
-        .and_then(Value::as_str)
-        .and_then(quantity)
-    else {
-        return Err(match block {
-            BlockParam::Number(n) => {
-                ApiError::invalid_params(format!("block {n} is not on the chain yet"))
-            }
-            _ => ApiError::new(
-                502,
-                "upstream_unavailable",
-                format!("the node has no '{}' block", block.tag()),
-            ),
-        });
-    };
-    // Pending has no number of its own to read at: read it by tag.
-    let at = match block {
-        BlockParam::Pending => block.tag(),
-        _ => format!("0x{number:x}"),
-    };
+    let (number, at) = resolve_block(gateway, pool, block, req.request_id).await?;
     let (wei, upstream) = gateway
         .read_call(pool, "eth_getBalance", json!([addr, at]), req.request_id)
         .await?;

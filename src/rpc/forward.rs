@@ -67,7 +67,12 @@ impl Gateway {
                 "no healthy host for this endpoint",
             ));
         }
-        self.try_hosts(&hosts, Bytes::copy_from_slice(body), rid, false)
-            .await
+        self.try_hosts(
+            &hosts,
+            Bytes::copy_from_slice(body),
+            rid,
+            super::gateway::NodeState::Answer,
+        )
+        .await
     }
 }

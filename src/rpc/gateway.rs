@@ -6,7 +6,7 @@ use super::methods::{block_need, classify, MethodClass};
 use super::need::{need_for, need_of, order_by_need, Need};
 use super::{Caller, Gateway, RpcReply};
 use crate::errors::ApiError;
-use crate::jsonrpc::{Id, Request, Response};
+use crate::jsonrpc::{ErrorObject, Id, Request, Response};
 use crate::observe::metrics;
 use crate::pools::{Host, Pool};
 use crate::upstream::UpstreamError;
@@ -289,10 +289,36 @@ impl Gateway {
         params: Value,
         rid: &str,
     ) -> Result<(Value, Option<String>), ApiError> {
+        let (answer, host) = self
+            .node_call(pool, capability, method, params, rid)
+            .await?;
+        match answer {
+            Ok(result) => Ok((result, host)),
+            Err(e) => Err(ApiError::new(
+                502,
+                "upstream_unavailable",
+                format!("{method}: the node answered: {}", e.message),
+            )),
+        }
+    }
+
+    /// One call made by a product handler, routed like `read_call_with`, with the node's
+    /// own answer: its `result` or its JSON-RPC error (for handlers to whom a node's
+    /// refusal means something, as an unknown transaction does to a tracer). Only a
+    /// failure to get any answer is an `ApiError`.
+    pub async fn node_call(
+        &self,
+        pool: &Pool,
+        capability: Option<&str>,
+        method: &str,
+        params: Value,
+        rid: &str,
+    ) -> Result<(Result<Value, ErrorObject>, Option<String>), ApiError> {
         let need = need_for(pool, block_need(method, Some(&params)));
         let call = Request::new(Id::index(1), method, params);
+        let hosts = self.hosts_for(pool, capability, need)?;
         let r = self
-            .read(pool, capability, need, call.to_bytes(), rid)
+            .try_hosts(&hosts, call.to_bytes(), rid, NodeState::NextHostElseAnswer)
             .await?;
         let answer: Response = serde_json::from_slice(&r.body).map_err(|_| {
             ApiError::new(
@@ -301,14 +327,7 @@ impl Gateway {
                 "the node answered non-JSON-RPC",
             )
         })?;
-        match answer.into_result() {
-            Ok(result) => Ok((result, r.upstream)),
-            Err(e) => Err(ApiError::new(
-                502,
-                "upstream_unavailable",
-                format!("{method}: the node answered: {}", e.message),
-            )),
-        }
+        Ok((answer.into_result(), r.upstream))
     }
 
     /// Several reads made by a product handler or the indexer, as one JSON-RPC batch to
@@ -379,6 +398,17 @@ impl Gateway {
         body: Bytes,
         rid: &str,
     ) -> Result<RpcReply, ApiError> {
+        let hosts = self.hosts_for(pool, capability, need)?;
+        self.try_hosts(&hosts, body, rid, NodeState::NextHost).await
+    }
+
+    /// The pool's hosts that can take a call, in the order to try them.
+    fn hosts_for(
+        &self,
+        pool: &Pool,
+        capability: Option<&str>,
+        need: Need,
+    ) -> Result<Vec<Arc<Host>>, ApiError> {
         let hosts = order_by_need(pool.candidates(capability), need);
         if hosts.is_empty() {
             return Err(ApiError::new(
@@ -393,21 +423,23 @@ impl Gateway {
                 ),
             ));
         }
-        self.try_hosts(&hosts, body, rid, true).await
+        Ok(hosts)
     }
 
     /// Hosts in order, within the retry budget and the overall deadline, until one gives
-    /// an answer worth returning. With `node_state`, a "cannot answer now" error (lagging
-    /// or missing namespace) also moves on to the next host.
+    /// an answer worth returning; `on_node_state` says what a "cannot answer now" error
+    /// (lagging, or a missing method or namespace) does.
     pub(super) async fn try_hosts(
         &self,
         hosts: &[Arc<Host>],
         body: Bytes,
         rid: &str,
-        node_state: bool,
+        on_node_state: NodeState,
     ) -> Result<RpcReply, ApiError> {
         let deadline = Instant::now() + self.conf.timeout;
         let mut last_error = String::new();
+        let mut last_answer = None;
+        let node_state = on_node_state != NodeState::Answer;
         for host in hosts.iter().take(self.conf.max_attempts) {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -419,6 +451,12 @@ impl Gateway {
                         host.record_failure(&reason);
                         metrics::upstream_failure(&host.pool, &host.id, "node_state");
                         last_error = format!("{}: {reason}", host.id);
+                        if on_node_state == NodeState::NextHostElseAnswer {
+                            last_answer = Some(RpcReply {
+                                body,
+                                upstream: Some(host.id.clone()),
+                            });
+                        }
                         continue;
                     }
                     host.record_success();
@@ -429,6 +467,9 @@ impl Gateway {
                 }
                 Err(e) => last_error = format!("{}: {e}", host.id),
             }
+        }
+        if let Some(answer) = last_answer {
+            return Ok(answer);
         }
         Err(ApiError::bad_gateway(
             "upstream_unavailable",
@@ -471,6 +512,18 @@ impl Gateway {
         );
         Err(reason)
     }
+}
+
+/// What a node's "cannot answer now" error does to a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum NodeState {
+    /// It is the answer (calls whose every error is the caller's to see).
+    Answer,
+    /// The next host is tried; when none is left the call failed.
+    NextHost,
+    /// The next host is tried; when none is left the last such answer is the answer
+    /// (a product handler that reads the node's own error).
+    NextHostElseAnswer,
 }
 
 /// A single response whose error says the node cannot answer now (not the call's fault).
