@@ -175,9 +175,11 @@ fn every_manifest_route_is_classified_in_its_envelope() {
                     | "console_keys_revoke"
                     | "console_keys_rotate" => (401, "unauthenticated"),
                     // This gateway has no consensus-layer pool.
-                    "beacon_proxy" | "beacon_events" | "heimdall_proxy" | "passthrough" => {
-                        (503, "pool_not_configured")
-                    }
+                    "beacon_proxy"
+                    | "beacon_events"
+                    | "heimdall_proxy"
+                    | "passthrough"
+                    | "eth_validator_intel" => (503, "pool_not_configured"),
                     "mev_share_sse" => (503, "no_mev_share_upstream"),
                     // Loopback is admin; the sampled host id does not exist.
                     "host_rpc" => (404, "unknown_host"),

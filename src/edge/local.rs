@@ -115,6 +115,10 @@ impl Edge {
                 let chain = chain_of(route);
                 handlers::mempool::serve(&st.mempools, chain, &req)
             }
+            HandlerKind::EthValidatorIntel => {
+                let pool = self.pool(route.pool.as_deref().unwrap_or("eth_cl"))?;
+                handlers::intel::validator(&st.gateway.client, pool, &req).await
+            }
             HandlerKind::PolygonTraceReplay | HandlerKind::PolygonTraceCall => {
                 let pool = self.pool(route.pool.as_deref().unwrap_or("polygon_bor"))?;
                 if req.kind == HandlerKind::PolygonTraceReplay {

@@ -13,6 +13,7 @@ pub mod base_page;
 pub mod beacon;
 pub mod heimdall;
 pub mod indexed;
+pub mod intel;
 pub mod mempool;
 pub mod mesh;
 pub mod metrics_mirror;

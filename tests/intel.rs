@@ -1,0 +1,127 @@
+//! Ethereum intel against beacon fixtures that answer as the standard beacon API does:
+//! a validator's state mapped to SPEC's fields; a malformed index or an unknown
+//! validator is 404 `invalid_params` (a malformed one never reaches a node); a failing
+//! host is passed over; the tier is business.
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+const FAR_FUTURE: &str = "18446744073709551615";
+
+/// A beacon node with validators 0 (active, exiting at epoch 900) and 1 (queued); with
+/// `broken`, every validator read is a 500.
+fn beacon(broken: bool, reads: Arc<AtomicUsize>) -> Fixture {
+    Fixture::start(move |req| {
+        let path = req.path.split('?').next().unwrap_or("");
+        if path == "/eth/v1/node/syncing" {
+            return FixtureResponse::json(
+                json!({"data": {"head_slot": "100", "sync_distance": "0",
+                "is_syncing": false, "is_optimistic": false, "el_offline": false}}),
+            );
+        }
+        let Some(index) = path.strip_prefix("/eth/v1/beacon/states/head/validators/") else {
+            return FixtureResponse::status(404, r#"{"code":404,"message":"not found"}"#);
+        };
+        reads.fetch_add(1, Ordering::SeqCst);
+        if broken {
+            return FixtureResponse::status(500, r#"{"code":500,"message":"internal error"}"#);
+        }
+        let (status, balance, activation, exit) = match index {
+            "0" => ("active_exiting", "32001234567", "0", "900"),
+            "1" => ("pending_queued", "32000000000", FAR_FUTURE, FAR_FUTURE),
+            _ => {
+                return FixtureResponse::status(
+                    404,
+                    r#"{"code":404,"message":"Validator not found"}"#,
+                )
+            }
+        };
+        FixtureResponse::json(
+            json!({"execution_optimistic": false, "finalized": false, "data": {
+            "index": index, "balance": balance, "status": status,
+            "validator": {"pubkey": format!("0x{}", "b0".repeat(48)),
+                "withdrawal_credentials": format!("0x01{}", "00".repeat(31)),
+                "effective_balance": "32000000000", "slashed": false,
+                "activation_eligibility_epoch": "0", "activation_epoch": activation,
+                "exit_epoch": exit, "withdrawable_epoch": FAR_FUTURE}}}),
+        )
+    })
+}
+
+#[test]
+fn validator_intel_maps_the_beacon_api_and_refuses_bad_indexes_first() {
+    let (broken_reads, good_reads) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (broken, good) = (
+        beacon(true, broken_reads.clone()),
+        beacon(false, good_reads.clone()),
+    );
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_cl:\n    hosts:\n      - {{id: cl-a-broken, url: \"{}\", family: cl-teku}}\n      - {{id: cl-b, url: \"{}\", family: cl-lighthouse}}\n",
+            broken.url(),
+            good.url()
+        ),
+        extra_yaml: UNLIMITED.into(),
+        ..Default::default()
+    });
+    let (pro, business) = (gw.key("pro", &[]), gw.key("business", &[]));
+    let get = |key: &str, index: &str| {
+        gw.get(
+            &format!("/v1/eth/intel/validator/{index}"),
+            &[("x-token", key)],
+        )
+    };
+
+    // Whichever host is asked first, the answer comes from the good one.
+    for _ in 0..2 {
+        let r = get(&business, "0");
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(
+            r.json(),
+            json!({"validator_index": 0, "pubkey": format!("0x{}", "b0".repeat(48)),
+                   "balance_gwei": 32001234567u64, "effective_balance_gwei": 32000000000u64,
+                   "status": "active_exiting", "activation_epoch": 0, "exit_epoch": 900})
+        );
+    }
+    let r = get(&business, "1");
+    let v: Value = r.json();
+    assert_eq!(
+        (v["status"].as_str(), v["activation_epoch"].as_i64()),
+        (Some("pending_queued"), Some(-1))
+    );
+    assert!(v["exit_epoch"].is_null());
+
+    // Unknown: the node's 404 is the answer's.
+    let r = get(&business, "5");
+    assert_eq!(
+        (r.status, r.json()["error"].as_str()),
+        (404, Some("invalid_params")),
+        "{}",
+        r.text()
+    );
+
+    // Malformed: 404 before any node.
+    let reads = good_reads.load(Ordering::SeqCst) + broken_reads.load(Ordering::SeqCst);
+    for bad in ["-1", "0x1", "abc", "9223372036854775808", "1.5"] {
+        let r = get(&business, bad);
+        assert_eq!(
+            (r.status, r.json()["error"].as_str()),
+            (404, Some("invalid_params")),
+            "{bad}"
+        );
+    }
+    assert_eq!(
+        good_reads.load(Ordering::SeqCst) + broken_reads.load(Ordering::SeqCst),
+        reads
+    );
+
+    // Business and above.
+    let r = get(&pro, "0");
+    assert_eq!(
+        (r.status, r.json()["required_tier"].as_str()),
+        (403, Some("business"))
+    );
+}
