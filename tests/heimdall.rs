@@ -158,3 +158,125 @@ fn bad_ids_never_reach_a_node_and_a_failing_host_is_passed_over() {
         403
     );
 }
+
+/// A heimdall as it really runs: the Cosmos LCD, Tendermint RPC and Prometheus each on
+/// a port of its own. Each request lands on the service that serves it, the health
+/// check reads Tendermint's `/status` from the RPC port, and the product queries read
+/// the LCD.
+#[test]
+fn the_consensus_proxy_sends_each_request_to_its_service() {
+    let seen = |tag: &'static str, log: Arc<std::sync::Mutex<Vec<String>>>| {
+        Fixture::start(move |req| {
+            log.lock()
+                .unwrap()
+                .push(format!("{tag} {} {}", req.method, req.path));
+            match (tag, req.path.as_str()) {
+                ("rpc", "/status") => FixtureResponse::json(json!(
+                    {"result": {"sync_info": {"latest_block_height": "100", "catching_up": false}}}
+                )),
+                ("rpc", _) => FixtureResponse::json(
+                    json!({"jsonrpc": "2.0", "id": 1, "result": {"served_by": "rpc"}}),
+                ),
+                ("metrics", _) => FixtureResponse {
+                    content_type: "text/plain; version=0.0.4",
+                    ..FixtureResponse::status(
+                        200,
+                        "# TYPE cometbft_consensus_height gauge\ncometbft_consensus_height 100\n",
+                    )
+                },
+                ("lcd", "/checkpoints/7") => FixtureResponse::json(json!({"checkpoint": {
+                    "id": "7", "proposer": "0x00000000000000000000000000000000000000a1", "start_block": "100",
+                    "end_block": "355", "root_hash": "3q0=", "bor_chain_id": "137", "timestamp": "1700000000"}})),
+                _ => FixtureResponse::json(json!({"served_by": "lcd"})),
+            }
+        })
+    };
+    let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+    // `metrics_url` is the scrape URL, path included.
+    let (lcd, rpc, metrics) = (
+        seen("lcd", log.clone()),
+        seen("rpc", log.clone()),
+        seen("metrics", log.clone()),
+    );
+    let scrape_url = format!("{}/prometheus/metrics", metrics.url());
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  polygon_heimdall:\n    hosts:\n      - {{id: hd-0, url: \"{}\", rpc_url: \"{}\", metrics_url: \"{scrape_url}\", family: heimdall}}\n",
+            lcd.url(),
+            rpc.url(),
+        ),
+        extra_yaml: UNLIMITED.into(),
+        tls: true,
+        ..Default::default()
+    });
+    let key = gw.key("pro", &[]);
+    let h = [
+        ("x-token", key.as_str()),
+        ("Content-Type", "application/json"),
+    ];
+    let r = gw.get("/v1/polygon/heimdall/status", &h);
+    assert_eq!(
+        (
+            r.status,
+            r.json()["result"]["sync_info"]["latest_block_height"].as_str()
+        ),
+        (200, Some("100")),
+        "{}",
+        r.text()
+    );
+    let r = gw.get("/v1/polygon/heimdall/block?height=5", &h);
+    assert_eq!(r.json()["result"]["served_by"], "rpc");
+    let r = gw.get(
+        "/v1/polygon/heimdall/cosmos/base/tendermint/v1beta1/blocks/latest",
+        &h,
+    );
+    assert_eq!(r.json()["served_by"], "lcd");
+    let r = gw.get("/v1/polygon/heimdall/metrics", &h);
+    assert!(
+        r.text().contains("cometbft_consensus_height 100"),
+        "{}",
+        r.text()
+    );
+    let body = br#"{"jsonrpc":"2.0","id":1,"method":"status","params":[]}"#;
+    let r = request(gw.port, "POST", "/v1/polygon/heimdall/", &h, body).unwrap();
+    assert_eq!(r.json()["result"]["served_by"], "rpc", "{}", r.text());
+    let r = gw.get("/v1/polygon/checkpoints/7", &h);
+    assert_eq!(
+        (r.status, r.json()["id"].as_i64()),
+        (200, Some(7)),
+        "{}",
+        r.text()
+    );
+    // The same over TLS and HTTP/2, where Pingora's proxy phases carry the request.
+    let curl = |path: &str| {
+        let out = std::process::Command::new("curl")
+            .args(["-sk", "--http2", "-H", &format!("x-token: {key}")])
+            .arg(format!("https://127.0.0.1:{}{path}", gw.tls_port.unwrap()))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    assert!(curl("/v1/polygon/heimdall/net_info").contains(r#""served_by":"rpc""#));
+    assert!(curl("/v1/polygon/heimdall/metrics").contains("cometbft_consensus_height 100"));
+    assert!(curl("/v1/polygon/heimdall/clerk/event-record/1").contains(r#""served_by":"lcd""#));
+    let log = log.lock().unwrap();
+    for expected in [
+        "rpc GET /net_info",
+        "lcd GET /clerk/event-record/1",
+        "rpc GET /status",
+        "rpc GET /block?height=5",
+        "lcd GET /cosmos/base/tendermint/v1beta1/blocks/latest",
+        "metrics GET /prometheus/metrics",
+        "rpc POST /",
+        "lcd GET /checkpoints/7",
+    ] {
+        assert!(
+            log.iter().any(|l| l == expected),
+            "{expected} not in {log:?}"
+        );
+    }
+    assert!(
+        !log.iter().any(|l| l.starts_with("lcd GET /status")),
+        "health reads the RPC port: {log:?}"
+    );
+}

@@ -197,6 +197,12 @@ pub struct HostConf {
     /// their own port, 8546): `ws://…`, `wss://…` (or `http(s)://…`). Upgrades go here.
     #[serde(default)]
     pub ws_url: Option<String>,
+    /// The host's Tendermint RPC when it is not `url` (a heimdall serves the Cosmos LCD
+    /// at `url`, usually :1317, Tendermint RPC on its own port, usually :26657, and
+    /// Prometheus at `metrics_url`). The consensus proxy sends each request to the one
+    /// that serves it.
+    #[serde(default)]
+    pub rpc_url: Option<String>,
     /// Headers sent to this host, each value a secret reference (provider keys).
     #[serde(default)]
     pub headers: BTreeMap<String, SecretRef>,

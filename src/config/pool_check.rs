@@ -43,6 +43,16 @@ pub(super) fn check_pools(
                     bad(&key("metrics_url"), e);
                 }
             }
+            if let Some(r) = &h.rpc_url {
+                if h.family != "heimdall" {
+                    bad(
+                        &key("rpc_url"),
+                        "only a heimdall host has a Tendermint RPC of its own".into(),
+                    );
+                } else if let Err(e) = crate::address::HostAddr::parse(r) {
+                    bad(&key("rpc_url"), e);
+                }
+            }
             if h.capabilities.iter().any(|c| c == "metrics") && h.metrics_url.is_none() {
                 bad(
                     &key("metrics_url"),

@@ -1,12 +1,14 @@
 //! The request's state across the pipeline and Pingora's phases, what the pipeline
 //! decided, and request ids.
 
+use crate::address::HostAddr;
 use crate::auth::Principal;
 use crate::errors::Envelope;
 use crate::handlers::beacon::BeaconPolicy;
-use crate::pools::Host;
+use crate::pools::{Host, Service};
 use crate::reply::{EventStream, Reply};
 use crate::routes::Route;
+use pingora_core::upstreams::peer::HttpPeer;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -46,12 +48,42 @@ pub struct Pass {
     pub(super) rest: String,
     /// Long-lived (SSE, WebSocket): no read timeout, no compression.
     pub(crate) stream: bool,
+    /// Which of each host's services the request is for (heimdall's Tendermint RPC,
+    /// LCD or metrics).
+    pub(crate) service: Service,
     pub(super) current: Option<Arc<Host>>,
 }
 
 impl Pass {
+    /// Where the request goes on `host`: its WebSocket endpoint for an upgrade, else
+    /// the service's.
+    pub(crate) fn endpoint<'h>(
+        &self,
+        host: &'h Host,
+        upgrade: bool,
+    ) -> (&'h HostAddr, &'h HttpPeer) {
+        if upgrade {
+            host.endpoint(true)
+        } else {
+            host.service(self.service)
+        }
+    }
+
+    /// The request target on `host`. A `metrics_url` is the scrape URL itself, so the
+    /// proxied `metrics` segment becomes that URL's path (the query kept).
+    pub(crate) fn upstream_path_on(&self, host: &Host, upgrade: bool) -> String {
+        let (addr, _) = self.endpoint(host, upgrade);
+        if self.service == Service::Metrics && !upgrade && host.metrics.is_some() {
+            return match self.rest.split_once('?') {
+                Some((_, query)) => format!("{}?{query}", addr.path),
+                None => addr.path.clone(),
+            };
+        }
+        self.upstream_path(&addr.path)
+    }
+
     /// The request target on a host whose URL path is `base`.
-    pub(crate) fn upstream_path(&self, base: &str) -> String {
+    fn upstream_path(&self, base: &str) -> String {
         if self.rest.is_empty() {
             base.to_string()
         } else {

@@ -5,7 +5,7 @@ use super::{Ctx, Downstream, Edge, Outcome, Pass};
 use crate::auth::Principal;
 use crate::errors::ApiError;
 use crate::handlers;
-use crate::pools::{Host, Pool};
+use crate::pools::{Host, Pool, Service};
 use crate::reply::{EventStream, Reply};
 use crate::routes::spec::HandlerKind;
 use crate::routes::Route;
@@ -65,7 +65,11 @@ impl Edge {
                     None => tail.to_string(),
                 };
                 let hosts = pool.candidates(None);
-                Ok(Outcome::Proxy(self.pass(pool, hosts, rest, false)?))
+                let mut pass = self.pass(pool, hosts, rest, false)?;
+                if route.handler == HandlerKind::HeimdallProxy {
+                    pass.service = handlers::heimdall::service_of(session.method(), tail);
+                }
+                Ok(Outcome::Proxy(pass))
             }
             HandlerKind::RelayData => {
                 let tail = ctx.params.last().cloned().unwrap_or_default();
@@ -165,6 +169,7 @@ impl Edge {
             next: 0,
             rest,
             stream,
+            service: Service::Main,
             current: None,
         })
     }

@@ -62,7 +62,7 @@ impl ProxyHttp for Edge {
             return Error::e_explain(ErrorType::ConnectNoRoute, "every host of the pool failed");
         };
         pass.next += 1;
-        let mut peer = host.endpoint(session.is_upgrade_req()).1.clone();
+        let mut peer = pass.endpoint(&host, session.is_upgrade_req()).1.clone();
         peer.options.read_timeout = if pass.stream {
             None
         } else {
@@ -127,8 +127,8 @@ impl ProxyHttp for Edge {
         let Some(host) = pass.current.as_ref() else {
             return Ok(());
         };
-        let addr = host.endpoint(session.is_upgrade_req()).0;
-        let path = pass.upstream_path(&addr.path);
+        let addr = pass.endpoint(host, session.is_upgrade_req()).0;
+        let path = pass.upstream_path_on(host, session.is_upgrade_req());
         let uri = path
             .parse::<http::Uri>()
             .map_err(|e| Error::explain(ErrorType::InternalError, format!("upstream path: {e}")))?;

@@ -84,7 +84,7 @@ impl LeanFront {
         let plain_pools = edge
             .pools()
             .all()
-            .filter(|p| p.hosts.iter().all(|h| h.plain_addr().is_some()))
+            .filter(|p| p.hosts.iter().all(|h| h.all_plain()))
             .map(|p| p.name.clone())
             .collect();
         let max_body = edge.max_rpc_body().max(MIN_LEAN_BODY);

@@ -12,6 +12,7 @@
 
 use super::request::LeanRequest;
 use super::{date_header, header, status_line, LeanFront};
+use crate::address::plain_inet;
 use crate::edge::retry::{self, Failure};
 use crate::edge::{
     connection_options, forwarded_for, sets_console_cookie, Ctx, Downstream, Pass,
@@ -65,14 +66,14 @@ pub(super) async fn pass(
     let read_timeout = (!pass.stream).then_some(PASS_READ_TIMEOUT);
     let pool = front.edge.node_connections();
     for host in &pass.hosts {
-        let Some(addr) = host.plain_addr() else {
+        let Some(addr) = plain_inet(pass.endpoint(host, false).1) else {
             continue; // `LeanFront::lean` keeps pools with TLS nodes on Pingora
         };
         metrics::upstream_attempt(&host.pool, &host.id);
         ctx.served_by(&host.id);
         let wire = encode_request(req, ctx, host, &pass, body.as_deref());
         let how = Open {
-            connect_timeout: host.peer.options.connection_timeout,
+            connect_timeout: pass.endpoint(host, false).1.options.connection_timeout,
             read_timeout,
             kept: IdleConn::take_for(&mut req.conn.kept, addr),
             safe_to_resend: idempotent,
@@ -170,7 +171,8 @@ fn encode_request(
         .header_lines()
         .filter(|(name, _)| !ours(name))
         .collect();
-    headers.push(("Host", host.addr.authority().as_bytes()));
+    let (addr, _) = pass.endpoint(host, false);
+    headers.push(("Host", addr.authority().as_bytes()));
     headers.push(("X-Request-Id", ctx.request_id().as_bytes()));
     // The edge's X-Forwarded-For: the client, after a trusted proxy's chain.
     // Only a trusted proxy's own header is looked up at all.
@@ -188,7 +190,7 @@ fn encode_request(
     }
     h1::encode(&H1Request {
         method: req.head.method(),
-        path: &pass.upstream_path(&host.addr.path),
+        path: &pass.upstream_path_on(host, false),
         headers: &headers,
         body,
     })

@@ -14,7 +14,7 @@
 
 use super::Request;
 use crate::errors::ApiError;
-use crate::pools::{Host, Pool};
+use crate::pools::{Host, Pool, Service};
 use crate::reply::Reply;
 use crate::routes::spec::HandlerKind;
 use crate::upstream::UpstreamClient;
@@ -65,6 +65,55 @@ pub async fn serve(
         )
     })?;
     Ok(Reply::json(200, resource.to_string()).served_by(Some(host)))
+}
+
+/// Tendermint RPC's endpoints (CometBFT 0.34–0.38), by the path's first segment.
+const TENDERMINT_RPC: &[&str] = &[
+    "abci_info",
+    "abci_query",
+    "block",
+    "block_by_hash",
+    "block_results",
+    "block_search",
+    "blockchain",
+    "broadcast_evidence",
+    "broadcast_tx_async",
+    "broadcast_tx_commit",
+    "broadcast_tx_sync",
+    "check_tx",
+    "commit",
+    "consensus_params",
+    "consensus_state",
+    "dump_consensus_state",
+    "genesis",
+    "genesis_chunked",
+    "header",
+    "header_by_hash",
+    "health",
+    "net_info",
+    "num_unconfirmed_txs",
+    "status",
+    "tx",
+    "tx_search",
+    "unconfirmed_txs",
+    "validators",
+    "websocket",
+];
+
+/// Which of a heimdall's services a consensus-proxy request is for: Tendermint RPC
+/// (its endpoints, and JSON-RPC POSTed to its root), Prometheus (`metrics`), or else the
+/// Cosmos LCD at the host's `url`.
+pub fn service_of(method: &str, tail: &str) -> Service {
+    let first = tail.split(['/', '?']).next().unwrap_or("");
+    if first.is_empty() && method == "POST" {
+        Service::Rpc
+    } else if first == "metrics" {
+        Service::Metrics
+    } else if TENDERMINT_RPC.contains(&first) {
+        Service::Rpc
+    } else {
+        Service::Main
+    }
 }
 
 fn id_param(req: &Request<'_>) -> Result<u64, ApiError> {
@@ -127,7 +176,11 @@ async fn fetch_from(
     for rel in paths {
         let path = format!("{}/{rel}", host.addr.path.trim_end_matches('/'));
         let r = client
-            .send(host.call("GET", &path, rid), TIMEOUT, MAX_ANSWER)
+            .send(
+                host.call_on(Service::Main, "GET", &path, rid),
+                TIMEOUT,
+                MAX_ANSWER,
+            )
             .await
             .map_err(|e| e.to_string())?;
         match r.status {
@@ -253,5 +306,27 @@ mod tests {
         assert_eq!(checkpoint(&v1), checkpoint(&v2));
         assert_eq!(checkpoint(&v1).unwrap()["root_hash"], "0xdead");
         assert!(checkpoint(&json!({"result": {"id": 1}})).is_none());
+    }
+
+    #[test]
+    fn consensus_proxy_requests_go_to_the_service_that_serves_them() {
+        for (method, tail, service) in [
+            ("GET", "status", Service::Rpc),
+            ("GET", "block?height=5", Service::Rpc),
+            ("GET", "validators", Service::Rpc),
+            ("POST", "", Service::Rpc),
+            ("GET", "metrics", Service::Metrics),
+            ("GET", "checkpoints/latest", Service::Main),
+            (
+                "GET",
+                "cosmos/base/tendermint/v1beta1/blocks/latest",
+                Service::Main,
+            ),
+            ("GET", "bor/spans/3", Service::Main),
+            ("GET", "", Service::Main),
+            ("GET", "statusx", Service::Main),
+        ] {
+            assert_eq!(service_of(method, tail), service, "{method} {tail}");
+        }
     }
 }

@@ -247,7 +247,17 @@ pub async fn probe(
             })
         }
         ProbeKind::Heimdall => {
-            let r = get(format!("{base}/status")).await?;
+            // `/status` is Tendermint RPC's, on its own port when the host has `rpc_url`.
+            let (rpc, _) = host.service(super::Service::Rpc);
+            let path = format!("{}/status", rpc.path.trim_end_matches('/'));
+            let r = client
+                .send(
+                    host.call_on(super::Service::Rpc, "GET", &path, rid),
+                    timeout,
+                    1 << 20,
+                )
+                .await
+                .map_err(|e| e.to_string())?;
             if r.status != 200 {
                 return Err(format!("HTTP {}", r.status));
             }

@@ -18,6 +18,18 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The services a host can serve on endpoints of their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Service {
+    /// Its `url`: JSON-RPC, a REST API (beacon, Cosmos LCD).
+    #[default]
+    Main,
+    /// Tendermint RPC (`rpc_url`).
+    Rpc,
+    /// Prometheus metrics (`metrics_url`).
+    Metrics,
+}
+
 pub struct Host {
     pub id: String,
     pub pool: String,
@@ -31,6 +43,8 @@ pub struct Host {
     pub metrics: Option<(HostAddr, HttpPeer)>,
     /// Where WebSocket upgrades go when that is not `addr` (`ws_url`).
     pub ws: Option<(HostAddr, HttpPeer)>,
+    /// A heimdall's Tendermint RPC when it is not `addr` (`rpc_url`).
+    pub rpc: Option<(HostAddr, HttpPeer)>,
     /// Milliseconds since `epoch` until which this host is set aside.
     set_aside_until_ms: AtomicU64,
     pub health: HostHealth,
@@ -45,9 +59,23 @@ impl Host {
         }
     }
 
-    /// Its address when the lean client serves it (plain HTTP over TCP).
-    pub fn plain_addr(&self) -> Option<std::net::SocketAddr> {
-        plain_inet(&self.peer)
+    /// Where a request for one of the host's services goes (its URL when the service has
+    /// no endpoint of its own).
+    pub fn service(&self, service: Service) -> (&HostAddr, &HttpPeer) {
+        let own = match service {
+            Service::Main => None,
+            Service::Rpc => self.rpc.as_ref(),
+            Service::Metrics => self.metrics.as_ref(),
+        };
+        own.map_or((&self.addr, &self.peer), |(a, p)| (a, p))
+    }
+
+    /// Every endpoint a passthrough can reach is plain HTTP over TCP (what the lean front
+    /// proxies itself).
+    pub fn all_plain(&self) -> bool {
+        [Service::Main, Service::Rpc, Service::Metrics]
+            .into_iter()
+            .all(|s| plain_inet(self.service(s).1).is_some())
     }
 
     /// A bodiless request to `path` on this host, with the host's own headers.
@@ -57,9 +85,21 @@ impl Host {
         path: &'a str,
         request_id: &'a str,
     ) -> Call<'a> {
+        self.call_on(Service::Main, method, path, request_id)
+    }
+
+    /// `call` on one of the host's services.
+    pub fn call_on<'a>(
+        &'a self,
+        service: Service,
+        method: &'static str,
+        path: &'a str,
+        request_id: &'a str,
+    ) -> Call<'a> {
+        let (addr, peer) = self.service(service);
         Call {
-            peer: &self.peer,
-            authority: self.addr.authority(),
+            peer,
+            authority: addr.authority(),
             method,
             path,
             headers: &self.headers,
@@ -208,6 +248,11 @@ impl Pools {
                     .as_deref()
                     .map(|u| endpoint("metrics_url", HostAddr::parse(u), None))
                     .transpose()?;
+                let rpc = hc
+                    .rpc_url
+                    .as_deref()
+                    .map(|u| endpoint("rpc_url", HostAddr::parse(u), sni))
+                    .transpose()?;
                 let ws = hc
                     .ws_url
                     .as_deref()
@@ -224,6 +269,7 @@ impl Pools {
                     headers,
                     metrics,
                     ws,
+                    rpc,
                     set_aside_until_ms: AtomicU64::new(0),
                     health: HostHealth::default(),
                 }));
