@@ -43,6 +43,9 @@ umask 077
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$demo/admin-token"
 export CHAINEDGE_ADMIN_TOKEN
 CHAINEDGE_ADMIN_TOKEN=$(cat "$demo/admin-token")
+# The key firehose tokens are signed with (kept in memory only).
+export CHAINEDGE_FIREHOSE_SECRET
+CHAINEDGE_FIREHOSE_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 
 genesis_ts=$(date +%s)
 for port in 18545 18546; do

@@ -32,6 +32,7 @@ fn check(
         .arg("--app")
         .arg(dir.join("app.yaml"))
         .env("CHAINEDGE_ADMIN_TOKEN", "x")
+        .env("CHAINEDGE_FIREHOSE_SECRET", "f".repeat(64))
         .output()
         .unwrap();
     let _ = std::fs::remove_dir_all(&dir);
@@ -143,6 +144,7 @@ fn test_flag_validates_app_config_and_plugins() {
         .arg("--app")
         .arg(root().join("conf/demo.yaml"))
         .env("CHAINEDGE_ADMIN_TOKEN", "x")
+        .env("CHAINEDGE_FIREHOSE_SECRET", "f".repeat(64))
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);

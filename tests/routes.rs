@@ -152,6 +152,13 @@ fn every_manifest_route_is_classified_in_its_envelope() {
                     | "polygon_validators"
                     | "polygon_trace_replay"
                     | "polygon_trace_call" => (503, "pool_not_configured"),
+                    // No polygon_bor pool for logs, no polygon mempool watched here.
+                    "polygon_firehose_info"
+                        if route["path"].as_str().unwrap().ends_with("/logs") =>
+                    {
+                        (503, "pool_not_configured")
+                    }
+                    "polygon_firehose_info" => (503, "mempool_not_configured"),
                     // Nothing indexed or watched here.
                     "eth_wallet_tokens"
                     | "eth_wallet_nfts"

@@ -225,6 +225,8 @@ pub struct Loaded {
     /// `cluster.redis`, resolved: the Redis URL.
     pub cluster_redis: Option<Secret>,
     pub admin_token: Option<Secret>,
+    /// The key firehose connection tokens are signed with (`streams.firehose.secret`).
+    pub firehose_secret: Option<Secret>,
     /// SMTP user name and password, resolved from their references.
     pub smtp_credentials: Option<(Secret, Secret)>,
     /// `console.google.client_secret`, resolved.
@@ -320,6 +322,38 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
         },
         None => None,
     };
+    let firehose = &app.streams.firehose;
+    let firehose_secret = match &firehose.secret {
+        Some(r) => match r.resolve() {
+            Ok(s) if s.expose().len() >= 32 => Some(s),
+            Ok(_) => {
+                bad(
+                    "streams.firehose.secret",
+                    "must be at least 32 bytes (e.g. 64 hex digits)".into(),
+                );
+                None
+            }
+            Err(e) => {
+                bad("streams.firehose.secret", e);
+                None
+            }
+        },
+        None => None,
+    };
+    if !(1..=3600).contains(&firehose.token_ttl_secs) {
+        bad(
+            "streams.firehose.token_ttl_secs",
+            "must be 1 to 3600 seconds".into(),
+        );
+    }
+    if let Some(u) = &firehose.public_url {
+        if !(u.starts_with("ws://") || u.starts_with("wss://")) || u.ends_with('/') {
+            bad(
+                "streams.firehose.public_url",
+                format!("'{u}' must be a ws:// or wss:// origin like wss://api.example.com"),
+            );
+        }
+    }
     let email = &app.console.email;
     if email.outbox.is_some() && email.smtp.is_some() {
         bad(
@@ -544,6 +578,7 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
         store_postgres,
         cluster_redis,
         admin_token,
+        firehose_secret,
         smtp_credentials,
         google_secret,
         email_outbox: app.console.email.outbox.as_deref().map(rel),

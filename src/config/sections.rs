@@ -268,6 +268,37 @@ pub struct StreamsConf {
     /// WebSocket JSON-RPC sessions terminated at the edge.
     #[serde(default)]
     pub websocket: WebSocketConf,
+    /// The Polygon firehose channels (`/ws/polygon/{logs,mempool}`).
+    #[serde(default)]
+    pub firehose: FirehoseConf,
+}
+
+/// Firehose connection tokens: signed with `secret` (a secret reference, at least 32
+/// bytes), valid for `token_ttl_secs` (to connect; an open channel stays open), for a
+/// channel at `public_url` (default: `console.origin` with a ws scheme).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FirehoseConf {
+    #[serde(default)]
+    pub secret: Option<SecretRef>,
+    #[serde(default = "d_token_ttl")]
+    pub token_ttl_secs: u64,
+    #[serde(default)]
+    pub public_url: Option<String>,
+}
+
+impl Default for FirehoseConf {
+    fn default() -> Self {
+        FirehoseConf {
+            secret: None,
+            token_ttl_secs: d_token_ttl(),
+            public_url: None,
+        }
+    }
+}
+
+fn d_token_ttl() -> u64 {
+    60
 }
 
 /// Bounds of a WebSocket JSON-RPC session (`/rpc/eth` upgrades).
@@ -351,6 +382,7 @@ impl Default for StreamsConf {
             ping_interval_secs: d_ping(),
             max_streams: d_max_streams(),
             websocket: WebSocketConf::default(),
+            firehose: FirehoseConf::default(),
         }
     }
 }

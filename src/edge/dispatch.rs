@@ -27,6 +27,11 @@ impl Edge {
                 .websocket(session, ctx, route)
                 .await
                 .map(Outcome::WebSocket),
+            // Polygon firehose channels, opened by a signed token (`firehose.rs`).
+            HandlerKind::FirehoseWs if session.is_upgrade() => self
+                .firehose_upgrade(session, ctx, route)
+                .await
+                .map(Outcome::WebSocket),
             // One node stream per topic set, shared by every client (`streams::events`).
             HandlerKind::BeaconEvents => self
                 .beacon_events(session, ctx, route)

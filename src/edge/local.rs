@@ -115,6 +115,25 @@ impl Edge {
                 let chain = chain_of(route);
                 handlers::mempool::serve(&st.mempools, chain, &req)
             }
+            HandlerKind::PolygonFirehoseInfo => {
+                let channel = if route.name.ends_with(".mempool") {
+                    "mempool"
+                } else {
+                    "logs"
+                };
+                self.firehose_source_ready(channel)?;
+                let conf = &st.config.app.streams.firehose;
+                handlers::firehose::info(
+                    st.config
+                        .firehose_secret
+                        .as_ref()
+                        .map(|s| s.expose().as_bytes()),
+                    conf.token_ttl_secs,
+                    &self.firehose_url(),
+                    channel,
+                    &req,
+                )
+            }
             HandlerKind::EthValidatorIntel => {
                 let pool = self.pool(route.pool.as_deref().unwrap_or("eth_cl"))?;
                 handlers::intel::validator(&st.gateway.client, pool, &req).await
@@ -170,6 +189,20 @@ impl Edge {
                 handlers::indexed::tokens(&ix, req).await
             }
             _ => handlers::indexed::nfts(&ix, req).await,
+        }
+    }
+
+    /// Where clients open the firehose channels: `streams.firehose.public_url`, else the
+    /// console's origin with a WebSocket scheme.
+    fn firehose_url(&self) -> String {
+        let app = &self.state.config.app;
+        if let Some(u) = &app.streams.firehose.public_url {
+            return u.clone();
+        }
+        match app.console.origin.as_deref() {
+            Some(o) if o.starts_with("https://") => format!("wss://{}", &o[8..]),
+            Some(o) => format!("ws://{}", o.trim_start_matches("http://")),
+            None => "ws://127.0.0.1".into(),
         }
     }
 

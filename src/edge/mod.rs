@@ -23,6 +23,7 @@ mod context;
 mod cors;
 mod dispatch;
 mod downstream;
+mod firehose;
 mod guard;
 mod hop;
 mod local;

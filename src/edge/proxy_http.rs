@@ -281,7 +281,7 @@ impl Edge {
         for (k, v) in ctx.edge_headers() {
             let _ = h.append_header(k.to_string(), v);
         }
-        for (k, v) in websocket::handshake_headers(&up.accept) {
+        for (k, v) in websocket::handshake_headers(&up) {
             let _ = h.insert_header(k, v);
         }
         session.set_read_timeout(None);

@@ -38,12 +38,16 @@ use tokio_tungstenite::WebSocketStream;
 pub struct WsUpgrade {
     /// `Sec-WebSocket-Accept` for the 101.
     pub accept: String,
-    pool: String,
-    principal: Principal,
-    client_ip: Option<IpAddr>,
-    category: Option<String>,
-    request_id: String,
-    _slot: ConnectionSlot,
+    /// The subprotocol the 101 names (a firehose token offered as one).
+    pub protocol: Option<&'static str>,
+    /// A firehose channel (`logs`, `mempool`) rather than JSON-RPC.
+    pub(super) firehose: Option<&'static str>,
+    pub(super) pool: String,
+    pub(super) principal: Principal,
+    pub(super) client_ip: Option<IpAddr>,
+    pub(super) category: Option<String>,
+    pub(super) request_id: String,
+    pub(super) _slot: ConnectionSlot,
 }
 
 /// Open WebSocket connections per owner (API key, or client address when anonymous):
@@ -82,7 +86,7 @@ impl WsConnections {
     }
 
     /// A place among the owner's `cap`: on this instance first, then across instances.
-    async fn acquire(
+    pub(super) async fn acquire(
         self: &Arc<Self>,
         owner: String,
         cap: usize,
@@ -136,25 +140,7 @@ impl Edge {
         route: &Route,
     ) -> Result<WsUpgrade, ApiError> {
         let st = &*self.state;
-        let key = session
-            .header("sec-websocket-key")
-            .map(str::trim)
-            .filter(|k| is_handshake_key(k))
-            .ok_or_else(|| {
-                ApiError::new(
-                    400,
-                    "bad_request",
-                    "Sec-WebSocket-Key is missing or invalid",
-                )
-            })?;
-        if session.header("sec-websocket-version").map(str::trim) != Some("13") {
-            return Err(ApiError::new(
-                426,
-                "upgrade_required",
-                "only WebSocket version 13 is supported",
-            )
-            .with_header("Sec-WebSocket-Version", "13"));
-        }
+        let accept = handshake_accept(session)?;
         let pool = route.pool.clone().unwrap_or_else(|| "eth_el".into());
         self.pool(&pool)?;
         let principal = ctx.principal.clone().unwrap_or(Principal::Anonymous);
@@ -180,7 +166,9 @@ impl Edge {
             .acquire(owner, conf.max_connections(plan))
             .await?;
         Ok(WsUpgrade {
-            accept: tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes()),
+            accept,
+            protocol: None,
+            firehose: None,
             pool,
             principal,
             client_ip,
@@ -330,12 +318,40 @@ impl Edge {
 }
 
 /// The headers of the 101 that accepts an upgrade (both servers write them).
-pub fn handshake_headers(accept: &str) -> [(&'static str, &str); 3] {
-    [
+pub fn handshake_headers(up: &WsUpgrade) -> Vec<(&'static str, &str)> {
+    let mut h = vec![
         ("Upgrade", "websocket"),
         ("Connection", "Upgrade"),
-        ("Sec-WebSocket-Accept", accept),
-    ]
+        ("Sec-WebSocket-Accept", up.accept.as_str()),
+    ];
+    if let Some(p) = up.protocol {
+        h.push(("Sec-WebSocket-Protocol", p));
+    }
+    h
+}
+
+/// The handshake headers of an upgrade checked: its `Sec-WebSocket-Accept`.
+pub(super) fn handshake_accept<D: Downstream + ?Sized>(session: &D) -> Result<String, ApiError> {
+    let key = session
+        .header("sec-websocket-key")
+        .map(str::trim)
+        .filter(|k| is_handshake_key(k))
+        .ok_or_else(|| {
+            ApiError::new(
+                400,
+                "bad_request",
+                "Sec-WebSocket-Key is missing or invalid",
+            )
+        })?;
+    if session.header("sec-websocket-version").map(str::trim) != Some("13") {
+        return Err(ApiError::new(
+            426,
+            "upgrade_required",
+            "only WebSocket version 13 is supported",
+        )
+        .with_header("Sec-WebSocket-Version", "13"));
+    }
+    Ok(tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes()))
 }
 
 /// A `Sec-WebSocket-Key`: base64 of 16 bytes (RFC 6455 §4.1).
@@ -355,6 +371,9 @@ pub async fn serve<S>(state: Arc<State>, up: WsUpgrade, io: S)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    if let Some(channel) = up.firehose {
+        return super::firehose::serve(state, up, io, channel).await;
+    }
     let edge = Edge { state };
     let conf = edge.state.config.app.streams.websocket.clone();
     let max_message = edge.state.config.app.rpc.max_body_bytes;
@@ -367,32 +386,9 @@ where
         .max_message_size(Some(max_message))
         .max_frame_size(Some(max_message));
     let ws = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
-    let (mut sink, mut source) = ws.split();
-    let (out, mut queue) = mpsc::channel::<Message>(conf.send_queue.max(1));
-    let (close_tx, mut close_rx) = oneshot::channel::<CloseFrame>();
-    // The writer: queued messages in order; a close frame jumps the queue.
-    let writer = tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                biased;
-                frame = &mut close_rx => {
-                    if let Ok(frame) = frame {
-                        let _ = sink.send(Message::Close(Some(frame))).await;
-                    }
-                    break;
-                }
-                m = queue.recv() => match m {
-                    Some(m) => {
-                        if sink.send(m).await.is_err() {
-                            break;
-                        }
-                    }
-                    None => break,
-                },
-            }
-        }
-        let _ = sink.close().await;
-    });
+    let (sink, mut source) = ws.split();
+    let writer = Writer::spawn(sink, conf.send_queue);
+    let out = writer.out.clone();
     let mut subs = ClientSubscriptions::new(conf.max_subscriptions_per_connection);
     metrics::WS_SESSIONS.inc();
     let mut shutdown = crate::shutdown::server();
@@ -467,27 +463,77 @@ where
         }
     };
     drop(subs);
-    metrics::WS_SESSIONS.dec();
-    if close
-        .as_ref()
-        .is_some_and(|(code, _)| *code == CloseCode::Policy)
-    {
-        metrics::SLOW_CONSUMERS.inc();
-    }
-    if let Some((code, reason)) = close {
-        let _ = close_tx.send(CloseFrame {
-            code,
-            reason: Utf8Bytes::from(reason),
-        });
-    }
     drop(out);
-    // A client that reads nothing does not hold the task: the writer gets a few seconds.
-    let abort = writer.abort_handle();
-    if tokio::time::timeout(Duration::from_secs(5), writer)
-        .await
-        .is_err()
+    metrics::WS_SESSIONS.dec();
+    writer.finish(close).await;
+}
+
+/// A session's writer task: queued messages in order (the queue is the bounded send
+/// buffer); a close frame jumps the queue.
+pub(super) struct Writer {
+    pub(super) out: mpsc::Sender<Message>,
+    close: oneshot::Sender<CloseFrame>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Writer {
+    pub(super) fn spawn<S>(
+        mut sink: futures_util::stream::SplitSink<WebSocketStream<S>, Message>,
+        queue_len: usize,
+    ) -> Writer
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
-        abort.abort();
+        let (out, mut queue) = mpsc::channel::<Message>(queue_len.max(1));
+        let (close, mut close_rx) = oneshot::channel::<CloseFrame>();
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    biased;
+                    frame = &mut close_rx => {
+                        if let Ok(frame) = frame {
+                            let _ = sink.send(Message::Close(Some(frame))).await;
+                        }
+                        break;
+                    }
+                    m = queue.recv() => match m {
+                        Some(m) => {
+                            if sink.send(m).await.is_err() {
+                                break;
+                            }
+                        }
+                        None => break,
+                    },
+                }
+            }
+            let _ = sink.close().await;
+        });
+        Writer { out, close, task }
+    }
+
+    /// End the session: the close frame (if any) goes out, and a client that reads
+    /// nothing does not hold the task: the writer gets a few seconds.
+    pub(super) async fn finish(self, close: Option<(CloseCode, String)>) {
+        if close
+            .as_ref()
+            .is_some_and(|(code, _)| *code == CloseCode::Policy)
+        {
+            metrics::SLOW_CONSUMERS.inc();
+        }
+        if let Some((code, reason)) = close {
+            let _ = self.close.send(CloseFrame {
+                code,
+                reason: Utf8Bytes::from(reason),
+            });
+        }
+        drop(self.out);
+        let abort = self.task.abort_handle();
+        if tokio::time::timeout(Duration::from_secs(5), self.task)
+            .await
+            .is_err()
+        {
+            abort.abort();
+        }
     }
 }
 
@@ -501,7 +547,7 @@ fn text_or_binary(b: Bytes) -> Message {
 }
 
 /// Resolves when the server starts shutting down; never without a shutdown channel.
-async fn going_away(shutdown: &mut Option<pingora_core::server::ShutdownWatch>) {
+pub(super) async fn going_away(shutdown: &mut Option<pingora_core::server::ShutdownWatch>) {
     match shutdown {
         Some(rx) => {
             while !*rx.borrow_and_update() {

@@ -337,7 +337,7 @@ impl LeanFront {
             Ok(Outcome::Proxy(pass)) => proxy::pass(self, &mut req, &mut ctx, pass, closing).await,
             Ok(Outcome::Reply(reply)) => self.reply(&mut req, &ctx, reply, closing).await,
             Ok(Outcome::WebSocket(up)) => {
-                let out = switching_protocols(&ctx, &up.accept);
+                let out = switching_protocols(&ctx, &up);
                 let written = req.conn.write(&out).await;
                 self.edge.request_done(
                     &ctx,
@@ -516,13 +516,13 @@ fn local_answer(ctx: &Ctx, reply: &Reply, closing: bool, head_only: bool) -> Vec
 }
 
 /// The 101 of an accepted WebSocket upgrade, with the edge's headers.
-fn switching_protocols(ctx: &Ctx, accept: &str) -> Vec<u8> {
+fn switching_protocols(ctx: &Ctx, up: &WsUpgrade) -> Vec<u8> {
     let mut out = Vec::with_capacity(256);
     status_line(&mut out, 101, "");
     for (k, v) in ctx.edge_headers() {
         header(&mut out, k, v.as_bytes());
     }
-    for (k, v) in handshake_headers(accept) {
+    for (k, v) in handshake_headers(up) {
         header(&mut out, k, v.as_bytes());
     }
     out.extend_from_slice(b"\r\n");

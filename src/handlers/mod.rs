@@ -11,6 +11,7 @@
 
 pub mod base_page;
 pub mod beacon;
+pub mod firehose;
 pub mod heimdall;
 pub mod indexed;
 pub mod intel;

@@ -23,6 +23,7 @@ use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::broadcast;
 
 /// Stats windows, by name (the complete set the stats endpoints take).
 pub const WINDOWS: &[(&str, u64)] = &[("1m", 60), ("5m", 300), ("15m", 900), ("1h", 3600)];
@@ -49,6 +50,19 @@ pub struct PendingTx {
     pub first_seen: u64,
 }
 
+/// A pending transaction as the mempool firehose sends it.
+fn arrival_json(tx: &PendingTx) -> String {
+    json!({
+        "hash": tx.hash,
+        "from": tx.from,
+        "to": tx.to,
+        "nonce": tx.nonce,
+        "gas_price_wei": tx.gas_price_wei.to_string(),
+        "first_seen": tx.first_seen,
+    })
+    .to_string()
+}
+
 struct Arrival {
     at: Instant,
     from: String,
@@ -64,20 +78,36 @@ pub struct MempoolView {
     updated: Option<Instant>,
 }
 
+/// Arrivals kept for a slow firehose reader before it is dropped.
+const ARRIVALS_BACKLOG: usize = 1024;
+
 /// Every chain's view, shared by the watchers (writers) and the handlers (readers).
 #[derive(Default)]
 pub struct Mempools {
     views: HashMap<String, RwLock<MempoolView>>,
+    /// Each new pending transaction as JSON, for the firehose channels.
+    arrivals: HashMap<String, broadcast::Sender<Arc<str>>>,
 }
 
 impl Mempools {
     pub fn new(chains: impl IntoIterator<Item = String>) -> Mempools {
+        let chains: Vec<String> = chains.into_iter().collect();
         Mempools {
             views: chains
+                .iter()
+                .map(|c| (c.clone(), RwLock::new(MempoolView::default())))
+                .collect(),
+            arrivals: chains
                 .into_iter()
-                .map(|c| (c, RwLock::new(MempoolView::default())))
+                .map(|c| (c, broadcast::channel(ARRIVALS_BACKLOG).0))
                 .collect(),
         }
+    }
+
+    /// New pending transactions of `chain` as they arrive (the mempool firehose):
+    /// `{hash, from, to, nonce, gas_price_wei, first_seen}`.
+    pub fn arrivals(&self, chain: &str) -> Option<broadcast::Receiver<Arc<str>>> {
+        self.arrivals.get(chain).map(broadcast::Sender::subscribe)
     }
 
     pub fn watches(&self, chain: &str) -> bool {
@@ -287,6 +317,11 @@ impl Watcher {
                 continue;
             }
             tx.first_seen = unix;
+            if let Some(firehose) = self.mempools.arrivals.get(&self.chain) {
+                if firehose.receiver_count() > 0 {
+                    let _ = firehose.send(Arc::from(arrival_json(&tx).as_str()));
+                }
+            }
             view.arrivals.push_back(Arrival {
                 at: now,
                 from: tx.from.clone(),

@@ -1,0 +1,231 @@
+//! The Polygon firehose channels (`/ws/polygon/logs`, `/ws/polygon/mempool`): opened by
+//! a token from `/v1/polygon/firehose/…` (`handlers::firehose`), then one WebSocket
+//! text message per item, server to client:
+//!
+//! - `logs`: every log of the chain as `eth_subscribe("logs")` gives it (a reorged one
+//!   again with `removed: true`), from the hub's shared node subscription on
+//!   `polygon_bor` (`streams::subscriptions`): one node subscription for all channels.
+//! - `mempool`: every transaction the mempool watcher sees arrive
+//!   (`{hash, from, to, nonce, gas_price_wei, first_seen}`).
+//!
+//! The same bounds as a JSON-RPC session: the key's connection cap (by the plan the
+//! token carries), a bounded send buffer (a slow consumer is closed with 1008), ping and
+//! idle timeout, "going away" (1001) at shutdown. Messages from the client are not
+//! read as anything (control frames aside).
+
+use super::websocket::{going_away, handshake_accept, Writer};
+use super::{Ctx, Downstream, Edge, State, WsUpgrade};
+use crate::auth::Principal;
+use crate::errors::ApiError;
+use crate::handlers::firehose::{self, PROTOCOL};
+use crate::observe::metrics;
+use crate::routes::Route;
+use crate::streams::subscriptions::{ClientShare, Ended};
+use futures_util::StreamExt;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::broadcast;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::WebSocketStream;
+
+/// The pool and chain behind the channels.
+const POOL: &str = "polygon_bor";
+const CHAIN: &str = "polygon";
+
+impl Edge {
+    /// Check an upgrade to a firehose channel: the handshake, the token (signature,
+    /// channel, expiry), that the channel has a source, and the key's connection cap.
+    pub(super) async fn firehose_upgrade<D: Downstream + ?Sized>(
+        &self,
+        session: &D,
+        ctx: &mut Ctx,
+        route: &Route,
+    ) -> Result<WsUpgrade, ApiError> {
+        let st = &*self.state;
+        let accept = handshake_accept(session)?;
+        let channel = firehose::CHANNELS
+            .iter()
+            .copied()
+            .find(|c| route.name.ends_with(&format!(".{c}")))
+            .ok_or_else(ApiError::route_not_found)?;
+        let secret = st.config.firehose_secret.as_ref().ok_or_else(|| {
+            ApiError::new(
+                503,
+                "firehose_not_configured",
+                "the firehose is not configured here (streams.firehose.secret)",
+            )
+        })?;
+        let (token, as_protocol) = firehose::presented(
+            session.header("authorization"),
+            session.header("sec-websocket-protocol"),
+        )
+        .ok_or_else(|| {
+            ApiError::new(
+                401,
+                "invalid_token",
+                format!(
+                    "a firehose token is required: Authorization: Bearer <token>, or the subprotocols {PROTOCOL}, <token>"
+                ),
+            )
+        })?;
+        let grant = firehose::verify(secret.expose().as_bytes(), token, channel, firehose::now())
+            .map_err(firehose::Refused::error)?;
+        self.firehose_source_ready(channel)?;
+        let conf = &st.config.app.streams.websocket;
+        let slot = st
+            .ws_connections
+            .acquire(
+                format!("key:{}", grant.key_id),
+                conf.max_connections(&grant.plan),
+            )
+            .await?;
+        Ok(WsUpgrade {
+            accept,
+            protocol: as_protocol.then_some(PROTOCOL),
+            firehose: Some(channel),
+            pool: POOL.into(),
+            principal: Principal::Anonymous,
+            client_ip: ctx.client(session.client_ip()),
+            category: None,
+            request_id: ctx.request_id.clone(),
+            _slot: slot,
+        })
+    }
+
+    /// 503 when the channel's source is not configured here.
+    pub(super) fn firehose_source_ready(&self, channel: &str) -> Result<(), ApiError> {
+        let st = &*self.state;
+        match channel {
+            "mempool" if !st.mempools.watches(CHAIN) => Err(ApiError::new(
+                503,
+                "mempool_not_configured",
+                "the polygon mempool is not watched here (config `mempool.polygon`)",
+            )),
+            "logs" if st.pools.get(POOL).is_none() => Err(ApiError::new(
+                503,
+                "pool_not_configured",
+                format!("no {POOL} pool is configured"),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Where a channel's items come from.
+enum Feed {
+    Logs(ClientShare),
+    Mempool(broadcast::Receiver<Arc<str>>),
+}
+
+impl Feed {
+    async fn open(state: &State, channel: &str) -> Result<Feed, ApiError> {
+        match channel {
+            "logs" => {
+                let pool = state
+                    .pools
+                    .get(POOL)
+                    .ok_or_else(|| ApiError::new(503, "pool_not_configured", POOL))?;
+                let share = state
+                    .subscriptions
+                    .subscribe(pool, &json!(["logs", {}]))
+                    .await?;
+                Ok(Feed::Logs(share))
+            }
+            _ => state
+                .mempools
+                .arrivals(CHAIN)
+                .map(Feed::Mempool)
+                .ok_or_else(|| ApiError::new(503, "mempool_not_configured", CHAIN)),
+        }
+    }
+
+    /// The next item as a text message; `Err` when this reader fell too far behind.
+    async fn next(&mut self) -> Result<Message, Ended> {
+        match self {
+            Feed::Logs(share) => share
+                .recv()
+                .await
+                .map(|log| Message::text(String::from_utf8_lossy(&log).into_owned())),
+            Feed::Mempool(rx) => loop {
+                match rx.recv().await {
+                    Ok(tx) => return Ok(Message::text(&*tx)),
+                    Err(broadcast::error::RecvError::Lagged(_)) => return Err(Ended::Lagged),
+                    Err(broadcast::error::RecvError::Closed) => {
+                        std::future::pending::<()>().await;
+                    }
+                }
+            },
+        }
+    }
+}
+
+/// Run one firehose channel on `io` until either side ends it.
+pub(super) async fn serve<S>(state: Arc<State>, up: WsUpgrade, io: S, channel: &'static str)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let conf = state.config.app.streams.websocket.clone();
+    // The client sends nothing but control frames.
+    let config = WebSocketConfig::default()
+        .read_buffer_size(1024)
+        .write_buffer_size(0)
+        .max_write_buffer_size(1 << 20)
+        .max_message_size(Some(4096))
+        .max_frame_size(Some(4096));
+    let ws = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
+    let (sink, mut source) = ws.split();
+    let writer = Writer::spawn(sink, conf.send_queue);
+    let mut feed = match Feed::open(&state, channel).await {
+        Ok(f) => f,
+        Err(e) => {
+            let reason = format!("{}: {}", e.code, e.message);
+            writer.finish(Some((CloseCode::Again, reason))).await;
+            return;
+        }
+    };
+    metrics::WS_SESSIONS.inc();
+    let mut shutdown = crate::shutdown::server();
+    let idle = Duration::from_secs(conf.idle_timeout_secs.max(1));
+    let mut ping = tokio::time::interval(Duration::from_secs(conf.ping_interval_secs.max(1)));
+    ping.tick().await;
+    let mut heard = Instant::now();
+    let slow = || {
+        (
+            CloseCode::Policy,
+            "slow consumer: send buffer full".to_string(),
+        )
+    };
+    let close = loop {
+        tokio::select! {
+            msg = source.next() => match msg {
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break None,
+                Some(Ok(_)) => heard = Instant::now(),
+            },
+            item = feed.next() => match item {
+                Ok(m) => {
+                    if writer.out.try_send(m).is_err() {
+                        break Some(slow());
+                    }
+                }
+                Err(Ended::Lagged) => break Some(slow()),
+            },
+            _ = ping.tick() => {
+                if heard.elapsed() > idle {
+                    break Some((CloseCode::Normal, "idle timeout".into()));
+                }
+                if writer.out.try_send(Message::Ping(Default::default())).is_err() {
+                    break Some(slow());
+                }
+            }
+            _ = going_away(&mut shutdown) => {
+                break Some((CloseCode::Away, "server restarting; reconnect".into()));
+            }
+        }
+    };
+    metrics::WS_SESSIONS.dec();
+    drop(up);
+    writer.finish(close).await;
+}

@@ -1,0 +1,245 @@
+//! Polygon firehose connection info (`GET /v1/polygon/firehose/{logs,mempool}`) and the
+//! tokens that open its channels (`/ws/polygon/{logs,mempool}`).
+//!
+//! A token is short-lived (`streams.firehose.token_ttl_secs`, 60 s by default), bound
+//! to one channel and to the key it was issued to (its id, tenant and plan), and signed
+//! with HMAC-SHA256 under `streams.firehose.secret`. It is presented at connect time in
+//! `Authorization: Bearer <token>` or, from a browser, as the second WebSocket
+//! subprotocol after `chainedge.firehose.v1`; never in the URL, which ends up in logs
+//! and referrers. The channel checks the signature (in constant time), the channel
+//! and the expiry: a tampered, foreign-channel or expired token is refused, so a token
+//! replayed after its expiry opens nothing. Within its lifetime a token may be used
+//! again (a reconnect); the key's connection cap bounds how many channels it opens.
+
+use super::Request;
+use crate::errors::ApiError;
+use crate::reply::Reply;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use sha2::Sha256;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The WebSocket subprotocol a browser offers, followed by the token.
+pub const PROTOCOL: &str = "chainedge.firehose.v1";
+/// The channels a token can open.
+pub const CHANNELS: &[&str] = &["logs", "mempool"];
+/// Longest token accepted (a real one is about 200 bytes).
+const MAX_TOKEN: usize = 1024;
+
+/// What a token grants: one channel, to one key, until `expires` (Unix seconds).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grant {
+    #[serde(rename = "c")]
+    pub channel: String,
+    #[serde(rename = "k")]
+    pub key_id: String,
+    #[serde(rename = "t")]
+    pub tenant: String,
+    #[serde(rename = "p")]
+    pub plan: String,
+    #[serde(rename = "e")]
+    pub expires: u64,
+    /// Makes two tokens issued in the same second differ.
+    #[serde(rename = "n")]
+    pub nonce: String,
+}
+
+/// Why a token was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    Malformed,
+    BadSignature,
+    OtherChannel,
+    Expired,
+}
+
+impl Refused {
+    pub fn error(self) -> ApiError {
+        let (code, why) = match self {
+            Refused::Malformed => ("invalid_token", "the firehose token is malformed"),
+            Refused::BadSignature => ("invalid_token", "the firehose token's signature is wrong"),
+            Refused::OtherChannel => ("invalid_token", "the firehose token is for another channel"),
+            Refused::Expired => (
+                "token_expired",
+                "the firehose token has expired; ask /v1/polygon/firehose/… for a new one",
+            ),
+        };
+        ApiError::new(401, code, why)
+    }
+}
+
+type HmacSha256 = Hmac<Sha256>;
+
+fn mac(secret: &[u8]) -> HmacSha256 {
+    HmacSha256::new_from_slice(secret).expect("HMAC takes a key of any length")
+}
+
+/// `base64url(grant JSON) "." base64url(HMAC-SHA256(secret, first part))`.
+pub fn issue(secret: &[u8], grant: &Grant) -> String {
+    let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(grant).unwrap_or_default());
+    let mut m = mac(secret);
+    m.update(payload.as_bytes());
+    let sig = URL_SAFE_NO_PAD.encode(m.finalize().into_bytes());
+    format!("{payload}.{sig}")
+}
+
+/// The grant of a token for `channel`, if it is genuine and not expired at `now`.
+pub fn verify(secret: &[u8], token: &str, channel: &str, now: u64) -> Result<Grant, Refused> {
+    if token.len() > MAX_TOKEN {
+        return Err(Refused::Malformed);
+    }
+    let (payload, sig) = token.split_once('.').ok_or(Refused::Malformed)?;
+    let sig = URL_SAFE_NO_PAD
+        .decode(sig)
+        .map_err(|_| Refused::Malformed)?;
+    let mut m = mac(secret);
+    m.update(payload.as_bytes());
+    m.verify_slice(&sig).map_err(|_| Refused::BadSignature)?;
+    let grant: Grant = URL_SAFE_NO_PAD
+        .decode(payload)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .ok_or(Refused::Malformed)?;
+    if grant.channel != channel {
+        return Err(Refused::OtherChannel);
+    }
+    if now >= grant.expires {
+        return Err(Refused::Expired);
+    }
+    Ok(grant)
+}
+
+/// The token a WebSocket upgrade presents: `Authorization: Bearer …`, or the offered
+/// subprotocols `chainedge.firehose.v1, <token>` (then the answer names the protocol).
+pub fn presented<'a>(
+    authorization: Option<&'a str>,
+    protocols: Option<&'a str>,
+) -> Option<(&'a str, bool)> {
+    if let Some(t) = authorization
+        .and_then(|a| a.strip_prefix("Bearer "))
+        .map(str::trim)
+    {
+        return Some((t, false));
+    }
+    let mut offered = protocols?.split(',').map(str::trim);
+    let first = offered.next()?;
+    (first == PROTOCOL)
+        .then(|| offered.next())
+        .flatten()
+        .map(|t| (t, true))
+}
+
+pub fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// `GET /v1/polygon/firehose/{channel}`: where the channel is and a token to open it.
+pub fn info(
+    secret: Option<&[u8]>,
+    ttl_secs: u64,
+    public_url: &str,
+    channel: &str,
+    req: &Request<'_>,
+) -> Result<Reply, ApiError> {
+    let Some(secret) = secret else {
+        return Err(ApiError::new(
+            503,
+            "firehose_not_configured",
+            "the firehose is not configured here (streams.firehose.secret)",
+        ));
+    };
+    let key = req.key().ok_or_else(|| {
+        ApiError::new(
+            403,
+            "api_key_required",
+            "a firehose token is issued to an API key",
+        )
+    })?;
+    let expires = now() + ttl_secs;
+    let grant = Grant {
+        channel: channel.to_string(),
+        key_id: key.key_id.clone(),
+        tenant: key.tenant_id.clone(),
+        plan: key.plan.clone(),
+        expires,
+        nonce: format!("{:016x}", rand::random::<u64>()),
+    };
+    let token = issue(secret, &grant);
+    let body = json!({
+        "channel": channel,
+        "url": format!("{public_url}/ws/polygon/{channel}"),
+        "token": token,
+        "protocol": PROTOCOL,
+        "expires_at": httpdate::fmt_http_date(UNIX_EPOCH + std::time::Duration::from_secs(expires)),
+        "expires_in_secs": ttl_secs,
+    });
+    // A bearer credential: never cached by anything in between.
+    Ok(Reply::json(200, body.to_string()).with_headers(vec![("Cache-Control", "no-store".into())]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grant(expires: u64) -> Grant {
+        Grant {
+            channel: "logs".into(),
+            key_id: "k1".into(),
+            tenant: "t1".into(),
+            plan: "business".into(),
+            expires,
+            nonce: "00".into(),
+        }
+    }
+
+    #[test]
+    fn a_token_opens_its_channel_until_it_expires_and_nothing_else() {
+        let secret = [7u8; 32];
+        let t = issue(&secret, &grant(1_000));
+        assert_eq!(verify(&secret, &t, "logs", 999), Ok(grant(1_000)));
+        assert_eq!(verify(&secret, &t, "logs", 1_000), Err(Refused::Expired));
+        assert_eq!(
+            verify(&secret, &t, "mempool", 999),
+            Err(Refused::OtherChannel)
+        );
+        assert_eq!(
+            verify(&[8u8; 32], &t, "logs", 999),
+            Err(Refused::BadSignature)
+        );
+        // A changed grant (a later expiry, another plan) no longer matches its signature.
+        let (payload, sig) = t.split_once('.').unwrap();
+        let longer = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&grant(9_999)).unwrap());
+        assert_eq!(
+            verify(&secret, &format!("{longer}.{sig}"), "logs", 999),
+            Err(Refused::BadSignature)
+        );
+        for bad in [
+            "",
+            "x",
+            ".",
+            "a.b",
+            &format!("{payload}."),
+            &"a".repeat(2000),
+        ] {
+            assert!(verify(&secret, bad, "logs", 999).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn tokens_come_in_a_bearer_header_or_as_a_subprotocol() {
+        assert_eq!(presented(Some("Bearer abc"), None), Some(("abc", false)));
+        assert_eq!(
+            presented(None, Some("chainedge.firehose.v1, abc.def")),
+            Some(("abc.def", true))
+        );
+        assert_eq!(presented(None, Some("other, abc")), None);
+        assert_eq!(presented(None, Some("chainedge.firehose.v1")), None);
+        assert_eq!(presented(Some("Basic xyz"), None), None);
+    }
+}
