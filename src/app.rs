@@ -3,8 +3,8 @@
 //! cluster link, mempool watchers, indexers and the metrics listener.
 
 use crate::{
-    auth, cluster, config, console, edge, front, handlers, index, limits, mempool, observe, pools,
-    routes, rpc, store, streams, upstream,
+    auth, capacity, cluster, config, console, edge, front, handlers, index, limits, mempool,
+    observe, pools, routes, rpc, store, streams, upstream,
 };
 use pingora_core::listeners::tls::TlsSettings;
 use pingora_core::listeners::{L4BufferSettings, ListenerConfig};
@@ -227,6 +227,16 @@ pub fn serve(mut opt: Opt, loaded: Loaded) -> Result<(), String> {
     for indexer in indexers {
         server.add_service(pingora_core::services::background::background_service(
             "indexer", indexer,
+        ));
+    }
+    // The consensus-layer capacity series (src/capacity.rs), when there is an eth_cl pool.
+    if state.pools.get(capacity::POOL).is_some() {
+        server.add_service(pingora_core::services::background::background_service(
+            "capacity series",
+            capacity::Sampler {
+                pools: state.pools.clone(),
+                store: state.store.clone(),
+            },
         ));
     }
 

@@ -13,7 +13,8 @@
 //! - **Surfaces**: `handlers` (local handlers: a plain `handlers::Request` in, a
 //!   `reply::Reply` or `reply::EventStream` out), `console` (sign-in and keys), `rpc`
 //!   (the JSON-RPC gateway), `streams` (shared node subscriptions), and the background
-//!   producers behind product routes: `index` (the chain indexer), `mempool` (watchers).
+//!   producers behind product routes: `index` (the chain indexer), `mempool` (watchers),
+//!   `capacity` (the consensus-layer capacity series).
 //! - **Fleet**: `pools` (hosts, health, order of attempts), `upstream` (the client to
 //!   nodes).
 //! - **Policy and data**: `routes` (manifests → the route table), `auth`, `limits`,
@@ -51,6 +52,7 @@ mod edge;
 mod front;
 
 // Surfaces.
+mod capacity;
 mod console;
 mod handlers;
 mod index;

@@ -125,3 +125,84 @@ fn validator_intel_maps_the_beacon_api_and_refuses_bad_indexes_first() {
         (403, Some("business"))
     );
 }
+
+/// The capacity series: what the edge sent the consensus hosts, sampled every second in
+/// the background and stored; read per minute, all hosts or one client's; bad ranges and
+/// clients refused.
+#[test]
+fn the_capacity_series_counts_what_the_hosts_served() {
+    let reads = Arc::new(AtomicUsize::new(0));
+    let (teku, lighthouse) = (beacon(false, reads.clone()), beacon(false, reads.clone()));
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_cl:\n    hosts:\n      - {{id: cl-teku-1, url: \"{}\", family: cl-teku}}\n      - {{id: cl-lighthouse-1, url: \"{}\", family: cl-lighthouse}}\n",
+            teku.url(),
+            lighthouse.url()
+        ),
+        extra_yaml: UNLIMITED.into(),
+        ..Default::default()
+    });
+    let (pro, business) = (gw.key("pro", &[]), gw.key("business", &[]));
+    for _ in 0..40 {
+        let r = gw.get("/v1/eth/intel/validator/0", &[("x-token", &business)]);
+        assert_eq!(r.status, 200);
+    }
+    let series = |query: &str| {
+        gw.get(
+            &format!("/v1/eth/intel/validator/series{query}"),
+            &[("x-token", &business)],
+        )
+    };
+    let total = |v: &Value, field: &str| {
+        v["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p[field].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    // Flushed within a few seconds.
+    let mut all = Value::Null;
+    for _ in 0..40 {
+        all = series("").json();
+        if total(&all, "requests") >= 40 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    assert_eq!(total(&all, "requests"), 40, "{all}");
+    assert_eq!(all["measure"], "cl_rps_ceiling");
+    assert_eq!(all["step_secs"], 60);
+    let peak = all["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["rps_ceiling"].as_u64().unwrap())
+        .max()
+        .unwrap();
+    assert!((1..=40).contains(&peak), "{all}");
+    assert_eq!(all["points"][0]["hosts"], 2);
+    let teku_only = series("?client=cl-teku").json();
+    assert_eq!(teku_only["points"][0]["hosts"], 1, "{teku_only}");
+    assert_eq!(teku_only["client"], "cl-teku");
+    assert!(total(&teku_only, "requests") < 40);
+    // A range in the past holds nothing; bad input is refused.
+    assert_eq!(series("?from=0&to=3600").json()["points"], json!([]));
+    for bad in [
+        "?client=el-geth",
+        "?client=prysm",
+        "?from=100&to=100",
+        "?from=0&to=90000",
+        "?from=-5",
+        "?to=abc",
+    ] {
+        let r = series(bad);
+        assert_eq!(
+            (r.status, r.json()["error"].as_str()),
+            (400, Some("invalid_params")),
+            "{bad}"
+        );
+    }
+    let r = gw.get("/v1/eth/intel/validator/series", &[("x-token", &pro)]);
+    assert_eq!(r.status, 403);
+}

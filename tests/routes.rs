@@ -145,6 +145,8 @@ fn every_manifest_route_is_classified_in_its_envelope() {
                     _ if disabled => (503, "route_disabled"),
                     "json_rpc" | "mesh_health" | "polygon_mesh_health" | "mesh_hosts" => (200, ""),
                     "eth_wallet_balance" => (200, ""),
+                    // The store answers (an empty series: no eth_cl pool here).
+                    "eth_validator_series" => (200, ""),
                     // No polygon_bor or polygon_heimdall pool here.
                     "polygon_wallet_balance"
                     | "polygon_checkpoint"
@@ -213,6 +215,8 @@ fn every_manifest_route_is_classified_in_its_envelope() {
                         assert_eq!(r.json()["result"], "0x1", "{}", ctx(method));
                     } else if handler == "eth_wallet_balance" {
                         assert!(r.json()["wei"].is_string(), "{}", ctx(method));
+                    } else if handler == "eth_validator_series" {
+                        assert!(r.json()["points"].is_array(), "{}", ctx(method));
                     } else {
                         assert!(r.json()["generated_at"].is_string(), "{}", ctx(method));
                     }

@@ -4,6 +4,7 @@
 
 mod common;
 
+use chainedge::store::capacity::{HostMinute, SeriesPoint};
 use chainedge::store::console::{Challenge, CodeCheck, Identity, MAX_KEYS_PER_USER};
 use chainedge::store::sql::Dialect;
 use chainedge::store::{sha256, Store, Target};
@@ -21,6 +22,69 @@ async fn suite(target: Target, dialect: Dialect) {
     default_and_user_keys(&store).await;
     codes_and_challenges(&store).await;
     concurrency(&store).await;
+    capacity_series(&store).await;
+}
+
+/// The capacity series: a minute written in parts adds its counts and keeps the larger
+/// peak; the series sums hosts per minute, filters by client, reads a half-open range;
+/// pruning drops old minutes.
+async fn capacity_series(store: &Store) {
+    let row = |minute: i64, host: &str, family: &str, peak: i64, requests: i64, failures: i64| {
+        HostMinute {
+            minute,
+            host: host.into(),
+            family: family.into(),
+            peak_rps: peak,
+            requests,
+            failures,
+        }
+    };
+    store
+        .record_capacity(&[
+            row(60, "cl-a", "cl-teku", 5, 100, 1),
+            row(60, "cl-b", "cl-lighthouse", 7, 50, 0),
+        ])
+        .await
+        .unwrap();
+    // The same minute again (a later part of it, or another instance).
+    store
+        .record_capacity(&[
+            row(60, "cl-a", "cl-teku", 3, 20, 2),
+            row(120, "cl-a", "cl-teku", 9, 9, 0),
+        ])
+        .await
+        .unwrap();
+    let all = store.capacity_series(0, 180, None).await.unwrap();
+    assert_eq!(
+        all,
+        vec![
+            SeriesPoint {
+                minute: 60,
+                rps_ceiling: 12,
+                hosts: 2,
+                requests: 170,
+                failures: 3
+            },
+            SeriesPoint {
+                minute: 120,
+                rps_ceiling: 9,
+                hosts: 1,
+                requests: 9,
+                failures: 0
+            },
+        ]
+    );
+    let teku = store
+        .capacity_series(0, 180, Some("cl-teku"))
+        .await
+        .unwrap();
+    assert_eq!(
+        teku.iter().map(|p| p.rps_ceiling).collect::<Vec<_>>(),
+        vec![5, 9]
+    );
+    assert_eq!(store.capacity_series(60, 120, None).await.unwrap().len(), 1);
+    assert_eq!(store.prune_capacity(120).await.unwrap(), 2);
+    assert_eq!(store.capacity_series(0, 180, None).await.unwrap().len(), 1);
 }
 
 async fn keys(store: &Store) {

@@ -134,6 +134,7 @@ impl Edge {
                     &req,
                 )
             }
+            HandlerKind::EthValidatorSeries => handlers::intel::series(&st.store, &req).await,
             HandlerKind::EthValidatorIntel => {
                 let pool = self.pool(route.pool.as_deref().unwrap_or("eth_cl"))?;
                 handlers::intel::validator(&st.gateway.client, pool, &req).await

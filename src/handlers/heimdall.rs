@@ -14,6 +14,7 @@
 
 use super::Request;
 use crate::errors::ApiError;
+use crate::observe::metrics;
 use crate::pools::{Host, Pool, Service};
 use crate::reply::Reply;
 use crate::routes::spec::HandlerKind;
@@ -143,7 +144,12 @@ async fn fetch(
     }
     let mut last = String::new();
     for host in &hosts {
-        match fetch_from(client, host, paths, rid).await {
+        metrics::upstream_attempt(&host.pool, &host.id);
+        let answer = fetch_from(client, host, paths, rid).await;
+        if answer.is_err() {
+            metrics::upstream_failure(&host.pool, &host.id, "transport");
+        }
+        match answer {
             Ok(Some(v)) => return Ok((v, host.id.clone())),
             Ok(None) => {
                 return Err(ApiError::new(

@@ -3,14 +3,20 @@
 //! beacon API (`/eth/v1/beacon/states/head/validators/{index}`) and mapped to SPEC's
 //! validator state.
 //!
+//! `GET /v1/eth/intel/validator/series`: the capacity series the edge samples itself
+//! (`src/capacity.rs` defines the measure), read from the store in bounded ranges.
+//!
 //! The index is checked first (decimal, 0 to 2^63−1; anything else is SPEC's 404
 //! `invalid_params` and reaches no node). A beacon node's 404 means no such validator
 //! (the same 404); any other failure moves on to the next healthy host.
 
 use super::Request;
+use crate::config::FAMILIES;
 use crate::errors::ApiError;
+use crate::observe::metrics;
 use crate::pools::{Host, Pool};
 use crate::reply::Reply;
+use crate::store::Store;
 use crate::upstream::UpstreamClient;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -50,7 +56,12 @@ pub async fn validator(
     }
     let mut last = String::new();
     for host in &hosts {
-        match fetch(client, host, index, req.request_id).await {
+        metrics::upstream_attempt(&host.pool, &host.id);
+        let answer = fetch(client, host, index, req.request_id).await;
+        if answer.is_err() {
+            metrics::upstream_failure(&host.pool, &host.id, "transport");
+        }
+        match answer {
             Ok(Some(answer)) => {
                 let state = validator_state(&answer).ok_or_else(|| {
                     ApiError::new(
@@ -79,6 +90,82 @@ pub async fn validator(
         "upstream_unavailable",
         format!("no beacon host answered ({last})"),
     ))
+}
+
+/// Longest range one request reads: a day of minutes.
+pub const MAX_RANGE_SECS: i64 = 24 * 3600;
+/// Range when `from` is not given: the last hour.
+pub const DEFAULT_RANGE_SECS: i64 = 3600;
+
+/// `GET /v1/eth/intel/validator/series?client=&from=&to=`: per minute in `[from, to)`
+/// (Unix seconds, aligned down to the minute; default the last hour, at most a day),
+/// the sum of the hosts' RPS ceilings, all hosts or one client implementation's.
+pub async fn series(store: &Store, req: &Request<'_>) -> Result<Reply, ApiError> {
+    let client = req.query_param("client");
+    if let Some(c) = &client {
+        if !(c.starts_with("cl-") && FAMILIES.contains(&c.as_str())) {
+            let known: Vec<&str> = FAMILIES
+                .iter()
+                .copied()
+                .filter(|f| f.starts_with("cl-"))
+                .collect();
+            return Err(ApiError::invalid_params(format!(
+                "client is a consensus-layer client: {}",
+                known.join(", ")
+            )));
+        }
+    }
+    let unix = |name: &str| -> Result<Option<i64>, ApiError> {
+        match req.query_param(name) {
+            None => Ok(None),
+            Some(v) => v
+                .parse::<i64>()
+                .ok()
+                .filter(|n| (0..=i64::MAX / 2).contains(n) && v.bytes().all(|b| b.is_ascii_digit()))
+                .map(Some)
+                .ok_or_else(|| {
+                    ApiError::invalid_params(format!("{name} is a time in Unix seconds"))
+                }),
+        }
+    };
+    let now = crate::store::now();
+    let to = unix("to")?.unwrap_or(now + 60) / 60 * 60;
+    let from = unix("from")?.unwrap_or(to - DEFAULT_RANGE_SECS) / 60 * 60;
+    if from >= to {
+        return Err(ApiError::invalid_params("from must be before to"));
+    }
+    if to - from > MAX_RANGE_SECS {
+        return Err(ApiError::invalid_params(format!(
+            "a range is at most {MAX_RANGE_SECS} seconds (a day of minutes)"
+        )));
+    }
+    let points = store
+        .capacity_series(from, to, client.as_deref())
+        .await
+        .map_err(|e| {
+            log::warn!("capacity series: {e}");
+            ApiError::new(
+                503,
+                "store_unavailable",
+                "the capacity series cannot be read now",
+            )
+        })?;
+    let points: Vec<Value> = points
+        .iter()
+        .map(|p| {
+            json!({"t": p.minute, "rps_ceiling": p.rps_ceiling, "hosts": p.hosts,
+                   "requests": p.requests, "failures": p.failures})
+        })
+        .collect();
+    let body = json!({
+        "measure": "cl_rps_ceiling",
+        "step_secs": 60,
+        "client": client,
+        "from": from,
+        "to": to,
+        "points": points,
+    });
+    Ok(Reply::json(200, body.to_string()))
 }
 
 /// `validator_index`: a decimal int64 ≥ 0 (SPEC answers a malformed one with 404).

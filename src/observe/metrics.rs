@@ -432,6 +432,25 @@ pub fn upstream_attempt(pool: &str, host: &str) {
     });
 }
 
+/// Calls sent to a host so far, and how many of them failed (every reason).
+pub fn upstream_counts(pool: &str, host: &str) -> (u64, u64) {
+    use prometheus::core::Collector;
+    let attempts = UPSTREAM_ATTEMPTS.with_label_values(&[pool, host]).get();
+    let labelled = |m: &prometheus::proto::Metric, name: &str, value: &str| {
+        m.get_label()
+            .iter()
+            .any(|l| l.get_name() == name && l.get_value() == value)
+    };
+    let failures = UPSTREAM_FAILURES
+        .collect()
+        .iter()
+        .flat_map(|family| family.get_metric())
+        .filter(|m| labelled(m, "pool", pool) && labelled(m, "host", host))
+        .map(|m| m.get_counter().get_value() as u64)
+        .sum();
+    (attempts, failures)
+}
+
 pub fn upstream_failure(pool: &str, host: &str, reason: &str) {
     UPSTREAM_FAILURES
         .with_label_values(&[pool, host, reason])

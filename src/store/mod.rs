@@ -6,6 +6,7 @@
 //! run (`sql.rs`), with `$1` parameters; the migrations are one list. Nothing here runs
 //! on the proxying path: keys are read through the key cache (`auth::keys`) on a miss.
 
+pub mod capacity;
 pub mod console;
 pub mod index;
 pub mod postgres;
@@ -147,6 +148,19 @@ CREATE TABLE tokens (
     decimals INTEGER,
     fetched_at INTEGER NOT NULL,
     PRIMARY KEY (chain, address)
+);
+"#,
+    // The consensus-layer capacity series (`src/capacity.rs`, `store/capacity.rs`): per
+    // minute and host, the most requests it served in one second, and the minute's totals.
+    r#"
+CREATE TABLE cl_capacity (
+    minute INTEGER NOT NULL,
+    host TEXT NOT NULL,
+    family TEXT NOT NULL,
+    peak_rps INTEGER NOT NULL,
+    requests INTEGER NOT NULL,
+    failures INTEGER NOT NULL,
+    PRIMARY KEY (minute, host)
 );
 "#,
 ];
