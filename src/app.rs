@@ -311,6 +311,7 @@ pub(crate) fn edge_state(
         subscriptions,
         events: Arc::new(streams::events::EventsHub::default()),
         sent: Default::default(),
+        peer_graphs: Default::default(),
         matcher,
         config: app,
         pools,

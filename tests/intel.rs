@@ -206,3 +206,149 @@ fn the_capacity_series_counts_what_the_hosts_served() {
     let r = gw.get("/v1/eth/intel/validator/series", &[("x-token", &pro)]);
     assert_eq!(r.status, 403);
 }
+
+/// An execution node answering `admin_nodeInfo` and `admin_peers` as geth does
+/// (`peers`: (node id, client, inbound, rtt)); counts `admin_peers` calls.
+fn geth(
+    id: &'static str,
+    peers: Vec<(&'static str, &'static str, bool, Option<f64>)>,
+    calls: Arc<AtomicUsize>,
+) -> Fixture {
+    Fixture::start(move |req| {
+        let v: Value = serde_json::from_slice(&req.body).unwrap_or_default();
+        let answer = |call: &Value| {
+            let result = match call["method"].as_str() {
+                Some("eth_blockNumber") => json!("0x10"),
+                Some("eth_syncing") => json!(false),
+                Some("admin_nodeInfo") => json!({"id": id, "name": format!("Geth/{}", &id[..4]),
+                    "enode": format!("enode://{id}@127.0.0.1:30303"), "ip": "127.0.0.1"}),
+                Some("admin_peers") => {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    Value::Array(peers.iter().map(|(pid, client, inbound, rtt)| {
+                        let mut network = json!({"inbound": inbound, "trusted": false, "static": false,
+                            "localAddress": "127.0.0.1:30303", "remoteAddress": "127.0.0.1:40000"});
+                        if let Some(r) = rtt {
+                            network["rtt"] = json!(r);
+                        }
+                        json!({"id": pid, "name": client, "enode": format!("enode://{pid}@127.0.0.1:30303"),
+                               "caps": ["eth/68"], "network": network, "protocols": {"eth": {"version": 68}}})
+                    }).collect())
+                }
+                _ => Value::Null,
+            };
+            json!({"jsonrpc": "2.0", "id": call["id"], "result": result})
+        };
+        match &v {
+            Value::Array(calls) => {
+                FixtureResponse::json(Value::Array(calls.iter().map(answer).collect()))
+            }
+            call => FixtureResponse::json(answer(call)),
+        }
+    })
+}
+
+#[test]
+fn the_peer_graph_walks_out_through_the_fleet() {
+    const A: &str = "aaaa000000000000000000000000000000000000000000000000000000000000";
+    const B: &str = "bbbb000000000000000000000000000000000000000000000000000000000000";
+    const X: &str = "cccc000000000000000000000000000000000000000000000000000000000000";
+    const Y: &str = "dddd000000000000000000000000000000000000000000000000000000000000";
+    let calls = Arc::new(AtomicUsize::new(0));
+    let a = geth(
+        A,
+        vec![
+            (B, "Geth/bbbb", false, None),
+            (X, "Erigon/v2.60", true, None),
+        ],
+        calls.clone(),
+    );
+    let b = geth(
+        B,
+        vec![
+            (A, "Geth/aaaa", true, None),
+            (Y, "reth/v1.1", false, Some(7.5)),
+        ],
+        calls.clone(),
+    );
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-a, url: \"{}\", family: el-geth, capabilities: [admin]}}\n      - {{id: el-b, url: \"{}\", family: el-geth, role: fallback, capabilities: [admin]}}\n",
+            a.url(),
+            b.url()
+        ),
+        extra_yaml: UNLIMITED.into(),
+        ..Default::default()
+    });
+    let (business, enterprise) = (gw.key("business", &[]), gw.key("enterprise", &[]));
+    let get = |path: &str| gw.get(path, &[("x-token", &enterprise)]);
+    let edges = |v: &Value| -> Vec<(String, String, String)> {
+        v["edges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["from_host"].as_str().unwrap().into(),
+                    e["to_host"].as_str().unwrap().into(),
+                    e["direction"].as_str().unwrap().into(),
+                )
+            })
+            .collect()
+    };
+    // Depth 1: the primary's own peers; the fallback is named by its id.
+    let d1 = get("/v1/eth/intel/peer-graph").json();
+    assert_eq!(
+        edges(&d1),
+        vec![
+            ("el-a".into(), X.into(), "inbound".into()),
+            ("el-a".into(), "el-b".into(), "outbound".into())
+        ],
+        "{d1}"
+    );
+    assert!(d1["observed_at"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(d1["edges"][0]["client"], "Erigon/v2.60");
+    // Depth 2 reaches the fallback's peers; its report of the same connection is one edge.
+    let d2 = get("/v1/eth/intel/peer-graph?depth=2").json();
+    assert_eq!(edges(&d2).len(), 3, "{d2}");
+    let to_y = d2["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["to_host"] == Y)
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (to_y["from_host"].as_str(), to_y["latency_ms"].as_f64()),
+        (Some("el-b"), Some(7.5))
+    );
+    assert_eq!(
+        edges(&get("/v1/eth/intel/peer-graph?depth=3").json()).len(),
+        3
+    );
+    // A snapshot is answered again without asking the nodes.
+    let before = calls.load(Ordering::SeqCst);
+    assert_eq!(
+        get("/v1/eth/intel/peer-graph?depth=2").json()["observed_at"],
+        d2["observed_at"]
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), before);
+    // One host's neighbours.
+    let h = get("/v1/eth/intel/peer-graph/host/el-b").json();
+    assert_eq!(h["enode"], format!("enode://{B}@127.0.0.1:30303"));
+    assert_eq!(h["peers"].as_array().unwrap().len(), 2, "{h}");
+    assert_eq!(h["peers"][0]["direction"], "inbound");
+    assert_eq!(get("/v1/eth/intel/peer-graph/host/el-nope").status, 404);
+    for bad in ["0", "4", "x", "1.5"] {
+        let r = get(&format!("/v1/eth/intel/peer-graph?depth={bad}"));
+        assert_eq!(
+            (r.status, r.json()["error"].as_str()),
+            (400, Some("invalid_params")),
+            "{bad}"
+        );
+    }
+    let r = gw.get("/v1/eth/intel/peer-graph", &[("x-token", &business)]);
+    assert_eq!(
+        (r.status, r.json()["required_tier"].as_str()),
+        (403, Some("enterprise"))
+    );
+}

@@ -191,7 +191,9 @@ fn every_manifest_route_is_classified_in_its_envelope() {
                     | "eth_validator_intel" => (503, "pool_not_configured"),
                     "mev_share_sse" => (503, "no_mev_share_upstream"),
                     // Loopback is admin; the sampled host id does not exist.
-                    "host_rpc" => (404, "unknown_host"),
+                    "host_rpc" | "eth_peer_graph_host" => (404, "unknown_host"),
+                    // No eth_el host here has the admin capability.
+                    "eth_peer_graph" => (503, "no_upstream"),
                     "builder_rpc" | "private_rpc" => (503, "pool_not_configured"),
                     // Senders with an empty body.
                     "eth_sender_raw" | "eth_sender_bundle" | "polygon_sender_raw" => {

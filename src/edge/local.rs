@@ -134,6 +134,14 @@ impl Edge {
                     &req,
                 )
             }
+            HandlerKind::EthPeerGraph => {
+                let pool = self.pool(route.pool.as_deref().unwrap_or("eth_el"))?;
+                handlers::peer_graph::graph(&st.peer_graphs, &st.gateway, pool, &req).await
+            }
+            HandlerKind::EthPeerGraphHost => {
+                let pool = self.pool(route.pool.as_deref().unwrap_or("eth_el"))?;
+                handlers::peer_graph::host(&st.gateway, pool, &req).await
+            }
             HandlerKind::EthValidatorSeries => handlers::intel::series(&st.store, &req).await,
             HandlerKind::EthValidatorIntel => {
                 let pool = self.pool(route.pool.as_deref().unwrap_or("eth_cl"))?;

@@ -73,6 +73,8 @@ pub struct State {
     pub events: Arc<crate::streams::events::EventsHub>,
     /// Transactions the REST senders took recently (resends are answered once).
     pub sent: crate::handlers::sent::SentTransactions,
+    /// Peer-graph snapshots by depth.
+    pub peer_graphs: crate::handlers::peer_graph::PeerGraphs,
 }
 
 pub struct Edge {
