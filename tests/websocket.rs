@@ -691,3 +691,124 @@ fn a_slow_call_does_not_hold_back_the_next_one() {
         (Some("slow"), Some("0x64"))
     );
 }
+
+/// `logs` across a node failure where the two nodes are on different branches: the logs
+/// the dead node delivered from blocks the other does not have come again with
+/// `removed: true` (newest first), then the other node's logs from that height, then its
+/// new ones; each once, with no client action.
+#[test]
+fn logs_are_withdrawn_and_refilled_when_the_next_node_is_on_another_branch() {
+    use std::sync::atomic::Ordering;
+    let mut nodes = [Some(Anvil::start(1, &[])), Some(Anvil::start(1, &[]))];
+    let proxies = [
+        counting_proxy(nodes[0].as_ref().unwrap().port),
+        counting_proxy(nodes[1].as_ref().unwrap().port),
+    ];
+    let hosts: String = (0..2)
+        .map(|i| {
+            format!(
+                "      - {{id: el-{i}, url: \"{}\", ws_url: \"ws://127.0.0.1:{}\", family: el-anvil, capabilities: [ws]}}\n",
+                nodes[i].as_ref().unwrap().url(),
+                proxies[i].port
+            )
+        })
+        .collect();
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!("  eth_el:\n    hosts:\n{hosts}"),
+        extra_yaml: format!("{UNLIMITED}health:\n  interval_ms: 500\n"),
+        ..Default::default()
+    });
+    // The same emitter (every call logs once) at the same address on both nodes.
+    let from = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266";
+    let deployed: Vec<String> = nodes
+        .iter()
+        .flatten()
+        .map(|n| {
+            let tx = n.call(
+                "eth_sendTransaction",
+                json!([{"from": from, "data": "0x6560006000a0006000526006601af3"}]),
+            );
+            (0..100)
+                .find_map(|_| {
+                    let r = n.call("eth_getTransactionReceipt", json!([tx]));
+                    let a = r["contractAddress"].as_str().map(str::to_string);
+                    if a.is_none() {
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                    a
+                })
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(deployed[0], deployed[1]);
+    let contract = deployed[0].clone();
+    let key = gw.key("free", &[]);
+    let mut ws = connect(gw.port, &key).unwrap();
+    let sub = json!({"jsonrpc": "2.0", "id": 1, "method": "eth_subscribe", "params": ["logs", {"address": contract}]});
+    let id = ask(&mut ws, &sub.to_string())["result"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let links = |i: usize| proxies[i].accepted.load(Ordering::SeqCst);
+    let holder = if links(0) == 1 { 0 } else { 1 };
+    let other = 1 - holder;
+    let emit = |n: &Anvil| {
+        n.call(
+            "eth_sendTransaction",
+            json!([{"from": from, "to": contract}]),
+        );
+    };
+    let next_log = |ws: &mut Ws| {
+        let note = next_json(ws);
+        assert_eq!(note["params"]["subscription"], id.as_str());
+        let log = note["params"]["result"].clone();
+        (
+            log["blockHash"].as_str().unwrap().to_string(),
+            log["removed"].as_bool().unwrap(),
+        )
+    };
+    // Two logs on the holder's branch (blocks n and n + 1 there).
+    emit(nodes[holder].as_ref().unwrap());
+    emit(nodes[holder].as_ref().unwrap());
+    let first = next_log(&mut ws);
+    let second = next_log(&mut ws);
+    assert!(!first.1 && !second.1);
+    // The other node's branch: block n holds a plain transfer, block n + 1 one log.
+    let other_node = nodes[other].as_ref().unwrap();
+    other_node.call(
+        "eth_sendTransaction",
+        json!([{"from": "0x70997970C51812dc3A010C7d01b50e0d17dc79C8", "to": from, "value": "0x1"}]),
+    );
+    let log_tx = other_node.call(
+        "eth_sendTransaction",
+        json!([{"from": from, "to": contract}]),
+    );
+    let theirs = (0..100)
+        .find_map(|_| {
+            let r = other_node.call("eth_getTransactionReceipt", json!([log_tx]));
+            let h = r["blockHash"].as_str().map(str::to_string);
+            if h.is_none() {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            h
+        })
+        .unwrap();
+    assert_ne!(theirs, second.0, "two branches");
+    nodes[holder] = None;
+    assert_eq!(
+        next_log(&mut ws),
+        (second.0.clone(), true),
+        "newest withdrawn first"
+    );
+    assert_eq!(next_log(&mut ws), (first.0.clone(), true));
+    assert_eq!(
+        next_log(&mut ws),
+        (theirs, false),
+        "the new branch's log, by the gap fill"
+    );
+    emit(nodes[other].as_ref().unwrap());
+    let live = next_log(&mut ws);
+    assert!(!live.1);
+    assert_ne!(live.0, second.0);
+    assert_eq!(links(other), 1, "one resubscription");
+}

@@ -4,9 +4,11 @@
 //! A driver task holds the node subscription on the first available host with the `ws`
 //! capability. When that node fails, or falls behind the pool's head (`newHeads`), the
 //! driver subscribes again on another node and fills the gap before going on: heads
-//! missed in between are fetched (`eth_getBlockByNumber`) and delivered in order, logs
-//! since the last block seen are fetched (`eth_getLogs`) and delivered once; what was
-//! already delivered is not delivered again. Clients see none of this: their
+//! missed in between are fetched (`eth_getBlockByNumber`) and delivered in order; logs
+//! delivered from blocks the new node does not have are delivered again with
+//! `removed: true`, and logs since the last block seen (or the lowest withdrawn one) are
+//! fetched (`eth_getLogs`) and delivered once; what was already delivered is not
+//! delivered again. Clients see none of this: their
 //! subscription ids are the edge's own and stay the same.
 //!
 //! Fan-out is a bounded broadcast: a client that falls `BROADCAST_BACKLOG` notifications
@@ -265,6 +267,9 @@ struct Cursor {
     heads: VecDeque<(u64, String)>,
     /// Recent logs delivered (block hash, log index, removed).
     logs: VecDeque<(String, String, bool)>,
+    /// Recent logs delivered as they were, to withdraw (`removed: true`) those of blocks
+    /// a new node does not have.
+    delivered: VecDeque<Value>,
     /// Highest block a delivered log was in.
     log_block: Option<u64>,
 }
@@ -296,9 +301,22 @@ async fn drive(
                 continue;
             }
         };
-        backoff = Duration::from_millis(100);
         let host = link.host.clone();
+        let opened = tokio::time::Instant::now();
         let reason = follow(link, &pool, &params, &kind, &tx, &mut cursor, &live).await;
+        // A node that fails at once (it refuses the subscription or the gap fill) is not
+        // asked again in a tight loop.
+        if opened.elapsed() < Duration::from_secs(1) {
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(5));
+        } else {
+            backoff = Duration::from_millis(100);
+        }
+        log::info!(
+            "{} subscription ({kind}) left {}: {reason}",
+            pool.name,
+            host.id
+        );
         live.send_replace(false);
         host.record_failure(&format!("subscription: {reason}"));
         metrics::RESUBSCRIPTIONS
@@ -402,9 +420,12 @@ async fn fill_gap(
             Ok(())
         }
         "logs" => {
-            let Some(from) = cursor.log_block else {
+            let Some(last) = cursor.log_block else {
                 return Ok(());
             };
+            let from = withdraw_orphaned_logs(link, tx, cursor)
+                .await?
+                .unwrap_or(last);
             let mut filter = params.get(1).cloned().unwrap_or_else(|| json!({}));
             if let Some(f) = filter.as_object_mut() {
                 f.insert("fromBlock".into(), json!(format!("0x{from:x}")));
@@ -419,6 +440,66 @@ async fn fill_gap(
         }
         _ => Ok(()),
     }
+}
+
+/// Blocks whose delivered logs are checked against a new node (the most recent ones).
+const MAX_LOG_BLOCKS_CHECKED: usize = 64;
+
+/// After moving to another node: the logs delivered from blocks that node does not have
+/// on its chain (the old node was on a branch that lost, or a reorg happened in between)
+/// are delivered again with `removed: true`, newest first, as a node does on a reorg.
+/// The lowest such block, from which the new node's logs are fetched.
+async fn withdraw_orphaned_logs(
+    link: &mut NodeLink,
+    tx: &broadcast::Sender<Bytes>,
+    cursor: &mut Cursor,
+) -> Result<Option<u64>, String> {
+    let mut blocks: Vec<(u64, String)> = cursor
+        .delivered
+        .iter()
+        .filter(|l| !l["removed"].as_bool().unwrap_or(false))
+        .filter_map(|l| {
+            Some((
+                hex_u64(&l["blockNumber"])?,
+                l["blockHash"].as_str()?.to_string(),
+            ))
+        })
+        .collect();
+    blocks.sort();
+    blocks.dedup();
+    let mut orphaned = std::collections::HashSet::new();
+    for (n, hash) in blocks.iter().rev().take(MAX_LOG_BLOCKS_CHECKED) {
+        let block = link
+            .call("eth_getBlockByNumber", json!([format!("0x{n:x}"), false]))
+            .await?;
+        if block["hash"].as_str() != Some(hash.as_str()) {
+            orphaned.insert(hash.clone());
+        }
+    }
+    if orphaned.is_empty() {
+        return Ok(None);
+    }
+    let mut withdrawn: Vec<Value> = cursor
+        .delivered
+        .iter()
+        .filter(|l| !l["removed"].as_bool().unwrap_or(false))
+        .filter(|l| {
+            l["blockHash"]
+                .as_str()
+                .is_some_and(|h| orphaned.contains(h))
+        })
+        .cloned()
+        .collect();
+    let lowest = withdrawn
+        .iter()
+        .filter_map(|l| hex_u64(&l["blockNumber"]))
+        .min();
+    withdrawn.reverse();
+    for mut log in withdrawn {
+        log["removed"] = Value::Bool(true);
+        deliver_log(&log, tx, cursor);
+    }
+    Ok(lowest)
 }
 
 /// Heads `from..=to` fetched and delivered in order (the newest `MAX_GAP` at most).
@@ -481,6 +562,10 @@ fn deliver_log(log: &Value, tx: &broadcast::Sender<Bytes>, cursor: &mut Cursor) 
     cursor.logs.push_back(id);
     if cursor.logs.len() > 4096 {
         cursor.logs.pop_front();
+    }
+    cursor.delivered.push_back(log.clone());
+    if cursor.delivered.len() > 1024 {
+        cursor.delivered.pop_front();
     }
     if let Some(b) = hex_u64(&log["blockNumber"]) {
         cursor.log_block = Some(cursor.log_block.map_or(b, |c| c.max(b)));
