@@ -23,18 +23,21 @@ impl Edge {
         match route.handler {
             // JSON-RPC over WebSocket: terminated here, every message under the HTTP
             // path's policy (`websocket.rs`).
-            HandlerKind::JsonRpc if session.is_upgrade() && route.websocket => self
-                .websocket(session, ctx, route)
-                .await
-                .map(Outcome::WebSocket),
+            // Stream openers are boxed (as are product handlers, `local.rs`): they run
+            // once per stream, and inline they would size every connection's task.
+            HandlerKind::JsonRpc if session.is_upgrade() && route.websocket => {
+                Box::pin(self.websocket(session, ctx, route))
+                    .await
+                    .map(Outcome::WebSocket)
+            }
             // Polygon firehose channels, opened by a signed token (`firehose.rs`).
-            HandlerKind::FirehoseWs if session.is_upgrade() => self
-                .firehose_upgrade(session, ctx, route)
-                .await
-                .map(Outcome::WebSocket),
+            HandlerKind::FirehoseWs if session.is_upgrade() => {
+                Box::pin(self.firehose_upgrade(session, ctx, route))
+                    .await
+                    .map(Outcome::WebSocket)
+            }
             // One node stream per topic set, shared by every client (`streams::events`).
-            HandlerKind::BeaconEvents => self
-                .beacon_events(session, ctx, route)
+            HandlerKind::BeaconEvents => Box::pin(self.beacon_events(session, ctx, route))
                 .await
                 .map(Outcome::Stream),
             HandlerKind::BeaconProxy => {
@@ -83,7 +86,7 @@ impl Edge {
                 let hosts = pool.candidates(None);
                 Ok(Outcome::Proxy(self.pass(pool, hosts, rest, false)?))
             }
-            HandlerKind::MevShareSse => self.mev_share(ctx).await.map(Outcome::Stream),
+            HandlerKind::MevShareSse => Box::pin(self.mev_share(ctx)).await.map(Outcome::Stream),
             _ => self
                 .dispatch_local(session, ctx, route)
                 .await

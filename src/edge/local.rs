@@ -20,7 +20,6 @@ impl Edge {
         ctx: &mut Ctx,
         route: &Arc<Route>,
     ) -> Result<Reply, ApiError> {
-        let st = &*self.state;
         // JSON-RPC stays with the edge: each call of a batch counts against the limit.
         match route.handler {
             HandlerKind::JsonRpc => {
@@ -45,6 +44,22 @@ impl Edge {
             }
             _ => {}
         }
+        // Boxed: product handlers' futures are large (several node calls, joins), and
+        // inline they would size every connection's task, streams and idle keep-alives
+        // included (`tests::the_pipeline_future_stays_small`); one allocation per
+        // product request is nothing beside its node calls.
+        Box::pin(self.product_handler(session, ctx, route)).await
+    }
+
+    /// The local handlers other than JSON-RPC: the body read within the route's bound,
+    /// then the handler the route names.
+    async fn product_handler<D: Downstream + ?Sized>(
+        &self,
+        session: &mut D,
+        ctx: &mut Ctx,
+        route: &Arc<Route>,
+    ) -> Result<Reply, ApiError> {
+        let st = &*self.state;
         let body = match session.method() {
             "GET" | "HEAD" => Bytes::new(),
             _ => session.read_body(self.body_limit(route.handler)).await?,

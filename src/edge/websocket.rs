@@ -372,7 +372,8 @@ where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     if let Some(channel) = up.firehose {
-        return super::firehose::serve(state, up, io, channel).await;
+        // Boxed: a JSON-RPC session's future does not carry a firehose's.
+        return Box::pin(super::firehose::serve(state, up, io, channel)).await;
     }
     let edge = Edge { state };
     let conf = edge.state.config.app.streams.websocket.clone();

@@ -50,13 +50,15 @@ impl Gateway {
             ApiError::invalid_params(format!("body is not JSON: {e}"))
                 .with_field("jsonrpc_code", -32700)
         })?;
+        // The general path is boxed: its futures (a batch's, a write's broadcast) would
+        // otherwise size the fast path's, and with it every connection's task.
         match parsed {
-            Value::Array(calls) => self.batch(pool, calls, request_id, caller).await,
+            Value::Array(calls) => Box::pin(self.batch(pool, calls, request_id, caller)).await,
             call @ Value::Object(_) => {
                 let call: Request = serde_json::from_value(call).map_err(|_| {
                     ApiError::invalid_params("each JSON-RPC call needs a string 'method'")
                 })?;
-                self.single(pool, &call, body, request_id, caller).await
+                Box::pin(self.single(pool, &call, body, request_id, caller)).await
             }
             _ => Err(ApiError::invalid_params(
                 "a JSON-RPC request is an object or a non-empty array",

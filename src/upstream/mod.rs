@@ -152,6 +152,17 @@ impl UpstreamClient {
         if let Some(addr) = crate::address::plain_inet(call.peer) {
             return self.exchange_plain(addr, &call, max_response).await;
         }
+        // Boxed: Pingora's client future is large, and inline it would size every
+        // call's future on the plain path too (and so every connection's task).
+        Box::pin(self.exchange_pingora(call, max_response)).await
+    }
+
+    /// A buffered call through Pingora's connector (TLS and HTTP/2 nodes).
+    async fn exchange_pingora(
+        &self,
+        call: Call<'_>,
+        max_response: usize,
+    ) -> Result<UpstreamResponse, UpstreamError> {
         let io = |e: Box<pingora_error::Error>| UpstreamError::Io(e.to_string());
         let peer = call.peer;
         let mut session = self.start(call, None).await?;
