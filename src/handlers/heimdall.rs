@@ -12,9 +12,9 @@
 //! a node's 404 is the id's (404 `not_found`); any other failure moves on to the next
 //! healthy host, and when none answers, 502 `upstream_unavailable`.
 
+use super::rest_read::first_answer;
 use super::Request;
 use crate::errors::ApiError;
-use crate::observe::metrics;
 use crate::pools::{Host, Pool, Service};
 use crate::reply::Reply;
 use crate::routes::spec::HandlerKind;
@@ -134,41 +134,11 @@ async fn fetch(
     what: &str,
     rid: &str,
 ) -> Result<(Value, String), ApiError> {
-    let hosts = pool.candidates(None);
-    if hosts.is_empty() {
-        return Err(ApiError::new(
-            503,
-            "no_upstream",
-            format!("no healthy host in pool {}", pool.name),
-        ));
-    }
-    let mut last = String::new();
-    for host in &hosts {
-        metrics::upstream_attempt(&host.pool, &host.id);
-        let answer = fetch_from(client, host, paths, rid).await;
-        if answer.is_err() {
-            metrics::upstream_failure(&host.pool, &host.id, "transport");
-        }
-        match answer {
-            Ok(Some(v)) => return Ok((v, host.id.clone())),
-            Ok(None) => {
-                return Err(ApiError::new(
-                    404,
-                    "not_found",
-                    format!("heimdall has no such {what}"),
-                ))
-            }
-            Err(e) => {
-                host.record_failure(&format!("heimdall: {e}"));
-                last = format!("{}: {e}", host.id);
-            }
-        }
-    }
-    Err(ApiError::new(
-        502,
-        "upstream_unavailable",
-        format!("no heimdall host answered ({last})"),
-    ))
+    let missing = ApiError::new(404, "not_found", format!("heimdall has no such {what}"));
+    first_answer(pool, "heimdall", missing, |host| async move {
+        fetch_from(client, &host, paths, rid).await
+    })
+    .await
 }
 
 /// `Ok(None)`: the host says there is no such object.

@@ -10,10 +10,10 @@
 //! `invalid_params` and reaches no node). A beacon node's 404 means no such validator
 //! (the same 404); any other failure moves on to the next healthy host.
 
+use super::rest_read::first_answer;
 use super::Request;
 use crate::config::FAMILIES;
 use crate::errors::ApiError;
-use crate::observe::metrics;
 use crate::pools::{Host, Pool};
 use crate::reply::Reply;
 use crate::store::Store;
@@ -46,50 +46,23 @@ pub async fn validator(
     req: &Request<'_>,
 ) -> Result<Reply, ApiError> {
     let index = index_param(req.params.first().map(String::as_str).unwrap_or(""))?;
-    let hosts = pool.candidates(None);
-    if hosts.is_empty() {
-        return Err(ApiError::new(
-            503,
-            "no_upstream",
-            format!("no healthy host in pool {}", pool.name),
-        ));
-    }
-    let mut last = String::new();
-    for host in &hosts {
-        metrics::upstream_attempt(&host.pool, &host.id);
-        let answer = fetch(client, host, index, req.request_id).await;
-        if answer.is_err() {
-            metrics::upstream_failure(&host.pool, &host.id, "transport");
-        }
-        match answer {
-            Ok(Some(answer)) => {
-                let state = validator_state(&answer).ok_or_else(|| {
-                    ApiError::new(
-                        502,
-                        "upstream_unavailable",
-                        "the beacon node's validator is not in the standard shape",
-                    )
-                })?;
-                return Ok(Reply::json(200, state.to_string()).served_by(Some(host.id.clone())));
-            }
-            Ok(None) => {
-                return Err(ApiError::new(
-                    404,
-                    "invalid_params",
-                    format!("no validator {index} in the head state"),
-                ))
-            }
-            Err(e) => {
-                host.record_failure(&format!("beacon: {e}"));
-                last = format!("{}: {e}", host.id);
-            }
-        }
-    }
-    Err(ApiError::new(
-        502,
-        "upstream_unavailable",
-        format!("no beacon host answered ({last})"),
-    ))
+    let missing = ApiError::new(
+        404,
+        "invalid_params",
+        format!("no validator {index} in the head state"),
+    );
+    let (answer, host) = first_answer(pool, "beacon", missing, |host| async move {
+        fetch(client, &host, index, req.request_id).await
+    })
+    .await?;
+    let state = validator_state(&answer).ok_or_else(|| {
+        ApiError::new(
+            502,
+            "upstream_unavailable",
+            "the beacon node's validator is not in the standard shape",
+        )
+    })?;
+    Ok(Reply::json(200, state.to_string()).served_by(Some(host)))
 }
 
 /// Longest range one request reads: a day of minutes.

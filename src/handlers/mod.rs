@@ -21,6 +21,7 @@ pub mod metrics_mirror;
 pub mod mev_share;
 pub mod peer_graph;
 pub mod relay;
+pub mod rest_read;
 pub mod scrub;
 pub mod sender;
 pub mod sent;
