@@ -4,7 +4,7 @@
 
 use crate::{
     auth, capacity, cluster, config, console, edge, front, handlers, index, limits, mempool,
-    observe, pools, routes, rpc, store, streams, upstream,
+    observe, pools, routes, rpc, sol_stake, store, streams, upstream,
 };
 use pingora_core::listeners::tls::TlsSettings;
 use pingora_core::listeners::{L4BufferSettings, ListenerConfig};
@@ -235,6 +235,20 @@ pub fn serve(mut opt: Opt, loaded: Loaded) -> Result<(), String> {
             "capacity series",
             capacity::Sampler {
                 pools: state.pools.clone(),
+                store: state.store.clone(),
+            },
+        ));
+    }
+
+    // Solana epoch stake snapshots (src/sol_stake.rs), when there is a sol_rpc pool.
+    let stake_conf = &state.config.app.solana.stake_snapshots;
+    if stake_conf.enabled && state.pools.get(sol_stake::POOL).is_some() {
+        server.add_service(pingora_core::services::background::background_service(
+            "stake snapshots",
+            sol_stake::Capture {
+                conf: stake_conf.clone(),
+                pools: state.pools.clone(),
+                gateway: state.gateway.clone(),
                 store: state.store.clone(),
             },
         ));

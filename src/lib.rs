@@ -14,12 +14,13 @@
 //!   `reply::Reply` or `reply::EventStream` out), `console` (sign-in and keys), `rpc`
 //!   (the JSON-RPC gateway), `streams` (shared node subscriptions), and the background
 //!   producers behind product routes: `index` (the chain indexer), `mempool` (watchers),
-//!   `capacity` (the consensus-layer capacity series).
+//!   `capacity` (the consensus-layer capacity series), `sol_stake` (Solana epoch stake
+//!   snapshots).
 //! - **Fleet**: `pools` (hosts, health, order of attempts), `upstream` (the client to
 //!   nodes).
 //! - **Policy and data**: `routes` (manifests → the route table), `auth`, `limits`,
 //!   `cluster` (limits and notices shared over Redis), `store`, `config`, `cli`.
-//! - **Leaves** (importing at most each other): `reply`, `errors`, `jsonrpc`, `signed_tx`, `crypto`, `address`,
+//! - **Leaves** (importing at most each other): `reply`, `errors`, `jsonrpc`, `signed_tx`, `sol_tx`, `crypto`, `address`,
 //!   `shutdown`, `deadline`, `observe`.
 
 // The facade.
@@ -43,6 +44,7 @@ pub mod parsers {
         method_of, need_at, tx_hash, write_outcome, CallView, Need, WriteOutcome,
     };
     pub use crate::signed_tx::decode as decode_signed_tx;
+    pub use crate::sol_tx::decode_wire as decode_sol_tx;
     pub use crate::upstream::chunked::{ChunkedScanner, Scan};
     pub use crate::upstream::h1::{parse_head, parse_head_visit, Framing};
 }
@@ -58,6 +60,7 @@ mod handlers;
 mod index;
 mod mempool;
 mod rpc;
+mod sol_stake;
 mod streams;
 
 // Fleet.
@@ -80,3 +83,4 @@ mod observe;
 mod reply;
 mod shutdown;
 mod signed_tx;
+mod sol_tx;

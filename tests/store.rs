@@ -6,6 +6,7 @@ mod common;
 
 use chainedge::store::capacity::{HostMinute, SeriesPoint};
 use chainedge::store::console::{Challenge, CodeCheck, Identity, MAX_KEYS_PER_USER};
+use chainedge::store::sol_stake::StakeRow;
 use chainedge::store::sql::Dialect;
 use chainedge::store::{sha256, Store, Target};
 use common::*;
@@ -23,6 +24,126 @@ async fn suite(target: Target, dialect: Dialect) {
     codes_and_challenges(&store).await;
     concurrency(&store).await;
     capacity_series(&store).await;
+    stake_snapshots(&store).await;
+}
+
+/// Stake snapshots: a capture killed between vote accounts resumes after the last one
+/// committed with no duplicate; only complete epochs are read; an unfinished epoch is
+/// dropped whole; by-voter pages span epochs (each account once, as of its newest
+/// epoch); pruning keeps the newest epochs.
+async fn stake_snapshots(store: &Store) {
+    let row = |epoch: i64, pubkey: &str, voter: &str, stake: i64, deact: Option<i64>| StakeRow {
+        epoch,
+        pubkey: pubkey.into(),
+        voter: voter.into(),
+        stake,
+        activation_epoch: 1,
+        deactivation_epoch: deact,
+    };
+    store.begin_stake_capture(10, 4000, 100).await.unwrap();
+    store
+        .record_stake_voter(
+            10,
+            "VoterA",
+            &[
+                row(10, "s1", "VoterA", 5, None),
+                row(10, "s2", "VoterA", 6, None),
+            ],
+        )
+        .await
+        .unwrap();
+    // Killed here: the cursor says where to resume, and nothing is readable yet.
+    let c = store.newest_stake_capture().await.unwrap().unwrap();
+    assert_eq!(
+        (c.epoch, c.last_voter.as_str(), c.completed_at),
+        (10, "VoterA", None)
+    );
+    assert!(store.stake_epoch(None).await.unwrap().is_none());
+    // Resumed (a second start beginning the same epoch changes nothing); a vote account
+    // done twice (two instances) stores its rows once.
+    store.begin_stake_capture(10, 4100, 200).await.unwrap();
+    store
+        .record_stake_voter(10, "VoterA", &[row(10, "s1", "VoterA", 5, None)])
+        .await
+        .unwrap();
+    store
+        .record_stake_voter(10, "VoterB", &[row(10, "s3", "VoterB", 7, None)])
+        .await
+        .unwrap();
+    store.complete_stake_capture(10, 300).await.unwrap();
+    let e = store.stake_epoch(None).await.unwrap().unwrap();
+    assert_eq!(
+        (e.epoch, e.slot, e.accounts, e.completed_at),
+        (10, 4000, 3, Some(300))
+    );
+    let page = store.stake_page(10, 10, 0).await.unwrap();
+    let keys: Vec<&str> = page.iter().map(|r| r.pubkey.as_str()).collect();
+    assert_eq!(keys, ["s1", "s2", "s3"]);
+    assert_eq!(store.stake_page(10, 1, 1).await.unwrap()[0].pubkey, "s2");
+
+    // Epoch 11 started and never finished, then epoch 12 came: 11 is dropped whole.
+    store.begin_stake_capture(11, 4400, 400).await.unwrap();
+    store
+        .record_stake_voter(11, "VoterA", &[row(11, "s1", "VoterA", 5, None)])
+        .await
+        .unwrap();
+    store.drop_stake_epoch(11).await.unwrap();
+    assert_eq!(
+        store.newest_stake_capture().await.unwrap().unwrap().epoch,
+        10
+    );
+    assert!(store.stake_epoch(Some(11)).await.unwrap().is_none());
+
+    // Epoch 12: s1 unstaking, s2 moved to VoterB, s4 new on VoterA.
+    store.begin_stake_capture(12, 4800, 500).await.unwrap();
+    store
+        .record_stake_voter(
+            12,
+            "VoterA",
+            &[
+                row(12, "s1", "VoterA", 5, Some(12)),
+                row(12, "s4", "VoterA", 9, None),
+            ],
+        )
+        .await
+        .unwrap();
+    store
+        .record_stake_voter(
+            12,
+            "VoterB",
+            &[
+                row(12, "s2", "VoterB", 6, None),
+                row(12, "s3", "VoterB", 7, None),
+            ],
+        )
+        .await
+        .unwrap();
+    store.complete_stake_capture(12, 600).await.unwrap();
+    assert_eq!(store.stake_epoch(None).await.unwrap().unwrap().epoch, 12);
+    assert_eq!(
+        store.stake_epoch(Some(10)).await.unwrap().unwrap().accounts,
+        3
+    );
+    let (a, total) = store.stake_by_voter("VoterA", 10, 0).await.unwrap();
+    assert_eq!(total, 3, "s1, s2 (in epoch 10) and s4");
+    let got: Vec<(&str, i64, Option<i64>)> = a
+        .iter()
+        .map(|r| (r.pubkey.as_str(), r.epoch, r.deactivation_epoch))
+        .collect();
+    assert_eq!(
+        got,
+        [("s1", 12, Some(12)), ("s2", 10, None), ("s4", 12, None)]
+    );
+    let (page2, _) = store.stake_by_voter("VoterA", 2, 2).await.unwrap();
+    assert_eq!(page2.len(), 1);
+    let h = store.stake_history("s2", 100).await.unwrap();
+    let voters: Vec<(i64, &str)> = h.iter().map(|r| (r.epoch, r.voter.as_str())).collect();
+    assert_eq!(voters, [(12, "VoterB"), (10, "VoterA")]);
+
+    // Keep the newest epoch only.
+    assert_eq!(store.prune_stake_epochs(1).await.unwrap(), 1);
+    assert!(store.stake_epoch(Some(10)).await.unwrap().is_none());
+    assert_eq!(store.stake_history("s2", 100).await.unwrap().len(), 1);
 }
 
 /// The capacity series: a minute written in parts adds its counts and keeps the larger

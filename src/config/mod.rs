@@ -118,6 +118,7 @@ pub const FAMILIES: &[&str] = &[
     "bor",
     "heimdall",
     "solana",
+    "block-engine",
     "relay",
     "builder",
     "mev-share",
@@ -168,6 +169,9 @@ pub struct AppConfig {
     /// Chains whose mempool is watched (`eth`, `polygon`).
     #[serde(default)]
     pub mempool: BTreeMap<String, MempoolConf>,
+    /// The Solana layer: epoch stake snapshots.
+    #[serde(default)]
+    pub solana: SolanaConf,
     /// Edge worker threads for the public listeners (Pingora `threads` is per service).
     #[serde(default)]
     pub threads: Option<usize>,

@@ -514,3 +514,49 @@ pub fn chain_pool(chain: &str) -> &'static str {
         _ => "eth_el",
     }
 }
+
+/// The Solana layer (`solana:`).
+#[derive(Debug, Deserialize, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct SolanaConf {
+    #[serde(default)]
+    pub stake_snapshots: StakeSnapshotsConf,
+}
+
+/// Epoch stake snapshots (`src/sol_stake.rs`): captured from the `sol_rpc` pool once per
+/// epoch into the store.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct StakeSnapshotsConf {
+    /// Capture at all (default true when a `sol_rpc` pool is configured).
+    #[serde(default = "d_true")]
+    pub enabled: bool,
+    /// How often the current epoch is checked.
+    #[serde(default = "d_stake_poll_ms")]
+    pub poll_ms: u64,
+    /// Captured epochs kept (older ones are pruned after each capture).
+    #[serde(default = "d_keep_epochs")]
+    pub keep_epochs: u64,
+}
+
+impl Default for StakeSnapshotsConf {
+    fn default() -> Self {
+        StakeSnapshotsConf {
+            enabled: true,
+            poll_ms: d_stake_poll_ms(),
+            keep_epochs: d_keep_epochs(),
+        }
+    }
+}
+
+fn d_true() -> bool {
+    true
+}
+
+fn d_stake_poll_ms() -> u64 {
+    30_000
+}
+
+fn d_keep_epochs() -> u64 {
+    90
+}

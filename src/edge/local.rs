@@ -176,6 +176,35 @@ impl Edge {
                 let pool = self.pool(route.pool.as_deref().unwrap_or("polygon_heimdall"))?;
                 handlers::heimdall::serve(&st.gateway.client, pool, &req).await
             }
+            HandlerKind::SolAccountSnapshot
+            | HandlerKind::SolWalletBalance
+            | HandlerKind::SolWalletTokens
+            | HandlerKind::SolWalletNfts
+            | HandlerKind::SolWalletHistory => {
+                use handlers::sol::wallet;
+                let pool = self.pool(route.pool.as_deref().unwrap_or("sol_rpc"))?;
+                match req.kind {
+                    HandlerKind::SolAccountSnapshot => {
+                        wallet::account(&st.gateway, pool, &req).await
+                    }
+                    HandlerKind::SolWalletBalance => wallet::balance(&st.gateway, pool, &req).await,
+                    HandlerKind::SolWalletTokens => wallet::tokens(&st.gateway, pool, &req).await,
+                    HandlerKind::SolWalletNfts => wallet::nfts(&st.gateway, pool, &req).await,
+                    _ => wallet::history(&st.gateway, pool, &req).await,
+                }
+            }
+            HandlerKind::SolStakeLatest
+            | HandlerKind::SolStakeEpoch
+            | HandlerKind::SolStakeByVoter
+            | HandlerKind::SolStakeHistory => handlers::sol::stake::serve(&st.store, &req).await,
+            HandlerKind::SolSenderTx => {
+                let pool = self.pool(route.pool.as_deref().unwrap_or("sol_rpc"))?;
+                handlers::sol::sender::tx(&st.gateway, pool, &st.sent, &req).await
+            }
+            HandlerKind::SolSenderBundle => {
+                let pool = self.pool(route.pool.as_deref().unwrap_or("sol_block_engine"))?;
+                handlers::sol::sender::bundle(&st.gateway, pool, &req).await
+            }
             _ => Err(ApiError::not_implemented(&route.name)),
         };
         reply.map(|mut r| {

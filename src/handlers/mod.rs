@@ -25,6 +25,7 @@ pub mod rest_read;
 pub mod scrub;
 pub mod sender;
 pub mod sent;
+pub mod sol;
 pub mod trace;
 pub mod wallet;
 

@@ -104,6 +104,8 @@ pub enum ProbeKind {
     Execution,
     Beacon,
     Solana,
+    /// A Jito-style block engine: its JSON-RPC answers `getTipAccounts`.
+    BlockEngine,
     Heimdall,
     Relay,
     AnyHttp,
@@ -115,6 +117,7 @@ impl ProbeKind {
             f if f.starts_with("el-") || f == "bor" => ProbeKind::Execution,
             f if f.starts_with("cl-") => ProbeKind::Beacon,
             "solana" => ProbeKind::Solana,
+            "block-engine" => ProbeKind::BlockEngine,
             "heimdall" => ProbeKind::Heimdall,
             "relay" => ProbeKind::Relay,
             _ => ProbeKind::AnyHttp,
@@ -229,6 +232,21 @@ pub async fn probe(
             Ok(Observation {
                 head: Some(slot),
                 syncing: !healthy,
+            })
+        }
+        ProbeKind::BlockEngine => {
+            let v = post(vec![Request::new(
+                Id::index(1),
+                "getTipAccounts",
+                json!([]),
+            )])
+            .await?;
+            if !result_by_id(&v, 1)?.is_array() {
+                return Err("getTipAccounts: not a list of accounts".into());
+            }
+            Ok(Observation {
+                head: None,
+                syncing: false,
             })
         }
         ProbeKind::Beacon => {

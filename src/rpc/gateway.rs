@@ -23,6 +23,10 @@ pub(super) const NODE_STATE_PATTERNS: &[&str] = &[
     "block not found",
     "not synced",
     "syncing",
+    // Solana: a lagging or unhealthy node, or one not yet at the slot asked for.
+    "node is unhealthy",
+    "node is behind",
+    "minimum context slot has not been reached",
 ];
 
 impl Gateway {

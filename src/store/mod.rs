@@ -10,6 +10,7 @@ pub mod capacity;
 pub mod console;
 pub mod index;
 pub mod postgres;
+pub mod sol_stake;
 pub mod sql;
 pub mod sqlite;
 
@@ -162,6 +163,30 @@ CREATE TABLE cl_capacity (
     failures INTEGER NOT NULL,
     PRIMARY KEY (minute, host)
 );
+"#,
+    // Solana epoch stake snapshots (`src/sol_stake.rs`, `store/sol_stake.rs`): one row per
+    // captured epoch (its cursor: the last vote account done, and when it was complete),
+    // and the stake accounts delegated in that epoch.
+    r#"
+CREATE TABLE sol_stake_epochs (
+    epoch INTEGER PRIMARY KEY,
+    slot INTEGER NOT NULL,
+    started_at INTEGER NOT NULL,
+    last_voter TEXT NOT NULL,
+    completed_at INTEGER,
+    accounts INTEGER NOT NULL
+);
+CREATE TABLE sol_stake_accounts (
+    epoch INTEGER NOT NULL,
+    pubkey TEXT NOT NULL,
+    voter TEXT NOT NULL,
+    stake INTEGER NOT NULL,
+    activation_epoch INTEGER NOT NULL,
+    deactivation_epoch INTEGER,
+    PRIMARY KEY (epoch, pubkey)
+);
+CREATE INDEX sol_stake_by_voter ON sol_stake_accounts(voter, pubkey, epoch);
+CREATE INDEX sol_stake_by_pubkey ON sol_stake_accounts(pubkey, epoch);
 "#,
 ];
 

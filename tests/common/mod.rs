@@ -5,12 +5,15 @@
 mod fixture;
 mod postgres;
 mod redis;
+mod solana;
 #[allow(unused_imports)]
 pub use fixture::*;
 #[allow(unused_imports)]
 pub use postgres::PgServer;
 #[allow(unused_imports)]
 pub use redis::RedisServer;
+#[allow(unused_imports)]
+pub use solana::SolNode;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
@@ -391,7 +394,7 @@ impl Gateway {
     }
 
     /// The last lines the gateway wrote on stderr.
-    fn stderr_tail(&self) -> String {
+    pub fn stderr_tail(&self) -> String {
         let mut out = String::new();
         for e in std::fs::read_dir(&self.dir).into_iter().flatten().flatten() {
             if e.file_name().to_string_lossy().starts_with("stderr-") {

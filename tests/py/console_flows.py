@@ -18,18 +18,9 @@ from aiosmtpd.controller import Controller
 from eth_account import Account
 from eth_account.messages import encode_defunct
 import nacl.signing
+from base58_codec import encode as b58encode
 
 BASE, SMTP_PORT = sys.argv[1], int(sys.argv[2])
-B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
-
-
-def b58encode(data: bytes) -> str:
-    n = int.from_bytes(data, "big")
-    out = ""
-    while n:
-        n, r = divmod(n, 58)
-        out = B58[r] + out
-    return "1" * (len(data) - len(data.lstrip(b"\0"))) + out
 
 
 class Client:

@@ -1,0 +1,175 @@
+//! Solana senders: `POST /v1/sol/sender/tx` (one signed transaction → its signature) and
+//! `POST /v1/sol/sender/bundle` (1 to 5 signed transactions, all or none, in order, to
+//! the block engine → the bundle id). Every transaction is decoded and all its
+//! signatures verified first (`sol_tx`), so what is not a signed transaction is a 400
+//! before any node sees it; resends of a transaction are answered once (`sent`).
+
+use super::Request;
+use crate::errors::ApiError;
+use crate::handlers::sent::{Accepted, SentTransactions};
+use crate::jsonrpc::ErrorObject;
+use crate::pools::Pool;
+use crate::reply::Reply;
+use crate::rpc::Gateway;
+use crate::sol_tx::{self, Encoding, SolTx};
+use base64::Engine;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+/// A bundle holds 1 to this many transactions (SPEC limits; Jito's bound).
+pub const MAX_BUNDLE: usize = 5;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TxRequest {
+    transaction: String,
+    #[serde(default)]
+    encoding: Option<String>,
+    /// Skip the node's simulation before it forwards (default false).
+    #[serde(default)]
+    skip_preflight: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BundleRequest {
+    transactions: Vec<String>,
+    #[serde(default)]
+    encoding: Option<String>,
+}
+
+fn body<'a, T: Deserialize<'a>>(raw: &'a [u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(raw).map_err(|e| ApiError::invalid_params(format!("body: {e}")))
+}
+
+fn check(text: &str, encoding: Encoding, which: &str) -> Result<SolTx, ApiError> {
+    sol_tx::decode(text, encoding).map_err(|e| ApiError::invalid_params(format!("{which}: {e}")))
+}
+
+fn wire_base64(tx: &SolTx) -> String {
+    base64::engine::general_purpose::STANDARD.encode(&tx.wire)
+}
+
+/// `POST /v1/sol/sender/tx`: `sendTransaction` on the pool's healthy hosts in order. A
+/// node's refusal (failed simulation, bad signature, blockhash not found) is a 400
+/// `tx_rejected` with the node's reason; a node saying it already processed this very
+/// transaction counts as accepted.
+pub async fn tx(
+    gateway: &Gateway,
+    pool: &Pool,
+    sent: &SentTransactions,
+    req: &Request<'_>,
+) -> Result<Reply, ApiError> {
+    let r: TxRequest = body(&req.body)?;
+    let encoding = Encoding::parse(r.encoding.as_deref()).map_err(ApiError::invalid_params)?;
+    let tx = check(&r.transaction, encoding, "transaction")?;
+    let params = json!([wire_base64(&tx), {
+        "encoding": "base64",
+        "skipPreflight": r.skip_preflight,
+        "preflightCommitment": "confirmed",
+    }]);
+    let accepted = sent
+        .send_once(&tx.signature, || async {
+            let (answer, host) = gateway
+                .node_call(pool, None, "sendTransaction", params, req.request_id)
+                .await?;
+            match answer {
+                Ok(Value::String(sig)) if sig == tx.signature => Ok(Accepted {
+                    path_used: "sol_rpc",
+                    upstream: host,
+                }),
+                Ok(_) => Err(ApiError::new(
+                    502,
+                    "upstream_unavailable",
+                    "sendTransaction: the node answered another signature",
+                )),
+                Err(e) if already_processed(&e) => Ok(Accepted {
+                    path_used: "sol_rpc",
+                    upstream: host,
+                }),
+                Err(e) => Err(rejected("tx_rejected", e)),
+            }
+        })
+        .await?;
+    Ok(Reply::json(
+        200,
+        json!({"signature": tx.signature, "fee_payer": tx.fee_payer}).to_string(),
+    )
+    .served_by(accepted.upstream))
+}
+
+/// The node saw this transaction already (a resend): it is in, not refused.
+fn already_processed(e: &ErrorObject) -> bool {
+    let m = e.message.to_ascii_lowercase();
+    m.contains("already been processed") || m.contains("alreadyprocessed")
+}
+
+/// A node's refusal as a 400 with its reason, and its structured error and logs when it
+/// gave them (a failed simulation says which instruction failed and why).
+fn rejected(code: &'static str, e: ErrorObject) -> ApiError {
+    let mut err = ApiError::new(400, code, e.message.clone()).with_field("node_code", e.code);
+    if let Some(data) = e.data.as_ref() {
+        if let Some(v) = data.get("err").filter(|v| !v.is_null()) {
+            err = err.with_field("node_error", v.clone());
+        }
+        if let Some(logs) = data.get("logs").and_then(Value::as_array) {
+            let tail: Vec<Value> = logs.iter().rev().take(20).rev().cloned().collect();
+            err = err.with_field("logs", tail);
+        }
+    }
+    err
+}
+
+/// `POST /v1/sol/sender/bundle`: `sendBundle` to the block-engine pool. The engine lands
+/// the transactions in order, all or none; it answers the bundle id at once (landing is
+/// asynchronous).
+pub async fn bundle(gateway: &Gateway, pool: &Pool, req: &Request<'_>) -> Result<Reply, ApiError> {
+    let r: BundleRequest = body(&req.body)?;
+    if r.transactions.is_empty() || r.transactions.len() > MAX_BUNDLE {
+        return Err(ApiError::invalid_params(format!(
+            "a bundle holds 1 to {MAX_BUNDLE} signed transactions (got {})",
+            r.transactions.len()
+        )));
+    }
+    let encoding = Encoding::parse(r.encoding.as_deref()).map_err(ApiError::invalid_params)?;
+    let txs = r
+        .transactions
+        .iter()
+        .enumerate()
+        .map(|(i, t)| check(t, encoding, &format!("transactions[{i}]")))
+        .collect::<Result<Vec<_>, _>>()?;
+    for (i, tx) in txs.iter().enumerate() {
+        if txs[..i].iter().any(|t| t.signature == tx.signature) {
+            return Err(ApiError::invalid_params(format!(
+                "transactions[{i}] repeats an earlier transaction of the bundle"
+            )));
+        }
+    }
+    let wires: Vec<String> = txs.iter().map(wire_base64).collect();
+    let (answer, host) = gateway
+        .node_call(
+            pool,
+            None,
+            "sendBundle",
+            json!([wires, {"encoding": "base64"}]),
+            req.request_id,
+        )
+        .await?;
+    let id = match answer {
+        Ok(Value::String(id)) => id,
+        Ok(_) => {
+            return Err(ApiError::new(
+                502,
+                "upstream_unavailable",
+                "sendBundle: the block engine's answer is not a bundle id",
+            ))
+        }
+        Err(e) => return Err(rejected("bundle_rejected", e)),
+    };
+    let signatures: Vec<&str> = txs.iter().map(|t| t.signature.as_str()).collect();
+    Ok(Reply::json(
+        200,
+        json!({"bundle_id": id, "signatures": signatures}).to_string(),
+    )
+    .served_by(host))
+}
