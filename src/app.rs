@@ -4,7 +4,7 @@
 
 use crate::{
     auth, capacity, cluster, config, console, edge, front, handlers, index, limits, mempool,
-    observe, pools, routes, rpc, sol_stake, store, streams, upstream,
+    observe, pools, routes, rpc, sol_stake, sol_watch, store, streams, upstream,
 };
 use pingora_core::listeners::tls::TlsSettings;
 use pingora_core::listeners::{L4BufferSettings, ListenerConfig};
@@ -254,6 +254,16 @@ pub fn serve(mut opt: Opt, loaded: Loaded) -> Result<(), String> {
         ));
     }
 
+    // Solana watchlist push (src/sol_watch/), when there is a sol_rpc pool to watch with.
+    if state.config.app.solana.watchlist.push
+        && state.pools.get(sol_watch::upstream::POOL).is_some()
+    {
+        server.add_service(pingora_core::services::background::background_service(
+            "watchlist push",
+            sol_watch::Push(state.sol_watch.clone()),
+        ));
+    }
+
     let mut metrics = Service::new(
         "chainedge metrics".to_string(),
         observe::metrics::MetricsApp,
@@ -316,7 +326,15 @@ pub(crate) fn edge_state(
         keys.announce_to(notices);
         cluster
     });
+    let sol_watch = sol_watch::SolWatch::new(
+        app.app.solana.watchlist.clone(),
+        app.watchlist_secret.clone(),
+        store.clone(),
+        pools.clone(),
+        gateway.clone(),
+    );
     let state = Arc::new(edge::State {
+        sol_watch,
         limiter,
         metrics_cache,
         console,

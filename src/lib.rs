@@ -15,12 +15,12 @@
 //!   (the JSON-RPC gateway), `streams` (shared node subscriptions), and the background
 //!   producers behind product routes: `index` (the chain indexer), `mempool` (watchers),
 //!   `capacity` (the consensus-layer capacity series), `sol_stake` (Solana epoch stake
-//!   snapshots).
+//!   snapshots), `sol_watch` (Solana watchlist push).
 //! - **Fleet**: `pools` (hosts, health, order of attempts), `upstream` (the client to
 //!   nodes).
 //! - **Policy and data**: `routes` (manifests → the route table), `auth`, `limits`,
 //!   `cluster` (limits and notices shared over Redis), `store`, `config`, `cli`.
-//! - **Leaves** (importing at most each other): `reply`, `errors`, `jsonrpc`, `signed_tx`, `sol_tx`, `crypto`, `address`,
+//! - **Leaves** (importing at most each other): `reply`, `errors`, `jsonrpc`, `signed_tx`, `sol_tx`, `net_policy`, `crypto`, `address`,
 //!   `shutdown`, `deadline`, `observe`.
 
 // The facade.
@@ -61,6 +61,7 @@ mod index;
 mod mempool;
 mod rpc;
 mod sol_stake;
+mod sol_watch;
 mod streams;
 
 // Fleet.
@@ -79,6 +80,7 @@ mod crypto;
 mod deadline;
 mod errors;
 mod jsonrpc;
+mod net_policy;
 mod observe;
 mod reply;
 mod shutdown;

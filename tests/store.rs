@@ -7,6 +7,7 @@ mod common;
 use chainedge::store::capacity::{HostMinute, SeriesPoint};
 use chainedge::store::console::{Challenge, CodeCheck, Identity, MAX_KEYS_PER_USER};
 use chainedge::store::sol_stake::StakeRow;
+use chainedge::store::sol_watchlist::{DeadLetter, WatchEntry, DEAD_LETTERS_KEPT};
 use chainedge::store::sql::Dialect;
 use chainedge::store::{sha256, Store, Target};
 use common::*;
@@ -25,6 +26,72 @@ async fn suite(target: Target, dialect: Dialect) {
     concurrency(&store).await;
     capacity_series(&store).await;
     stake_snapshots(&store).await;
+    watchlists(&store).await;
+}
+
+/// Watchlists: the per-tenant bound holds under concurrent creates; a tenant reads and
+/// deletes only its own entries; dead letters are kept to the newest per entry and go
+/// with their entry.
+async fn watchlists(store: &Store) {
+    let entry = |id: &str, tenant: &str| WatchEntry {
+        id: id.into(),
+        tenant_id: tenant.into(),
+        pubkey: "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin".into(),
+        commitment: "confirmed".into(),
+        callback_type: "ws".into(),
+        callback_url: "c".into(),
+        created_at: 100,
+    };
+    let mut racers = Vec::new();
+    for i in 0..8 {
+        let store = store.clone();
+        racers.push(tokio::spawn(async move {
+            let mut e = entry(&format!("w{i}"), "tenant-w");
+            e.created_at = 100 + i;
+            loop {
+                match store.add_watch_entry(&e, 3).await {
+                    Ok(added) => return added,
+                    // PostgreSQL's serializable transactions: a conflict is retried.
+                    Err(_) => tokio::task::yield_now().await,
+                }
+            }
+        }));
+    }
+    let mut added = 0;
+    for r in racers {
+        added += r.await.unwrap() as usize;
+    }
+    assert_eq!(added, 3, "the bound holds under concurrent creates");
+    let mine = store.watch_entries("tenant-w").await.unwrap();
+    assert_eq!(mine.len(), 3);
+    let id = mine[0].id.clone();
+    assert!(store.watch_entry("tenant-x", &id).await.unwrap().is_none());
+    assert!(!store.delete_watch_entry("tenant-x", &id).await.unwrap());
+    assert!(store.watch_entry("tenant-w", &id).await.unwrap().is_some());
+    for i in 0..(DEAD_LETTERS_KEPT + 5) {
+        store
+            .add_dead_letter(&DeadLetter {
+                id: format!("d{i:04}"),
+                entry_id: id.clone(),
+                tenant_id: "tenant-w".into(),
+                payload: "{}".into(),
+                attempts: 5,
+                last_error: "HTTP 500".into(),
+                created_at: i,
+            })
+            .await
+            .unwrap();
+    }
+    let letters = store.dead_letters(&id).await.unwrap();
+    assert_eq!(letters.len() as i64, DEAD_LETTERS_KEPT);
+    assert_eq!(
+        letters[0].id,
+        format!("d{:04}", DEAD_LETTERS_KEPT + 4),
+        "newest first"
+    );
+    assert!(store.delete_watch_entry("tenant-w", &id).await.unwrap());
+    assert!(store.dead_letters(&id).await.unwrap().is_empty());
+    assert_eq!(store.all_watch_entries().await.unwrap().len(), 2);
 }
 
 /// Stake snapshots: a capture killed between vote accounts resumes after the last one

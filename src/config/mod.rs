@@ -231,6 +231,9 @@ pub struct Loaded {
     pub admin_token: Option<Secret>,
     /// The key firehose connection tokens are signed with (`streams.firehose.secret`).
     pub firehose_secret: Option<Secret>,
+    /// The key watchlist webhook signing secrets derive from
+    /// (`solana.watchlist.signing_secret`).
+    pub watchlist_secret: Option<Secret>,
     /// SMTP user name and password, resolved from their references.
     pub smtp_credentials: Option<(Secret, Secret)>,
     /// `console.google.client_secret`, resolved.
@@ -326,6 +329,38 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
         },
         None => None,
     };
+    let watchlist_secret = match &app.solana.watchlist.signing_secret {
+        Some(r) => match r.resolve() {
+            Ok(s) if s.expose().len() >= 32 => Some(s),
+            Ok(_) => {
+                bad(
+                    "solana.watchlist.signing_secret",
+                    "must be at least 32 bytes (e.g. 64 hex digits)".into(),
+                );
+                None
+            }
+            Err(e) => {
+                bad("solana.watchlist.signing_secret", e);
+                None
+            }
+        },
+        None => None,
+    };
+    for (i, cidr) in app
+        .solana
+        .watchlist
+        .webhook
+        .allow_private
+        .iter()
+        .enumerate()
+    {
+        if crate::net_policy::Cidr::parse(cidr).is_none() {
+            bad(
+                &format!("solana.watchlist.webhook.allow_private[{i}]"),
+                format!("'{cidr}' is not an address range (a.b.c.d/n or an IPv6 /n)"),
+            );
+        }
+    }
     let firehose = &app.streams.firehose;
     let firehose_secret = match &firehose.secret {
         Some(r) => match r.resolve() {
@@ -583,6 +618,7 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
         cluster_redis,
         admin_token,
         firehose_secret,
+        watchlist_secret,
         smtp_credentials,
         google_secret,
         email_outbox: app.console.email.outbox.as_deref().map(rel),

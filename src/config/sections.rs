@@ -521,6 +521,97 @@ pub fn chain_pool(chain: &str) -> &'static str {
 pub struct SolanaConf {
     #[serde(default)]
     pub stake_snapshots: StakeSnapshotsConf,
+    #[serde(default)]
+    pub watchlist: WatchlistConf,
+}
+
+/// Watchlists and their push (`src/sol_watch/`).
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct WatchlistConf {
+    /// Entries one tenant may hold.
+    #[serde(default = "d_max_watch_entries")]
+    pub max_entries_per_tenant: i64,
+    /// Deliver changes from this instance (with several instances on one store, exactly
+    /// one should push).
+    #[serde(default = "d_true")]
+    pub push: bool,
+    /// Secret reference (≥ 32 bytes) each entry's webhook signing secret derives from;
+    /// without it webhook entries are refused (ws entries still work).
+    #[serde(default)]
+    pub signing_secret: Option<super::secrets::SecretRef>,
+    #[serde(default)]
+    pub webhook: WebhookConf,
+}
+
+impl Default for WatchlistConf {
+    fn default() -> Self {
+        WatchlistConf {
+            max_entries_per_tenant: d_max_watch_entries(),
+            push: true,
+            signing_secret: None,
+            webhook: WebhookConf::default(),
+        }
+    }
+}
+
+fn d_max_watch_entries() -> i64 {
+    100
+}
+
+/// Webhook deliveries.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookConf {
+    /// One attempt's deadline (connect, TLS, request, answer).
+    #[serde(default = "d_webhook_timeout_ms")]
+    pub timeout_ms: u64,
+    /// Attempts before a delivery becomes a dead letter.
+    #[serde(default = "d_webhook_attempts")]
+    pub max_attempts: u32,
+    /// Wait before the second attempt, doubling after each.
+    #[serde(default = "d_webhook_backoff_ms")]
+    pub backoff_ms: u64,
+    /// Deliveries waiting or in flight at once; past it a change is dead-lettered.
+    #[serde(default = "d_webhook_pending")]
+    pub max_pending: usize,
+    /// Address ranges a callback may resolve to although private, loopback or
+    /// link-local (an operator's own receivers). Empty by default: only public addresses.
+    #[serde(default)]
+    pub allow_private: Vec<String>,
+    /// PEM file of the CAs trusted for callbacks instead of the system's roots (an
+    /// internal PKI).
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+}
+
+impl Default for WebhookConf {
+    fn default() -> Self {
+        WebhookConf {
+            timeout_ms: d_webhook_timeout_ms(),
+            max_attempts: d_webhook_attempts(),
+            backoff_ms: d_webhook_backoff_ms(),
+            max_pending: d_webhook_pending(),
+            allow_private: Vec::new(),
+            ca_file: None,
+        }
+    }
+}
+
+fn d_webhook_timeout_ms() -> u64 {
+    5000
+}
+
+fn d_webhook_attempts() -> u32 {
+    5
+}
+
+fn d_webhook_backoff_ms() -> u64 {
+    1000
+}
+
+fn d_webhook_pending() -> usize {
+    10_000
 }
 
 /// Epoch stake snapshots (`src/sol_stake.rs`): captured from the `sol_rpc` pool once per

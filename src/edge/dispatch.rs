@@ -36,6 +36,12 @@ impl Edge {
                     .await
                     .map(Outcome::WebSocket)
             }
+            // The watchlist channel of a tenant's client id (`sol_watch_ws.rs`).
+            HandlerKind::SolWatchlistWs if session.is_upgrade() => {
+                Box::pin(self.sol_watch_upgrade(session, ctx, route))
+                    .await
+                    .map(Outcome::WebSocket)
+            }
             // One node stream per topic set, shared by every client (`streams::events`).
             HandlerKind::BeaconEvents => Box::pin(self.beacon_events(session, ctx, route))
                 .await

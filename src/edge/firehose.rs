@@ -13,23 +13,18 @@
 //! idle timeout, "going away" (1001) at shutdown. Messages from the client are not
 //! read as anything (control frames aside).
 
-use super::websocket::{going_away, handshake_accept, Writer};
+use super::push_channel;
+use super::websocket::handshake_accept;
 use super::{Ctx, Downstream, Edge, State, WsUpgrade};
 use crate::auth::Principal;
 use crate::errors::ApiError;
 use crate::handlers::firehose::{self, PROTOCOL};
-use crate::observe::metrics;
 use crate::routes::Route;
 use crate::streams::subscriptions::{ClientShare, Ended};
-use futures_util::StreamExt;
 use serde_json::json;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 use tokio::sync::broadcast;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::WebSocketStream;
 
 /// The pool and chain behind the channels.
 const POOL: &str = "polygon_bor";
@@ -86,6 +81,7 @@ impl Edge {
             accept,
             protocol: as_protocol.then_some(PROTOCOL),
             firehose: Some(channel),
+            watch: None,
             pool: POOL.into(),
             principal: Principal::Anonymous,
             client_ip: ctx.client(session.client_ip()),
@@ -162,70 +158,24 @@ impl Feed {
     }
 }
 
+impl push_channel::Source for Feed {
+    async fn next(&mut self) -> push_channel::Item {
+        match Feed::next(self).await {
+            Ok(m) => push_channel::Item::Send(m),
+            Err(Ended::Lagged) => push_channel::Item::Lagged,
+        }
+    }
+}
+
 /// Run one firehose channel on `io` until either side ends it.
 pub(super) async fn serve<S>(state: Arc<State>, up: WsUpgrade, io: S, channel: &'static str)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let conf = state.config.app.streams.websocket.clone();
-    // The client sends nothing but control frames.
-    let config = WebSocketConfig::default()
-        .read_buffer_size(1024)
-        .write_buffer_size(0)
-        .max_write_buffer_size(1 << 20)
-        .max_message_size(Some(4096))
-        .max_frame_size(Some(4096));
-    let ws = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
-    let (sink, mut source) = ws.split();
-    let writer = Writer::spawn(sink, conf.send_queue);
-    let mut feed = match Feed::open(&state, channel).await {
-        Ok(f) => f,
-        Err(e) => {
-            let reason = format!("{}: {}", e.code, e.message);
-            writer.finish(Some((CloseCode::Again, reason))).await;
-            return;
-        }
+    let open = async {
+        Feed::open(&state, channel)
+            .await
+            .map_err(|e| format!("{}: {}", e.code, e.message))
     };
-    metrics::WS_SESSIONS.inc();
-    let mut shutdown = crate::shutdown::server();
-    let idle = Duration::from_secs(conf.idle_timeout_secs.max(1));
-    let mut ping = tokio::time::interval(Duration::from_secs(conf.ping_interval_secs.max(1)));
-    ping.tick().await;
-    let mut heard = Instant::now();
-    let slow = || {
-        (
-            CloseCode::Policy,
-            "slow consumer: send buffer full".to_string(),
-        )
-    };
-    let close = loop {
-        tokio::select! {
-            msg = source.next() => match msg {
-                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break None,
-                Some(Ok(_)) => heard = Instant::now(),
-            },
-            item = feed.next() => match item {
-                Ok(m) => {
-                    if writer.out.try_send(m).is_err() {
-                        break Some(slow());
-                    }
-                }
-                Err(Ended::Lagged) => break Some(slow()),
-            },
-            _ = ping.tick() => {
-                if heard.elapsed() > idle {
-                    break Some((CloseCode::Normal, "idle timeout".into()));
-                }
-                if writer.out.try_send(Message::Ping(Default::default())).is_err() {
-                    break Some(slow());
-                }
-            }
-            _ = going_away(&mut shutdown) => {
-                break Some((CloseCode::Away, "server restarting; reconnect".into()));
-            }
-        }
-    };
-    metrics::WS_SESSIONS.dec();
-    drop(up);
-    writer.finish(close).await;
+    push_channel::run(&state, up, io, open).await;
 }

@@ -193,6 +193,13 @@ impl Edge {
                     _ => wallet::history(&st.gateway, pool, &req).await,
                 }
             }
+            HandlerKind::SolWatchlistList
+            | HandlerKind::SolWatchlistCreate
+            | HandlerKind::SolWatchlistGet
+            | HandlerKind::SolWatchlistDelete
+            | HandlerKind::SolWatchlistDeadLetters => {
+                handlers::sol::watchlist::serve(&st.store, &st.sol_watch, &req).await
+            }
             HandlerKind::SolStakeLatest
             | HandlerKind::SolStakeEpoch
             | HandlerKind::SolStakeByVoter

@@ -29,9 +29,11 @@ mod hop;
 mod local;
 mod pipeline;
 mod proxy_http;
+mod push_channel;
 mod respond;
 pub(crate) mod retry;
 mod servers;
+mod sol_watch_ws;
 mod websocket;
 
 use crate::config::Loaded;
@@ -75,6 +77,8 @@ pub struct State {
     pub sent: crate::handlers::sent::SentTransactions,
     /// Peer-graph snapshots by depth.
     pub peer_graphs: crate::handlers::peer_graph::PeerGraphs,
+    /// Solana watchlist push: the registry handlers update, the WebSocket channels' feed.
+    pub sol_watch: Arc<crate::sol_watch::SolWatch>,
 }
 
 pub struct Edge {

@@ -42,6 +42,8 @@ pub struct WsUpgrade {
     pub protocol: Option<&'static str>,
     /// A firehose channel (`logs`, `mempool`) rather than JSON-RPC.
     pub(super) firehose: Option<&'static str>,
+    /// The watchlist channel of a tenant's client id rather than JSON-RPC.
+    pub(super) watch: Option<Box<super::sol_watch_ws::WatchChannel>>,
     pub(super) pool: String,
     pub(super) principal: Principal,
     pub(super) client_ip: Option<IpAddr>,
@@ -169,6 +171,7 @@ impl Edge {
             accept,
             protocol: None,
             firehose: None,
+            watch: None,
             pool,
             principal,
             client_ip,
@@ -374,6 +377,9 @@ where
     if let Some(channel) = up.firehose {
         // Boxed: a JSON-RPC session's future does not carry a firehose's.
         return Box::pin(super::firehose::serve(state, up, io, channel)).await;
+    }
+    if up.watch.is_some() {
+        return Box::pin(super::sol_watch_ws::serve(state, up, io)).await;
     }
     let edge = Edge { state };
     let conf = edge.state.config.app.streams.websocket.clone();

@@ -220,6 +220,7 @@ pub enum HandlerKind {
     SolWatchlistCreate,
     SolWatchlistGet,
     SolWatchlistDelete,
+    SolWatchlistDeadLetters,
     SolAccountSnapshot,
     SolStakeLatest,
     SolStakeEpoch,

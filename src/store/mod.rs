@@ -11,6 +11,7 @@ pub mod console;
 pub mod index;
 pub mod postgres;
 pub mod sol_stake;
+pub mod sol_watchlist;
 pub mod sql;
 pub mod sqlite;
 
@@ -187,6 +188,30 @@ CREATE TABLE sol_stake_accounts (
 );
 CREATE INDEX sol_stake_by_voter ON sol_stake_accounts(voter, pubkey, epoch);
 CREATE INDEX sol_stake_by_pubkey ON sol_stake_accounts(pubkey, epoch);
+"#,
+    // Solana watchlists (`store/sol_watchlist.rs`): entries per tenant, and the deliveries
+    // that failed every attempt (dead letters), readable by the entry's tenant.
+    r#"
+CREATE TABLE sol_watchlist (
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    pubkey TEXT NOT NULL,
+    commitment TEXT NOT NULL,
+    callback_type TEXT NOT NULL,
+    callback_url TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE INDEX sol_watchlist_by_tenant ON sol_watchlist(tenant_id, created_at);
+CREATE TABLE sol_watchlist_dead_letters (
+    id TEXT PRIMARY KEY,
+    entry_id TEXT NOT NULL,
+    tenant_id TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    last_error TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE INDEX sol_dead_letters_by_entry ON sol_watchlist_dead_letters(entry_id, created_at);
 "#,
 ];
 

@@ -2,5 +2,5 @@
 //! subscription per (pool, kind, parameters) fanned out to every client that asked.
 
 pub mod events;
-mod node_link;
+pub(crate) mod node_link;
 pub mod subscriptions;

@@ -23,8 +23,8 @@ pub(super) const NODE_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_NODE_MESSAGE: usize = 16 << 20;
 
 /// A WebSocket to one node: calls and notifications on the same connection.
-pub(super) struct NodeLink {
-    pub(super) host: Arc<Host>,
+pub(crate) struct NodeLink {
+    pub(crate) host: Arc<Host>,
     pub(super) ws: WebSocketStream<TcpStream>,
     pub(super) next_id: u64,
     /// Notifications read while waiting for a call's answer.
@@ -33,7 +33,7 @@ pub(super) struct NodeLink {
 
 impl NodeLink {
     /// A link to the first host (other than `avoid`, when another exists) that accepts.
-    pub(super) async fn open(pool: &Pool, avoid: Option<&str>) -> Option<NodeLink> {
+    pub(crate) async fn open(pool: &Pool, avoid: Option<&str>) -> Option<NodeLink> {
         let mut hosts = pool.candidates(Some("ws"));
         // The host that just failed goes last, not out: it may be the only one.
         hosts.sort_by_key(|h| Some(h.id.as_str()) == avoid);
@@ -82,7 +82,7 @@ impl NodeLink {
     }
 
     /// One call's `result` (a node error is an `Err`).
-    pub(super) async fn call(&mut self, method: &str, params: Value) -> Result<Value, String> {
+    pub(crate) async fn call(&mut self, method: &str, params: Value) -> Result<Value, String> {
         self.next_id += 1;
         let id = self.next_id;
         let call = Request::new(Id::Number(id.into()), method, params);
@@ -113,7 +113,7 @@ impl NodeLink {
         }
     }
 
-    pub(super) async fn notification(&mut self) -> Result<Value, String> {
+    pub(crate) async fn notification(&mut self) -> Result<Value, String> {
         if let Some(v) = self.waiting.pop_front() {
             return Ok(v);
         }

@@ -67,6 +67,17 @@ pub struct Call<'a> {
 }
 
 impl UpstreamClient {
+    /// A client whose TLS peers are checked against the CAs in `ca_file` (PEM) instead
+    /// of the system's roots (`None`: the system's).
+    pub fn with_ca_file(ca_file: Option<String>) -> UpstreamClient {
+        let mut options = pingora_core::connectors::ConnectorOptions::new(128);
+        options.ca_file = ca_file;
+        UpstreamClient {
+            connector: Connector::new(Some(options)),
+            plain: h1::H1Pool::default(),
+        }
+    }
+
     /// The pool of idle connections to plain-HTTP nodes (the lean front's passthroughs).
     pub fn plain(&self) -> &h1::H1Pool {
         &self.plain

@@ -626,15 +626,21 @@ pub fn path_exists(p: &Path) -> bool {
 
 /// A throwaway self-signed certificate for 127.0.0.1 (`cert.pem`, `key.pem` in `dir`).
 pub fn self_signed_cert(dir: &Path) {
+    cert_for(dir, "127.0.0.1", "IP:127.0.0.1");
+}
+
+/// A throwaway self-signed certificate (its own CA) for `cn` with `san`
+/// (`cert.pem`, `key.pem` in `dir`).
+pub fn cert_for(dir: &Path, cn: &str, san: &str) {
     let out = Command::new("openssl")
         .args([
             "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
         ])
         .args([
             "-subj",
-            "/CN=127.0.0.1",
+            &format!("/CN={cn}"),
             "-addext",
-            "subjectAltName=IP:127.0.0.1",
+            &format!("subjectAltName={san}"),
         ])
         .arg("-keyout")
         .arg(dir.join("key.pem"))

@@ -9,14 +9,18 @@ moving, signatures by address, token accounts by owner) from what it tracks itse
     sol_node.py --port N [--slot-ms 200] [--slots-per-epoch 32]
 
 POST / is the node's JSON-RPC; POST /api/v1/bundles is a Jito-style block engine on the
-same chain (`sendBundle`: 1 to 5 signed transactions, all or none, in order).
+same chain (`sendBundle`: 1 to 5 signed transactions, all or none, in order). The PubSub
+WebSocket is on port N + 1, as on a validator: `accountSubscribe` / `accountUnsubscribe`,
+an `accountNotification` whenever a transaction changes a watched account.
 
 Test controls (methods no real node has): `shim_setHealthy [bool]` (getHealth answers
 -32005 "Node is unhealthy" while false), `shim_warpEpochs [n]`, `shim_stats []` (calls
-served per method).
+served per method, subscriptions included), `shim_dropWs []` (close every PubSub
+connection, as a node restart would).
 """
 
 import argparse
+import asyncio
 import base64
 import hashlib
 import json
@@ -64,7 +68,29 @@ class Chain:
         self.by_signature = {}  # signature -> record
         self.bundles = {}  # bundle id -> "Landed" | "Failed"
         self.calls = {}
+        # PubSub: subscription id -> [websocket, pubkey, encoding, last state sent]
+        self.subs = {}
+        self.next_sub = 1
+        self.loop = None
         self.set_slot(1)
+
+    def notify(self, keys):
+        """An accountNotification to every subscription on `keys` whose account changed."""
+        for sid, sub in list(self.subs.items()):
+            ws, pubkey, enc, last = sub
+            if pubkey not in keys:
+                continue
+            a = self.account(pubkey)
+            state = None if a is None else (a.lamports, bytes(a.data), str(a.owner))
+            if state == last:
+                continue
+            sub[3] = state
+            value = encode_account(a, enc) if a is not None else {
+                "data": ["", "base64"], "executable": False, "lamports": 0, "owner": SYSTEM,
+                "rentEpoch": 0, "space": 0}
+            msg = json.dumps({"jsonrpc": "2.0", "method": "accountNotification", "params": {
+                "result": {"context": {"slot": self.slot}, "value": value}, "subscription": sid}})
+            asyncio.run_coroutine_threadsafe(send_quietly(ws, msg), self.loop)
 
     def set_slot(self, slot):
         self.slot = slot
@@ -125,7 +151,9 @@ class Chain:
                 raise RpcError(-32003, "Transaction signature verification failure")
             raise RpcError(-32002, f"Transaction simulation failed: {err}",
                            {"err": err, "logs": list(r.meta().logs())})
-        return tx, self.record(tx, raw, r, None)
+        sig = self.record(tx, raw, r, None)
+        self.notify({str(k) for k in tx.message.account_keys})
+        return tx, sig
 
 
 def decode_tx(data, opts):
@@ -230,7 +258,16 @@ def rpc(chain, method, params):
             out.append(encode_account(a, enc) if a else None)
         return chain.context(out)
     if method == "requestAirdrop":
-        chain.svm.airdrop(Pubkey.from_string(address_param(p)), int(p[1]))
+        to, lamports = Pubkey.from_string(address_param(p)), int(p[1])
+        r = chain.svm.airdrop(to, lamports)
+        if type(r).__name__ == "FailedTransactionMetadata":
+            # The same airdrop again is the same transaction under one blockhash: a real
+            # faucet signs each with a fresh one.
+            chain.svm.expire_blockhash()
+            r = chain.svm.airdrop(to, lamports)
+            if type(r).__name__ == "FailedTransactionMetadata":
+                raise RpcError(-32002, f"airdrop failed: {r.err()}")
+        chain.notify({p[0]})
         return b58.encode(hashlib.sha512(f"airdrop{time.time_ns()}".encode()).digest()[:64])
     if method == "getProgramAccounts":
         program = address_param(p)
@@ -323,6 +360,12 @@ def rpc(chain, method, params):
         return chain.epoch()
     if method == "shim_stats":
         return chain.calls
+    if method == "shim_dropWs":
+        dropped = {id(sub[0]): sub[0] for sub in chain.subs.values()}
+        chain.subs.clear()
+        for ws in dropped.values():
+            asyncio.run_coroutine_threadsafe(ws.close(1001, "node restarting"), chain.loop)
+        return len(dropped)
     raise RpcError(-32601, "Method not found")
 
 
@@ -359,6 +402,7 @@ def bundle_rpc(chain, method, params):
     except RpcError:
         for k, a in before.items():
             chain.svm.set_account(Pubkey.from_string(k), a or Account(0, b"", Pubkey.from_string(SYSTEM)))
+        chain.notify(keys)
         for sig in landed:
             rec = chain.by_signature.pop(sig)
             for k in set(rec["keys"]):
@@ -430,6 +474,69 @@ def handler_for(chain):
     return Handler
 
 
+async def send_quietly(ws, msg):
+    try:
+        await ws.send(msg)
+    except Exception:  # noqa: BLE001 - a closed client simply misses it
+        pass
+
+
+async def pubsub(chain, ws):
+    """One PubSub connection: account subscriptions, as Agave's RPC PubSub serves them."""
+    mine = set()
+    try:
+        async for text in ws:
+            try:
+                call = json.loads(text)
+            except ValueError:
+                await ws.send(json.dumps({"jsonrpc": "2.0", "id": None,
+                                          "error": {"code": -32700, "message": "Parse error"}}))
+                continue
+            method, p, cid = call.get("method"), call.get("params") or [], call.get("id")
+            with chain.lock:
+                chain.calls[method] = chain.calls.get(method, 0) + 1
+                if method == "accountSubscribe":
+                    try:
+                        Pubkey.from_string(p[0])
+                    except Exception:  # noqa: BLE001
+                        out = {"code": -32602, "message": "Invalid Request: Invalid pubkey"}
+                    else:
+                        sid = chain.next_sub
+                        chain.next_sub += 1
+                        a = chain.account(p[0])
+                        state = None if a is None else (a.lamports, bytes(a.data), str(a.owner))
+                        chain.subs[sid] = [ws, p[0], opts(p, 1).get("encoding", "base58"), state]
+                        mine.add(sid)
+                        out = sid
+                elif method == "accountUnsubscribe":
+                    sid = p[0] if p else None
+                    out = chain.subs.pop(sid, None) is not None
+                    mine.discard(sid)
+                else:
+                    out = {"code": -32601, "message": "Method not found"}
+            key = "error" if isinstance(out, dict) else "result"
+            await ws.send(json.dumps({"jsonrpc": "2.0", "id": cid, key: out}))
+    except Exception:  # noqa: BLE001 - the connection ended
+        pass
+    finally:
+        with chain.lock:
+            for sid in mine:
+                chain.subs.pop(sid, None)
+
+
+def start_pubsub(chain, port):
+    import websockets.asyncio.server as wss
+
+    loop = asyncio.new_event_loop()
+    chain.loop = loop
+
+    async def run():
+        async with wss.serve(lambda ws: pubsub(chain, ws), "127.0.0.1", port):
+            await asyncio.Future()
+
+    threading.Thread(target=lambda: loop.run_until_complete(run()), daemon=True).start()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, required=True)
@@ -437,6 +544,7 @@ def main():
     ap.add_argument("--slots-per-epoch", type=int, default=32)
     args = ap.parse_args()
     chain = Chain(args.slots_per_epoch)
+    start_pubsub(chain, args.port + 1)
     server = ThreadingHTTPServer(("127.0.0.1", args.port), handler_for(chain))
     server.daemon_threads = True
 

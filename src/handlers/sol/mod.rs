@@ -6,6 +6,7 @@
 pub mod sender;
 pub mod stake;
 pub mod wallet;
+pub mod watchlist;
 
 use super::Request;
 use crate::errors::ApiError;

@@ -1,0 +1,119 @@
+//! The watchlist channel (`/ws/sol/watchlist?client=<id>`): where entries with
+//! `callback_type: ws` are delivered. Opened with the tenant's API key (business tier,
+//! scope `sol_watchlist`); `client` is the identifier the entries name as their
+//! `callback_url`. One text message per change of a watched account (the delivery body of
+//! `sol_watch`), for this tenant's entries with that client id only; every connection
+//! with the same id gets each. Messages sent while no channel is open are not kept.
+//!
+//! The key's connection cap applies; the rest of the bounds are `push_channel`'s.
+
+use super::push_channel::{self, Item};
+use super::websocket::handshake_accept;
+use super::{Ctx, Downstream, Edge, State, WsUpgrade};
+use crate::auth::Principal;
+use crate::errors::ApiError;
+use crate::routes::Route;
+use crate::sol_watch::WsPush;
+use std::sync::Arc;
+use tokio::sync::broadcast;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::Message;
+
+/// Whose deliveries a channel carries.
+#[derive(Debug, Clone)]
+pub struct WatchChannel {
+    pub tenant_id: String,
+    pub client_id: String,
+}
+
+impl Edge {
+    /// Check an upgrade to the watchlist channel: the handshake, the client id, the
+    /// key's connection cap.
+    pub(super) async fn sol_watch_upgrade<D: Downstream + ?Sized>(
+        &self,
+        session: &D,
+        ctx: &mut Ctx,
+        route: &Route,
+    ) -> Result<WsUpgrade, ApiError> {
+        let st = &*self.state;
+        let accept = handshake_accept(session)?;
+        let Some(Principal::Key(key)) = ctx.principal.clone() else {
+            return Err(ApiError::new(401, "unauthorized", "an API key is required"));
+        };
+        let client_id = crate::routes::matcher::query_param(session.query(), "client")
+            .filter(|c| {
+                (1..=64).contains(&c.len())
+                    && c.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+            })
+            .ok_or_else(|| {
+                ApiError::invalid_params(
+                    "client is required: the identifier your ws entries name as callback_url (1 to 64 of A-Z a-z 0-9 . _ -)",
+                )
+            })?;
+        if let Some(category) = &route.rate {
+            self.limit(session, ctx, &Principal::Key(key.clone()), category)?;
+        }
+        let conf = &st.config.app.streams.websocket;
+        let slot = st
+            .ws_connections
+            .acquire(
+                format!("key:{}", key.key_id),
+                conf.max_connections(&key.plan),
+            )
+            .await?;
+        Ok(WsUpgrade {
+            accept,
+            protocol: None,
+            firehose: None,
+            watch: Some(Box::new(WatchChannel {
+                tenant_id: key.tenant_id.clone(),
+                client_id,
+            })),
+            pool: String::new(),
+            client_ip: ctx.client(session.client_ip()),
+            principal: Principal::Key(key),
+            category: None,
+            request_id: ctx.request_id.clone(),
+            _slot: slot,
+        })
+    }
+}
+
+/// This channel's deliveries from the push service's feed.
+struct Deliveries {
+    feed: broadcast::Receiver<Arc<WsPush>>,
+    channel: WatchChannel,
+}
+
+impl push_channel::Source for Deliveries {
+    async fn next(&mut self) -> Item {
+        loop {
+            match self.feed.recv().await {
+                Ok(push) => {
+                    if push.tenant_id == self.channel.tenant_id
+                        && push.client_id == self.channel.client_id
+                    {
+                        return Item::Send(Message::text(push.text.clone()));
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => return Item::Lagged,
+                Err(broadcast::error::RecvError::Closed) => {
+                    return Item::End(CloseCode::Away, "push stopped".into())
+                }
+            }
+        }
+    }
+}
+
+/// Run one watchlist channel on `io` until either side ends it.
+pub(super) async fn serve<S>(state: Arc<State>, up: WsUpgrade, io: S)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let Some(channel) = up.watch.as_deref().cloned() else {
+        return;
+    };
+    let feed = state.sol_watch.ws_feed();
+    let open = async move { Ok::<_, String>(Deliveries { feed, channel }) };
+    push_channel::run(&state, up, io, open).await;
+}

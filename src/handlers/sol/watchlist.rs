@@ -1,0 +1,221 @@
+//! Watchlist entries (SPEC "SolWatchlistEntry"): `GET/POST /v1/sol/watchlist`,
+//! `GET/DELETE /v1/sol/watchlist/{id}`, and `GET /v1/sol/watchlist/{id}/dead-letters`.
+//! The tenant is the credential's; another tenant's id is 404, as an unknown one is.
+//! Push itself is `src/sol_watch/`.
+
+use super::Request;
+use crate::errors::ApiError;
+use crate::reply::Reply;
+use crate::routes::spec::HandlerKind;
+use crate::sol_tx;
+use crate::sol_watch::{webhook, SolWatch};
+use crate::store::sol_watchlist::WatchEntry;
+use crate::store::Store;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Create {
+    pubkey: String,
+    #[serde(default)]
+    commitment: Option<String>,
+    callback_type: String,
+    callback_url: String,
+}
+
+fn store_error(e: crate::store::sql::StoreError) -> ApiError {
+    log::warn!("watchlist: {e}");
+    ApiError::new(
+        503,
+        "store_unavailable",
+        "the watchlist cannot be read or written now",
+    )
+}
+
+fn entry_json(e: &WatchEntry) -> Value {
+    json!({
+        "id": e.id,
+        "tenant_id": e.tenant_id,
+        "pubkey": e.pubkey,
+        "commitment": e.commitment,
+        "callback_type": e.callback_type,
+        "callback_url": e.callback_url,
+        "created_at": httpdate_rfc3339(e.created_at),
+    })
+}
+
+/// Unix seconds as RFC 3339 (`2026-11-24T10:32:09Z`).
+fn httpdate_rfc3339(secs: i64) -> String {
+    humantime::format_rfc3339_seconds(
+        std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs.max(0) as u64),
+    )
+    .to_string()
+}
+
+/// A `ws` entry's client identifier: what the tenant's channel connects with.
+fn is_client_id(s: &str) -> bool {
+    (1..=64).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+}
+
+fn tenant<'a>(req: &'a Request<'_>) -> Result<&'a str, ApiError> {
+    req.key()
+        .map(|k| k.tenant_id.as_str())
+        .ok_or_else(|| ApiError::new(401, "unauthorized", "an API key is required"))
+}
+
+fn not_found(id: &str) -> ApiError {
+    ApiError::new(
+        404,
+        "not_found",
+        format!(
+            "no watchlist entry {}",
+            id.chars().take(40).collect::<String>()
+        ),
+    )
+}
+
+pub async fn serve(store: &Store, watch: &SolWatch, req: &Request<'_>) -> Result<Reply, ApiError> {
+    let tenant = tenant(req)?;
+    let id = req.params.first().map(String::as_str).unwrap_or("");
+    match req.kind {
+        HandlerKind::SolWatchlistList => {
+            let entries = store.watch_entries(tenant).await.map_err(store_error)?;
+            let list: Vec<Value> = entries.iter().map(entry_json).collect();
+            Ok(Reply::json(200, Value::Array(list).to_string()))
+        }
+        HandlerKind::SolWatchlistCreate => create(store, watch, tenant, req).await,
+        HandlerKind::SolWatchlistGet => {
+            let e = store
+                .watch_entry(tenant, id)
+                .await
+                .map_err(store_error)?
+                .ok_or_else(|| not_found(id))?;
+            Ok(Reply::json(200, entry_json(&e).to_string()))
+        }
+        HandlerKind::SolWatchlistDelete => {
+            if !store
+                .delete_watch_entry(tenant, id)
+                .await
+                .map_err(store_error)?
+            {
+                return Err(not_found(id));
+            }
+            watch.removed(id);
+            Ok(Reply::empty(204))
+        }
+        _ => {
+            store
+                .watch_entry(tenant, id)
+                .await
+                .map_err(store_error)?
+                .ok_or_else(|| not_found(id))?;
+            let letters = store.dead_letters(id).await.map_err(store_error)?;
+            let items: Vec<Value> = letters
+                .iter()
+                .map(|d| {
+                    json!({
+                        "id": d.id,
+                        "attempts": d.attempts,
+                        "last_error": d.last_error,
+                        "created_at": httpdate_rfc3339(d.created_at),
+                        "payload": serde_json::from_str::<Value>(&d.payload).unwrap_or(Value::Null),
+                    })
+                })
+                .collect();
+            Ok(Reply::json(
+                200,
+                json!({"entry_id": id, "items": items}).to_string(),
+            ))
+        }
+    }
+}
+
+/// `POST /v1/sol/watchlist`: checked whole before anything is stored; a webhook's URL
+/// must be https and resolve to public addresses now (and is checked again at every
+/// delivery). The answer carries the entry's webhook signing secret, this once.
+async fn create(
+    store: &Store,
+    watch: &SolWatch,
+    tenant: &str,
+    req: &Request<'_>,
+) -> Result<Reply, ApiError> {
+    let c: Create = serde_json::from_slice(&req.body)
+        .map_err(|e| ApiError::invalid_params(format!("body: {e}")))?;
+    if !sol_tx::is_address(&c.pubkey) {
+        return Err(ApiError::invalid_params(
+            "pubkey must be a base58 Solana address (32 to 44 characters, 32 bytes)",
+        ));
+    }
+    let commitment = match c.commitment.as_deref() {
+        None | Some("confirmed") => "confirmed",
+        Some("processed") => "processed",
+        Some("finalized") => "finalized",
+        Some(_) => {
+            return Err(ApiError::invalid_params(
+                "commitment must be processed, confirmed or finalized",
+            ))
+        }
+    };
+    match c.callback_type.as_str() {
+        "webhook" => {
+            if !watch.webhooks_enabled() {
+                return Err(ApiError::new(
+                    503,
+                    "webhooks_not_configured",
+                    "webhook delivery is not configured here (solana.watchlist.signing_secret); use callback_type ws",
+                ));
+            }
+            let target = webhook::parse(&c.callback_url)
+                .map_err(|why| ApiError::new(400, "callback_not_allowed", why))?;
+            webhook::resolve(&target, watch.allow())
+                .await
+                .map_err(|why| ApiError::new(400, "callback_not_allowed", why))?;
+        }
+        "ws" => {
+            if !is_client_id(&c.callback_url) {
+                return Err(ApiError::invalid_params(
+                    "for callback_type ws, callback_url is the client identifier the channel connects with: 1 to 64 of A-Z a-z 0-9 . _ -",
+                ));
+            }
+        }
+        _ => {
+            return Err(ApiError::invalid_params(
+                "callback_type must be webhook or ws",
+            ))
+        }
+    }
+    let entry = WatchEntry {
+        id: uuid::Uuid::new_v4().to_string(),
+        tenant_id: tenant.to_string(),
+        pubkey: c.pubkey,
+        commitment: commitment.to_string(),
+        callback_type: c.callback_type,
+        callback_url: c.callback_url,
+        created_at: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0),
+    };
+    let max = watch.conf().max_entries_per_tenant;
+    if !store
+        .add_watch_entry(&entry, max)
+        .await
+        .map_err(store_error)?
+    {
+        return Err(ApiError::new(
+            409,
+            "too_many_entries",
+            format!("a tenant holds at most {max} watchlist entries"),
+        )
+        .with_field("max_entries", max));
+    }
+    let mut body = entry_json(&entry);
+    if entry.callback_type == "webhook" {
+        body["signing_secret"] = json!(watch.entry_secret(&entry.id));
+    }
+    watch.added(entry);
+    Ok(Reply::json(201, body.to_string()))
+}

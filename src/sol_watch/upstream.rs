@@ -1,0 +1,254 @@
+//! The node side of watchlist push: one `accountSubscribe` per (account, commitment),
+//! however many entries and tenants watch it, all on one PubSub WebSocket to a
+//! `sol_rpc` host (capability `ws`). When that link fails, the subscriptions are
+//! re-established on another host and each account is read once (`getAccountInfo`): a
+//! change made while no link was up is delivered then, so none is missed.
+
+use super::Change;
+use crate::pools::Pools;
+use crate::rpc::Gateway;
+use crate::streams::node_link::NodeLink;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+pub const POOL: &str = "sol_rpc";
+const REQUEST_ID: &str = "sol-watchlist";
+
+/// What the registry asks of the link.
+#[derive(Debug)]
+pub enum Command {
+    Watch(Key),
+    Unwatch(Key),
+}
+
+/// One shared subscription: an account at a commitment level.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Key {
+    pub pubkey: String,
+    pub commitment: String,
+}
+
+/// What a watched account looked like last (to deliver changes only, once each).
+fn fingerprint(value: &Value) -> (Option<u64>, Value, Value) {
+    (
+        value["lamports"].as_u64(),
+        value["owner"].clone(),
+        value["data"].clone(),
+    )
+}
+
+struct Watched {
+    sub: Option<u64>,
+    last: Option<(Option<u64>, Value, Value)>,
+}
+
+pub struct Driver {
+    pub pools: Arc<Pools>,
+    pub gateway: Arc<Gateway>,
+    pub commands: mpsc::UnboundedReceiver<Command>,
+    pub changes: mpsc::Sender<Change>,
+}
+
+impl Driver {
+    pub async fn run(mut self) {
+        let mut watched: HashMap<Key, Watched> = HashMap::new();
+        let mut by_sub: HashMap<u64, Key> = HashMap::new();
+        let mut link: Option<NodeLink> = None;
+        let mut avoid: Option<String> = None;
+        let mut backoff = Duration::from_millis(200);
+        loop {
+            if link.is_none() && !watched.is_empty() {
+                if let Some(pool) = self.pools.get(POOL) {
+                    link = NodeLink::open(pool, avoid.as_deref()).await;
+                }
+                match link.as_mut() {
+                    Some(l) => {
+                        backoff = Duration::from_millis(200);
+                        by_sub.clear();
+                        let keys: Vec<Key> = watched.keys().cloned().collect();
+                        let mut failed = false;
+                        for key in keys {
+                            match subscribe(l, &key).await {
+                                Ok(id) => {
+                                    by_sub.insert(id, key.clone());
+                                    if let Some(w) = watched.get_mut(&key) {
+                                        w.sub = Some(id);
+                                    }
+                                }
+                                Err(e) => {
+                                    log::warn!("watchlist: accountSubscribe on {}: {e}", l.host.id);
+                                    failed = true;
+                                    break;
+                                }
+                            }
+                        }
+                        if failed {
+                            avoid = link.take().map(|l| l.host.id.clone());
+                            continue;
+                        }
+                        // Fill the gap: what changed while no subscription was up.
+                        for (key, w) in watched.iter_mut() {
+                            if let Some(change) = self.read_now(key, w).await {
+                                let _ = self.changes.send(change).await;
+                            }
+                        }
+                    }
+                    None => {
+                        // No host takes a link now: wait, still taking commands.
+                        let sleep = tokio::time::sleep(backoff);
+                        tokio::pin!(sleep);
+                        backoff = (backoff * 2).min(Duration::from_secs(5));
+                        loop {
+                            tokio::select! {
+                                _ = &mut sleep => break,
+                                cmd = self.commands.recv() => match cmd {
+                                    None => return,
+                                    Some(cmd) => self.apply_offline(cmd, &mut watched).await,
+                                },
+                            }
+                        }
+                        continue;
+                    }
+                }
+            }
+            let Some(l) = link.as_mut() else {
+                // Nothing watched: wait for the first command.
+                match self.commands.recv().await {
+                    None => return,
+                    Some(cmd) => self.apply_offline(cmd, &mut watched).await,
+                }
+                continue;
+            };
+            tokio::select! {
+                cmd = self.commands.recv() => match cmd {
+                    None => return,
+                    Some(Command::Watch(key)) => {
+                        if watched.contains_key(&key) {
+                            continue;
+                        }
+                        let mut w = Watched { sub: None, last: None };
+                        self.baseline(&key, &mut w).await;
+                        match subscribe(l, &key).await {
+                            Ok(id) => {
+                                w.sub = Some(id);
+                                by_sub.insert(id, key.clone());
+                            }
+                            Err(e) => {
+                                log::warn!("watchlist: accountSubscribe on {}: {e}", l.host.id);
+                                avoid = link.take().map(|l| l.host.id.clone());
+                            }
+                        }
+                        watched.insert(key, w);
+                    }
+                    Some(Command::Unwatch(key)) => {
+                        if let Some(w) = watched.remove(&key) {
+                            if let Some(id) = w.sub {
+                                by_sub.remove(&id);
+                                if l.call("accountUnsubscribe", json!([id])).await.is_err() {
+                                    avoid = link.take().map(|l| l.host.id.clone());
+                                }
+                            }
+                        }
+                    }
+                },
+                note = l.notification() => match note {
+                    Ok(v) => {
+                        let params = &v["params"];
+                        let Some(key) = params["subscription"].as_u64().and_then(|id| by_sub.get(&id)) else {
+                            continue;
+                        };
+                        let result = &params["result"];
+                        if let Some(w) = watched.get_mut(key) {
+                            if let Some(change) = changed(key, w, result["context"]["slot"].as_u64(), &result["value"]) {
+                                let _ = self.changes.send(change).await;
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        log::info!("watchlist: link to {} ended ({e}); moving", l.host.id);
+                        l.host.record_failure(&format!("pubsub: {e}"));
+                        avoid = link.take().map(|l| l.host.id.clone());
+                    }
+                },
+            }
+        }
+    }
+
+    /// A command while no link is up: the registry changes; subscriptions follow when a
+    /// link opens.
+    async fn apply_offline(&self, cmd: Command, watched: &mut HashMap<Key, Watched>) {
+        match cmd {
+            Command::Watch(key) => {
+                if let std::collections::hash_map::Entry::Vacant(slot) = watched.entry(key) {
+                    let mut w = Watched {
+                        sub: None,
+                        last: None,
+                    };
+                    self.baseline(slot.key(), &mut w).await;
+                    slot.insert(w);
+                }
+            }
+            Command::Unwatch(key) => {
+                watched.remove(&key);
+            }
+        }
+    }
+
+    /// The account's state now, over HTTP.
+    async fn account(&self, key: &Key) -> Option<(Option<u64>, Value)> {
+        let pool = self.pools.get(POOL)?;
+        let (answer, _) = self
+            .gateway
+            .read_call(
+                pool,
+                "getAccountInfo",
+                json!([key.pubkey, {"encoding": "base64", "commitment": key.commitment}]),
+                REQUEST_ID,
+            )
+            .await
+            .ok()?;
+        Some((answer["context"]["slot"].as_u64(), answer["value"].clone()))
+    }
+
+    /// What a newly watched account looks like, so only later changes are delivered.
+    async fn baseline(&self, key: &Key, w: &mut Watched) {
+        if let Some((_, value)) = self.account(key).await {
+            w.last = Some(fingerprint(&value));
+        }
+    }
+
+    /// After a link (re)opens: the account now, as a change if it differs from the last.
+    async fn read_now(&self, key: &Key, w: &mut Watched) -> Option<Change> {
+        let (slot, value) = self.account(key).await?;
+        changed(key, w, slot, &value)
+    }
+}
+
+/// A change to deliver, when `value` differs from what was delivered last.
+fn changed(key: &Key, w: &mut Watched, slot: Option<u64>, value: &Value) -> Option<Change> {
+    let print = fingerprint(value);
+    if w.last.as_ref() == Some(&print) {
+        return None;
+    }
+    w.last = Some(print);
+    Some(Change {
+        pubkey: key.pubkey.clone(),
+        commitment: key.commitment.clone(),
+        slot: slot.unwrap_or(0),
+        account: value.clone(),
+    })
+}
+
+async fn subscribe(l: &mut NodeLink, key: &Key) -> Result<u64, String> {
+    let id = l
+        .call(
+            "accountSubscribe",
+            json!([key.pubkey, {"encoding": "base64", "commitment": key.commitment}]),
+        )
+        .await?;
+    id.as_u64()
+        .ok_or_else(|| "accountSubscribe: no subscription id".to_string())
+}
