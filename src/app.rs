@@ -4,7 +4,8 @@
 
 use crate::{
     auth, capacity, cluster, config, console, edge, front, handlers, index, limits, mempool,
-    observe, pools, routes, rpc, sol_stake, sol_watch, store, streams, upstream,
+    mev_cache, observe, pools, routes, rpc, sol_mempool, sol_stake, sol_watch, store, streams,
+    upstream,
 };
 use pingora_core::listeners::tls::TlsSettings;
 use pingora_core::listeners::{L4BufferSettings, ListenerConfig};
@@ -254,6 +255,30 @@ pub fn serve(mut opt: Opt, loaded: Loaded) -> Result<(), String> {
         ));
     }
 
+    // The Solana senders' transactions followed until they land (src/sol_mempool.rs).
+    if state.pools.get(sol_mempool::POOL).is_some() {
+        server.add_service(pingora_core::services::background::background_service(
+            "solana mempool",
+            sol_mempool::Tracker {
+                mempool: state.sol_mempool.clone(),
+                pools: state.pools.clone(),
+                gateway: state.gateway.clone(),
+            },
+        ));
+    }
+    // MEV-cache analytics (src/mev_cache.rs), when there is a sol_mev_cache pool.
+    if state.pools.get(mev_cache::POOL).is_some() {
+        server.add_service(pingora_core::services::background::background_service(
+            "mev-cache sampler",
+            mev_cache::Sampler {
+                conf: state.config.app.solana.mev_cache.clone(),
+                pools: state.pools.clone(),
+                store: state.store.clone(),
+                client: state.gateway.client.clone(),
+                snapshots: state.mev_cache.clone(),
+            },
+        ));
+    }
     // Solana watchlist push (src/sol_watch/), when there is a sol_rpc pool to watch with.
     if state.config.app.solana.watchlist.push
         && state.pools.get(sol_watch::upstream::POOL).is_some()
@@ -335,6 +360,8 @@ pub(crate) fn edge_state(
     );
     let state = Arc::new(edge::State {
         sol_watch,
+        mev_cache: Default::default(),
+        sol_mempool: Default::default(),
         limiter,
         metrics_cache,
         console,

@@ -15,7 +15,8 @@
 //!   (the JSON-RPC gateway), `streams` (shared node subscriptions), and the background
 //!   producers behind product routes: `index` (the chain indexer), `mempool` (watchers),
 //!   `capacity` (the consensus-layer capacity series), `sol_stake` (Solana epoch stake
-//!   snapshots), `sol_watch` (Solana watchlist push).
+//!   snapshots), `sol_watch` (Solana watchlist push), `mev_cache` (MEV-cache
+//!   analytics samples), `sol_mempool` (the Solana senders' transactions until they land).
 //! - **Fleet**: `pools` (hosts, health, order of attempts), `upstream` (the client to
 //!   nodes).
 //! - **Policy and data**: `routes` (manifests → the route table), `auth`, `limits`,
@@ -59,7 +60,9 @@ mod console;
 mod handlers;
 mod index;
 mod mempool;
+mod mev_cache;
 mod rpc;
+mod sol_mempool;
 mod sol_stake;
 mod sol_watch;
 mod streams;

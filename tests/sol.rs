@@ -570,3 +570,161 @@ fn stake_snapshots_are_captured_per_epoch_and_paged_by_voter() {
         403
     );
 }
+
+/// A MEV-cache host whose hits counter grows by `per_scrape` at every scrape of its
+/// `/metrics` (and, with `reset_after`, starts again from zero after that many).
+fn mev_cache_host(per_scrape: u64, reset_after: Option<u64>) -> Fixture {
+    let n = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    Fixture::start(move |req| {
+        if req.path != "/metrics" {
+            return FixtureResponse::status(200, "ok");
+        }
+        let k = n.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        let k = reset_after.map_or(k, |r| if k > r { k - r } else { k });
+        let hits = k * per_scrape;
+        FixtureResponse::status(
+            200,
+            &format!(
+                "# HELP mev_cache_hits_total Hits served from 10.1.2.3\n# TYPE mev_cache_hits_total counter\n\
+                 mev_cache_hits_total{{cache=\"bundles\"}} {}\nmev_cache_hits_total{{cache=\"tips\"}} {}\n\
+                 # TYPE mev_cache_entries gauge\nmev_cache_entries{{upstream=\"10.9.8.7:8899\"}} 42\n",
+                hits / 2,
+                hits - hits / 2
+            ),
+        )
+    })
+}
+
+#[test]
+fn mev_cache_hosts_are_ranked_by_hits_per_second_from_their_own_metrics() {
+    let fast = mev_cache_host(1000, None);
+    let slow = mev_cache_host(10, Some(3));
+    let broken = Fixture::start(|_| FixtureResponse::status(500, "down"));
+    let node = SolNode::start(200, 1000);
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  sol_rpc:\n    hosts:\n      - {{id: sol-1, url: \"{}\", family: solana}}\n\
+             \x20 sol_mev_cache:\n    hosts:\n\
+             \x20     - {{id: cache-fast, url: \"{}\", family: mev-cache}}\n\
+             \x20     - {{id: cache-slow, url: \"{}\", family: mev-cache}}\n\
+             \x20     - {{id: cache-broken, url: \"{}\", family: mev-cache}}\n",
+            node.url(),
+            fast.url(),
+            slow.url(),
+            broken.url()
+        ),
+        extra_yaml: format!(
+            "health:\n  interval_ms: 200\n  timeout_ms: 500\n{UNLIMITED}solana:\n  mev_cache: {{interval_secs: 1}}\n"
+        ),
+        ..Default::default()
+    });
+    let key = gw.key("pro", &[]);
+    let board = wait_for(&gw, "two ranked hosts", || {
+        let r = get(&gw, &key, "/v1/sol/mev-cache/leaderboard?window_secs=60");
+        assert_eq!(r.status, 200, "{}", r.text());
+        let v = r.json();
+        (v["items"].as_array().unwrap().len() == 2 && v["items"][1]["samples"].as_i64() >= Some(4))
+            .then_some(v)
+    });
+    assert_eq!(board["window_secs"], 60);
+    assert_eq!(board["items"][0]["host_id"], "cache-fast");
+    assert_eq!(board["items"][0]["rank"], 1);
+    assert_eq!(board["items"][1]["host_id"], "cache-slow");
+    assert_eq!(board["unranked"], json!(["cache-broken"]));
+    let fast_rate = board["items"][0]["hits_per_sec"].as_f64().unwrap();
+    // 1,000 hits per scrape, about one scrape a second.
+    assert!((500.0..2000.0).contains(&fast_rate), "{fast_rate}");
+
+    // The series: a reset counter never reads as negative.
+    let s = get(&gw, &key, "/v1/sol/mev-cache/hosts/cache-slow/series").json();
+    let points = s["points"].as_array().unwrap();
+    assert!(points.len() >= 4, "{s}");
+    assert!(points
+        .iter()
+        .all(|p| p["hits_per_sec"].as_f64().unwrap() >= 0.0));
+
+    // The last scrape, scrubbed as the metrics mirror is.
+    let r = get(&gw, &key, "/v1/sol/mev-cache/hosts/cache-fast/metrics");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let m = r.json();
+    assert!(
+        !r.text().contains("10.9.8.7"),
+        "raw IPs are scrubbed: {}",
+        r.text()
+    );
+    let names: Vec<&str> = m["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|x| x["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"mev_cache_hits_total") && names.contains(&"mev_cache_entries"),
+        "{names:?}"
+    );
+    let hosts = get(&gw, &key, "/v1/sol/mev-cache/hosts").json();
+    assert_eq!(hosts["hosts"].as_array().unwrap().len(), 3);
+
+    // Unknown hosts, never-sampled hosts, bad windows and spans.
+    assert_eq!(
+        get(&gw, &key, "/v1/sol/mev-cache/hosts/nope/metrics").status,
+        404
+    );
+    assert_eq!(
+        get(&gw, &key, "/v1/sol/mev-cache/hosts/cache-broken/metrics").status,
+        503
+    );
+    for path in [
+        "/v1/sol/mev-cache/leaderboard?window_secs=5",
+        "/v1/sol/mev-cache/leaderboard?window_secs=x",
+        "/v1/sol/mev-cache/hosts/cache-fast/series?from=100&to=50",
+        "/v1/sol/mev-cache/hosts/cache-fast/series?from=0&to=9999999",
+    ] {
+        assert_eq!(get(&gw, &key, path).status, 400, "{path}");
+    }
+    // Pro and above.
+    let basic = gw.key("basic", &[]);
+    assert_eq!(
+        get(&gw, &basic, "/v1/sol/mev-cache/leaderboard").status,
+        403
+    );
+}
+
+#[test]
+fn the_solana_mempool_is_what_the_senders_submitted_until_it_lands() {
+    let node = SolNode::start(100, 1000);
+    let fx = node.fixture();
+    let gw = sol_gateway(&[&node], "");
+    let key = gw.key("pro", &[]);
+    let before = get(&gw, &key, "/v1/sol/mempool/stats").json();
+    assert_eq!(
+        (before["source"].as_str(), before["submitted"].as_i64()),
+        (Some("senders"), Some(0))
+    );
+    let payer = fx["payer_secret"].as_str().unwrap();
+    let to = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin";
+    let mut sigs = Vec::new();
+    for i in 0..3 {
+        let tx = node.signed_transfer(payer, to, 1_000_000 + i);
+        let r = post(&gw, &key, "/v1/sol/sender/tx", &json!({"transaction": tx}));
+        assert_eq!(r.status, 200, "{}", r.text());
+        sigs.push(r.json()["signature"].clone());
+    }
+    let stats = wait_for(&gw, "the three to land", || {
+        let v = get(&gw, &key, "/v1/sol/mempool/stats").json();
+        (v["landed"].as_i64() == Some(3)).then_some(v)
+    });
+    assert_eq!(
+        (stats["submitted"].as_i64(), stats["pending"].as_i64()),
+        (Some(3), Some(0))
+    );
+    assert!(stats["land_ms"]["p50"].as_i64().is_some());
+    let snap = get(&gw, &key, "/v1/sol/mempool/snapshot").json();
+    assert_eq!(snap["count"], 0, "nothing pending once landed: {snap}");
+    assert_eq!(
+        get(&gw, &key, "/v1/sol/mempool/snapshot?limit=0").status,
+        400
+    );
+    let basic = gw.key("basic", &[]);
+    assert_eq!(get(&gw, &basic, "/v1/sol/mempool/stats").status, 403);
+}

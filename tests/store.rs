@@ -6,6 +6,7 @@ mod common;
 
 use chainedge::store::capacity::{HostMinute, SeriesPoint};
 use chainedge::store::console::{Challenge, CodeCheck, Identity, MAX_KEYS_PER_USER};
+use chainedge::store::mev_cache::Sample;
 use chainedge::store::sol_stake::StakeRow;
 use chainedge::store::sol_watchlist::{DeadLetter, WatchEntry, DEAD_LETTERS_KEPT};
 use chainedge::store::sql::Dialect;
@@ -27,6 +28,56 @@ async fn suite(target: Target, dialect: Dialect) {
     capacity_series(&store).await;
     stake_snapshots(&store).await;
     watchlists(&store).await;
+    mev_cache_samples(&store).await;
+}
+
+/// MEV-cache samples: sums per host over a window, a host's series in a half-open
+/// range, a sample written twice kept once, pruning.
+async fn mev_cache_samples(store: &Store) {
+    let s = |host: &str, at: i64, total: i64, inc: i64| Sample {
+        host: host.into(),
+        at,
+        hits_total: total,
+        increase: inc,
+        interval_ms: 1000,
+    };
+    store
+        .record_mev_cache(&[
+            s("a", 1000, 10, 10),
+            s("a", 2000, 30, 20),
+            s("b", 2000, 5, 5),
+        ])
+        .await
+        .unwrap();
+    store
+        .record_mev_cache(&[s("a", 2000, 30, 20)])
+        .await
+        .unwrap();
+    let mut hits = store.mev_cache_hits_since(0).await.unwrap();
+    hits.sort_by(|x, y| x.host.cmp(&y.host));
+    assert_eq!(
+        (
+            hits[0].increase,
+            hits[0].covered_ms,
+            hits[0].samples,
+            hits[0].last_at
+        ),
+        (30, 2000, 2, 2000)
+    );
+    assert_eq!(hits[1].increase, 5);
+    assert_eq!(
+        store
+            .mev_cache_hits_since(1500)
+            .await
+            .unwrap()
+            .iter()
+            .map(|h| h.increase)
+            .sum::<i64>(),
+        25
+    );
+    let series = store.mev_cache_series("a", 0, 2000, 10).await.unwrap();
+    assert_eq!(series.len(), 1, "half-open range");
+    assert_eq!(store.prune_mev_cache(1500).await.unwrap(), 1);
 }
 
 /// Watchlists: the per-tenant bound holds under concurrent creates; a tenant reads and

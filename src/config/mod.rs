@@ -68,6 +68,7 @@ pub const POOL_NAMES: &[&str] = &[
     "polygon_sender_no_auth",
     "sol_rpc",
     "sol_block_engine",
+    "sol_mev_cache",
     "base",
     "base_portal",
 ];
@@ -119,6 +120,7 @@ pub const FAMILIES: &[&str] = &[
     "heimdall",
     "solana",
     "block-engine",
+    "mev-cache",
     "relay",
     "builder",
     "mev-share",

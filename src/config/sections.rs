@@ -523,6 +523,37 @@ pub struct SolanaConf {
     pub stake_snapshots: StakeSnapshotsConf,
     #[serde(default)]
     pub watchlist: WatchlistConf,
+    #[serde(default)]
+    pub mev_cache: MevCacheConf,
+}
+
+/// MEV-cache analytics (`src/mev_cache.rs`): how the `sol_mev_cache` hosts are sampled.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct MevCacheConf {
+    /// Seconds between scrapes.
+    #[serde(default = "d_mev_interval")]
+    pub interval_secs: u64,
+    /// The hosts' hits counter (summed over its label sets).
+    #[serde(default = "d_hits_metric")]
+    pub hits_metric: String,
+}
+
+impl Default for MevCacheConf {
+    fn default() -> Self {
+        MevCacheConf {
+            interval_secs: d_mev_interval(),
+            hits_metric: d_hits_metric(),
+        }
+    }
+}
+
+fn d_mev_interval() -> u64 {
+    10
+}
+
+fn d_hits_metric() -> String {
+    "mev_cache_hits_total".into()
 }
 
 /// Watchlists and their push (`src/sol_watch/`).

@@ -200,17 +200,28 @@ impl Edge {
             | HandlerKind::SolWatchlistDeadLetters => {
                 handlers::sol::watchlist::serve(&st.store, &st.sol_watch, &req).await
             }
+            HandlerKind::SolMevCacheHosts
+            | HandlerKind::SolMevCacheLeaderboard
+            | HandlerKind::SolMevCacheHostMetrics
+            | HandlerKind::SolMevCacheHostSeries => {
+                let pool = self.pool(route.pool.as_deref().unwrap_or("sol_mev_cache"))?;
+                handlers::sol::mev_cache::serve(&st.store, &st.mev_cache, pool, &req).await
+            }
+            HandlerKind::SolMempoolSnapshot | HandlerKind::SolMempoolStats => {
+                self.pool(route.pool.as_deref().unwrap_or("sol_rpc"))?;
+                handlers::sol::mempool::serve(&st.sol_mempool, &req)
+            }
             HandlerKind::SolStakeLatest
             | HandlerKind::SolStakeEpoch
             | HandlerKind::SolStakeByVoter
             | HandlerKind::SolStakeHistory => handlers::sol::stake::serve(&st.store, &req).await,
             HandlerKind::SolSenderTx => {
                 let pool = self.pool(route.pool.as_deref().unwrap_or("sol_rpc"))?;
-                handlers::sol::sender::tx(&st.gateway, pool, &st.sent, &req).await
+                handlers::sol::sender::tx(&st.gateway, pool, &st.sent, &st.sol_mempool, &req).await
             }
             HandlerKind::SolSenderBundle => {
                 let pool = self.pool(route.pool.as_deref().unwrap_or("sol_block_engine"))?;
-                handlers::sol::sender::bundle(&st.gateway, pool, &req).await
+                handlers::sol::sender::bundle(&st.gateway, pool, &st.sol_mempool, &req).await
             }
             _ => Err(ApiError::not_implemented(&route.name)),
         };

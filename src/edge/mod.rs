@@ -79,6 +79,10 @@ pub struct State {
     pub peer_graphs: crate::handlers::peer_graph::PeerGraphs,
     /// Solana watchlist push: the registry handlers update, the WebSocket channels' feed.
     pub sol_watch: Arc<crate::sol_watch::SolWatch>,
+    /// The MEV-cache hosts' last scrapes (`src/mev_cache.rs`).
+    pub mev_cache: Arc<crate::mev_cache::Snapshots>,
+    /// What the Solana senders submitted, followed until it lands (`src/sol_mempool.rs`).
+    pub sol_mempool: Arc<crate::sol_mempool::SolMempool>,
 }
 
 pub struct Edge {

@@ -9,6 +9,7 @@
 pub mod capacity;
 pub mod console;
 pub mod index;
+pub mod mev_cache;
 pub mod postgres;
 pub mod sol_stake;
 pub mod sol_watchlist;
@@ -212,6 +213,18 @@ CREATE TABLE sol_watchlist_dead_letters (
     created_at INTEGER NOT NULL
 );
 CREATE INDEX sol_dead_letters_by_entry ON sol_watchlist_dead_letters(entry_id, created_at);
+"#,
+    // Solana MEV-cache samples (`src/mev_cache.rs`, `store/mev_cache.rs`).
+    r#"
+CREATE TABLE sol_mev_cache_samples (
+    host TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    hits_total INTEGER NOT NULL,
+    increase INTEGER NOT NULL,
+    interval_ms INTEGER NOT NULL,
+    PRIMARY KEY (host, at)
+);
+CREATE INDEX sol_mev_cache_by_time ON sol_mev_cache_samples(at);
 "#,
 ];
 

@@ -3,6 +3,8 @@
 //! store. What every Solana handler shares is here: the parameters (addresses,
 //! commitment, paging) checked before any node is called, and one call to the pool.
 
+pub mod mempool;
+pub mod mev_cache;
 pub mod sender;
 pub mod stake;
 pub mod wallet;

@@ -11,6 +11,7 @@ use crate::jsonrpc::ErrorObject;
 use crate::pools::Pool;
 use crate::reply::Reply;
 use crate::rpc::Gateway;
+use crate::sol_mempool::SolMempool;
 use crate::sol_tx::{self, Encoding, SolTx};
 use base64::Engine;
 use serde::Deserialize;
@@ -58,6 +59,7 @@ pub async fn tx(
     gateway: &Gateway,
     pool: &Pool,
     sent: &SentTransactions,
+    mempool: &SolMempool,
     req: &Request<'_>,
 ) -> Result<Reply, ApiError> {
     let r: TxRequest = body(&req.body)?;
@@ -91,6 +93,7 @@ pub async fn tx(
             }
         })
         .await?;
+    mempool.record(&tx.signature, &tx.fee_payer, "sender");
     Ok(Reply::json(
         200,
         json!({"signature": tx.signature, "fee_payer": tx.fee_payer}).to_string(),
@@ -123,7 +126,12 @@ fn rejected(code: &'static str, e: ErrorObject) -> ApiError {
 /// `POST /v1/sol/sender/bundle`: `sendBundle` to the block-engine pool. The engine lands
 /// the transactions in order, all or none; it answers the bundle id at once (landing is
 /// asynchronous).
-pub async fn bundle(gateway: &Gateway, pool: &Pool, req: &Request<'_>) -> Result<Reply, ApiError> {
+pub async fn bundle(
+    gateway: &Gateway,
+    pool: &Pool,
+    mempool: &SolMempool,
+    req: &Request<'_>,
+) -> Result<Reply, ApiError> {
     let r: BundleRequest = body(&req.body)?;
     if r.transactions.is_empty() || r.transactions.len() > MAX_BUNDLE {
         return Err(ApiError::invalid_params(format!(
@@ -166,6 +174,9 @@ pub async fn bundle(gateway: &Gateway, pool: &Pool, req: &Request<'_>) -> Result
         }
         Err(e) => return Err(rejected("bundle_rejected", e)),
     };
+    for t in &txs {
+        mempool.record(&t.signature, &t.fee_payer, "bundle");
+    }
     let signatures: Vec<&str> = txs.iter().map(|t| t.signature.as_str()).collect();
     Ok(Reply::json(
         200,

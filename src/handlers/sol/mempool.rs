@@ -1,0 +1,79 @@
+//! `GET /v1/sol/mempool/snapshot` and `/stats`, from the transactions this instance's
+//! senders accepted (`src/sol_mempool.rs`; Solana has no public mempool).
+
+use super::{int_param, Request};
+use crate::errors::ApiError;
+use crate::reply::Reply;
+use crate::routes::spec::HandlerKind;
+use crate::sol_mempool::{now_ms, Fate, SolMempool, WINDOW};
+use serde_json::json;
+
+pub const SNAPSHOT_DEFAULT: i64 = 100;
+pub const SNAPSHOT_MAX: i64 = 1000;
+
+/// The value at rank `q` (0..1) of sorted `v`, nearest rank.
+fn nearest_rank(v: &[i64], q: f64) -> Option<i64> {
+    if v.is_empty() {
+        return None;
+    }
+    let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    Some(v[rank - 1])
+}
+
+pub fn serve(mempool: &SolMempool, req: &Request<'_>) -> Result<Reply, ApiError> {
+    let seen = mempool.window();
+    let window_secs = WINDOW.as_secs();
+    let body = if req.kind == HandlerKind::SolMempoolSnapshot {
+        let limit = int_param(req, "limit", SNAPSHOT_DEFAULT, 1, SNAPSHOT_MAX)? as usize;
+        let now = now_ms();
+        let pending: Vec<_> = seen.iter().filter(|s| s.fate == Fate::Pending).collect();
+        let items: Vec<_> = pending
+            .iter()
+            .rev()
+            .take(limit)
+            .map(|s| {
+                json!({
+                    "signature": s.signature,
+                    "fee_payer": s.fee_payer,
+                    "source": s.source,
+                    "first_seen": s.first_seen / 1000,
+                    "age_ms": now - s.first_seen,
+                })
+            })
+            .collect();
+        json!({
+            "source": "senders",
+            "window_secs": window_secs,
+            "count": pending.len(),
+            "items": items,
+        })
+    } else {
+        let mut land_ms: Vec<i64> = seen
+            .iter()
+            .filter_map(|s| match s.fate {
+                Fate::Landed { after_ms, .. } => Some(after_ms),
+                _ => None,
+            })
+            .collect();
+        land_ms.sort_unstable();
+        let failed = seen
+            .iter()
+            .filter(|s| matches!(s.fate, Fate::Failed { .. }))
+            .count();
+        let pending = seen.iter().filter(|s| s.fate == Fate::Pending).count();
+        json!({
+            "source": "senders",
+            "window_secs": window_secs,
+            "submitted": seen.len(),
+            "tx_per_sec": (seen.len() as f64 / window_secs as f64 * 1000.0).round() / 1000.0,
+            "pending": pending,
+            "landed": land_ms.len(),
+            "failed": failed,
+            "land_ms": {
+                "p50": nearest_rank(&land_ms, 0.5),
+                "p90": nearest_rank(&land_ms, 0.9),
+            },
+        })
+    };
+    Ok(Reply::json(200, body.to_string()))
+}

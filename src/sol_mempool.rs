@@ -1,0 +1,168 @@
+//! The Solana mempool the edge can see. Solana has no public mempool: transactions go
+//! to the leaders directly. The source here is **the transactions this instance's
+//! senders accepted** (`/v1/sol/sender/tx` and `/bundle`), followed until they land:
+//! every second the pending ones are looked up with `getSignatureStatuses`. Kept for
+//! [`WINDOW`] and at most [`CAPACITY`] transactions (the oldest dropped first).
+
+use crate::pools::Pools;
+use crate::rpc::Gateway;
+use async_trait::async_trait;
+use pingora_core::server::ShutdownWatch;
+use pingora_core::services::background::BackgroundService;
+use serde_json::{json, Value};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+pub const POOL: &str = "sol_rpc";
+/// How long a transaction is kept (mempool.space's rate window).
+pub const WINDOW: Duration = Duration::from_secs(150);
+pub const CAPACITY: usize = 10_000;
+/// Most signatures `getSignatureStatuses` takes at once.
+const STATUS_BATCH: usize = 256;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fate {
+    Pending,
+    Landed { slot: u64, after_ms: i64 },
+    Failed { slot: u64, error: Value },
+}
+
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub signature: String,
+    pub fee_payer: String,
+    /// `sender` or `bundle`.
+    pub source: &'static str,
+    /// Unix milliseconds.
+    pub first_seen: i64,
+    pub fate: Fate,
+}
+
+#[derive(Default)]
+pub struct SolMempool {
+    seen: Mutex<VecDeque<Seen>>,
+}
+
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl SolMempool {
+    /// A transaction a sender just had accepted.
+    pub fn record(&self, signature: &str, fee_payer: &str, source: &'static str) {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.iter().any(|s| s.signature == signature) {
+            return;
+        }
+        if seen.len() >= CAPACITY {
+            seen.pop_front();
+        }
+        seen.push_back(Seen {
+            signature: signature.to_string(),
+            fee_payer: fee_payer.to_string(),
+            source,
+            first_seen: now_ms(),
+            fate: Fate::Pending,
+        });
+    }
+
+    /// What is inside the window now, oldest first.
+    pub fn window(&self) -> Vec<Seen> {
+        let cutoff = now_ms() - WINDOW.as_millis() as i64;
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        while seen.front().is_some_and(|s| s.first_seen < cutoff) {
+            seen.pop_front();
+        }
+        seen.iter().cloned().collect()
+    }
+
+    fn pending(&self) -> Vec<String> {
+        self.window()
+            .into_iter()
+            .filter(|s| s.fate == Fate::Pending)
+            .map(|s| s.signature)
+            .collect()
+    }
+
+    fn settle(&self, signature: &str, fate: Fate) {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = seen.iter_mut().find(|s| s.signature == signature) {
+            s.fate = fate;
+        }
+    }
+}
+
+/// Follows pending transactions until they land.
+pub struct Tracker {
+    pub mempool: Arc<SolMempool>,
+    pub pools: Arc<Pools>,
+    pub gateway: Arc<Gateway>,
+}
+
+impl Tracker {
+    async fn round(&self) {
+        let Some(pool) = self.pools.get(POOL) else {
+            return;
+        };
+        let pending = self.mempool.pending();
+        for chunk in pending.chunks(STATUS_BATCH) {
+            let Ok((answer, _)) = self
+                .gateway
+                .read_call(
+                    pool,
+                    "getSignatureStatuses",
+                    json!([chunk, {"searchTransactionHistory": false}]),
+                    "sol-mempool",
+                )
+                .await
+            else {
+                return;
+            };
+            let Some(statuses) = answer["value"].as_array() else {
+                return;
+            };
+            let now = now_ms();
+            let window = self.mempool.window();
+            for (sig, status) in chunk.iter().zip(statuses) {
+                if status.is_null() {
+                    continue;
+                }
+                let slot = status["slot"].as_u64().unwrap_or(0);
+                let fate = if status["err"].is_null() {
+                    let first = window
+                        .iter()
+                        .find(|s| &s.signature == sig)
+                        .map_or(now, |s| s.first_seen);
+                    Fate::Landed {
+                        slot,
+                        after_ms: now - first,
+                    }
+                } else {
+                    Fate::Failed {
+                        slot,
+                        error: status["err"].clone(),
+                    }
+                };
+                self.mempool.settle(sig, fate);
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl BackgroundService for Tracker {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => self.round().await,
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+}
