@@ -209,6 +209,30 @@ fn every_manifest_route_is_classified_in_its_envelope() {
                     "console_wallet_challenge" | "console_wallet_verify" | "console_page" => {
                         (404, "not_found")
                     }
+                    // Solana: the watchlist is read from the store (empty here); an
+                    // entry body is required; sampled ids are no one's entry.
+                    "sol_watchlist_list" => (200, ""),
+                    "sol_watchlist_create" => (400, "invalid_params"),
+                    "sol_watchlist_get" | "sol_watchlist_delete" | "sol_watchlist_dead_letters" => {
+                        (404, "not_found")
+                    }
+                    // No snapshot captured here; sampled keys are not base58 addresses.
+                    "sol_stake_latest" | "sol_stake_epoch" => (404, "snapshot_not_found"),
+                    "sol_stake_by_voter" | "sol_stake_history" => (400, "invalid_params"),
+                    // No sol_rpc, sol_block_engine or sol_mev_cache pool here.
+                    "sol_account_snapshot"
+                    | "sol_wallet_balance"
+                    | "sol_wallet_tokens"
+                    | "sol_wallet_nfts"
+                    | "sol_wallet_history"
+                    | "sol_sender_tx"
+                    | "sol_sender_bundle"
+                    | "sol_mempool_snapshot"
+                    | "sol_mempool_stats"
+                    | "sol_mev_cache_hosts"
+                    | "sol_mev_cache_leaderboard"
+                    | "sol_mev_cache_host_metrics"
+                    | "sol_mev_cache_host_series" => (503, "pool_not_configured"),
                     _ => (501, "not_implemented"),
                 };
                 assert_eq!(r.status, expected, "{}: {}", ctx(method), r.text());
@@ -219,6 +243,8 @@ fn every_manifest_route_is_classified_in_its_envelope() {
                         assert!(r.json()["wei"].is_string(), "{}", ctx(method));
                     } else if handler == "eth_validator_series" {
                         assert!(r.json()["points"].is_array(), "{}", ctx(method));
+                    } else if handler == "sol_watchlist_list" {
+                        assert_eq!(r.json(), json!([]), "{}", ctx(method));
                     } else {
                         assert!(r.json()["generated_at"].is_string(), "{}", ctx(method));
                     }
