@@ -26,7 +26,7 @@ fn sol_gateway(nodes: &[&SolNode], extra: &str) -> Gateway {
              \x20 sol_block_engine:\n    hosts:\n      - {{id: engine-1, url: \"{}/api/v1/bundles\", family: block-engine}}\n",
             nodes[0].url()
         ),
-        extra_yaml: format!("health:\n  interval_ms: 200\n  timeout_ms: 500\n{UNLIMITED}{extra}"),
+        extra_yaml: format!("health:\n  interval_ms: 200\n  timeout_ms: 2000\n{UNLIMITED}{extra}"),
         ..Default::default()
     })
 }
@@ -614,7 +614,7 @@ fn mev_cache_hosts_are_ranked_by_hits_per_second_from_their_own_metrics() {
             broken.url()
         ),
         extra_yaml: format!(
-            "health:\n  interval_ms: 200\n  timeout_ms: 500\n{UNLIMITED}solana:\n  mev_cache: {{interval_secs: 1}}\n"
+            "health:\n  interval_ms: 200\n  timeout_ms: 2000\n{UNLIMITED}solana:\n  mev_cache: {{interval_secs: 1}}\n"
         ),
         ..Default::default()
     });

@@ -126,7 +126,7 @@ impl Receiver {
 }
 
 fn wait_until<F: Fn() -> bool>(what: &str, f: F) {
-    let until = Instant::now() + Duration::from_secs(20);
+    let until = Instant::now() + Duration::from_secs(30);
     while !f() {
         assert!(Instant::now() < until, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(50));
@@ -151,7 +151,7 @@ fn gateway(node: &SolNode, dir: &Path, allow_local: bool, extra: &str) -> Gatewa
             node.port + 1
         ),
         extra_yaml: format!(
-            "health:\n  interval_ms: 200\n  timeout_ms: 500\n{UNLIMITED}solana:\n  watchlist:\n    signing_secret: env:CHAINEDGE_WATCHLIST_SECRET\n{extra}{webhook}"
+            "health:\n  interval_ms: 200\n  timeout_ms: 2000\n{UNLIMITED}solana:\n  watchlist:\n    signing_secret: env:CHAINEDGE_WATCHLIST_SECRET\n{extra}{webhook}"
         ),
         env: vec![("CHAINEDGE_WATCHLIST_SECRET".into(), SECRET.into())],
         ..Default::default()

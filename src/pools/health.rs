@@ -35,6 +35,14 @@ pub enum HealthState {
 }
 
 impl HealthState {
+    fn from_u8(v: u8) -> HealthState {
+        match v {
+            0 => HealthState::Available,
+            1 => HealthState::Degraded,
+            _ => HealthState::Quarantined,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             HealthState::Available => "available",
@@ -74,11 +82,7 @@ impl Default for HostHealth {
 
 impl HostHealth {
     pub fn state(&self) -> HealthState {
-        match self.state.load(Ordering::Relaxed) {
-            0 => HealthState::Available,
-            1 => HealthState::Degraded,
-            _ => HealthState::Quarantined,
-        }
+        HealthState::from_u8(self.state.load(Ordering::Relaxed))
     }
     pub fn head(&self) -> u64 {
         self.head.load(Ordering::Relaxed)
@@ -407,7 +411,21 @@ pub async fn check_pool(client: &UpstreamClient, pool: &Pool, conf: &HealthConf)
             lag,
         );
         hh.lag.store(lag, Ordering::Relaxed);
-        hh.state.store(state as u8, Ordering::Relaxed);
+        let before = hh.state.swap(state as u8, Ordering::Relaxed);
+        if before != state as u8 {
+            // Operators read a host's moves in the log; the reason is the probe's.
+            let why = match r {
+                Err(e) => e.clone(),
+                Ok(_) => format!("lag {lag}, probe {} ms", latency.as_millis()),
+            };
+            log::info!(
+                "pool {} host {}: {} -> {} ({why})",
+                pool.name,
+                h.id,
+                HealthState::from_u8(before).as_str(),
+                state.as_str()
+            );
+        }
         metrics::host_health(&pool.name, &h.id, state as u8, hh.head(), lag, *latency);
     }
 }
