@@ -1,5 +1,6 @@
 //! One error type for every surface, rendered in the envelope SPEC "Errors" gives each.
 
+use crate::jsonrpc::{ErrorObject, Id, Response};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -15,6 +16,10 @@ pub enum Envelope {
     Admin,
     /// `{"error": code, "code": <status>}` (SSE streams and the metrics mirror).
     Stream,
+    /// A JSON-RPC 2.0 error response (`/rpc/eth`): the edge's code, message and extras in
+    /// `error.data`, the HTTP status kept. Rendered here with a null id (a refusal made
+    /// before the body was read); the gateway answers with the call's id once it has one.
+    JsonRpc,
 }
 
 /// A refusal or failure that becomes one complete HTTP response.
@@ -110,8 +115,51 @@ impl ApiError {
                 obj.insert("error".into(), self.code.into());
                 obj.insert("code".into(), self.status.into());
             }
+            Envelope::JsonRpc => {
+                let answer = Response::error(Id::Null, self.error_object(request_id));
+                return serde_json::to_vec(&answer).unwrap_or_else(|_| b"{}".to_vec());
+            }
         }
         serde_json::to_vec(&Value::Object(obj)).unwrap_or_else(|_| b"{}".to_vec())
+    }
+
+    /// The JSON-RPC error code of this refusal: the standard code where one fits, EIP-1474's
+    /// -32005 "limit exceeded" for rate and size limits, -32002 (as Infura answers a key's
+    /// settings) for a credential or plan that does not allow the call, -32603 for the
+    /// edge's or the nodes' failures. `docs/rpc.md` has the table.
+    pub fn jsonrpc_code(&self) -> i64 {
+        if let Some(code) = self.extra.get("jsonrpc_code").and_then(Value::as_i64) {
+            return code;
+        }
+        match (self.status, self.code) {
+            (_, "method_unknown") => -32601,
+            (_, "rate_limited") | (413, _) => -32005,
+            (401, _) | (_, "tier_insufficient" | "tier_locked" | "scope_missing") => -32002,
+            (400, _) => -32602,
+            (404 | 405 | 411 | 415 | 426, _) => -32600,
+            _ => -32603,
+        }
+    }
+
+    /// This refusal as a JSON-RPC error object: the code a JSON-RPC client understands,
+    /// the message prefixed with the edge's code, and in `data` what the HTTP envelope
+    /// carries (`error`, `request_id` when there is one, `retry_after_sec`, ...).
+    pub fn error_object(&self, request_id: &str) -> ErrorObject {
+        let mut data = Map::new();
+        data.insert("error".into(), self.code.into());
+        if !request_id.is_empty() {
+            data.insert("request_id".into(), request_id.into());
+        }
+        for (k, v) in &self.extra {
+            if k != "jsonrpc_code" {
+                data.insert(k.clone(), v.clone());
+            }
+        }
+        ErrorObject {
+            code: self.jsonrpc_code(),
+            message: format!("{}: {}", self.code, self.message),
+            data: Some(Value::Object(data)),
+        }
     }
 }
 
@@ -151,6 +199,34 @@ mod tests {
             v,
             serde_json::json!({"error": "admin endpoint loopback-only"})
         );
+    }
+
+    #[test]
+    fn json_rpc_is_an_error_response_with_the_fields_in_data() {
+        let e = ApiError::new(429, "rate_limited", "slow down").with_field("retry_after_sec", 2);
+        let v = parse(&e, Envelope::JsonRpc);
+        assert_eq!(
+            v,
+            serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {
+                "code": -32005, "message": "rate_limited: slow down",
+                "data": {"error": "rate_limited", "request_id": "rid-1", "retry_after_sec": 2}}})
+        );
+        let codes = [
+            (ApiError::new(403, "method_unknown", "x"), -32601),
+            (ApiError::new(401, "unauthorized", "x"), -32002),
+            (ApiError::new(403, "tier_insufficient", "x"), -32002),
+            (ApiError::new(413, "body_too_large", "x"), -32005),
+            (ApiError::invalid_params("x"), -32602),
+            (
+                ApiError::invalid_params("x").with_field("jsonrpc_code", -32700),
+                -32700,
+            ),
+            (ApiError::method_not_allowed("POST"), -32600),
+            (ApiError::no_node_answered(), -32603),
+        ];
+        for (e, code) in codes {
+            assert_eq!(e.jsonrpc_code(), code, "{}", e.code);
+        }
     }
 
     #[test]

@@ -36,9 +36,19 @@ fn post_rpc(gw: &Gateway, headers: &[(&str, &str)]) -> Resp {
     .unwrap()
 }
 
-fn assert_error(r: &Resp, status: u16, code: &str) {
+/// The refusal's status and code, in the route's envelope: chain REST, or on `/rpc/eth`
+/// a JSON-RPC error answer whose `data` carries the same fields. Returns those fields.
+fn assert_error(r: &Resp, status: u16, code: &str) -> serde_json::Value {
     assert_eq!(r.status, status, "{}", r.text());
-    assert_eq!(r.json()["error"], code, "{}", r.text());
+    let body = r.json();
+    let fields = if body.get("jsonrpc").is_some() {
+        assert!(body["error"]["code"].is_i64(), "{body}");
+        body["error"]["data"].clone()
+    } else {
+        body
+    };
+    assert_eq!(fields["error"], code, "{}", r.text());
+    fields
 }
 
 /// A tenant on `plan` (billing dates as the CLI takes them) with one key.
@@ -78,8 +88,10 @@ fn credentials_standing_and_plans() {
     // Lapsed trial and lapsed subscription.
     let trial = tenant_key(&gw, "pro", &["--trial-ends", "2020-01-01T00:00:00Z"]);
     let r = post_rpc(&gw, &[("Authorization", &format!("Bearer {trial}"))]);
-    assert_error(&r, 401, "trial_expired");
-    assert!(r.json()["request_id"].is_string());
+    let fields = assert_error(&r, 401, "trial_expired");
+    assert!(fields["request_id"].is_string());
+    // Refused before the body is read: no call id to answer with.
+    assert_eq!(r.json()["id"], serde_json::Value::Null);
     let lapsed = tenant_key(&gw, "pro", &["--subscription-ends", "1600000000"]);
     assert_error(
         &post_rpc(&gw, &[("x-token", &lapsed)]),
@@ -219,8 +231,13 @@ fn rate_limits_refuse_before_the_upstream() {
     assert_eq!(admitted, 10, "a burst of 2x is admitted, then refused");
     assert_eq!(node.hits(), 10, "refused calls must not reach the node");
     let r = &refused[0];
-    let body = r.json();
-    assert_eq!(body["error"], "rate_limited");
+    // On `/rpc/eth` the refusal is the JSON-RPC answer to the call (its id, EIP-1474's
+    // "limit exceeded"), the 429 fields in `error.data`.
+    let body = assert_error(r, 429, "rate_limited");
+    assert_eq!(
+        (r.json()["id"].as_i64(), r.json()["error"]["code"].as_i64()),
+        (Some(7), Some(-32005))
+    );
     assert_eq!(body["current_tier"], "free");
     assert_eq!(body["category"], "eth_rpc");
     assert_eq!(body["limit_rps"], 5.0);
@@ -253,9 +270,11 @@ fn rate_limits_refuse_before_the_upstream() {
     let hits = node.hits();
     assert_eq!(send_batch().status, 200);
     let r = send_batch();
+    assert_error(&r, 429, "rate_limited");
     assert_eq!(
-        (r.status, r.json()["error"].as_str()),
-        (429, Some("rate_limited"))
+        r.json()["id"],
+        serde_json::Value::Null,
+        "a batch refused whole"
     );
     assert_eq!(
         node.hits(),

@@ -79,16 +79,26 @@ fn trace_and_debug_need_their_plan_and_capability() {
     let (free, pro) = (gw.key("free", &[]), gw.key("pro", &[]));
     let trace_call = json!({"jsonrpc": "2.0", "id": 7, "method": "debug_traceBlockByNumber", "params": ["0x1", {}]});
     let r = rpc(gw.port, "/rpc/eth", Some(&free), &trace_call);
+    // A JSON-RPC answer to call 7, the 403 and its fields kept (in `error.data`).
     assert_eq!(r.status, 403, "{}", r.text());
-    assert_eq!(r.json()["error"], "tier_insufficient");
-    assert_eq!(r.json()["required_tier"], "pro");
-    assert_eq!(r.json()["current_tier"], "free");
+    let single = r.json();
+    assert_eq!(single["id"], 7);
+    assert_eq!(single["error"]["code"], -32002);
+    let data = &single["error"]["data"];
+    assert_eq!(data["error"], "tier_insufficient");
+    assert_eq!(data["required_tier"], "pro");
+    assert_eq!(data["current_tier"], "free");
     assert_eq!(r.header("X-Required-Tier"), Some("pro"));
-    // Inside a batch: a per-call error, the other calls answered.
+    // Inside a batch: the same error object as the call's answer, the others answered.
     let batch =
         json!([trace_call, {"jsonrpc": "2.0", "id": 8, "method": "eth_chainId", "params": []}]);
     let v = rpc(gw.port, "/rpc/eth", Some(&free), &batch).json();
-    assert_eq!(v[0]["error"]["code"], -32001, "{v}");
+    let mut alone = single["error"].clone();
+    let mut batched = v[0]["error"].clone();
+    for e in [&mut alone, &mut batched] {
+        e["data"].as_object_mut().unwrap().remove("request_id");
+    }
+    assert_eq!((&v[0]["id"], batched), (&json!(7), alone), "{v}");
     assert_eq!(v[1]["result"], "0x1");
     // The right plan reaches a host with the capability.
     let v = rpc(gw.port, "/rpc/eth", Some(&pro), &trace_call).json();
@@ -100,7 +110,7 @@ fn trace_and_debug_need_their_plan_and_capability() {
         Some(&pro),
         &json!({"jsonrpc": "2.0", "id": 1, "method": "trace_block", "params": ["0x1"]}),
     );
-    assert_eq!(r.json()["required_tier"], "business");
+    assert_eq!(r.json()["error"]["data"]["required_tier"], "business");
     let business = gw.key("business", &[]);
     let r = rpc(
         gw.port,

@@ -61,32 +61,28 @@ fn post(gw: &Gateway, key: &str, body: &str) -> Resp {
     .unwrap()
 }
 
-/// What a JSON-RPC client can tell from an answer: the result(s), or the edge's error
-/// code with the envelope's extra fields.
+/// What a JSON-RPC client can tell from an answer: the answer itself, less the request
+/// id the HTTP path adds to an error's `data` (a WebSocket message has none of its own).
+/// Over HTTP a refusal also keeps its status; the body is the same JSON-RPC answer.
 fn outcome_http(r: &Resp) -> Value {
-    let v = r.json();
-    if r.status == 200 {
-        return v;
-    }
-    let mut fields = v.as_object().unwrap().clone();
-    fields.remove("message");
-    fields.remove("request_id");
-    // The JSON-RPC code HTTP states in a field is the error object's own code over WS.
-    match fields.remove("jsonrpc_code") {
-        Some(code) => json!({"refused": fields, "code": code}),
-        None => json!({"refused": fields}),
-    }
+    without_request_id(r.json())
 }
 
 fn outcome_ws(v: &Value) -> Value {
-    let data = v.get("error").and_then(|e| e.get("data"));
-    match data {
-        Some(d) if matches!(v["error"]["code"].as_i64(), Some(-32700 | -32600)) => {
-            json!({"refused": d, "code": v["error"]["code"]})
+    without_request_id(v.clone())
+}
+
+fn without_request_id(mut v: Value) -> Value {
+    let answers = match &mut v {
+        Value::Array(items) => items.iter_mut().collect::<Vec<_>>(),
+        one => vec![one],
+    };
+    for a in answers {
+        if let Some(data) = a.pointer_mut("/error/data").and_then(Value::as_object_mut) {
+            data.remove("request_id");
         }
-        Some(d) if v.get("id").is_some() => json!({"refused": d}),
-        _ => v.clone(),
     }
+    v
 }
 
 const TARGET: &str = "0x00000000000000000000000000000000000000aa";
@@ -244,7 +240,7 @@ fn every_call_counts_against_the_rate_limit() {
     for _ in 0..5 {
         let r = post(&gw, &key, &oversized);
         assert_eq!(r.status, 400, "{}", r.text());
-        assert_eq!(r.json()["max_batch"], 100);
+        assert_eq!(r.json()["error"]["data"]["max_batch"], 100);
         assert!(r.header("Retry-After").is_none());
     }
     let admitted = (0..12)
@@ -282,8 +278,9 @@ fn session_bounds() {
     )
     .unwrap();
     assert_eq!(r.status, 429, "{}", r.text());
-    assert_eq!(r.json()["error"], "stream_cap_exceeded");
-    assert_eq!(r.json()["max_connections"], 2);
+    let data = &r.json()["error"]["data"];
+    assert_eq!(data["error"], "stream_cap_exceeded");
+    assert_eq!(data["max_connections"], 2);
     drop(b);
     let mut c = None;
     for _ in 0..50 {

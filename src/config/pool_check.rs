@@ -19,6 +19,17 @@ pub(super) fn check_pools(
                 format!("unknown pool; pools are {POOL_NAMES:?}"),
             );
         }
+        for m in pool.methods.allow.iter().chain(&pool.methods.deny) {
+            if let Err(why) = crate::rpc::methods::check_listed_method(m) {
+                bad(&format!("pools.{name}.methods"), format!("'{m}': {why}"));
+            }
+        }
+        if let Some(m) = pool.methods.allow.intersection(&pool.methods.deny).next() {
+            bad(
+                &format!("pools.{name}.methods"),
+                format!("'{m}' is both allowed and denied"),
+            );
+        }
         let mut ids = Vec::new();
         let mut pool_headers = Vec::new();
         for (i, h) in pool.hosts.iter().enumerate() {

@@ -202,6 +202,20 @@ pub struct PoolConf {
     /// kind: EL 5, CL 3, Solana 50, heimdall 5.
     #[serde(default)]
     pub max_lag: Option<u64>,
+    /// The operator's changes to the JSON-RPC method table for this pool.
+    #[serde(default)]
+    pub methods: MethodsConf,
+}
+
+/// `pools.<name>.methods`: `allow` adds methods the table does not list (answered as
+/// plain reads, by any host of the pool); `deny` refuses listed ones (`method_unknown`).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MethodsConf {
+    #[serde(default)]
+    pub allow: std::collections::BTreeSet<String>,
+    #[serde(default)]
+    pub deny: std::collections::BTreeSet<String>,
 }
 
 #[derive(Debug, Default, Clone, Copy, Deserialize, PartialEq)]

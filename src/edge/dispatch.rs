@@ -3,13 +3,16 @@
 
 use super::{Ctx, Downstream, Edge, Outcome, Pass};
 use crate::auth::Principal;
-use crate::errors::ApiError;
+use crate::errors::{ApiError, Envelope};
 use crate::handlers;
+use crate::jsonrpc::Response;
 use crate::pools::{Host, Pool, Service};
 use crate::reply::{EventStream, Reply};
 use crate::routes::spec::HandlerKind;
 use crate::routes::Route;
+use crate::rpc::id_of;
 use crate::streams::events::{topics_of, EventsRequest};
+use bytes::Bytes;
 use std::sync::Arc;
 
 impl Edge {
@@ -199,7 +202,31 @@ impl Edge {
     ) -> Result<Reply, ApiError> {
         let st = &*self.state;
         let body = session.read_body(st.config.app.rpc.max_body_bytes).await?;
-        let calls = batch_len(&body);
+        match self.json_rpc_calls(session, ctx, route, pool, &body).await {
+            Ok(reply) => Ok(reply),
+            // On `/rpc/eth` a refusal is the JSON-RPC error answer to the call, with its
+            // id (a batch refused whole gets one answer with a null id).
+            Err(e) if route.envelope == Envelope::JsonRpc => {
+                ctx.error_code = Some(e.code);
+                let answer = Response::error(id_of(&body), e.error_object(&ctx.request_id));
+                let mut reply = Reply::json(e.status, answer.to_bytes());
+                reply.headers.extend(e.headers);
+                Ok(reply)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn json_rpc_calls<D: Downstream + ?Sized>(
+        &self,
+        session: &mut D,
+        ctx: &mut Ctx,
+        route: &Route,
+        pool: &Pool,
+        body: &Bytes,
+    ) -> Result<Reply, ApiError> {
+        let st = &*self.state;
+        let calls = batch_len(body);
         crate::rpc::check_batch_size(calls as usize, st.config.app.rpc.max_batch)?;
         if let (Some(category), Some(principal)) = (&route.rate, ctx.principal.clone()) {
             self.limit_weighted(session, ctx, &principal, category, calls)?;
@@ -208,7 +235,7 @@ impl Edge {
         let caller = self.rpc_caller(&principal);
         let reply = st
             .gateway
-            .handle(pool, &body, &ctx.request_id, &caller)
+            .handle(pool, body, &ctx.request_id, &caller)
             .await?;
         ctx.upstream = reply.upstream;
         Ok(Reply::json(200, reply.body))

@@ -166,7 +166,19 @@ async fn run(edge: &Edge, fake: &mut Fake) -> Result<&'static str, (u16, &'stati
     let mut ctx = Ctx::new();
     match edge.pipeline(fake, &mut ctx).await {
         Ok(Outcome::Reply(r)) if r.status < 400 => Ok("reply"),
-        Ok(Outcome::Reply(r)) => Err((r.status, "reply", ApiError::internal("reply"))),
+        // A refusal answered on `/rpc/eth` as the JSON-RPC error with the call's id: its
+        // code and fields are the ones `error.data` carries.
+        Ok(Outcome::Reply(r)) => {
+            let answer: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+            assert_eq!(answer["jsonrpc"], "2.0", "{answer}");
+            let code = ctx.error_code.expect("the refusal's code is logged");
+            let mut e = ApiError::new(r.status, code, "");
+            if let Some(data) = answer["error"]["data"].as_object() {
+                assert_eq!(data["error"], code);
+                e.extra = data.clone();
+            }
+            Err((r.status, code, e))
+        }
         Ok(Outcome::Proxy(_)) => Ok("proxy"),
         Ok(Outcome::Stream(_)) => Ok("stream"),
         Ok(Outcome::WebSocket(_)) => Ok("websocket"),

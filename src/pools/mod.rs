@@ -8,7 +8,7 @@ pub mod health;
 
 use crate::address::{plain_inet, HostAddr};
 use crate::config::secrets::Secret;
-use crate::config::Loaded;
+use crate::config::{Loaded, MethodsConf};
 use crate::upstream::Call;
 use bytes::Bytes;
 use health::{HealthState, HostHealth};
@@ -160,6 +160,8 @@ pub struct Pool {
     /// The highest head seen in the last health round.
     pub head: AtomicU64,
     pub max_lag: Option<u64>,
+    /// The operator's allow/deny changes to the JSON-RPC method table.
+    pub methods: Arc<MethodsConf>,
     /// A view pinned to chosen hosts (per-host RPC): used whatever their health.
     pinned: bool,
 }
@@ -207,6 +209,7 @@ impl Pool {
             next: AtomicUsize::new(0),
             head: AtomicU64::new(self.head.load(Ordering::Relaxed)),
             max_lag: self.max_lag,
+            methods: self.methods.clone(),
             pinned: true,
         }
     }
@@ -283,6 +286,7 @@ impl Pools {
                     next: AtomicUsize::new(0),
                     head: AtomicU64::new(0),
                     max_lag: pc.max_lag,
+                    methods: Arc::new(pc.methods.clone()),
                     pinned: false,
                 }),
             );

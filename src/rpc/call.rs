@@ -56,37 +56,9 @@ pub fn method_of(call: &Value) -> Result<&str, ApiError> {
         .ok_or_else(|| ApiError::invalid_params("each JSON-RPC call needs a string 'method'"))
 }
 
-/// A refusal as a JSON-RPC error object for call `id`: the code a JSON-RPC client
-/// understands, the message prefixed with the edge's error code, and in `data` the same
-/// fields the HTTP envelope carries (`retry_after_sec`, `required_tier`, ...).
+/// A refusal as the JSON-RPC error answer to call `id` (see `ApiError::error_object`).
 pub fn error_from(id: &Id, e: &ApiError) -> Response {
-    let code = e
-        .extra
-        .get("jsonrpc_code")
-        .and_then(Value::as_i64)
-        .unwrap_or(match e.code {
-            "method_unknown" => -32601,
-            "invalid_params" | "invalid_body" => -32602,
-            "tier_insufficient" | "tier_locked" => -32001,
-            // EIP-1474: limit exceeded.
-            "rate_limited" => -32005,
-            _ => -32603,
-        });
-    let mut data = serde_json::Map::new();
-    data.insert("error".into(), Value::from(e.code));
-    for (k, v) in &e.extra {
-        if k != "jsonrpc_code" {
-            data.insert(k.clone(), v.clone());
-        }
-    }
-    Response::error(
-        id.clone(),
-        ErrorObject {
-            code,
-            message: format!("{}: {}", e.code, e.message),
-            data: Some(Value::Object(data)),
-        },
-    )
+    Response::error(id.clone(), e.error_object(""))
 }
 
 /// A refusal of a whole message as JSON-RPC: the error object with the call's id, or

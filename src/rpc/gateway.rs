@@ -1,8 +1,8 @@
 //! The read path: one call or a batch, classified, checked against per-family plans and
 //! sent to hosts in order of what they can serve, with fallback on node-state errors.
 
-use super::call::{jsonrpc_error, CallView, ReadCall};
-use super::methods::{block_need, classify, MethodClass};
+use super::call::{error_from, jsonrpc_error, CallView, ReadCall};
+use super::methods::{block_need, classify_on, MethodClass};
 use super::need::{need_for, need_of, order_by_need, Need};
 use super::{Caller, Gateway, RpcReply};
 use crate::errors::ApiError;
@@ -40,7 +40,7 @@ impl Gateway {
         // Most bodies are one read call: classified from a borrowed view, no `Value` tree
         // (a dozen allocations per request). Anything else takes the general path below.
         if let Some(view) = CallView::of(body) {
-            let class = classify(view.method);
+            let class = classify_on(&pool.methods, view.method);
             if class.is_plain_read() {
                 let call = ReadCall {
                     method: view.method,
@@ -79,16 +79,10 @@ impl Gateway {
         caller: &Caller<'_>,
     ) -> Result<RpcReply, ApiError> {
         let method = call.method.as_str();
-        let class = classify(method);
+        let class = classify_on(&pool.methods, method);
         match class {
-            MethodClass::Unknown => Err(ApiError::new(
-                403,
-                "method_unknown",
-                format!("method '{method}' is not part of the product"),
-            )),
-            MethodClass::Subscription => Err(ApiError::invalid_params(format!(
-                "{method} needs a WebSocket connection to /rpc/eth"
-            ))),
+            MethodClass::Unknown => Err(method_unknown(method)),
+            MethodClass::Subscription => Err(needs_websocket(method)),
             MethodClass::Write => {
                 let (answer, host) = self.write(pool, call, rid).await?;
                 Ok(RpcReply {
@@ -130,15 +124,7 @@ impl Gateway {
             params,
         } = call;
         if let Some(required) = self.conf.plan_refusal(class, caller) {
-            return Err(ApiError::new(
-                403,
-                "tier_insufficient",
-                format!("{method} needs plan {required} or above"),
-            )
-            .with_field("current_tier", caller.plan)
-            .with_field("required_tier", required)
-            .with_field("upgrade_url", self.conf.upgrade_url.as_str())
-            .with_header("X-Required-Tier", required.to_string()));
+            return Err(self.tier_refusal(method, required, caller));
         }
         let need = need_for(pool, block_need(method, params));
         self.read(
@@ -180,29 +166,19 @@ impl Gateway {
             notification[i] = call.is_notification();
             let id = call.answer_id();
             let method = call.method.as_str();
-            let class = classify(method);
+            let class = classify_on(&pool.methods, method);
+            // Each refusal is the one a single call gets, as this element's answer.
             if let Some(required) = self.conf.plan_refusal(class, caller) {
-                out[i] = Some(jsonrpc_error(
+                out[i] = Some(error_from(
                     &id,
-                    -32001,
-                    &format!("tier_insufficient: {method} needs plan {required} or above"),
+                    &self.tier_refusal(method, required, caller),
                 ));
                 continue;
             }
             match class {
-                MethodClass::Unknown => {
-                    out[i] = Some(jsonrpc_error(
-                        &id,
-                        -32601,
-                        &format!("method_unknown: '{method}' is not part of the product"),
-                    ))
-                }
+                MethodClass::Unknown => out[i] = Some(error_from(&id, &method_unknown(method))),
                 MethodClass::Subscription => {
-                    out[i] = Some(jsonrpc_error(
-                        &id,
-                        -32600,
-                        &format!("{method} needs a WebSocket connection"),
-                    ))
+                    out[i] = Some(error_from(&id, &needs_websocket(method)))
                 }
                 MethodClass::Write | MethodClass::Filter => {
                     let answered = if class == MethodClass::Write {
@@ -215,7 +191,7 @@ impl Gateway {
                             upstream = upstream.or(host);
                             answer
                         }
-                        Err(e) => jsonrpc_error(&id, -32603, &e.message),
+                        Err(e) => error_from(&id, &e),
                     });
                 }
                 MethodClass::Read => reads.push((i, call)),
@@ -233,7 +209,7 @@ impl Gateway {
                                     jsonrpc_error(&id, -32603, "upstream answered non-JSON")
                                 })
                             }
-                            Err(e) => jsonrpc_error(&id, -32603, &e.message),
+                            Err(e) => error_from(&id, &e),
                         },
                     );
                 }
@@ -243,12 +219,16 @@ impl Gateway {
             let sub: Vec<&Request> = reads.iter().map(|(_, c)| c).collect();
             let body = Bytes::from(serde_json::to_vec(&sub).unwrap_or_default());
             let need = need_of(pool, reads.iter().map(|(_, c)| c));
+            let mut failed = None;
             let mut answered: Vec<Response> = match self.read(pool, None, need, body, rid).await {
                 Ok(r) => {
                     upstream = upstream.or(r.upstream);
                     node_batch_answers(&r.body)
                 }
-                Err(_) => Vec::new(),
+                Err(e) => {
+                    failed = Some(e);
+                    Vec::new()
+                }
             };
             // Match answers to calls by id: upstreams may reorder batch responses.
             for (slot, call) in reads {
@@ -257,8 +237,9 @@ impl Gateway {
                     .iter()
                     .position(|a| a.id == id)
                     .map(|at| answered.swap_remove(at));
-                out[slot] = Some(found.unwrap_or_else(|| {
-                    jsonrpc_error(&id, -32603, "no upstream answered this call")
+                out[slot] = Some(found.unwrap_or_else(|| match &failed {
+                    Some(e) => error_from(&id, e),
+                    None => jsonrpc_error(&id, -32603, "no upstream answered this call"),
                 }));
             }
         }
@@ -405,7 +386,23 @@ impl Gateway {
         rid: &str,
     ) -> Result<RpcReply, ApiError> {
         let hosts = self.hosts_for(pool, capability, need)?;
-        self.try_hosts(&hosts, body, rid, NodeState::NextHost).await
+        // A node's own error after every host said it cannot answer now (an unknown
+        // block, a method it lacks) is the answer: the caller gets its code and message.
+        self.try_hosts(&hosts, body, rid, NodeState::NextHostElseAnswer)
+            .await
+    }
+
+    /// A per-family plan refusal, with where to upgrade.
+    fn tier_refusal(&self, method: &str, required: &str, caller: &Caller<'_>) -> ApiError {
+        ApiError::new(
+            403,
+            "tier_insufficient",
+            format!("{method} needs plan {required} or above"),
+        )
+        .with_field("current_tier", caller.plan)
+        .with_field("required_tier", required)
+        .with_field("upgrade_url", self.conf.upgrade_url.as_str())
+        .with_header("X-Required-Tier", required.to_string())
     }
 
     /// The pool's hosts that can take a call, in the order to try them.
@@ -520,13 +517,24 @@ impl Gateway {
     }
 }
 
+fn method_unknown(method: &str) -> ApiError {
+    ApiError::new(
+        403,
+        "method_unknown",
+        format!("method '{method}' is not part of the product"),
+    )
+}
+
+fn needs_websocket(method: &str) -> ApiError {
+    ApiError::invalid_params(format!("{method} needs a WebSocket connection to /rpc/eth"))
+        .with_field("jsonrpc_code", -32600)
+}
+
 /// What a node's "cannot answer now" error does to a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum NodeState {
     /// It is the answer (calls whose every error is the caller's to see).
     Answer,
-    /// The next host is tried; when none is left the call failed.
-    NextHost,
     /// The next host is tried; when none is left the last such answer is the answer
     /// (a product handler that reads the node's own error).
     NextHostElseAnswer,

@@ -1,4 +1,10 @@
-//! The documented method table: which class each JSON-RPC method belongs to.
+//! The documented method table: which class each JSON-RPC method belongs to. It follows
+//! the execution-apis method list (`ethereum/execution-apis` `src/eth`, `src/debug`),
+//! less what acts with a node's own keys or powers (`eth_sign*`, `eth_sendTransaction`,
+//! `eth_coinbase`, `engine_*`, `testing_*`), plus Bor's reads; each pool's operator may
+//! allow or deny methods on top (`pools.<name>.methods`).
+
+use crate::config::MethodsConf;
 
 /// How a method is routed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,15 +49,20 @@ impl MethodClass {
 
 const READS: &[&str] = &[
     "eth_accounts",
+    "eth_baseFee",
     "eth_blobBaseFee",
     "eth_blockNumber",
     "eth_call",
+    "eth_capabilities",
     "eth_chainId",
+    "eth_config",
     "eth_createAccessList",
     "eth_estimateGas",
     "eth_feeHistory",
+    "eth_fillTransaction",
     "eth_gasPrice",
     "eth_getBalance",
+    "eth_getBlockAccessList",
     "eth_getBlockByHash",
     "eth_getBlockByNumber",
     "eth_getBlockReceipts",
@@ -61,6 +72,7 @@ const READS: &[&str] = &[
     "eth_getLogs",
     "eth_getProof",
     "eth_getStorageAt",
+    "eth_getStorageValues",
     "eth_getTransactionByBlockHashAndIndex",
     "eth_getTransactionByBlockNumberAndIndex",
     "eth_getTransactionByHash",
@@ -115,6 +127,36 @@ pub fn classify(method: &str) -> MethodClass {
     }
 }
 
+/// A method's class on `pool`'s table: a denied method is unknown; an allowed one the
+/// table does not list is a plain read.
+pub fn classify_on(methods: &MethodsConf, method: &str) -> MethodClass {
+    if methods.deny.contains(method) {
+        return MethodClass::Unknown;
+    }
+    match classify(method) {
+        MethodClass::Unknown if methods.allow.contains(method) => MethodClass::Read,
+        class => class,
+    }
+}
+
+/// Whether `name` may stand in a pool's `methods.allow` / `deny`: a method name, and not
+/// one whose routing is the edge's own (writes, filters, subscriptions keep their paths).
+pub fn check_listed_method(name: &str) -> Result<(), String> {
+    let plain = !name.is_empty()
+        && name.len() <= 128
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    if !plain {
+        return Err("a method name is letters, digits and '_'".into());
+    }
+    match classify(name) {
+        MethodClass::Write | MethodClass::Filter | MethodClass::Subscription => Err(
+            "writes, filters and subscriptions are routed by the edge; they cannot be changed"
+                .into(),
+        ),
+        _ => Ok(()),
+    }
+}
+
 /// What state a read needs, from its block parameter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum BlockNeed {
@@ -138,10 +180,12 @@ fn block_param(method: &str) -> Option<usize> {
         | "eth_estimateGas"
         | "eth_createAccessList" => 1,
         "eth_getStorageAt" | "eth_getProof" => 2,
+        "eth_getStorageValues" => 1,
         "eth_getBlockByNumber"
         | "eth_getBlockTransactionCountByNumber"
         | "eth_getUncleCountByBlockNumber"
         | "eth_getBlockReceipts"
+        | "eth_getBlockAccessList"
         | "eth_getTransactionByBlockNumberAndIndex"
         | "trace_block"
         | "trace_replayBlockTransactions"
@@ -188,7 +232,11 @@ pub fn block_need(method: &str, params: Option<&serde_json::Value>) -> BlockNeed
         }
         None if matches!(
             method,
-            "eth_blockNumber" | "eth_gasPrice" | "eth_maxPriorityFeePerGas" | "eth_blobBaseFee"
+            "eth_blockNumber"
+                | "eth_gasPrice"
+                | "eth_maxPriorityFeePerGas"
+                | "eth_blobBaseFee"
+                | "eth_baseFee"
         ) =>
         {
             BlockNeed::Head
@@ -257,8 +305,47 @@ mod tests {
             "trace_",
             "",
             "evm_mine",
+            "eth_sendTransaction",
+            "eth_signTransaction",
+            "eth_coinbase",
+            "engine_newPayloadV4",
+            "testing_buildBlockV1",
         ] {
             assert_eq!(classify(m), MethodClass::Unknown, "{m}");
+        }
+        for m in [
+            "eth_config",
+            "eth_getStorageValues",
+            "eth_baseFee",
+            "eth_capabilities",
+        ] {
+            assert_eq!(classify(m), MethodClass::Read, "{m}");
+        }
+    }
+
+    #[test]
+    fn operators_allow_and_deny_per_pool() {
+        let conf = MethodsConf {
+            allow: ["erigon_getHeaderByNumber".to_string()].into(),
+            deny: ["eth_getProof".to_string(), "debug_traceCall".to_string()].into(),
+        };
+        assert_eq!(
+            classify_on(&conf, "erigon_getHeaderByNumber"),
+            MethodClass::Read
+        );
+        assert_eq!(classify_on(&conf, "eth_getProof"), MethodClass::Unknown);
+        assert_eq!(classify_on(&conf, "debug_traceCall"), MethodClass::Unknown);
+        assert_eq!(classify_on(&conf, "eth_call"), MethodClass::Read);
+        assert_eq!(classify_on(&conf, "admin_peers"), MethodClass::Unknown);
+        assert!(check_listed_method("erigon_getHeaderByNumber").is_ok());
+        for bad in [
+            "",
+            "eth call",
+            "eth_sendRawTransaction",
+            "eth_newFilter",
+            "eth_subscribe",
+        ] {
+            assert!(check_listed_method(bad).is_err(), "{bad}");
         }
     }
 }
