@@ -59,7 +59,7 @@ fn base_route_is_off_until_the_switch() {
     let key = gw.key("free", &["rpc:read"]);
     let r = chain_id(&gw, Some(&key));
     assert_eq!(
-        (r.status, r.json()["error"].as_str()),
+        (r.status, r.json()["error"]["data"]["error"].as_str()),
         (503, Some("route_disabled"))
     );
     assert_eq!(gw.get("/rpc/base", &[]).status, 503);
@@ -77,7 +77,8 @@ fn base_origin_mode_keys_before_upstream() {
     assert_eq!(chain_id(&gw, Some("ce_not-a-key")).status, 401);
     let r = chain_id(&gw, Some(&unscoped));
     assert_eq!(r.status, 403, "{}", r.text());
-    assert_eq!(r.json()["required_scope"], "rpc:read");
+    assert_eq!(r.json()["error"]["data"]["required_scope"], "rpc:read");
+    assert_eq!(r.json()["error"]["code"], -32002);
     assert_eq!(node.hits(), 0, "refused keys reached the node");
     // The smoke check.
     let r = chain_id(&gw, Some(&good));
