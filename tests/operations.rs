@@ -59,6 +59,29 @@ fn test_flag_validates_app_config_and_plugins() {
         "{err}"
     );
 
+    // Budgets and hedging: a class named wrong, an attempt longer than its call.
+    for (bad, said) in [
+        (
+            "  class_timeouts:\n    write: {timeout_ms: 1000}\n",
+            "rpc.class_timeouts.write: method classes are",
+        ),
+        (
+            "  timeout_ms: 1000\n  attempt_timeout_ms: 2000\n",
+            "rpc.attempt_timeout_ms: timeouts positive",
+        ),
+        (
+            "  hedge: {classes: [write]}\n",
+            "rpc.hedge.classes: 'write'",
+        ),
+        (
+            "  hedge: {quantile: 1.5}\n",
+            "rpc.hedge: quantile between 0 and 1",
+        ),
+    ] {
+        let (ok, err) = check(|a| a.replace("rpc:\n", &format!("rpc:\n{bad}")), |_| {});
+        assert!(!ok && err.contains(said), "{bad}: {err}");
+    }
+
     let (ok, err) = check(|a| a.replace("127.0.0.1:9091", "not-an-address"), |_| {});
     assert!(!ok);
     assert!(

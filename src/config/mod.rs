@@ -589,6 +589,7 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
             );
         }
     }
+    check_rpc_timing(&app.rpc, &mut bad);
     if app.rpc.max_batch == 0 || app.rpc.max_body_bytes == 0 || app.rpc.max_attempts == 0 {
         bad(
             "rpc",
@@ -637,6 +638,53 @@ fn secret_url(r: &SecretRef, schemes: &[&str]) -> Result<Secret, String> {
         Ok(url)
     } else {
         Err(format!("the secret is not a {} URL", schemes[0]))
+    }
+}
+
+/// Budgets and hedging: every class named is one a read can have, and no attempt may
+/// outlast its call.
+fn check_rpc_timing(rpc: &RpcConf, bad: &mut impl FnMut(&str, String)) {
+    const CLASSES: [&str; 4] = ["read", "trace", "debug", "txpool"];
+    for (class, t) in &rpc.class_timeouts {
+        let at = format!("rpc.class_timeouts.{class}");
+        if !CLASSES.contains(&class.as_str()) {
+            bad(
+                &at,
+                "method classes are read, trace, debug and txpool".into(),
+            );
+        }
+        let total = t.timeout_ms.unwrap_or(rpc.timeout_ms);
+        let attempt = t.attempt_timeout_ms.unwrap_or(rpc.attempt_timeout_ms);
+        if total == 0 || attempt == 0 || attempt > total {
+            bad(
+                &at,
+                "timeouts positive, attempt_timeout_ms at most timeout_ms".into(),
+            );
+        }
+    }
+    if rpc.timeout_ms == 0 || rpc.attempt_timeout_ms == 0 || rpc.attempt_timeout_ms > rpc.timeout_ms
+    {
+        bad(
+            "rpc.attempt_timeout_ms",
+            "timeouts positive, attempt_timeout_ms at most timeout_ms".into(),
+        );
+    }
+    let h = &rpc.hedge;
+    if !(h.quantile > 0.0 && h.quantile < 1.0) || h.min_delay_ms > h.max_delay_ms {
+        bad(
+            "rpc.hedge",
+            "quantile between 0 and 1, min_delay_ms at most max_delay_ms".into(),
+        );
+    }
+    for class in &h.classes {
+        if !CLASSES.contains(&class.as_str()) {
+            bad(
+                "rpc.hedge.classes",
+                format!(
+                    "'{class}': hedged classes are read, trace, debug and txpool (never writes)"
+                ),
+            );
+        }
     }
 }
 

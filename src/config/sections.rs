@@ -134,8 +134,18 @@ pub struct RpcConf {
     pub max_batch: usize,
     #[serde(default = "d_resp")]
     pub max_response_bytes: usize,
+    /// A read's whole budget, every attempt included.
     #[serde(default = "d_timeout")]
     pub timeout_ms: u64,
+    /// One host's share of a read's budget: past it, the next host is tried.
+    #[serde(default = "d_attempt_timeout")]
+    pub attempt_timeout_ms: u64,
+    /// Budgets for a method class (`read`, `trace`, `debug`, `txpool`) other than the
+    /// two above: a `debug_trace*` does not share an `eth_call`'s 10 s.
+    #[serde(default = "d_class_timeouts")]
+    pub class_timeouts: BTreeMap<String, ClassTimeouts>,
+    #[serde(default)]
+    pub hedge: HedgeConf,
     #[serde(default = "d_attempts")]
     pub max_attempts: usize,
     #[serde(default)]
@@ -144,6 +154,74 @@ pub struct RpcConf {
     /// are open to every plan that may call the route.
     #[serde(default = "d_method_plans")]
     pub method_plans: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassTimeouts {
+    pub timeout_ms: Option<u64>,
+    pub attempt_timeout_ms: Option<u64>,
+}
+
+fn d_class_timeouts() -> BTreeMap<String, ClassTimeouts> {
+    let slow = ClassTimeouts {
+        timeout_ms: Some(60_000),
+        attempt_timeout_ms: Some(30_000),
+    };
+    [("trace", slow), ("debug", slow)]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+}
+
+/// Hedged reads: when the host tried first has not answered within its recent latency
+/// quantile, the next host gets the same call; the first answer wins, the other attempt
+/// is dropped. Never for writes, filters or anything with an effect.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HedgeConf {
+    #[serde(default = "d_true")]
+    pub enabled: bool,
+    /// Which of the host's recent answer times the delay is (0.95: its p95).
+    #[serde(default = "d_hedge_quantile")]
+    pub quantile: f64,
+    /// Bounds on the delay: no hedge sooner than `min_delay_ms` (a fast host's tail is
+    /// noise), none later than `max_delay_ms` (also the delay before a host has history).
+    #[serde(default = "d_hedge_min")]
+    pub min_delay_ms: u64,
+    #[serde(default = "d_hedge_max")]
+    pub max_delay_ms: u64,
+    /// Method classes hedged: `read`, `trace`, `debug`, `txpool`.
+    #[serde(default = "d_hedge_classes")]
+    pub classes: Vec<String>,
+}
+
+impl Default for HedgeConf {
+    fn default() -> Self {
+        HedgeConf {
+            enabled: true,
+            quantile: d_hedge_quantile(),
+            min_delay_ms: d_hedge_min(),
+            max_delay_ms: d_hedge_max(),
+            classes: d_hedge_classes(),
+        }
+    }
+}
+
+fn d_hedge_quantile() -> f64 {
+    0.95
+}
+fn d_hedge_min() -> u64 {
+    20
+}
+fn d_hedge_max() -> u64 {
+    400
+}
+fn d_hedge_classes() -> Vec<String> {
+    vec!["read".into(), "txpool".into()]
+}
+fn d_attempt_timeout() -> u64 {
+    4_000
 }
 
 fn d_method_plans() -> BTreeMap<String, String> {
@@ -176,6 +254,9 @@ impl Default for RpcConf {
             max_batch: d_batch(),
             max_response_bytes: d_resp(),
             timeout_ms: d_timeout(),
+            attempt_timeout_ms: d_attempt_timeout(),
+            class_timeouts: d_class_timeouts(),
+            hedge: HedgeConf::default(),
             max_attempts: d_attempts(),
             write_policy: WritePolicy::default(),
             method_plans: d_method_plans(),

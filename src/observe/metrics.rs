@@ -75,6 +75,19 @@ pub static UPSTREAM_FAILURES: Lazy<IntCounterVec> = Lazy::new(|| {
     )
 });
 
+pub static HEDGES: Lazy<IntCounterVec> = Lazy::new(|| {
+    register(
+        IntCounterVec::new(
+            Opts::new(
+                "chainedge_hedged_reads_total",
+                "Reads given a second host after the hedge delay, by which attempt answered",
+            ),
+            &["pool", "won_by"],
+        )
+        .unwrap(),
+    )
+});
+
 pub static CONNECTIONS_REFUSED: Lazy<IntCounterVec> = Lazy::new(|| {
     register(
         IntCounterVec::new(
@@ -331,6 +344,7 @@ pub fn init() {
     Lazy::force(&LATENCY);
     Lazy::force(&UPSTREAM_ATTEMPTS);
     Lazy::force(&UPSTREAM_FAILURES);
+    Lazy::force(&HEDGES);
     Lazy::force(&HOST_STATE);
     Lazy::force(&HOST_HEAD);
     Lazy::force(&HOST_LAG);
@@ -449,6 +463,12 @@ pub fn upstream_counts(pool: &str, host: &str) -> (u64, u64) {
         .map(|m| m.get_counter().get_value() as u64)
         .sum();
     (attempts, failures)
+}
+
+/// A hedged read ended: `won_by` is `first` (the host tried first answered after all),
+/// `other` (a later host did), or `none` (no answer worth returning).
+pub fn hedged_read(pool: &str, won_by: &str) {
+    HEDGES.with_label_values(&[pool, won_by]).inc();
 }
 
 pub fn upstream_failure(pool: &str, host: &str, reason: &str) {

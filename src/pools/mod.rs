@@ -5,6 +5,7 @@
 //! tried after its healthy peers for a few seconds, without waiting for the next round.
 
 pub mod health;
+pub mod latency;
 
 use crate::address::{plain_inet, HostAddr};
 use crate::config::secrets::Secret;
@@ -12,9 +13,10 @@ use crate::config::{Loaded, MethodsConf};
 use crate::upstream::Call;
 use bytes::Bytes;
 use health::{HealthState, HostHealth};
+use latency::LatencyHistogram;
 use pingora_core::upstreams::peer::HttpPeer;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -48,6 +50,10 @@ pub struct Host {
     /// Milliseconds since `epoch` until which this host is set aside.
     set_aside_until_ms: AtomicU64,
     pub health: HostHealth,
+    /// How long its recent answers to calls took (the hedge delay comes from it).
+    pub latency: LatencyHistogram,
+    /// Hedged races lost in a row (another host answered while this one said nothing).
+    races_lost: AtomicU32,
 }
 
 impl Host {
@@ -138,6 +144,23 @@ impl Host {
         if self.set_aside_until_ms.load(Ordering::Relaxed) != 0 {
             self.set_aside_until_ms.store(0, Ordering::Relaxed);
         }
+        if self.races_lost.load(Ordering::Relaxed) != 0 {
+            self.races_lost.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Another host answered a hedged call while this one said nothing. One such race
+    /// is a slow answer; `RACES_LOST_TO_SET_ASIDE` in a row without any answer is a host
+    /// that has stopped answering (frozen, wedged), and it goes to the back of the line
+    /// as a failure would put it, before its own timeouts and the health checks say so.
+    pub fn record_race_lost(&self, waited: Duration) {
+        let lost = self.races_lost.fetch_add(1, Ordering::Relaxed) + 1;
+        if lost >= RACES_LOST_TO_SET_ASIDE {
+            self.record_failure(&format!(
+                "{lost} hedged calls in a row answered elsewhere first (no answer in {} ms)",
+                waited.as_millis()
+            ));
+        }
     }
 
     pub fn last_error(&self) -> Option<String> {
@@ -146,6 +169,7 @@ impl Host {
 }
 
 const COOL_DOWN: Duration = Duration::from_secs(5);
+const RACES_LOST_TO_SET_ASIDE: u32 = 3;
 
 fn now_ms() -> u64 {
     static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
@@ -274,6 +298,8 @@ impl Pools {
                     ws,
                     rpc,
                     set_aside_until_ms: AtomicU64::new(0),
+                    latency: LatencyHistogram::default(),
+                    races_lost: AtomicU32::new(0),
                     health: HostHealth::default(),
                 }));
             }

@@ -3,6 +3,7 @@
 //! sends to another instance still reaches the node that holds the filter.
 
 use super::call::jsonrpc_error;
+use super::methods::MethodClass;
 use super::need::Need;
 use super::Gateway;
 use crate::cluster::link::Link;
@@ -152,7 +153,9 @@ impl Gateway {
                 .unwrap_or_else(|_| jsonrpc_error(&id, -32603, "upstream answered non-JSON"))
         };
         if method.starts_with("eth_new") {
-            let r = self.read(pool, None, Need::default(), body, rid).await?;
+            let r = self
+                .read(pool, MethodClass::Filter, Need::default(), body, rid)
+                .await?;
             let answer = answer_of(&r.body);
             if let (Payload::Result(Value::String(fid)), Some(host)) =
                 (&answer.payload, &r.upstream)

@@ -72,6 +72,8 @@ impl Gateway {
             Bytes::copy_from_slice(body),
             rid,
             super::gateway::NodeState::Answer,
+            // Bundles and private transactions have effects: one host at a time.
+            self.conf.budget(super::methods::MethodClass::Write),
         )
         .await
     }

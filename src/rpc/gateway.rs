@@ -4,13 +4,14 @@
 use super::call::{error_from, jsonrpc_error, CallView, ReadCall};
 use super::methods::{block_need, classify_on, MethodClass};
 use super::need::{need_for, need_of, order_by_need, Need};
-use super::{Caller, Gateway, RpcReply};
+use super::{Budget, Caller, Gateway, RpcReply};
 use crate::errors::ApiError;
 use crate::jsonrpc::{ErrorObject, Id, Request, Response};
 use crate::observe::metrics;
 use crate::pools::{Host, Pool};
 use crate::upstream::UpstreamError;
 use bytes::Bytes;
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -127,14 +128,8 @@ impl Gateway {
             return Err(self.tier_refusal(method, required, caller));
         }
         let need = need_for(pool, block_need(method, params));
-        self.read(
-            pool,
-            class.capability(),
-            need,
-            Bytes::copy_from_slice(raw),
-            rid,
-        )
-        .await
+        self.read(pool, class, need, Bytes::copy_from_slice(raw), rid)
+            .await
     }
 
     pub(super) async fn batch(
@@ -199,10 +194,7 @@ impl Gateway {
                 class => {
                     let need = need_for(pool, block_need(method, call.params.as_ref()));
                     out[i] = Some(
-                        match self
-                            .read(pool, class.capability(), need, call.to_bytes(), rid)
-                            .await
-                        {
+                        match self.read(pool, class, need, call.to_bytes(), rid).await {
                             Ok(r) => {
                                 upstream = upstream.or(r.upstream);
                                 serde_json::from_slice(&r.body).unwrap_or_else(|_| {
@@ -220,16 +212,17 @@ impl Gateway {
             let body = Bytes::from(serde_json::to_vec(&sub).unwrap_or_default());
             let need = need_of(pool, reads.iter().map(|(_, c)| c));
             let mut failed = None;
-            let mut answered: Vec<Response> = match self.read(pool, None, need, body, rid).await {
-                Ok(r) => {
-                    upstream = upstream.or(r.upstream);
-                    node_batch_answers(&r.body)
-                }
-                Err(e) => {
-                    failed = Some(e);
-                    Vec::new()
-                }
-            };
+            let mut answered: Vec<Response> =
+                match self.read(pool, MethodClass::Read, need, body, rid).await {
+                    Ok(r) => {
+                        upstream = upstream.or(r.upstream);
+                        node_batch_answers(&r.body)
+                    }
+                    Err(e) => {
+                        failed = Some(e);
+                        Vec::new()
+                    }
+                };
             // Match answers to calls by id: upstreams may reorder batch responses.
             for (slot, call) in reads {
                 let id = call.answer_id();
@@ -302,10 +295,17 @@ impl Gateway {
         rid: &str,
     ) -> Result<(Result<Value, ErrorObject>, Option<String>), ApiError> {
         let need = need_for(pool, block_need(method, Some(&params)));
+        let budget = self.conf.budget(classify_on(&pool.methods, method));
         let call = Request::new(Id::index(1), method, params);
         let hosts = self.hosts_for(pool, capability, need)?;
         let r = self
-            .try_hosts(&hosts, call.to_bytes(), rid, NodeState::NextHostElseAnswer)
+            .try_hosts(
+                &hosts,
+                call.to_bytes(),
+                rid,
+                NodeState::NextHostElseAnswer,
+                budget,
+            )
             .await?;
         let answer: Response = serde_json::from_slice(&r.body).map_err(|_| {
             ApiError::new(
@@ -357,7 +357,9 @@ impl Gateway {
             .map(|(i, (method, params))| Request::new(Id::index(i), method, params.clone()))
             .collect();
         let body = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
-        let r = self.read(pool, None, Need::default(), body, rid).await?;
+        let r = self
+            .read(pool, MethodClass::Read, Need::default(), body, rid)
+            .await?;
         let bad = |why: &str| ApiError::new(502, "upstream_unavailable", why.to_string());
         let answers: Vec<Response> = serde_json::from_slice(&r.body)
             .map_err(|_| bad("the node's batch answer is not a JSON-RPC array"))?;
@@ -380,15 +382,16 @@ impl Gateway {
     pub(super) async fn read(
         &self,
         pool: &Pool,
-        capability: Option<&str>,
+        class: MethodClass,
         need: Need,
         body: Bytes,
         rid: &str,
     ) -> Result<RpcReply, ApiError> {
-        let hosts = self.hosts_for(pool, capability, need)?;
+        let hosts = self.hosts_for(pool, class.capability(), need)?;
         // A node's own error after every host said it cannot answer now (an unknown
         // block, a method it lacks) is the answer: the caller gets its code and message.
-        self.try_hosts(&hosts, body, rid, NodeState::NextHostElseAnswer)
+        let budget = self.conf.budget(class);
+        self.try_hosts(&hosts, body, rid, NodeState::NextHostElseAnswer, budget)
             .await
     }
 
@@ -429,27 +432,80 @@ impl Gateway {
         Ok(hosts)
     }
 
-    /// Hosts in order, within the retry budget and the overall deadline, until one gives
+    /// Hosts in order, within the retry budget and the call's deadline, until one gives
     /// an answer worth returning; `on_node_state` says what a "cannot answer now" error
     /// (lagging, or a missing method or namespace) does.
+    ///
+    /// Each attempt has its own share of the budget, so a host that never answers costs
+    /// one attempt, not the call. A hedged call also gives the next host the same call
+    /// when the first has been silent past its recent answer times: the first answer
+    /// worth returning wins and the other attempt is dropped (its connection closed).
+    /// After a failure the next host is tried at once.
     pub(super) async fn try_hosts(
         &self,
         hosts: &[Arc<Host>],
         body: Bytes,
         rid: &str,
         on_node_state: NodeState,
+        budget: Budget,
     ) -> Result<RpcReply, ApiError> {
-        let deadline = Instant::now() + self.conf.timeout;
+        let deadline = Instant::now() + budget.total;
+        let node_state = on_node_state != NodeState::Answer;
+        let mut queue = hosts.iter().take(self.conf.max_attempts);
+        let launch = |host: &Arc<Host>| {
+            let (host, body) = (host.clone(), body.clone());
+            async move {
+                let began = Instant::now();
+                let share = deadline
+                    .saturating_duration_since(began)
+                    .min(budget.attempt);
+                let outcome = self.attempt(&host, body, rid, share).await;
+                (host, began, outcome)
+            }
+        };
+        let mut running = FuturesUnordered::new();
+        // Hosts of the attempts in flight, with when each began (to tell who lost a race).
+        let mut in_flight: Vec<(Arc<Host>, Instant)> = Vec::with_capacity(2);
+        let mut hedge_at = None;
+        let mut hedged = false;
+        let mut first_began = None;
         let mut last_error = String::new();
         let mut last_answer = None;
-        let node_state = on_node_state != NodeState::Answer;
-        for host in hosts.iter().take(self.conf.max_attempts) {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
+        // Each turn of the loop begins with the next host's attempt: the first, a hedge,
+        // or the one after a failure.
+        loop {
+            let now = Instant::now();
+            match queue.next() {
+                Some(host) if now < deadline => {
+                    if let (Some(delay), false) = (budget.hedge, hedged) {
+                        hedge_at = Some(now + delay.for_host(host));
+                    }
+                    first_began.get_or_insert(now);
+                    in_flight.push((host.clone(), now));
+                    running.push(launch(host));
+                }
+                _ if running.is_empty() => break,
+                _ => {}
             }
-            match self.attempt(host, body.clone(), rid, left).await {
+            let hedge_timer = async {
+                match hedge_at {
+                    Some(at) => tokio::time::sleep_until(at.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let (host, began, outcome) = tokio::select! {
+                biased;
+                Some(done) = running.next() => done,
+                _ = hedge_timer => {
+                    // The first host is still silent: the next one gets the call too.
+                    (hedge_at, hedged) = (None, true);
+                    continue;
+                }
+            };
+            in_flight.retain(|(h, _)| !Arc::ptr_eq(h, &host));
+            match outcome {
                 Ok(body) => {
+                    host.latency.record(began.elapsed());
                     if let Some(reason) = node_state.then(|| node_state_error(&body)).flatten() {
                         host.record_failure(&reason);
                         metrics::upstream_failure(&host.pool, &host.id, "node_state");
@@ -463,6 +519,16 @@ impl Gateway {
                         continue;
                     }
                     host.record_success();
+                    // Attempts begun before this one and still silent lost a race.
+                    for (loser, since) in &in_flight {
+                        if *since < began {
+                            loser.record_race_lost(since.elapsed());
+                        }
+                    }
+                    if hedged {
+                        let first = first_began == Some(began);
+                        metrics::hedged_read(&host.pool, if first { "first" } else { "other" });
+                    }
                     return Ok(RpcReply {
                         body,
                         upstream: Some(host.id.clone()),
@@ -470,6 +536,9 @@ impl Gateway {
                 }
                 Err(e) => last_error = format!("{}: {e}", host.id),
             }
+        }
+        if let Some(pool) = hedged.then(|| hosts.first()).flatten().map(|h| &h.pool) {
+            metrics::hedged_read(pool, "none");
         }
         if let Some(answer) = last_answer {
             return Ok(answer);

@@ -33,7 +33,10 @@ pub struct Gateway {
 pub struct RpcSettings {
     pub max_batch: usize,
     pub max_response_bytes: usize,
+    /// A read's whole budget (writes and filters use it too).
     pub timeout: Duration,
+    /// Budgets by method class: read, trace, debug, txpool.
+    budgets: [Budget; 4],
     pub max_attempts: usize,
     pub write_policy: WritePolicy,
     /// (family, rank, plan name) for `trace`, `debug`, `txpool`.
@@ -51,14 +54,42 @@ impl RpcSettings {
                 Some((f, rank, plan.clone()))
             })
             .collect();
+        let hedge = HedgeDelay {
+            quantile: c.hedge.quantile,
+            min: Duration::from_millis(c.hedge.min_delay_ms),
+            max: Duration::from_millis(c.hedge.max_delay_ms),
+        };
+        let budgets = BUDGETED.map(|(_, name)| {
+            let own = c.class_timeouts.get(name);
+            let ms = |own: Option<u64>, default: u64| Duration::from_millis(own.unwrap_or(default));
+            Budget {
+                total: ms(own.and_then(|t| t.timeout_ms), c.timeout_ms),
+                attempt: ms(own.and_then(|t| t.attempt_timeout_ms), c.attempt_timeout_ms),
+                hedge: (c.hedge.enabled && c.hedge.classes.iter().any(|h| h == name))
+                    .then_some(hedge),
+            }
+        });
         RpcSettings {
             max_batch: c.max_batch,
             max_response_bytes: c.max_response_bytes,
             timeout: Duration::from_millis(c.timeout_ms),
+            budgets,
             max_attempts: c.max_attempts,
             write_policy: c.write_policy,
             method_plans,
             upgrade_url: upgrade_url.to_string(),
+        }
+    }
+
+    /// The time a call of `class` may take, and whether it is hedged. Writes, filters
+    /// and the rest get a read's budget and are never hedged.
+    pub fn budget(&self, class: MethodClass) -> Budget {
+        match BUDGETED.iter().position(|(c, _)| *c == class) {
+            Some(i) => self.budgets[i],
+            None => Budget {
+                hedge: None,
+                ..self.budgets[0]
+            },
         }
     }
 
@@ -69,6 +100,39 @@ impl RpcSettings {
             .iter()
             .find(|(f, rank, _)| *f == family && caller.rank < *rank)
             .map(|(_, _, plan)| plan.as_str())
+    }
+}
+
+/// The method classes with budgets of their own, by their config name.
+const BUDGETED: [(MethodClass, &str); 4] = [
+    (MethodClass::Read, "read"),
+    (MethodClass::Trace, "trace"),
+    (MethodClass::Debug, "debug"),
+    (MethodClass::TxPool, "txpool"),
+];
+
+/// How long a call may take: in all, and on one host before the next is tried; and when
+/// (if ever) a second host gets it while the first is still silent.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Budget {
+    pub total: Duration,
+    pub attempt: Duration,
+    pub hedge: Option<HedgeDelay>,
+}
+
+/// The wait before a hedge: a quantile of the host's recent answer times, within bounds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HedgeDelay {
+    pub quantile: f64,
+    pub min: Duration,
+    pub max: Duration,
+}
+
+impl HedgeDelay {
+    pub fn for_host(&self, host: &crate::pools::Host) -> Duration {
+        host.latency
+            .quantile(self.quantile)
+            .map_or(self.max, |d| d.clamp(self.min, self.max))
     }
 }
 

@@ -1,6 +1,7 @@
 //! Writes (`eth_sendRawTransaction` and kin): dispatched by the pool's write policy,
 //! "already known" counted as accepted, and a transaction's hash.
 
+use super::methods::MethodClass;
 use super::need::Need;
 use super::Gateway;
 use crate::config::WritePolicy;
@@ -142,7 +143,13 @@ impl Gateway {
     pub(super) async fn known_on_chain(&self, pool: &Pool, tx_hash: &str, rid: &str) -> bool {
         let call = Request::new(Id::index(1), "eth_getTransactionByHash", json!([tx_hash]));
         match self
-            .read(pool, None, Need::default(), call.to_bytes(), rid)
+            .read(
+                pool,
+                MethodClass::Read,
+                Need::default(),
+                call.to_bytes(),
+                rid,
+            )
             .await
         {
             Ok(r) => serde_json::from_slice::<Response>(&r.body)

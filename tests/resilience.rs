@@ -1,0 +1,194 @@
+//! Reads that outlive a bad node (issue 21, items 4 and 5): a node that stops answering
+//! costs no caller an error nor more than a moment, a slow host is hedged to the next
+//! one, and each method class has a budget of its own.
+
+mod common;
+use common::*;
+use serde_json::json;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+fn eth_pool(urls: &[String]) -> String {
+    let mut pools = "  eth_el:\n    hosts:\n".to_string();
+    for (i, url) in urls.iter().enumerate() {
+        pools.push_str(&format!(
+            "      - {{id: el-{i}, url: \"{url}\", family: el-geth, capabilities: [debug]}}\n"
+        ));
+    }
+    pools
+}
+
+fn metric(gw: &Gateway, line_start: &str) -> f64 {
+    let m = request(gw.metrics_port, "GET", "/metrics", &[], b"")
+        .unwrap()
+        .text();
+    m.lines()
+        .find(|l| l.starts_with(line_start))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Two anvils under steady reads; one is frozen (SIGSTOP: it accepts connections and
+/// never answers) for eight seconds. Nobody gets an error, nobody waits a second.
+#[test]
+fn a_frozen_node_costs_no_one_an_error() {
+    let a = Anvil::start(1, &[]);
+    let b = Anvil::start(1, &[]);
+    let gw = Gateway::start(GatewayOpts {
+        pools: eth_pool(&[a.url(), b.url()]),
+        extra_yaml: format!("health:\n  interval_ms: 500\n  timeout_ms: 1000\n{UNLIMITED}"),
+        ..Default::default()
+    });
+    let key = gw.key("scale", &[]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let failures = Arc::new(AtomicUsize::new(0));
+    let times = Arc::new(Mutex::new(Vec::new()));
+    let readers: Vec<_> = (0..4)
+        .map(|n| {
+            let (stop, failures, times, port) =
+                (stop.clone(), failures.clone(), times.clone(), gw.port);
+            let key = key.clone();
+            std::thread::spawn(move || {
+                let calls = [
+                    json!({"jsonrpc": "2.0", "id": n, "method": "eth_blockNumber", "params": []}),
+                    json!({"jsonrpc": "2.0", "id": n, "method": "eth_getBalance",
+                           "params": ["0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266", "latest"]}),
+                ];
+                let mut i = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let began = Instant::now();
+                    let r = rpc(port, "/rpc/eth", Some(&key), &calls[i % 2]);
+                    let took = began.elapsed();
+                    i += 1;
+                    if r.status == 200 && r.json()["result"].is_string() {
+                        times.lock().unwrap().push(took);
+                    } else {
+                        failures.fetch_add(1, Ordering::Relaxed);
+                        eprintln!("read failed after {took:?}: {} {}", r.status, r.text());
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(2));
+    a.proc.signal("STOP");
+    std::thread::sleep(Duration::from_secs(8));
+    a.proc.signal("CONT");
+    std::thread::sleep(Duration::from_secs(2));
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        r.join().unwrap();
+    }
+    let mut times = times.lock().unwrap().clone();
+    times.sort();
+    let at = |q: f64| times[((times.len() - 1) as f64 * q) as usize];
+    eprintln!(
+        "{} reads: p50 {:?} p99 {:?} max {:?}; hedges won by another host: {}",
+        times.len(),
+        at(0.5),
+        at(0.99),
+        at(1.0),
+        metric(
+            &gw,
+            "chainedge_hedged_reads_total{pool=\"eth_el\",won_by=\"other\"}"
+        )
+    );
+    assert_eq!(failures.load(Ordering::Relaxed), 0, "reads failed");
+    assert!(times.len() > 400, "too few reads: {}", times.len());
+    assert!(
+        at(1.0) < Duration::from_secs(1),
+        "slowest read {:?}",
+        at(1.0)
+    );
+    // The frozen node's calls were answered by the other one, by hedging, before any
+    // health check could have said anything.
+    assert!(
+        metric(
+            &gw,
+            "chainedge_hedged_reads_total{pool=\"eth_el\",won_by=\"other\"}"
+        ) >= 1.0
+    );
+}
+
+/// A fixture node slow (`slow_ms`) for the methods listed, quick for the rest; batches
+/// too (the health probe is one).
+fn node_slow_for(methods: &'static [&'static str], slow_ms: u64) -> Fixture {
+    Fixture::start(move |req| {
+        let one = |call: &serde_json::Value| {
+            let method = call["method"].as_str().unwrap_or("");
+            if methods.contains(&method) {
+                std::thread::sleep(Duration::from_millis(slow_ms));
+            }
+            let result = match method {
+                "eth_blockNumber" => json!("0x10"),
+                "eth_chainId" => json!("0x1"),
+                "eth_syncing" => json!(false),
+                _ => json!(format!("{method} answered")),
+            };
+            json!({"jsonrpc": "2.0", "id": call["id"], "result": result})
+        };
+        let body: serde_json::Value = serde_json::from_slice(&req.body).unwrap_or_default();
+        FixtureResponse::json(match &body {
+            serde_json::Value::Array(calls) => calls.iter().map(one).collect(),
+            call => one(call),
+        })
+    })
+}
+
+#[test]
+fn slow_hosts_are_hedged_and_each_class_has_its_budget() {
+    // Hedging: one host slow for eth_getBalance, the other quick. Whichever is tried
+    // first, the answer comes from the quick one within the hedge delay.
+    let slow = node_slow_for(&["eth_getBalance"], 3000);
+    let quick = node_slow_for(&[], 0);
+    let gw = Gateway::start(GatewayOpts {
+        pools: eth_pool(&[slow.url(), quick.url()]),
+        extra_yaml: format!("rpc:\n  hedge: {{min_delay_ms: 20, max_delay_ms: 200}}\n{UNLIMITED}"),
+        ..Default::default()
+    });
+    let key = gw.key("scale", &[]);
+    let balance = json!({"jsonrpc": "2.0", "id": 7, "method": "eth_getBalance", "params": ["0x00", "latest"]});
+    for _ in 0..6 {
+        let began = Instant::now();
+        let r = rpc(gw.port, "/rpc/eth", Some(&key), &balance);
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.json()["result"], "eth_getBalance answered");
+        assert_eq!(r.json()["id"], 7);
+        assert!(
+            began.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            began.elapsed()
+        );
+    }
+    assert!(quick.hits() >= 6, "the quick host answered every call");
+    assert!(
+        metric(
+            &gw,
+            "chainedge_hedged_reads_total{pool=\"eth_el\",won_by=\"other\"}"
+        ) >= 1.0
+    );
+    drop(gw);
+
+    // Budgets: reads get 1 s in all, debug calls 5 s; both methods take 1.5 s.
+    let node = node_slow_for(&["eth_call", "debug_traceTransaction"], 1500);
+    let gw = Gateway::start(GatewayOpts {
+        pools: eth_pool(&[node.url()]),
+        extra_yaml: format!(
+            "rpc:\n  timeout_ms: 1000\n  attempt_timeout_ms: 1000\n  class_timeouts:\n    debug: {{timeout_ms: 5000, attempt_timeout_ms: 5000}}\n{UNLIMITED}"
+        ),
+        ..Default::default()
+    });
+    let key = gw.key("scale", &[]);
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "eth_call", "params": [{"to": "0x00"}, "latest"]});
+    let r = rpc(gw.port, "/rpc/eth", Some(&key), &call);
+    assert_eq!(r.status, 502, "{}", r.text());
+    assert_eq!(r.json()["error"]["data"]["error"], "upstream_unavailable");
+    assert!(r.text().contains("timeout"), "{}", r.text());
+    let trace =
+        json!({"jsonrpc": "2.0", "id": 2, "method": "debug_traceTransaction", "params": ["0x01"]});
+    let r = rpc(gw.port, "/rpc/eth", Some(&key), &trace);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["result"], "debug_traceTransaction answered");
+}
