@@ -148,7 +148,7 @@ fn gateway(node: &SolNode, dir: &Path, allow_local: bool, extra: &str) -> Gatewa
         pools: format!(
             "  sol_rpc:\n    hosts:\n      - {{id: sol-1, url: \"{}\", ws_url: \"ws://127.0.0.1:{}\", family: solana, capabilities: [ws]}}\n",
             node.url(),
-            node.port + 1
+            node.ws_port
         ),
         extra_yaml: format!(
             "health:\n  interval_ms: 200\n  timeout_ms: 2000\n{UNLIMITED}solana:\n  watchlist:\n    signing_secret: env:CHAINEDGE_WATCHLIST_SECRET\n{extra}{webhook}"

@@ -9,6 +9,10 @@ use std::time::{Duration, Instant};
 
 pub struct SolNode {
     pub port: u16,
+    /// The PubSub WebSocket's port: a free port of its own, not `port + 1` (an even port
+    /// next to a `bind(0)` one is where the kernel puts outgoing connections, and a long
+    /// test run leaves thousands of them in TIME_WAIT).
+    pub ws_port: u16,
     pub proc: Proc,
 }
 
@@ -22,10 +26,11 @@ impl SolNode {
     /// A node whose slots move every `slot_ms` and whose epochs last `slots_per_epoch`.
     pub fn start(slot_ms: u64, slots_per_epoch: u64) -> SolNode {
         for _ in 0..3 {
-            let port = free_port();
+            let (port, ws_port) = (free_port(), free_port());
             let child = Command::new(python())
                 .arg(root().join("tests/py/sol_node.py"))
                 .args(["--port", &port.to_string()])
+                .args(["--ws-port", &ws_port.to_string()])
                 .args(["--slot-ms", &slot_ms.to_string()])
                 .args(["--slots-per-epoch", &slots_per_epoch.to_string()])
                 .stdout(Stdio::null())
@@ -34,6 +39,7 @@ impl SolNode {
                 .expect("spawn sol_node.py");
             let mut node = SolNode {
                 port,
+                ws_port,
                 proc: Proc { child },
             };
             let until = Instant::now() + Duration::from_secs(15);

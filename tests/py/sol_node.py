@@ -6,11 +6,11 @@ verified, and the System, Vote, Stake, SPL Token and Token-2022 programs run. Th
 puts Solana's JSON-RPC in front of it, and serves what LiteSVM has no notion of (slots
 moving, signatures by address, token accounts by owner) from what it tracks itself.
 
-    sol_node.py --port N [--slot-ms 200] [--slots-per-epoch 32]
+    sol_node.py --port N [--ws-port M] [--slot-ms 200] [--slots-per-epoch 32]
 
 POST / is the node's JSON-RPC; POST /api/v1/bundles is a Jito-style block engine on the
 same chain (`sendBundle`: 1 to 5 signed transactions, all or none, in order). The PubSub
-WebSocket is on port N + 1, as on a validator: `accountSubscribe` / `accountUnsubscribe`,
+WebSocket is on port M (N + 1 by default, as on a validator): `accountSubscribe` / `accountUnsubscribe`,
 an `accountNotification` whenever a transaction changes a watched account.
 
 Test controls (methods no real node has): `shim_setHealthy [bool]` (getHealth answers
@@ -525,26 +525,42 @@ async def pubsub(chain, ws):
 
 
 def start_pubsub(chain, port):
+    """The PubSub server on `port`, listening before this returns; a port another socket
+    holds ends the process (the harness then starts the node on other ports)."""
     import websockets.asyncio.server as wss
 
     loop = asyncio.new_event_loop()
     chain.loop = loop
+    bound = threading.Event()
+    failed = []
 
     async def run():
-        async with wss.serve(lambda ws: pubsub(chain, ws), "127.0.0.1", port):
+        try:
+            server = await wss.serve(lambda ws: pubsub(chain, ws), "127.0.0.1", port)
+        except OSError as e:
+            failed.append(e)
+            bound.set()
+            return
+        bound.set()
+        async with server:
             await asyncio.Future()
 
     threading.Thread(target=lambda: loop.run_until_complete(run()), daemon=True).start()
+    bound.wait()
+    if failed:
+        print(f"sol_node: PubSub port {port}: {failed[0]}", file=sys.stderr, flush=True)
+        sys.exit(1)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--ws-port", type=int, help="PubSub port (default: --port + 1)")
     ap.add_argument("--slot-ms", type=int, default=200)
     ap.add_argument("--slots-per-epoch", type=int, default=32)
     args = ap.parse_args()
     chain = Chain(args.slots_per_epoch)
-    start_pubsub(chain, args.port + 1)
+    start_pubsub(chain, args.ws_port or args.port + 1)
     server = ThreadingHTTPServer(("127.0.0.1", args.port), handler_for(chain))
     server.daemon_threads = True
 
