@@ -323,6 +323,7 @@ pub(crate) fn edge_state(
         client: client.clone(),
         conf: rpc::RpcSettings::new(&app.app.rpc, &app.app.plans, &app.app.upgrade_url),
         filters: rpc::FilterHosts::new(link),
+        in_flight: rpc::InFlight::default(),
     });
     let metrics_cache =
         handlers::metrics_mirror::MetricsCache::new(app.app.metrics_mirror.clone(), client.clone());

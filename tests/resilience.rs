@@ -192,3 +192,50 @@ fn slow_hosts_are_hedged_and_each_class_has_its_budget() {
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["result"], "debug_traceTransaction answered");
 }
+
+/// Twenty wallets ask for the same balance at once: the node is asked once, and each
+/// gets the answer under its own id.
+#[test]
+fn identical_reads_in_flight_share_one_upstream_call() {
+    let node = node_slow_for(&["eth_getBalance"], 500);
+    let gw = Gateway::start(GatewayOpts {
+        pools: eth_pool(&[node.url()]),
+        extra_yaml: UNLIMITED.to_string(),
+        ..Default::default()
+    });
+    let key = gw.key("scale", &[]);
+    let balance_calls = || {
+        node.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| String::from_utf8_lossy(&r.body).contains("eth_getBalance"))
+            .count()
+    };
+    let herd: Vec<_> = (0..20)
+        .map(|n| {
+            let (port, key) = (gw.port, key.clone());
+            std::thread::spawn(move || {
+                // Same call; the params' keys in another order are still the same call.
+                let params = if n % 2 == 0 { json!(["0xab", {"blockHash": "0x01", "requireCanonical": true}]) }
+                    else { json!(["0xab", {"requireCanonical": true, "blockHash": "0x01"}]) };
+                let call = json!({"jsonrpc": "2.0", "id": format!("wallet-{n}"), "method": "eth_getBalance", "params": params});
+                let r = rpc(port, "/rpc/eth", Some(&key), &call);
+                assert_eq!(r.status, 200, "{}", r.text());
+                assert_eq!(r.json()["id"], format!("wallet-{n}"));
+                assert_eq!(r.json()["result"], "eth_getBalance answered");
+            })
+        })
+        .collect();
+    for t in herd {
+        t.join().unwrap();
+    }
+    assert_eq!(balance_calls(), 1, "the herd made one upstream call");
+    assert_eq!(metric(&gw, "chainedge_coalesced_reads_total"), 19.0);
+    // Different params, or the same call once the first is done: calls of their own.
+    for address in ["0xab", "0xcd"] {
+        let call = json!({"jsonrpc": "2.0", "id": 1, "method": "eth_getBalance", "params": [address, "latest"]});
+        assert_eq!(rpc(gw.port, "/rpc/eth", Some(&key), &call).status, 200);
+    }
+    assert_eq!(balance_calls(), 3);
+}

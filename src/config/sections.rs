@@ -146,6 +146,9 @@ pub struct RpcConf {
     pub class_timeouts: BTreeMap<String, ClassTimeouts>,
     #[serde(default)]
     pub hedge: HedgeConf,
+    /// Identical single reads in flight at the same moment share one upstream call.
+    #[serde(default = "d_true")]
+    pub coalesce: bool,
     #[serde(default = "d_attempts")]
     pub max_attempts: usize,
     #[serde(default)]
@@ -257,6 +260,7 @@ impl Default for RpcConf {
             attempt_timeout_ms: d_attempt_timeout(),
             class_timeouts: d_class_timeouts(),
             hedge: HedgeConf::default(),
+            coalesce: true,
             max_attempts: d_attempts(),
             write_policy: WritePolicy::default(),
             method_plans: d_method_plans(),

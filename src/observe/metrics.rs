@@ -5,8 +5,8 @@ use once_cell::sync::Lazy;
 use pingora_core::apps::http_app::ServeHttp;
 use pingora_core::protocols::http::ServerSession;
 use prometheus::{
-    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 
 pub static REGISTRY: Lazy<Registry> = Lazy::new(Registry::new);
@@ -83,6 +83,16 @@ pub static HEDGES: Lazy<IntCounterVec> = Lazy::new(|| {
                 "Reads given a second host after the hedge delay, by which attempt answered",
             ),
             &["pool", "won_by"],
+        )
+        .unwrap(),
+    )
+});
+
+pub static COALESCED: Lazy<IntCounter> = Lazy::new(|| {
+    register(
+        IntCounter::new(
+            "chainedge_coalesced_reads_total",
+            "Reads answered by an identical read already in flight (no upstream call of their own)",
         )
         .unwrap(),
     )
@@ -345,6 +355,7 @@ pub fn init() {
     Lazy::force(&UPSTREAM_ATTEMPTS);
     Lazy::force(&UPSTREAM_FAILURES);
     Lazy::force(&HEDGES);
+    Lazy::force(&COALESCED);
     Lazy::force(&HOST_STATE);
     Lazy::force(&HOST_HEAD);
     Lazy::force(&HOST_LAG);
@@ -463,6 +474,10 @@ pub fn upstream_counts(pool: &str, host: &str) -> (u64, u64) {
         .map(|m| m.get_counter().get_value() as u64)
         .sum();
     (attempts, failures)
+}
+
+pub fn coalesced_read() {
+    COALESCED.inc();
 }
 
 /// A hedged read ended: `won_by` is `first` (the host tried first answered after all),

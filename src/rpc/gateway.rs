@@ -1,7 +1,7 @@
 //! The read path: one call or a batch, classified, checked against per-family plans and
 //! sent to hosts in order of what they can serve, with fallback on node-state errors.
 
-use super::call::{error_from, jsonrpc_error, CallView, ReadCall};
+use super::call::{error_from, id_of, jsonrpc_error, CallView, ReadCall};
 use super::methods::{block_need, classify_on, MethodClass};
 use super::need::{need_for, need_of, order_by_need, Need};
 use super::{Budget, Caller, Gateway, RpcReply};
@@ -128,8 +128,17 @@ impl Gateway {
             return Err(self.tier_refusal(method, required, caller));
         }
         let need = need_for(pool, block_need(method, params));
-        self.read(pool, class, need, Bytes::copy_from_slice(raw), rid)
-            .await
+        let read = self.read(pool, class, need, Bytes::copy_from_slice(raw), rid);
+        // Boxed: the attempts' state (hedge timer, attempts in flight) would otherwise
+        // size every connection's task, idle ones included.
+        if !self.conf.coalesce {
+            return Box::pin(read).await;
+        }
+        // Same pool, method and params: the same call, whatever its id. Params print
+        // with sorted keys (no `preserve_order`), so equal params make equal keys.
+        let params = params.map(Value::to_string).unwrap_or_default();
+        let key = format!("{}\n{method}\n{params}", pool.name);
+        Box::pin(self.in_flight.run(key, || id_of(raw), read)).await
     }
 
     pub(super) async fn batch(

@@ -2,6 +2,7 @@
 //! fallback, dispatch writes by policy.
 
 mod call;
+mod coalesce;
 mod filters;
 mod forward;
 mod gateway;
@@ -10,6 +11,7 @@ mod need;
 mod write;
 
 pub use call::{error_from, id_of, method_of, refusal_of, CallView};
+pub use coalesce::InFlight;
 pub use filters::FilterHosts;
 pub use forward::{BUILDER_METHODS, PRIVATE_TX_METHODS};
 pub use need::{need_at, Need};
@@ -27,6 +29,8 @@ pub struct Gateway {
     pub conf: RpcSettings,
     /// Which host created each filter: filter state lives on that node only.
     pub filters: FilterHosts,
+    /// Reads in flight, so identical ones at the same moment share one upstream call.
+    pub in_flight: InFlight,
 }
 
 #[derive(Clone)]
@@ -38,6 +42,8 @@ pub struct RpcSettings {
     /// Budgets by method class: read, trace, debug, txpool.
     budgets: [Budget; 4],
     pub max_attempts: usize,
+    /// Identical single reads in flight at once share one upstream call.
+    pub coalesce: bool,
     pub write_policy: WritePolicy,
     /// (family, rank, plan name) for `trace`, `debug`, `txpool`.
     pub method_plans: Vec<(&'static str, usize, String)>,
@@ -75,6 +81,7 @@ impl RpcSettings {
             timeout: Duration::from_millis(c.timeout_ms),
             budgets,
             max_attempts: c.max_attempts,
+            coalesce: c.coalesce,
             write_policy: c.write_policy,
             method_plans,
             upgrade_url: upgrade_url.to_string(),
@@ -156,6 +163,7 @@ pub struct Caller<'a> {
 }
 
 /// The gateway's answer: a JSON body, and which host served it (for the access log).
+#[derive(Debug, Clone)]
 pub struct RpcReply {
     pub body: Bytes,
     pub upstream: Option<String>,
