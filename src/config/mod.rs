@@ -590,6 +590,27 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
         }
     }
     check_rpc_timing(&app.rpc, &mut bad);
+    let logs = &app.rpc.get_logs;
+    for (plan, blocks) in &logs.max_block_range {
+        let at = format!("rpc.get_logs.max_block_range.{plan}");
+        if plan != crate::config::limits::ANONYMOUS && !app.plans.contains(plan) {
+            bad(&at, format!("unknown plan '{plan}'"));
+        }
+        if *blocks == 0 {
+            bad(&at, "at least 1 block".into());
+        }
+    }
+    if logs.chunk_blocks == 0
+        || logs.parallel == 0
+        || logs.parallel > 32
+        || logs.max_results == 0
+        || logs.max_node_calls == 0
+    {
+        bad(
+            "rpc.get_logs",
+            "chunk_blocks, max_results and max_node_calls at least 1; parallel 1 to 32".into(),
+        );
+    }
     if app.rpc.max_batch == 0 || app.rpc.max_body_bytes == 0 || app.rpc.max_attempts == 0 {
         bad(
             "rpc",

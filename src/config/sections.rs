@@ -149,6 +149,9 @@ pub struct RpcConf {
     /// Identical single reads in flight at the same moment share one upstream call.
     #[serde(default = "d_true")]
     pub coalesce: bool,
+    /// The `eth_getLogs` guard: ranges per plan, chunks, bisection, the result bound.
+    #[serde(default)]
+    pub get_logs: LogsConf,
     #[serde(default = "d_attempts")]
     pub max_attempts: usize,
     #[serde(default)]
@@ -175,6 +178,71 @@ fn d_class_timeouts() -> BTreeMap<String, ClassTimeouts> {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect()
+}
+
+/// `eth_getLogs`: the widest range (in blocks) a call may ask for, by plan (a plan not
+/// listed has the range of the nearest plan below it); wider than `chunk_blocks`, a range
+/// is fetched in chunks, `parallel` at a time, merged in order; a chunk a node refuses as
+/// too large is bisected, at most `max_node_calls` calls in all; more than `max_results`
+/// logs is an error naming the range that fits.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogsConf {
+    #[serde(default = "d_logs_ranges")]
+    pub max_block_range: BTreeMap<String, u64>,
+    #[serde(default = "d_logs_chunk")]
+    pub chunk_blocks: u64,
+    #[serde(default = "d_logs_parallel")]
+    pub parallel: usize,
+    #[serde(default = "d_logs_results")]
+    pub max_results: usize,
+    #[serde(default = "d_logs_calls")]
+    pub max_node_calls: usize,
+}
+
+impl Default for LogsConf {
+    fn default() -> Self {
+        LogsConf {
+            max_block_range: d_logs_ranges(),
+            chunk_blocks: d_logs_chunk(),
+            parallel: d_logs_parallel(),
+            max_results: d_logs_results(),
+            max_node_calls: d_logs_calls(),
+        }
+    }
+}
+
+/// Modelled on the large providers' published bounds: a few hundred blocks on free
+/// tiers, 10,000 on paid ones, wider for dedicated plans.
+fn d_logs_ranges() -> BTreeMap<String, u64> {
+    [
+        ("anonymous", 500),
+        ("free", 500),
+        ("basic", 2_000),
+        ("pro", 10_000),
+        ("business", 50_000),
+        ("enterprise", 1_000_000),
+        ("scale", 1_000_000),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+fn d_logs_chunk() -> u64 {
+    2_000
+}
+
+fn d_logs_parallel() -> usize {
+    4
+}
+
+fn d_logs_results() -> usize {
+    10_000
+}
+
+fn d_logs_calls() -> usize {
+    64
 }
 
 /// Hedged reads: when the host tried first has not answered within its recent latency
@@ -261,6 +329,7 @@ impl Default for RpcConf {
             class_timeouts: d_class_timeouts(),
             hedge: HedgeConf::default(),
             coalesce: true,
+            get_logs: LogsConf::default(),
             max_attempts: d_attempts(),
             write_policy: WritePolicy::default(),
             method_plans: d_method_plans(),

@@ -2,6 +2,7 @@
 //! sent to hosts in order of what they can serve, with fallback on node-state errors.
 
 use super::call::{error_from, id_of, jsonrpc_error, CallView, ReadCall};
+use super::logs::GET_LOGS;
 use super::methods::{block_need, classify_on, MethodClass};
 use super::need::{need_for, need_of, order_by_need, Need};
 use super::{Budget, Caller, Gateway, RpcReply};
@@ -127,6 +128,24 @@ impl Gateway {
         if let Some(required) = self.conf.plan_refusal(class, caller) {
             return Err(self.tier_refusal(method, required, caller));
         }
+        if method == GET_LOGS {
+            return Box::pin(self.get_logs(pool, params, raw, rid, caller)).await;
+        }
+        self.shared_read(pool, class, method, params, raw, rid)
+            .await
+    }
+
+    /// A read as the caller sent it, to a host that has the block it needs; an identical
+    /// read already in flight answers it instead (`rpc.coalesce`).
+    pub(super) async fn shared_read(
+        &self,
+        pool: &Pool,
+        class: MethodClass,
+        method: &str,
+        params: Option<&Value>,
+        raw: &[u8],
+        rid: &str,
+    ) -> Result<RpcReply, ApiError> {
         let need = need_for(pool, block_need(method, params));
         let read = self.read(pool, class, need, Bytes::copy_from_slice(raw), rid);
         // Boxed: the attempts' state (hedge timer, attempts in flight) would otherwise
@@ -194,6 +213,22 @@ impl Gateway {
                         Ok((answer, host)) => {
                             upstream = upstream.or(host);
                             answer
+                        }
+                        Err(e) => error_from(&id, &e),
+                    });
+                }
+                // eth_getLogs travels alone: its range is checked, and split when wide.
+                MethodClass::Read if method == GET_LOGS => {
+                    let raw = call.to_bytes();
+                    let answered =
+                        Box::pin(self.get_logs(pool, call.params.as_ref(), &raw, rid, caller))
+                            .await;
+                    out[i] = Some(match answered {
+                        Ok(r) => {
+                            upstream = upstream.or(r.upstream);
+                            serde_json::from_slice(&r.body).unwrap_or_else(|_| {
+                                jsonrpc_error(&id, -32603, "upstream answered non-JSON")
+                            })
                         }
                         Err(e) => error_from(&id, &e),
                     });

@@ -6,6 +6,7 @@ mod coalesce;
 mod filters;
 mod forward;
 mod gateway;
+mod logs;
 pub mod methods;
 mod need;
 mod write;
@@ -44,6 +45,8 @@ pub struct RpcSettings {
     pub max_attempts: usize,
     /// Identical single reads in flight at once share one upstream call.
     pub coalesce: bool,
+    /// The `eth_getLogs` guard.
+    pub logs: logs::LogsSettings,
     pub write_policy: WritePolicy,
     /// (family, rank, plan name) for `trace`, `debug`, `txpool`.
     pub method_plans: Vec<(&'static str, usize, String)>,
@@ -82,6 +85,7 @@ impl RpcSettings {
             budgets,
             max_attempts: c.max_attempts,
             coalesce: c.coalesce,
+            logs: logs::LogsSettings::new(&c.get_logs, plans),
             write_policy: c.write_policy,
             method_plans,
             upgrade_url: upgrade_url.to_string(),
