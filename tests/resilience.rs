@@ -239,3 +239,107 @@ fn identical_reads_in_flight_share_one_upstream_call() {
     }
     assert_eq!(balance_calls(), 3);
 }
+
+/// Read-your-writes (issue 21, item 6): each answer says the block its host had reached,
+/// and a caller that saw block N asks for N: no host behind it answers, a wait for a
+/// host to get there ends in a clear 503, and the answer comes once one does.
+#[test]
+fn a_caller_that_saw_block_n_is_never_answered_from_behind_it() {
+    let ahead = Anvil::start(1, &[]);
+    let behind = Anvil::start(1, &[]);
+    ahead.mine(99);
+    let gw = Gateway::start(GatewayOpts {
+        // A host 99 blocks behind stays in use (it is what this test is about).
+        pools: eth_pool(&[ahead.url(), behind.url()])
+            .replacen("  eth_el:\n", "  eth_el:\n    max_lag: 1000000\n", 1),
+        extra_yaml: format!(
+            "health:\n  interval_ms: 200\n  timeout_ms: 1000\nrpc:\n  min_block_wait_ms: 1500\n{UNLIMITED}"
+        ),
+        ..Default::default()
+    });
+    let key = gw.key("pro", &[]);
+    let ask = |min: Option<&str>, call: &serde_json::Value| {
+        let body = call.to_string();
+        let mut h = vec![
+            ("Content-Type", "application/json"),
+            ("x-token", key.as_str()),
+        ];
+        if let Some(m) = min {
+            h.push(("X-Chainedge-Min-Block", m));
+        }
+        request(gw.port, "POST", "/rpc/eth", &h, body.as_bytes()).unwrap()
+    };
+    // anvil's `finalized` is 64 behind its head: it tells the two nodes apart.
+    let finalized = json!({"jsonrpc": "2.0", "id": 1, "method": "eth_getBlockByNumber", "params": ["finalized", false]});
+    let served_at = |r: &Resp| -> u64 {
+        r.header("X-Chainedge-Block")
+            .expect("block header")
+            .parse()
+            .unwrap()
+    };
+    // Wait until health has seen both heads; unpinned, both nodes answer.
+    let until = Instant::now() + Duration::from_secs(20);
+    let mut seen = std::collections::BTreeSet::new();
+    while seen.len() < 2 {
+        assert!(
+            Instant::now() < until,
+            "both nodes never answered: {seen:?}"
+        );
+        let r = ask(None, &finalized);
+        assert_eq!(r.status, 200, "{}", r.text());
+        if r.header("X-Chainedge-Block").is_some() {
+            seen.insert(served_at(&r));
+        }
+    }
+    assert_eq!(seen.iter().next_back(), Some(&100), "{seen:?}");
+    // Having seen block 100: every answer is from the node that has it.
+    for min in ["100", "0x64"] {
+        for _ in 0..10 {
+            let r = ask(Some(min), &finalized);
+            assert_eq!(r.status, 200, "{}", r.text());
+            assert_eq!(r.json()["result"]["number"], "0x24", "{}", r.text());
+            assert!(served_at(&r) >= 100);
+        }
+    }
+    // No host there yet: a clear, retryable refusal after the wait, not a stale answer.
+    let began = Instant::now();
+    let r = ask(Some("2000"), &finalized);
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(began.elapsed() >= Duration::from_millis(1400));
+    let e = &r.json()["error"];
+    assert_eq!(e["data"]["error"], "block_not_reached");
+    assert_eq!(
+        (
+            e["data"]["min_block"].as_u64(),
+            e["data"]["highest_block"].as_u64()
+        ),
+        (Some(2000), Some(100))
+    );
+    assert_eq!(r.header("Retry-After"), Some("1"));
+    // ... and once a node gets there while the call waits, it answers.
+    let waiting = {
+        let (port, key) = (gw.port, key.clone());
+        std::thread::spawn(move || {
+            let body = json!({"jsonrpc": "2.0", "id": 2, "method": "eth_blockNumber"}).to_string();
+            let h = [
+                ("Content-Type", "application/json"),
+                ("x-token", key.as_str()),
+                ("X-Chainedge-Min-Block", "1000"),
+            ];
+            request(port, "POST", "/rpc/eth", &h, body.as_bytes()).unwrap()
+        })
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    behind.mine(1000);
+    let r = waiting.join().unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(served_at(&r) >= 1000, "{:?}", r.header("X-Chainedge-Block"));
+    // A header that is not a block number: 400 before any node.
+    let r = ask(Some("soon"), &finalized);
+    assert_eq!(
+        (r.status, r.json()["error"]["code"].as_i64()),
+        (400, Some(-32602)),
+        "{}",
+        r.text()
+    );
+}

@@ -152,6 +152,10 @@ pub struct RpcConf {
     /// The `eth_getLogs` guard: ranges per plan, chunks, bisection, the result bound.
     #[serde(default)]
     pub get_logs: LogsConf,
+    /// How long a call with `X-Chainedge-Min-Block` waits for a host to reach that block
+    /// before 503 `block_not_reached`.
+    #[serde(default = "d_min_block_wait")]
+    pub min_block_wait_ms: u64,
     #[serde(default = "d_attempts")]
     pub max_attempts: usize,
     #[serde(default)]
@@ -227,6 +231,10 @@ fn d_logs_ranges() -> BTreeMap<String, u64> {
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
     .collect()
+}
+
+fn d_min_block_wait() -> u64 {
+    2_000
 }
 
 fn d_logs_chunk() -> u64 {
@@ -330,6 +338,7 @@ impl Default for RpcConf {
             hedge: HedgeConf::default(),
             coalesce: true,
             get_logs: LogsConf::default(),
+            min_block_wait_ms: d_min_block_wait(),
             max_attempts: d_attempts(),
             write_policy: WritePolicy::default(),
             method_plans: d_method_plans(),

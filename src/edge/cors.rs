@@ -4,10 +4,12 @@
 use crate::routes::spec::CorsPolicy;
 use crate::routes::Route;
 
-pub const PUBLIC_ALLOW_HEADERS: &str = "Authorization, x-token, Content-Type, Accept, X-Request-Id";
+pub const PUBLIC_ALLOW_HEADERS: &str =
+    "Authorization, x-token, Content-Type, Accept, X-Request-Id, X-Chainedge-Min-Block";
 pub const CONSOLE_ALLOW_HEADERS: &str = "Content-Type, Accept, X-CSRF-Token, X-Request-Id";
 pub const EXPOSE_HEADERS: &str =
-    "X-Request-Id, Retry-After, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, X-Required-Tier";
+    "X-Request-Id, Retry-After, X-RateLimit-Limit, X-RateLimit-Remaining, \
+     X-RateLimit-Reset, X-Required-Tier, X-Chainedge-Block";
 
 /// The CORS verdict for one request's `Origin`.
 pub enum Verdict {

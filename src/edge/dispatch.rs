@@ -228,17 +228,23 @@ impl Edge {
         let st = &*self.state;
         let calls = batch_len(body);
         crate::rpc::check_batch_size(calls as usize, st.config.app.rpc.max_batch)?;
+        let min_block = min_block(session.header(MIN_BLOCK_HEADER))?;
         if let (Some(category), Some(principal)) = (&route.rate, ctx.principal.clone()) {
             self.limit_weighted(session, ctx, &principal, category, calls)?;
         }
         let principal = ctx.principal.clone().unwrap_or(Principal::Anonymous);
-        let caller = self.rpc_caller(&principal);
+        let mut caller = self.rpc_caller(&principal);
+        caller.min_block = min_block;
         let reply = st
             .gateway
             .handle(pool, body, &ctx.request_id, &caller)
             .await?;
         ctx.upstream = reply.upstream;
-        Ok(Reply::json(200, reply.body))
+        let mut answer = Reply::json(200, reply.body);
+        if let Some(block) = reply.block {
+            answer.headers.push((BLOCK_HEADER, block.to_string()));
+        }
+        Ok(answer)
     }
 }
 
@@ -249,18 +255,43 @@ impl Edge {
             Principal::Key(k) => crate::rpc::Caller {
                 rank: self.plan_rank(&k.plan).unwrap_or(0),
                 plan: k.plan.as_str(),
+                min_block: 0,
             },
             // Admins (per-host RPC) are not bound by plans.
             Principal::Admin => crate::rpc::Caller {
                 rank: usize::MAX,
                 plan: "admin",
+                min_block: 0,
             },
             Principal::User(_) | Principal::Anonymous => crate::rpc::Caller {
                 rank: 0,
                 plan: crate::config::limits::ANONYMOUS,
+                min_block: 0,
             },
         }
     }
+}
+
+/// Read-your-writes: a request may ask for answers from hosts at or past a block, and
+/// each answer says which block the host that served it had reached.
+const MIN_BLOCK_HEADER: &str = "x-chainedge-min-block";
+const BLOCK_HEADER: &str = "X-Chainedge-Block";
+
+/// `X-Chainedge-Min-Block`: a block number, decimal or 0x-hex; absent is 0 (any).
+fn min_block(header: Option<&str>) -> Result<u64, ApiError> {
+    let Some(v) = header.map(str::trim) else {
+        return Ok(0);
+    };
+    let parsed = match v.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => v.parse().ok(),
+    };
+    parsed.ok_or_else(|| {
+        ApiError::invalid_params(format!(
+            "X-Chainedge-Min-Block: '{v}' is not a block number (decimal or 0x-hex)"
+        ))
+        .with_field("jsonrpc_code", -32602)
+    })
 }
 
 /// Number of calls in a JSON-RPC batch body (1 for a single call or bad JSON, which the

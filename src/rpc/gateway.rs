@@ -5,7 +5,7 @@ use super::call::{error_from, id_of, jsonrpc_error, CallView, ReadCall};
 use super::logs::GET_LOGS;
 use super::methods::{block_need, classify_on, MethodClass};
 use super::need::{need_for, need_of, order_by_need, Need};
-use super::{Budget, Caller, Gateway, RpcReply};
+use super::{older, Budget, Caller, Gateway, RpcReply};
 use crate::errors::ApiError;
 use crate::jsonrpc::{ErrorObject, Id, Request, Response};
 use crate::observe::metrics;
@@ -90,6 +90,7 @@ impl Gateway {
                 Ok(RpcReply {
                     body: answer.to_bytes(),
                     upstream: host,
+                    block: None,
                 })
             }
             MethodClass::Filter => {
@@ -97,6 +98,7 @@ impl Gateway {
                 Ok(RpcReply {
                     body: answer.to_bytes(),
                     upstream: host,
+                    block: None,
                 })
             }
             class => {
@@ -131,12 +133,14 @@ impl Gateway {
         if method == GET_LOGS {
             return Box::pin(self.get_logs(pool, params, raw, rid, caller)).await;
         }
-        self.shared_read(pool, class, method, params, raw, rid)
+        self.shared_read(pool, class, method, params, raw, rid, caller.min_block)
             .await
     }
 
-    /// A read as the caller sent it, to a host that has the block it needs; an identical
-    /// read already in flight answers it instead (`rpc.coalesce`).
+    /// A read as the caller sent it, to a host that has the block it needs (and at least
+    /// `floor`, the caller's minimum block); an identical read already in flight answers
+    /// it instead (`rpc.coalesce`).
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn shared_read(
         &self,
         pool: &Pool,
@@ -145,8 +149,9 @@ impl Gateway {
         params: Option<&Value>,
         raw: &[u8],
         rid: &str,
+        floor: u64,
     ) -> Result<RpcReply, ApiError> {
-        let need = need_for(pool, block_need(method, params));
+        let need = need_for(pool, block_need(method, params)).at_least(floor);
         let read = self.read(pool, class, need, Bytes::copy_from_slice(raw), rid);
         // Boxed: the attempts' state (hedge timer, attempts in flight) would otherwise
         // size every connection's task, idle ones included.
@@ -156,7 +161,7 @@ impl Gateway {
         // Same pool, method and params: the same call, whatever its id. Params print
         // with sorted keys (no `preserve_order`), so equal params make equal keys.
         let params = params.map(Value::to_string).unwrap_or_default();
-        let key = format!("{}\n{method}\n{params}", pool.name);
+        let key = format!("{}\n{floor}\n{method}\n{params}", pool.name);
         Box::pin(self.in_flight.run(key, || id_of(raw), read)).await
     }
 
@@ -175,6 +180,7 @@ impl Gateway {
         let mut out: Vec<Option<Response>> = vec![None; calls.len()];
         let mut reads: Vec<(usize, Request)> = Vec::new();
         let mut upstream = None;
+        let mut block = None;
         // JSON-RPC 2.0: a call without an `id` member is a notification and gets no reply
         // (an element that is not a call at all is answered).
         let mut notification = vec![false; calls.len()];
@@ -226,6 +232,7 @@ impl Gateway {
                     out[i] = Some(match answered {
                         Ok(r) => {
                             upstream = upstream.or(r.upstream);
+                            block = older(block, r.block);
                             serde_json::from_slice(&r.body).unwrap_or_else(|_| {
                                 jsonrpc_error(&id, -32603, "upstream answered non-JSON")
                             })
@@ -236,11 +243,13 @@ impl Gateway {
                 MethodClass::Read => reads.push((i, call)),
                 // Capability-bound calls travel alone so each finds a host that can serve it.
                 class => {
-                    let need = need_for(pool, block_need(method, call.params.as_ref()));
+                    let need = need_for(pool, block_need(method, call.params.as_ref()))
+                        .at_least(caller.min_block);
                     out[i] = Some(
                         match self.read(pool, class, need, call.to_bytes(), rid).await {
                             Ok(r) => {
                                 upstream = upstream.or(r.upstream);
+                                block = older(block, r.block);
                                 serde_json::from_slice(&r.body).unwrap_or_else(|_| {
                                     jsonrpc_error(&id, -32603, "upstream answered non-JSON")
                                 })
@@ -254,12 +263,13 @@ impl Gateway {
         if !reads.is_empty() {
             let sub: Vec<&Request> = reads.iter().map(|(_, c)| c).collect();
             let body = Bytes::from(serde_json::to_vec(&sub).unwrap_or_default());
-            let need = need_of(pool, reads.iter().map(|(_, c)| c));
+            let need = need_of(pool, reads.iter().map(|(_, c)| c)).at_least(caller.min_block);
             let mut failed = None;
             let mut answered: Vec<Response> =
                 match self.read(pool, MethodClass::Read, need, body, rid).await {
                     Ok(r) => {
                         upstream = upstream.or(r.upstream);
+                        block = older(block, r.block);
                         node_batch_answers(&r.body)
                     }
                     Err(e) => {
@@ -288,6 +298,7 @@ impl Gateway {
         Ok(RpcReply {
             body: Bytes::from(serde_json::to_vec(&items).unwrap_or_default()),
             upstream,
+            block,
         })
     }
 
@@ -431,7 +442,7 @@ impl Gateway {
         body: Bytes,
         rid: &str,
     ) -> Result<RpcReply, ApiError> {
-        let hosts = self.hosts_for(pool, class.capability(), need)?;
+        let hosts = self.hosts_reaching(pool, class.capability(), need).await?;
         // A node's own error after every host said it cannot answer now (an unknown
         // block, a method it lacks) is the answer: the caller gets its code and message.
         let budget = self.conf.budget(class);
@@ -453,6 +464,44 @@ impl Gateway {
     }
 
     /// The pool's hosts that can take a call, in the order to try them.
+    /// `hosts_for`, keeping only hosts at or past the need's floor; when none has reached
+    /// it yet, waits for one (heads move with each health round) up to
+    /// `rpc.min_block_wait_ms`, then 503 `block_not_reached`.
+    async fn hosts_reaching(
+        &self,
+        pool: &Pool,
+        capability: Option<&str>,
+        need: Need,
+    ) -> Result<Vec<Arc<Host>>, ApiError> {
+        if need.floor == 0 {
+            return self.hosts_for(pool, capability, need);
+        }
+        let until = tokio::time::Instant::now() + self.conf.min_block_wait;
+        loop {
+            let mut hosts = self.hosts_for(pool, capability, need)?;
+            let highest = hosts.iter().map(|h| h.health.head()).max().unwrap_or(0);
+            hosts.retain(|h| h.health.head() >= need.floor);
+            if !hosts.is_empty() {
+                return Ok(hosts);
+            }
+            if tokio::time::Instant::now() >= until {
+                return Err(ApiError::new(
+                    503,
+                    "block_not_reached",
+                    format!(
+                        "no host of pool {} has reached block {} yet (highest: {highest})",
+                        pool.name, need.floor
+                    ),
+                )
+                .with_field("min_block", need.floor)
+                .with_field("highest_block", highest)
+                .with_field("retry_after_sec", 1)
+                .with_header("Retry-After", "1".to_string()));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+    }
+
     fn hosts_for(
         &self,
         pool: &Pool,
@@ -555,10 +604,7 @@ impl Gateway {
                         metrics::upstream_failure(&host.pool, &host.id, "node_state");
                         last_error = format!("{}: {reason}", host.id);
                         if on_node_state == NodeState::NextHostElseAnswer {
-                            last_answer = Some(RpcReply {
-                                body,
-                                upstream: Some(host.id.clone()),
-                            });
+                            last_answer = Some(RpcReply::from_host(body, &host));
                         }
                         continue;
                     }
@@ -573,10 +619,7 @@ impl Gateway {
                         let first = first_began == Some(began);
                         metrics::hedged_read(&host.pool, if first { "first" } else { "other" });
                     }
-                    return Ok(RpcReply {
-                        body,
-                        upstream: Some(host.id.clone()),
-                    });
+                    return Ok(RpcReply::from_host(body, &host));
                 }
                 Err(e) => last_error = format!("{}: {e}", host.id),
             }

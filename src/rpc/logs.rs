@@ -16,7 +16,7 @@ use crate::pools::Pool;
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
 use serde_json::{Map, Value};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 pub(super) const GET_LOGS: &str = "eth_getLogs";
 
@@ -148,12 +148,15 @@ impl From<ApiError> for Failed {
     }
 }
 
-/// What a split fetch shares: the filter, the caller's bounds, node calls made.
+/// What a split fetch shares: the filter, the caller's minimum block, node calls made,
+/// the oldest block a part was served at.
 struct Split<'a> {
     pool: &'a Pool,
     filter: &'a Map<String, Value>,
     rid: &'a str,
+    floor: u64,
     calls: AtomicUsize,
+    oldest: AtomicU64,
 }
 
 impl Gateway {
@@ -188,14 +191,30 @@ impl Gateway {
             (Some(f), Some(r)) => (f, r),
             _ => {
                 return self
-                    .shared_read(pool, MethodClass::Read, GET_LOGS, params, raw, rid)
+                    .shared_read(
+                        pool,
+                        MethodClass::Read,
+                        GET_LOGS,
+                        params,
+                        raw,
+                        rid,
+                        caller.min_block,
+                    )
                     .await
             }
         };
         let mut refused = false;
         if to - from < self.conf.logs.chunk_blocks {
             let reply = self
-                .shared_read(pool, MethodClass::Read, GET_LOGS, params, raw, rid)
+                .shared_read(
+                    pool,
+                    MethodClass::Read,
+                    GET_LOGS,
+                    params,
+                    raw,
+                    rid,
+                    caller.min_block,
+                )
                 .await?;
             if from == to || !refused_as_too_large(&reply.body) {
                 return Ok(reply);
@@ -206,7 +225,9 @@ impl Gateway {
             pool,
             filter,
             rid,
+            floor: caller.min_block,
             calls: AtomicUsize::new(0),
+            oldest: AtomicU64::new(u64::MAX),
         };
         let id = id_of(raw);
         let answer = match self.fetch_split(&split, from, to, refused).await {
@@ -214,9 +235,11 @@ impl Gateway {
             Err(Failed::Node(e)) => Response::error(id, e),
             Err(Failed::Edge(e)) => return Err(e),
         };
+        let oldest = split.oldest.load(Ordering::Relaxed);
         Ok(RpcReply {
             body: answer.to_bytes(),
             upstream: None,
+            block: (oldest != u64::MAX).then_some(oldest),
         })
     }
 
@@ -285,10 +308,13 @@ impl Gateway {
             filter.insert("fromBlock".into(), format!("{from:#x}").into());
             filter.insert("toBlock".into(), format!("{to:#x}").into());
             let call = Request::new(Id::index(1), GET_LOGS, Value::Array(vec![Value::Object(filter)]));
-            let need = need_for(split.pool, BlockNeed::AtLeast(to));
+            let need = need_for(split.pool, BlockNeed::AtLeast(to)).at_least(split.floor);
             let reply = self
                 .read(split.pool, MethodClass::Read, need, call.to_bytes(), split.rid)
                 .await?;
+            if let Some(block) = reply.block {
+                split.oldest.fetch_min(block, Ordering::Relaxed);
+            }
             let answer: Response = serde_json::from_slice(&reply.body).map_err(|_| {
                 ApiError::bad_gateway("upstream_unavailable", "eth_getLogs: the node answered non-JSON-RPC")
             })?;
@@ -438,7 +464,13 @@ mod tests {
             .map(String::from)
             .to_vec();
         let s = LogsSettings::new(&conf, &plans);
-        let at = |rank, plan| s.max_range(&Caller { rank, plan });
+        let at = |rank, plan| {
+            s.max_range(&Caller {
+                rank,
+                plan,
+                min_block: 0,
+            })
+        };
         assert_eq!(at(0, "anonymous"), 100);
         assert_eq!(at(0, "free"), 500);
         assert_eq!(at(1, "basic"), 500);

@@ -47,6 +47,8 @@ pub struct RpcSettings {
     pub coalesce: bool,
     /// The `eth_getLogs` guard.
     pub logs: logs::LogsSettings,
+    /// How long a call waits for a host to reach the caller's minimum block.
+    pub min_block_wait: Duration,
     pub write_policy: WritePolicy,
     /// (family, rank, plan name) for `trace`, `debug`, `txpool`.
     pub method_plans: Vec<(&'static str, usize, String)>,
@@ -86,6 +88,7 @@ impl RpcSettings {
             max_attempts: c.max_attempts,
             coalesce: c.coalesce,
             logs: logs::LogsSettings::new(&c.get_logs, plans),
+            min_block_wait: Duration::from_millis(c.min_block_wait_ms),
             write_policy: c.write_policy,
             method_plans,
             upgrade_url: upgrade_url.to_string(),
@@ -160,10 +163,13 @@ pub fn check_batch_size(calls: usize, max_batch: usize) -> Result<(), crate::err
     .with_field("jsonrpc_code", -32600))
 }
 
-/// Who is calling, for per-method plans.
+/// Who is calling, for per-method plans, and what they have already seen.
 pub struct Caller<'a> {
     pub rank: usize,
     pub plan: &'a str,
+    /// The lowest block an answer may come from (`X-Chainedge-Min-Block`): hosts not
+    /// known to have reached it are not asked. 0: any.
+    pub min_block: u64,
 }
 
 /// The gateway's answer: a JSON body, and which host served it (for the access log).
@@ -171,6 +177,29 @@ pub struct Caller<'a> {
 pub struct RpcReply {
     pub body: Bytes,
     pub upstream: Option<String>,
+    /// The block the serving host had reached when it answered (its head at the last
+    /// health round: a lower bound); the lowest of them when several hosts served.
+    pub block: Option<u64>,
+}
+
+impl RpcReply {
+    /// A node's answer, from `host`.
+    pub(crate) fn from_host(body: Bytes, host: &crate::pools::Host) -> Self {
+        let head = host.health.head();
+        RpcReply {
+            body,
+            upstream: Some(host.id.clone()),
+            block: (head > 0).then_some(head),
+        }
+    }
+}
+
+/// The lower of two answers' blocks (an answer made of several is as old as its oldest).
+pub(crate) fn older(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 #[cfg(test)]

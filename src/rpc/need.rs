@@ -13,6 +13,18 @@ use std::sync::Arc;
 pub struct Need {
     pub min_head: u64,
     pub archive: bool,
+    /// Hosts below this block are not asked at all (the caller's minimum block, for
+    /// reading its own writes); `min_head` only puts them last.
+    pub floor: u64,
+}
+
+impl Need {
+    /// This need with the caller's minimum block as a hard floor.
+    pub(super) fn at_least(mut self, floor: u64) -> Need {
+        self.floor = floor;
+        self.min_head = self.min_head.max(floor);
+        self
+    }
 }
 
 /// Blocks behind the head beyond which full nodes have pruned state (geth's default).
