@@ -29,6 +29,36 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_chainedge")
 }
 
+/// Whether process `pid` holds the listening socket on `port` (another test's gateway
+/// may have bound it between `free_port` and this one's start, and would answer).
+pub fn listens_on(pid: u32, port: u16) -> bool {
+    let mut inodes = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(table).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let (Some(local), Some(state), Some(inode)) = (f.get(1), f.get(3), f.get(9)) else {
+                continue;
+            };
+            let local_port = local
+                .rsplit(':')
+                .next()
+                .and_then(|p| u16::from_str_radix(p, 16).ok());
+            if *state == "0A" && local_port == Some(port) {
+                inodes.push(format!("socket:[{inode}]"));
+            }
+        }
+    }
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path())
+            .map(|l| inodes.iter().any(|i| l.to_string_lossy() == *i))
+            .unwrap_or(false)
+    })
+}
+
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -502,7 +532,14 @@ impl Gateway {
         let start = Instant::now();
         loop {
             if let Ok(r) = request(self.port, "GET", "/__ready", &[], b"") {
-                if r.header("server") == Some("chainedge") && r.header("x-request-id").is_some() {
+                let ours = self
+                    .proc
+                    .as_ref()
+                    .is_none_or(|p| listens_on(p.pid(), self.port));
+                if r.header("server") == Some("chainedge")
+                    && r.header("x-request-id").is_some()
+                    && ours
+                {
                     return true;
                 }
             }
