@@ -241,6 +241,17 @@ pub fn serve(mut opt: Opt, loaded: Loaded) -> Result<(), String> {
         ));
     }
 
+    // The response cache's head and finality tracker (src/rpc/cache.rs).
+    if state.config.app.rpc.cache.enabled {
+        server.add_service(pingora_core::services::background::background_service(
+            "cache tracker",
+            rpc::CacheTracker {
+                gateway: state.gateway.clone(),
+                pools: state.pools.clone(),
+            },
+        ));
+    }
+
     // Solana epoch stake snapshots (src/sol_stake.rs), when there is a sol_rpc pool.
     let stake_conf = &state.config.app.solana.stake_snapshots;
     if stake_conf.enabled && state.pools.get(sol_stake::POOL).is_some() {
@@ -324,6 +335,7 @@ pub(crate) fn edge_state(
         conf: rpc::RpcSettings::new(&app.app.rpc, &app.app.plans, &app.app.upgrade_url),
         filters: rpc::FilterHosts::new(link),
         in_flight: rpc::InFlight::default(),
+        cache: rpc::ResponseCache::new(&app.app.rpc.cache, &pools),
     });
     let metrics_cache =
         handlers::metrics_mirror::MetricsCache::new(app.app.metrics_mirror.clone(), client.clone());

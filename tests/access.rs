@@ -8,13 +8,15 @@ use std::time::{Duration, Instant};
 
 const ADDR: &str = "0x00000000219ab540356cBB839Cbe05303d7705Fa";
 
+/// A gateway over `fixture`, its response cache off: these tests count the calls that
+/// reach the node, and a kept `eth_chainId` would answer the repeats.
 fn gateway_over(fixture: &Fixture, extra_yaml: &str) -> Gateway {
     Gateway::start(GatewayOpts {
         pools: format!(
             "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-geth}}\n",
             fixture.url()
         ),
-        extra_yaml: extra_yaml.to_string(),
+        extra_yaml: format!("rpc:\n  cache: {{enabled: false}}\n{extra_yaml}"),
         ..Default::default()
     })
 }

@@ -152,6 +152,9 @@ pub struct RpcConf {
     /// The `eth_getLogs` guard: ranges per plan, chunks, bisection, the result bound.
     #[serde(default)]
     pub get_logs: LogsConf,
+    /// The finality-aware response cache for single reads.
+    #[serde(default)]
+    pub cache: CacheConf,
     /// How long a call with `X-Chainedge-Min-Block` waits for a host to reach that block
     /// before 503 `block_not_reached`.
     #[serde(default = "d_min_block_wait")]
@@ -231,6 +234,63 @@ fn d_logs_ranges() -> BTreeMap<String, u64> {
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
     .collect()
+}
+
+/// `rpc.cache`: answers kept for as long as what they depend on cannot change
+/// (`src/rpc/cache.rs`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheConf {
+    #[serde(default = "d_true")]
+    pub enabled: bool,
+    /// All answers kept, in bytes; least recently used out first.
+    #[serde(default = "d_cache_bytes")]
+    pub max_bytes: usize,
+    /// One answer larger than this is not kept.
+    #[serde(default = "d_cache_entry")]
+    pub max_entry_bytes: usize,
+    /// What follows the head (`latest`, gas prices): until the head moves, at most this.
+    #[serde(default = "d_cache_head_ttl")]
+    pub head_ttl_ms: u64,
+    /// A numbered block not finalized yet: until a reorg, at most this.
+    #[serde(default = "d_cache_unfinal_ttl")]
+    pub unfinalized_ttl_ms: u64,
+    /// How often the head and the finalized block are read (and reorgs told).
+    #[serde(default = "d_cache_track")]
+    pub track_interval_ms: u64,
+}
+
+impl Default for CacheConf {
+    fn default() -> Self {
+        CacheConf {
+            enabled: true,
+            max_bytes: d_cache_bytes(),
+            max_entry_bytes: d_cache_entry(),
+            head_ttl_ms: d_cache_head_ttl(),
+            unfinalized_ttl_ms: d_cache_unfinal_ttl(),
+            track_interval_ms: d_cache_track(),
+        }
+    }
+}
+
+fn d_cache_bytes() -> usize {
+    64 << 20
+}
+
+fn d_cache_entry() -> usize {
+    1 << 20
+}
+
+fn d_cache_head_ttl() -> u64 {
+    1_000
+}
+
+fn d_cache_unfinal_ttl() -> u64 {
+    10_000
+}
+
+fn d_cache_track() -> u64 {
+    1_000
 }
 
 fn d_min_block_wait() -> u64 {
@@ -339,6 +399,7 @@ impl Default for RpcConf {
             coalesce: true,
             get_logs: LogsConf::default(),
             min_block_wait_ms: d_min_block_wait(),
+            cache: CacheConf::default(),
             max_attempts: d_attempts(),
             write_policy: WritePolicy::default(),
             method_plans: d_method_plans(),

@@ -9,7 +9,7 @@ pub const PUBLIC_ALLOW_HEADERS: &str =
 pub const CONSOLE_ALLOW_HEADERS: &str = "Content-Type, Accept, X-CSRF-Token, X-Request-Id";
 pub const EXPOSE_HEADERS: &str =
     "X-Request-Id, Retry-After, X-RateLimit-Limit, X-RateLimit-Remaining, \
-     X-RateLimit-Reset, X-Required-Tier, X-Chainedge-Block";
+     X-RateLimit-Reset, X-Required-Tier, X-Chainedge-Block, X-Cache-Status, X-Cache-Reason";
 
 /// The CORS verdict for one request's `Origin`.
 pub enum Verdict {

@@ -244,6 +244,14 @@ impl Edge {
         if let Some(block) = reply.block {
             answer.headers.push((BLOCK_HEADER, block.to_string()));
         }
+        if let Some(note) = reply.cache {
+            answer
+                .headers
+                .push(("X-Cache-Status", note.status.to_string()));
+            answer
+                .headers
+                .push(("X-Cache-Reason", note.reason.to_string()));
+        }
         Ok(answer)
     }
 }

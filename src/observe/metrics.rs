@@ -98,6 +98,52 @@ pub static COALESCED: Lazy<IntCounter> = Lazy::new(|| {
     )
 });
 
+pub static CACHE_LOOKUPS: Lazy<IntCounterVec> = Lazy::new(|| {
+    register(
+        IntCounterVec::new(
+            Opts::new(
+                "chainedge_cache_lookups_total",
+                "Response cache lookups by outcome (hit, miss, bypass) and reason",
+            ),
+            &["pool", "outcome", "reason"],
+        )
+        .unwrap(),
+    )
+});
+
+pub static CACHE_REORGS: Lazy<IntCounterVec> = Lazy::new(|| {
+    register(
+        IntCounterVec::new(
+            Opts::new(
+                "chainedge_cache_reorgs_total",
+                "Reorgs seen by the cache tracker (answers not final dropped)",
+            ),
+            &["pool"],
+        )
+        .unwrap(),
+    )
+});
+
+pub static CACHE_FINALIZED: Lazy<IntGaugeVec> = Lazy::new(|| {
+    register(
+        IntGaugeVec::new(
+            Opts::new(
+                "chainedge_cache_finalized_block",
+                "The finalized block the cache tracker last read",
+            ),
+            &["pool"],
+        )
+        .unwrap(),
+    )
+});
+
+pub static CACHE_BYTES: Lazy<prometheus::IntGauge> = Lazy::new(|| {
+    register(
+        prometheus::IntGauge::new("chainedge_cache_bytes", "Bytes of answers the cache keeps")
+            .unwrap(),
+    )
+});
+
 pub static CONNECTIONS_REFUSED: Lazy<IntCounterVec> = Lazy::new(|| {
     register(
         IntCounterVec::new(
@@ -356,6 +402,10 @@ pub fn init() {
     Lazy::force(&UPSTREAM_FAILURES);
     Lazy::force(&HEDGES);
     Lazy::force(&COALESCED);
+    Lazy::force(&CACHE_LOOKUPS);
+    Lazy::force(&CACHE_REORGS);
+    Lazy::force(&CACHE_FINALIZED);
+    Lazy::force(&CACHE_BYTES);
     Lazy::force(&HOST_STATE);
     Lazy::force(&HOST_HEAD);
     Lazy::force(&HOST_LAG);
@@ -474,6 +524,26 @@ pub fn upstream_counts(pool: &str, host: &str) -> (u64, u64) {
         .map(|m| m.get_counter().get_value() as u64)
         .sum();
     (attempts, failures)
+}
+
+pub fn cache_lookup(pool: &str, outcome: &str, reason: &str) {
+    CACHE_LOOKUPS
+        .with_label_values(&[pool, outcome, reason])
+        .inc();
+}
+
+pub fn cache_reorg(pool: &str) {
+    CACHE_REORGS.with_label_values(&[pool]).inc();
+}
+
+pub fn cache_finalized(pool: &str, block: u64) {
+    CACHE_FINALIZED
+        .with_label_values(&[pool])
+        .set(block.min(i64::MAX as u64) as i64);
+}
+
+pub fn cache_bytes(bytes: usize) {
+    CACHE_BYTES.set(bytes.min(i64::MAX as usize) as i64);
 }
 
 pub fn coalesced_read() {

@@ -226,6 +226,11 @@ impl Pool {
 
     /// This pool narrowed to one host, used even when unhealthy (operators asking a
     /// specific node).
+    /// A view pinned to chosen hosts (per-host RPC).
+    pub fn is_pinned(&self) -> bool {
+        self.pinned
+    }
+
     pub fn pinned_to(&self, host: &Arc<Host>) -> Pool {
         Pool {
             name: self.name.clone(),

@@ -115,6 +115,7 @@ mod tests {
             body: Bytes::from(format!(r#"{{"jsonrpc":"2.0","id":{id},"result":"0x1"}}"#)),
             upstream: Some("el-1".into()),
             block: Some(16),
+            cache: None,
         }
     }
 

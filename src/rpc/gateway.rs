@@ -1,6 +1,7 @@
 //! The read path: one call or a batch, classified, checked against per-family plans and
 //! sent to hosts in order of what they can serve, with fallback on node-state errors.
 
+use super::cache::{self, CacheNote};
 use super::call::{error_from, id_of, jsonrpc_error, CallView, ReadCall};
 use super::logs::GET_LOGS;
 use super::methods::{block_need, classify_on, MethodClass};
@@ -91,6 +92,7 @@ impl Gateway {
                     body: answer.to_bytes(),
                     upstream: host,
                     block: None,
+                    cache: None,
                 })
             }
             MethodClass::Filter => {
@@ -99,6 +101,7 @@ impl Gateway {
                     body: answer.to_bytes(),
                     upstream: host,
                     block: None,
+                    cache: None,
                 })
             }
             class => {
@@ -138,8 +141,8 @@ impl Gateway {
     }
 
     /// A read as the caller sent it, to a host that has the block it needs (and at least
-    /// `floor`, the caller's minimum block); an identical read already in flight answers
-    /// it instead (`rpc.coalesce`).
+    /// `floor`, the caller's minimum block). A kept answer (`rpc.cache`) or an identical
+    /// read already in flight (`rpc.coalesce`) answers it instead.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn shared_read(
         &self,
@@ -151,18 +154,60 @@ impl Gateway {
         rid: &str,
         floor: u64,
     ) -> Result<RpcReply, ApiError> {
+        // Same pool, method and params: the same call, whatever its id. Params print
+        // with sorted keys (no `preserve_order`), so equal params make equal keys.
+        let text = params.map(Value::to_string).unwrap_or_default();
+        let key = format!("{}\n{floor}\n{method}\n{text}", pool.name);
+        let policy = match () {
+            _ if !self.cache.enabled() || pool.is_pinned() => None,
+            _ if floor > 0 => Some(cache::Policy::Bypass("min_block")),
+            _ => Some(cache::policy(method, params)),
+        };
+        let mut note = None;
+        match policy {
+            Some(cache::Policy::Bypass(reason)) => {
+                note = Some(CacheNote {
+                    status: "bypass",
+                    reason,
+                })
+            }
+            Some(cache::Policy::Cache(_)) => match self.cache.get(&pool.name, &key, &id_of(raw)) {
+                Ok(hit) => {
+                    metrics::cache_lookup(&pool.name, "hit", "fresh");
+                    return Ok(hit);
+                }
+                Err(reason) => {
+                    note = Some(CacheNote {
+                        status: "miss",
+                        reason,
+                    })
+                }
+            },
+            None => {}
+        }
+        if let Some(n) = note {
+            metrics::cache_lookup(&pool.name, n.status, n.reason);
+        }
+        let before = self.cache.snapshot(&pool.name);
         let need = need_for(pool, block_need(method, params)).at_least(floor);
         let read = self.read(pool, class, need, Bytes::copy_from_slice(raw), rid);
         // Boxed: the attempts' state (hedge timer, attempts in flight) would otherwise
         // size every connection's task, idle ones included.
-        if !self.conf.coalesce {
-            return Box::pin(read).await;
+        let mut reply = if self.conf.coalesce {
+            Box::pin(self.in_flight.run(key.clone(), || id_of(raw), read)).await?
+        } else {
+            Box::pin(read).await?
+        };
+        if let Some(cache::Policy::Cache(depends)) = policy {
+            if let (Err(why), Some(n)) = (
+                self.cache.put(&pool.name, key, depends, &reply, before),
+                note.as_mut(),
+            ) {
+                n.reason = why;
+            }
         }
-        // Same pool, method and params: the same call, whatever its id. Params print
-        // with sorted keys (no `preserve_order`), so equal params make equal keys.
-        let params = params.map(Value::to_string).unwrap_or_default();
-        let key = format!("{}\n{floor}\n{method}\n{params}", pool.name);
-        Box::pin(self.in_flight.run(key, || id_of(raw), read)).await
+        reply.cache = note;
+        Ok(reply)
     }
 
     pub(super) async fn batch(
@@ -299,6 +344,7 @@ impl Gateway {
             body: Bytes::from(serde_json::to_vec(&items).unwrap_or_default()),
             upstream,
             block,
+            cache: None,
         })
     }
 

@@ -240,6 +240,7 @@ impl Gateway {
             body: answer.to_bytes(),
             upstream: None,
             block: (oldest != u64::MAX).then_some(oldest),
+            cache: None,
         })
     }
 

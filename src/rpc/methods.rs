@@ -171,7 +171,7 @@ pub enum BlockNeed {
 }
 
 /// Where a method's block tag sits in its params, if it has one.
-fn block_param(method: &str) -> Option<usize> {
+pub(super) fn block_param(method: &str) -> Option<usize> {
     Some(match method {
         "eth_getBalance"
         | "eth_getCode"

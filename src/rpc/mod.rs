@@ -1,6 +1,7 @@
 //! The JSON-RPC gateway behind `/rpc/eth` (and `/rpc/base`): parse, classify, route with
 //! fallback, dispatch writes by policy.
 
+mod cache;
 mod call;
 mod coalesce;
 mod filters;
@@ -11,6 +12,7 @@ pub mod methods;
 mod need;
 mod write;
 
+pub use cache::{CacheNote, ResponseCache, Tracker as CacheTracker};
 pub use call::{error_from, id_of, method_of, refusal_of, CallView};
 pub use coalesce::InFlight;
 pub use filters::FilterHosts;
@@ -32,6 +34,8 @@ pub struct Gateway {
     pub filters: FilterHosts,
     /// Reads in flight, so identical ones at the same moment share one upstream call.
     pub in_flight: InFlight,
+    /// Answers kept for as long as what they depend on cannot change.
+    pub cache: ResponseCache,
 }
 
 #[derive(Clone)]
@@ -180,6 +184,8 @@ pub struct RpcReply {
     /// The block the serving host had reached when it answered (its head at the last
     /// health round: a lower bound); the lowest of them when several hosts served.
     pub block: Option<u64>,
+    /// How the response cache took part (single reads only).
+    pub cache: Option<CacheNote>,
 }
 
 impl RpcReply {
@@ -190,6 +196,7 @@ impl RpcReply {
             body,
             upstream: Some(host.id.clone()),
             block: (head > 0).then_some(head),
+            cache: None,
         }
     }
 }
