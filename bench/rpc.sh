@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# The JSON-RPC rows of issue 21, loopback only, in one run with nginx as the reference:
+#   (b)  nginx proxying eth_chainId to a static upstream (nginx `return 200`)
+#   (d)  chainedge /rpc/eth, a read the cache never keeps (eth_getBalance at `pending`):
+#        the gateway path
+#   (d2) chainedge /rpc/eth, a cached read (eth_chainId: kept forever after the first)
+#   (e)  chainedge local handler (/console/app.js from memory)
+# each with oha at 64 connections; then, against a counting node (bench/rpc_upstream.py):
+# a thundering herd (200 identical eth_getBalance at once, 5 waves: node calls per wave)
+# and eth_getLogs over 100,000 blocks against a node that refuses more than 1,000 logs.
+# Writes bench/RESULTS-rpc.md.
+#
+#   bench/rpc.sh [seconds per run, default 10]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-10}
+conns=64
+workers=2
+command -v nginx >/dev/null || { SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo; $SUDO apt-get install -y -qq nginx >/dev/null; }
+command -v oha >/dev/null || cargo install oha --locked -q
+cargo build --profile ${BENCH_PROFILE:-dist} -q --bin chainedge
+bin=target/${BENCH_PROFILE:-dist}/chainedge
+[ "${BENCH_PROFILE:-dist}" = dev ] && bin=target/debug/chainedge
+
+work=$(mktemp -d /tmp/chainedge-rpcbench.XXXXXX)
+pids=()
+# SIGINT: a fast stop for chainedge (SIGTERM would wait out its graceful period) and
+# nginx; whatever is left half a second later is killed.
+cleanup() {
+  for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null || true; done
+  sleep 0.5
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+UP=19201; NGX=19202; CE=19203; CEM=19204; NODE=19205; CE2=19206; CEM2=19207
+for p in $UP $NGX $CE $CEM $NODE $CE2 $CEM2; do
+  if (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; then echo "bench: port $p is busy" >&2; exit 1; fi
+done
+
+cat > "$work/nginx.conf" <<NGINX
+worker_processes $workers;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log warn;
+events { worker_connections 4096; }
+http {
+  keepalive_timeout 300s;
+  keepalive_requests 1000000;
+  upstream node { server 127.0.0.1:$UP; keepalive 128; }
+  server {
+    listen 127.0.0.1:$UP backlog=4096;
+    access_log off;
+    default_type application/json;
+    location / { return 200 '{"jsonrpc":"2.0","id":1,"result":"0x1"}'; }
+  }
+  server {
+    listen 127.0.0.1:$NGX backlog=4096;
+    access_log /dev/null combined buffer=64k flush=1s;
+    location / { proxy_pass http://node; proxy_http_version 1.1; proxy_set_header Connection ""; }
+  }
+}
+NGINX
+nginx -c "$work/nginx.conf" -p "$work" -g 'daemon off;' &
+pids+=($!)
+python3 bench/rpc_upstream.py $NODE &
+pids+=($!)
+
+# app NAME PORT METRICS UPSTREAM FAMILY
+app() {
+  cat > "$work/$1.yaml" <<YAML
+plugins: $PWD/plugins
+listen:
+  http: ["127.0.0.1:$2"]
+metrics:
+  listen: "127.0.0.1:$3"
+store:
+  path: $work/$1.db
+plans: [free, basic, pro, business, enterprise, scale]
+threads: $workers
+limits:
+  default: {anonymous: 10000000, free: 10000000, basic: 10000000, pro: 10000000, business: 10000000, enterprise: 10000000, scale: 10000000}
+health:
+  interval_ms: 5000
+rpc:
+  get_logs: {chunk_blocks: 20000}
+pools:
+  eth_el:
+    hosts:
+      - {id: el-1, url: "http://127.0.0.1:$4", family: $5}
+YAML
+  cat > "$work/$1-pingora.yaml" <<YAML
+version: 1
+threads: $workers
+work_stealing: false
+pid_file: $work/$1.pid
+upgrade_sock: $work/$1.sock
+YAML
+}
+app static $CE $CEM $UP portal
+app counted $CE2 $CEM2 $NODE el-geth
+start() { # start NAME PORT: the instance (in this shell, so cleanup stops it); its key in $started_key
+  local tenant
+  tenant=$($bin --app "$work/$1.yaml" tenants create --name bench --plan enterprise)
+  started_key=$($bin --app "$work/$1.yaml" keys create --tenant "$tenant" 2>/dev/null)
+  $bin -c "$work/$1-pingora.yaml" --app "$work/$1.yaml" >/dev/null 2>"$work/$1.log" &
+  pids+=($!)
+  for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$2/console/" && break; sleep 0.1; done
+}
+start static $CE
+key=$started_key
+start counted $CE2
+key2=$started_key
+
+# load NAME URL BODY [header] -> "rps p50_ms p99_ms"
+load() {
+  local name=$1 url=$2 body=$3; shift 3
+  local args=(--no-tui --output-format json -z "${secs}s" -c $conns)
+  if [ -n "$body" ]; then args+=(-m POST -H "Content-Type: application/json" -d "$body"); fi
+  for h in "$@"; do args+=(-H "$h"); done
+  oha "${args[@]}" "$url" > "$work/$name.json" 2>/dev/null || true
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); p=d["latencyPercentiles"]; print("%.0f %.3f %.3f" % (d["summary"]["requestsPerSec"], p["p50"]*1000, p["p99"]*1000))' "$work/$name.json" 2>/dev/null || echo "n/a n/a n/a"
+}
+chain_id='{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}'
+pending='{"jsonrpc":"2.0","id":1,"method":"eth_getBalance","params":["0x00000000219ab540356cBB839Cbe05303d7705Fa","pending"]}'
+# Warm the cache (and check the statuses the rows claim).
+curl -s -D - -o /dev/null -H "x-token: $key" -H "Content-Type: application/json" -d "$chain_id" "http://127.0.0.1:$CE/rpc/eth" >/dev/null
+d2_status=$(curl -s -D - -o /dev/null -H "x-token: $key" -H "Content-Type: application/json" -d "$chain_id" "http://127.0.0.1:$CE/rpc/eth" | awk -F': ' 'tolower($1)=="x-cache-status" {print $2}' | tr -d '\r')
+d_status=$(curl -s -D - -o /dev/null -H "x-token: $key" -H "Content-Type: application/json" -d "$pending" "http://127.0.0.1:$CE/rpc/eth" | awk -F': ' 'tolower($1)=="x-cache-status" {print $2}' | tr -d '\r')
+echo "bench: (d) is '$d_status', (d2) is '$d2_status'" >&2
+
+# Interleaved rounds; each row its median round.
+median() { printf '%s\n' "$@" | sort -g -k1,1 | awk -v n=$# 'NR == int((n + 1) / 2)'; }
+bs=(); ds=(); d2s=(); es=()
+for round in 1 2 3; do
+  bs+=("$(load "nginx_$round" "http://127.0.0.1:$NGX/" "$chain_id")")
+  ds+=("$(load "rpc_$round" "http://127.0.0.1:$CE/rpc/eth" "$pending" "x-token: $key")")
+  d2s+=("$(load "cached_$round" "http://127.0.0.1:$CE/rpc/eth" "$chain_id" "x-token: $key")")
+  es+=("$(load "local_$round" "http://127.0.0.1:$CE/console/app.js" "")")
+done
+read -r br bp50 bp99 <<<"$(median "${bs[@]}")"
+read -r dr dp50 dp99 <<<"$(median "${ds[@]}")"
+read -r d2r d2p50 d2p99 <<<"$(median "${d2s[@]}")"
+read -r er ep50 ep99 <<<"$(median "${es[@]}")"
+
+# The herd and getLogs, against the counting node.
+read -r herd_edge herd_direct logs_line <<<"$(python3 - "$CE2" "$NODE" "$key2" <<'PY'
+import http.client, json, sys, threading, time
+edge, node, key = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+def stats():
+    c = http.client.HTTPConnection("127.0.0.1", node); c.request("GET", "/stats"); return json.loads(c.getresponse().read())
+def post(port, body, headers):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    c.request("POST", "/rpc/eth" if port == edge else "/", json.dumps(body), dict({"Content-Type": "application/json"}, **headers))
+    r = c.getresponse(); return r.status, json.loads(r.read())
+def herd(port, headers, n=200, waves=5):
+    per_wave = []
+    for w in range(waves):
+        before = stats().get("eth_getBalance", 0)
+        gate = threading.Barrier(n)
+        def one(i):
+            gate.wait()
+            post(port, {"jsonrpc": "2.0", "id": i, "method": "eth_getBalance", "params": ["0x%040x" % w, "latest"]}, headers)
+        ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+        [t.start() for t in ts]; [t.join() for t in ts]
+        per_wave.append(stats().get("eth_getBalance", 0) - before)
+    return sum(per_wave) / len(per_wave)
+e = herd(edge, {"x-token": key})
+d = herd(node, {})
+f = {"fromBlock": "0x0", "toBlock": "0x%x" % 99_999}
+before = stats().get("eth_getLogs", 0)
+t = time.time()
+status, v = post(edge, {"jsonrpc": "2.0", "id": 1, "method": "eth_getLogs", "params": [f]}, {"x-token": key})
+took = (time.time() - t) * 1000
+calls = stats().get("eth_getLogs", 0) - before
+_, direct = post(node, {"jsonrpc": "2.0", "id": 1, "method": "eth_getLogs", "params": [f]}, {})
+logs = len(v.get("result") or [])
+print("%.1f %.1f %d,%d,%.0f,%s" % (e, d, logs, calls, took, "refused" if "error" in direct else "answered"))
+PY
+)"
+IFS=, read -r logs_n logs_calls logs_ms direct_logs <<<"$logs_line"
+ratio() { awk -v x="$1" -v y="$2" 'BEGIN{ if (y > 0) printf "%.2f", x/y; else print "n/a" }'; }
+diff_ms() { awk -v x="$1" -v y="$2" 'BEGIN{ printf "%+.3f", x-y }'; }
+
+cat > bench/RESULTS-rpc.md <<MD
+# JSON-RPC benchmark: cache, coalescing, eth_getLogs
+
+\`bench/rpc.sh $secs\` on 2 cores, $(date -u +%Y-%m-%dT%H:%MZ), loopback only. oha, $conns connections,
+${secs}s per run, (b)/(d)/(d2)/(e) interleaved over 3 rounds, each row its median round. nginx: 2
+workers, keep-alive to a static upstream (nginx \`return 200\`); chainedge: 2 worker threads,
+profile \`${BENCH_PROFILE:-dist}\`. The load generator, the upstream and the proxy share the two cores.
+
+| run | requests/s | p50 ms | p99 ms |
+|---|---|---|---|
+| (b) nginx reverse proxy, eth_chainId | $br | $bp50 | $bp99 |
+| (d) chainedge /rpc/eth, a read never kept (\`eth_getBalance\` at \`pending\`: X-Cache-Status $d_status) | $dr | $dp50 | $dp99 |
+| (d2) chainedge /rpc/eth, a cached read (\`eth_chainId\`: X-Cache-Status $d2_status) | $d2r | $d2p50 | $d2p99 |
+| (e) chainedge local handler (\`/console/app.js\`) | $er | $ep50 | $ep99 |
+
+| ratio | value | goal |
+|---|---|---|
+| (d2)/(b) requests/s: a cache hit against nginx proxying | $(ratio "$d2r" "$br") | ≥ 1.5 |
+| (d2) − (e) p50: a cache hit against a local handler | $(diff_ms "$d2p50" "$ep50") ms | ≤ 0.2 ms |
+| (d)/(b) requests/s: the gateway path against nginx | $(ratio "$dr" "$br") | — |
+
+**Thundering herd** (200 identical \`eth_getBalance\` at \`latest\` released at once, against a
+node that takes 50 ms; 5 waves): node calls per wave through chainedge **$herd_edge**, straight
+to the node **$herd_direct**.
+
+**eth_getLogs over 100,000 blocks** (10,000 logs) against a node that refuses more than
+1,000 logs in one answer (-32005): straight to the node the call is **$direct_logs**; through
+chainedge **$logs_n logs** in one answer, **$logs_calls node calls** (\`get_logs.chunk_blocks: 20000\`: five
+chunks of 2,000 logs, each refused and halved once), **$logs_ms ms**.
+MD
+cat bench/RESULTS-rpc.md
