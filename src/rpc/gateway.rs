@@ -32,6 +32,25 @@ pub(super) const NODE_STATE_PATTERNS: &[&str] = &[
     "minimum context slot has not been reached",
 ];
 
+/// The answer to a batch's call that travelled alone, noting who served it and at what
+/// block.
+fn answer_alone(
+    answered: Result<RpcReply, ApiError>,
+    id: &Id,
+    upstream: &mut Option<String>,
+    block: &mut Option<u64>,
+) -> Response {
+    match answered {
+        Ok(r) => {
+            *upstream = upstream.take().or(r.upstream);
+            *block = older(*block, r.block);
+            serde_json::from_slice(&r.body)
+                .unwrap_or_else(|_| jsonrpc_error(id, -32603, "upstream answered non-JSON"))
+        }
+        Err(e) => error_from(id, &e),
+    }
+}
+
 impl Gateway {
     pub async fn handle(
         &self,
@@ -274,34 +293,15 @@ impl Gateway {
                     let answered =
                         Box::pin(self.get_logs(pool, call.params.as_ref(), &raw, rid, caller))
                             .await;
-                    out[i] = Some(match answered {
-                        Ok(r) => {
-                            upstream = upstream.or(r.upstream);
-                            block = older(block, r.block);
-                            serde_json::from_slice(&r.body).unwrap_or_else(|_| {
-                                jsonrpc_error(&id, -32603, "upstream answered non-JSON")
-                            })
-                        }
-                        Err(e) => error_from(&id, &e),
-                    });
+                    out[i] = Some(answer_alone(answered, &id, &mut upstream, &mut block));
                 }
                 MethodClass::Read => reads.push((i, call)),
                 // Capability-bound calls travel alone so each finds a host that can serve it.
                 class => {
                     let need = need_for(pool, block_need(method, call.params.as_ref()))
                         .at_least(caller.min_block);
-                    out[i] = Some(
-                        match self.read(pool, class, need, call.to_bytes(), rid).await {
-                            Ok(r) => {
-                                upstream = upstream.or(r.upstream);
-                                block = older(block, r.block);
-                                serde_json::from_slice(&r.body).unwrap_or_else(|_| {
-                                    jsonrpc_error(&id, -32603, "upstream answered non-JSON")
-                                })
-                            }
-                            Err(e) => error_from(&id, &e),
-                        },
-                    );
+                    let answered = self.read(pool, class, need, call.to_bytes(), rid).await;
+                    out[i] = Some(answer_alone(answered, &id, &mut upstream, &mut block));
                 }
             }
         }

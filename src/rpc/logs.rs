@@ -187,35 +187,18 @@ impl Gateway {
                 .with_field("jsonrpc_code", -32005));
             }
         }
+        // The call as the caller sent it (coalesced and cached like any read).
+        let as_sent = || {
+            let floor = caller.min_block;
+            self.shared_read(pool, MethodClass::Read, GET_LOGS, params, raw, rid, floor)
+        };
         let (filter, (from, to)) = match (filter.and_then(Value::as_object), range) {
             (Some(f), Some(r)) => (f, r),
-            _ => {
-                return self
-                    .shared_read(
-                        pool,
-                        MethodClass::Read,
-                        GET_LOGS,
-                        params,
-                        raw,
-                        rid,
-                        caller.min_block,
-                    )
-                    .await
-            }
+            _ => return as_sent().await,
         };
         let mut refused = false;
         if to - from < self.conf.logs.chunk_blocks {
-            let reply = self
-                .shared_read(
-                    pool,
-                    MethodClass::Read,
-                    GET_LOGS,
-                    params,
-                    raw,
-                    rid,
-                    caller.min_block,
-                )
-                .await?;
+            let reply = as_sent().await?;
             if from == to || !refused_as_too_large(&reply.body) {
                 return Ok(reply);
             }
