@@ -38,6 +38,8 @@ pub(super) enum Depends {
     AnswerBlock,
     /// The head: `latest`, `safe`, `finalized`, gas prices.
     Head,
+    /// The head's number itself (`eth_blockNumber`): a higher one moves the head.
+    HeadNumber,
 }
 
 /// Whether a call may be answered from the cache, and if not, why.
@@ -67,11 +69,10 @@ pub(super) fn policy(method: &str, params: Option<&Value>) -> Policy {
         "eth_getTransactionByHash" | "eth_getTransactionReceipt" => {
             return Policy::Cache(AnswerBlock)
         }
-        "eth_blockNumber"
-        | "eth_gasPrice"
-        | "eth_maxPriorityFeePerGas"
-        | "eth_blobBaseFee"
-        | "eth_baseFee" => return Policy::Cache(Head),
+        "eth_blockNumber" => return Policy::Cache(HeadNumber),
+        "eth_gasPrice" | "eth_maxPriorityFeePerGas" | "eth_blobBaseFee" | "eth_baseFee" => {
+            return Policy::Cache(Head)
+        }
         "eth_getLogs" => {
             let filter = params.and_then(|p| p.get(0));
             if filter.and_then(|f| f.get("blockHash")).is_some() {
@@ -136,6 +137,8 @@ pub(super) struct ChainView {
     generation: AtomicU64,
     /// A read of this pool wanted the cache: the tracker follows it.
     used: AtomicBool,
+    /// Bumped by each write sent through the edge: what followed the head is asked anew.
+    writes: AtomicU64,
 }
 
 enum Lifetime {
@@ -146,9 +149,10 @@ enum Lifetime {
         generation: u64,
         until: Instant,
     },
-    /// While the head is this one, and until the deadline.
+    /// While the head is this one and no write went through, and until the deadline.
     Head {
         head: u64,
+        writes: u64,
         until: Instant,
     },
 }
@@ -227,9 +231,15 @@ impl ResponseCache {
                     None
                 }
             }
-            Lifetime::Head { head, until } => {
+            Lifetime::Head {
+                head,
+                writes,
+                until,
+            } => {
                 if head != view.head.load(Ordering::Relaxed) {
                     Some("head_moved")
+                } else if writes != view.writes.load(Ordering::Relaxed) {
+                    Some("write_sent")
                 } else if now >= until {
                     Some("expired")
                 } else {
@@ -260,16 +270,24 @@ impl ResponseCache {
         })
     }
 
-    /// The chain as the edge knows it before a call: (reorg generation, head).
-    pub(super) fn snapshot(&self, pool: &str) -> (u64, u64) {
+    /// The chain as the edge knows it before a call: (reorg generation, head, writes).
+    pub(super) fn snapshot(&self, pool: &str) -> (u64, u64, u64) {
         self.view(pool)
             .map(|v| {
                 (
                     v.generation.load(Ordering::Relaxed),
                     v.head.load(Ordering::Relaxed),
+                    v.writes.load(Ordering::Relaxed),
                 )
             })
             .unwrap_or_default()
+    }
+
+    /// A write went to `pool`'s nodes: answers that follow the head are asked anew.
+    pub(super) fn wrote(&self, pool: &str) {
+        if let Some(v) = self.view(pool) {
+            v.writes.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Keep a node's answer when what it depends on allows; why not, when it was not.
@@ -281,13 +299,13 @@ impl ResponseCache {
         key: String,
         depends: Depends,
         reply: &RpcReply,
-        before: (u64, u64),
+        before: (u64, u64, u64),
     ) -> Result<(), &'static str> {
         let view = self.view(pool).ok_or("pool")?;
         if reply.body.len() > self.conf.max_entry_bytes {
             return Err("too_large");
         }
-        let (generation, head, finalized) = (
+        let (generation, mut head, finalized) = (
             view.generation.load(Ordering::Relaxed),
             view.head.load(Ordering::Relaxed),
             view.finalized.load(Ordering::Relaxed),
@@ -315,19 +333,50 @@ impl ResponseCache {
         let now = Instant::now();
         let block = match depends {
             Depends::Nothing => None,
-            Depends::Head => {
-                if head == 0 || head != before.1 {
+            Depends::Head | Depends::HeadNumber => {
+                if head == 0 || head != before.1 || view.writes.load(Ordering::Relaxed) != before.2
+                {
                     return Err("head_unknown_or_moving");
                 }
+                // A block number past the head the tracker knows moves the head at once.
+                let number = (depends == Depends::HeadNumber)
+                    .then(|| {
+                        serde_json::from_str::<&str>(result.get())
+                            .ok()
+                            .and_then(quantity)
+                    })
+                    .flatten();
+                if let Some(n) = number {
+                    if n > head {
+                        view.head.fetch_max(n, Ordering::Relaxed);
+                        return Err("head_moved");
+                    }
+                }
                 let until = now + Duration::from_millis(self.conf.head_ttl_ms);
-                return self.keep(key, result, reply, Lifetime::Head { head, until });
+                let writes = before.2;
+                return self.keep(
+                    key,
+                    result,
+                    reply,
+                    Lifetime::Head {
+                        head,
+                        writes,
+                        until,
+                    },
+                );
             }
             Depends::Block(n) => Some(n),
             Depends::AnswerBlock => match serde_json::from_str::<Value>(result.get())
                 .ok()
                 .and_then(|v| v.get("blockNumber")?.as_str().and_then(quantity))
             {
-                Some(n) => Some(n),
+                // A transaction mined past the head the tracker knows: the head has
+                // moved, and what followed the old one is asked anew.
+                Some(n) => {
+                    view.head.fetch_max(n, Ordering::Relaxed);
+                    head = head.max(n);
+                    Some(n)
+                }
                 // Not in a block yet: its answer will change.
                 None => return Err("not_in_a_block"),
             },
@@ -518,172 +567,5 @@ impl Tracker {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn lifetimes_follow_what_the_answer_depends_on() {
-        use Depends::*;
-        let p = |m: &str, v: Value| policy(m, Some(&v));
-        assert_eq!(p("eth_chainId", json!([])), Policy::Cache(Nothing));
-        assert_eq!(
-            p("eth_getBlockByHash", json!(["0xab", false])),
-            Policy::Cache(Nothing)
-        );
-        assert_eq!(
-            p("eth_getBlockByNumber", json!(["0x10", false])),
-            Policy::Cache(Block(16))
-        );
-        assert_eq!(
-            p("eth_getBlockByNumber", json!(["latest", false])),
-            Policy::Cache(Head)
-        );
-        assert_eq!(p("eth_getBalance", json!(["0xab"])), Policy::Cache(Head));
-        assert_eq!(
-            p("eth_getBalance", json!(["0xab", "pending"])),
-            Policy::Bypass("pending")
-        );
-        assert_eq!(
-            p("eth_getBalance", json!(["0xab", "earliest"])),
-            Policy::Cache(Block(0))
-        );
-        assert_eq!(
-            p("eth_call", json!([{}, {"blockHash": "0xab"}])),
-            Policy::Cache(Nothing)
-        );
-        assert_eq!(
-            p("eth_call", json!([{}, {"blockNumber": "0x5"}])),
-            Policy::Cache(Block(5))
-        );
-        assert_eq!(
-            p("eth_getTransactionReceipt", json!(["0xab"])),
-            Policy::Cache(AnswerBlock)
-        );
-        assert_eq!(
-            p(
-                "eth_getLogs",
-                json!([{"fromBlock": "0x1", "toBlock": "0x5"}])
-            ),
-            Policy::Cache(Block(5))
-        );
-        assert_eq!(
-            p("eth_getLogs", json!([{"toBlock": "pending"}])),
-            Policy::Bypass("pending")
-        );
-        assert_eq!(
-            p("eth_getLogs", json!([{"blockHash": "0xab"}])),
-            Policy::Cache(Nothing)
-        );
-        assert_eq!(
-            p("eth_getBalance", json!(["0xab", "0xzz"])),
-            Policy::Bypass("block_param")
-        );
-        for m in [
-            "eth_sendRawTransaction",
-            "eth_newFilter",
-            "debug_traceBlockByNumber",
-            "eth_estimateGas",
-        ] {
-            assert_eq!(p(m, json!(["0x1"])), Policy::Bypass("method"), "{m}");
-        }
-    }
-
-    fn cache(max_bytes: usize) -> ResponseCache {
-        let conf = crate::config::CacheConf {
-            max_bytes,
-            ..Default::default()
-        };
-        let mut views = HashMap::new();
-        views.insert("p".to_string(), Arc::new(ChainView::default()));
-        ResponseCache {
-            conf,
-            views,
-            store: Mutex::new(Store {
-                entries: lru::LruCache::unbounded(),
-                bytes: 0,
-            }),
-        }
-    }
-
-    fn answer(result: Value) -> RpcReply {
-        RpcReply {
-            body: Bytes::from(json!({"jsonrpc": "2.0", "id": 1, "result": result}).to_string()),
-            upstream: Some("el-1".into()),
-            block: Some(100),
-            cache: None,
-        }
-    }
-
-    #[test]
-    fn finality_reorgs_and_the_head_decide_what_is_served() {
-        let c = cache(1 << 20);
-        let view = c.views["p"].clone();
-        view.head.store(100, Ordering::Relaxed);
-        view.finalized.store(36, Ordering::Relaxed);
-        let id = Id::Number(7.into());
-        let put = |k: &str, d, r| c.put("p", k.into(), d, &answer(r), c.snapshot("p"));
-        assert!(put("final", Depends::Block(30), json!("0x1")).is_ok());
-        assert!(put("recent", Depends::Block(99), json!("0x2")).is_ok());
-        assert!(put("head", Depends::Head, json!("0x3")).is_ok());
-        // Not kept: nulls, pending transactions, blocks past the head, a reorg meanwhile.
-        assert_eq!(
-            put("null", Depends::Nothing, Value::Null),
-            Err("null_answer")
-        );
-        assert_eq!(
-            put("tx", Depends::AnswerBlock, json!({"blockNumber": null})),
-            Err("not_in_a_block")
-        );
-        assert_eq!(
-            put("future", Depends::Block(101), json!("0x4")),
-            Err("past_the_head")
-        );
-        let before = c.snapshot("p");
-        view.generation.fetch_add(1, Ordering::Relaxed);
-        assert_eq!(
-            c.put(
-                "p",
-                "late".into(),
-                Depends::Block(98),
-                &answer(json!("0x5")),
-                before
-            ),
-            Err("reorg_during_call")
-        );
-        view.generation.fetch_sub(1, Ordering::Relaxed);
-        let hit = c.get("p", "final", &id).unwrap();
-        assert_eq!(&hit.body[..], br#"{"jsonrpc":"2.0","id":7,"result":"0x1"}"#);
-        assert_eq!(hit.block, Some(100));
-        assert!(c.get("p", "recent", &id).is_ok());
-        view.head.store(101, Ordering::Relaxed);
-        assert_eq!(c.get("p", "head", &id).unwrap_err(), "head_moved");
-        c.reorg("p");
-        assert_eq!(c.get("p", "recent", &id).unwrap_err(), "reorg");
-        assert!(
-            c.get("p", "final", &id).is_ok(),
-            "final answers outlive a reorg"
-        );
-        assert_eq!(c.get("p", "recent", &id).unwrap_err(), "absent");
-    }
-
-    #[test]
-    fn the_cache_is_bounded_in_bytes_and_drops_the_least_recently_used() {
-        let c = cache(4096);
-        c.views["p"].finalized.store(1000, Ordering::Relaxed);
-        let big = json!("0x".to_string() + &"ab".repeat(400));
-        for i in 0..20 {
-            let kept = c.put(
-                "p",
-                format!("k{i}"),
-                Depends::Nothing,
-                &answer(big.clone()),
-                (0, 0),
-            );
-            assert!(kept.is_ok());
-            assert!(c.bytes() <= 4096);
-        }
-        assert_eq!(c.get("p", "k0", &Id::Null).unwrap_err(), "absent");
-        assert!(c.get("p", "k19", &Id::Null).is_ok());
-    }
-}
+#[path = "cache_tests.rs"]
+mod tests;

@@ -31,6 +31,9 @@ impl Gateway {
         })?;
         let tx_hash = tx_hash(raw)
             .ok_or_else(|| ApiError::invalid_params("raw transaction is not 0x-prefixed hex"))?;
+        // What the sender reads next (its balance, its nonce at `latest`) must not come
+        // from before its own transaction.
+        self.cache.wrote(&pool.name);
         let hosts = pool.candidates(None);
         if hosts.is_empty() {
             return Err(ApiError::new(
