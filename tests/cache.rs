@@ -8,16 +8,6 @@ use common::*;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
-fn metric(gw: &Gateway, line_start: &str) -> f64 {
-    let m = request(gw.metrics_port, "GET", "/metrics", &[], b"")
-        .unwrap()
-        .text();
-    m.lines()
-        .find(|l| l.starts_with(line_start))
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-        .unwrap_or(0.0)
-}
-
 fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
     let until = Instant::now() + Duration::from_secs(15);
     while !f() {
@@ -59,7 +49,7 @@ fn answers_live_as_long_as_what_they_depend_on_and_no_longer() {
     let (_, first) = call(1, "eth_getBlockByNumber", block(16));
     assert_eq!(first, st("miss", "absent"));
     wait_for("the finalized block", || {
-        metric(&gw, "chainedge_cache_finalized_block{pool=\"eth_el\"}") == 36.0
+        metric_value(&gw, "chainedge_cache_finalized_block{pool=\"eth_el\"}") == 36.0
     });
     let (final_block, _) = call(2, "eth_getBlockByNumber", block(16));
     let (again, status) = call(3, "eth_getBlockByNumber", block(16));
@@ -92,7 +82,7 @@ fn answers_live_as_long_as_what_they_depend_on_and_no_longer() {
     );
 
     // Reorg the last three blocks (98 gets a transaction it did not have).
-    let reorgs = metric(&gw, "chainedge_cache_reorgs_total{pool=\"eth_el\"}");
+    let reorgs = metric_value(&gw, "chainedge_cache_reorgs_total{pool=\"eth_el\"}");
     node.call(
         "anvil_reorg",
         json!([3, [[{"from": "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266", "to": "0x70997970C51812dc3A010C7d01b50e0d17dc79C8", "value": "0x1"}, 0]]]),
@@ -100,7 +90,7 @@ fn answers_live_as_long_as_what_they_depend_on_and_no_longer() {
     let now = node.call("eth_getBlockByNumber", block(98));
     assert_ne!(now["hash"], before["hash"], "anvil reorged block 98");
     wait_for("the edge to see the reorg", || {
-        metric(&gw, "chainedge_cache_reorgs_total{pool=\"eth_el\"}") > reorgs
+        metric_value(&gw, "chainedge_cache_reorgs_total{pool=\"eth_el\"}") > reorgs
     });
     let (after, status) = call(11, "eth_getBlockByNumber", block(98));
     assert_eq!(status, st("miss", "reorg"));
@@ -125,7 +115,7 @@ fn answers_live_as_long_as_what_they_depend_on_and_no_longer() {
     let (gone, status) = call(14, "eth_getBlockByNumber", block(16));
     assert_eq!((gone, status), (final_block, st("hit", "fresh")));
     assert!(
-        metric(
+        metric_value(
             &gw,
             "chainedge_cache_lookups_total{outcome=\"hit\",pool=\"eth_el\",reason=\"fresh\"}"
         ) >= 5.0

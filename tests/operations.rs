@@ -77,6 +77,15 @@ fn test_flag_validates_app_config_and_plugins() {
             "  hedge: {quantile: 1.5}\n",
             "rpc.hedge: quantile between 0 and 1",
         ),
+        // The cache and the getLogs guard: bounds that cannot hold.
+        (
+            "  cache: {max_bytes: 1024, max_entry_bytes: 4096}\n",
+            "rpc.cache: max_entry_bytes between 1 and max_bytes",
+        ),
+        (
+            "  get_logs: {max_block_range: {gold: 10}}\n",
+            "rpc.get_logs.max_block_range.gold: unknown plan 'gold'",
+        ),
     ] {
         let (ok, err) = check(|a| a.replace("rpc:\n", &format!("rpc:\n{bad}")), |_| {});
         assert!(!ok && err.contains(said), "{bad}: {err}");

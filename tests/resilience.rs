@@ -19,16 +19,6 @@ fn eth_pool(urls: &[String]) -> String {
     pools
 }
 
-fn metric(gw: &Gateway, line_start: &str) -> f64 {
-    let m = request(gw.metrics_port, "GET", "/metrics", &[], b"")
-        .unwrap()
-        .text();
-    m.lines()
-        .find(|l| l.starts_with(line_start))
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-        .unwrap_or(0.0)
-}
-
 /// Two anvils under steady reads; one is frozen (SIGSTOP: it accepts connections and
 /// never answers) for eight seconds. Nobody gets an error, nobody waits a second.
 #[test]
@@ -90,7 +80,7 @@ fn a_frozen_node_costs_no_one_an_error() {
         at(0.5),
         at(0.99),
         at(1.0),
-        metric(
+        metric_value(
             &gw,
             "chainedge_hedged_reads_total{pool=\"eth_el\",won_by=\"other\"}"
         )
@@ -105,7 +95,7 @@ fn a_frozen_node_costs_no_one_an_error() {
     // The frozen node's calls were answered by the other one, by hedging, before any
     // health check could have said anything.
     assert!(
-        metric(
+        metric_value(
             &gw,
             "chainedge_hedged_reads_total{pool=\"eth_el\",won_by=\"other\"}"
         ) >= 1.0
@@ -164,7 +154,7 @@ fn slow_hosts_are_hedged_and_each_class_has_its_budget() {
     }
     assert!(quick.hits() >= 6, "the quick host answered every call");
     assert!(
-        metric(
+        metric_value(
             &gw,
             "chainedge_hedged_reads_total{pool=\"eth_el\",won_by=\"other\"}"
         ) >= 1.0
@@ -231,7 +221,7 @@ fn identical_reads_in_flight_share_one_upstream_call() {
         t.join().unwrap();
     }
     assert_eq!(balance_calls(), 1, "the herd made one upstream call");
-    assert_eq!(metric(&gw, "chainedge_coalesced_reads_total"), 19.0);
+    assert_eq!(metric_value(&gw, "chainedge_coalesced_reads_total"), 19.0);
     // Different params, or the same call once the first is done: calls of their own.
     for address in ["0xab", "0xcd"] {
         let call = json!({"jsonrpc": "2.0", "id": 1, "method": "eth_getBalance", "params": [address, "latest"]});

@@ -590,6 +590,16 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
         }
     }
     check_rpc_timing(&app.rpc, &mut bad);
+    let cache = &app.rpc.cache;
+    if cache.max_entry_bytes == 0
+        || cache.max_entry_bytes > cache.max_bytes
+        || cache.track_interval_ms < 50
+    {
+        bad(
+            "rpc.cache",
+            "max_entry_bytes between 1 and max_bytes; track_interval_ms at least 50".into(),
+        );
+    }
     let logs = &app.rpc.get_logs;
     for (plan, blocks) in &logs.max_block_range {
         let at = format!("rpc.get_logs.max_block_range.{plan}");

@@ -205,8 +205,14 @@ impl ResponseCache {
         self.views.get(pool)
     }
 
-    /// The answer kept for `key`, under the caller's `id`; or why there is none.
-    pub(super) fn get(&self, pool: &str, key: &str, id: &Id) -> Result<RpcReply, &'static str> {
+    /// The answer kept for `key`, under the caller's id (`id` is only read on a hit); or
+    /// why there is none.
+    pub(super) fn get(
+        &self,
+        pool: &str,
+        key: &str,
+        id: impl FnOnce() -> Id,
+    ) -> Result<RpcReply, &'static str> {
         let view = self.view(pool).ok_or("pool")?;
         view.used.store(true, Ordering::Relaxed);
         let mut store = self.store.lock().map_err(|_| "absent")?;
@@ -255,7 +261,7 @@ impl ResponseCache {
         }
         let mut body = Vec::with_capacity(entry.result.len() + 48);
         body.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
-        body.extend_from_slice(&serde_json::to_vec(id).unwrap_or_else(|_| b"null".to_vec()));
+        body.extend_from_slice(&serde_json::to_vec(&id()).unwrap_or_else(|_| b"null".to_vec()));
         body.extend_from_slice(br#","result":"#);
         body.extend_from_slice(&entry.result);
         body.push(b'}');
@@ -461,8 +467,7 @@ impl pingora_core::services::background::BackgroundService for Tracker {
             return;
         }
         let mut recent: HashMap<String, BTreeMap<u64, String>> = HashMap::new();
-        let mut tick =
-            tokio::time::interval(Duration::from_millis(cache.conf.track_interval_ms.max(50)));
+        let mut tick = tokio::time::interval(Duration::from_millis(cache.conf.track_interval_ms));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {

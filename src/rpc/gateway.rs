@@ -190,18 +190,20 @@ impl Gateway {
                     reason,
                 })
             }
-            Some(cache::Policy::Cache(_)) => match self.cache.get(&pool.name, &key, &id_of(raw)) {
-                Ok(hit) => {
-                    metrics::cache_lookup(&pool.name, "hit", "fresh");
-                    return Ok(hit);
+            Some(cache::Policy::Cache(_)) => {
+                match self.cache.get(&pool.name, &key, || id_of(raw)) {
+                    Ok(hit) => {
+                        metrics::cache_lookup(&pool.name, "hit", "fresh");
+                        return Ok(hit);
+                    }
+                    Err(reason) => {
+                        note = Some(CacheNote {
+                            status: "miss",
+                            reason,
+                        })
+                    }
                 }
-                Err(reason) => {
-                    note = Some(CacheNote {
-                        status: "miss",
-                        reason,
-                    })
-                }
-            },
+            }
             None => {}
         }
         if let Some(n) = note {

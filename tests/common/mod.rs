@@ -59,6 +59,18 @@ pub fn listens_on(pid: u32, port: u16) -> bool {
     })
 }
 
+/// The value of the first line of the gateway's `/metrics` that starts with
+/// `line_start` (a name with its labels), 0 when there is none.
+pub fn metric_value(gw: &Gateway, line_start: &str) -> f64 {
+    let m = request(gw.metrics_port, "GET", "/metrics", &[], b"")
+        .unwrap()
+        .text();
+    m.lines()
+        .find(|l| l.starts_with(line_start))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
