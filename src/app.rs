@@ -5,7 +5,7 @@
 use crate::{
     auth, capacity, cluster, config, console, edge, front, handlers, index, limits, mempool,
     mev_cache, observe, pools, routes, rpc, sol_mempool, sol_stake, sol_watch, store, streams,
-    upstream,
+    upstream, usage,
 };
 use pingora_core::listeners::tls::TlsSettings;
 use pingora_core::listeners::{L4BufferSettings, ListenerConfig};
@@ -241,6 +241,25 @@ pub fn serve(mut opt: Opt, loaded: Loaded) -> Result<(), String> {
         ));
     }
 
+    // Per-key usage, flushed to the store in batches (src/usage.rs).
+    let usage_conf = &state.config.app.usage;
+    if usage_conf.enabled {
+        server.add_service(pingora_core::services::background::background_service(
+            "usage",
+            usage::Flusher {
+                usage: state.usage.clone(),
+                store: state.store.clone(),
+                interval: std::time::Duration::from_millis(usage_conf.flush_interval_ms),
+                minute_retention: std::time::Duration::from_secs(
+                    usage_conf.minute_retention_hours * 3600,
+                ),
+                hour_retention: std::time::Duration::from_secs(
+                    usage_conf.hour_retention_days * 86400,
+                ),
+            },
+        ));
+    }
+
     // The response cache's head and finality tracker (src/rpc/cache.rs).
     if state.config.app.rpc.cache.enabled {
         server.add_service(pingora_core::services::background::background_service(
@@ -376,6 +395,8 @@ pub(crate) fn edge_state(
         mev_cache: Default::default(),
         sol_mempool: Default::default(),
         limiter,
+        compute_units: rpc::compute_units::ComputeUnits::new(&app.app.compute_units),
+        usage: Arc::new(usage::Usage::new(app.app.usage.max_pending_keys)),
         metrics_cache,
         console,
         stream_slots: Arc::new(handlers::mev_share::StreamSlots::new(leases.clone())),

@@ -20,7 +20,8 @@
 //! - **Fleet**: `pools` (hosts, health, order of attempts), `upstream` (the client to
 //!   nodes).
 //! - **Policy and data**: `routes` (manifests → the route table), `auth`, `limits`,
-//!   `cluster` (limits and notices shared over Redis), `store`, `config`, `cli`.
+//!   `usage` (per-key counts flushed to the store), `cluster` (limits and notices shared
+//!   over Redis), `store`, `config`, `cli`.
 //! - **Leaves** (importing at most each other): `reply`, `errors`, `jsonrpc`, `signed_tx`, `sol_tx`, `net_policy`, `crypto`, `address`,
 //!   `shutdown`, `deadline`, `observe`.
 
@@ -40,6 +41,7 @@ pub mod parsers {
     pub use crate::handlers::scrub::scrub;
     pub use crate::routes::matcher::{Match, Matcher, NormalizedPath};
     pub use crate::routes::{load as load_routes, RouteContext};
+    pub use crate::rpc::compute_units::{error_answers, ComputeUnits};
     pub use crate::rpc::methods::{block_need, classify, MethodClass};
     pub use crate::rpc::{
         method_of, need_at, tx_hash, write_outcome, CallView, Need, WriteOutcome,
@@ -76,6 +78,7 @@ mod auth;
 mod cluster;
 mod limits;
 mod routes;
+mod usage;
 
 // Leaves.
 mod address;

@@ -27,6 +27,11 @@ pub struct LimitsConf {
     /// Per rate category overrides; plans missing here take `default`'s value.
     #[serde(default)]
     pub categories: BTreeMap<String, BTreeMap<String, f64>>,
+    /// Compute units per second per plan (and `anonymous`), on top of the request
+    /// rates: each JSON-RPC call weighs its method's cost (`compute_units:`). A plan not
+    /// listed is limited by requests only.
+    #[serde(default)]
+    pub compute_units: BTreeMap<String, f64>,
 }
 
 impl Default for LimitsConf {
@@ -38,6 +43,7 @@ impl Default for LimitsConf {
             sketch_hashes: d_hashes(),
             default: d_table(),
             categories: BTreeMap::new(),
+            compute_units: BTreeMap::new(),
         }
     }
 }
@@ -106,12 +112,13 @@ impl LimitsConf {
                 if !(rps.is_finite() && *rps > 0.0) {
                     out.push((
                         format!("{prefix}.{plan}"),
-                        "must be a positive number of requests per second".into(),
+                        "must be a positive rate per second".into(),
                     ));
                 }
             }
         };
         check_table("limits.default", &self.default);
+        check_table("limits.compute_units", &self.compute_units);
         for (cat, table) in &self.categories {
             check_table(&format!("limits.categories.{cat}"), table);
         }

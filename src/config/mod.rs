@@ -5,6 +5,7 @@ mod pool_check;
 pub mod secrets;
 mod sections;
 pub mod server;
+pub mod usage;
 
 pub use sections::*;
 
@@ -157,6 +158,12 @@ pub struct AppConfig {
     pub rpc: RpcConf,
     #[serde(default)]
     pub limits: limits::LimitsConf,
+    /// What each JSON-RPC method and route costs (`limits.compute_units`, usage).
+    #[serde(default)]
+    pub compute_units: usage::ComputeUnitsConf,
+    /// Per-key usage counted off the hot path and kept in the store.
+    #[serde(default)]
+    pub usage: usage::UsageConf,
     #[serde(default)]
     pub health: HealthConf,
     #[serde(default)]
@@ -541,6 +548,9 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
         }
     }
     for (key, reason) in app.limits.problems(&app.plans) {
+        bad(&key, reason);
+    }
+    for (key, reason) in app.usage.problems() {
         bad(&key, reason);
     }
     for k in app.switches.keys() {

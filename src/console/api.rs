@@ -64,6 +64,16 @@ pub async fn handle(
                 None => Err(not_found()),
             }
         }
+        HandlerKind::ConsoleKeysUsage => {
+            let uid = session(req)?.user_id.clone();
+            let id = req.params.first().cloned().unwrap_or_default();
+            if !db(console.store.key_of_user(&id, &uid)).await? {
+                return Err(not_found());
+            }
+            let window = req.query_param("window");
+            crate::handlers::usage::key_series(&console.store, &id, window.as_deref(), store::now())
+                .await
+        }
         HandlerKind::ConsoleEmailStart => email_start(console, req).await,
         HandlerKind::ConsoleEmailVerify => email_verify(console, req).await,
         HandlerKind::ConsoleWalletChallenge => wallet_challenge(console, req).await,

@@ -38,6 +38,12 @@ pub struct Ctx {
     /// The client behind a trusted proxy (`X-Forwarded-For`), set by the pipeline:
     /// limited and logged instead of the peer.
     pub(super) forwarded_client: Option<std::net::IpAddr>,
+    /// What the request counts for in its key's usage, when not one call at the
+    /// route's cost: a JSON-RPC body's calls, nothing for a WebSocket upgrade (its
+    /// messages count one by one).
+    pub(super) usage: Option<crate::rpc::compute_units::Cost>,
+    /// JSON-RPC answers that were errors (for usage).
+    pub(super) error_answers: u32,
 }
 
 /// A passthrough: the hosts to try in order, and the path under each host's base path.
@@ -126,6 +132,8 @@ impl Ctx {
             params: Vec::new(),
             path_suspicious: false,
             forwarded_client: None,
+            usage: None,
+            error_answers: 0,
             cookies: Vec::new(),
             beacon: None,
             pass: None,

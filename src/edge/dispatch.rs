@@ -226,11 +226,12 @@ impl Edge {
         body: &Bytes,
     ) -> Result<Reply, ApiError> {
         let st = &*self.state;
-        let calls = batch_len(body);
-        crate::rpc::check_batch_size(calls as usize, st.config.app.rpc.max_batch)?;
+        let cost = st.compute_units.of_body(body);
+        ctx.usage = Some(cost);
+        crate::rpc::check_batch_size(cost.calls as usize, st.config.app.rpc.max_batch)?;
         let min_block = min_block(session.header(MIN_BLOCK_HEADER))?;
         if let (Some(category), Some(principal)) = (&route.rate, ctx.principal.clone()) {
-            self.limit_weighted(session, ctx, &principal, category, calls)?;
+            self.limit_weighted(session, ctx, &principal, category, cost)?;
         }
         let principal = ctx.principal.clone().unwrap_or(Principal::Anonymous);
         let mut caller = self.rpc_caller(&principal);
@@ -240,6 +241,9 @@ impl Edge {
             .handle(pool, body, &ctx.request_id, &caller)
             .await?;
         ctx.upstream = reply.upstream;
+        if matches!(principal, Principal::Key(_)) {
+            ctx.error_answers = crate::rpc::compute_units::error_answers(&reply.body);
+        }
         let mut answer = Reply::json(200, reply.body);
         if let Some(block) = reply.block {
             answer.headers.push((BLOCK_HEADER, block.to_string()));

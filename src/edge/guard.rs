@@ -4,9 +4,12 @@
 use super::{Ctx, Downstream, Edge};
 use crate::auth::{self, Principal};
 use crate::errors::{ApiError, Envelope};
+use crate::limits::{Caller, Decision};
 use crate::routes::spec::Credential;
 use crate::routes::Route;
+use crate::rpc::compute_units::Cost;
 use crate::store::KeyRecord;
+use crate::usage::Tally;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -120,78 +123,134 @@ impl Edge {
         Ok(())
     }
 
-    /// The tier × category rate limit; admins are not limited.
+    /// The tier × category rate limit for one request costing `units` compute units;
+    /// admins are not limited.
     pub(super) fn limit<D: Downstream + ?Sized>(
         &self,
         session: &D,
         ctx: &mut Ctx,
         principal: &Principal,
         category: &str,
+        units: u64,
     ) -> Result<(), ApiError> {
-        self.limit_weighted(session, ctx, principal, category, 1)
+        let cost = Cost {
+            calls: 1,
+            compute_units: units,
+        };
+        self.limit_weighted(session, ctx, principal, category, cost)
     }
 
-    /// `weight` requests at once: each call of a JSON-RPC batch counts.
+    /// Each call of a JSON-RPC batch counts, and weighs what its method costs.
     pub(super) fn limit_weighted<D: Downstream + ?Sized>(
         &self,
         session: &D,
         ctx: &mut Ctx,
         principal: &Principal,
         category: &str,
-        weight: u32,
+        cost: Cost,
     ) -> Result<(), ApiError> {
         let client = ctx.client(session.client_ip());
-        ctx.rate_headers = self.charge(client, principal, category, weight)?;
+        ctx.rate_headers = self.charge(client, principal, category, cost)?;
         Ok(())
     }
 
-    /// Count `weight` requests of `category` against the caller's limit: the
-    /// `X-RateLimit-*` headers when admitted, the 429 otherwise. Every way in (HTTP,
-    /// each WebSocket message) is counted here.
+    /// Count the calls of `cost` in `category`, then its compute units, against the
+    /// caller's plan: the `X-RateLimit-*` (and `X-ComputeUnits-*`) headers when
+    /// admitted, the 429 otherwise. A request refused on units gives its calls back.
+    /// Every way in (HTTP, each WebSocket message) is counted here.
     pub(super) fn charge(
         &self,
         client_ip: Option<IpAddr>,
         principal: &Principal,
         category: &str,
-        weight: u32,
+        cost: Cost,
     ) -> Result<Vec<(&'static str, String)>, ApiError> {
         let (caller, tier) = match principal {
             Principal::Admin | Principal::User(_) => return Ok(Vec::new()),
             Principal::Key(rec) => (
-                crate::limits::Caller::Tenant {
+                Caller::Tenant {
                     id: &rec.tenant_id,
                     rank: self.plan_rank(&rec.plan).unwrap_or(0),
                 },
                 rec.plan.as_str(),
             ),
             Principal::Anonymous => (
-                crate::limits::Caller::Address(
-                    client_ip.unwrap_or(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)),
-                ),
+                Caller::Address(client_ip.unwrap_or(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST))),
                 crate::config::limits::ANONYMOUS,
             ),
         };
-        let d = self.state.limiter.check_weighted(&caller, category, weight);
+        let limiter = &self.state.limiter;
+        let d = limiter.check_weighted(&caller, category, cost.calls);
         let limit = format_rps(d.limit_rps);
-        if d.admitted {
-            return Ok(vec![
-                ("X-RateLimit-Limit", limit),
-                ("X-RateLimit-Remaining", d.remaining.to_string()),
-            ]);
+        if !d.admitted {
+            return Err(rate_limited(
+                format!("over {limit} requests/s for {category} on plan {tier}"),
+                &d,
+                tier,
+                category,
+            )
+            .with_field("limit_rps", d.limit_rps)
+            .with_header("X-RateLimit-Limit", limit));
         }
-        Err(ApiError::new(
-            429,
-            "rate_limited",
-            format!("over {limit} requests/s for {category} on plan {tier}"),
-        )
-        .with_field("retry_after_sec", d.retry_after_sec)
-        .with_field("limit_rps", d.limit_rps)
-        .with_field("current_tier", tier)
-        .with_field("category", category)
-        .with_header("Retry-After", d.retry_after_sec.to_string())
-        .with_header("X-RateLimit-Limit", limit)
-        .with_header("X-RateLimit-Remaining", "0")
-        .with_header("X-RateLimit-Reset", d.retry_after_sec.to_string()))
+        let mut headers = vec![
+            ("X-RateLimit-Limit", limit),
+            ("X-RateLimit-Remaining", d.remaining.to_string()),
+        ];
+        if let Some(u) = limiter.check_compute_units(&caller, cost.compute_units) {
+            let units = format_rps(u.limit_rps);
+            if !u.admitted {
+                limiter.refund(&caller, category, cost.calls);
+                return Err(rate_limited(
+                    format!(
+                        "over {units} compute units/s on plan {tier} (this request costs {})",
+                        cost.compute_units
+                    ),
+                    &u,
+                    tier,
+                    crate::limits::COMPUTE_UNITS,
+                )
+                .with_field("limit_cu_per_sec", u.limit_rps)
+                .with_field("compute_units", cost.compute_units)
+                .with_header("X-ComputeUnits-Limit", units));
+            }
+            headers.push(("X-ComputeUnits-Limit", units));
+            headers.push(("X-ComputeUnits-Remaining", u.remaining.to_string()));
+        }
+        Ok(headers)
+    }
+
+    /// Add a request's (or WebSocket message's) part to its key's usage; other callers
+    /// have no usage of their own.
+    pub(super) fn count_usage(&self, principal: &Principal, tally: Tally) {
+        if let Principal::Key(rec) = principal {
+            if self.state.config.app.usage.enabled {
+                self.state.usage.record(rec, tally);
+            }
+        }
+    }
+
+    /// A finished request in its key's usage: a JSON-RPC body's calls and units (or the
+    /// route's cost), by the status it was answered with.
+    pub(super) fn count_request(&self, ctx: &Ctx, status: u16) {
+        let Some(principal @ Principal::Key(_)) = &ctx.principal else {
+            return;
+        };
+        let cost = ctx.usage.unwrap_or_else(|| Cost {
+            calls: 1,
+            compute_units: ctx
+                .route
+                .as_ref()
+                .map_or(0, |r| self.state.compute_units.route(&r.name) as u64),
+        });
+        // Status 0: the client left before an answer; the calls count, nothing else.
+        let tally = match status {
+            0 => Tally {
+                calls: cost.calls,
+                ..Tally::default()
+            },
+            _ => Tally::of(cost.calls, cost.compute_units, status, ctx.error_answers),
+        };
+        self.count_usage(principal, tally);
     }
 
     pub(super) fn tier_insufficient(
@@ -219,6 +278,17 @@ impl Edge {
             )),
         }
     }
+}
+
+/// The 429 of a refused check; the caller adds the limit's own field and header.
+fn rate_limited(message: String, d: &Decision, tier: &str, category: &str) -> ApiError {
+    ApiError::new(429, "rate_limited", message)
+        .with_field("retry_after_sec", d.retry_after_sec)
+        .with_field("current_tier", tier)
+        .with_field("category", category)
+        .with_header("Retry-After", d.retry_after_sec.to_string())
+        .with_header("X-RateLimit-Remaining", "0")
+        .with_header("X-RateLimit-Reset", d.retry_after_sec.to_string())
 }
 
 /// `10` rather than `10.0`; fractional rates keep their decimals.

@@ -103,6 +103,9 @@ impl Edge {
             HandlerKind::MeshHealth | HandlerKind::PolygonMeshHealth | HandlerKind::MeshHosts => {
                 Ok(handlers::mesh::serve(&st.pools, req.kind))
             }
+            HandlerKind::AdminUsage => {
+                handlers::usage::export(&st.store, &req, crate::store::now()).await
+            }
             HandlerKind::MetricsMirror | HandlerKind::PolygonMetricsMirror => {
                 handlers::metrics_mirror::serve(&st.metrics_cache, &st.pools, &req).await
             }

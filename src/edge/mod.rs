@@ -66,6 +66,10 @@ pub struct State {
     /// The store, for handlers that read it (the chain index).
     pub store: crate::store::Store,
     pub limiter: crate::limits::Limiter,
+    /// What calls and routes cost, for compute-unit limits and usage.
+    pub compute_units: crate::rpc::compute_units::ComputeUnits,
+    /// Per-key usage gathered in memory (`src/usage.rs` flushes it).
+    pub usage: Arc<crate::usage::Usage>,
     pub metrics_cache: crate::handlers::metrics_mirror::MetricsCache,
     pub console: crate::console::Console,
     pub stream_slots: Arc<crate::handlers::mev_share::StreamSlots>,

@@ -130,11 +130,13 @@ impl Edge {
         // JSON-RPC counts each call of a batch, after the batch cap (a batch that can
         // never be served costs nothing); a WebSocket upgrade counts once, then each
         // message counts its calls.
+        // The principal is recorded first so a refusal still counts in the key's usage.
+        ctx.principal = Some(principal.clone());
         let per_call = matches!(route.handler, HandlerKind::JsonRpc | HandlerKind::HostRpc);
         if let Some(category) = category.as_deref().filter(|_| !per_call) {
-            self.limit(session, ctx, &principal, category)?;
+            let units = st.compute_units.route(&route.name) as u64;
+            self.limit(session, ctx, &principal, category, units)?;
         }
-        ctx.principal = Some(principal);
         self.dispatch(session, ctx, &route).await
     }
 

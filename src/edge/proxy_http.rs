@@ -340,6 +340,7 @@ impl Edge {
     ) {
         let elapsed = ctx.started.elapsed().as_secs_f64();
         metrics::request_done(ctx.route_name(), status, elapsed);
+        self.count_request(ctx, status);
         // Behind a trusted proxy the log names the client, not the proxy.
         let forwarded = ctx.forwarded_client.map(|ip| ip.to_string());
         let client = forwarded.as_deref().unwrap_or(client);

@@ -51,7 +51,8 @@ impl Edge {
                 )
             })?;
         if let Some(category) = &route.rate {
-            self.limit(session, ctx, &Principal::Key(key.clone()), category)?;
+            let units = st.compute_units.route(&route.name) as u64;
+            self.limit(session, ctx, &Principal::Key(key.clone()), category, units)?;
         }
         let conf = &st.config.app.streams.websocket;
         let slot = st

@@ -17,9 +17,11 @@ use crate::errors::ApiError;
 use crate::jsonrpc::Response;
 use crate::observe::metrics;
 use crate::routes::Route;
+use crate::rpc::compute_units::{error_answers, Cost};
 use crate::rpc::methods::MethodClass;
 use crate::rpc::{check_batch_size, refusal_of, CallView};
 use crate::streams::subscriptions::{ClientSubscriptions, Ended, KINDS};
+use crate::usage::Tally;
 use bytes::Bytes;
 use futures_util::stream::FuturesUnordered;
 use futures_util::{SinkExt, StreamExt};
@@ -147,7 +149,7 @@ impl Edge {
         self.pool(&pool)?;
         let principal = ctx.principal.clone().unwrap_or(Principal::Anonymous);
         if let Some(category) = &route.rate {
-            self.limit(session, ctx, &principal, category)?;
+            self.limit(session, ctx, &principal, category, 0)?;
         }
         let client_ip = ctx.client(session.client_ip());
         let conf = &st.config.app.streams.websocket;
@@ -167,6 +169,11 @@ impl Edge {
             .ws_connections
             .acquire(owner, conf.max_connections(plan))
             .await?;
+        // The upgrade itself is not a call in the key's usage; each message counts.
+        ctx.usage = Some(Cost {
+            calls: 0,
+            compute_units: 0,
+        });
         Ok(WsUpgrade {
             accept,
             protocol: None,
@@ -181,17 +188,29 @@ impl Edge {
         })
     }
 
-    /// The batch cap, then one count of the rate category per call: the refusal, as the
-    /// JSON-RPC answer, when the message is not admitted.
-    fn admit(&self, up: &WsUpgrade, body: &[u8]) -> Result<(), Bytes> {
-        let refuse = |e: ApiError| refusal_of(body, &e).to_bytes();
-        let calls = super::batch_len(body);
-        check_batch_size(calls as usize, self.state.config.app.rpc.max_batch).map_err(refuse)?;
+    /// The batch cap, then the rate category counted per call and the calls' compute
+    /// units: the message's cost when admitted, else the refusal as the JSON-RPC answer
+    /// (counted in the key's usage here).
+    fn admit(&self, up: &WsUpgrade, body: &[u8]) -> Result<Cost, Bytes> {
+        let cost = self.state.compute_units.of_body(body);
+        let refuse = |e: ApiError| {
+            self.count_usage(&up.principal, Tally::of(cost.calls, 0, e.status, 0));
+            refusal_of(body, &e).to_bytes()
+        };
+        check_batch_size(cost.calls as usize, self.state.config.app.rpc.max_batch)
+            .map_err(refuse)?;
         if let Some(category) = &up.category {
-            self.charge(up.client_ip, &up.principal, category, calls)
+            self.charge(up.client_ip, &up.principal, category, cost)
                 .map_err(refuse)?;
         }
-        Ok(())
+        Ok(cost)
+    }
+
+    /// An answered message in the key's usage: its calls, their units, its errors.
+    fn count_answer(&self, up: &WsUpgrade, cost: Cost, answer: Option<&[u8]>) {
+        let errors = answer.map_or(0, error_answers);
+        let tally = Tally::of(cost.calls, cost.compute_units, 200, errors);
+        self.count_usage(&up.principal, tally);
     }
 
     /// Whether a message is `eth_subscribe` / `eth_unsubscribe` (served in order, on the
@@ -204,10 +223,14 @@ impl Edge {
     /// nothing is owed (only notifications). Needs nothing of the connection's state, so
     /// several run at once.
     async fn ws_call(&self, up: &WsUpgrade, body: Bytes, request_id: String) -> Option<Bytes> {
-        if let Err(refusal) = self.admit(up, &body) {
-            return Some(refusal);
-        }
-        let refuse = |e: ApiError| Some(refusal_of(&body, &e).to_bytes());
+        let cost = match self.admit(up, &body) {
+            Ok(cost) => cost,
+            Err(refusal) => return Some(refusal),
+        };
+        let refuse = |e: ApiError| {
+            self.count_usage(&up.principal, Tally::of(cost.calls, 0, e.status, 0));
+            Some(refusal_of(&body, &e).to_bytes())
+        };
         let pool = match self.pool(&up.pool) {
             Ok(p) => p,
             Err(e) => return refuse(e),
@@ -219,8 +242,14 @@ impl Edge {
             .handle(pool, &body, &request_id, &caller)
             .await
         {
-            Ok(r) if r.body.is_empty() => None,
-            Ok(r) => Some(r.body),
+            Ok(r) if r.body.is_empty() => {
+                self.count_answer(up, cost, None);
+                None
+            }
+            Ok(r) => {
+                self.count_answer(up, cost, Some(&r.body));
+                Some(r.body)
+            }
             Err(e) => refuse(e),
         }
     }
@@ -232,9 +261,10 @@ impl Edge {
         subs: &mut ClientSubscriptions,
         body: &[u8],
     ) -> Bytes {
-        if let Err(refusal) = self.admit(up, body) {
-            return refusal;
-        }
+        let cost = match self.admit(up, body) {
+            Ok(cost) => cost,
+            Err(refusal) => return refusal,
+        };
         let Some(view) = CallView::of(body) else {
             return refusal_of(body, &ApiError::invalid_params("not a subscription call"))
                 .to_bytes();
@@ -242,14 +272,16 @@ impl Edge {
         let id = crate::rpc::id_of(body);
         let caller = self.rpc_caller(&up.principal);
         let params = view.params.unwrap_or(Value::Array(Vec::new()));
-        match self
+        let answer = match self
             .subscription_call(up, subs, view.method, &params, &caller)
             .await
         {
             Ok(result) => Response::result(id, result),
             Err(e) => crate::rpc::error_from(&id, &e),
         }
-        .to_bytes()
+        .to_bytes();
+        self.count_answer(up, cost, Some(&answer));
+        answer
     }
 
     /// `eth_subscribe` (the edge's id of a shared subscription) or `eth_unsubscribe`

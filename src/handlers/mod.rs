@@ -27,6 +27,7 @@ pub mod sender;
 pub mod sent;
 pub mod sol;
 pub mod trace;
+pub mod usage;
 pub mod wallet;
 
 use crate::auth::{ConsoleSession, Principal};

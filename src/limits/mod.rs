@@ -66,6 +66,8 @@ pub struct Limiter {
     /// Requests/s by plan rank; the anonymous rate is last.
     default: Box<[f64]>,
     categories: HashMap<String, Box<[f64]>>,
+    /// Compute units/s by plan rank (anonymous last); infinite: not limited by units.
+    compute_units: Option<Box<[f64]>>,
     seed: std::collections::hash_map::RandomState,
     /// Other instances' counts (`cluster.redis`), added to this instance's own.
     shared: Option<Arc<SharedCounts>>,
@@ -126,6 +128,14 @@ impl Limiter {
                 .iter()
                 .map(|(c, t)| (c.clone(), table(Some(t))))
                 .collect(),
+            compute_units: (!conf.compute_units.is_empty()).then(|| {
+                plans
+                    .iter()
+                    .map(String::as_str)
+                    .chain([ANONYMOUS])
+                    .map(|p| conf.compute_units.get(p).copied().unwrap_or(f64::INFINITY))
+                    .collect()
+            }),
             seed: Default::default(),
             shared: None,
         }
@@ -146,11 +156,7 @@ impl Limiter {
     /// The sustained rate of a caller in a category.
     pub fn limit_rps(&self, caller: &Caller, category: &str) -> f64 {
         let table = self.categories.get(category).unwrap_or(&self.default);
-        let i = match caller {
-            Caller::Tenant { rank, .. } => (*rank).min(table.len() - 1),
-            Caller::Address(_) => table.len() - 1,
-        };
-        table[i]
+        table[rank_in(caller, table)]
     }
 
     /// Count one request and decide whether it is admitted.
@@ -161,6 +167,42 @@ impl Limiter {
 
     /// Count `weight` requests at once (the calls of a JSON-RPC batch) and decide.
     pub fn check_weighted(&self, caller: &Caller, category: &str, weight: u32) -> Decision {
+        let limit = self.limit_rps(caller, category);
+        let (now, frac) = self.now();
+        self.check_at(caller, category, limit, weight.max(1) as isize, now, frac)
+    }
+
+    /// Count `units` compute units against the caller's plan; `None` when the plan is
+    /// not limited by compute units.
+    pub fn check_compute_units(&self, caller: &Caller, units: u64) -> Option<Decision> {
+        let table = self.compute_units.as_ref()?;
+        let limit = table[rank_in(caller, table)];
+        if !limit.is_finite() || units == 0 {
+            return None;
+        }
+        let (now, frac) = self.now();
+        let units = units.min(isize::MAX as u64) as isize;
+        Some(self.check_at(caller, COMPUTE_UNITS, limit, units, now, frac))
+    }
+
+    /// Give back what an admitted check counted, when a later check refused the same
+    /// request (refusals never consume budget).
+    pub fn refund(&self, caller: &Caller, category: &str, weight: u32) {
+        let (now, _) = self.now();
+        let weight = weight.max(1) as isize;
+        self.current(now).incr(self.key(caller, category), -weight);
+        if let Some(shared) = &self.shared {
+            shared.note(
+                stable_key(caller, category),
+                || shared_name(caller, category),
+                now,
+                -(weight as i64),
+            );
+        }
+    }
+
+    /// The current second and how far into it we are.
+    fn now(&self) -> (u64, f64) {
         let now = match &self.clock {
             Clock::Elapsed(start) => start.elapsed(),
             Clock::Wall => SystemTime::now()
@@ -169,24 +211,18 @@ impl Limiter {
             #[cfg(test)]
             Clock::Manual(clock) => clock.now(),
         };
-        self.check_at(
-            caller,
-            category,
-            weight.max(1) as isize,
-            now.as_secs(),
-            now.subsec_nanos() as f64 / 1e9,
-        )
+        (now.as_secs(), now.subsec_nanos() as f64 / 1e9)
     }
 
     fn check_at(
         &self,
         caller: &Caller,
         category: &str,
+        limit: f64,
         weight: isize,
         now: u64,
         frac: f64,
     ) -> Decision {
-        let limit = self.limit_rps(caller, category);
         let key = self.key(caller, category);
         let short_cap = self.burst * limit;
         let long_cap = limit * (self.horizon as f64 + self.burst - 1.0);
@@ -293,6 +329,17 @@ impl Limiter {
     }
 }
 
+/// The rate category compute units are counted in.
+pub const COMPUTE_UNITS: &str = "compute_units";
+
+/// A caller's row in a table by plan rank (anonymous last).
+fn rank_in(caller: &Caller, table: &[f64]) -> usize {
+    match caller {
+        Caller::Tenant { rank, .. } => (*rank).min(table.len() - 1),
+        Caller::Address(_) => table.len() - 1,
+    }
+}
+
 /// A caller's key in every instance (see `shared::stable_key`).
 fn stable_key(caller: &Caller, category: &str) -> u64 {
     match caller {
@@ -372,7 +419,8 @@ mod tests {
         let n = (rps * secs) as usize;
         for i in 0..n {
             let t = t0 + i as f64 / rps;
-            let d = l.check_at(&caller, "c", 1, t.floor() as u64, t.fract());
+            let limit = l.limit_rps(&caller, "c");
+            let d = l.check_at(&caller, "c", limit, 1, t.floor() as u64, t.fract());
             if d.admitted {
                 ok += 1;
             } else {
@@ -390,6 +438,37 @@ mod tests {
         assert!((10.0..=11.5).contains(&rate), "3x held to {rate}");
         let (rate, _) = drive(&l, "over10s", 30.0, 10.0, 300.9);
         assert!((10.0..=12.5).contains(&rate), "3x over 10 s held to {rate}");
+    }
+
+    #[test]
+    fn compute_units_limit_apart_from_requests_and_refunds_give_back() {
+        let conf = LimitsConf {
+            sketch_slots: 1024,
+            compute_units: [("free".to_string(), 100.0)].into_iter().collect(),
+            ..Default::default()
+        };
+        let mut l = Limiter::new(&conf, &["free".to_string(), "pro".to_string()]);
+        l.set_clock(ManualClock::default());
+        let free = Caller::Tenant { id: "t", rank: 0 };
+        // Burst 2x: 200 units in the first second, then refused.
+        assert!(l.check_compute_units(&free, 150).unwrap().admitted);
+        let d = l.check_compute_units(&free, 75).unwrap();
+        assert!(!d.admitted && d.limit_rps == 100.0 && d.retry_after_sec >= 1);
+        assert!(l.check_compute_units(&free, 50).unwrap().admitted);
+        // Plans not listed, and calls that cost nothing, are not limited by units.
+        let pro = Caller::Tenant { id: "p", rank: 1 };
+        assert_eq!(l.check_compute_units(&pro, 1_000_000), None);
+        assert_eq!(l.check_compute_units(&free, 0), None);
+        // A refund gives requests back: 20 admitted (burst), refund 5, 5 more admitted.
+        for _ in 0..20 {
+            assert!(l.check(&free, "c").admitted);
+        }
+        assert!(!l.check(&free, "c").admitted);
+        l.refund(&free, "c", 5);
+        for i in 0..5 {
+            assert!(l.check(&free, "c").admitted, "after refund {i}");
+        }
+        assert!(!l.check(&free, "c").admitted);
     }
 
     #[test]

@@ -427,6 +427,10 @@ pub fn init() {
     Lazy::force(&INDEX_ROLLBACK_DEPTH);
     Lazy::force(&INDEX_ERRORS);
     Lazy::force(&MEMPOOL_PENDING);
+    Lazy::force(&USAGE_FLUSHES);
+    Lazy::force(&USAGE_ROWS);
+    Lazy::force(&USAGE_PENDING);
+    Lazy::force(&USAGE_DROPPED);
 }
 
 /// Per-thread handles of the per-request series, so a request costs a map lookup and
@@ -544,6 +548,62 @@ pub fn cache_finalized(pool: &str, block: u64) {
 
 pub fn cache_bytes(bytes: usize) {
     CACHE_BYTES.set(bytes.min(i64::MAX as usize) as i64);
+}
+
+static USAGE_FLUSHES: Lazy<IntCounterVec> = Lazy::new(|| {
+    register(
+        IntCounterVec::new(
+            Opts::new(
+                "chainedge_usage_flushes_total",
+                "Per-key usage flushes to the store, by outcome (ok, error)",
+            ),
+            &["outcome"],
+        )
+        .unwrap(),
+    )
+});
+
+static USAGE_ROWS: Lazy<IntCounter> = Lazy::new(|| {
+    register(
+        IntCounter::new(
+            "chainedge_usage_rows_flushed_total",
+            "Per-key minute rows added to the store",
+        )
+        .unwrap(),
+    )
+});
+
+static USAGE_PENDING: Lazy<prometheus::IntGauge> = Lazy::new(|| {
+    register(
+        prometheus::IntGauge::new(
+            "chainedge_usage_pending_keys",
+            "Keys with usage counts waiting for the store after the last flush",
+        )
+        .unwrap(),
+    )
+});
+
+static USAGE_DROPPED: Lazy<IntCounter> = Lazy::new(|| {
+    register(
+        IntCounter::new(
+            "chainedge_usage_dropped_total",
+            "Calls not counted in per-key usage because the pending table was full",
+        )
+        .unwrap(),
+    )
+});
+
+pub fn usage_flush(outcome: &str, rows: usize) {
+    USAGE_FLUSHES.with_label_values(&[outcome]).inc();
+    USAGE_ROWS.inc_by(rows as u64);
+}
+
+pub fn usage_pending(keys: usize) {
+    USAGE_PENDING.set(keys.min(i64::MAX as usize) as i64);
+}
+
+pub fn usage_dropped(calls: u64) {
+    USAGE_DROPPED.inc_by(calls);
 }
 
 pub fn coalesced_read() {

@@ -175,6 +175,7 @@ pub enum HandlerKind {
     ConsoleKeysCreate,
     ConsoleKeysRevoke,
     ConsoleKeysRotate,
+    ConsoleKeysUsage,
     ConsoleEmailStart,
     ConsoleEmailVerify,
     ConsoleGoogleStart,
@@ -188,6 +189,7 @@ pub enum HandlerKind {
     MeshHosts,
     MetricsMirror,
     PolygonMetricsMirror,
+    AdminUsage,
     // Ethereum product endpoints.
     EthWalletBalance,
     EthWalletTokens,
@@ -251,6 +253,7 @@ impl HandlerKind {
                 | HandlerKind::ConsoleKeysCreate
                 | HandlerKind::ConsoleKeysRevoke
                 | HandlerKind::ConsoleKeysRotate
+                | HandlerKind::ConsoleKeysUsage
                 | HandlerKind::ConsoleEmailStart
                 | HandlerKind::ConsoleEmailVerify
                 | HandlerKind::ConsoleWalletChallenge

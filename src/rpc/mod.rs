@@ -4,6 +4,7 @@
 mod cache;
 mod call;
 mod coalesce;
+pub mod compute_units;
 mod filters;
 mod forward;
 mod gateway;

@@ -15,6 +15,7 @@ pub mod sol_stake;
 pub mod sol_watchlist;
 pub mod sql;
 pub mod sqlite;
+pub mod usage;
 
 /// How secrets (API keys, session tokens, codes) are hashed before the store sees them.
 pub use crate::crypto::sha256;
@@ -225,6 +226,33 @@ CREATE TABLE sol_mev_cache_samples (
     PRIMARY KEY (host, at)
 );
 CREATE INDEX sol_mev_cache_by_time ON sol_mev_cache_samples(at);
+"#,
+    // Per-key usage (`src/usage.rs`, `store/usage.rs`): counts per key and minute, and
+    // the same rolled up per hour (written together, kept for different spans).
+    r#"
+CREATE TABLE key_usage_minutes (
+    key_id TEXT NOT NULL,
+    minute INTEGER NOT NULL,
+    tenant_id TEXT NOT NULL,
+    calls INTEGER NOT NULL,
+    compute_units INTEGER NOT NULL,
+    errors INTEGER NOT NULL,
+    rate_limited INTEGER NOT NULL,
+    PRIMARY KEY (key_id, minute)
+);
+CREATE INDEX key_usage_minutes_by_time ON key_usage_minutes(minute);
+CREATE TABLE key_usage_hours (
+    key_id TEXT NOT NULL,
+    hour INTEGER NOT NULL,
+    tenant_id TEXT NOT NULL,
+    calls INTEGER NOT NULL,
+    compute_units INTEGER NOT NULL,
+    errors INTEGER NOT NULL,
+    rate_limited INTEGER NOT NULL,
+    PRIMARY KEY (key_id, hour)
+);
+CREATE INDEX key_usage_hours_by_time ON key_usage_hours(hour);
+CREATE INDEX key_usage_hours_by_tenant ON key_usage_hours(tenant_id, hour);
 "#,
 ];
 
