@@ -10,6 +10,7 @@ use chainedge::store::mev_cache::Sample;
 use chainedge::store::sol_stake::StakeRow;
 use chainedge::store::sol_watchlist::{DeadLetter, WatchEntry, DEAD_LETTERS_KEPT};
 use chainedge::store::sql::Dialect;
+use chainedge::store::usage::{Counts, Grain, UsageRow};
 use chainedge::store::{sha256, Store, Target};
 use common::*;
 use std::sync::Arc;
@@ -29,6 +30,114 @@ async fn suite(target: Target, dialect: Dialect) {
     stake_snapshots(&store).await;
     watchlists(&store).await;
     mev_cache_samples(&store).await;
+    key_usage(&store).await;
+}
+
+/// Per-key usage: minutes and their hours written together, added to on conflict
+/// (another flush, another instance), summed per step, exported per key with filters,
+/// each grain pruned on its own.
+async fn key_usage(store: &Store) {
+    let c = |calls, units, errors, limited| Counts {
+        calls,
+        compute_units: units,
+        errors,
+        rate_limited: limited,
+    };
+    let row = |key: &str, tenant: &str, minute: i64, counts: Counts| UsageRow {
+        key_id: key.into(),
+        tenant_id: tenant.into(),
+        minute,
+        counts,
+    };
+    const H: i64 = 3600;
+    store
+        .record_usage(&[
+            row("k1", "t1", 10 * H, c(3, 30, 0, 0)),
+            row("k1", "t1", 10 * H + 60, c(2, 20, 1, 0)),
+            row("k1", "t1", 11 * H, c(1, 10, 0, 1)),
+            row("k2", "t2", 10 * H, c(5, 50, 0, 0)),
+        ])
+        .await
+        .unwrap();
+    // The same minute again adds up.
+    store
+        .record_usage(&[row("k1", "t1", 10 * H, c(1, 26, 1, 0))])
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .key_usage("k1", Grain::Minute, 0, 24 * H, 60)
+            .await
+            .unwrap(),
+        vec![
+            (10 * H, c(4, 56, 1, 0)),
+            (10 * H + 60, c(2, 20, 1, 0)),
+            (11 * H, c(1, 10, 0, 1))
+        ]
+    );
+    assert_eq!(
+        store
+            .key_usage("k1", Grain::Hour, 0, 24 * H, 86_400)
+            .await
+            .unwrap(),
+        vec![(0, c(7, 86, 2, 1))]
+    );
+    // Half-open ranges: the 11:00 hour is outside [0, 11:00).
+    assert_eq!(
+        store
+            .key_usage("k1", Grain::Hour, 0, 11 * H, H)
+            .await
+            .unwrap(),
+        vec![(10 * H, c(6, 76, 2, 0))]
+    );
+    let all = store
+        .usage_export(Grain::Hour, 0, 24 * H, H, None, None, 100)
+        .await
+        .unwrap();
+    assert_eq!(
+        all.iter()
+            .map(|r| (
+                r.start,
+                r.key_id.as_str(),
+                r.tenant_id.as_str(),
+                r.counts.calls
+            ))
+            .collect::<Vec<_>>(),
+        vec![
+            (10 * H, "k1", "t1", 6),
+            (10 * H, "k2", "t2", 5),
+            (11 * H, "k1", "t1", 1)
+        ]
+    );
+    let t2 = store
+        .usage_export(Grain::Minute, 0, 24 * H, 60, Some("t2"), None, 100)
+        .await
+        .unwrap();
+    assert_eq!(t2.len(), 1);
+    assert_eq!(t2[0].counts, c(5, 50, 0, 0));
+    let limited = store
+        .usage_export(Grain::Minute, 0, 24 * H, 60, None, Some("k1"), 2)
+        .await
+        .unwrap();
+    assert_eq!(limited.len(), 2);
+    // Minutes before 11:00 and hours before 10:00 go: 3 minute rows, no hour row.
+    assert_eq!(store.prune_usage(11 * H, 10 * H).await.unwrap(), 3);
+    assert_eq!(
+        store
+            .key_usage("k1", Grain::Minute, 0, 24 * H, 60)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        store
+            .key_usage("k1", Grain::Hour, 0, 24 * H, H)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
 }
 
 /// MEV-cache samples: sums per host over a window, a host's series in a half-open

@@ -1,0 +1,304 @@
+//! Compute units and per-key usage through the real binary (issue 21, item 7): plans
+//! limited by compute units over HTTP and WebSocket; every way in counted in the key's
+//! usage (calls, units, errors, 429s) and found in the store after a flush, through the
+//! admin export (JSON and CSV) and the console's `GET /v1/keys/{id}/usage`.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+use tungstenite::client::IntoClientRequest;
+use tungstenite::Message;
+
+const ADMIN: (&str, &str) = ("x-admin-token", "test-admin-token");
+
+fn gateway(anvil: &Anvil, extra: &str, console_yaml: String) -> Gateway {
+    Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: a1, url: \"{}\", family: el-reth}}\n",
+            anvil.url()
+        ),
+        extra_yaml: format!("rpc:\n  cache: {{enabled: false}}\n{extra}"),
+        console_yaml,
+        ..Default::default()
+    })
+}
+
+fn post(gw: &Gateway, key: &str, body: &Value) -> Resp {
+    rpc(gw.port, "/rpc/eth", Some(key), body)
+}
+
+fn call(method: &str, params: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+}
+
+fn ws(port: u16, key: &str) -> tungstenite::WebSocket<TcpStream> {
+    let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut req = format!("ws://127.0.0.1:{port}/rpc/eth")
+        .into_client_request()
+        .unwrap();
+    req.headers_mut().insert("x-token", key.parse().unwrap());
+    tungstenite::client(req, stream).expect("upgrade").0
+}
+
+fn ws_ask(ws: &mut tungstenite::WebSocket<TcpStream>, body: &Value) -> Value {
+    ws.send(Message::text(body.to_string())).unwrap();
+    loop {
+        if let Message::Text(t) = ws.read().expect("an answer") {
+            return serde_json::from_str(&t).unwrap();
+        }
+    }
+}
+
+/// The admin export's totals for one key over the last day (what the store holds).
+fn stored_totals(gw: &Gateway, key_id: &str) -> Value {
+    let r = gw.get(&format!("/v1/admin/usage?key={key_id}&step=day"), &[ADMIN]);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let mut totals = json!({"calls": 0, "compute_units": 0, "errors": 0, "rate_limited": 0});
+    for row in r.json()["rows"].as_array().unwrap() {
+        assert_eq!(row["key_id"], key_id);
+        for f in ["calls", "compute_units", "errors", "rate_limited"] {
+            totals[f] = json!(totals[f].as_i64().unwrap() + row[f].as_i64().unwrap());
+        }
+    }
+    totals
+}
+
+/// Wait (bounded) until the store holds `want` for the key: flushes run in the background.
+fn wait_for_totals(gw: &Gateway, key_id: &str, want: &Value) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let got = stored_totals(gw, key_id);
+        if &got == want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "stored {got}, expected {want}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn every_way_in_counts_in_the_keys_usage_and_reaches_the_store() {
+    let anvil = Anvil::start(31337, &[]);
+    let gw = gateway(
+        &anvil,
+        "usage:\n  flush_interval_ms: 200\ncompute_units:\n  routes: {eth.wallet.balance: 40}\n\
+         limits:\n  categories:\n    eth_rpc: {free: 2}\n",
+        String::new(),
+    );
+    let (key, key_id) = gw.key_and_id("pro");
+    let (other, other_id) = gw.key_and_id("pro");
+
+    // HTTP: three reads (10 units each).
+    for _ in 0..3 {
+        let r = post(&gw, &key, &call("eth_blockNumber", json!([])));
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    // A batch: chainId (0) + getBalance (19) + an eth_call the node refuses (26): three
+    // calls, one answered with an error.
+    let batch = json!([
+        call("eth_chainId", json!([])),
+        call(
+            "eth_getBalance",
+            json!(["0x0000000000000000000000000000000000000001", "latest"])
+        ),
+        call(
+            "eth_call",
+            json!([{"to": "0x01", "data": "0xzz"}, "latest"])
+        ),
+    ]);
+    let r = post(&gw, &key, &batch);
+    assert_eq!(r.status, 200);
+    let answers = r.json();
+    assert_eq!(
+        answers
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| a.get("error").is_some())
+            .count(),
+        1,
+        "{answers}"
+    );
+    // A method the edge refuses: one call, no units, one error.
+    let r = post(&gw, &key, &call("anvil_setBalance", json!(["0x01", "0x1"])));
+    assert_eq!(r.status, 403);
+    // A REST route at its configured cost.
+    let r = gw.get(
+        "/v1/eth/wallet/0x0000000000000000000000000000000000000001/balance",
+        &[("x-token", &key)],
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    // WebSocket: the upgrade is not a call; two single calls and a batch of two are.
+    let mut socket = ws(gw.port, &key);
+    for _ in 0..2 {
+        assert!(ws_ask(&mut socket, &call("eth_blockNumber", json!([])))["result"].is_string());
+    }
+    let pair = json!([
+        call("eth_blockNumber", json!([])),
+        call("eth_blockNumber", json!([]))
+    ]);
+    assert_eq!(ws_ask(&mut socket, &pair).as_array().unwrap().len(), 2);
+    socket.close(None).ok();
+    // Another key's call is its own.
+    assert_eq!(
+        post(&gw, &other, &call("eth_blockNumber", json!([]))).status,
+        200
+    );
+
+    wait_for_totals(
+        &gw,
+        &key_id,
+        &json!({"calls": 3 + 3 + 1 + 1 + 2 + 2, "compute_units": 30 + 45 + 40 + 20 + 20,
+                "errors": 2, "rate_limited": 0}),
+    );
+    wait_for_totals(
+        &gw,
+        &other_id,
+        &json!({"calls": 1, "compute_units": 10, "errors": 0, "rate_limited": 0}),
+    );
+
+    // 429s: a free key limited to 2 calls/s on JSON-RPC; what the client was refused
+    // is what its usage says, over HTTP and WebSocket alike.
+    let (free, free_id) = gw.key_and_id("free");
+    let mut refused = 0;
+    for _ in 0..10 {
+        match post(&gw, &free, &call("eth_blockNumber", json!([]))).status {
+            200 => {}
+            429 => refused += 1,
+            s => panic!("status {s}"),
+        }
+    }
+    // Past the burst's second, so the upgrade itself (one request) is admitted.
+    std::thread::sleep(Duration::from_millis(2100));
+    let mut socket = ws(gw.port, &free);
+    for _ in 0..10 {
+        let a = ws_ask(&mut socket, &call("eth_blockNumber", json!([])));
+        if a["error"]["data"]["error"] == "rate_limited" {
+            refused += 1;
+        }
+    }
+    assert!(
+        refused >= 8,
+        "a 2/s key sending 2 bursts of 10: {refused} refused"
+    );
+    let admitted = 20 - refused;
+    wait_for_totals(
+        &gw,
+        &free_id,
+        &json!({"calls": 20, "compute_units": admitted * 10, "errors": 0, "rate_limited": refused}),
+    );
+
+    // The export: JSON per hour for everyone, CSV, and its refusals.
+    let r = gw.get("/v1/admin/usage", &[ADMIN]);
+    assert_eq!(r.status, 200);
+    let rows = r.json()["rows"].as_array().unwrap().clone();
+    assert!(rows.iter().any(|row| row["key_id"] == other_id.as_str()));
+    let r = gw.get(
+        &format!("/v1/admin/usage?key={key_id}&format=csv&step=minute"),
+        &[ADMIN],
+    );
+    assert_eq!(r.status, 200);
+    assert!(r.header("content-type").unwrap().starts_with("text/csv"));
+    let csv = r.text();
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next(),
+        Some("start,key_id,tenant_id,calls,compute_units,errors,rate_limited")
+    );
+    let calls: i64 = lines
+        .map(|l| l.split(',').nth(3).unwrap().parse::<i64>().unwrap())
+        .sum();
+    assert_eq!(calls, 12);
+    for bad in [
+        "step=week",
+        "format=xml",
+        "from=yesterday",
+        "from=100&to=50",
+    ] {
+        let r = gw.get(&format!("/v1/admin/usage?{bad}"), &[ADMIN]);
+        assert_eq!(r.status, 400, "{bad}: {}", r.text());
+    }
+}
+
+#[test]
+fn plans_limited_by_compute_units_refuse_what_costs_too_much_on_every_way_in() {
+    let anvil = Anvil::start(31337, &[]);
+    // Free: 100 units/s (200 at once); pro: not limited by units.
+    let gw = gateway(
+        &anvil,
+        "limits:\n  compute_units: {free: 100}\n",
+        String::new(),
+    );
+    let free = gw.key("free", &[]);
+    let pro = gw.key("pro", &[]);
+    let logs = call(
+        "eth_getLogs",
+        json!([{"fromBlock": "0x0", "toBlock": "0x0"}]),
+    );
+
+    // Two log queries (150 units) fit; three (225) never can at 100/s with burst 2.
+    let r = post(&gw, &free, &json!([logs, logs]));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("x-computeunits-limit"), Some("100"));
+    let r = post(&gw, &free, &json!([logs, logs, logs]));
+    assert_eq!(r.status, 429, "{}", r.text());
+    let e = r.json();
+    assert_eq!(e["error"]["data"]["error"], "rate_limited", "{e}");
+    assert_eq!(e["error"]["data"]["category"], "compute_units");
+    assert_eq!(e["error"]["data"]["limit_cu_per_sec"], 100.0);
+    assert_eq!(e["error"]["data"]["compute_units"], 225);
+    assert!(e["error"]["data"]["retry_after_sec"].as_u64().unwrap() >= 1);
+    assert!(r.header("retry-after").is_some());
+
+    // The same over WebSocket: the same JSON-RPC error, before any node.
+    let mut socket = ws(gw.port, &free);
+    let a = ws_ask(&mut socket, &json!([logs, logs, logs]));
+    let a = if a.is_array() { a[0].clone() } else { a };
+    assert_eq!(a["error"]["data"]["category"], "compute_units", "{a}");
+    assert_eq!(a["error"]["data"]["compute_units"], 225);
+
+    // A plan without a unit limit is limited by requests only.
+    let r = post(&gw, &pro, &json!([logs, logs, logs, logs]));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("x-computeunits-limit"), None);
+}
+
+/// Counts not yet flushed are written when the gateway stops gracefully.
+#[test]
+fn a_graceful_stop_flushes_what_was_gathered() {
+    let anvil = Anvil::start(31337, &[]);
+    let mut gw = gateway(
+        &anvil,
+        "usage:\n  flush_interval_ms: 300000\n",
+        String::new(),
+    );
+    let (key, key_id) = gw.key_and_id("pro");
+    for _ in 0..5 {
+        assert_eq!(
+            post(&gw, &key, &call("eth_blockNumber", json!([]))).status,
+            200
+        );
+    }
+    let mut proc = gw.proc.take().unwrap();
+    proc.signal("TERM");
+    assert!(proc.exited_within(Duration::from_secs(10)));
+    let db = gw.dir.join("store.db");
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); \
+             print(c.execute('SELECT SUM(calls), SUM(compute_units) FROM key_usage_minutes \
+             WHERE key_id=?', (sys.argv[2],)).fetchone())",
+        )
+        .arg(&db)
+        .arg(&key_id)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "(5, 50)");
+}
