@@ -13,14 +13,22 @@ fn console_page_in_chromium() {
     );
     let dir = tempdir("browser");
     let outbox = dir.join("outbox.jsonl");
+    // A node for the calls the usage chart then shows; usage flushed every 200 ms.
+    let node = Fixture::json_rpc();
     let gw = Gateway::start(GatewayOpts {
         console_yaml: format!("  email:\n    outbox: {}\n", outbox.display()),
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-geth}}\n",
+            node.url()
+        ),
+        extra_yaml: "usage:\n  flush_interval_ms: 200\n".into(),
         ..Default::default()
     });
     let out = std::process::Command::new("node")
         .arg(&script)
         .arg(format!("http://127.0.0.1:{}", gw.port))
         .arg(&outbox)
+        .arg(dir.join("usage-chart.png"))
         .output()
         .expect("run node");
     let stdout = String::from_utf8_lossy(&out.stdout);

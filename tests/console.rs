@@ -132,7 +132,7 @@ fn console_gateway_on(
             node.url()
         ),
         console_yaml: format!("  email:\n    outbox: {}\n{console_yaml}", outbox.display()),
-        extra_yaml: "limits:\n  default: {anonymous: 1, free: 1, basic: 1, pro: 1, business: 1, enterprise: 1, scale: 1}\n  categories:\n    eth_rpc: {free: 1000}\n".into(),
+        extra_yaml: "limits:\n  default: {anonymous: 1, free: 1, basic: 1, pro: 1, business: 1, enterprise: 1, scale: 1}\n  categories:\n    eth_rpc: {free: 1000}\nusage:\n  flush_interval_ms: 200\n".into(),
         postgres,
         ..Default::default()
     });
@@ -262,6 +262,89 @@ fn attr(cookie: &str, name: &str) -> bool {
     cookie
         .split(';')
         .any(|a| a.trim().eq_ignore_ascii_case(name))
+}
+
+/// `GET /v1/keys/{id}/usage`: a user's own keys only (revoked ones included), every
+/// point of the window as the chart draws it, the calls made with the key in it.
+#[test]
+fn key_usage_is_read_by_its_owner_alone() {
+    let node = Fixture::json_rpc();
+    let (gw, outbox) = console_gateway(&node, "");
+    let mut ada = Browser::new(gw.port);
+    assert_eq!(sign_in(&mut ada, &outbox, "ada@example.com").status, 200);
+    let me = ada.send("GET", "/v1/auth/me", None, None).json();
+    let raw = me["default_key"]["raw"].as_str().unwrap().to_string();
+    let id = me["default_key"]["id"].as_str().unwrap().to_string();
+    let path = format!("/v1/keys/{id}/usage");
+
+    // Before any call: every point there, all zeros.
+    let r = ada.send("GET", &format!("{path}?window=1h"), None, None);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["points"].as_array().unwrap().len(), 60);
+    assert_eq!(v["step_sec"], 60);
+    assert_eq!(v["totals"]["calls"], 0);
+
+    for _ in 0..3 {
+        let r = rpc(
+            gw.port,
+            "/rpc/eth",
+            Some(&raw),
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "eth_blockNumber", "params": []}),
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let day = loop {
+        let v = ada.send("GET", &path, None, None).json();
+        if v["totals"]["calls"] == 3 {
+            break v;
+        }
+        assert!(std::time::Instant::now() < deadline, "{v}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(day["window"], "24h");
+    assert_eq!(day["points"].as_array().unwrap().len(), 144);
+    assert_eq!(day["totals"]["compute_units"], 30);
+    let last = day["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|p| p["calls"] != 0)
+        .unwrap();
+    assert_eq!(last["calls"], 3, "{day}");
+    for (window, points) in [("7d", 168), ("30d", 30)] {
+        let v = ada
+            .send("GET", &format!("{path}?window={window}"), None, None)
+            .json();
+        assert_eq!(v["points"].as_array().unwrap().len(), points, "{window}");
+        assert_eq!(v["totals"]["calls"], 3, "{window}: {v}");
+    }
+    let r = ada.send("GET", &format!("{path}?window=2h"), None, None);
+    assert_eq!(
+        (r.status, r.json()),
+        (400, json!({"error": "invalid_request"}))
+    );
+
+    // Another user, and no session at all, see nothing of it.
+    let mut eve = Browser::new(gw.port);
+    assert_eq!(sign_in(&mut eve, &outbox, "eve@example.com").status, 200);
+    let r = eve.send("GET", &path, None, None);
+    assert_eq!((r.status, r.json()), (404, json!({"error": "not_found"})));
+    let r = Browser::new(gw.port).send("GET", &path, None, None);
+    assert_eq!(r.status, 401);
+
+    // Revoked, the key's usage stays readable by its owner.
+    assert_eq!(
+        ada.send("DELETE", &format!("/v1/keys/{id}"), None, None)
+            .status,
+        204
+    );
+    assert_eq!(
+        ada.send("GET", &path, None, None).json()["totals"]["calls"],
+        3
+    );
 }
 
 #[test]

@@ -1,11 +1,12 @@
 // Drives the console page in headless Chromium: email sign-in, cookie attributes,
-// default key, create / rotate / revoke, a forged cross-site POST, sign-out.
-// Usage: node console.mjs BASE_URL OUTBOX_FILE   (exit status 0 = every check passed)
+// default key, the key's usage chart (with a screenshot whose pixels must show the
+// bars), create / rotate / revoke, a forged cross-site POST, sign-out.
+// Usage: node console.mjs BASE_URL OUTBOX_FILE SCREENSHOT_FILE   (exit 0 = all passed)
 import { chromium } from "playwright-core";
-import { readFileSync, existsSync } from "node:fs";
+import { readFileSync, existsSync, writeFileSync } from "node:fs";
 import assert from "node:assert/strict";
 
-const [base, outbox] = process.argv.slice(2);
+const [base, outbox, screenshotFile] = process.argv.slice(2);
 const email = "browser@example.com";
 
 async function codeFromOutbox() {
@@ -67,6 +68,56 @@ try {
   assert.match(raw, /^ce_[A-Za-z0-9_-]{43}$/);
   await page.waitForSelector("#keys tr");
   assert.equal(await page.locator("#keys tr").count(), 1);
+
+  // Usage: calls made with the default key (5 answered, 2 refused by the method table)
+  // show in the chart once flushed. The screenshot's pixels must hold the bars' colours:
+  // blue for answered calls, red for the refused ones.
+  const rpc = (method) =>
+    fetch(base + "/rpc/eth", {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Authorization: "Bearer " + raw },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params: [] }),
+    }).then((r) => r.status);
+  for (let i = 0; i < 5; i++) assert.equal(await rpc("eth_blockNumber"), 200);
+  for (let i = 0; i < 2; i++) assert.equal(await rpc("admin_nodeInfo"), 403);
+  for (const window of ["24h", "30d"]) {
+    const button = page.locator(`.windows button[data-window="${window}"]`);
+    for (let i = 0; ; i++) {
+      await button.click();
+      await page.waitForFunction(() => document.getElementById("usage-totals").textContent !== "");
+      const totals = await page.textContent("#usage-totals");
+      if (totals.startsWith("7 calls")) break;
+      assert.ok(i < 50, `usage never showed 7 calls: ${totals}`);
+      await page.waitForTimeout(100);
+    }
+    const totals = await page.textContent("#usage-totals");
+    assert.match(totals, /^7 calls · 50 compute units · 2 errors · 0 rate-limited$/);
+    const png = await page.locator("#usage-chart").screenshot();
+    writeFileSync(screenshotFile, png);
+    const pixels = await page.evaluate(async (b64) => {
+      const img = new Image();
+      img.src = "data:image/png;base64," + b64;
+      await img.decode();
+      const c = document.createElement("canvas");
+      c.width = img.width;
+      c.height = img.height;
+      const g = c.getContext("2d");
+      g.drawImage(img, 0, 0);
+      const d = g.getImageData(0, 0, c.width, c.height).data;
+      let blue = 0, red = 0;
+      const near = (i, [r0, g0, b0]) =>
+        Math.abs(d[i] - r0) < 24 && Math.abs(d[i + 1] - g0) < 24 && Math.abs(d[i + 2] - b0) < 24;
+      for (let i = 0; i < d.length; i += 4) {
+        if (near(i, [0x2f, 0x6f, 0xeb])) blue++;
+        else if (near(i, [0xd1, 0x24, 0x2f])) red++;
+      }
+      return { blue, red, width: c.width, height: c.height };
+    }, png.toString("base64"));
+    // 5 of 7 calls in blue over most of the chart's height, 2 in red above them.
+    assert.ok(pixels.blue > 100 && pixels.red > 30, `${window}: ${JSON.stringify(pixels)}`);
+    assert.ok(pixels.blue > pixels.red, `${window}: ${JSON.stringify(pixels)}`);
+    console.log(`usage chart ${window}: ${totals}; screenshot ${pixels.width}x${pixels.height}, ${pixels.blue} blue and ${pixels.red} red pixels`);
+  }
 
   // Create, rotate, revoke.
   await page.fill("#key-name", "browser-key");
