@@ -22,7 +22,7 @@ use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -86,9 +86,7 @@ impl Usage {
     }
 
     fn shard(&self, key_id: &str) -> &Mutex<HashMap<String, Pending>> {
-        let mut h = self.seed.build_hasher();
-        key_id.hash(&mut h);
-        &self.shards[(h.finish() % SHARDS as u64) as usize]
+        &self.shards[(self.seed.hash_one(key_id) % SHARDS as u64) as usize]
     }
 
     /// Count `t` for `key` in the current minute.

@@ -10,7 +10,7 @@ use chainedge::store::mev_cache::Sample;
 use chainedge::store::sol_stake::StakeRow;
 use chainedge::store::sol_watchlist::{DeadLetter, WatchEntry, DEAD_LETTERS_KEPT};
 use chainedge::store::sql::Dialect;
-use chainedge::store::usage::{Counts, Grain, UsageRow};
+use chainedge::store::usage::{Counts, ExportQuery, Grain, UsageRow};
 use chainedge::store::{sha256, Store, Target};
 use common::*;
 use std::sync::Arc;
@@ -50,6 +50,15 @@ async fn key_usage(store: &Store) {
         counts,
     };
     const H: i64 = 3600;
+    let export = |grain, step, tenant, key, limit| ExportQuery {
+        grain,
+        from: 0,
+        to: 24 * H,
+        step,
+        tenant,
+        key,
+        limit,
+    };
     store
         .record_usage(&[
             row("k1", "t1", 10 * H, c(3, 30, 0, 0)),
@@ -91,7 +100,7 @@ async fn key_usage(store: &Store) {
         vec![(10 * H, c(6, 76, 2, 0))]
     );
     let all = store
-        .usage_export(Grain::Hour, 0, 24 * H, H, None, None, 100)
+        .usage_export(&export(Grain::Hour, H, None, None, 100))
         .await
         .unwrap();
     assert_eq!(
@@ -110,13 +119,13 @@ async fn key_usage(store: &Store) {
         ]
     );
     let t2 = store
-        .usage_export(Grain::Minute, 0, 24 * H, 60, Some("t2"), None, 100)
+        .usage_export(&export(Grain::Minute, 60, Some("t2"), None, 100))
         .await
         .unwrap();
     assert_eq!(t2.len(), 1);
     assert_eq!(t2[0].counts, c(5, 50, 0, 0));
     let limited = store
-        .usage_export(Grain::Minute, 0, 24 * H, 60, None, Some("k1"), 2)
+        .usage_export(&export(Grain::Minute, 60, None, Some("k1"), 2))
         .await
         .unwrap();
     assert_eq!(limited.len(), 2);

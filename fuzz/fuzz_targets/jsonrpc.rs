@@ -1,9 +1,12 @@
-//! The JSON-RPC request path before any upstream: batch counting for the rate limiter,
+//! The JSON-RPC request path before any upstream: batch counting for the rate limiter
+//! and compute units, errors counted in an answer for usage,
 //! parsing (the single-call fast path agrees with the general one), method classification, block needs, raw-transaction hashing, and the reading
 //! of an upstream's answer to a write. None may panic; the invariants below must hold.
 #![no_main]
 
+use chainedge::config::usage::ComputeUnitsConf;
 use chainedge::parsers::batch_len;
+use chainedge::parsers::{error_answers, ComputeUnits};
 use chainedge::parsers::{block_need, classify, MethodClass};
 use chainedge::parsers::{method_of, need_at, tx_hash, write_outcome, CallView};
 use libfuzzer_sys::fuzz_target;
@@ -12,6 +15,12 @@ use serde_json::Value;
 fuzz_target!(|body: &[u8]| {
     let counted = batch_len(body);
     assert!(counted >= 1);
+    // Compute units are charged for exactly the calls the limiter counts.
+    static UNITS: std::sync::OnceLock<ComputeUnits> = std::sync::OnceLock::new();
+    let units = UNITS.get_or_init(|| ComputeUnits::new(&ComputeUnitsConf::default()));
+    assert_eq!(units.of_body(body).calls, counted);
+    // An answer's errors are never more than its answers.
+    assert!(error_answers(body) <= counted);
     // An upstream's answer is untrusted input too.
     let _ = write_outcome(body);
     let view = CallView::of(body);

@@ -6,7 +6,7 @@
 use super::Request;
 use crate::errors::ApiError;
 use crate::reply::Reply;
-use crate::store::usage::{Counts, Grain};
+use crate::store::usage::{Counts, ExportQuery, Grain};
 use crate::store::Store;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -173,15 +173,15 @@ pub async fn export(store: &Store, req: &Request<'_>, now: i64) -> Result<Reply,
         (to + step - 1).div_euclid(step) * step,
     );
     let rows = store
-        .usage_export(
+        .usage_export(&ExportQuery {
             grain,
             from,
             to,
             step,
-            tenant.as_deref(),
-            key.as_deref(),
-            MAX_EXPORT_ROWS + 1,
-        )
+            tenant: tenant.as_deref(),
+            key: key.as_deref(),
+            limit: MAX_EXPORT_ROWS + 1,
+        })
         .await
         .map_err(store_failure)?;
     if rows.len() as i64 > MAX_EXPORT_ROWS {

@@ -140,9 +140,12 @@ impl ComputeUnits {
                 compute_units: single(call.method.as_deref()),
             };
         }
+        // Elements that are not calls (the gateway answers each with an error) still
+        // count, at the default cost: the same number the gateway will answer.
+        let calls = crate::edge::batch_len(body);
         Cost {
-            calls: 1,
-            compute_units: self.default as u64,
+            calls,
+            compute_units: calls as u64 * self.default as u64,
         }
     }
 }
@@ -206,6 +209,14 @@ mod tests {
             75
         );
         assert_eq!(cu.of_body(b"not json").calls, 1);
+        // Elements that are not calls count as calls at the default cost.
+        assert_eq!(
+            cu.of_body(br#"[1, {"method": 7}, {"method":"eth_call"}]"#),
+            Cost {
+                calls: 3,
+                compute_units: 60
+            }
+        );
         assert_eq!(cu.of_body(b"[]").calls, 1);
         assert_eq!(cu.route("eth.wallet.balance"), 40);
         assert_eq!(cu.route("eth.mempool.stats"), 20);

@@ -60,6 +60,19 @@ pub struct ExportRow {
     pub counts: Counts,
 }
 
+/// What an export reads: `[from, to)` per `step` seconds from `grain` rows, one tenant's
+/// or one key's when given, at most `limit` rows.
+#[derive(Debug, Clone, Copy)]
+pub struct ExportQuery<'a> {
+    pub grain: Grain,
+    pub from: i64,
+    pub to: i64,
+    pub step: i64,
+    pub tenant: Option<&'a str>,
+    pub key: Option<&'a str>,
+    pub limit: i64,
+}
+
 const SUMS: &str = "CAST(SUM(calls) AS BIGINT), CAST(SUM(compute_units) AS BIGINT), \
                     CAST(SUM(errors) AS BIGINT), CAST(SUM(rate_limited) AS BIGINT)";
 
@@ -155,18 +168,9 @@ impl Store {
     }
 
     /// Every key's counts in `[from, to)` per `step`, one tenant's or one key's when
-    /// given; at most `limit` rows, ordered by bucket then key.
-    pub async fn usage_export(
-        &self,
-        grain: Grain,
-        from: i64,
-        to: i64,
-        step: i64,
-        tenant: Option<&str>,
-        key: Option<&str>,
-        limit: i64,
-    ) -> Result<Vec<ExportRow>, StoreError> {
-        let (table, column) = grain.table();
+    /// asked; at most `limit` rows, ordered by bucket then key.
+    pub async fn usage_export(&self, q: &ExportQuery<'_>) -> Result<Vec<ExportRow>, StoreError> {
+        let (table, column) = q.grain.table();
         let rows = self
             .db
             .query(
@@ -177,12 +181,12 @@ impl Store {
                      GROUP BY bucket, key_id ORDER BY bucket, key_id LIMIT $3"
                 ),
                 params![
-                    from,
-                    to,
-                    limit,
-                    step.max(1),
-                    tenant.unwrap_or(""),
-                    key.unwrap_or("")
+                    q.from,
+                    q.to,
+                    q.limit,
+                    q.step.max(1),
+                    q.tenant.unwrap_or(""),
+                    q.key.unwrap_or("")
                 ],
             )
             .await?;
