@@ -135,3 +135,81 @@ fn web3_py_websocket_subscription_through_the_edge() {
     let heads: Vec<u64> = rest.lines().map(|l| l.trim().parse().unwrap()).collect();
     assert_eq!(heads, vec![2, 3, 4], "{rest}");
 }
+
+/// `tests/py/web3_features.py` in one mode; its JSON line of measures.
+fn web3_features(args: &[&str]) -> String {
+    let out = std::process::Command::new(python())
+        .arg(root().join("tests/py/web3_features.py"))
+        .args(args)
+        .output()
+        .expect("python");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success() && stdout.contains("checks passed"),
+        "web3_features {}:\n{stdout}{}",
+        args[0],
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("web3 {}: {}", args[0], stdout.lines().next().unwrap_or(""));
+    stdout
+}
+
+/// Issue 21 with web3.py: a reorg made with `anvil_reorg` never lets a cached answer
+/// from the orphaned branch be served once the edge has seen it; finalized data is
+/// served from the cache after its node dies; usage counts match the calls made.
+#[test]
+fn web3_py_cache_across_a_reorg_and_a_dead_node_and_usage_matching_the_calls() {
+    let node = Anvil::start(1, &[]);
+    node.mine(99);
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-anvil}}\n",
+            node.url()
+        ),
+        extra_yaml: format!(
+            "rpc:\n  cache: {{track_interval_ms: 100, head_ttl_ms: 5000}}\nusage:\n  flush_interval_ms: 200\n{UNLIMITED}"
+        ),
+        ..Default::default()
+    });
+    let url = format!("http://127.0.0.1:{}/rpc/eth", gw.port);
+    let (key, key_id) = gw.key_and_id("business");
+    web3_features(&[
+        "usage",
+        &url,
+        &key,
+        &key_id,
+        &format!("http://127.0.0.1:{}/v1/admin/usage", gw.port),
+        "test-admin-token",
+    ]);
+    web3_features(&[
+        "cache",
+        &url,
+        &key,
+        &node.url(),
+        &node.proc.pid().to_string(),
+        &format!("http://127.0.0.1:{}/metrics", gw.metrics_port),
+    ]);
+}
+
+/// Issue 21 with web3.py: with one of two nodes frozen (SIGSTOP), reads return from the
+/// other, hedged past the frozen one: no error and no answer near the 10 s budget.
+#[test]
+fn web3_py_hedged_reads_return_from_the_fast_node() {
+    let fast = Anvil::start(1, &[]);
+    let slow = Anvil::start(1, &[]);
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-a, url: \"{}\", family: el-anvil}}\n      - {{id: el-b, url: \"{}\", family: el-anvil}}\n",
+            slow.url(),
+            fast.url()
+        ),
+        extra_yaml: format!("health:\n  interval_ms: 300\n  timeout_ms: 500\n{UNLIMITED}"),
+        ..Default::default()
+    });
+    let key = gw.key("business", &[]);
+    let url = format!("http://127.0.0.1:{}/rpc/eth", gw.port);
+    let out = web3_features(&["hedge", &url, &key, &slow.proc.pid().to_string(), "5"]);
+    let v: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(v["errors"], 0);
+    assert!(v["reads"].as_u64().unwrap() > 50, "{v}");
+}
