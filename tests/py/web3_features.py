@@ -128,7 +128,10 @@ class Counting(Web3.HTTPProvider):
 
 
 def usage(url, key, key_id, admin_url, admin_token):
-    w3 = Web3(Counting(url, request_kwargs={"headers": {"x-token": key}, "timeout": 10}))
+    # No provider-level retries: each call the client makes is sent once (web3.py retries
+    # a refused call up to 5 times by default, below `make_request`).
+    w3 = Web3(Counting(url, request_kwargs={"headers": {"x-token": key}, "timeout": 10},
+                       exception_retry_configuration=None))
     failed = 0
     w3.eth.chain_id
     w3.eth.block_number
@@ -159,7 +162,10 @@ def usage(url, key, key_id, admin_url, admin_token):
         got = {f: sum(r[f] for r in rows) for f in ["calls", "errors", "rate_limited", "compute_units"]}
         return {f: got[f] for f in want} == want
 
-    wait(f"usage to reach the store ({want})", stored)
+    try:
+        wait(f"usage to reach the store ({want})", stored)
+    except AssertionError as e:
+        raise AssertionError(f"{e}; stored {got}") from None
     assert got["compute_units"] > 0, got
     print(json.dumps({"client_calls": sent, "client_errors": failed, "stored": got}))
     print("web3 usage checks passed")
