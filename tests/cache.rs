@@ -121,3 +121,94 @@ fn answers_live_as_long_as_what_they_depend_on_and_no_longer() {
         ) >= 5.0
     );
 }
+
+/// A beacon fixture whose finalized checkpoint names execution block `number` with
+/// `hash` (the header's root changes with what it names).
+fn beacon(finalized: std::sync::Arc<std::sync::Mutex<(u64, String)>>) -> Fixture {
+    Fixture::start(move |req| {
+        let path = req.path.split('?').next().unwrap_or("");
+        let (number, hash) = finalized.lock().unwrap().clone();
+        let root = format!("0x{}", hash[2..].chars().rev().collect::<String>());
+        match path {
+            "/eth/v1/node/syncing" => FixtureResponse::json(json!({"data": {"head_slot": "100",
+                "sync_distance": "0", "is_syncing": false, "is_optimistic": false, "el_offline": false}})),
+            "/eth/v1/beacon/headers/finalized" => FixtureResponse::json(json!({
+                "execution_optimistic": false, "finalized": true,
+                "data": {"root": root, "canonical": true, "header": {"message": {"slot": "64"}}}})),
+            p if p == format!("/eth/v2/beacon/blocks/{root}") => FixtureResponse::json(json!({
+                "version": "deneb", "execution_optimistic": false, "finalized": true,
+                "data": {"message": {"slot": "64", "body": {"execution_payload": {
+                    "block_number": number.to_string(), "block_hash": hash}}}}})),
+            _ => FixtureResponse::status(404, r#"{"code":404,"message":"not found"}"#),
+        }
+    })
+}
+
+/// With a beacon pool beside `eth_el`, its finalized checkpoint is a second source of
+/// finality: taken once an execution node has the same hash at that number, never when
+/// the beacon pool names a block the execution nodes do not have.
+#[test]
+fn the_beacon_pools_finalized_checkpoint_makes_blocks_final_once_the_nodes_agree() {
+    let node = Anvil::start(1, &[]);
+    node.mine(99);
+    // A checkpoint the execution nodes do not have: never used.
+    let finalized = std::sync::Arc::new(std::sync::Mutex::new((
+        90,
+        format!("0x{}", "ab".repeat(32)),
+    )));
+    let cl = beacon(finalized.clone());
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-anvil}}\n  eth_cl:\n    hosts:\n      - {{id: cl-1, url: \"{}\", family: cl-lighthouse}}\n",
+            node.url(),
+            cl.url()
+        ),
+        extra_yaml: format!(
+            "rpc:\n  cache: {{track_interval_ms: 100, unfinalized_ttl_ms: 200}}\n{UNLIMITED}"
+        ),
+        ..Default::default()
+    });
+    let key = gw.key("business", &[]);
+    let call = |method: &str, params: Value| {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        rpc(gw.port, "/rpc/eth", Some(&key), &body)
+    };
+    let block = |n: u64| json!([format!("{n:#x}"), false]);
+    let finalized_metric = || metric_value(&gw, "chainedge_cache_finalized_block{pool=\"eth_el\"}");
+    // The node's own tag: 64 behind the head of 100.
+    call("eth_getBlockByNumber", block(80));
+    wait_for("the node's finalized block", || finalized_metric() == 36.0);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        finalized_metric(),
+        36.0,
+        "a checkpoint the nodes lack is not used"
+    );
+
+    // The checkpoint names the node's own block 90: block 80 becomes final.
+    let real = node.call("eth_getBlockByNumber", block(90))["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    *finalized.lock().unwrap() = (90, real);
+    wait_for("the beacon's finalized block", || {
+        finalized_metric() == 90.0
+    });
+    let r = call("eth_getBlockByNumber", block(80));
+    assert_eq!(r.status, 200);
+    let eighty = r.json()["result"].clone();
+    call("eth_getBlockByNumber", block(95));
+    // Past the lifetime of what is not final, the node dies: block 80 is still served.
+    std::thread::sleep(Duration::from_millis(400));
+    drop(node);
+    let r = call("eth_getBlockByNumber", block(80));
+    assert_eq!(r.json()["result"], eighty);
+    assert_eq!(r.header("X-Cache-Status"), Some("hit"), "{}", r.text());
+    let r = call("eth_getBlockByNumber", block(95));
+    assert_ne!(
+        r.header("X-Cache-Status"),
+        Some("hit"),
+        "block 95 is not final"
+    );
+    assert!(r.json().get("error").is_some(), "{}", r.text());
+}

@@ -196,7 +196,10 @@ fn every_manifest_route_is_classified_in_its_envelope() {
                     | "console_keys_list"
                     | "console_keys_create"
                     | "console_keys_revoke"
-                    | "console_keys_rotate" => (401, "unauthenticated"),
+                    | "console_keys_rotate"
+                    | "console_keys_usage" => (401, "unauthenticated"),
+                    // Loopback is admin: the last day's usage, empty here.
+                    "admin_usage" => (200, ""),
                     // This gateway has no consensus-layer pool.
                     "beacon_proxy"
                     | "beacon_events"
@@ -257,6 +260,8 @@ fn every_manifest_route_is_classified_in_its_envelope() {
                         assert!(r.json()["wei"].is_string(), "{}", ctx(method));
                     } else if handler == "eth_validator_series" {
                         assert!(r.json()["points"].is_array(), "{}", ctx(method));
+                    } else if handler == "admin_usage" {
+                        assert_eq!(r.json()["rows"], json!([]), "{}", ctx(method));
                     } else if handler == "sol_watchlist_list" {
                         assert_eq!(r.json(), json!([]), "{}", ctx(method));
                     } else {

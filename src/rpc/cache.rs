@@ -2,17 +2,20 @@
 //!
 //! An answer is kept for as long as what it depends on cannot change: forever when it
 //! is addressed by hash (a block, its transactions by index) or its block is finalized
-//! (by the nodes' own `finalized` tag); until the next reorg the edge sees, and at most
-//! `unfinalized_ttl_ms`, for a numbered block not final yet; until the head moves, and at
-//! most `head_ttl_ms`, for what follows the head (`latest`, gas prices). Never for
+//! (by the nodes' own `finalized` tag, or the beacon chain's finalized checkpoint); until
+//! the next reorg the edge sees, and at most `unfinalized_ttl_ms`, for a numbered block
+//! not final yet; until the head moves, and at most `head_ttl_ms`, for what follows the
+//! head (`latest`, gas prices). Never for
 //! `pending`, writes, filters, subscriptions, batches, errors or null answers.
 //!
 //! A tracker per pool in use (`Tracker`, in the background) reads the head and the
-//! finalized block; a head whose parent is not the block it had at that height is a
+//! finalized block (for `eth_el`, also the beacon pool's finalized checkpoint,
+//! `beacon_finality.rs`); a head whose parent is not the block it had at that height is a
 //! reorg, and every answer not final is dropped at once (a generation counter).
 //! Bounded in bytes, least recently used out first. Every lookup is counted by outcome
 //! and reason, and each answer says both (`X-Cache-Status`, `X-Cache-Reason`).
 
+use super::beacon_finality::{BeaconFinality, EXECUTION_POOL};
 use super::methods::{block_param, BlockNeed, MethodClass};
 use super::need::need_for;
 use super::{Gateway, RpcReply};
@@ -467,6 +470,7 @@ impl pingora_core::services::background::BackgroundService for Tracker {
             return;
         }
         let mut recent: HashMap<String, BTreeMap<u64, String>> = HashMap::new();
+        let mut beacon = BeaconFinality::default();
         let mut tick = tokio::time::interval(Duration::from_millis(cache.conf.track_interval_ms));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -484,6 +488,9 @@ impl pingora_core::services::background::BackgroundService for Tracker {
                 let seen = recent.entry(name.clone()).or_default();
                 if let Err(e) = self.track(pool, view, seen).await {
                     log::debug!("cache tracker: {name}: {e}");
+                }
+                if name == EXECUTION_POOL {
+                    self.beacon_finality(pool, view, &mut beacon).await;
                 }
             }
         }
@@ -568,6 +575,51 @@ impl Tracker {
             metrics::cache_finalized(&pool.name, view.finalized.load(Ordering::Relaxed));
         }
         Ok(())
+    }
+}
+
+impl Tracker {
+    /// Move the finalized block forward to the beacon pool's finalized checkpoint, once
+    /// an execution node answers that checkpoint's hash at its number.
+    async fn beacon_finality(
+        &self,
+        pool: &crate::pools::Pool,
+        view: &ChainView,
+        beacon: &mut BeaconFinality,
+    ) {
+        let Some(block) = beacon.poll(&self.pools, &self.gateway.client).await else {
+            return;
+        };
+        if block.0 <= view.finalized.load(Ordering::Relaxed) {
+            return;
+        }
+        let agreed = match &beacon.checked {
+            Some((checked, verdict)) if *checked == block => *verdict,
+            _ => {
+                let params = serde_json::json!([format!("{:#x}", block.0), false]);
+                let Ok((answer, _)) = self
+                    .gateway
+                    .read_call(pool, "eth_getBlockByNumber", params, "cache-tracker")
+                    .await
+                else {
+                    return; // asked again next round
+                };
+                let hash = answer.get("hash").and_then(Value::as_str);
+                let verdict = hash.is_some_and(|h| h.eq_ignore_ascii_case(&block.1));
+                if !verdict {
+                    log::warn!(
+                        "cache: the beacon pool's finalized block {} is not the execution pool's; not used",
+                        block.0
+                    );
+                }
+                beacon.checked = Some((block.clone(), verdict));
+                verdict
+            }
+        };
+        if agreed {
+            view.finalized.fetch_max(block.0, Ordering::Relaxed);
+            metrics::cache_finalized(&pool.name, view.finalized.load(Ordering::Relaxed));
+        }
     }
 }
 

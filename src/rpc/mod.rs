@@ -1,6 +1,7 @@
 //! The JSON-RPC gateway behind `/rpc/eth` (and `/rpc/base`): parse, classify, route with
 //! fallback, dispatch writes by policy.
 
+mod beacon_finality;
 mod cache;
 mod call;
 mod coalesce;
