@@ -4,8 +4,9 @@
 #   eth_el   two anvil nodes (chain id 1) kept as one chain: writes are broadcast to both
 #            by the gateway and this script mines both in step with identical timestamps
 #   polygon  one anvil (137)            base  one anvil (8453)
-# Seeds one API key per plan into .demo/keys.json and an admin token into .demo/admin-token.
-# Ctrl-C (SIGINT) or SIGTERM stops everything it started.
+# Seeds one API key per plan into .demo/keys.json and an admin token into .demo/admin-token;
+# each node's pid goes to .demo/<host id>.pid (kill one to watch failover).
+# Ctrl-C (SIGINT) or SIGTERM stops everything it started; a node dying stops nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -48,12 +49,13 @@ export CHAINEDGE_FIREHOSE_SECRET
 CHAINEDGE_FIREHOSE_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 
 genesis_ts=$(date +%s)
+n=1
 for port in 18545 18546; do
   "$anvil" --port "$port" --chain-id 1 --no-mining --timestamp "$genesis_ts" --silent &
-  pids+=($!)
+  pids+=($!); echo $! > "$demo/el-anvil-$n.pid"; n=$((n + 1))
 done
-"$anvil" --port 18547 --chain-id 137 --block-time 2 --silent & pids+=($!)
-"$anvil" --port 18548 --chain-id 8453 --block-time 2 --silent & pids+=($!)
+"$anvil" --port 18547 --chain-id 137 --block-time 2 --silent & pids+=($!); echo $! > "$demo/bor-anvil-1.pid"
+"$anvil" --port 18548 --chain-id 8453 --block-time 2 --silent & pids+=($!); echo $! > "$demo/base-anvil-1.pid"
 for port in 18545 18546 18547 18548; do wait_port "$port"; done
 
 # One tenant and key per plan, through the admin CLI against the demo store.
@@ -92,7 +94,8 @@ done
 pids+=($!)
 
 "$bin" -c conf/pingora-demo.yaml "${app[@]}" &
-pids+=($!)
+gateway=$!
+pids+=($gateway)
 
 # Tokens deployed on both chains and a steady flow of transfers (docs/index.md).
 python3 scripts/demo_flow.py 18545,18546 18547 &
@@ -111,6 +114,9 @@ demo: chainedge is up
   metrics    curl -s http://127.0.0.1:9091/metrics
   console    http://127.0.0.1:8080/console/   (sign-in codes: .demo/outbox.jsonl)
   keys       .demo/keys.json   admin token  .demo/admin-token
+  failover   kill \$(cat .demo/el-anvil-2.pid)   then watch the mesh quarantine it while /rpc/eth answers
+             (kill -STOP / -CONT freezes and thaws a node instead)
 Ctrl-C stops everything.
 MSG
-wait -n "${pids[@]}" || true
+# Only the gateway's end ends the demo: a node killed to try failover does not.
+wait "$gateway" || true

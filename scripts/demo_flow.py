@@ -45,18 +45,29 @@ def string_tail(s):
     return format(len(s), "064x") + h.ljust(((len(h) + 63) // 64) * 64 or 64, "0")
 
 
+def live(ports, method, params):
+    """Ask every node that answers (one killed or frozen to try failover is passed
+    over); the first answer, or None when no node answered."""
+    answers = []
+    for p in ports:
+        try:
+            answers.append(rpc(p, method, params))
+        except (OSError, ValueError):
+            pass
+    return answers[0] if answers else None
+
+
 def send(ports, to, data, value=0):
     tx = {"from": DEV, "data": "0x" + data.removeprefix("0x"), "value": hex(value), "gas": hex(8_000_000)}
     if to:
         tx["to"] = to
-    hashes = [rpc(p, "eth_sendTransaction", [tx]) for p in ports]
-    return hashes[0]
+    return live(ports, "eth_sendTransaction", [tx])
 
 
-def receipt(port, tx_hash, within=30):
+def receipt(ports, tx_hash, within=30):
     until = time.time() + within
     while time.time() < until:
-        r = rpc(port, "eth_getTransactionReceipt", [tx_hash])
+        r = live(ports, "eth_getTransactionReceipt", [tx_hash])
         if r:
             return r
         time.sleep(0.2)
@@ -66,7 +77,7 @@ def receipt(port, tx_hash, within=30):
 def deploy(ports, contracts):
     """Send every deployment at once, then wait for them: {name: address}."""
     sent = {name: send(ports, None, BYTECODE[kind] + args) for name, (kind, args) in contracts.items()}
-    return {name: receipt(ports[0], h)["contractAddress"] for name, h in sent.items()}
+    return {name: receipt(ports, h)["contractAddress"] for name, h in sent.items()}
 
 
 def main():

@@ -6,14 +6,29 @@ use std::net::{IpAddr, ToSocketAddrs};
 use std::time::Duration;
 
 /// A parsed `http(s)://host:port/path` upstream address.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct HostAddr {
     pub tls: bool,
     pub host: String,
     pub port: u16,
+    /// The path requests go to; holds the provider key when the URL had `{key}`.
     pub path: String,
     /// The `Host` header value, made once (every request to the node sends it).
     authority: String,
+    /// The path as configured (`{key}` where the key goes): what may be shown.
+    shown_path: String,
+}
+
+/// Never prints the provider key a path may hold.
+impl std::fmt::Debug for HostAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostAddr")
+            .field("tls", &self.tls)
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("path", &self.shown_path)
+            .finish()
+    }
 }
 
 impl HostAddr {
@@ -41,14 +56,23 @@ impl HostAddr {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, "/"),
         };
+        // These errors never repeat the URL: what they refuse may be a secret.
         if authority.contains('@') {
-            return Err(format!(
-                "'{url}': credentials in URLs are refused; use headers with secret references"
-            ));
+            return Err(
+                "credentials in URLs are refused; use headers with secret references".into(),
+            );
         }
         if path.contains('?') {
+            return Err(
+                "query strings are refused (no keys in URLs): use headers, or {key} in the path with url_key"
+                    .into(),
+            );
+        }
+        if let Some(seg) = path.split('/').find(|s| looks_like_key(s)) {
+            // The error never repeats the key itself.
+            let shown = format!("{}…", &seg[..4]);
             return Err(format!(
-                "'{url}': query strings are refused (no keys in URLs)"
+                "the path segment '{shown}' looks like a provider key; keys are never written in URLs: put {{key}} in its place and url_key: <secret reference> (env:, file: or cred:)"
             ));
         }
         let (host, port) = match authority.rsplit_once(':') {
@@ -80,7 +104,17 @@ impl HostAddr {
             port,
             path: path.to_string(),
             authority,
+            shown_path: path.to_string(),
         })
+    }
+
+    /// The provider key in the place of `{key}` (checked at load to be one plain path
+    /// segment).
+    pub fn with_key(mut self, key: Option<&str>) -> Self {
+        if let Some(key) = key {
+            self.path = self.shown_path.replace(crate::config::URL_KEY_PLACE, key);
+        }
+        self
     }
 
     /// `Host` header value.
@@ -99,6 +133,25 @@ impl HostAddr {
         peer.options.idle_timeout = Some(Duration::from_secs(60));
         Ok(peer)
     }
+}
+
+/// A path segment that looks like a provider's key (Infura's 32 hex digits, Alchemy's
+/// 32 letters and digits, QuickNode's 40-hex token): 20 or more characters of letters,
+/// digits, `-` and `_` where letters and digits alternate at least 4 times, as random
+/// text does. Names people write (`v3`, `eth-mainnet`, `archive-2024`) do not.
+fn looks_like_key(seg: &str) -> bool {
+    let b = seg.as_bytes();
+    let alternations = b
+        .windows(2)
+        .filter(|w| {
+            (w[0].is_ascii_digit() && w[1].is_ascii_alphabetic())
+                || (w[0].is_ascii_alphabetic() && w[1].is_ascii_digit())
+        })
+        .count();
+    b.len() >= 20
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'_')
+        && alternations >= 4
 }
 
 /// The address of a peer the lean client serves: plain HTTP over TCP (not TLS, not a
@@ -191,6 +244,47 @@ fn prefix_eq(a: &[u8], b: &[u8], bits: u8) -> bool {
     }
     let rest = bits % 8;
     rest == 0 || (a[full] ^ b[full]) & (0xffu8 << (8 - rest)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_never_written_in_urls() {
+        for url in [
+            "https://mainnet.infura.io/v3/9aa3d95b3bc440fa88ea12eaa4456161",
+            "https://eth-mainnet.g.alchemy.com/v2/Zq3xK9pLmN2vB7cR4tY8wE1uI6oP0aSd",
+            "https://x.quiknode.pro/0123456789abcdef0123456789abcdef01234567/",
+        ] {
+            let e = HostAddr::parse(url).unwrap_err();
+            assert!(e.contains("looks like a provider key"), "{e}");
+            assert!(!e.contains(&url[url.len() - 12..url.len() - 2]), "{e}");
+        }
+        for url in [
+            "https://u:secretpass@node:8545/",
+            "https://node/rpc?apikey=secretpass",
+        ] {
+            assert!(!HostAddr::parse(url).unwrap_err().contains("secretpass"));
+        }
+        for url in [
+            "https://eth-mainnet.g.alchemy.com/v2/{key}",
+            "https://api.mainnet-beta.solana.com/",
+            "https://node/ext/bc/C/rpc",
+            "https://node/eth-mainnet-archive-2024",
+        ] {
+            assert!(HostAddr::parse(url).is_ok(), "{url}");
+        }
+        let a = HostAddr::parse("https://eth-mainnet.g.alchemy.com/v2/{key}")
+            .unwrap()
+            .with_key(Some("Zq3xK9pLmN2vB7cR4tY8wE1uI6oP0aSd"));
+        assert_eq!(a.path, "/v2/Zq3xK9pLmN2vB7cR4tY8wE1uI6oP0aSd");
+        let shown = format!("{a:?}");
+        assert!(
+            shown.contains("/v2/{key}") && !shown.contains("Zq3x"),
+            "{shown}"
+        );
+    }
 }
 
 #[cfg(test)]

@@ -34,6 +34,7 @@ pub struct Loaded {
 pub fn load(
     server_yaml: Option<&str>,
     app_path: Option<&Path>,
+    purpose: config::Purpose,
 ) -> Result<Loaded, Vec<config::ConfigError>> {
     let mut errors = Vec::new();
     let server_conf = match server_yaml {
@@ -46,7 +47,7 @@ pub fn load(
         },
         None => Some(config::server::defaults()),
     };
-    let app = match app_path.map(config::load) {
+    let app = match app_path.map(|p| config::load(p, purpose)) {
         Some(Ok(a)) => Some(a),
         Some(Err(mut e)) => {
             errors.append(&mut e);

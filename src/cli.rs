@@ -19,6 +19,21 @@ pub enum Command {
 
 #[derive(Subcommand, Debug)]
 pub enum TenantCmd {
+    /// List tenants oldest first, one JSON object per line (id, name, plan, features,
+    /// billing, users, active keys).
+    List {
+        /// Only tenants on this plan.
+        #[arg(long)]
+        plan: Option<String>,
+        /// At most this many (1 to 100000).
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(i64).range(1..=100_000))]
+        limit: i64,
+    },
+    /// One tenant with its users and keys (never secrets), as one JSON object.
+    Show {
+        #[arg(long)]
+        tenant: String,
+    },
     /// Create a tenant; prints its id.
     Create {
         #[arg(long)]
@@ -114,6 +129,34 @@ async fn execute_on_store(cmd: &Command, cfg: &Loaded) -> Result<(), String> {
         }
     };
     match cmd {
+        Command::Tenants(TenantCmd::List { plan, limit }) => {
+            if let Some(p) = plan {
+                check_plan(p)?;
+            }
+            for t in store
+                .list_tenants(plan.as_deref(), *limit)
+                .await
+                .map_err(db)?
+            {
+                println!("{}", serde_json::to_string(&t).unwrap_or_default());
+            }
+        }
+        Command::Tenants(TenantCmd::Show { tenant }) => {
+            let t = store
+                .tenant(tenant)
+                .await
+                .map_err(db)?
+                .ok_or_else(|| format!("no tenant with id {tenant}"))?;
+            let mut shown = serde_json::to_value(&t).unwrap_or_default();
+            shown["users"] = serde_json::to_value(store.tenant_users(tenant).await.map_err(db)?)
+                .unwrap_or_default();
+            shown["keys"] = serde_json::to_value(store.list_keys(tenant).await.map_err(db)?)
+                .unwrap_or_default();
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&shown).unwrap_or_default()
+            );
+        }
         Command::Tenants(TenantCmd::Create { name, plan }) => {
             check_plan(plan)?;
             println!("{}", store.create_tenant(name, plan).await.map_err(db)?);

@@ -38,7 +38,12 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
 
-    let loaded = match app::load(cli.pingora.conf.as_deref(), cli.app.as_deref()) {
+    // A CLI command works on the store alone: serving secrets are not read for it.
+    let purpose = match cli.command {
+        Some(_) => chainedge::config::Purpose::Operate,
+        None => chainedge::config::Purpose::Serve,
+    };
+    let loaded = match app::load(cli.pingora.conf.as_deref(), cli.app.as_deref(), purpose) {
         Ok(l) => l,
         Err(errors) => {
             for e in &errors {

@@ -190,6 +190,15 @@ fn credentials_standing_and_plans() {
     let r = gw.get("/v1/sol/watchlist", &[("x-token", &no_scope)]);
     assert_error(&r, 403, "tier_insufficient");
     assert_eq!(r.json()["required_scope"], "sol_watchlist");
+    // A scope is the key's, not the plan's: no upgrade is pointed at.
+    assert_eq!(r.json()["current_tier"], "business");
+    assert_eq!(r.json()["required_tier"], "business");
+    assert_eq!(r.header("X-Required-Tier"), Some("business"));
+    let top = gw.cli(&["tenants", "create", "--name", "e", "--plan", "enterprise"]);
+    let top_no_scope = gw.cli(&["keys", "create", "--tenant", &top]);
+    let r = gw.get("/v1/sol/watchlist", &[("x-token", &top_no_scope)]);
+    assert_error(&r, 403, "tier_insufficient");
+    assert_eq!(r.json()["required_tier"], "enterprise", "{}", r.text());
     let r = gw.get("/v1/sol/watchlist", &[("x-token", &scoped)]);
     assert!(r.status != 401 && r.status != 403, "{}", r.text());
 

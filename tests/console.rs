@@ -669,13 +669,8 @@ fn concurrent_first_me_creates_one_default_key() {
     assert_eq!(ids.len(), 1);
 }
 
-#[test]
-fn sliding_refresh_then_expiry() {
-    let node = Fixture::json_rpc();
-    let (gw, outbox) = console_gateway(&node, "  session_ttl_secs: 4\n");
-    let mut b = Browser::new(gw.port);
-    // Session times are whole seconds: start just after a second begins, so the
-    // sleeps below land well inside each second.
+/// Sleep until just after the next whole second (session times are whole seconds).
+fn just_after_a_second_begins() {
     let since = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap();
@@ -684,6 +679,16 @@ fn sliding_refresh_then_expiry() {
             - Duration::from_nanos(since.subsec_nanos() as u64 % 1_000_000_000)
                 .min(Duration::from_millis(1000)),
     );
+}
+
+#[test]
+fn sliding_refresh_then_expiry() {
+    let node = Fixture::json_rpc();
+    let (gw, outbox) = console_gateway(&node, "  session_ttl_secs: 4\n");
+    let mut b = Browser::new(gw.port);
+    // Session times are whole seconds: start just after a second begins, so the
+    // sleeps below land well inside each second.
+    just_after_a_second_begins();
     assert_eq!(sign_in(&mut b, &outbox, "carol@example.com").status, 200);
     let token = b.cookie("nl_session").unwrap().to_string();
     let csrf = b.cookie("nl_csrf").unwrap().to_string();
@@ -708,6 +713,55 @@ fn sliding_refresh_then_expiry() {
         (r.status, r.json()),
         (401, json!({"error": "unauthenticated"}))
     );
+}
+
+/// Behind a TLS-terminating proxy nobody listed, an https `console.origin` still makes
+/// every cookie `Secure`; a browser that lost its `nl_csrf` cookie gets a new one with the
+/// sliding refresh, and can write again.
+#[test]
+fn an_https_origin_secures_cookies_and_a_lost_csrf_cookie_is_reissued() {
+    let node = Fixture::json_rpc();
+    let (gw, outbox) = console_gateway(
+        &node,
+        "  session_ttl_secs: 4\n  origin: https://console.example.com\n",
+    );
+    let mut b = Browser::new(gw.port);
+    // Session times are whole seconds: start just after a second begins (as
+    // `sliding_refresh_then_expiry` does), so "under half left" lands inside 3..4 s.
+    just_after_a_second_begins();
+    assert_eq!(sign_in(&mut b, &outbox, "dan@example.com").status, 200);
+    assert_eq!(b.last_set_cookies.len(), 2);
+    for c in &b.last_set_cookies {
+        assert!(attr(c, "Secure"), "{c}");
+    }
+    let old_csrf = b.cookie("nl_csrf").unwrap().to_string();
+    // The same session without its CSRF cookie, once under half the lifetime is left.
+    let mut lost = Browser::new(gw.port);
+    lost.cookies = vec![(
+        "nl_session".into(),
+        b.cookie("nl_session").unwrap().to_string(),
+    )];
+    let r = lost.send("POST", "/v1/keys", Some(json!({"name": "w"})), None);
+    assert_eq!(
+        (r.status, r.json()),
+        (403, json!({"error": "csrf_missing"}))
+    );
+    std::thread::sleep(Duration::from_millis(3100));
+    let r = lost.send("GET", "/v1/auth/me", None, None);
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        lost.last_set_cookies.len(),
+        2,
+        "{:?}",
+        lost.last_set_cookies
+    );
+    for c in &lost.last_set_cookies {
+        assert!(attr(c, "Secure"), "{c}");
+    }
+    let csrf = lost.cookie("nl_csrf").expect("a new nl_csrf").to_string();
+    assert!(csrf.len() >= 22 && csrf != old_csrf, "{csrf}");
+    let r = lost.send("POST", "/v1/keys", Some(json!({"name": "w"})), None);
+    assert_eq!(r.status, 201, "{}", r.text());
 }
 
 /// A local OIDC provider: RS256 keys from `openssl`, a token endpoint that checks the PKCE

@@ -167,6 +167,21 @@ fn test_flag_validates_app_config_and_plugins() {
     assert!(!ok);
     assert!(err.contains("tier: unknown plan 'platinum'"), "{err}");
 
+    // "Scale plan only": a plan above the MEV-Share stream's tier would be admitted too.
+    let (ok, err) = check(
+        |a| {
+            a.replace("enterprise, scale]", "enterprise, scale, scale_plus]")
+                .replace("scale: 1000}", "scale: 1000, scale_plus: 1000}")
+        },
+        |_| {},
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("streams.yaml: routes[0].tier: the MEV-Share stream is for one plan only")
+            && err.contains("[\"scale_plus\"]"),
+        "{err}"
+    );
+
     // Pingora's own YAML: unknown keys are refused too.
     let dir = tempdir("srv");
     std::fs::write(dir.join("p.yaml"), "version: 1\nthreads: 1\nthreadz: 2\n").unwrap();
@@ -365,4 +380,287 @@ fn healthz_takes_a_stopping_instance_out_of_rotation() {
         "a new check connection is refused while draining"
     );
     assert!(proc.exited_within(Duration::from_secs(10)));
+}
+
+/// An operator finds tenants without reading the access log, and store commands run
+/// without the serving secrets (here: the admin token's variable is unset).
+#[test]
+fn operators_list_and_show_tenants_without_serving_secrets() {
+    let gw = Gateway::start(GatewayOpts::default());
+    let (pro_key, pro_key_id) = gw.key_and_id("pro");
+    gw.key("pro", &[]);
+    gw.key("free", &[]);
+    let cli = |args: &[&str]| {
+        Command::new(bin())
+            .arg("--app")
+            .arg(&gw.app)
+            .args(args)
+            .env_remove("CHAINEDGE_TEST_ADMIN_TOKEN")
+            .output()
+            .unwrap()
+    };
+    // Serving needs the admin token: `-t` refuses without it.
+    let out = cli(&["-t"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("admin.token"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let lines = |out: std::process::Output| -> Vec<serde_json::Value> {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let all = lines(cli(&["tenants", "list"]));
+    assert_eq!(all.len(), 3, "{all:?}");
+    let pro = lines(cli(&["tenants", "list", "--plan", "pro"]));
+    assert_eq!(pro.len(), 2);
+    assert!(pro
+        .iter()
+        .all(|t| t["plan"] == "pro" && t["active_key_count"] == 1));
+    assert_eq!(lines(cli(&["tenants", "list", "--limit", "1"])).len(), 1);
+    let out = cli(&["tenants", "list", "--plan", "platinum"]);
+    assert!(!out.status.success());
+
+    // The tenant behind a key: its keys listed, never a secret.
+    let tenant = pro
+        .iter()
+        .find(|t| {
+            let show = cli(&["tenants", "show", "--tenant", t["id"].as_str().unwrap()]);
+            String::from_utf8_lossy(&show.stdout).contains(&pro_key_id)
+        })
+        .expect("the key's tenant")["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let show = cli(&["tenants", "show", "--tenant", &tenant]);
+    assert!(show.status.success());
+    let text = String::from_utf8(show.stdout).unwrap();
+    assert!(!text.contains(&pro_key[3..]), "a secret was shown");
+    let shown: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(shown["plan"], "pro");
+    assert_eq!(shown["keys"][0]["id"], pro_key_id.as_str());
+    assert_eq!(
+        shown["keys"][0]["key_prefix"],
+        pro_key[..shown["keys"][0]["key_prefix"].as_str().unwrap().len()]
+    );
+    assert_eq!(shown["users"], serde_json::json!([]));
+    let out = cli(&["tenants", "show", "--tenant", "no-such-tenant"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no tenant with id no-such-tenant"));
+
+    // Writing commands need no serving secret either.
+    let made = cli(&["tenants", "create", "--name", "x", "--plan", "basic"]);
+    assert!(made.status.success());
+    assert_eq!(lines(cli(&["tenants", "list"])).len(), 4);
+}
+
+/// A provider key that belongs in the URL path comes from a secret reference into
+/// `{key}`; the key is sent to the node and never written anywhere by the edge. A key
+/// written into the config's URL is refused by `-t`, without repeating it.
+#[test]
+fn provider_keys_go_in_the_path_from_a_secret_never_from_the_file() {
+    const KEY: &str = "Zq3xK9pLmN2vB7cR4tY8wE1uI6oP0aSd";
+    let seen = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let node = Fixture::json_rpc_keeping_paths(seen.clone());
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}/v3/{{key}}\", family: el-anvil, url_key: \"env:PROVIDER_KEY\"}}\n",
+            node.url()
+        ),
+        extra_yaml: UNLIMITED.into(),
+        env: vec![("PROVIDER_KEY".into(), KEY.into())],
+        ..Default::default()
+    });
+    let key = gw.key("free", &[]);
+    let body =
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []});
+    let r = rpc(gw.port, "/rpc/eth", Some(&key), &body);
+    assert_eq!(
+        r.json()["result"],
+        "0x1",
+        "{} {:?}",
+        r.text(),
+        seen.lock().unwrap()
+    );
+    let paths = seen.lock().unwrap().clone();
+    assert!(!paths.is_empty());
+    assert!(
+        paths.iter().all(|p| p == &format!("/v3/{KEY}")),
+        "{paths:?}"
+    );
+    // Nothing the edge wrote holds the key: its logs, its store, its config.
+    for e in std::fs::read_dir(&gw.dir).unwrap().flatten() {
+        let bytes = std::fs::read(e.path()).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(KEY),
+            "{} holds the provider key",
+            e.path().display()
+        );
+    }
+
+    // Written into the URL: refused, and the error does not repeat it.
+    let (ok, err) = check(
+        |a| {
+            a.replacen(
+                "http://127.0.0.1:18545",
+                &format!("http://127.0.0.1:18545/v2/{KEY}"),
+                1,
+            )
+        },
+        |_| {},
+    );
+    assert!(!ok);
+    assert!(err.contains("looks like a provider key"), "{err}");
+    assert!(!err.contains(&KEY[4..]), "{err}");
+    // `{key}` without a url_key, or a url_key with nowhere to go: refused.
+    let (ok, err) = check(
+        |a| {
+            a.replacen(
+                "http://127.0.0.1:18545",
+                "http://127.0.0.1:18545/v2/{key}",
+                1,
+            )
+        },
+        |_| {},
+    );
+    assert!(
+        !ok && err.contains("has {key} but the host has no url_key"),
+        "{err}"
+    );
+}
+
+/// `make demo`'s fleet: killing one EL node stops nothing; the mesh quarantines it while
+/// `/rpc/eth` keeps answering from the other node; Ctrl-C (SIGTERM) still stops it all.
+/// The demo's fixed ports (8080, 9091, 18545-18548) are below the ephemeral range every
+/// other test's ports come from.
+#[test]
+fn the_demo_survives_a_node_dying() {
+    struct Demo(std::process::Child);
+    impl Drop for Demo {
+        fn drop(&mut self) {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.0.id().to_string()])
+                .status();
+            let until = std::time::Instant::now() + Duration::from_secs(15);
+            while std::time::Instant::now() < until {
+                if let Ok(Some(_)) = self.0.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = self.0.kill();
+        }
+    }
+    let log = tempdir("demo").join("demo.log");
+    let mut demo = Demo(
+        Command::new("bash")
+            .arg(root().join("scripts/demo.sh"))
+            .current_dir(root())
+            .stdout(std::fs::File::create(&log).unwrap())
+            .stderr(std::fs::File::create(log.with_extension("err")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let up = std::time::Instant::now() + Duration::from_secs(90);
+    let eth_block = |key: &str| {
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "eth_blockNumber", "params": []});
+        let auth = format!("Bearer {key}");
+        request(
+            8080,
+            "POST",
+            "/rpc/eth",
+            &[
+                ("Authorization", &auth),
+                ("Content-Type", "application/json"),
+            ],
+            body.to_string().as_bytes(),
+        )
+    };
+    let keys = root().join(".demo/keys.json");
+    let key = loop {
+        assert!(
+            std::time::Instant::now() < up,
+            "the demo did not start: {}{}",
+            std::fs::read_to_string(&log).unwrap_or_default(),
+            std::fs::read_to_string(log.with_extension("err")).unwrap_or_default()
+        );
+        assert!(demo.0.try_wait().unwrap().is_none(), "the demo exited");
+        let said = std::fs::read_to_string(&log).unwrap_or_default();
+        if said.contains("chainedge is up") {
+            let keys: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&keys).unwrap()).unwrap();
+            let key = keys["free"].as_str().unwrap().to_string();
+            if matches!(eth_block(&key), Ok(r) if r.status == 200) {
+                break key;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let pid = std::fs::read_to_string(root().join(".demo/el-anvil-2.pid")).unwrap();
+    assert!(Command::new("kill")
+        .args(["-KILL", pid.trim()])
+        .status()
+        .unwrap()
+        .success());
+
+    // Reads go on, every one answered, while the mesh finds the node gone.
+    let state = |id: &str| -> Option<String> {
+        let r = request(8080, "GET", "/v1/eth/mesh/health", &[], b"").ok()?;
+        let v = r.json();
+        v["blocks"].as_object()?.values().find_map(|b| {
+            b["hosts"].as_array()?.iter().find_map(|h| {
+                (h["id"] == id).then(|| h["state"].as_str().unwrap_or("").to_string())
+            })
+        })
+    };
+    let mut reads = 0;
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    while state("el-anvil-2").as_deref() != Some("quarantined") || reads < 50 {
+        assert!(
+            std::time::Instant::now() < until,
+            "el-anvil-2 is {:?} after {reads} reads",
+            state("el-anvil-2")
+        );
+        let r = eth_block(&key).expect("the gateway answers");
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert!(r.json()["result"].is_string(), "{}", r.text());
+        reads += 1;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(state("el-anvil-1").as_deref(), Some("available"));
+    assert!(
+        demo.0.try_wait().unwrap().is_none(),
+        "the demo went down with its node"
+    );
+
+    // Ctrl-C's signal still stops everything it started.
+    let _ = Command::new("kill")
+        .args(["-TERM", &demo.0.id().to_string()])
+        .status();
+    let until = std::time::Instant::now() + Duration::from_secs(15);
+    while demo.0.try_wait().unwrap().is_none() {
+        assert!(std::time::Instant::now() < until, "the demo did not stop");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut stopped = false;
+    for _ in 0..50 {
+        if std::net::TcpStream::connect(("127.0.0.1", 8080)).is_err()
+            && std::net::TcpStream::connect(("127.0.0.1", 18545)).is_err()
+        {
+            stopped = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(stopped, "the gateway or a node outlived the demo");
 }

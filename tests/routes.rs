@@ -294,6 +294,18 @@ fn unknown_paths_wrong_methods_and_traversal() {
     assert_eq!(r.status, 404);
     assert_eq!(r.json()["error"], "route_not_found");
     assert_envelope("chain_rest", &r, "404");
+    // An unknown path under a surface answers in that surface's envelope.
+    for (path, want) in [
+        ("/v1/auth/nothing-here", json!({"error": "route_not_found"})),
+        ("/v1/keys/a/b/c", json!({"error": "route_not_found"})),
+        (
+            "/v1/admin/nothing-here",
+            json!({"error": "no route matches this path"}),
+        ),
+    ] {
+        let r = gw.get(path, &[]);
+        assert_eq!((r.status, r.json()), (404, want), "{path}");
+    }
 
     // 405 with Allow, in each surface's envelope.
     let r = request(gw.port, "DELETE", "/v1/polygon/mempool/stats", &[], b"").unwrap();

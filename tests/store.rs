@@ -500,6 +500,38 @@ async fn keys(store: &Store) {
         .unwrap()
         .is_none());
     assert_eq!(store.revoke_key("no-such-key").await.unwrap(), None);
+
+    // The operator's view: counts of users and active keys, filtered by plan, bounded.
+    let other = store.create_tenant("other", "free").await.unwrap();
+    let info = store.tenant(&t).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            info.name.as_str(),
+            info.plan.as_str(),
+            info.user_count,
+            info.active_key_count
+        ),
+        ("acme", "scale", 0, 2)
+    );
+    assert_eq!(info.features, vec!["archive".to_string()]);
+    assert_eq!(info.trial_ends_at, Some(100));
+    assert!(store.tenant("no-such-tenant").await.unwrap().is_none());
+    let on = |plan: Option<&'static str>, limit: i64| async move {
+        let listed = store.list_tenants(plan, limit).await.unwrap();
+        listed.into_iter().map(|t| t.id).collect::<Vec<_>>()
+    };
+    assert_eq!(on(Some("scale"), 10).await, vec![t.clone()]);
+    assert_eq!(on(Some("free"), 10).await, vec![other.clone()]);
+    // Oldest first; two made in the same second are in id order.
+    let made = |id: &str| {
+        let id = id.to_string();
+        async move { (store.tenant(&id).await.unwrap().unwrap().created_at, id) }
+    };
+    let mut both = vec![made(&t).await, made(&other).await];
+    both.sort();
+    let both: Vec<String> = both.into_iter().map(|(_, id)| id).collect();
+    assert_eq!(on(None, 10).await, both);
+    assert_eq!(on(None, 1).await, vec![both[0].clone()]);
 }
 
 async fn users_and_sessions(store: &Store) {

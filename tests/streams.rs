@@ -796,3 +796,43 @@ fn beacon_events_are_one_node_stream_shared_across_a_node_failure() {
         "{metrics}"
     );
 }
+
+/// The instance's stream bound is not "no healthy upstream": its own 503 with a retry.
+#[test]
+fn mev_share_instance_capacity_is_its_own_refusal() {
+    let node = mev_share_node(200, false);
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_mev_share:\n    hosts:\n      - {{id: mevshare-1, url: \"{}\", family: mev-share}}\n",
+            node.url()
+        ),
+        extra_yaml: format!("streams:\n  max_streams: 1\n{UNLIMITED}"),
+        ..Default::default()
+    });
+    let (alice, bob) = (gw.key("scale", &[]), gw.key("scale", &[]));
+    let (a, head) = open_stream(gw.port, &alice);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let (mut s, head) = open_stream(gw.port, &bob);
+    assert!(head.starts_with("HTTP/1.1 503"), "{head}");
+    assert!(
+        head.contains("Retry-After: 5") || head.contains("retry-after: 5"),
+        "{head}"
+    );
+    let (body, _) = read_until(&mut s, "}", Duration::from_secs(2));
+    assert!(
+        body.contains(r#""error":"stream_capacity_reached""#),
+        "{body}"
+    );
+    assert!(body.contains(r#""code":503"#), "{body}");
+    // The place frees when the first stream goes.
+    drop(a);
+    let mut opened = false;
+    for _ in 0..20 {
+        std::thread::sleep(Duration::from_millis(100));
+        if stream_status(gw.port, &bob).0 == 200 {
+            opened = true;
+            break;
+        }
+    }
+    assert!(opened, "a freed place is taken");
+}

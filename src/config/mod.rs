@@ -2,6 +2,7 @@
 
 pub mod limits;
 mod pool_check;
+pub use pool_check::{HostSecrets, URL_KEY_PLACE};
 pub mod secrets;
 mod sections;
 pub mod server;
@@ -219,6 +220,11 @@ pub struct HostConf {
     /// Headers sent to this host, each value a secret reference (provider keys).
     #[serde(default)]
     pub headers: BTreeMap<String, SecretRef>,
+    /// A provider key that belongs in the URL path (`https://…/v3/{key}`), as a secret
+    /// reference: it takes the place of `{key}` in `url`, `ws_url`, `rpc_url` and
+    /// `metrics_url`. A key written into a URL is refused.
+    #[serde(default)]
+    pub url_key: Option<SecretRef>,
 }
 
 fn d_role() -> String {
@@ -249,8 +255,8 @@ pub struct Loaded {
     pub google_secret: Option<Secret>,
     /// `console.email.outbox`, relative to the config file.
     pub email_outbox: Option<PathBuf>,
-    /// Resolved host headers, per pool then per host index.
-    pub host_headers: BTreeMap<String, Vec<Vec<(String, Secret)>>>,
+    /// Resolved host secrets (headers, URL path key), per pool then per host index.
+    pub host_secrets: BTreeMap<String, Vec<HostSecrets>>,
     /// Release switches resolved once at load: env (`BASE_NATIVE`) over config over off.
     pub switches_on: Vec<&'static str>,
 }
@@ -261,8 +267,19 @@ impl Loaded {
     }
 }
 
+/// What the configuration is loaded for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// Serving traffic (and `-t`): every secret reference must resolve.
+    Serve,
+    /// An operator's CLI command: only the store's and the cluster's secrets are read;
+    /// serving secrets (admin token, provider keys, signing and SMTP secrets) are left
+    /// unread, so a command run outside the service's environment needs none of them.
+    Operate,
+}
+
 /// Parse and validate the app config; every problem is reported, not just the first.
-pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
+pub fn load(path: &Path, purpose: Purpose) -> Result<Loaded, Vec<ConfigError>> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| vec![ConfigError::new(path, "", format!("cannot read: {e}"))])?;
     let app: AppConfig =
@@ -270,6 +287,11 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
     let mut errors = Vec::new();
     let mut bad = |key: &str, reason: String| errors.push(ConfigError::new(path, key, reason));
 
+    // A secret only serving needs: not read at all for an operator's command.
+    let serving = |r: &SecretRef| match purpose {
+        Purpose::Serve => r.resolve().map(Some),
+        Purpose::Operate => Ok(None),
+    };
     let base = path.parent().unwrap_or(Path::new("."));
     let rel = |p: &Path| {
         if p.is_absolute() {
@@ -329,8 +351,8 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
         }
     }
     let admin_token = match &app.admin.token {
-        Some(r) => match r.resolve() {
-            Ok(s) => Some(s),
+        Some(r) => match serving(r) {
+            Ok(s) => s,
             Err(e) => {
                 bad("admin.token", e);
                 None
@@ -339,9 +361,10 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
         None => None,
     };
     let watchlist_secret = match &app.solana.watchlist.signing_secret {
-        Some(r) => match r.resolve() {
-            Ok(s) if s.expose().len() >= 32 => Some(s),
-            Ok(_) => {
+        Some(r) => match serving(r) {
+            Ok(None) => None,
+            Ok(Some(s)) if s.expose().len() >= 32 => Some(s),
+            Ok(Some(_)) => {
                 bad(
                     "solana.watchlist.signing_secret",
                     "must be at least 32 bytes (e.g. 64 hex digits)".into(),
@@ -372,9 +395,10 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
     }
     let firehose = &app.streams.firehose;
     let firehose_secret = match &firehose.secret {
-        Some(r) => match r.resolve() {
-            Ok(s) if s.expose().len() >= 32 => Some(s),
-            Ok(_) => {
+        Some(r) => match serving(r) {
+            Ok(None) => None,
+            Ok(Some(s)) if s.expose().len() >= 32 => Some(s),
+            Ok(Some(_)) => {
                 bad(
                     "streams.firehose.secret",
                     "must be at least 32 bytes (e.g. 64 hex digits)".into(),
@@ -479,8 +503,8 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
         );
     }
     let smtp_credentials = match email.smtp.as_ref().map(|s| (&s.username, &s.password)) {
-        Some((Some(u), Some(p))) => match (u.resolve(), p.resolve()) {
-            (Ok(u), Ok(p)) => Some((u, p)),
+        Some((Some(u), Some(p))) => match (serving(u), serving(p)) {
+            (Ok(u), Ok(p)) => u.zip(p),
             (Err(e), _) => {
                 bad("console.email.smtp.username", e);
                 None
@@ -526,8 +550,8 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
                     "must be a path on this gateway".into(),
                 );
             }
-            match g.client_secret.resolve() {
-                Ok(s) => Some(s),
+            match serving(&g.client_secret) {
+                Ok(s) => s,
                 Err(e) => {
                     bad("console.google.client_secret", e);
                     None
@@ -637,7 +661,7 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
             "max_batch, max_body_bytes and max_attempts must be positive".into(),
         );
     }
-    let host_headers = pool_check::check_pools(&app, &mut bad);
+    let host_secrets = pool_check::check_pools(&app, purpose, &mut bad);
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -666,7 +690,7 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<ConfigError>> {
         smtp_credentials,
         google_secret,
         email_outbox: app.console.email.outbox.as_deref().map(rel),
-        host_headers,
+        host_secrets,
         app,
     })
 }
@@ -744,7 +768,7 @@ mod tests {
              store: {path: s.db}\nplans: [free, basic, pro, business, enterprise, scale]\n",
         )
         .unwrap();
-        let loaded = load(&p).unwrap_or_else(|e| panic!("{e:?}"));
+        let loaded = load(&p, Purpose::Serve).unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(loaded.app.console.session_ttl_secs, 30 * 86400);
         assert_eq!(loaded.app.console.email.max_attempts, 5);
         let _ = std::fs::remove_dir_all(dir);

@@ -1,16 +1,28 @@
 //! The `pools:` section checked: known pool names, unique host ids, parseable URLs,
-//! known client families, valid header names, and each host's headers resolved from
-//! their secret references (what `Loaded::host_headers` holds).
+//! known client families, valid header names, and each host's headers and URL path key
+//! resolved from their secret references (what `Loaded::host_secrets` holds).
 
 use super::secrets::Secret;
 use super::{AppConfig, FAMILIES, POOL_NAMES};
 use std::collections::BTreeMap;
 
-/// Per pool, per host: the resolved extra headers. Problems go to `bad(key, reason)`.
+/// One host's secrets, resolved.
+#[derive(Debug, Clone, Default)]
+pub struct HostSecrets {
+    /// Extra headers sent to the host (name, value).
+    pub headers: Vec<(String, Secret)>,
+    /// The provider key that takes the place of `{key}` in the host's URLs.
+    pub url_key: Option<Secret>,
+}
+
+/// Per pool, per host: the resolved secrets. Problems go to `bad(key, reason)`.
+/// For `Purpose::Operate` the secrets are not read (the CLI sends nothing to nodes).
 pub(super) fn check_pools(
     app: &AppConfig,
+    purpose: super::Purpose,
     bad: &mut impl FnMut(&str, String),
-) -> BTreeMap<String, Vec<Vec<(String, Secret)>>> {
+) -> BTreeMap<String, Vec<HostSecrets>> {
+    let serving = purpose == super::Purpose::Serve;
     let mut host_headers = BTreeMap::new();
     for (name, pool) in &app.pools {
         if !POOL_NAMES.contains(&name.as_str()) {
@@ -87,14 +99,84 @@ pub(super) fn check_pools(
                         "not a valid header name".into(),
                     );
                 }
+                if !serving {
+                    continue;
+                }
                 match r.resolve() {
                     Ok(s) => resolved.push((hn.clone(), s)),
                     Err(e) => bad(&key(&format!("headers.{hn}")), e),
                 }
             }
-            pool_headers.push(resolved);
+            let url_key = check_url_key(h, serving, &key, bad);
+            pool_headers.push(HostSecrets {
+                headers: resolved,
+                url_key,
+            });
         }
         host_headers.insert(name.clone(), pool_headers);
     }
     host_headers
+}
+
+/// `url_key` and the `{key}` place in the host's URLs go together; the key resolves and
+/// is one plain path segment (it cannot add a segment, a query or a fragment).
+fn check_url_key(
+    h: &super::HostConf,
+    serving: bool,
+    key: &impl Fn(&str) -> String,
+    bad: &mut impl FnMut(&str, String),
+) -> Option<Secret> {
+    let urls = [
+        Some(&h.url),
+        h.ws_url.as_ref(),
+        h.rpc_url.as_ref(),
+        h.metrics_url.as_ref(),
+    ];
+    let placed = urls.iter().flatten().any(|u| u.contains(URL_KEY_PLACE));
+    match (&h.url_key, placed) {
+        (None, false) => None,
+        (None, true) => {
+            bad(
+                &key("url_key"),
+                format!(
+                    "a URL has {URL_KEY_PLACE} but the host has no url_key (a secret reference)"
+                ),
+            );
+            None
+        }
+        (Some(_), false) => {
+            bad(
+                &key("url_key"),
+                format!("set, but no URL of this host has {URL_KEY_PLACE} to put it in"),
+            );
+            None
+        }
+        (Some(_), true) if !serving => None,
+        (Some(r), true) => match r.resolve() {
+            Ok(s) if is_path_segment(s.expose()) => Some(s),
+            Ok(_) => {
+                bad(
+                    &key("url_key"),
+                    "the key must be one path segment: letters, digits, '-', '_', '.', '~'".into(),
+                );
+                None
+            }
+            Err(e) => {
+                bad(&key("url_key"), e);
+                None
+            }
+        },
+    }
+}
+
+/// Where a host's `url_key` goes in its URLs.
+pub const URL_KEY_PLACE: &str = "{key}";
+
+fn is_path_segment(v: &str) -> bool {
+    !v.is_empty()
+        && v.len() <= 256
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~'))
+        && v != "."
+        && v != ".."
 }

@@ -4,8 +4,9 @@
 //! - `nl_session`: 256 random bits, HttpOnly; the store keeps only its SHA-256.
 //! - `nl_csrf`: 128 random bits (base64url), readable by script; unsafe methods must echo
 //!   it in `X-CSRF-Token` (constant-time compare).
-//! - Both: SameSite=Lax, Path=/, Expires = now + lifetime, Secure on TLS or behind a
-//!   trusted proxy that says `X-Forwarded-Proto: https`. Under half the lifetime left,
+//! - Both: SameSite=Lax, Path=/, Expires = now + lifetime, Secure on TLS, when
+//!   `console.origin` is https, or behind a trusted proxy that says
+//!   `X-Forwarded-Proto: https`. Under half the lifetime left,
 //!   any authenticated request pushes the expiry and re-issues both cookies.
 
 pub mod api;
@@ -30,6 +31,8 @@ pub struct Console {
     pub store: Store,
     pub ttl: i64,
     pub origin: Option<String>,
+    /// `origin` is `https://…`: every cookie is `Secure`.
+    https_origin: bool,
     trusted_proxies: crate::address::TrustedProxies,
     pub mailer: email::Mailer,
     pub email: crate::config::EmailConf,
@@ -65,6 +68,10 @@ impl Console {
             store,
             ttl: c.session_ttl_secs,
             origin: c.origin.clone(),
+            https_origin: c
+                .origin
+                .as_deref()
+                .is_some_and(|o| o.starts_with("https://")),
             // Checked at load (`config`): every entry parses.
             trusted_proxies: crate::address::TrustedProxies::parse(&c.trusted_proxies)
                 .unwrap_or_default(),
@@ -87,10 +94,13 @@ impl Console {
         peer.map(|p| self.trusted_proxies.client(p, forwarded_for))
     }
 
-    /// Cookies carry `Secure` on TLS, or when a trusted proxy says the client used https.
+    /// Cookies carry `Secure` on TLS, when the console's configured origin is https (the
+    /// browser reaches it over TLS even when a proxy in front speaks plain HTTP to the
+    /// edge), or when a trusted proxy says the client used https.
     pub fn secure(&self, tls: bool, peer: Option<IpAddr>, forwarded_proto: Option<&str>) -> bool {
-        tls || (peer.is_some_and(|p| self.trusted_proxies.contains(p))
-            && forwarded_proto.is_some_and(|v| v.trim().eq_ignore_ascii_case("https")))
+        tls || self.https_origin
+            || (peer.is_some_and(|p| self.trusted_proxies.contains(p))
+                && forwarded_proto.is_some_and(|v| v.trim().eq_ignore_ascii_case("https")))
     }
 
     /// The session behind the request's `nl_session` cookie. Refusals are 401
@@ -132,7 +142,9 @@ impl Console {
     }
 
     /// Sliding refresh: under half the lifetime left, push the expiry and re-issue both
-    /// cookies. A failed extension is logged and does not fail the request.
+    /// cookies (a CSRF token is minted when the browser lost its `nl_csrf` cookie, so the
+    /// session stays usable for writes). A failed extension is logged and does not fail
+    /// the request.
     pub async fn refresh(
         &self,
         s: &ConsoleSession,
@@ -143,13 +155,17 @@ impl Console {
         if s.expires_at - now >= self.ttl / 2 {
             return Vec::new();
         }
-        let (Some(token), Some(csrf)) = (session_token, s.csrf.as_deref()) else {
+        let Some(token) = session_token else {
             return Vec::new();
+        };
+        let csrf = match s.csrf.as_deref().filter(|c| !c.is_empty()) {
+            Some(c) => c.to_string(),
+            None => random_token(16),
         };
         let expires = now + self.ttl;
         let hash = s.token_hash;
         match db(self.store.extend_session(&hash, expires)).await {
-            Ok(true) => session_cookies(token, csrf, expires, secure),
+            Ok(true) => session_cookies(token, &csrf, expires, secure),
             _ => {
                 log::warn!("console: session extension failed; cookies left as they are");
                 Vec::new()

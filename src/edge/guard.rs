@@ -99,26 +99,29 @@ impl Edge {
                 ));
             }
         }
+        // The plan is high enough here: a scope is granted per key and a feature per
+        // tenant, so no upgrade would help. SPEC's code and tier fields stay (the
+        // required tier is the caller's own); `required_scope` / `required_feature` say
+        // what is missing.
         if let Some(scope) = route.scopes.iter().find(|s| !rec.scopes.contains(s)) {
-            let required = route.min_plan_name.as_deref().unwrap_or(&rec.plan);
             return Err(self
                 .tier_insufficient(
                     &rec.plan,
-                    required,
-                    format!("this API key lacks the scope {scope}"),
+                    &rec.plan,
+                    format!(
+                        "this API key lacks the scope {scope}; create a key with it in the console"
+                    ),
                 )
                 .with_field("required_scope", scope.as_str()));
         }
         if let Some(feature) = route.features.iter().find(|f| !rec.features.contains(f)) {
-            return Err(ApiError::new(
-                403,
-                if streams {
-                    "tier_locked"
-                } else {
-                    "tier_insufficient"
-                },
-                format!("plan lacks the feature {feature}"),
-            ));
+            let message = format!("this tenant lacks the feature {feature}");
+            if streams {
+                return Err(ApiError::new(403, "tier_locked", message));
+            }
+            return Err(self
+                .tier_insufficient(&rec.plan, &rec.plan, message)
+                .with_field("required_feature", feature.as_str()));
         }
         Ok(())
     }

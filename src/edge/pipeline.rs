@@ -199,7 +199,12 @@ impl Edge {
                 }
                 Err(e)
             }
-            Match::NotFound => Err(ApiError::route_not_found()),
+            Match::NotFound => {
+                if let Some(envelope) = self.state.matcher.envelope_near(path) {
+                    ctx.envelope = envelope;
+                }
+                Err(ApiError::route_not_found())
+            }
         }
     }
 

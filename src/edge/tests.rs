@@ -129,15 +129,16 @@ async fn setup() -> Setup {
         ),
     )
     .unwrap();
-    let loaded = crate::app::load(None, Some(&app_path)).unwrap_or_else(|e| {
-        panic!(
-            "config: {}",
-            e.iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join("; ")
-        )
-    });
+    let loaded = crate::app::load(None, Some(&app_path), crate::config::Purpose::Serve)
+        .unwrap_or_else(|e| {
+            panic!(
+                "config: {}",
+                e.iter()
+                    .map(|e| e.to_string())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )
+        });
     let store = crate::store::Store::open(&crate::store::Target::from_config(&loaded.app).unwrap())
         .await
         .unwrap();

@@ -67,11 +67,15 @@ impl StreamSlots {
             return Err(already_open());
         }
         if held.len() >= max {
+            // Not SPEC's `no_mev_share_upstream` (no healthy host): the hosts are fine,
+            // this instance holds `streams.max_streams` streams. Temporary: retry later.
             return Err(ApiError::new(
                 503,
-                "no_mev_share_upstream",
-                "stream capacity reached",
-            ));
+                "stream_capacity_reached",
+                "this instance holds as many streams as it may; retry shortly",
+            )
+            .with_field("retry_after_sec", CAPACITY_RETRY_SECS)
+            .with_header("Retry-After", CAPACITY_RETRY_SECS.to_string()));
         }
         held.insert(user.to_string());
         crate::observe::metrics::STREAMS_OPEN.set(held.len() as i64);
@@ -82,6 +86,10 @@ impl StreamSlots {
         })
     }
 }
+
+/// When a client refused for capacity should try again: streams end at least this often
+/// somewhere on a busy instance, and a reconnect storm is spread by clients' jitter.
+const CAPACITY_RETRY_SECS: u64 = 5;
 
 fn already_open() -> ApiError {
     ApiError::new(

@@ -261,20 +261,21 @@ impl Pools {
             for (i, hc) in pc.hosts.iter().enumerate() {
                 // Each of the host's endpoints: parsed address and Pingora peer, errors
                 // naming the key.
+                let secrets = cfg
+                    .host_secrets
+                    .get(name)
+                    .and_then(|v| v.get(i))
+                    .cloned()
+                    .unwrap_or_default();
+                let url_key = secrets.url_key.as_ref().map(|k| k.expose());
                 let endpoint = |key: &str, parsed: Result<HostAddr, String>, sni: Option<&str>| {
                     let at = |e: String| format!("pools.{name}.hosts[{i}].{key}: {e}");
-                    let addr = parsed.map_err(at)?;
+                    let addr = parsed.map_err(at)?.with_key(url_key);
                     let peer = addr.peer(sni).map_err(at)?;
                     Ok::<_, String>((addr, peer))
                 };
                 let sni = hc.sni.as_deref();
                 let (addr, peer) = endpoint("url", HostAddr::parse(&hc.url), sni)?;
-                let headers = cfg
-                    .host_headers
-                    .get(name)
-                    .and_then(|v| v.get(i))
-                    .cloned()
-                    .unwrap_or_default();
                 let metrics = hc
                     .metrics_url
                     .as_deref()
@@ -298,7 +299,7 @@ impl Pools {
                     capabilities: hc.capabilities.clone(),
                     addr,
                     peer,
-                    headers,
+                    headers: secrets.headers,
                     metrics,
                     ws,
                     rpc,

@@ -209,6 +209,31 @@ impl Matcher {
         &self.routes
     }
 
+    /// The envelope of the surface an unmatched path belongs to: that of the routes
+    /// sharing the longest literal prefix with it (at least two segments), when they
+    /// all answer in one envelope (`/v1/auth/nope` like the console, `/v1/admin/nope`
+    /// like admin); `None` (chain REST) when they differ, as under `/v1/eth/`.
+    pub fn envelope_near(&self, path: &NormalizedPath) -> Option<crate::errors::Envelope> {
+        let shared = |r: &Route| {
+            r.segments
+                .iter()
+                .zip(&path.segments)
+                .take_while(|(seg, got)| matches!(seg, Seg::Lit(l) if l == *got))
+                .count()
+        };
+        let longest = self.routes.iter().map(|r| shared(r)).max()?;
+        if longest < 2 {
+            return None;
+        }
+        let mut nearest = self
+            .routes
+            .iter()
+            .filter(|r| shared(r) == longest)
+            .map(|r| r.envelope);
+        let first = nearest.next()?;
+        nearest.all(|e| e == first).then_some(first)
+    }
+
     /// Classify a request. `upgrade` is true for a WebSocket upgrade request.
     pub fn find(&self, method: &str, path: &NormalizedPath, upgrade: bool) -> Match<'_> {
         let mut params = Vec::new();

@@ -173,6 +173,20 @@ pub fn load(dir: &Path, ctx: &RouteContext) -> Result<Matcher, Vec<ConfigError>>
                 },
                 None => None,
             };
+            // SPEC: the MEV-Share stream is "Scale plan only", while a route's tier means
+            // "this plan and above": that holds only while its plan is the highest.
+            if spec.handler == HandlerKind::MevShareSse {
+                if let Some(rank) = min_plan.filter(|r| r + 1 < ctx.plans.len()) {
+                    bad(
+                        "tier",
+                        format!(
+                            "the MEV-Share stream is for one plan only (SPEC), so its tier must be the highest plan; plans above '{}': {:?}",
+                            ctx.plans[rank],
+                            &ctx.plans[rank + 1..]
+                        ),
+                    );
+                }
+            }
             if let Some(p) = &spec.pool {
                 if !ctx.pools.contains(&p.as_str()) {
                     bad(

@@ -15,6 +15,7 @@ pub mod sol_stake;
 pub mod sol_watchlist;
 pub mod sql;
 pub mod sqlite;
+pub mod tenants;
 pub mod usage;
 
 /// How secrets (API keys, session tokens, codes) are hashed before the store sees them.
@@ -536,7 +537,7 @@ pub fn new_key_secret() -> String {
     )
 }
 
-fn parse_list(s: &str) -> Vec<String> {
+pub(crate) fn parse_list(s: &str) -> Vec<String> {
     serde_json::from_str(s).unwrap_or_default()
 }
 

@@ -134,21 +134,14 @@ impl Fixture {
     /// A JSON-RPC node answering `eth_chainId` (0x1), `eth_blockNumber` (0x10) and
     /// `null` for anything else, batches included.
     pub fn json_rpc() -> Fixture {
-        Fixture::start(|req| {
-            let one = |call: &serde_json::Value| {
-                let result = match call["method"].as_str() {
-                    Some("eth_chainId") => serde_json::json!("0x1"),
-                    Some("eth_blockNumber") => serde_json::json!("0x10"),
-                    Some("eth_syncing") => serde_json::json!(false),
-                    _ => serde_json::Value::Null,
-                };
-                serde_json::json!({"jsonrpc": "2.0", "id": call["id"], "result": result})
-            };
-            let v: serde_json::Value = serde_json::from_slice(&req.body).unwrap_or_default();
-            FixtureResponse::json(match &v {
-                serde_json::Value::Array(calls) => calls.iter().map(one).collect(),
-                call => one(call),
-            })
+        Fixture::start(json_rpc_answer)
+    }
+
+    /// `json_rpc`, keeping the path of every request it gets in `paths`.
+    pub fn json_rpc_keeping_paths(paths: Arc<Mutex<Vec<String>>>) -> Fixture {
+        Fixture::start(move |req| {
+            paths.lock().unwrap().push(req.path.clone());
+            json_rpc_answer(req)
         })
     }
 
@@ -279,4 +272,23 @@ fn serve(
             return;
         }
     }
+}
+
+/// A node that knows `eth_chainId` (1), `eth_blockNumber` (16) and `eth_syncing`; null
+/// for anything else; batches answered call by call.
+fn json_rpc_answer(req: &FixtureRequest) -> FixtureResponse {
+    let one = |call: &serde_json::Value| {
+        let result = match call["method"].as_str() {
+            Some("eth_chainId") => serde_json::json!("0x1"),
+            Some("eth_blockNumber") => serde_json::json!("0x10"),
+            Some("eth_syncing") => serde_json::json!(false),
+            _ => serde_json::Value::Null,
+        };
+        serde_json::json!({"jsonrpc": "2.0", "id": call["id"], "result": result})
+    };
+    let v: serde_json::Value = serde_json::from_slice(&req.body).unwrap_or_default();
+    FixtureResponse::json(match &v {
+        serde_json::Value::Array(calls) => calls.iter().map(one).collect(),
+        call => one(call),
+    })
 }

@@ -498,11 +498,17 @@ impl Gateway {
             &app,
             format!(
                 "plugins: {plugins}\nlisten:\n  http: [\"127.0.0.1:{port}\"]\n{listen}{tls}metrics:\n  listen: \"127.0.0.1:{metrics_port}\"\n\
-                 console:\n  origin: \"http://console.test\"\n{console}{admin}store:\n  {store}\n\
+                 console:\n{origin}{console}{admin}store:\n  {store}\n\
                  plans: [free, basic, pro, business, enterprise, scale]\nthreads: 1\n{cluster}{pools}{extra}",
                 plugins = root().join("plugins").display(),
                 extra = opts.extra_yaml,
                 console = opts.console_yaml,
+                // A test may set its own console origin.
+                origin = if opts.console_yaml.contains("  origin:") {
+                    ""
+                } else {
+                    "  origin: \"http://console.test\"\n"
+                },
                 listen = opts.listen_yaml,
             ),
         )
