@@ -3,9 +3,9 @@
 //! cluster link, mempool watchers, indexers and the metrics listener.
 
 use crate::{
-    auth, capacity, cluster, config, console, edge, front, handlers, index, limits, mempool,
-    mev_cache, observe, pools, routes, rpc, sol_mempool, sol_stake, sol_watch, store, streams,
-    upstream, usage,
+    auth, capacity, cluster, config, console, contract, edge, front, handlers, index, limits,
+    mempool, mev_cache, observe, pools, routes, rpc, sol_mempool, sol_stake, sol_watch, store,
+    streams, upstream, usage,
 };
 use pingora_core::listeners::tls::TlsSettings;
 use pingora_core::listeners::{L4BufferSettings, ListenerConfig};
@@ -27,6 +27,20 @@ pub struct Loaded {
     pub app: config::Loaded,
     /// The route table from the manifests the app configuration points at.
     pub matcher: routes::matcher::Matcher,
+    /// The route table with its schemas (`plugins/contract/`): the API's OpenAPI document.
+    pub contract: contract::Contract,
+}
+
+impl Loaded {
+    /// The OpenAPI document of this route table.
+    pub fn openapi(&self) -> serde_json::Value {
+        self.contract.openapi(&self.matcher, &self.app.app.plans)
+    }
+
+    /// Routes of the table without a contract (`chainedge openapi --strict` fails on any).
+    pub fn routes_without_contract(&self) -> Vec<&str> {
+        self.contract.uncovered(&self.matcher)
+    }
 }
 
 /// Validate the Pingora YAML (`server_yaml`), the app config and every manifest; collect
@@ -96,12 +110,27 @@ pub fn load(
             }
         }
     }
-    match (server_conf, app, matcher) {
-        (Some(server), Some(app), Some(matcher)) if errors.is_empty() => Ok(Loaded {
-            server,
-            app,
-            matcher,
-        }),
+    let contract = match (&app, &matcher) {
+        (Some(app), Some(m)) => {
+            match contract::Contract::load(&app.plugins_dir.join("contract"), m) {
+                Ok(c) => Some(c),
+                Err(mut e) => {
+                    errors.append(&mut e);
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
+    match (server_conf, app, matcher, contract) {
+        (Some(server), Some(app), Some(matcher), Some(contract)) if errors.is_empty() => {
+            Ok(Loaded {
+                server,
+                app,
+                matcher,
+                contract,
+            })
+        }
         _ => Err(errors),
     }
 }
@@ -109,10 +138,12 @@ pub fn load(
 /// Build every service from `loaded` and run the server until it shuts down (gracefully,
 /// or after handing its listeners to a new process). `opt`: Pingora's own flags.
 pub fn serve(mut opt: Opt, loaded: Loaded) -> Result<(), String> {
+    let openapi = bytes::Bytes::from(loaded.openapi().to_string());
     let Loaded {
         server: server_conf,
         app,
         matcher,
+        contract: _,
     } = loaded;
     observe::metrics::init();
     let http_addrs = app.app.listen.http.clone();
@@ -137,7 +168,7 @@ pub fn serve(mut opt: Opt, loaded: Loaded) -> Result<(), String> {
     let target = store::Target::from_config(&app).map_err(|e| e.to_string())?;
     let store =
         store::open_blocking(&target).map_err(|e| format!("store ({}): {e}", target.describe()))?;
-    let (state, cluster) = edge_state(app, matcher, store)?;
+    let (state, cluster) = edge_state(app, matcher, store, openapi)?;
     // One indexer per configured chain, in the background (src/index/).
     let indexers: Vec<_> = state
         .config
@@ -341,6 +372,7 @@ pub(crate) fn edge_state(
     app: config::Loaded,
     matcher: routes::matcher::Matcher,
     store: store::Store,
+    openapi: bytes::Bytes,
 ) -> Result<(Arc<edge::State>, Option<cluster::Cluster>), String> {
     let pools = Arc::new(pools::Pools::from_config(&app)?);
     let client = Arc::new(upstream::UpstreamClient::default());
@@ -392,6 +424,7 @@ pub(crate) fn edge_state(
         gateway.clone(),
     );
     let state = Arc::new(edge::State {
+        openapi,
         sol_watch,
         mev_cache: Default::default(),
         sol_mempool: Default::default(),

@@ -15,6 +15,12 @@ pub enum Command {
     /// Manage API keys.
     #[command(subcommand)]
     Keys(KeyCmd),
+    /// Print the API's OpenAPI 3.1 document (the route table and plugins/contract/).
+    Openapi {
+        /// Fail when a route of the table has no contract.
+        #[arg(long)]
+        strict: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -87,6 +93,26 @@ pub enum KeyCmd {
     },
 }
 
+/// `chainedge openapi`: the document on stdout; `--strict` refuses routes without a
+/// contract, naming them.
+pub fn openapi(loaded: &crate::app::Loaded, strict: bool) -> ExitCode {
+    let missing = loaded.routes_without_contract();
+    if strict && !missing.is_empty() {
+        eprintln!("chainedge: routes without a contract in plugins/contract/: {missing:?}");
+        return ExitCode::from(1);
+    }
+    match serde_json::to_string_pretty(&loaded.openapi()) {
+        Ok(text) => {
+            println!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("chainedge: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 pub fn run(cmd: &Command, cfg: &Loaded) -> ExitCode {
     match execute(cmd, cfg) {
         Ok(()) => ExitCode::SUCCESS,
@@ -129,6 +155,7 @@ async fn execute_on_store(cmd: &Command, cfg: &Loaded) -> Result<(), String> {
         }
     };
     match cmd {
+        Command::Openapi { .. } => return Err("openapi is answered without the store".into()),
         Command::Tenants(TenantCmd::List { plan, limit }) => {
             if let Some(p) = plan {
                 check_plan(p)?;

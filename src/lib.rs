@@ -19,7 +19,8 @@
 //!   analytics samples), `sol_mempool` (the Solana senders' transactions until they land).
 //! - **Fleet**: `pools` (hosts, health, order of attempts), `upstream` (the client to
 //!   nodes).
-//! - **Policy and data**: `routes` (manifests → the route table), `auth`, `limits`,
+//! - **Policy and data**: `routes` (manifests → the route table), `contract` (the
+//!   route table and its schemas as OpenAPI), `auth`, `limits`,
 //!   `usage` (per-key counts flushed to the store), `cluster` (limits and notices shared
 //!   over Redis), `store`, `config`, `cli`.
 //! - **Leaves** (importing at most each other): `reply`, `errors`, `jsonrpc`, `signed_tx`, `sol_tx`, `net_policy`, `crypto`, `address`,
@@ -76,6 +77,7 @@ mod upstream;
 // Policy and data.
 mod auth;
 mod cluster;
+mod contract;
 mod limits;
 mod routes;
 mod usage;

@@ -56,6 +56,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(cli::Command::Openapi { strict }) = &cli.command {
+        return cli::openapi(&loaded, *strict);
+    }
     if let Some(cmd) = &cli.command {
         return cli::run(cmd, &loaded.app);
     }

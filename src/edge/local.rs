@@ -84,6 +84,7 @@ impl Edge {
         };
         let reply = match req.kind {
             HandlerKind::BasePage => Ok(handlers::base_page::serve()),
+            HandlerKind::Openapi => Ok(handlers::openapi::serve(&st.openapi)),
             HandlerKind::ConsolePage => crate::console::page::serve(req.tail()),
             kind if kind.is_console_api() => {
                 crate::console::api::handle(&st.console, &st.keys, &req).await

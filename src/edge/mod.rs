@@ -57,6 +57,8 @@ pub(crate) use websocket::{handshake_headers, WsUpgrade};
 /// Everything the edge needs, built once at start-up.
 pub struct State {
     pub matcher: Matcher,
+    /// The API's OpenAPI document (`src/contract.rs`), served at `/openapi.json`.
+    pub openapi: bytes::Bytes,
     pub config: Loaded,
     pub pools: Arc<Pools>,
     pub gateway: Arc<Gateway>,

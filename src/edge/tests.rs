@@ -147,7 +147,8 @@ async fn setup() -> Setup {
         .create_key(&tenant, None, "k", &["rpc:read".to_string()], true)
         .await
         .unwrap();
-    let (mut state, _) = crate::app::edge_state(loaded.app, loaded.matcher, store).unwrap();
+    let (mut state, _) =
+        crate::app::edge_state(loaded.app, loaded.matcher, store, Default::default()).unwrap();
     let clock = ManualClock::default();
     clock.advance(Duration::from_millis(1_500));
     std::sync::Arc::get_mut(&mut state)

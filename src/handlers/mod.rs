@@ -19,6 +19,7 @@ pub mod mempool;
 pub mod mesh;
 pub mod metrics_mirror;
 pub mod mev_share;
+pub mod openapi;
 pub mod peer_graph;
 pub mod relay;
 pub mod rest_read;

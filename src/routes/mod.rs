@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 /// The surfaces the product has; each has exactly one manifest.
 pub const SURFACES: &[&str] = &[
-    "admin", "base", "console", "eth", "polygon", "sol", "streams",
+    "admin", "base", "console", "docs", "eth", "polygon", "sol", "streams",
 ];
 
 /// One route with every default resolved: what the edge needs per request.

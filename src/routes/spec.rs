@@ -166,6 +166,8 @@ pub enum HandlerKind {
     Passthrough,
     BasePortalWs,
     BasePage,
+    /// `GET /openapi.json`: the API's contract.
+    Openapi,
     FirehoseWs,
     SolWatchlistWs,
     // Console.
