@@ -20,11 +20,13 @@ if ((${#apt_pkgs[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${apt_pkgs[@]}" >/dev/null
 fi
 
-# A real Ethereum JSON-RPC node (anvil) and Playwright (browser tests) from npm, into the
-# repository. One install command: a later --no-save install would prune the other.
-if [ ! -x node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil ] || [ ! -d node_modules/playwright-core ]; then
-  echo "setup: npm install anvil playwright-core"
-  npm install --no-save --no-audit --no-fund --loglevel=error @foundry-rs/anvil-linux-amd64 playwright-core >/dev/null
+# A real Ethereum JSON-RPC node (anvil), Playwright (browser tests), and ethers and viem
+# (docs/examples.md is run by the tests) from npm, into the repository. One install
+# command: a later --no-save install would prune the others.
+if [ ! -x node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil ] || [ ! -d node_modules/playwright-core ] \
+   || [ ! -d node_modules/ethers ] || [ ! -d node_modules/viem ]; then
+  echo "setup: npm install anvil playwright-core ethers viem"
+  npm install --no-save --no-audit --no-fund --loglevel=error @foundry-rs/anvil-linux-amd64 playwright-core ethers@6 viem@2 >/dev/null
 fi
 
 # Python test clients (web3.py, eth-account) and the API contract tester (schemathesis) in a venv.

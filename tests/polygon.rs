@@ -9,12 +9,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-fn python() -> std::path::PathBuf {
-    let p = root().join(".venv/bin/python");
-    assert!(p.exists(), "Python venv missing: run `make setup`");
-    p
-}
-
 /// Transfers signed by eth-account for `chain_id`, nonces `first..first + count`.
 fn signed(chain_id: u64, first: u64, count: u64) -> Vec<String> {
     let out = std::process::Command::new(python())

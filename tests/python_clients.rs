@@ -4,12 +4,6 @@
 mod common;
 use common::*;
 
-fn python() -> std::path::PathBuf {
-    let p = root().join(".venv/bin/python");
-    assert!(p.exists(), "Python venv missing: run `make setup`");
-    p
-}
-
 #[test]
 fn console_sign_in_with_smtp_and_wallets() {
     let smtp_port = free_port();

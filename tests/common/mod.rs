@@ -25,6 +25,13 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The tests' Python (web3.py, eth-account, solders, schemathesis), from `make setup`.
+pub fn python() -> std::path::PathBuf {
+    let p = root().join(".venv/bin/python");
+    assert!(p.exists(), "Python venv missing: run `make setup`");
+    p
+}
+
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_chainedge")
 }

@@ -2,7 +2,7 @@
 //! with a Jito-style block engine at `/api/v1/bundles`), and the wallet that drives it
 //! with real signed transactions (`tests/py/sol_client.py`).
 
-use super::{free_port, request, root, Proc};
+use super::{free_port, python, request, root, Proc};
 use serde_json::{json, Value};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -14,12 +14,6 @@ pub struct SolNode {
     /// test run leaves thousands of them in TIME_WAIT).
     pub ws_port: u16,
     pub proc: Proc,
-}
-
-fn python() -> std::path::PathBuf {
-    let p = root().join(".venv/bin/python");
-    assert!(p.exists(), "Python venv missing: run `make setup`");
-    p
 }
 
 impl SolNode {
