@@ -77,11 +77,12 @@ impl Edge {
                 conf.max_connections(&grant.plan),
             )
             .await?;
+        // Open before the 101: what happens after the client reads it reaches the client.
+        let feed = Feed::open(st, channel).await?;
         Ok(WsUpgrade {
             accept,
             protocol: as_protocol.then_some(PROTOCOL),
-            firehose: Some(channel),
-            watch: None,
+            push: Some(Box::new(push_channel::PushFeed::Firehose(feed))),
             pool: POOL.into(),
             principal: Principal::Anonymous,
             client_ip: ctx.client(session.client_ip()),
@@ -111,7 +112,7 @@ impl Edge {
 }
 
 /// Where a channel's items come from.
-enum Feed {
+pub(super) enum Feed {
     Logs(ClientShare),
     Mempool(broadcast::Receiver<Arc<str>>),
 }
@@ -165,17 +166,4 @@ impl push_channel::Source for Feed {
             Err(Ended::Lagged) => push_channel::Item::Lagged,
         }
     }
-}
-
-/// Run one firehose channel on `io` until either side ends it.
-pub(super) async fn serve<S>(state: Arc<State>, up: WsUpgrade, io: S, channel: &'static str)
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    let open = async {
-        Feed::open(&state, channel)
-            .await
-            .map_err(|e| format!("{}: {}", e.code, e.message))
-    };
-    push_channel::run(&state, up, io, open).await;
 }

@@ -35,6 +35,7 @@ pub(crate) mod retry;
 mod servers;
 mod sol_watch_ws;
 mod websocket;
+mod ws_conn;
 
 use crate::config::Loaded;
 use crate::pools::Pools;

@@ -4,16 +4,34 @@
 //! send buffer (a slow consumer is closed with 1008), ping and idle timeout, "going
 //! away" (1001) at shutdown.
 
-use super::websocket::{going_away, Writer};
-use super::{State, WsUpgrade};
+use super::websocket::going_away;
+use super::ws_conn::WsConn;
+use super::{firehose, sol_watch_ws, State, WsUpgrade};
 use crate::observe::metrics;
-use futures_util::StreamExt;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::WebSocketStream;
+
+/// A channel's source, opened while its upgrade was checked.
+pub(super) enum PushFeed {
+    Firehose(firehose::Feed),
+    Watch(sol_watch_ws::Deliveries),
+}
+
+/// Run the channel an upgrade opened on `io` until either side ends it.
+pub(super) async fn serve<S>(state: Arc<State>, mut up: WsUpgrade, io: S)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    match up.push.take().map(|feed| *feed) {
+        Some(PushFeed::Firehose(feed)) => run(&state, up, io, feed).await,
+        Some(PushFeed::Watch(feed)) => run(&state, up, io, feed).await,
+        None => {}
+    }
+}
 
 /// What a channel's source gives next.
 pub(super) enum Item {
@@ -28,13 +46,11 @@ pub(super) trait Source {
     fn next(&mut self) -> impl Future<Output = Item> + Send;
 }
 
-/// Run one channel on `io`: `open` gives the source, or the reason it cannot be had
-/// (the client is told with 1013, try again later).
-pub(super) async fn run<S, P, O>(state: &State, up: WsUpgrade, io: S, open: O)
+/// Run one channel on `io`, items from `source`.
+async fn run<S, P>(state: &State, up: WsUpgrade, io: S, mut source: P)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     P: Source,
-    O: Future<Output = Result<P, String>>,
 {
     let conf = state.config.app.streams.websocket.clone();
     let config = WebSocketConfig::default()
@@ -43,16 +59,7 @@ where
         .max_write_buffer_size(1 << 20)
         .max_message_size(Some(4096))
         .max_frame_size(Some(4096));
-    let ws = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
-    let (sink, mut client) = ws.split();
-    let writer = Writer::spawn(sink, conf.send_queue);
-    let mut source = match open.await {
-        Ok(s) => s,
-        Err(reason) => {
-            writer.finish(Some((CloseCode::Again, reason))).await;
-            return;
-        }
-    };
+    let mut conn = WsConn::accept(io, config, conf.send_queue).await;
     metrics::WS_SESSIONS.inc();
     let mut shutdown = crate::shutdown::server();
     let idle = Duration::from_secs(conf.idle_timeout_secs.max(1));
@@ -67,13 +74,13 @@ where
     };
     let close = loop {
         tokio::select! {
-            msg = client.next() => match msg {
+            msg = conn.next(true) => match msg {
                 Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break None,
                 Some(Ok(_)) => heard = Instant::now(),
             },
             item = source.next() => match item {
                 Item::Send(m) => {
-                    if writer.out.try_send(m).is_err() {
+                    if conn.send(m).is_err() {
                         break Some(slow());
                     }
                 }
@@ -84,7 +91,7 @@ where
                 if heard.elapsed() > idle {
                     break Some((CloseCode::Normal, "idle timeout".into()));
                 }
-                if writer.out.try_send(Message::Ping(Default::default())).is_err() {
+                if conn.send(Message::Ping(Default::default())).is_err() {
                     break Some(slow());
                 }
             }
@@ -95,5 +102,5 @@ where
     };
     metrics::WS_SESSIONS.dec();
     drop(up);
-    writer.finish(close).await;
+    conn.finish(close).await;
 }

@@ -9,7 +9,7 @@
 
 use super::push_channel::{self, Item};
 use super::websocket::handshake_accept;
-use super::{Ctx, Downstream, Edge, State, WsUpgrade};
+use super::{Ctx, Downstream, Edge, WsUpgrade};
 use crate::auth::Principal;
 use crate::errors::ApiError;
 use crate::routes::Route;
@@ -65,11 +65,14 @@ impl Edge {
         Ok(WsUpgrade {
             accept,
             protocol: None,
-            firehose: None,
-            watch: Some(Box::new(WatchChannel {
-                tenant_id: key.tenant_id.clone(),
-                client_id,
-            })),
+            // Subscribed before the 101: no delivery after it is missed.
+            push: Some(Box::new(push_channel::PushFeed::Watch(Deliveries {
+                feed: st.sol_watch.ws_feed(),
+                channel: WatchChannel {
+                    tenant_id: key.tenant_id.clone(),
+                    client_id,
+                },
+            }))),
             pool: String::new(),
             client_ip: ctx.client(session.client_ip()),
             principal: Principal::Key(key),
@@ -81,7 +84,7 @@ impl Edge {
 }
 
 /// This channel's deliveries from the push service's feed.
-struct Deliveries {
+pub(super) struct Deliveries {
     feed: broadcast::Receiver<Arc<WsPush>>,
     channel: WatchChannel,
 }
@@ -104,17 +107,4 @@ impl push_channel::Source for Deliveries {
             }
         }
     }
-}
-
-/// Run one watchlist channel on `io` until either side ends it.
-pub(super) async fn serve<S>(state: Arc<State>, up: WsUpgrade, io: S)
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    let Some(channel) = up.watch.as_deref().cloned() else {
-        return;
-    };
-    let feed = state.sol_watch.ws_feed();
-    let open = async move { Ok::<_, String>(Deliveries { feed, channel }) };
-    push_channel::run(&state, up, io, open).await;
 }

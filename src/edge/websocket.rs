@@ -10,6 +10,7 @@
 //! closed with 1008), ping/pong with an idle timeout, and "going away" (1001) when the
 //! server shuts down for an upgrade.
 
+use super::ws_conn::WsConn;
 use super::{Ctx, Downstream, Edge, State};
 use crate::auth::Principal;
 use crate::cluster::leases::{Lease, Leases, Place};
@@ -24,17 +25,15 @@ use crate::streams::subscriptions::{ClientSubscriptions, Ended, KINDS};
 use crate::usage::Tally;
 use bytes::Bytes;
 use futures_util::stream::FuturesUnordered;
-use futures_util::{SinkExt, StreamExt};
+use futures_util::StreamExt;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
-use tokio_tungstenite::WebSocketStream;
 
 /// An accepted upgrade: what the session needs once the 101 is out.
 pub struct WsUpgrade {
@@ -42,10 +41,9 @@ pub struct WsUpgrade {
     pub accept: String,
     /// The subprotocol the 101 names (a firehose token offered as one).
     pub protocol: Option<&'static str>,
-    /// A firehose channel (`logs`, `mempool`) rather than JSON-RPC.
-    pub(super) firehose: Option<&'static str>,
-    /// The watchlist channel of a tenant's client id rather than JSON-RPC.
-    pub(super) watch: Option<Box<super::sol_watch_ws::WatchChannel>>,
+    /// A server-to-client channel (firehose, watchlist) rather than JSON-RPC, its feed
+    /// already open so the client misses nothing sent after the 101.
+    pub(super) push: Option<Box<super::push_channel::PushFeed>>,
     pub(super) pool: String,
     pub(super) principal: Principal,
     pub(super) client_ip: Option<IpAddr>,
@@ -177,8 +175,7 @@ impl Edge {
         Ok(WsUpgrade {
             accept,
             protocol: None,
-            firehose: None,
-            watch: None,
+            push: None,
             pool,
             principal,
             client_ip,
@@ -406,12 +403,9 @@ pub async fn serve<S>(state: Arc<State>, up: WsUpgrade, io: S)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    if let Some(channel) = up.firehose {
-        // Boxed: a JSON-RPC session's future does not carry a firehose's.
-        return Box::pin(super::firehose::serve(state, up, io, channel)).await;
-    }
-    if up.watch.is_some() {
-        return Box::pin(super::sol_watch_ws::serve(state, up, io)).await;
+    if up.push.is_some() {
+        // Boxed: a JSON-RPC session's future does not carry a channel's.
+        return Box::pin(super::push_channel::serve(state, up, io)).await;
     }
     let edge = Edge { state };
     let conf = edge.state.config.app.streams.websocket.clone();
@@ -424,10 +418,7 @@ where
         .max_write_buffer_size(max_response.saturating_mul(2).max(1 << 20))
         .max_message_size(Some(max_message))
         .max_frame_size(Some(max_message));
-    let ws = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
-    let (sink, mut source) = ws.split();
-    let writer = Writer::spawn(sink, conf.send_queue);
-    let out = writer.out.clone();
+    let mut conn = WsConn::accept(io, config, conf.send_queue).await;
     let mut subs = ClientSubscriptions::new(conf.max_subscriptions_per_connection);
     metrics::WS_SESSIONS.inc();
     let mut shutdown = crate::shutdown::server();
@@ -446,8 +437,9 @@ where
     let close: Option<(CloseCode, String)> = loop {
         tokio::select! {
             // At most MAX_IN_FLIGHT calls at once: past that, the client's next message
-            // waits in the socket (back-pressure, not memory).
-            msg = source.next(), if in_flight.len() < MAX_IN_FLIGHT => {
+            // waits in the socket (back-pressure, not memory). Queued answers go out
+            // either way.
+            msg = conn.next(in_flight.len() < MAX_IN_FLIGHT) => {
                 heard = Instant::now();
                 let body = match msg {
                     Some(Ok(Message::Text(t))) => Bytes::from(t),
@@ -462,7 +454,7 @@ where
                 n += 1;
                 if Edge::is_subscription_call(&body) {
                     let answer = Box::pin(edge.ws_subscription(&up, &mut subs, &body)).await;
-                    if out.try_send(text_or_binary(answer)).is_err() {
+                    if conn.send(text_or_binary(answer)).is_err() {
                         break Some(slow());
                     }
                 } else {
@@ -475,14 +467,14 @@ where
             }
             Some(answer) = in_flight.next(), if !in_flight.is_empty() => {
                 if let Some(answer) = answer {
-                    if out.try_send(text_or_binary(answer)).is_err() {
+                    if conn.send(text_or_binary(answer)).is_err() {
                         break Some(slow());
                     }
                 }
             }
             note = subs.next() => match note {
                 Ok(note) => {
-                    if out.try_send(Message::text(note)).is_err() {
+                    if conn.send(Message::text(note)).is_err() {
                         break Some(slow());
                     }
                 }
@@ -492,7 +484,7 @@ where
                 if heard.elapsed() > idle {
                     break Some((CloseCode::Normal, "idle timeout".into()));
                 }
-                if out.try_send(Message::Ping(Bytes::new())).is_err() {
+                if conn.send(Message::Ping(Bytes::new())).is_err() {
                     break Some(slow());
                 }
             }
@@ -502,78 +494,8 @@ where
         }
     };
     drop(subs);
-    drop(out);
     metrics::WS_SESSIONS.dec();
-    writer.finish(close).await;
-}
-
-/// A session's writer task: queued messages in order (the queue is the bounded send
-/// buffer); a close frame jumps the queue.
-pub(super) struct Writer {
-    pub(super) out: mpsc::Sender<Message>,
-    close: oneshot::Sender<CloseFrame>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Writer {
-    pub(super) fn spawn<S>(
-        mut sink: futures_util::stream::SplitSink<WebSocketStream<S>, Message>,
-        queue_len: usize,
-    ) -> Writer
-    where
-        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-    {
-        let (out, mut queue) = mpsc::channel::<Message>(queue_len.max(1));
-        let (close, mut close_rx) = oneshot::channel::<CloseFrame>();
-        let task = tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    biased;
-                    frame = &mut close_rx => {
-                        if let Ok(frame) = frame {
-                            let _ = sink.send(Message::Close(Some(frame))).await;
-                        }
-                        break;
-                    }
-                    m = queue.recv() => match m {
-                        Some(m) => {
-                            if sink.send(m).await.is_err() {
-                                break;
-                            }
-                        }
-                        None => break,
-                    },
-                }
-            }
-            let _ = sink.close().await;
-        });
-        Writer { out, close, task }
-    }
-
-    /// End the session: the close frame (if any) goes out, and a client that reads
-    /// nothing does not hold the task: the writer gets a few seconds.
-    pub(super) async fn finish(self, close: Option<(CloseCode, String)>) {
-        if close
-            .as_ref()
-            .is_some_and(|(code, _)| *code == CloseCode::Policy)
-        {
-            metrics::SLOW_CONSUMERS.inc();
-        }
-        if let Some((code, reason)) = close {
-            let _ = self.close.send(CloseFrame {
-                code,
-                reason: Utf8Bytes::from(reason),
-            });
-        }
-        drop(self.out);
-        let abort = self.task.abort_handle();
-        if tokio::time::timeout(Duration::from_secs(5), self.task)
-            .await
-            .is_err()
-        {
-            abort.abort();
-        }
-    }
+    conn.finish(close).await;
 }
 
 /// Answers and notifications are JSON, so text frames; bytes that are not UTF-8 (a
