@@ -810,3 +810,54 @@ fn logs_are_withdrawn_and_refilled_when_the_next_node_is_on_another_branch() {
     assert_ne!(live.0, second.0);
     assert_eq!(links(other), 1, "one resubscription");
 }
+
+/// At a graceful upgrade (new process with `-u`, SIGQUIT to the old one, as systemd's
+/// reload does) every open session is closed with 1001 "going away", subscribed or not,
+/// and the client's reconnect lands on the new process.
+#[test]
+fn a_graceful_upgrade_closes_sessions_with_going_away() {
+    let node = Anvil::start(1, &[]);
+    let mut gw = anvil_gateway(&node, UNLIMITED);
+    let key = gw.key("free", &[]);
+    let mut idle = connect(gw.port, &key).unwrap();
+    let v = ask(
+        &mut idle,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []}).to_string(),
+    );
+    assert!(v["result"].is_string(), "{v}");
+    let mut subscribed = connect(gw.port, &key).unwrap();
+    let v = ask(
+        &mut subscribed,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "eth_subscribe", "params": ["newHeads"]})
+            .to_string(),
+    );
+    assert!(v["result"].is_string(), "{v}");
+
+    let mut old = gw.proc.take().unwrap();
+    let new = gw.spawn(true);
+    std::thread::sleep(Duration::from_millis(300));
+    old.signal("QUIT");
+    for (name, ws) in [("idle", &mut idle), ("subscribed", &mut subscribed)] {
+        let frame = loop {
+            match ws.read() {
+                Ok(Message::Close(f)) => break f,
+                Ok(_) => continue,
+                Err(e) => panic!("{name}: expected a close frame, got {e}"),
+            }
+        };
+        let frame = frame.unwrap_or_else(|| panic!("{name}: a close frame without a code"));
+        assert_eq!(frame.code, CloseCode::Away, "{name}: {frame:?}");
+        assert!(frame.reason.contains("reconnect"), "{name}: {frame:?}");
+    }
+    assert!(
+        old.exited_within(Duration::from_secs(15)),
+        "old process did not exit"
+    );
+    gw.proc = Some(new);
+    let mut again = connect(gw.port, &key).expect("the new process takes the reconnect");
+    let v = ask(
+        &mut again,
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "eth_blockNumber", "params": []}).to_string(),
+    );
+    assert!(v["result"].is_string(), "{v}");
+}

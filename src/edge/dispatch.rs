@@ -31,19 +31,19 @@ impl Edge {
             HandlerKind::JsonRpc if session.is_upgrade() && route.websocket => {
                 Box::pin(self.websocket(session, ctx, route))
                     .await
-                    .map(Outcome::WebSocket)
+                    .map(|up| Outcome::WebSocket(Box::new(up)))
             }
             // Polygon firehose channels, opened by a signed token (`firehose.rs`).
             HandlerKind::FirehoseWs if session.is_upgrade() => {
                 Box::pin(self.firehose_upgrade(session, ctx, route))
                     .await
-                    .map(Outcome::WebSocket)
+                    .map(|up| Outcome::WebSocket(Box::new(up)))
             }
             // The watchlist channel of a tenant's client id (`sol_watch_ws.rs`).
             HandlerKind::SolWatchlistWs if session.is_upgrade() => {
                 Box::pin(self.sol_watch_upgrade(session, ctx, route))
                     .await
-                    .map(Outcome::WebSocket)
+                    .map(|up| Outcome::WebSocket(Box::new(up)))
             }
             // One node stream per topic set, shared by every client (`streams::events`).
             HandlerKind::BeaconEvents => Box::pin(self.beacon_events(session, ctx, route))

@@ -274,7 +274,7 @@ impl Edge {
     /// Answer the upgrade with 101, then run the session on the client's bytes: Pingora
     /// passes an upgraded connection's bytes through its body calls, which a pump ties
     /// to the session's end of an in-memory pipe.
-    async fn run_websocket(&self, session: &mut Session, ctx: &mut Ctx, up: WsUpgrade) {
+    async fn run_websocket(&self, session: &mut Session, ctx: &mut Ctx, up: Box<WsUpgrade>) {
         let Ok(mut h) = ResponseHeader::build(101, Some(8)) else {
             return;
         };

@@ -22,7 +22,7 @@ pub(super) enum PushFeed {
 }
 
 /// Run the channel an upgrade opened on `io` until either side ends it.
-pub(super) async fn serve<S>(state: Arc<State>, mut up: WsUpgrade, io: S)
+pub(super) async fn serve<S>(state: Arc<State>, mut up: Box<WsUpgrade>, io: S)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -47,7 +47,7 @@ pub(super) trait Source {
 }
 
 /// Run one channel on `io`, items from `source`.
-async fn run<S, P>(state: &State, up: WsUpgrade, io: S, mut source: P)
+async fn run<S, P>(state: &State, up: Box<WsUpgrade>, io: S, mut source: P)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     P: Source,
@@ -59,7 +59,7 @@ where
         .max_write_buffer_size(1 << 20)
         .max_message_size(Some(4096))
         .max_frame_size(Some(4096));
-    let mut conn = WsConn::accept(io, config, conf.send_queue).await;
+    let mut conn = Box::pin(WsConn::accept(io, config, conf.send_queue)).await;
     metrics::WS_SESSIONS.inc();
     let mut shutdown = crate::shutdown::server();
     let idle = Duration::from_secs(conf.idle_timeout_secs.max(1));
@@ -102,5 +102,5 @@ where
     };
     metrics::WS_SESSIONS.dec();
     drop(up);
-    conn.finish(close).await;
+    Box::pin(conn.finish(close)).await;
 }

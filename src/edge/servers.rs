@@ -67,7 +67,7 @@ impl Edge {
     }
 
     /// Run an accepted WebSocket JSON-RPC session on the socket until it ends.
-    pub(crate) async fn serve_websocket<S>(&self, up: WsUpgrade, io: S)
+    pub(crate) async fn serve_websocket<S>(&self, up: Box<WsUpgrade>, io: S)
     where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {

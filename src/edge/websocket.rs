@@ -399,7 +399,7 @@ fn is_handshake_key(key: &str) -> bool {
 /// Calls of one connection answered at once (beyond it, reading the next message waits).
 const MAX_IN_FLIGHT: usize = 16;
 
-pub async fn serve<S>(state: Arc<State>, up: WsUpgrade, io: S)
+pub async fn serve<S>(state: Arc<State>, up: Box<WsUpgrade>, io: S)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -418,7 +418,8 @@ where
         .max_write_buffer_size(max_response.saturating_mul(2).max(1 << 20))
         .max_message_size(Some(max_message))
         .max_frame_size(Some(max_message));
-    let mut conn = WsConn::accept(io, config, conf.send_queue).await;
+    // Boxed (as is `up`): what a held session's task carries is the loop's state alone.
+    let mut conn = Box::pin(WsConn::accept(io, config, conf.send_queue)).await;
     let mut subs = ClientSubscriptions::new(conf.max_subscriptions_per_connection);
     metrics::WS_SESSIONS.inc();
     let mut shutdown = crate::shutdown::server();
@@ -495,7 +496,7 @@ where
     };
     drop(subs);
     metrics::WS_SESSIONS.dec();
-    conn.finish(close).await;
+    Box::pin(conn.finish(close)).await;
 }
 
 /// Answers and notifications are JSON, so text frames; bytes that are not UTF-8 (a
