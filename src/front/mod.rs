@@ -112,6 +112,17 @@ enum Served {
     Close,
     /// A 101 went out: the connection belongs to a WebSocket session now.
     WebSocket(Box<WsUpgrade>),
+    /// An event stream: written on the connection until it ends, then the connection
+    /// closes.
+    Stream(Box<StreamJob>),
+}
+
+/// A held event stream and what its access-log line needs.
+struct StreamJob {
+    ctx: Ctx,
+    method: String,
+    path: String,
+    stream: EventStream,
 }
 
 /// What waiting for the next request head ended with.
@@ -187,6 +198,19 @@ impl ServerApp for LeanFront {
                         tokio::spawn(async move {
                             let _slot = _slot;
                             edge.serve_websocket(up, io).await;
+                        });
+                        return None;
+                    }
+                    Served::Stream(job) => {
+                        self.release_node(&mut conn);
+                        // Held for the stream's life: a task of its own, as a WebSocket
+                        // session, so the connection's task (5.8 KiB) ends here.
+                        let edge = Edge {
+                            state: self.edge.state.clone(),
+                        };
+                        tokio::spawn(async move {
+                            let _slot = _slot;
+                            job.run(&edge, conn).await;
                         });
                         return None;
                     }
@@ -361,16 +385,12 @@ impl LeanFront {
                 };
             }
             Ok(Outcome::Stream(stream)) => {
-                let error = self.stream(&mut req, &ctx, stream).await;
-                self.edge.request_done(
-                    &ctx,
-                    req.head.method(),
-                    req.head.path(),
-                    &req.conn.client_text,
-                    200,
-                    error.as_deref(),
-                );
-                return Served::Close;
+                return Served::Stream(Box::new(StreamJob {
+                    method: req.head.method().to_string(),
+                    path: req.head.path().to_string(),
+                    ctx,
+                    stream,
+                }));
             }
             Err(e) => self.error(&mut req, &mut ctx, e, closing).await,
         };
@@ -388,56 +408,6 @@ impl LeanFront {
         } else {
             Served::Close
         }
-    }
-
-    /// Write an event stream as it comes, chunk by chunk (chunked framing), until the
-    /// producer ends, the client goes away or the server shuts down; the connection closes
-    /// after it. The error that ended it early, if any.
-    async fn stream(
-        &self,
-        req: &mut LeanRequest<'_>,
-        ctx: &Ctx,
-        mut stream: EventStream,
-    ) -> Option<String> {
-        let mut out = Vec::with_capacity(512);
-        status_line(&mut out, 200, "");
-        date_header(&mut out);
-        for (k, v) in ctx.edge_headers() {
-            header(&mut out, k, v.as_bytes());
-        }
-        header(&mut out, "Content-Type", stream.content_type.as_bytes());
-        for (k, v) in &stream.headers {
-            header(&mut out, k, v.as_bytes());
-        }
-        header(&mut out, "Transfer-Encoding", b"chunked");
-        header(&mut out, "Connection", b"close");
-        out.extend_from_slice(b"\r\n");
-        if req.head.method() == "HEAD" {
-            return req.conn.write(&out).await.err().map(|e| e.to_string());
-        }
-        if let Err(e) = req.conn.write(&out).await {
-            return Some(format!("write to client: {e}"));
-        }
-        let mut shutdown = req.conn.shutdown.clone();
-        loop {
-            let chunk = tokio::select! {
-                chunk = stream.next() => chunk,
-                _ = shutdown.changed() => None,
-            };
-            let Some(chunk) = chunk else { break };
-            out.clear();
-            out.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
-            out.extend_from_slice(&chunk);
-            out.extend_from_slice(b"\r\n");
-            if let Err(e) = req.conn.write(&out).await {
-                return Some(format!("write to client: {e}"));
-            }
-        }
-        req.conn
-            .write(b"0\r\n\r\n")
-            .await
-            .err()
-            .map(|e| format!("write to client: {e}"))
     }
 
     async fn error(
@@ -521,6 +491,78 @@ fn local_answer(ctx: &Ctx, reply: &Reply, closing: bool, head_only: bool) -> Vec
         out.extend_from_slice(&reply.body);
     }
     out
+}
+
+impl StreamJob {
+    /// Write the stream as it comes, chunk by chunk (chunked framing), until the producer
+    /// ends, the client goes away or the server shuts down; then its access-log line, and
+    /// the connection closes.
+    async fn run(self: Box<Self>, edge: &Edge, mut conn: Conn) {
+        // The stream only writes: the connection's read buffer is not needed again.
+        conn.buf = bytes::BytesMut::new();
+        let StreamJob {
+            ctx,
+            method,
+            path,
+            stream,
+        } = *self;
+        let error = write_stream(&mut conn, &ctx, method == "HEAD", stream).await;
+        edge.request_done(
+            &ctx,
+            &method,
+            &path,
+            &conn.client_text,
+            200,
+            error.as_deref(),
+        );
+    }
+}
+
+/// An event stream's head, then its chunks: the error that ended it early, if any.
+async fn write_stream(
+    conn: &mut Conn,
+    ctx: &Ctx,
+    head_only: bool,
+    mut stream: EventStream,
+) -> Option<String> {
+    let mut out = Vec::with_capacity(512);
+    status_line(&mut out, 200, "");
+    date_header(&mut out);
+    for (k, v) in ctx.edge_headers() {
+        header(&mut out, k, v.as_bytes());
+    }
+    header(&mut out, "Content-Type", stream.content_type.as_bytes());
+    for (k, v) in &stream.headers {
+        header(&mut out, k, v.as_bytes());
+    }
+    header(&mut out, "Transfer-Encoding", b"chunked");
+    header(&mut out, "Connection", b"close");
+    out.extend_from_slice(b"\r\n");
+    if head_only {
+        return conn.write(&out).await.err().map(|e| e.to_string());
+    }
+    if let Err(e) = conn.write(&out).await {
+        return Some(format!("write to client: {e}"));
+    }
+    let mut shutdown = conn.shutdown.clone();
+    loop {
+        let chunk = tokio::select! {
+            chunk = stream.next() => chunk,
+            _ = shutdown.changed() => None,
+        };
+        let Some(chunk) = chunk else { break };
+        out.clear();
+        out.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
+        out.extend_from_slice(&chunk);
+        out.extend_from_slice(b"\r\n");
+        if let Err(e) = conn.write(&out).await {
+            return Some(format!("write to client: {e}"));
+        }
+    }
+    conn.write(b"0\r\n\r\n")
+        .await
+        .err()
+        .map(|e| format!("write to client: {e}"))
 }
 
 /// The 101 of an accepted WebSocket upgrade, with the edge's headers.
