@@ -88,6 +88,7 @@ impl Edge {
             client_ip: ctx.client(session.client_ip()),
             category: None,
             request_id: ctx.request_id.clone(),
+            route: ctx.route.clone(),
             _slot: slot,
         })
     }

@@ -78,6 +78,7 @@ impl Edge {
             principal: Principal::Key(key),
             category: None,
             request_id: ctx.request_id.clone(),
+            route: ctx.route.clone(),
             _slot: slot,
         })
     }

@@ -16,7 +16,7 @@ use crate::auth::Principal;
 use crate::cluster::leases::{Lease, Leases, Place};
 use crate::errors::ApiError;
 use crate::jsonrpc::Response;
-use crate::observe::metrics;
+use crate::observe::{access_log, metrics};
 use crate::routes::Route;
 use crate::rpc::compute_units::{error_answers, Cost};
 use crate::rpc::methods::MethodClass;
@@ -49,7 +49,29 @@ pub struct WsUpgrade {
     pub(super) client_ip: Option<IpAddr>,
     pub(super) category: Option<String>,
     pub(super) request_id: String,
+    /// The upgrade's route, for each message's access-log line.
+    pub(super) route: Option<Arc<Route>>,
     pub(super) _slot: ConnectionSlot,
+}
+
+/// What one message got: the answer owed (none for notifications alone) and its
+/// access-log fields.
+struct Answered {
+    body: Option<Bytes>,
+    status: u16,
+    upstream: Option<String>,
+    error: Option<&'static str>,
+}
+
+impl Answered {
+    fn refused(body: &[u8], e: &ApiError) -> Self {
+        Answered {
+            body: Some(refusal_of(body, e).to_bytes()),
+            status: e.status,
+            upstream: None,
+            error: Some(e.code),
+        }
+    }
 }
 
 /// Open WebSocket connections per owner (API key, or client address when anonymous):
@@ -181,6 +203,7 @@ impl Edge {
             client_ip,
             category: route.rate.clone(),
             request_id: ctx.request_id.clone(),
+            route: ctx.route.clone(),
             _slot: slot,
         })
     }
@@ -188,11 +211,11 @@ impl Edge {
     /// The batch cap, then the rate category counted per call and the calls' compute
     /// units: the message's cost when admitted, else the refusal as the JSON-RPC answer
     /// (counted in the key's usage here).
-    fn admit(&self, up: &WsUpgrade, body: &[u8]) -> Result<Cost, Bytes> {
+    fn admit(&self, up: &WsUpgrade, body: &[u8]) -> Result<Cost, Answered> {
         let cost = self.state.compute_units.of_body(body);
         let refuse = |e: ApiError| {
             self.count_usage(&up.principal, Tally::of(cost.calls, 0, e.status, 0));
-            refusal_of(body, &e).to_bytes()
+            Answered::refused(body, &e)
         };
         check_batch_size(cost.calls as usize, self.state.config.app.rpc.max_batch)
             .map_err(refuse)?;
@@ -218,15 +241,22 @@ impl Edge {
 
     /// One call or batch, answered as the same body over HTTP would be; `None` when
     /// nothing is owed (only notifications). Needs nothing of the connection's state, so
-    /// several run at once.
+    /// several run at once. Each message gets its access-log line.
     async fn ws_call(&self, up: &WsUpgrade, body: Bytes, request_id: String) -> Option<Bytes> {
-        let cost = match self.admit(up, &body) {
+        let started = Instant::now();
+        let answered = self.ws_answer(up, &body, &request_id).await;
+        self.log_message(up, &request_id, started, &answered);
+        answered.body
+    }
+
+    async fn ws_answer(&self, up: &WsUpgrade, body: &Bytes, request_id: &str) -> Answered {
+        let cost = match self.admit(up, body) {
             Ok(cost) => cost,
-            Err(refusal) => return Some(refusal),
+            Err(refused) => return refused,
         };
         let refuse = |e: ApiError| {
             self.count_usage(&up.principal, Tally::of(cost.calls, 0, e.status, 0));
-            Some(refusal_of(&body, &e).to_bytes())
+            Answered::refused(body, &e)
         };
         let pool = match self.pool(&up.pool) {
             Ok(p) => p,
@@ -236,19 +266,55 @@ impl Edge {
         match self
             .state
             .gateway
-            .handle(pool, &body, &request_id, &caller)
+            .handle(pool, body, request_id, &caller)
             .await
         {
-            Ok(r) if r.body.is_empty() => {
-                self.count_answer(up, cost, None);
-                None
-            }
             Ok(r) => {
-                self.count_answer(up, cost, Some(&r.body));
-                Some(r.body)
+                let answer = (!r.body.is_empty()).then_some(r.body);
+                self.count_answer(up, cost, answer.as_deref());
+                Answered {
+                    body: answer,
+                    status: 200,
+                    upstream: r.upstream,
+                    error: None,
+                }
             }
             Err(e) => refuse(e),
         }
+    }
+
+    /// A message's access-log line: the upgrade's route and caller, the message's own
+    /// request id (the upgrade's, then `-N`), its status (200 for a JSON-RPC answer,
+    /// the HTTP path's status for a refusal), time and node.
+    fn log_message(&self, up: &WsUpgrade, request_id: &str, started: Instant, a: &Answered) {
+        let client = up.client_ip.map(|ip| ip.to_string()).unwrap_or_default();
+        let route = up.route.as_deref();
+        let key = match &up.principal {
+            Principal::Key(k) => Some(k),
+            _ => None,
+        };
+        access_log::with_timestamp(|ts| {
+            access_log::write(&access_log::AccessLine {
+                ts,
+                request_id,
+                client: &client,
+                method: "WS",
+                path: route.map_or("", |r| r.path.as_str()),
+                route: route.map_or("", |r| r.name.as_str()),
+                surface: route.map_or("", |r| r.surface.as_str()),
+                tenant: key.map(|k| k.tenant_id.as_str()),
+                key_id: key.map(|k| k.key_id.as_str()),
+                user: match &up.principal {
+                    Principal::Key(k) => k.user_id.as_deref(),
+                    Principal::User(s) => Some(s.user_id.as_str()),
+                    _ => None,
+                },
+                status: a.status,
+                latency_us: started.elapsed().as_micros() as u64,
+                upstream: a.upstream.as_deref(),
+                error: a.error,
+            })
+        });
     }
 
     /// `eth_subscribe` / `eth_unsubscribe`, admitted like any call.
@@ -257,28 +323,45 @@ impl Edge {
         up: &WsUpgrade,
         subs: &mut ClientSubscriptions,
         body: &[u8],
+        request_id: &str,
     ) -> Bytes {
+        let started = Instant::now();
+        let answered = self.subscription_answer(up, subs, body).await;
+        self.log_message(up, request_id, started, &answered);
+        answered.body.unwrap_or_default()
+    }
+
+    async fn subscription_answer(
+        &self,
+        up: &WsUpgrade,
+        subs: &mut ClientSubscriptions,
+        body: &[u8],
+    ) -> Answered {
         let cost = match self.admit(up, body) {
             Ok(cost) => cost,
-            Err(refusal) => return refusal,
+            Err(refused) => return refused,
         };
         let Some(view) = CallView::of(body) else {
-            return refusal_of(body, &ApiError::invalid_params("not a subscription call"))
-                .to_bytes();
+            return Answered::refused(body, &ApiError::invalid_params("not a subscription call"));
         };
         let id = crate::rpc::id_of(body);
         let caller = self.rpc_caller(&up.principal);
         let params = view.params.unwrap_or(Value::Array(Vec::new()));
-        let answer = match self
+        let (answer, status, error) = match self
             .subscription_call(up, subs, view.method, &params, &caller)
             .await
         {
-            Ok(result) => Response::result(id, result),
-            Err(e) => crate::rpc::error_from(&id, &e),
-        }
-        .to_bytes();
+            Ok(result) => (Response::result(id, result), 200, None),
+            Err(e) => (crate::rpc::error_from(&id, &e), e.status, Some(e.code)),
+        };
+        let answer = answer.to_bytes();
         self.count_answer(up, cost, Some(&answer));
-        answer
+        Answered {
+            body: Some(answer),
+            status,
+            upstream: None,
+            error,
+        }
     }
 
     /// `eth_subscribe` (the edge's id of a shared subscription) or `eth_unsubscribe`
@@ -453,8 +536,9 @@ where
                     Some(Err(_)) => break None,
                 };
                 n += 1;
+                let rid = format!("{}-{n}", up.request_id);
                 if Edge::is_subscription_call(&body) {
-                    let answer = Box::pin(edge.ws_subscription(&up, &mut subs, &body)).await;
+                    let answer = Box::pin(edge.ws_subscription(&up, &mut subs, &body, &rid)).await;
                     if conn.send(text_or_binary(answer)).is_err() {
                         break Some(slow());
                     }
@@ -462,7 +546,6 @@ where
                     // Calls run side by side (a slow one does not hold the next back);
                     // answers go out as they are ready, matched by id as JSON-RPC allows.
                     // Boxed: the call's future is large, and an idle session carries none.
-                    let rid = format!("{}-{n}", up.request_id);
                     in_flight.push(Box::pin(edge.ws_call(&up, body, rid)));
                 }
             }
