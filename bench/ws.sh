@@ -72,6 +72,7 @@ limits:
 streams:
   websocket:
     max_connections_per_key: {default: 100000}
+    max_subscriptions_per_key: {default: 100000}
 pools:
   eth_el:
     hosts:

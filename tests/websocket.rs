@@ -256,7 +256,7 @@ fn session_bounds() {
     let gw = anvil_gateway(
         &node,
         &format!(
-            "{UNLIMITED}rpc:\n  max_body_bytes: 4096\nstreams:\n  websocket:\n    max_connections_per_key: {{default: 2}}\n    max_subscriptions_per_connection: 2\n"
+            "{UNLIMITED}rpc:\n  max_body_bytes: 4096\nstreams:\n  websocket:\n    max_connections_per_key: {{default: 2}}\n    max_subscriptions_per_connection: 2\n    max_subscriptions_per_key: {{default: 3}}\n"
         ),
     );
     let key = gw.key("free", &[]);
@@ -316,6 +316,26 @@ fn session_bounds() {
     node.mine(1);
     let note = next_json(&mut a);
     assert_eq!(note["method"], "eth_subscription", "{note}");
+
+    // Subscriptions per key, across its connections: a holds 2, c may take the third.
+    let v = ask(&mut c, &sub);
+    let third = v["result"]
+        .as_str()
+        .expect("the key's third subscription")
+        .to_string();
+    let v = ask(&mut c, &sub);
+    assert_eq!(
+        v["error"]["data"]["error"], "subscription_cap_exceeded",
+        "{v}"
+    );
+    assert_eq!(v["error"]["data"]["max_subscriptions_per_key"], 3, "{v}");
+    // Unsubscribing gives the place back.
+    let unsub = |id: &str| {
+        json!({"jsonrpc": "2.0", "id": 4, "method": "eth_unsubscribe", "params": [id]}).to_string()
+    };
+    assert_eq!(ask(&mut c, &unsub(&third))["result"], true);
+    let v = ask(&mut c, &sub);
+    assert!(v["result"].is_string(), "{v}");
 
     // A message over rpc.max_body_bytes closes the connection with 1009.
     let big = format!(
@@ -425,7 +445,7 @@ fn two_hundred_clients_share_one_node_subscription_across_a_node_failure() {
     let gw = Gateway::start(GatewayOpts {
         pools: format!("  eth_el:\n    hosts:\n{hosts}"),
         extra_yaml: format!(
-            "{UNLIMITED}health:\n  interval_ms: 500\nstreams:\n  websocket:\n    max_connections_per_key: {{default: 1000}}\n"
+            "{UNLIMITED}health:\n  interval_ms: 500\nstreams:\n  websocket:\n    max_connections_per_key: {{default: 1000}}\n    max_subscriptions_per_key: {{default: 1000}}\n"
         ),
         ..Default::default()
     });

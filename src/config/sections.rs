@@ -550,6 +550,10 @@ pub struct WebSocketConf {
     /// Subscriptions one connection may hold at once.
     #[serde(default = "d_ws_subscriptions")]
     pub max_subscriptions_per_connection: usize,
+    /// Subscriptions all of a key's connections may hold at once on this instance, by
+    /// plan (`default` for plans not listed).
+    #[serde(default = "d_ws_key_subscriptions")]
+    pub max_subscriptions_per_key: BTreeMap<String, usize>,
     /// Messages waiting to go to one client; a client that lets more pile up is closed
     /// (1008, "slow consumer") rather than buffered without bound.
     #[serde(default = "d_ws_queue")]
@@ -567,6 +571,7 @@ impl Default for WebSocketConf {
         WebSocketConf {
             max_connections_per_key: d_ws_connections(),
             max_subscriptions_per_connection: d_ws_subscriptions(),
+            max_subscriptions_per_key: d_ws_key_subscriptions(),
             send_queue: d_ws_queue(),
             ping_interval_secs: d_ws_ping(),
             idle_timeout_secs: d_ws_idle(),
@@ -583,6 +588,15 @@ impl WebSocketConf {
             .copied()
             .unwrap_or(16)
     }
+
+    /// The key-wide subscription cap for a plan.
+    pub fn max_key_subscriptions(&self, plan: &str) -> usize {
+        self.max_subscriptions_per_key
+            .get(plan)
+            .or_else(|| self.max_subscriptions_per_key.get("default"))
+            .copied()
+            .unwrap_or(64)
+    }
 }
 
 fn d_ws_connections() -> BTreeMap<String, usize> {
@@ -595,6 +609,21 @@ fn d_ws_connections() -> BTreeMap<String, usize> {
         ("enterprise", 1024),
         ("scale", 1024),
         ("anonymous", 2),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+fn d_ws_key_subscriptions() -> BTreeMap<String, usize> {
+    [
+        ("default", 64),
+        ("free", 16),
+        ("basic", 64),
+        ("pro", 256),
+        ("business", 1024),
+        ("enterprise", 4096),
+        ("scale", 4096),
+        ("anonymous", 4),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))

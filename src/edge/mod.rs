@@ -77,6 +77,8 @@ pub struct State {
     pub console: crate::console::Console,
     pub stream_slots: Arc<crate::handlers::mev_share::StreamSlots>,
     pub ws_connections: Arc<websocket::WsConnections>,
+    /// Subscriptions held over WebSocket per owner (this instance's count).
+    pub ws_subscriptions: Arc<websocket::WsConnections>,
     pub subscriptions: Arc<crate::streams::subscriptions::Hub>,
     /// Shared event streams (beacon events).
     pub events: Arc<crate::streams::events::EventsHub>,

@@ -128,20 +128,44 @@ impl WsConnections {
         owner: String,
         cap: usize,
     ) -> Result<ConnectionSlot, ApiError> {
-        let mut open = self
-            .open
-            .lock()
-            .map_err(|_| ApiError::internal("websocket slots"))?;
+        self.acquire_local(owner, cap)
+            .ok_or_else(|| cap_reached(cap))
+    }
+
+    /// A place among the owner's `cap` on this instance; `None` when all are taken.
+    pub(super) fn acquire_local(
+        self: &Arc<Self>,
+        owner: String,
+        cap: usize,
+    ) -> Option<ConnectionSlot> {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         let n = open.entry(owner.clone()).or_insert(0);
         if *n >= cap {
-            return Err(cap_reached(cap));
+            return None;
         }
         *n += 1;
-        Ok(ConnectionSlot {
+        Some(ConnectionSlot {
             all: self.clone(),
             owner,
             _lease: None,
         })
+    }
+}
+
+/// Whose caps a session counts against (API key, user, admin, or client address when
+/// anonymous), and the plan that sets them.
+fn owner_and_plan(principal: &Principal, client_ip: Option<IpAddr>) -> (String, &str) {
+    match principal {
+        Principal::Key(k) => (format!("key:{}", k.key_id), k.plan.as_str()),
+        Principal::User(s) => (format!("user:{}", s.user_id), "default"),
+        Principal::Admin => ("admin".to_string(), "enterprise"),
+        Principal::Anonymous => (
+            format!(
+                "ip:{}",
+                client_ip.map(|i| i.to_string()).unwrap_or_default()
+            ),
+            crate::config::limits::ANONYMOUS,
+        ),
     }
 }
 
@@ -173,18 +197,7 @@ impl Edge {
         }
         let client_ip = ctx.client(session.client_ip());
         let conf = &st.config.app.streams.websocket;
-        let (owner, plan) = match &principal {
-            Principal::Key(k) => (format!("key:{}", k.key_id), k.plan.as_str()),
-            Principal::User(s) => (format!("user:{}", s.user_id), "default"),
-            Principal::Admin => ("admin".to_string(), "enterprise"),
-            Principal::Anonymous => (
-                format!(
-                    "ip:{}",
-                    client_ip.map(|i| i.to_string()).unwrap_or_default()
-                ),
-                crate::config::limits::ANONYMOUS,
-            ),
-        };
+        let (owner, plan) = owner_and_plan(&principal, client_ip);
         let slot = st
             .ws_connections
             .acquire(owner, conf.max_connections(plan))
@@ -396,7 +409,22 @@ impl Edge {
                 format!("no {} pool is configured", up.pool),
             )
         })?;
-        let share = st.subscriptions.subscribe(pool, params).await?;
+        // The key-wide cap (this instance), counted while the share lives.
+        let (owner, plan) = owner_and_plan(&up.principal, up.client_ip);
+        let cap = st.config.app.streams.websocket.max_key_subscriptions(plan);
+        let place = st
+            .ws_subscriptions
+            .acquire_local(owner, cap)
+            .ok_or_else(|| {
+                ApiError::new(
+                    429,
+                    "subscription_cap_exceeded",
+                    format!("this key holds at most {cap} subscriptions at once"),
+                )
+                .with_field("max_subscriptions_per_key", cap)
+            })?;
+        let mut share = st.subscriptions.subscribe(pool, params).await?;
+        share.hold(place);
         Ok(Value::String(subs.add(share)))
     }
 

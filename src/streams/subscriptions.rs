@@ -76,9 +76,16 @@ pub struct ClientShare {
     pub id: String,
     rx: broadcast::Receiver<Bytes>,
     shared: Arc<Shared>,
+    /// A place the holder counts this share against (a key's cap), freed with it.
+    _place: Option<Box<dyn Send + Sync>>,
 }
 
 impl ClientShare {
+    /// Keep `place` for as long as this share lives.
+    pub fn hold(&mut self, place: impl Send + Sync + 'static) {
+        self._place = Some(Box::new(place));
+    }
+
     /// The next node `result` as the node sent it (for the edge's own consumers, such as
     /// the mempool watcher).
     pub async fn recv(&mut self) -> Result<Bytes, Ended> {
@@ -183,6 +190,7 @@ impl Hub {
             id: format!("0x{:032x}", rand::random::<u128>()),
             rx: shared.tx.subscribe(),
             shared,
+            _place: None,
         })
     }
 }
