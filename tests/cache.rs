@@ -81,7 +81,70 @@ fn answers_live_as_long_as_what_they_depend_on_and_no_longer() {
         st("miss", "null_answer")
     );
 
-    // Reorg the last three blocks (98 gets a transaction it did not have).
+    // A batch: each plain read looked up on its own, under the same key as alone; only
+    // the misses reach the node, and their answers are kept for single calls too.
+    let batch = |calls: &[(u64, &str, Value)]| {
+        let body: Vec<Value> = calls
+            .iter()
+            .map(|(id, m, p)| json!({"jsonrpc": "2.0", "id": id, "method": m, "params": p}))
+            .collect();
+        let r = rpc(gw.port, "/rpc/eth", Some(&key), &json!(body));
+        assert_eq!(r.status, 200, "{}", r.text());
+        let answers = r.json().as_array().expect("a batch answer").clone();
+        let ids: Vec<Value> = answers.iter().map(|a| a["id"].clone()).collect();
+        let want: Vec<Value> = calls.iter().map(|(id, _, _)| json!(id)).collect();
+        assert_eq!(ids, want, "every call answered under its own id, in order");
+        let status = (
+            r.header("X-Cache-Status").unwrap_or("").to_string(),
+            r.header("X-Cache-Reason").unwrap_or("").to_string(),
+        );
+        let results: Vec<Value> = answers.iter().map(|a| a["result"].clone()).collect();
+        (results, status)
+    };
+    let lookups = |outcome: &str| {
+        let m = request(gw.metrics_port, "GET", "/metrics", &[], b"")
+            .unwrap()
+            .text();
+        m.lines()
+            .filter(|l| {
+                l.starts_with(&format!(
+                    "chainedge_cache_lookups_total{{outcome=\"{outcome}\""
+                ))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let (results, status) = batch(&[
+        (20, "eth_getBlockByNumber", block(16)),
+        (21, "eth_getBlockByNumber", block(50)),
+    ]);
+    assert_eq!(status, st("partial", "batch"));
+    assert_eq!(results[0], final_block);
+    assert_eq!(results[1], node.call("eth_getBlockByNumber", block(50)));
+    assert_eq!(
+        call(22, "eth_getBlockByNumber", block(50)).1,
+        st("hit", "fresh")
+    );
+    let (hits, misses) = (lookups("hit"), lookups("miss"));
+    let (again, status) = batch(&[
+        (23, "eth_getBlockByNumber", block(50)),
+        (24, "eth_getBlockByNumber", block(16)),
+        (25, "eth_getBlockByNumber", block(98)),
+    ]);
+    assert_eq!(status, st("hit", "batch"));
+    assert_eq!(again[..2], [results[1].clone(), final_block.clone()]);
+    assert_eq!(again[2], before);
+    assert_eq!(
+        (lookups("hit"), lookups("miss")),
+        (hits + 3.0, misses),
+        "each read of the batch was answered from the cache"
+    );
+    let (_, status) = batch(&[
+        (26, "eth_getBalance", json!(["0x00", "pending"])),
+        (27, "eth_getBlockByNumber", block(51)),
+    ]);
+    assert_eq!(status, st("miss", "batch"));
+
     let reorgs = metric_value(&gw, "chainedge_cache_reorgs_total{pool=\"eth_el\"}");
     node.call(
         "anvil_reorg",
@@ -98,6 +161,9 @@ fn answers_live_as_long_as_what_they_depend_on_and_no_longer() {
         after["hash"], now["hash"],
         "the orphaned block is never served"
     );
+    // Inside a batch too, the orphaned block is never served.
+    let (in_batch, _) = batch(&[(28, "eth_getBlockByNumber", block(98))]);
+    assert_eq!(in_batch[0]["hash"], now["hash"]);
     // What was final stays.
     assert_eq!(
         call(12, "eth_getBlockByNumber", block(16)).1,
@@ -113,7 +179,9 @@ fn answers_live_as_long_as_what_they_depend_on_and_no_longer() {
     // The node dies: finalized answers are still served, from the cache.
     drop(node);
     let (gone, status) = call(14, "eth_getBlockByNumber", block(16));
-    assert_eq!((gone, status), (final_block, st("hit", "fresh")));
+    assert_eq!((gone, status), (final_block.clone(), st("hit", "fresh")));
+    let (gone, status) = batch(&[(29, "eth_getBlockByNumber", block(16))]);
+    assert_eq!((gone, status), (vec![final_block], st("hit", "batch")));
     assert!(
         metric_value(
             &gw,

@@ -51,6 +51,49 @@ fn answer_alone(
     }
 }
 
+/// A read's place in the response cache: the key its answer is kept under, the policy
+/// (none when the cache is off or the pool pinned), and how the lookup went.
+struct CacheSlot {
+    key: String,
+    policy: Option<cache::Policy>,
+    note: Option<CacheNote>,
+}
+
+/// How a batch's plain reads met the cache, for the batch's one `X-Cache-Status`.
+#[derive(Default)]
+struct CacheTally {
+    hit: usize,
+    miss: usize,
+    bypass: usize,
+}
+
+impl CacheTally {
+    fn count(&mut self, note: Option<CacheNote>) {
+        match note.map(|n| n.status) {
+            Some("hit") => self.hit += 1,
+            Some("miss") => self.miss += 1,
+            Some(_) => self.bypass += 1,
+            None => {}
+        }
+    }
+
+    /// `hit` when every read came from the cache, `partial` when some did, `miss` when
+    /// none did and one was looked for, `bypass` when none could be; reason `batch`.
+    fn note(&self) -> Option<CacheNote> {
+        let status = match (self.hit, self.miss, self.bypass) {
+            (0, 0, 0) => return None,
+            (_, 0, 0) => "hit",
+            (0, 0, _) => "bypass",
+            (0, _, _) => "miss",
+            _ => "partial",
+        };
+        Some(CacheNote {
+            status,
+            reason: "batch",
+        })
+    }
+}
+
 impl Gateway {
     pub async fn handle(
         &self,
@@ -173,6 +216,35 @@ impl Gateway {
         rid: &str,
         floor: u64,
     ) -> Result<RpcReply, ApiError> {
+        let slot = match self.cache_lookup(pool, method, params, floor, || id_of(raw)) {
+            Ok(hit) => return Ok(hit),
+            Err(slot) => slot,
+        };
+        let before = self.cache.snapshot(&pool.name);
+        let need = need_for(pool, block_need(method, params)).at_least(floor);
+        let read = self.read(pool, class, need, Bytes::copy_from_slice(raw), rid);
+        // Boxed: the attempts' state (hedge timer, attempts in flight) would otherwise
+        // size every connection's task, idle ones included.
+        let mut reply = if self.conf.coalesce {
+            Box::pin(self.in_flight.run(slot.key.clone(), || id_of(raw), read)).await?
+        } else {
+            Box::pin(read).await?
+        };
+        reply.cache = self.cache_keep(pool, slot, &reply, before);
+        Ok(reply)
+    }
+
+    /// The kept answer to `method(params)` under the caller's id (`id` is only read on a
+    /// hit); otherwise the slot its node answer may be kept in, noting why it was not
+    /// there. Counted in `chainedge_cache_lookups_total` either way.
+    fn cache_lookup(
+        &self,
+        pool: &Pool,
+        method: &str,
+        params: Option<&Value>,
+        floor: u64,
+        id: impl FnOnce() -> Id,
+    ) -> Result<RpcReply, CacheSlot> {
         // Same pool, method and params: the same call, whatever its id. Params print
         // with sorted keys (no `preserve_order`), so equal params make equal keys.
         let text = params.map(Value::to_string).unwrap_or_default();
@@ -182,53 +254,53 @@ impl Gateway {
             _ if floor > 0 => Some(cache::Policy::Bypass("min_block")),
             _ => Some(cache::policy(method, params)),
         };
-        let mut note = None;
-        match policy {
-            Some(cache::Policy::Bypass(reason)) => {
-                note = Some(CacheNote {
-                    status: "bypass",
-                    reason,
-                })
-            }
-            Some(cache::Policy::Cache(_)) => {
-                match self.cache.get(&pool.name, &key, || id_of(raw)) {
-                    Ok(hit) => {
-                        metrics::cache_lookup(&pool.name, "hit", "fresh");
-                        return Ok(hit);
-                    }
-                    Err(reason) => {
-                        note = Some(CacheNote {
-                            status: "miss",
-                            reason,
-                        })
-                    }
+        let note = match policy {
+            Some(cache::Policy::Bypass(reason)) => Some(CacheNote {
+                status: "bypass",
+                reason,
+            }),
+            Some(cache::Policy::Cache(_)) => match self.cache.get(&pool.name, &key, id) {
+                Ok(hit) => {
+                    metrics::cache_lookup(&pool.name, "hit", "fresh");
+                    return Ok(hit);
                 }
-            }
-            None => {}
-        }
+                Err(reason) => Some(CacheNote {
+                    status: "miss",
+                    reason,
+                }),
+            },
+            None => None,
+        };
         if let Some(n) = note {
             metrics::cache_lookup(&pool.name, n.status, n.reason);
         }
-        let before = self.cache.snapshot(&pool.name);
-        let need = need_for(pool, block_need(method, params)).at_least(floor);
-        let read = self.read(pool, class, need, Bytes::copy_from_slice(raw), rid);
-        // Boxed: the attempts' state (hedge timer, attempts in flight) would otherwise
-        // size every connection's task, idle ones included.
-        let mut reply = if self.conf.coalesce {
-            Box::pin(self.in_flight.run(key.clone(), || id_of(raw), read)).await?
-        } else {
-            Box::pin(read).await?
-        };
+        Err(CacheSlot { key, policy, note })
+    }
+
+    /// Keep a node's answer in its slot where the policy allows; the slot's note, with
+    /// why it was not kept when it was not. `before` is the cache's snapshot from
+    /// before the call.
+    fn cache_keep(
+        &self,
+        pool: &Pool,
+        slot: CacheSlot,
+        reply: &RpcReply,
+        before: (u64, u64, u64),
+    ) -> Option<CacheNote> {
+        let CacheSlot {
+            key,
+            policy,
+            mut note,
+        } = slot;
         if let Some(cache::Policy::Cache(depends)) = policy {
             if let (Err(why), Some(n)) = (
-                self.cache.put(&pool.name, key, depends, &reply, before),
+                self.cache.put(&pool.name, key, depends, reply, before),
                 note.as_mut(),
             ) {
                 n.reason = why;
             }
         }
-        reply.cache = note;
-        Ok(reply)
+        note
     }
 
     pub(super) async fn batch(
@@ -244,7 +316,8 @@ impl Gateway {
         super::check_batch_size(calls.len(), self.conf.max_batch)?;
         // Slots keep the caller's order; reads go upstream together, the rest one by one.
         let mut out: Vec<Option<Response>> = vec![None; calls.len()];
-        let mut reads: Vec<(usize, Request)> = Vec::new();
+        let mut reads: Vec<(usize, Request, CacheSlot)> = Vec::new();
+        let mut tally = CacheTally::default();
         let mut upstream = None;
         let mut block = None;
         // JSON-RPC 2.0: a call without an `id` member is a notification and gets no reply
@@ -295,9 +368,23 @@ impl Gateway {
                     let answered =
                         Box::pin(self.get_logs(pool, call.params.as_ref(), &raw, rid, caller))
                             .await;
+                    tally.count(answered.as_ref().ok().and_then(|r| r.cache));
                     out[i] = Some(answer_alone(answered, &id, &mut upstream, &mut block));
                 }
-                MethodClass::Read => reads.push((i, call)),
+                // A plain read is looked up on its own; the misses go upstream together.
+                MethodClass::Read => {
+                    let params = call.params.as_ref();
+                    match self.cache_lookup(pool, method, params, caller.min_block, || id.clone()) {
+                        Ok(hit) => {
+                            tally.count(hit.cache);
+                            out[i] = Some(answer_alone(Ok(hit), &id, &mut upstream, &mut block));
+                        }
+                        Err(slot) => {
+                            tally.count(slot.note);
+                            reads.push((i, call, slot));
+                        }
+                    }
+                }
                 // Capability-bound calls travel alone so each finds a host that can serve it.
                 class => {
                     let need = need_for(pool, block_need(method, call.params.as_ref()))
@@ -308,13 +395,16 @@ impl Gateway {
             }
         }
         if !reads.is_empty() {
-            let sub: Vec<&Request> = reads.iter().map(|(_, c)| c).collect();
+            let sub: Vec<&Request> = reads.iter().map(|(_, c, _)| c).collect();
             let body = Bytes::from(serde_json::to_vec(&sub).unwrap_or_default());
-            let need = need_of(pool, reads.iter().map(|(_, c)| c)).at_least(caller.min_block);
+            let need = need_of(pool, reads.iter().map(|(_, c, _)| c)).at_least(caller.min_block);
+            let before = self.cache.snapshot(&pool.name);
             let mut failed = None;
+            let mut served_by = (None, None);
             let mut answered: Vec<Response> =
                 match self.read(pool, MethodClass::Read, need, body, rid).await {
                     Ok(r) => {
+                        served_by = (r.upstream.clone(), r.block);
                         upstream = upstream.or(r.upstream);
                         block = older(block, r.block);
                         node_batch_answers(&r.body)
@@ -325,13 +415,23 @@ impl Gateway {
                     }
                 };
             // Match answers to calls by id: upstreams may reorder batch responses.
-            for (slot, call) in reads {
+            for (at, call, slot) in reads {
                 let id = call.answer_id();
                 let found = answered
                     .iter()
                     .position(|a| a.id == id)
                     .map(|at| answered.swap_remove(at));
-                out[slot] = Some(found.unwrap_or_else(|| match &failed {
+                if let (Some(answer), Some(cache::Policy::Cache(_))) = (&found, slot.policy) {
+                    // Kept as if it had come alone: the same checks, the same key.
+                    let alone = RpcReply {
+                        body: Bytes::from(serde_json::to_vec(answer).unwrap_or_default()),
+                        upstream: served_by.0.clone(),
+                        block: served_by.1,
+                        cache: None,
+                    };
+                    self.cache_keep(pool, slot, &alone, before);
+                }
+                out[at] = Some(found.unwrap_or_else(|| match &failed {
                     Some(e) => error_from(&id, e),
                     None => jsonrpc_error(&id, -32603, "no upstream answered this call"),
                 }));
@@ -346,7 +446,7 @@ impl Gateway {
             body: Bytes::from(serde_json::to_vec(&items).unwrap_or_default()),
             upstream,
             block,
-            cache: None,
+            cache: tally.note(),
         })
     }
 
