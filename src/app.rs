@@ -434,9 +434,8 @@ pub(crate) fn edge_state(
         metrics_cache,
         console,
         stream_slots: Arc::new(handlers::mev_share::StreamSlots::new(leases.clone())),
-        ws_connections: Arc::new(edge::WsConnections::new(leases.clone())),
-        // Counted here only: its leases are never asked.
-        ws_subscriptions: Arc::new(edge::WsConnections::new(leases)),
+        ws_connections: Arc::new(edge::OwnerPlaces::new("ws", leases.clone())),
+        ws_subscriptions: Arc::new(edge::OwnerPlaces::new("ws_sub", leases)),
         subscriptions,
         events: Arc::new(streams::events::EventsHub::default()),
         sent: Default::default(),

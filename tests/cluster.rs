@@ -271,14 +271,14 @@ fn stream_caps_and_filters_hold_across_instances() {
     let start = || {
         Gateway::start(GatewayOpts {
             pools: format!(
-                "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-anvil}}\n      - {{id: el-2, url: \"{}\", family: el-anvil}}\n  eth_mev_share:\n    hosts:\n      - {{id: mevshare-1, url: \"{}\", family: mev-share}}\n",
+                "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-anvil, capabilities: [ws]}}\n      - {{id: el-2, url: \"{}\", family: el-anvil, capabilities: [ws]}}\n  eth_mev_share:\n    hosts:\n      - {{id: mevshare-1, url: \"{}\", family: mev-share}}\n",
                 n1.url(),
                 n2.url(),
                 mev.url()
             ),
             postgres: Some(db.clone()),
             redis: Some(redis.url()),
-            extra_yaml: format!("{UNLIMITED}streams:\n  websocket:\n    max_connections_per_key: {{default: 2}}\n"),
+            extra_yaml: format!("{UNLIMITED}streams:\n  websocket:\n    max_connections_per_key: {{default: 2}}\n    max_subscriptions_per_key: {{default: 2}}\n"),
             ..Default::default()
         })
     };
@@ -301,14 +301,48 @@ fn stream_caps_and_filters_hold_across_instances() {
 
     // Two WebSocket connections per key, wherever they land.
     let ws_a = open_ws(a.port, &key).expect("first on A");
-    let ws_b = open_ws(b.port, &key).expect("second on B");
+    let mut ws_b = open_ws(b.port, &key).expect("second on B");
     assert_eq!(open_ws(a.port, &key).err(), Some(429), "third on A");
     assert_eq!(open_ws(b.port, &key).err(), Some(429), "third on B");
     drop(ws_a);
     wait_for("websocket place freed", Duration::from_secs(2), || {
         open_ws(b.port, &key).is_ok()
     });
+
+    // Two subscriptions per key, wherever they are held.
+    // (The probe's connection above frees its place once A reads its end.)
+    let mut again = None;
+    wait_for("a connection on A again", Duration::from_secs(2), || {
+        again = open_ws(a.port, &key).ok();
+        again.is_some()
+    });
+    let mut ws_a = again.expect("a connection on A again");
+    let subscribe = |ws: &mut tungstenite::WebSocket<std::net::TcpStream>| {
+        let call = r#"{"jsonrpc":"2.0","id":1,"method":"eth_subscribe","params":["newHeads"]}"#;
+        ws.send(tungstenite::Message::text(call)).unwrap();
+        loop {
+            if let tungstenite::Message::Text(t) = ws.read().unwrap() {
+                let v: serde_json::Value = serde_json::from_str(&t).unwrap();
+                if v["id"] == 1 {
+                    return v;
+                }
+            }
+        }
+    };
+    let held_a = subscribe(&mut ws_a);
+    assert!(held_a["result"].is_string(), "first on A: {held_a}");
+    let held_b = subscribe(&mut ws_b);
+    assert!(held_b["result"].is_string(), "second on B: {held_b}");
+    let third = subscribe(&mut ws_a);
+    assert_eq!(
+        third["error"]["data"]["error"], "subscription_cap_exceeded",
+        "third on A: {third}"
+    );
     drop(ws_b);
+    wait_for("subscription place freed", Duration::from_secs(2), || {
+        subscribe(&mut ws_a)["result"].is_string()
+    });
+    drop(ws_a);
 
     // A block filter made through A, polled through B (each poll must reach its node:
     // the other answers "filter not found"), uninstalled through B, gone on A too.

@@ -550,8 +550,8 @@ pub struct WebSocketConf {
     /// Subscriptions one connection may hold at once.
     #[serde(default = "d_ws_subscriptions")]
     pub max_subscriptions_per_connection: usize,
-    /// Subscriptions all of a key's connections may hold at once on this instance, by
-    /// plan (`default` for plans not listed).
+    /// Subscriptions all of a key's connections may hold at once (across instances when
+    /// clustered), by plan (`default` for plans not listed).
     #[serde(default = "d_ws_key_subscriptions")]
     pub max_subscriptions_per_key: BTreeMap<String, usize>,
     /// Messages waiting to go to one client; a client that lets more pile up is closed

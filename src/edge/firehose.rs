@@ -70,13 +70,12 @@ impl Edge {
             .map_err(firehose::Refused::error)?;
         self.firehose_source_ready(channel)?;
         let conf = &st.config.app.streams.websocket;
+        let cap = conf.max_connections(&grant.plan);
         let slot = st
             .ws_connections
-            .acquire(
-                format!("key:{}", grant.key_id),
-                conf.max_connections(&grant.plan),
-            )
-            .await?;
+            .take(format!("key:{}", grant.key_id), cap)
+            .await
+            .ok_or_else(|| super::websocket::connection_cap_reached(cap))?;
         // Open before the 101: what happens after the client reads it reaches the client.
         let feed = Feed::open(st, channel).await?;
         Ok(WsUpgrade {

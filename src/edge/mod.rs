@@ -44,7 +44,7 @@ use crate::rpc::Gateway;
 use std::sync::Arc;
 
 pub use dispatch::batch_len;
-pub use websocket::WsConnections;
+pub use websocket::OwnerPlaces;
 
 // The servers' interface: the request's state and what the pipeline decided, the view of
 // a client request the pipeline reads, the hop rules and the retry rule (`retry`) a
@@ -76,9 +76,10 @@ pub struct State {
     pub metrics_cache: crate::handlers::metrics_mirror::MetricsCache,
     pub console: crate::console::Console,
     pub stream_slots: Arc<crate::handlers::mev_share::StreamSlots>,
-    pub ws_connections: Arc<websocket::WsConnections>,
-    /// Subscriptions held over WebSocket per owner (this instance's count).
-    pub ws_subscriptions: Arc<websocket::WsConnections>,
+    /// Open WebSocket connections per owner.
+    pub ws_connections: Arc<websocket::OwnerPlaces>,
+    /// Subscriptions held over WebSocket per owner.
+    pub ws_subscriptions: Arc<websocket::OwnerPlaces>,
     pub subscriptions: Arc<crate::streams::subscriptions::Hub>,
     /// Shared event streams (beacon events).
     pub events: Arc<crate::streams::events::EventsHub>,

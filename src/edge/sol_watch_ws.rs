@@ -55,13 +55,12 @@ impl Edge {
             self.limit(session, ctx, &Principal::Key(key.clone()), category, units)?;
         }
         let conf = &st.config.app.streams.websocket;
+        let cap = conf.max_connections(&key.plan);
         let slot = st
             .ws_connections
-            .acquire(
-                format!("key:{}", key.key_id),
-                conf.max_connections(&key.plan),
-            )
-            .await?;
+            .take(format!("key:{}", key.key_id), cap)
+            .await
+            .ok_or_else(|| super::websocket::connection_cap_reached(cap))?;
         Ok(WsUpgrade {
             accept,
             protocol: None,

@@ -51,7 +51,7 @@ pub struct WsUpgrade {
     pub(super) request_id: String,
     /// The upgrade's route, for each message's access-log line.
     pub(super) route: Option<Arc<Route>>,
-    pub(super) _slot: ConnectionSlot,
+    pub(super) _slot: OwnerPlace,
 }
 
 /// What one message got: the answer owed (none for notifications alone) and its
@@ -74,81 +74,64 @@ impl Answered {
     }
 }
 
-/// Open WebSocket connections per owner (API key, or client address when anonymous):
-/// counted here, and (clustered) across instances by leases.
-pub struct WsConnections {
+/// Places held per owner (API key, user, or client address when anonymous) under a cap:
+/// a key's open WebSocket connections, or its subscriptions. Counted here, and
+/// (clustered) across instances by leases under `scope`.
+pub struct OwnerPlaces {
+    scope: &'static str,
     open: Mutex<HashMap<String, usize>>,
     leases: Arc<Leases>,
 }
 
-/// One open connection; dropping it frees the place.
-pub struct ConnectionSlot {
-    all: Arc<WsConnections>,
+/// One held place; dropping it frees the place here and gives its lease back.
+pub struct OwnerPlace {
+    all: Arc<OwnerPlaces>,
     owner: String,
     _lease: Option<Lease>,
 }
 
-impl Drop for ConnectionSlot {
+impl Drop for OwnerPlace {
     fn drop(&mut self) {
-        if let Ok(mut open) = self.all.open.lock() {
-            if let Some(n) = open.get_mut(&self.owner) {
-                *n -= 1;
-                if *n == 0 {
-                    open.remove(&self.owner);
-                }
+        let mut open = self.all.open.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = open.get_mut(&self.owner) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.owner);
             }
         }
     }
 }
 
-impl WsConnections {
-    pub fn new(leases: Arc<Leases>) -> WsConnections {
-        WsConnections {
+impl OwnerPlaces {
+    pub fn new(scope: &'static str, leases: Arc<Leases>) -> OwnerPlaces {
+        OwnerPlaces {
+            scope,
             open: Mutex::default(),
             leases,
         }
     }
 
-    /// A place among the owner's `cap`: on this instance first, then across instances.
-    pub(super) async fn acquire(
-        self: &Arc<Self>,
-        owner: String,
-        cap: usize,
-    ) -> Result<ConnectionSlot, ApiError> {
-        let mut slot = self.acquire_here(owner, cap)?;
-        match self.leases.take("ws", &slot.owner, cap).await {
-            Place::Granted(lease) => slot._lease = Some(lease),
-            Place::Full => return Err(cap_reached(cap)),
+    /// A place among the owner's `cap`: on this instance first, then across instances;
+    /// `None` when every place is held.
+    pub(super) async fn take(self: &Arc<Self>, owner: String, cap: usize) -> Option<OwnerPlace> {
+        let mut place = {
+            let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+            let n = open.entry(owner.clone()).or_insert(0);
+            if *n >= cap {
+                return None;
+            }
+            *n += 1;
+            OwnerPlace {
+                all: self.clone(),
+                owner,
+                _lease: None,
+            }
+        };
+        match self.leases.take(self.scope, &place.owner, cap).await {
+            Place::Granted(lease) => place._lease = Some(lease),
+            Place::Full => return None,
         }
-        Ok(slot)
-    }
-
-    fn acquire_here(
-        self: &Arc<Self>,
-        owner: String,
-        cap: usize,
-    ) -> Result<ConnectionSlot, ApiError> {
-        self.acquire_local(owner, cap)
-            .ok_or_else(|| cap_reached(cap))
-    }
-
-    /// A place among the owner's `cap` on this instance; `None` when all are taken.
-    pub(super) fn acquire_local(
-        self: &Arc<Self>,
-        owner: String,
-        cap: usize,
-    ) -> Option<ConnectionSlot> {
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        let n = open.entry(owner.clone()).or_insert(0);
-        if *n >= cap {
-            return None;
-        }
-        *n += 1;
-        Some(ConnectionSlot {
-            all: self.clone(),
-            owner,
-            _lease: None,
-        })
+        Some(place)
     }
 }
 
@@ -169,7 +152,8 @@ fn owner_and_plan(principal: &Principal, client_ip: Option<IpAddr>) -> (String, 
     }
 }
 
-fn cap_reached(cap: usize) -> ApiError {
+/// The refusal of a connection past the key's cap.
+pub(super) fn connection_cap_reached(cap: usize) -> ApiError {
     ApiError::new(
         429,
         "stream_cap_exceeded",
@@ -198,10 +182,12 @@ impl Edge {
         let client_ip = ctx.client(session.client_ip());
         let conf = &st.config.app.streams.websocket;
         let (owner, plan) = owner_and_plan(&principal, client_ip);
+        let cap = conf.max_connections(plan);
         let slot = st
             .ws_connections
-            .acquire(owner, conf.max_connections(plan))
-            .await?;
+            .take(owner, cap)
+            .await
+            .ok_or_else(|| connection_cap_reached(cap))?;
         // The upgrade itself is not a call in the key's usage; each message counts.
         ctx.usage = Some(Cost {
             calls: 0,
@@ -409,20 +395,17 @@ impl Edge {
                 format!("no {} pool is configured", up.pool),
             )
         })?;
-        // The key-wide cap (this instance), counted while the share lives.
+        // The key-wide cap (across instances when clustered), held while the share lives.
         let (owner, plan) = owner_and_plan(&up.principal, up.client_ip);
         let cap = st.config.app.streams.websocket.max_key_subscriptions(plan);
-        let place = st
-            .ws_subscriptions
-            .acquire_local(owner, cap)
-            .ok_or_else(|| {
-                ApiError::new(
-                    429,
-                    "subscription_cap_exceeded",
-                    format!("this key holds at most {cap} subscriptions at once"),
-                )
-                .with_field("max_subscriptions_per_key", cap)
-            })?;
+        let place = st.ws_subscriptions.take(owner, cap).await.ok_or_else(|| {
+            ApiError::new(
+                429,
+                "subscription_cap_exceeded",
+                format!("this key holds at most {cap} subscriptions at once"),
+            )
+            .with_field("max_subscriptions_per_key", cap)
+        })?;
         let mut share = st.subscriptions.subscribe(pool, params).await?;
         share.hold(place);
         Ok(Value::String(subs.add(share)))
