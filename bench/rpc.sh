@@ -4,6 +4,7 @@
 #   (d)  chainedge /rpc/eth, a read the cache never keeps (eth_getBalance at `pending`):
 #        the gateway path
 #   (d2) chainedge /rpc/eth, a cached read (eth_chainId: kept forever after the first)
+#   (d3) chainedge /rpc/eth, a batch of 10 cached reads (each kept after its first call)
 #   (e)  chainedge local handler (/console/app.js from memory)
 # each with oha at 64 connections; then, against a counting node (bench/rpc_upstream.py):
 # a thundering herd (200 identical eth_getBalance at once, 5 waves: node calls per wave)
@@ -122,24 +123,39 @@ load() {
 }
 chain_id='{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}'
 pending='{"jsonrpc":"2.0","id":1,"method":"eth_getBalance","params":["0x00000000219ab540356cBB839Cbe05303d7705Fa","pending"]}'
+# A batch of ten reads kept forever (by hash); each is warmed alone (the static upstream
+# answers any body with one object, so a batch that reached it would not be kept).
+batch10="[$(for i in $(seq 1 10); do
+  case $i in
+    1) printf '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}' ;;
+    2) printf ',{"jsonrpc":"2.0","id":2,"method":"net_version","params":[]}' ;;
+    *) printf ',{"jsonrpc":"2.0","id":%d,"method":"eth_getBlockByHash","params":["0x%064x",false]}' "$i" "$i" ;;
+  esac
+done)]"
+python3 -c 'import json,sys; [print(json.dumps(c)) for c in json.loads(sys.argv[1])]' "$batch10" | while read -r one; do
+  curl -s -o /dev/null -H "x-token: $key" -H "Content-Type: application/json" -d "$one" "http://127.0.0.1:$CE/rpc/eth"
+done
 # Warm the cache (and check the statuses the rows claim).
 curl -s -D - -o /dev/null -H "x-token: $key" -H "Content-Type: application/json" -d "$chain_id" "http://127.0.0.1:$CE/rpc/eth" >/dev/null
 d2_status=$(curl -s -D - -o /dev/null -H "x-token: $key" -H "Content-Type: application/json" -d "$chain_id" "http://127.0.0.1:$CE/rpc/eth" | awk -F': ' 'tolower($1)=="x-cache-status" {print $2}' | tr -d '\r')
 d_status=$(curl -s -D - -o /dev/null -H "x-token: $key" -H "Content-Type: application/json" -d "$pending" "http://127.0.0.1:$CE/rpc/eth" | awk -F': ' 'tolower($1)=="x-cache-status" {print $2}' | tr -d '\r')
-echo "bench: (d) is '$d_status', (d2) is '$d2_status'" >&2
+d3_status=$(curl -s -D - -o /dev/null -H "x-token: $key" -H "Content-Type: application/json" -d "$batch10" "http://127.0.0.1:$CE/rpc/eth" | awk -F': ' 'tolower($1)=="x-cache-status" {print $2}' | tr -d '\r')
+echo "bench: (d) is '$d_status', (d2) is '$d2_status', (d3) is '$d3_status'" >&2
 
 # Interleaved rounds; each row its median round.
 median() { printf '%s\n' "$@" | sort -g -k1,1 | awk -v n=$# 'NR == int((n + 1) / 2)'; }
-bs=(); ds=(); d2s=(); es=()
+bs=(); ds=(); d2s=(); d3s=(); es=()
 for round in 1 2 3; do
   bs+=("$(load "nginx_$round" "http://127.0.0.1:$NGX/" "$chain_id")")
   ds+=("$(load "rpc_$round" "http://127.0.0.1:$CE/rpc/eth" "$pending" "x-token: $key")")
   d2s+=("$(load "cached_$round" "http://127.0.0.1:$CE/rpc/eth" "$chain_id" "x-token: $key")")
+  d3s+=("$(load "batch_$round" "http://127.0.0.1:$CE/rpc/eth" "$batch10" "x-token: $key")")
   es+=("$(load "local_$round" "http://127.0.0.1:$CE/console/app.js" "")")
 done
 read -r br bp50 bp99 <<<"$(median "${bs[@]}")"
 read -r dr dp50 dp99 <<<"$(median "${ds[@]}")"
 read -r d2r d2p50 d2p99 <<<"$(median "${d2s[@]}")"
+read -r d3r d3p50 d3p99 <<<"$(median "${d3s[@]}")"
 read -r er ep50 ep99 <<<"$(median "${es[@]}")"
 
 # The herd and getLogs, against the counting node.
@@ -185,7 +201,7 @@ cat > bench/RESULTS-rpc.md <<MD
 # JSON-RPC benchmark: cache, coalescing, eth_getLogs
 
 \`bench/rpc.sh $secs\` on 2 cores, $(date -u +%Y-%m-%dT%H:%MZ), loopback only. oha, $conns connections,
-${secs}s per run, (b)/(d)/(d2)/(e) interleaved over 3 rounds, each row its median round. nginx: 2
+${secs}s per run, (b)/(d)/(d2)/(d3)/(e) interleaved over 3 rounds, each row its median round. nginx: 2
 workers, keep-alive to a static upstream (nginx \`return 200\`); chainedge: 2 worker threads,
 profile \`${BENCH_PROFILE:-dist}\`. The load generator, the upstream and the proxy share the two cores.
 
@@ -194,6 +210,7 @@ profile \`${BENCH_PROFILE:-dist}\`. The load generator, the upstream and the pro
 | (b) nginx reverse proxy, eth_chainId | $br | $bp50 | $bp99 |
 | (d) chainedge /rpc/eth, a read never kept (\`eth_getBalance\` at \`pending\`: X-Cache-Status $d_status) | $dr | $dp50 | $dp99 |
 | (d2) chainedge /rpc/eth, a cached read (\`eth_chainId\`: X-Cache-Status $d2_status) | $d2r | $d2p50 | $d2p99 |
+| (d3) chainedge /rpc/eth, a batch of 10 cached reads (X-Cache-Status $d3_status) | $d3r | $d3p50 | $d3p99 |
 | (e) chainedge local handler (\`/console/app.js\`) | $er | $ep50 | $ep99 |
 
 | ratio | value | goal |
@@ -201,6 +218,7 @@ profile \`${BENCH_PROFILE:-dist}\`. The load generator, the upstream and the pro
 | (d2)/(b) requests/s: a cache hit against nginx proxying | $(ratio "$d2r" "$br") | ≥ 1.5 |
 | (d2) − (e) p50: a cache hit against a local handler | $(diff_ms "$d2p50" "$ep50") ms | ≤ 0.2 ms |
 | (d)/(b) requests/s: the gateway path against nginx | $(ratio "$dr" "$br") | — |
+| (d3)×10/(d2) calls/s: cached reads in a batch of 10 against one per request | $(ratio "$(awk -v x="$d3r" 'BEGIN{ print x * 10 }')" "$d2r") | — |
 
 **Thundering herd** (200 identical \`eth_getBalance\` at \`latest\` released at once, against a
 node that takes 50 ms; 5 waves): node calls per wave through chainedge **$herd_edge**, straight
