@@ -234,6 +234,11 @@ impl Gateway {
         Ok(reply)
     }
 
+    /// Whether reads of `pool` meet the response cache (on, and the pool not pinned).
+    fn caches(&self, pool: &Pool) -> bool {
+        self.cache.enabled() && !pool.is_pinned()
+    }
+
     /// The kept answer to `method(params)` under the caller's id (`id` is only read on a
     /// hit); otherwise the slot its node answer may be kept in, noting why it was not
     /// there. Counted in `chainedge_cache_lookups_total` either way.
@@ -250,7 +255,7 @@ impl Gateway {
         let text = params.map(Value::to_string).unwrap_or_default();
         let key = format!("{}\n{floor}\n{method}\n{text}", pool.name);
         let policy = match () {
-            _ if !self.cache.enabled() || pool.is_pinned() => None,
+            _ if !self.caches(pool) => None,
             _ if floor > 0 => Some(cache::Policy::Bypass("min_block")),
             _ => Some(cache::policy(method, params)),
         };
@@ -316,7 +321,7 @@ impl Gateway {
         super::check_batch_size(calls.len(), self.conf.max_batch)?;
         // Slots keep the caller's order; reads go upstream together, the rest one by one.
         let mut out: Vec<Option<Response>> = vec![None; calls.len()];
-        let mut reads: Vec<(usize, Request, CacheSlot)> = Vec::new();
+        let mut reads: Vec<(usize, Request, Option<CacheSlot>)> = Vec::new();
         let mut tally = CacheTally::default();
         let mut upstream = None;
         let mut block = None;
@@ -371,6 +376,7 @@ impl Gateway {
                     tally.count(answered.as_ref().ok().and_then(|r| r.cache));
                     out[i] = Some(answer_alone(answered, &id, &mut upstream, &mut block));
                 }
+                MethodClass::Read if !self.caches(pool) => reads.push((i, call, None)),
                 // A plain read is looked up on its own; the misses go upstream together.
                 MethodClass::Read => {
                     let params = call.params.as_ref();
@@ -381,7 +387,7 @@ impl Gateway {
                         }
                         Err(slot) => {
                             tally.count(slot.note);
-                            reads.push((i, call, slot));
+                            reads.push((i, call, Some(slot)));
                         }
                     }
                 }
@@ -421,7 +427,8 @@ impl Gateway {
                     .iter()
                     .position(|a| a.id == id)
                     .map(|at| answered.swap_remove(at));
-                if let (Some(answer), Some(cache::Policy::Cache(_))) = (&found, slot.policy) {
+                let keep = slot.filter(|s| matches!(s.policy, Some(cache::Policy::Cache(_))));
+                if let (Some(answer), Some(slot)) = (&found, keep) {
                     // Kept as if it had come alone: the same checks, the same key.
                     let alone = RpcReply {
                         body: Bytes::from(serde_json::to_vec(answer).unwrap_or_default()),
