@@ -102,17 +102,10 @@ fn answers_live_as_long_as_what_they_depend_on_and_no_longer() {
         (results, status)
     };
     let lookups = |outcome: &str| {
-        let m = request(gw.metrics_port, "GET", "/metrics", &[], b"")
-            .unwrap()
-            .text();
-        m.lines()
-            .filter(|l| {
-                l.starts_with(&format!(
-                    "chainedge_cache_lookups_total{{outcome=\"{outcome}\""
-                ))
-            })
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum::<f64>()
+        metric_sum(
+            &gw,
+            &format!("chainedge_cache_lookups_total{{outcome=\"{outcome}\""),
+        )
     };
     let (results, status) = batch(&[
         (20, "eth_getBlockByNumber", block(16)),

@@ -8,8 +8,9 @@
 //!   instance drops it from its key cache at once (well within 1 s). After a lost
 //!   subscription the whole key cache is dropped, since a notice may have been missed.
 //!
-//! - **Stream caps** (`leases`): a user's MEV-Share stream and a key's WebSocket
-//!   connections are places leased in Redis, so the caps hold across instances.
+//! - **Stream caps** (`leases`, `places`): a user's MEV-Share stream and a key's
+//!   WebSocket connections and subscriptions are places leased in Redis, so the caps
+//!   hold across instances.
 //! - **Filter hosts**: which node holds a JSON-RPC filter is kept in Redis too
 //!   (`rpc::FilterHosts`), so a poll may land on any instance.
 //!
@@ -19,6 +20,7 @@
 
 pub mod leases;
 pub mod link;
+pub mod places;
 
 use crate::auth::keys::KeyAuth;
 use crate::limits::shared::SharedCounts;

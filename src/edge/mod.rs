@@ -44,7 +44,6 @@ use crate::rpc::Gateway;
 use std::sync::Arc;
 
 pub use dispatch::batch_len;
-pub use websocket::OwnerPlaces;
 
 // The servers' interface: the request's state and what the pipeline decided, the view of
 // a client request the pipeline reads, the hop rules and the retry rule (`retry`) a
@@ -77,9 +76,9 @@ pub struct State {
     pub console: crate::console::Console,
     pub stream_slots: Arc<crate::handlers::mev_share::StreamSlots>,
     /// Open WebSocket connections per owner.
-    pub ws_connections: Arc<websocket::OwnerPlaces>,
+    pub ws_connections: Arc<crate::cluster::places::OwnerPlaces>,
     /// Subscriptions held over WebSocket per owner.
-    pub ws_subscriptions: Arc<websocket::OwnerPlaces>,
+    pub ws_subscriptions: Arc<crate::cluster::places::OwnerPlaces>,
     pub subscriptions: Arc<crate::streams::subscriptions::Hub>,
     /// Shared event streams (beacon events).
     pub events: Arc<crate::streams::events::EventsHub>,

@@ -13,7 +13,7 @@
 use super::ws_conn::WsConn;
 use super::{Ctx, Downstream, Edge, State};
 use crate::auth::Principal;
-use crate::cluster::leases::{Lease, Leases, Place};
+use crate::cluster::places::OwnerPlace;
 use crate::errors::ApiError;
 use crate::jsonrpc::Response;
 use crate::observe::{access_log, metrics};
@@ -27,9 +27,8 @@ use bytes::Bytes;
 use futures_util::stream::FuturesUnordered;
 use futures_util::StreamExt;
 use serde_json::Value;
-use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
@@ -71,67 +70,6 @@ impl Answered {
             upstream: None,
             error: Some(e.code),
         }
-    }
-}
-
-/// Places held per owner (API key, user, or client address when anonymous) under a cap:
-/// a key's open WebSocket connections, or its subscriptions. Counted here, and
-/// (clustered) across instances by leases under `scope`.
-pub struct OwnerPlaces {
-    scope: &'static str,
-    open: Mutex<HashMap<String, usize>>,
-    leases: Arc<Leases>,
-}
-
-/// One held place; dropping it frees the place here and gives its lease back.
-pub struct OwnerPlace {
-    all: Arc<OwnerPlaces>,
-    owner: String,
-    _lease: Option<Lease>,
-}
-
-impl Drop for OwnerPlace {
-    fn drop(&mut self) {
-        let mut open = self.all.open.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = open.get_mut(&self.owner) {
-            *n -= 1;
-            if *n == 0 {
-                open.remove(&self.owner);
-            }
-        }
-    }
-}
-
-impl OwnerPlaces {
-    pub fn new(scope: &'static str, leases: Arc<Leases>) -> OwnerPlaces {
-        OwnerPlaces {
-            scope,
-            open: Mutex::default(),
-            leases,
-        }
-    }
-
-    /// A place among the owner's `cap`: on this instance first, then across instances;
-    /// `None` when every place is held.
-    pub(super) async fn take(self: &Arc<Self>, owner: String, cap: usize) -> Option<OwnerPlace> {
-        let mut place = {
-            let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-            let n = open.entry(owner.clone()).or_insert(0);
-            if *n >= cap {
-                return None;
-            }
-            *n += 1;
-            OwnerPlace {
-                all: self.clone(),
-                owner,
-                _lease: None,
-            }
-        };
-        match self.leases.take(self.scope, &place.owner, cap).await {
-            Place::Granted(lease) => place._lease = Some(lease),
-            Place::Full => return None,
-        }
-        Some(place)
     }
 }
 

@@ -406,11 +406,12 @@ impl Gateway {
             let need = need_of(pool, reads.iter().map(|(_, c, _)| c)).at_least(caller.min_block);
             let before = self.cache.snapshot(&pool.name);
             let mut failed = None;
-            let mut served_by = (None, None);
+            // Who answered the misses and at what block, for the answers kept from them.
+            let (mut served_by, mut served_at) = (None, None);
             let mut answered: Vec<Response> =
                 match self.read(pool, MethodClass::Read, need, body, rid).await {
                     Ok(r) => {
-                        served_by = (r.upstream.clone(), r.block);
+                        (served_by, served_at) = (r.upstream.clone(), r.block);
                         upstream = upstream.or(r.upstream);
                         block = older(block, r.block);
                         node_batch_answers(&r.body)
@@ -432,8 +433,8 @@ impl Gateway {
                     // Kept as if it had come alone: the same checks, the same key.
                     let alone = RpcReply {
                         body: Bytes::from(serde_json::to_vec(answer).unwrap_or_default()),
-                        upstream: served_by.0.clone(),
-                        block: served_by.1,
+                        upstream: served_by.clone(),
+                        block: served_at,
                         cache: None,
                     };
                     self.cache_keep(pool, slot, &alone, before);

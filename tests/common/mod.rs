@@ -78,6 +78,18 @@ pub fn metric_value(gw: &Gateway, line_start: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// The sum of every `/metrics` line that starts with `line_start` (a family across
+/// the label values that follow).
+pub fn metric_sum(gw: &Gateway, line_start: &str) -> f64 {
+    let m = request(gw.metrics_port, "GET", "/metrics", &[], b"")
+        .unwrap()
+        .text();
+    m.lines()
+        .filter(|l| l.starts_with(line_start))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
