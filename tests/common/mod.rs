@@ -66,28 +66,29 @@ pub fn listens_on(pid: u32, port: u16) -> bool {
     })
 }
 
-/// The value of the first line of the gateway's `/metrics` that starts with
-/// `line_start` (a name with its labels), 0 when there is none.
-pub fn metric_value(gw: &Gateway, line_start: &str) -> f64 {
-    let m = request(gw.metrics_port, "GET", "/metrics", &[], b"")
-        .unwrap()
-        .text();
-    m.lines()
-        .find(|l| l.starts_with(line_start))
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-        .unwrap_or(0.0)
-}
-
-/// The sum of every `/metrics` line that starts with `line_start` (a family across
-/// the label values that follow).
-pub fn metric_sum(gw: &Gateway, line_start: &str) -> f64 {
+/// The values of the gateway's `/metrics` lines that start with `line_start` (a name,
+/// and as many of its labels as given), in order.
+fn metric_values(gw: &Gateway, line_start: &str) -> Vec<f64> {
     let m = request(gw.metrics_port, "GET", "/metrics", &[], b"")
         .unwrap()
         .text();
     m.lines()
         .filter(|l| l.starts_with(line_start))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+        .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+        .collect()
+}
+
+/// The first such line's value, 0 when there is none.
+pub fn metric_value(gw: &Gateway, line_start: &str) -> f64 {
+    metric_values(gw, line_start)
+        .first()
+        .copied()
+        .unwrap_or(0.0)
+}
+
+/// The sum over such lines (a family across the label values that follow).
+pub fn metric_sum(gw: &Gateway, line_start: &str) -> f64 {
+    metric_values(gw, line_start).iter().sum()
 }
 
 pub fn free_port() -> u16 {
