@@ -163,6 +163,23 @@ pub fn plain_inet(peer: &HttpPeer) -> Option<std::net::SocketAddr> {
         .flatten()
 }
 
+/// The name a client is counted under by per-client bounds: an IPv4 address as it is, an
+/// IPv6 address by its /64 (one subscriber's usual allocation, so rotating through it
+/// gains nothing).
+pub fn client_bucket(ip: Option<IpAddr>) -> String {
+    match ip {
+        None => "unknown".into(),
+        Some(IpAddr::V4(v4)) => v4.to_string(),
+        Some(IpAddr::V6(v6)) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => {
+                let s = v6.segments();
+                format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
+            }
+        },
+    }
+}
+
 /// Addresses whose forwarding headers are believed (`console.trusted_proxies`): single
 /// addresses or CIDR ranges (`10.0.0.0/8`, `fd00::/8`).
 #[derive(Debug, Clone, Default)]

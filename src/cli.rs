@@ -78,6 +78,7 @@ pub enum KeyCmd {
         tenant: String,
         #[arg(long, default_value = "cli")]
         name: String,
+        /// Comma-separated; without it the key gets rpc:read,rpc:write.
         #[arg(long, value_delimiter = ',')]
         scopes: Vec<String>,
     },
@@ -91,6 +92,11 @@ pub enum KeyCmd {
         #[arg(long)]
         id: String,
     },
+}
+
+/// The JSON-RPC method table each pool admits, for `chainedge -t`.
+pub fn method_table(cfg: &Loaded) -> String {
+    crate::rpc::methods::table_report(cfg.app.pools.iter().map(|(n, p)| (n, &p.methods)))
 }
 
 /// `chainedge openapi`: the document on stdout; `--strict` refuses routes without a
@@ -208,6 +214,7 @@ async fn execute_on_store(cmd: &Command, cfg: &Loaded) -> Result<(), String> {
             announce_tenant(cfg, tenant).await;
         }
         Command::Tenants(TenantCmd::SetFeatures { tenant, features }) => {
+            crate::auth::check_known("feature", features, crate::auth::FEATURES)?;
             must_exist(tenant).await?;
             store.set_features(tenant, features).await.map_err(db)?;
             announce_tenant(cfg, tenant).await;
@@ -217,6 +224,12 @@ async fn execute_on_store(cmd: &Command, cfg: &Loaded) -> Result<(), String> {
             name,
             scopes,
         }) => {
+            crate::auth::check_known("scope", scopes, crate::auth::SCOPES)?;
+            let defaults: Vec<String> = crate::auth::DEFAULT_SCOPES
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            let scopes = if scopes.is_empty() { &defaults } else { scopes };
             must_exist(tenant).await?;
             let (id, raw) = store
                 .create_key(tenant, None, name, scopes, false)

@@ -69,6 +69,7 @@ fn main() -> ExitCode {
             loaded.app.plugins_dir.display(),
             loaded.app.path.display()
         );
+        print!("{}", cli::method_table(&loaded.app));
         return ExitCode::SUCCESS;
     }
     match app::serve(cli.pingora, loaded) {

@@ -5,7 +5,10 @@
 mod common;
 
 use chainedge::store::capacity::{HostMinute, SeriesPoint};
-use chainedge::store::console::{Challenge, CodeCheck, Identity, MAX_KEYS_PER_USER};
+use chainedge::store::console::{
+    Challenge, ChallengeBounds, CodeBounds, CodeCheck, GuessGuard, Identity, Issued,
+    MAX_KEYS_PER_USER,
+};
 use chainedge::store::mev_cache::Sample;
 use chainedge::store::sol_stake::StakeRow;
 use chainedge::store::sol_watchlist::{DeadLetter, WatchEntry, DEAD_LETTERS_KEPT};
@@ -643,61 +646,105 @@ async fn default_and_user_keys(store: &Store) {
 
 async fn codes_and_challenges(store: &Store) {
     let code = sha256("123456");
+    let bounds = CodeBounds {
+        window: 900,
+        per_address: 2,
+        per_client: 3,
+    };
+    let guard = GuessGuard {
+        max_attempts: 3,
+        lockout_secs: 1,
+        max_lockout_secs: 4,
+        forget_after: 86400,
+    };
+    let (a, b) = ("10.0.0.1", "2001:db8::/64");
     assert_eq!(
         store
-            .store_code("c@example.com", &code, 600, 900)
+            .store_code("c@example.com", a, &code, 600, &bounds)
             .await
             .unwrap(),
-        1
+        Issued::Stored
     );
     assert_eq!(
         store
-            .check_code("c@example.com", &sha256("000000"), 3)
+            .check_code("c@example.com", &sha256("000000"), &guard)
             .await
             .unwrap(),
         CodeCheck::Wrong
     );
     assert_eq!(
-        store.check_code("c@example.com", &code, 3).await.unwrap(),
+        store.check_code("c@example.com", &code, &guard).await.unwrap(),
         CodeCheck::Ok
     );
     assert_eq!(
-        store.check_code("c@example.com", &code, 3).await.unwrap(),
+        store.check_code("c@example.com", &code, &guard).await.unwrap(),
         CodeCheck::NoCode,
         "a code is used once"
     );
-    // The latest code counts; wrong attempts run out.
+    // The latest code counts; a refused code is not stored (the mailed one still works
+    // for the owner); every third wrong guess locks the address out.
     store
-        .store_code("d@example.com", &sha256("1"), 600, 900)
+        .store_code("d@example.com", a, &sha256("1"), 600, &bounds)
         .await
         .unwrap();
-    assert_eq!(
-        store
-            .store_code("d@example.com", &code, 600, 900)
-            .await
-            .unwrap(),
-        2
-    );
-    for _ in 0..3 {
+    for (want, c) in [(Issued::Stored, &code), (Issued::TooManyForAddress, &sha256("2"))] {
         assert_eq!(
             store
-                .check_code("d@example.com", &sha256("x"), 3)
+                .store_code("d@example.com", a, c, 600, &bounds)
                 .await
                 .unwrap(),
-            CodeCheck::Wrong
+            want
+        );
+    }
+    for want in [CodeCheck::Wrong, CodeCheck::Wrong, CodeCheck::LockedOut(1)] {
+        assert_eq!(
+            store
+                .check_code("d@example.com", &sha256("x"), &guard)
+                .await
+                .unwrap(),
+            want
         );
     }
     assert_eq!(
-        store.check_code("d@example.com", &code, 3).await.unwrap(),
-        CodeCheck::TooManyAttempts
+        store.check_code("d@example.com", &code, &guard).await.unwrap(),
+        CodeCheck::LockedOut(1),
+        "locked out: even the right code is not tried"
+    );
+    // The client asked for three codes: its fourth is refused, another client's is not.
+    assert_eq!(
+        store
+            .store_code("e@example.com", a, &code, -1, &bounds)
+            .await
+            .unwrap(),
+        Issued::TooManyForClient
     );
     store
-        .store_code("e@example.com", &code, -1, 900)
+        .store_code("e@example.com", b, &code, -1, &bounds)
         .await
         .unwrap();
     assert_eq!(
-        store.check_code("e@example.com", &code, 3).await.unwrap(),
+        store.check_code("e@example.com", &code, &guard).await.unwrap(),
         CodeCheck::Expired
+    );
+    // A new code after a lock-out does not reset the budget: the next lock-out doubles.
+    let roomy = CodeBounds {
+        per_address: 5,
+        per_client: 100,
+        ..bounds
+    };
+    let g = "g@example.com";
+    store.store_code(g, b, &code, 600, &roomy).await.unwrap();
+    for _ in 0..3 {
+        store.check_code(g, &sha256("x"), &guard).await.unwrap();
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    store.store_code(g, b, &code, 600, &roomy).await.unwrap();
+    for want in [CodeCheck::Wrong, CodeCheck::Wrong, CodeCheck::LockedOut(2)] {
+        assert_eq!(store.check_code(g, &sha256("y"), &guard).await.unwrap(), want);
+    }
+    assert_eq!(
+        [3, 6, 9, 12, 4].map(|n| guard.lockout_after(n)),
+        [Some(1), Some(2), Some(4), Some(4), None]
     );
 
     let c = Challenge {
@@ -706,7 +753,31 @@ async fn codes_and_challenges(store: &Store) {
         message: "sign this".into(),
         expires_at: chainedge::store::now() + 60,
     };
-    store.store_challenge("nonce-1", &c).await.unwrap();
+    let cb = ChallengeBounds {
+        per_client: 2,
+        per_subject: 1,
+    };
+    assert_eq!(
+        store.store_challenge("nonce-1", a, &c, &cb).await.unwrap(),
+        Issued::Stored
+    );
+    assert_eq!(
+        store.store_challenge("nonce-2", a, &c, &cb).await.unwrap(),
+        Issued::TooManyForAddress
+    );
+    let other = |s: &str| Challenge {
+        subject: s.into(),
+        ..c_clone(&c)
+    };
+    assert_eq!(
+        store.store_challenge("nonce-3", a, &other("0xdef"), &cb).await.unwrap(),
+        Issued::Stored
+    );
+    assert_eq!(
+        store.store_challenge("nonce-4", a, &other("0x123"), &cb).await.unwrap(),
+        Issued::TooManyForClient
+    );
+    assert!(store.take_challenge("nonce-2").await.unwrap().is_none(), "refused: not stored");
     let taken = store.take_challenge("nonce-1").await.unwrap().unwrap();
     assert_eq!(
         (taken.kind.as_str(), taken.message.as_str()),
@@ -718,6 +789,20 @@ async fn codes_and_challenges(store: &Store) {
         .await
         .unwrap()
         .is_none());
+    // A used challenge no longer counts against its client.
+    assert_eq!(
+        store.store_challenge("nonce-5", a, &other("0x123"), &cb).await.unwrap(),
+        Issued::Stored
+    );
+}
+
+fn c_clone(c: &Challenge) -> Challenge {
+    Challenge {
+        kind: c.kind.clone(),
+        subject: c.subject.clone(),
+        message: c.message.clone(),
+        expires_at: c.expires_at,
+    }
 }
 
 /// What the transactions promise when callers race: one user per identity, one default
@@ -752,7 +837,18 @@ async fn concurrency(store: &Store) {
         message: "m".into(),
         expires_at: chainedge::store::now() + 60,
     };
-    store.store_challenge("race-nonce", &c).await.unwrap();
+    store
+        .store_challenge(
+            "race-nonce",
+            "10.0.0.9",
+            &c,
+            &ChallengeBounds {
+                per_client: 5,
+                per_subject: 5,
+            },
+        )
+        .await
+        .unwrap();
     let takes = futures_util::future::join_all((0..N).map(|_| {
         let store = store.clone();
         tokio::spawn(async move { store.take_challenge("race-nonce").await })

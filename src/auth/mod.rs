@@ -10,6 +10,28 @@ use crate::store::KeyRecord;
 use std::net::IpAddr;
 use std::sync::Arc;
 
+/// Every scope a key may carry: `rpc:read` for JSON-RPC reads (HTTP, WebSocket, batches),
+/// `rpc:write` for anything that sends a transaction (`eth_sendRawTransaction`, the REST
+/// senders and bundles, builder and private RPC), and the Solana products' own.
+pub const SCOPES: &[&str] = &["rpc:read", "rpc:write", "sol_watchlist", "sol_gpa_snapshot"];
+
+/// What a key gets when its creator names no scopes (the CLI; the console's default key).
+pub const DEFAULT_SCOPES: &[&str] = &["rpc:read", "rpc:write"];
+
+/// Every tenant feature a route or handler checks.
+pub const FEATURES: &[&str] = &["eth.chain_metrics_el", "eth.chain_metrics_cl"];
+
+/// The first entry of `given` that is not in `known`, as an error naming the known ones.
+pub fn check_known(what: &str, given: &[String], known: &[&str]) -> Result<(), String> {
+    match given.iter().find(|g| !known.contains(&g.as_str())) {
+        Some(bad) => Err(format!(
+            "unknown {what} '{bad}' (known: {})",
+            known.join(", ")
+        )),
+        None => Ok(()),
+    }
+}
+
 /// The authenticated caller, as far as the edge knows it.
 #[derive(Debug, Clone)]
 pub enum Principal {

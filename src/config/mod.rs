@@ -436,11 +436,21 @@ pub fn load(path: &Path, purpose: Purpose) -> Result<Loaded, Vec<ConfigError>> {
     if email.from.contains(['\r', '\n']) || !email.from.contains('@') {
         bad("console.email.from", "not a mailbox".into());
     }
-    if email.code_ttl_secs < 60 || email.max_attempts < 1 || email.max_codes_per_15min < 1 {
+    if email.code_ttl_secs < 60
+        || email.max_attempts < 1
+        || email.max_codes_per_15min < 1
+        || email.max_codes_per_client_15min < 1
+    {
         bad(
             "console.email",
-            "code_ttl_secs must be at least 60; max_attempts and max_codes_per_15min positive"
+            "code_ttl_secs must be at least 60; max_attempts, max_codes_per_15min and max_codes_per_client_15min positive"
                 .into(),
+        );
+    }
+    if email.lockout_secs < 1 || email.max_lockout_secs < email.lockout_secs {
+        bad(
+            "console.email",
+            "lockout_secs must be positive and at most max_lockout_secs".into(),
         );
     }
     let store_postgres = match (&app.store.path, &app.store.postgres) {
@@ -500,6 +510,12 @@ pub fn load(path: &Path, purpose: Purpose) -> Result<Loaded, Vec<ConfigError>> {
         bad(
             "console",
             "session_ttl_secs and challenge_ttl_secs must be at least 2".into(),
+        );
+    }
+    if app.console.max_challenges_per_client < 1 || app.console.max_challenges_per_subject < 1 {
+        bad(
+            "console",
+            "max_challenges_per_client and max_challenges_per_subject must be positive".into(),
         );
     }
     let smtp_credentials = match email.smtp.as_ref().map(|s| (&s.username, &s.password)) {

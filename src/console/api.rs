@@ -7,17 +7,19 @@ use crate::errors::ApiError;
 use crate::handlers::Request;
 use crate::reply::Reply;
 use crate::routes::spec::HandlerKind;
-use crate::store::console::{Challenge, CodeCheck, Identity, UserRow};
+use crate::address::client_bucket;
+use crate::store::console::{
+    Challenge, ChallengeBounds, CodeBounds, CodeCheck, GuessGuard, Identity, Issued, UserRow,
+};
 use crate::store::{self, KeyInfo};
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::time::{Duration, UNIX_EPOCH};
 
-/// Scopes a console user may put on a key.
-pub const SCOPES: &[&str] = &["rpc:read", "rpc:write", "sol_watchlist", "sol_gpa_snapshot"];
-/// Scopes of the default key made by `/v1/auth/me`.
-const DEFAULT_SCOPES: &[&str] = &["rpc:read", "rpc:write"];
+/// Scopes a console user may put on a key, and those of the default key made by
+/// `/v1/auth/me`.
+pub use crate::auth::{DEFAULT_SCOPES, SCOPES};
 
 pub async fn handle(
     console: &Console,
@@ -95,6 +97,35 @@ fn not_found() -> ApiError {
 
 fn bad(code: &'static str, message: &str) -> ApiError {
     ApiError::new(400, code, message)
+}
+
+/// 429 with `Retry-After`: a sign-in bound was reached.
+fn too_many(code: &'static str, message: &str, retry_after: i64) -> ApiError {
+    ApiError::new(429, code, message).with_header("Retry-After", retry_after.max(1).to_string())
+}
+
+fn challenge_bounds(console: &Console) -> ChallengeBounds {
+    ChallengeBounds {
+        per_client: console.max_challenges_per_client,
+        per_subject: console.max_challenges_per_subject,
+    }
+}
+
+/// A challenge the bounds refused: 429, nothing stored.
+fn issued(i: Issued) -> Result<(), ApiError> {
+    match i {
+        Issued::Stored => Ok(()),
+        Issued::TooManyForAddress => Err(too_many(
+            "too_many_challenges",
+            "too many open challenges for this address; use one or wait until they expire",
+            60,
+        )),
+        Issued::TooManyForClient => Err(too_many(
+            "too_many_challenges",
+            "too many open challenges from this network address; wait until they expire",
+            60,
+        )),
+    }
 }
 
 fn json_reply(status: u16, v: Value) -> Result<Reply, ApiError> {
@@ -230,14 +261,28 @@ async fn email_start(console: &Console, req: &Request<'_>) -> Result<Reply, ApiE
     let code = email::new_code();
     let hash = email::code_hash(&addr, &code);
     let ttl = console.email.code_ttl_secs;
-    let a = addr.clone();
-    let sent = db(console.store.store_code(&a, &hash, ttl, 900)).await?;
-    if sent > console.email.max_codes_per_15min {
-        return Err(ApiError::new(
-            429,
-            "too_many_codes",
-            "too many codes for this address; wait a while",
-        ));
+    let (a, client) = (addr.clone(), client_bucket(req.client));
+    let bounds = CodeBounds {
+        window: 900,
+        per_address: console.email.max_codes_per_15min,
+        per_client: console.email.max_codes_per_client_15min,
+    };
+    match db(console.store.store_code(&a, &client, &hash, ttl, &bounds)).await? {
+        Issued::Stored => {}
+        Issued::TooManyForAddress => {
+            return Err(too_many(
+                "too_many_codes",
+                "too many codes for this address; wait a while",
+                900,
+            ))
+        }
+        Issued::TooManyForClient => {
+            return Err(too_many(
+                "too_many_codes",
+                "too many codes asked from this network address; wait a while",
+                900,
+            ))
+        }
     }
     console
         .mailer
@@ -266,9 +311,14 @@ async fn email_verify(console: &Console, req: &Request<'_>) -> Result<Reply, Api
         return Err(bad("invalid_code", "the code is 6 digits"));
     }
     let hash = email::code_hash(&addr, code);
-    let max = console.email.max_attempts;
+    let guard = GuessGuard {
+        max_attempts: console.email.max_attempts,
+        lockout_secs: console.email.lockout_secs,
+        max_lockout_secs: console.email.max_lockout_secs,
+        forget_after: 86400,
+    };
     let a = addr.clone();
-    match db(console.store.check_code(&a, &hash, max)).await? {
+    match db(console.store.check_code(&a, &hash, &guard)).await? {
         CodeCheck::Ok => sign_in(console, Identity::Email(addr), req.secure).await,
         CodeCheck::Wrong | CodeCheck::NoCode => Err(bad("invalid_code", "wrong or unknown code")),
         CodeCheck::Expired => Err(bad(
@@ -280,6 +330,14 @@ async fn email_verify(console: &Console, req: &Request<'_>) -> Result<Reply, Api
             "too_many_attempts",
             "too many wrong codes; ask for a new one",
         )),
+        CodeCheck::LockedOut(secs) => {
+            log::warn!("console: email sign-in locked out for {secs} s after wrong codes");
+            Err(too_many(
+                "too_many_attempts",
+                "too many wrong codes for this address; wait before trying again",
+                secs,
+            ))
+        }
     }
 }
 
@@ -345,7 +403,7 @@ async fn wallet_challenge(console: &Console, req: &Request<'_>) -> Result<Reply,
         expires_at,
     };
     let n = nonce.clone();
-    db(console.store.store_challenge(&n, &challenge)).await?;
+    issued(db(console.store.store_challenge(&n, &client_bucket(req.client), &challenge, &challenge_bounds(console))).await?)?;
     json_reply(
         200,
         json!({"message": message, "nonce": nonce, "expires_at": rfc3339(expires_at)}),
@@ -427,7 +485,7 @@ async fn google_start(console: &Console, req: &Request<'_>) -> Result<Reply, Api
         expires_at: store::now() + super::google::FLOW_TTL_SECS,
     };
     let s = state.clone();
-    db(console.store.store_challenge(&s, &flow)).await?;
+    issued(db(console.store.store_challenge(&s, &client_bucket(req.client), &flow, &challenge_bounds(console))).await?)?;
     Ok(Reply::empty(302).with_headers(vec![
         ("Location", location),
         ("Cache-Control", "no-store".into()),

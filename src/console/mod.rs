@@ -37,6 +37,8 @@ pub struct Console {
     pub mailer: email::Mailer,
     pub email: crate::config::EmailConf,
     pub challenge_ttl: i64,
+    pub max_challenges_per_client: i64,
+    pub max_challenges_per_subject: i64,
     /// Plan of tenants created by console sign-up (the lowest).
     pub signup_plan: String,
     /// Google sign-in, when configured.
@@ -78,6 +80,8 @@ impl Console {
             mailer: email::Mailer::new(cfg)?,
             email: c.email.clone(),
             challenge_ttl: c.challenge_ttl_secs,
+            max_challenges_per_client: c.max_challenges_per_client,
+            max_challenges_per_subject: c.max_challenges_per_subject,
             signup_plan: cfg.app.plans.first().cloned().unwrap_or_default(),
             oidc,
         })

@@ -267,17 +267,20 @@ impl Edge {
             Principal::Key(k) => crate::rpc::Caller {
                 rank: self.plan_rank(&k.plan).unwrap_or(0),
                 plan: k.plan.as_str(),
+                scopes: Some(k.scopes.as_slice()),
                 min_block: 0,
             },
             // Admins (per-host RPC) are not bound by plans.
             Principal::Admin => crate::rpc::Caller {
                 rank: usize::MAX,
                 plan: "admin",
+                scopes: None,
                 min_block: 0,
             },
             Principal::User(_) | Principal::Anonymous => crate::rpc::Caller {
                 rank: 0,
                 plan: crate::config::limits::ANONYMOUS,
+                scopes: None,
                 min_block: 0,
             },
         }

@@ -81,6 +81,7 @@ impl Edge {
             cookies: cookies.as_deref(),
             secure: self.secure(session),
             request_id: &ctx.request_id,
+            client: ctx.client(session.client_ip()),
         };
         let reply = match req.kind {
             HandlerKind::BasePage => Ok(handlers::base_page::serve()),

@@ -315,6 +315,9 @@ impl Edge {
             let sub = params.get(0).and_then(Value::as_str).unwrap_or_default();
             return Ok(Value::Bool(subs.remove(sub)));
         }
+        if let Some(refused) = caller.scope_refusal(MethodClass::Subscription, method) {
+            return Err(refused);
+        }
         self.subscription_allowed(params, caller)?;
         if subs.is_full() {
             let max = subs.max();

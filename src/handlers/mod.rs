@@ -60,6 +60,8 @@ pub struct Request<'a> {
     /// Whether cookies set on the answer get `Secure`.
     pub secure: bool,
     pub request_id: &'a str,
+    /// The client's address: the socket peer, or the client a trusted proxy names.
+    pub client: Option<std::net::IpAddr>,
 }
 
 impl Request<'_> {

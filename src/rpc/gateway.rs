@@ -145,6 +145,9 @@ impl Gateway {
     ) -> Result<RpcReply, ApiError> {
         let method = call.method.as_str();
         let class = classify_on(&pool.methods, method);
+        if let Some(refused) = caller.scope_refusal(class, method) {
+            return Err(refused);
+        }
         match class {
             MethodClass::Unknown => Err(method_unknown(method)),
             MethodClass::Subscription => Err(needs_websocket(method)),
@@ -192,6 +195,9 @@ impl Gateway {
             class,
             params,
         } = call;
+        if let Some(refused) = caller.scope_refusal(class, method) {
+            return Err(refused);
+        }
         if let Some(required) = self.conf.plan_refusal(class, caller) {
             return Err(self.tier_refusal(method, required, caller));
         }
@@ -341,6 +347,10 @@ impl Gateway {
             let method = call.method.as_str();
             let class = classify_on(&pool.methods, method);
             // Each refusal is the one a single call gets, as this element's answer.
+            if let Some(refused) = caller.scope_refusal(class, method) {
+                out[i] = Some(error_from(&id, &refused));
+                continue;
+            }
             if let Some(required) = self.conf.plan_refusal(class, caller) {
                 out[i] = Some(error_from(
                     &id,

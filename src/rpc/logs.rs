@@ -452,6 +452,7 @@ mod tests {
             s.max_range(&Caller {
                 rank,
                 plan,
+                scopes: None,
                 min_block: 0,
             })
         };

@@ -98,6 +98,51 @@ const READS: &[&str] = &[
     "bor_getSignersAtHash",
 ];
 
+/// The trace module's reads (OpenEthereum's, kept by Erigon, Nethermind and Reth).
+const TRACES: &[&str] = &[
+    "trace_block",
+    "trace_call",
+    "trace_callMany",
+    "trace_filter",
+    "trace_get",
+    "trace_rawTransaction",
+    "trace_replayBlockTransactions",
+    "trace_replayTransaction",
+    "trace_transaction",
+];
+
+/// The debug namespace's reads: the tracers, raw block / header / receipt / transaction
+/// reads, and state-diff reads. Everything else there administers the node itself
+/// (`debug_setHead` rewinds its chain, `debug_writeMemProfile` and `debug_startCPUProfile`
+/// write files at a path the caller names, `debug_chaindbCompact`, `debug_setGCPercent`,
+/// `debug_verbosity`, `debug_dbGet`, ...) and is refused whatever the plan or route.
+const DEBUG_READS: &[&str] = &[
+    "debug_getBadBlocks",
+    "debug_getModifiedAccountsByHash",
+    "debug_getModifiedAccountsByNumber",
+    "debug_getRawBlock",
+    "debug_getRawHeader",
+    "debug_getRawReceipts",
+    "debug_getRawTransaction",
+    "debug_intermediateRoots",
+    "debug_storageRangeAt",
+    "debug_traceBadBlock",
+    "debug_traceBlock",
+    "debug_traceBlockByHash",
+    "debug_traceBlockByNumber",
+    "debug_traceCall",
+    "debug_traceCallMany",
+    "debug_traceTransaction",
+];
+
+/// The txpool namespace: all four are reads.
+const TXPOOL_READS: &[&str] = &[
+    "txpool_content",
+    "txpool_contentFrom",
+    "txpool_inspect",
+    "txpool_status",
+];
+
 const FILTERS: &[&str] = &[
     "eth_newFilter",
     "eth_newBlockFilter",
@@ -116,26 +161,104 @@ pub fn classify(method: &str) -> MethodClass {
         MethodClass::Write
     } else if method == "eth_subscribe" || method == "eth_unsubscribe" {
         MethodClass::Subscription
-    } else if method.starts_with("trace_") && method.len() > 6 {
+    } else if TRACES.contains(&method) {
         MethodClass::Trace
-    } else if method.starts_with("debug_") && method.len() > 6 {
+    } else if DEBUG_READS.contains(&method) {
         MethodClass::Debug
-    } else if method.starts_with("txpool_") && method.len() > 7 {
+    } else if TXPOOL_READS.contains(&method) {
         MethodClass::TxPool
     } else {
         MethodClass::Unknown
     }
 }
 
+/// The class a method of a capability namespace has by its prefix: what an operator's
+/// `methods.allow` entry outside the table is routed as (a `debug_` method to a debug
+/// host, under the debug family's plan).
+fn namespace_class(method: &str) -> MethodClass {
+    if method.starts_with("trace_") {
+        MethodClass::Trace
+    } else if method.starts_with("debug_") {
+        MethodClass::Debug
+    } else if method.starts_with("txpool_") {
+        MethodClass::TxPool
+    } else {
+        MethodClass::Read
+    }
+}
+
 /// A method's class on `pool`'s table: a denied method is unknown; an allowed one the
-/// table does not list is a plain read.
+/// table does not list is a read of its namespace's class.
 pub fn classify_on(methods: &MethodsConf, method: &str) -> MethodClass {
     if methods.deny.contains(method) {
         return MethodClass::Unknown;
     }
     match classify(method) {
-        MethodClass::Unknown if methods.allow.contains(method) => MethodClass::Read,
+        MethodClass::Unknown if methods.allow.contains(method) => namespace_class(method),
         class => class,
+    }
+}
+
+/// Every method the edge admits on a pool with `methods`, by class name, sorted: what
+/// `chainedge -t` prints per pool.
+pub fn effective_table(methods: &MethodsConf) -> Vec<(&'static str, Vec<String>)> {
+    let mut all: Vec<String> = [READS, TRACES, DEBUG_READS, TXPOOL_READS, FILTERS]
+        .concat()
+        .into_iter()
+        .chain(["eth_sendRawTransaction", "eth_subscribe", "eth_unsubscribe"])
+        .map(str::to_string)
+        .collect();
+    all.extend(methods.allow.iter().cloned());
+    all.sort();
+    all.dedup();
+    let mut by_class: Vec<(&'static str, Vec<String>)> = Vec::new();
+    for m in all {
+        let name = match classify_on(methods, &m) {
+            MethodClass::Unknown => continue,
+            class => class_name(class),
+        };
+        match by_class.iter_mut().find(|(c, _)| *c == name) {
+            Some((_, list)) => list.push(m),
+            None => by_class.push((name, vec![m])),
+        }
+    }
+    by_class
+}
+
+/// What `chainedge -t` prints: the table every pool starts from, then each pool's own
+/// additions and removals.
+pub fn table_report<'a>(pools: impl Iterator<Item = (&'a String, &'a MethodsConf)>) -> String {
+    let mut out = String::from(
+        "JSON-RPC methods admitted (node-administrative methods never are; pools.<name>.methods adds or removes):\n",
+    );
+    for (class, list) in effective_table(&MethodsConf::default()) {
+        out += &format!("  {class} ({}): {}\n", list.len(), list.join(", "));
+    }
+    for (name, methods) in pools {
+        let mut changes: Vec<String> = methods
+            .allow
+            .iter()
+            .filter(|m| classify(m) == MethodClass::Unknown && !methods.deny.contains(*m))
+            .map(|m| format!("+{m} ({})", class_name(classify_on(methods, m))))
+            .collect();
+        changes.extend(methods.deny.iter().map(|m| format!("-{m}")));
+        if !changes.is_empty() {
+            out += &format!("  pool {name}: {}\n", changes.join(", "));
+        }
+    }
+    out
+}
+
+fn class_name(class: MethodClass) -> &'static str {
+    match class {
+        MethodClass::Unknown => "refused",
+        MethodClass::Read => "read",
+        MethodClass::Trace => "trace",
+        MethodClass::Debug => "debug",
+        MethodClass::TxPool => "txpool",
+        MethodClass::Filter => "filter",
+        MethodClass::Write => "write",
+        MethodClass::Subscription => "subscription",
     }
 }
 
@@ -310,9 +433,29 @@ mod tests {
             "eth_coinbase",
             "engine_newPayloadV4",
             "testing_buildBlockV1",
+            // Node administration under the read namespaces' prefixes.
+            "debug_setHead",
+            "debug_writeMemProfile",
+            "debug_startCPUProfile",
+            "debug_chaindbCompact",
+            "debug_setGCPercent",
+            "debug_verbosity",
+            "debug_dbGet",
+            "debug_",
+            "txpool_",
         ] {
             assert_eq!(classify(m), MethodClass::Unknown, "{m}");
         }
+        // An operator's extension keeps its namespace's class (capability, plan).
+        let conf = MethodsConf {
+            allow: ["debug_dbGet".to_string(), "erigon_x".to_string()].into(),
+            deny: Default::default(),
+        };
+        assert_eq!(classify_on(&conf, "debug_dbGet"), MethodClass::Debug);
+        assert_eq!(classify_on(&conf, "erigon_x"), MethodClass::Read);
+        let report = table_report([(&"eth_el".to_string(), &conf)].into_iter());
+        assert!(report.contains("pool eth_el: +debug_dbGet (debug), +erigon_x (read)"));
+        assert!(!report.contains("debug_setHead"));
         for m in [
             "eth_config",
             "eth_getStorageValues",

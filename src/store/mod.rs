@@ -255,6 +255,25 @@ CREATE TABLE key_usage_hours (
 CREATE INDEX key_usage_hours_by_time ON key_usage_hours(hour);
 CREATE INDEX key_usage_hours_by_tenant ON key_usage_hours(tenant_id, hour);
 "#,
+    // Sign-in abuse bounds (`console/api.rs`): codes and challenges remember the client
+    // address that asked (outstanding ones are bounded per client), and each email
+    // address keeps a budget of wrong guesses that a new code does not reset.
+    r#"
+ALTER TABLE login_codes ADD COLUMN client TEXT NOT NULL DEFAULT '';
+CREATE INDEX login_codes_client ON login_codes(client, created_at);
+ALTER TABLE challenges ADD COLUMN client TEXT NOT NULL DEFAULT '';
+CREATE INDEX challenges_client ON challenges(client, expires_at);
+CREATE INDEX challenges_subject ON challenges(subject, expires_at);
+CREATE TABLE login_guards (
+    email TEXT PRIMARY KEY,
+    failures INTEGER NOT NULL,
+    last_failure INTEGER NOT NULL,
+    locked_until INTEGER NOT NULL
+);
+-- Scopes are enforced from this version on: a key made without any (the CLI's old
+-- default) keeps what it could do, reads and writes.
+UPDATE api_keys SET scopes = '["rpc:read","rpc:write"]' WHERE scopes = '[]';
+"#,
 ];
 
 /// A handle on the store; cheap to clone.

@@ -22,6 +22,13 @@ pub struct ConsoleConf {
     /// Lifetime of a wallet sign-in challenge.
     #[serde(default = "d_challenge_ttl")]
     pub challenge_ttl_secs: i64,
+    /// Unexpired, unused wallet challenges (and Google sign-in states) one client address
+    /// (an IPv6 /64) may hold: an anonymous client cannot grow the store beyond this.
+    #[serde(default = "d_challenges_per_client")]
+    pub max_challenges_per_client: i64,
+    /// Unexpired, unused wallet challenges one wallet address may have outstanding.
+    #[serde(default = "d_challenges_per_subject")]
+    pub max_challenges_per_subject: i64,
     /// Google sign-in (OAuth 2.0 / OIDC authorization code with PKCE).
     #[serde(default)]
     pub google: Option<GoogleConf>,
@@ -73,6 +80,8 @@ impl Default for ConsoleConf {
             session_ttl_secs: d_session_ttl(),
             email: EmailConf::default(),
             challenge_ttl_secs: d_challenge_ttl(),
+            max_challenges_per_client: d_challenges_per_client(),
+            max_challenges_per_subject: d_challenges_per_subject(),
             google: None,
         }
     }
@@ -83,6 +92,12 @@ fn d_session_ttl() -> i64 {
 }
 fn d_challenge_ttl() -> i64 {
     300
+}
+fn d_challenges_per_client() -> i64 {
+    20
+}
+fn d_challenges_per_subject() -> i64 {
+    5
 }
 
 /// One-time sign-in codes by email: delivered over SMTP, or (demo) appended to a file.
@@ -104,6 +119,17 @@ pub struct EmailConf {
     /// Codes one address may be sent per 15 minutes.
     #[serde(default = "d_codes_per_window")]
     pub max_codes_per_15min: i64,
+    /// Codes one client address (an IPv6 /64) may have mailed per 15 minutes, to any
+    /// addresses: bounds the mail and the rows an anonymous client can cause.
+    #[serde(default = "d_codes_per_client")]
+    pub max_codes_per_client_15min: i64,
+    /// First lock-out of an address after `max_attempts` wrong guesses (seconds); each
+    /// further `max_attempts` wrong guesses doubles it, up to `max_lockout_secs`. Asking
+    /// for a new code resets none of it; a right code does.
+    #[serde(default = "d_lockout")]
+    pub lockout_secs: i64,
+    #[serde(default = "d_max_lockout")]
+    pub max_lockout_secs: i64,
 }
 
 impl Default for EmailConf {
@@ -115,6 +141,9 @@ impl Default for EmailConf {
             code_ttl_secs: d_code_ttl(),
             max_attempts: d_code_attempts(),
             max_codes_per_15min: d_codes_per_window(),
+            max_codes_per_client_15min: d_codes_per_client(),
+            lockout_secs: d_lockout(),
+            max_lockout_secs: d_max_lockout(),
         }
     }
 }
@@ -130,6 +159,15 @@ fn d_code_attempts() -> i64 {
 }
 fn d_codes_per_window() -> i64 {
     5
+}
+fn d_codes_per_client() -> i64 {
+    20
+}
+fn d_lockout() -> i64 {
+    60
+}
+fn d_max_lockout() -> i64 {
+    86400
 }
 
 #[derive(Debug, Clone, Deserialize)]
