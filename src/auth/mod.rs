@@ -84,25 +84,61 @@ pub fn is_loopback(ip: IpAddr) -> bool {
     }
 }
 
-/// Admin routes: loopback origin, or a valid `X-Admin-Token`.
+/// Where a request comes from, as far as admin is concerned.
+#[derive(Debug, Clone, Copy)]
+pub struct Origin {
+    /// The client: the socket peer, or the client the trusted proxies report.
+    pub client: Option<IpAddr>,
+    /// The request came through a proxy: the peer is a trusted proxy, or the
+    /// connection is from loopback and carries a forwarding header (a local proxy that
+    /// is not listed in `trusted_proxies`): then no loopback socket makes it local.
+    pub proxied_unknown: bool,
+}
+
+impl Origin {
+    /// A loopback origin: a client on this host with no proxy in between, or one the
+    /// trusted proxies report as loopback.
+    pub fn is_loopback(&self) -> bool {
+        !self.proxied_unknown && self.client.is_some_and(is_loopback)
+    }
+}
+
+/// Why an admin request was refused, for the log and the metric.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum AdminRefusal {
+    /// An `X-Admin-Token` was sent and is not the configured one (or none is configured).
+    WrongToken,
+    /// No token, and the origin is not loopback (or loopback admin is off).
+    NoToken,
+}
+
+/// Admin routes: a loopback origin (where `allow_loopback`), or a valid `X-Admin-Token`.
 pub fn admin(
-    peer: Option<IpAddr>,
+    origin: Origin,
     token_header: Option<&[u8]>,
     token: Option<&Secret>,
-) -> Result<Principal, ApiError> {
-    if peer.is_some_and(is_loopback) {
+    allow_loopback: bool,
+) -> Result<Principal, (AdminRefusal, ApiError)> {
+    let refused = |why| {
+        (
+            why,
+            ApiError::new(403, "admin_forbidden", "admin endpoint loopback-only"),
+        )
+    };
+    // A token that was sent is checked even from loopback: a wrong one is refused
+    // (and counted), never excused by where it came from.
+    if let Some(given) = token_header {
+        return match token {
+            Some(expected) if secret_eq(given, expected.expose().as_bytes()) => {
+                Ok(Principal::Admin)
+            }
+            _ => Err(refused(AdminRefusal::WrongToken)),
+        };
+    }
+    if allow_loopback && origin.is_loopback() {
         return Ok(Principal::Admin);
     }
-    if let (Some(given), Some(expected)) = (token_header, token) {
-        if secret_eq(given, expected.expose().as_bytes()) {
-            return Ok(Principal::Admin);
-        }
-    }
-    Err(ApiError::new(
-        403,
-        "admin_forbidden",
-        "admin endpoint loopback-only",
-    ))
+    Err(refused(AdminRefusal::NoToken))
 }
 
 #[cfg(test)]
@@ -124,11 +160,24 @@ mod tests {
         let t = crate::config::secrets::SecretRef("env:CHAINEDGE_TEST_ADMIN".into())
             .resolve()
             .unwrap();
-        let remote = Some("10.1.1.1".parse().unwrap());
-        assert!(admin(remote, Some(b"tok"), Some(&t)).is_ok());
-        assert!(admin(remote, Some(b"tok2"), Some(&t)).is_err());
-        assert!(admin(remote, None, Some(&t)).is_err());
-        assert!(admin(remote, Some(b"tok"), None).is_err());
-        assert!(admin(Some("127.0.0.1".parse().unwrap()), None, None).is_ok());
+        let at = |ip: &str, proxied| Origin {
+            client: Some(ip.parse().unwrap()),
+            proxied_unknown: proxied,
+        };
+        let remote = at("10.1.1.1", false);
+        let local = at("127.0.0.1", false);
+        assert!(admin(remote, Some(b"tok"), Some(&t), true).is_ok());
+        assert!(admin(remote, Some(b"tok2"), Some(&t), true).is_err());
+        assert!(admin(remote, None, Some(&t), true).is_err());
+        assert!(admin(remote, Some(b"tok"), None, true).is_err());
+        assert!(admin(local, None, None, true).is_ok());
+        // A wrong token from loopback is refused, not excused.
+        assert_eq!(
+            admin(local, Some(b"nope"), Some(&t), true).unwrap_err().0,
+            AdminRefusal::WrongToken
+        );
+        // Loopback admin can be turned off; a proxied loopback socket is not local.
+        assert!(admin(local, None, Some(&t), false).is_err());
+        assert!(admin(at("127.0.0.1", true), None, None, true).is_err());
     }
 }

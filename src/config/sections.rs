@@ -49,12 +49,26 @@ pub struct MetricsConf {
     pub listen: String,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AdminConf {
     /// Secret reference of the `X-Admin-Token` value; without it admin is loopback-only.
     #[serde(default)]
     pub token: Option<SecretRef>,
+    /// Whether a request from a loopback origin (no proxy in between) is admin without
+    /// a token. Production turns it off: any process on the host could otherwise act
+    /// as admin, and a local proxy that sends no forwarding header looks like one.
+    #[serde(default = "d_true")]
+    pub allow_loopback: bool,
+}
+
+impl Default for AdminConf {
+    fn default() -> Self {
+        AdminConf {
+            token: None,
+            allow_loopback: true,
+        }
+    }
 }
 
 /// Several instances as one edge (`src/cluster/`).

@@ -32,6 +32,9 @@ pub trait Downstream: Send + Sync {
     fn query(&self) -> Option<&str>;
     /// The first value of a header, when it is text.
     fn header(&self, name: &str) -> Option<&str>;
+    /// Every line of a list header joined with ", " (RFC 9110 §5.3: repeated lines are
+    /// one list), when it is text.
+    fn header_list(&self, name: &str) -> Option<String>;
     /// All `Cookie` headers joined (HTTP/2 sends each cookie as its own header).
     fn cookies(&self) -> Option<String>;
     /// The host the client addressed: `Host`, or HTTP/2's `:authority`.
@@ -92,6 +95,17 @@ impl Downstream for Session {
             .filter_map(|v| v.to_str().ok())
             .collect();
         (!parts.is_empty()).then(|| parts.join("; "))
+    }
+
+    fn header_list(&self, name: &str) -> Option<String> {
+        let parts: Vec<&str> = self
+            .req_header()
+            .headers
+            .get_all(name)
+            .iter()
+            .map(|v| v.to_str().ok())
+            .collect::<Option<_>>()?;
+        (!parts.is_empty()).then(|| parts.join(", "))
     }
 
     fn authority(&self) -> Option<&str> {

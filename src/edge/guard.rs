@@ -18,17 +18,35 @@ impl Edge {
         &self,
         session: &D,
         route: &Route,
+        origin: auth::Origin,
     ) -> Result<Principal, ApiError> {
         let st = &*self.state;
         let admin = || {
             auth::admin(
-                session.client_ip(),
+                origin,
                 session.header("x-admin-token").map(str::as_bytes),
                 st.config.admin_token.as_ref(),
+                st.config.app.admin.allow_loopback,
             )
         };
         match route.credential {
-            Credential::Admin => admin(),
+            Credential::Admin => admin().map_err(|(why, e)| {
+                let reason = match why {
+                    auth::AdminRefusal::WrongToken => "wrong_token",
+                    auth::AdminRefusal::NoToken => "no_token",
+                };
+                crate::observe::metrics::ADMIN_REFUSED
+                    .with_label_values(&[reason])
+                    .inc();
+                if why == auth::AdminRefusal::WrongToken {
+                    log::warn!(
+                        "admin: wrong X-Admin-Token from {} on {}",
+                        origin.client.map_or("-".into(), |c| c.to_string()),
+                        route.name
+                    );
+                }
+                e
+            }),
             Credential::None => Ok(Principal::Anonymous),
             Credential::Session => {
                 let cookies = session.cookies();

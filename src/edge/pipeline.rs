@@ -10,6 +10,9 @@ use crate::routes::spec::HandlerKind;
 use crate::routes::Route;
 use std::sync::Arc;
 
+/// Headers by which a proxy says it is one.
+const FORWARDING_HEADERS: [&str; 4] = ["x-forwarded-for", "forwarded", "x-real-ip", "via"];
+
 impl Edge {
     /// classify → CORS → authenticate → dispatch. Any refusal is an `ApiError`.
     pub(crate) async fn pipeline<D: Downstream + ?Sized>(
@@ -26,11 +29,23 @@ impl Edge {
             ));
         }
         // Behind a trusted proxy (a load balancer), the client its `X-Forwarded-For`
-        // names: limited and logged as such (admin's loopback rule keeps the peer).
+        // names (every line of it, one list): limited, logged and judged for admin as
+        // such.
         let peer = session.client_ip();
-        if st.console.trusts(peer) {
-            ctx.forwarded_client = st.console.client(peer, session.header("x-forwarded-for"));
+        let trusted = st.console.trusts(peer);
+        if trusted {
+            let chain = session.header_list("x-forwarded-for");
+            ctx.forwarded_client = st.console.client(peer, chain.as_deref());
         }
+        let admin_origin = crate::auth::Origin {
+            client: ctx.client(peer),
+            // A proxy on this host that is not trusted still says it is one.
+            proxied_unknown: !trusted
+                && peer.is_some_and(crate::auth::is_loopback)
+                && FORWARDING_HEADERS
+                    .iter()
+                    .any(|h| session.header(h).is_some()),
+        };
         let method = session.method().to_string();
         let pre = session.take_match();
         let origin = session.header("origin").map(str::to_string);
@@ -112,7 +127,7 @@ impl Edge {
             )?);
         }
 
-        let principal = self.authenticate(session, &route).await?;
+        let principal = self.authenticate(session, &route, admin_origin).await?;
         let mut category = route.rate.clone();
         if let Some((_, pol)) = &ctx.beacon {
             if let Principal::Key(rec) = &principal {

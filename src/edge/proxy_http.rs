@@ -133,7 +133,7 @@ impl ProxyHttp for Edge {
             .parse::<http::Uri>()
             .map_err(|e| Error::explain(ErrorType::InternalError, format!("upstream path: {e}")))?;
         req.set_uri(uri);
-        let sent_xff = Downstream::header(session, "x-forwarded-for").map(str::to_string);
+        let sent_xff = Downstream::header_list(session, "x-forwarded-for");
         let options = connection_options(
             &req.headers
                 .get_all("connection")

@@ -65,6 +65,15 @@ impl Downstream for Fake {
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
+    fn header_list(&self, name: &str) -> Option<String> {
+        let parts: Vec<&str> = self
+            .headers
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+            .collect();
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
     fn cookies(&self) -> Option<String> {
         None
     }

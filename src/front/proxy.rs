@@ -176,12 +176,25 @@ fn encode_request(
     headers.push(("X-Request-Id", ctx.request_id().as_bytes()));
     // The edge's X-Forwarded-For: the client, after a trusted proxy's chain.
     // Only a trusted proxy's own header is looked up at all.
+    // Every line of it: repeated lines are one list (RFC 9110 §5.3).
     let sent = req
         .conn
         .trusted_proxy
-        .then(|| req.head.header("x-forwarded-for"))
+        .then(|| {
+            let lines: Vec<&str> = req
+                .head
+                .header_lines()
+                .filter(|(n, _)| n.eq_ignore_ascii_case("x-forwarded-for"))
+                .filter_map(|(_, v)| std::str::from_utf8(v).ok())
+                .collect();
+            (!lines.is_empty()).then(|| lines.join(", "))
+        })
         .flatten();
-    let xff = forwarded_for(req.conn.trusted_proxy, &req.conn.client_ip_text, sent);
+    let xff = forwarded_for(
+        req.conn.trusted_proxy,
+        &req.conn.client_ip_text,
+        sent.as_deref(),
+    );
     if !xff.is_empty() {
         headers.push(("X-Forwarded-For", xff.as_bytes()));
     }

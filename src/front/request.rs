@@ -348,6 +348,16 @@ impl Downstream for LeanRequest<'_> {
         (!parts.is_empty()).then(|| parts.join("; "))
     }
 
+    fn header_list(&self, name: &str) -> Option<String> {
+        let parts: Vec<&str> = self
+            .head
+            .header_lines()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| std::str::from_utf8(v).ok())
+            .collect::<Option<_>>()?;
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+
     fn authority(&self) -> Option<&str> {
         self.head.header("host")
     }

@@ -88,6 +88,19 @@ pub static HEDGES: Lazy<IntCounterVec> = Lazy::new(|| {
     )
 });
 
+pub static ADMIN_REFUSED: Lazy<IntCounterVec> = Lazy::new(|| {
+    register(
+        IntCounterVec::new(
+            Opts::new(
+                "chainedge_admin_refused_total",
+                "Admin requests refused, by reason (wrong_token: an X-Admin-Token that is not the configured one)",
+            ),
+            &["reason"],
+        )
+        .unwrap(),
+    )
+});
+
 pub static COALESCED: Lazy<IntCounter> = Lazy::new(|| {
     register(
         IntCounter::new(
