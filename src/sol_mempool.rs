@@ -1,7 +1,8 @@
 //! The Solana mempool the edge can see. Solana has no public mempool: transactions go
 //! to the leaders directly. The source here is **the transactions this instance's
 //! senders accepted** (`/v1/sol/sender/tx` and `/bundle`), followed until they land:
-//! every second the pending ones are looked up with `getSignatureStatuses`. Kept for
+//! every second the pending ones are looked up with `getSignatureStatuses`. Each entry
+//! belongs to the tenant whose key sent it: the routes show a tenant its own only. Kept for
 //! [`WINDOW`] and at most [`CAPACITY`] transactions (the oldest dropped first).
 
 use crate::pools::Pools;
@@ -30,6 +31,8 @@ pub enum Fate {
 
 #[derive(Debug, Clone)]
 pub struct Seen {
+    /// The tenant whose key sent it.
+    pub tenant: String,
     pub signature: String,
     pub fee_payer: String,
     /// `sender` or `bundle`.
@@ -53,21 +56,34 @@ pub fn now_ms() -> i64 {
 
 impl SolMempool {
     /// A transaction a sender just had accepted.
-    pub fn record(&self, signature: &str, fee_payer: &str, source: &'static str) {
+    pub fn record(&self, tenant: &str, signature: &str, fee_payer: &str, source: &'static str) {
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        if seen.iter().any(|s| s.signature == signature) {
+        if seen
+            .iter()
+            .any(|s| s.signature == signature && s.tenant == tenant)
+        {
             return;
         }
         if seen.len() >= CAPACITY {
             seen.pop_front();
         }
         seen.push_back(Seen {
+            tenant: tenant.to_string(),
             signature: signature.to_string(),
             fee_payer: fee_payer.to_string(),
             source,
             first_seen: now_ms(),
             fate: Fate::Pending,
         });
+    }
+
+    /// What `tenant` sent inside the window, oldest first (`None`: every tenant's).
+    pub fn window_of(&self, tenant: Option<&str>) -> Vec<Seen> {
+        let mut all = self.window();
+        if let Some(t) = tenant {
+            all.retain(|s| s.tenant == t);
+        }
+        all
     }
 
     /// What is inside the window now, oldest first.
@@ -81,17 +97,21 @@ impl SolMempool {
     }
 
     fn pending(&self) -> Vec<String> {
-        self.window()
+        let mut sigs: Vec<String> = self
+            .window()
             .into_iter()
             .filter(|s| s.fate == Fate::Pending)
             .map(|s| s.signature)
-            .collect()
+            .collect();
+        sigs.sort();
+        sigs.dedup();
+        sigs
     }
 
     fn settle(&self, signature: &str, fate: Fate) {
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(s) = seen.iter_mut().find(|s| s.signature == signature) {
-            s.fate = fate;
+        for s in seen.iter_mut().filter(|s| s.signature == signature) {
+            s.fate = fate.clone();
         }
     }
 }

@@ -46,6 +46,9 @@ pub fn scrub(input: &str, host_id: &str) -> String {
         }
         if let Some(rest) = line.strip_prefix('#') {
             if let Some((is_type, name)) = meta_line(rest) {
+                if name_carries_address(name) {
+                    continue;
+                }
                 // One HELP and one TYPE per family, as the format requires.
                 if seen_meta.insert((is_type, name.to_string())) {
                     if is_type {
@@ -61,6 +64,10 @@ pub fn scrub(input: &str, host_id: &str) -> String {
         let Some(sample) = parse_sample(line) else {
             continue;
         };
+        // A family named after a machine (`node_10_0_0_5_peer_up`) goes whole.
+        if name_carries_address(sample.name) {
+            continue;
+        }
         let mut kept = String::new();
         for (name, raw_value) in &sample.labels {
             let lname = name.to_ascii_lowercase();
@@ -69,7 +76,7 @@ pub fn scrub(input: &str, host_id: &str) -> String {
             }
             let value = if lname == "instance" {
                 escape(host_id)
-            } else if carries_ip(&unescape(raw_value)) {
+            } else if carries_ip(&unescape(raw_value)) || names_a_place(&unescape(raw_value)) {
                 continue;
             } else {
                 raw_value.to_string()
@@ -120,6 +127,25 @@ fn scrub_help(rest: &str, name: &str) -> String {
     } else {
         format!("# HELP {name} {}", kept.join(" "))
     }
+}
+
+/// A metric name with an IPv4 address spelled in underscores (`peer_192_168_1_20_…`).
+fn name_carries_address(name: &str) -> bool {
+    let parts: Vec<&str> = name.split(['_', ':']).collect();
+    parts.windows(4).any(|w| {
+        w.iter()
+            .all(|p| !p.is_empty() && p.len() <= 3 && p.parse::<u16>().is_ok_and(|n| n <= 255))
+    })
+}
+
+/// A label value that names where something lives: a URL or DSN (`postgres://…`,
+/// credentials included), user-info (`admin:pw@db`), or a host name.
+fn names_a_place(value: &str) -> bool {
+    value.contains("://")
+        || value.contains('@')
+        || value
+            .split(|c: char| c.is_whitespace() || c == ',' || c == ';' || c == '=')
+            .any(looks_like_host)
 }
 
 /// A word shaped like a DNS name: dot-separated labels of letters, digits and `-`, the
@@ -336,6 +362,28 @@ p2p_v6{kind=\"v6\"} 1
 p2p_v6b 1
 quoted{ok=\"a\\\\b\"} 1
 version_info{version=\"1.14.3\"} 1
+"
+        );
+    }
+
+    /// Addresses spelled into metric names, and credentials or host names in values.
+    #[test]
+    fn names_with_addresses_and_values_with_places_go() {
+        let input = "\
+# HELP node_10_0_0_5_peer_up Peer up
+# TYPE node_10_0_0_5_peer_up gauge
+node_10_0_0_5_peer_up 1
+peer_192_168_1_20_latency_seconds 0.2
+db_info{dsn=\"postgres://admin:hunter2@db.internal:5432/chain\",role=\"primary\"} 1
+upstream{target=\"db.internal:5432\",who=\"admin:pw@x\",kind=\"rpc\"} 1
+geth_chain_head_block 1200
+";
+        assert_eq!(
+            scrub(input, "el-1"),
+            "\
+db_info{role=\"primary\"} 1
+upstream{kind=\"rpc\"} 1
+geth_chain_head_block 1200
 "
         );
     }

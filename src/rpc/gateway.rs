@@ -4,6 +4,9 @@
 use super::cache::{self, CacheNote};
 use super::call::{error_from, id_of, jsonrpc_error, CallView, ReadCall};
 use super::logs::GET_LOGS;
+
+/// A logs filter: its range meets the `eth_getLogs` guard when it is made.
+const NEW_FILTER: &str = "eth_newFilter";
 use super::methods::{block_need, classify_on, MethodClass};
 use super::need::{need_for, need_of, order_by_need, Need};
 use super::{older, Budget, Caller, Gateway, RpcReply};
@@ -161,6 +164,10 @@ impl Gateway {
                 })
             }
             MethodClass::Filter => {
+                if method == NEW_FILTER {
+                    let filter = call.params.as_ref().and_then(|p| p.get(0));
+                    self.logs_range(pool, method, filter, caller)?;
+                }
                 let (answer, host) = self.filter(pool, call, rid).await?;
                 Ok(RpcReply {
                     body: answer.to_bytes(),
@@ -364,8 +371,14 @@ impl Gateway {
                     out[i] = Some(error_from(&id, &needs_websocket(method)))
                 }
                 MethodClass::Write | MethodClass::Filter => {
+                    let filter = call.params.as_ref().and_then(|p| p.get(0));
                     let answered = if class == MethodClass::Write {
                         self.write(pool, &call, rid).await
+                    } else if let Err(e) = (method == NEW_FILTER)
+                        .then(|| self.logs_range(pool, method, filter, caller))
+                        .transpose()
+                    {
+                        Err(e)
                     } else {
                         self.filter(pool, &call, rid).await
                     };

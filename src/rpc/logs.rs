@@ -81,23 +81,38 @@ impl LogsSettings {
 }
 
 /// A filter's numbered range: `fromBlock`/`toBlock` as block numbers, tags at the pool
-/// head (`earliest` 0). None when the range is not known here (a `blockHash` filter, no
-/// head yet, an end that is not a quantity): then the node alone judges it.
-fn range_of(filter: Option<&Value>, head: u64) -> Option<(u64, u64)> {
-    let filter = filter?.as_object()?;
+/// head (`earliest` 0). `Ok(None)` when the range is not the edge's to judge (a
+/// `blockHash` filter, no head yet, an empty range); an end that is neither a tag nor a
+/// 64-bit quantity is an error, refused before any node sees it (a quantity the guard
+/// cannot read would otherwise pass it unchecked).
+fn range_of(filter: Option<&Value>, head: u64) -> Result<Option<(u64, u64)>, String> {
+    let Some(filter) = filter.and_then(Value::as_object) else {
+        return Ok(None);
+    };
     if filter.contains_key("blockHash") {
-        return None;
+        return Ok(None);
     }
-    let end = |name: &str| -> Option<u64> {
-        match filter.get(name).and_then(Value::as_str) {
-            None if filter.get(name).is_some_and(|v| !v.is_null()) => None,
-            None | Some("latest" | "pending" | "safe" | "finalized") => (head > 0).then_some(head),
-            Some("earliest") => Some(0),
-            Some(hex) => u64::from_str_radix(hex.strip_prefix("0x")?, 16).ok(),
+    let end = |name: &str| -> Result<Option<u64>, String> {
+        match filter.get(name) {
+            None | Some(Value::Null) => Ok((head > 0).then_some(head)),
+            Some(Value::String(tag)) => match tag.as_str() {
+                "latest" | "pending" | "safe" | "finalized" => Ok((head > 0).then_some(head)),
+                "earliest" => Ok(Some(0)),
+                hex => hex
+                    .strip_prefix("0x")
+                    .filter(|d| !d.is_empty() && d.len() <= 16)
+                    .and_then(|d| u64::from_str_radix(d, 16).ok())
+                    .map(Some)
+                    .ok_or_else(|| format!("{name} is not a block tag or a 64-bit hex quantity")),
+            },
+            Some(_) => Err(format!("{name} is not a block tag or a hex quantity")),
         }
     };
     let (from, to) = (end("fromBlock")?, end("toBlock")?);
-    (from <= to).then_some((from, to))
+    Ok(match (from, to) {
+        (Some(from), Some(to)) if from <= to => Some((from, to)),
+        _ => None,
+    })
 }
 
 /// Whether a node's error refuses the range as too large (as geth, Erigon, reth,
@@ -160,6 +175,37 @@ struct Split<'a> {
 }
 
 impl Gateway {
+    /// The range guard, for `eth_getLogs` and for `eth_newFilter` (whose logs
+    /// `eth_getFilterLogs` would fetch later): the filter's range, refused when it is
+    /// wider than the caller's plan allows or its ends cannot be read.
+    pub(super) fn logs_range(
+        &self,
+        pool: &Pool,
+        method: &str,
+        filter: Option<&Value>,
+        caller: &Caller<'_>,
+    ) -> Result<Option<(u64, u64)>, ApiError> {
+        let head = pool.head.load(Ordering::Relaxed);
+        let range = range_of(filter, head).map_err(|why| {
+            ApiError::invalid_params(format!("{method}: {why}")).with_field("jsonrpc_code", -32602)
+        })?;
+        if let Some((from, to)) = range {
+            let blocks = to - from + 1;
+            let max = self.conf.logs.max_range(caller);
+            if blocks > max {
+                return Err(ApiError::invalid_params(format!(
+                    "{method} over {blocks} blocks; plan {} allows {max} per call: ask for a narrower range",
+                    caller.plan
+                ))
+                .with_field("max_block_range", max)
+                .with_field("requested_block_range", blocks)
+                .with_field("current_tier", caller.plan)
+                .with_field("jsonrpc_code", -32005));
+            }
+        }
+        Ok(range)
+    }
+
     /// A single `eth_getLogs` call: checked against the caller's plan, then passed
     /// through, or split when its range is wider than a chunk or a node refused it.
     pub(super) async fn get_logs(
@@ -171,22 +217,7 @@ impl Gateway {
         caller: &Caller<'_>,
     ) -> Result<RpcReply, ApiError> {
         let filter = params.and_then(|p| p.get(0));
-        let head = pool.head.load(Ordering::Relaxed);
-        let range = range_of(filter, head);
-        if let Some((from, to)) = range {
-            let blocks = to - from + 1;
-            let max = self.conf.logs.max_range(caller);
-            if blocks > max {
-                return Err(ApiError::invalid_params(format!(
-                    "eth_getLogs over {blocks} blocks; plan {} allows {max} per call: ask for a narrower range",
-                    caller.plan
-                ))
-                .with_field("max_block_range", max)
-                .with_field("requested_block_range", blocks)
-                .with_field("current_tier", caller.plan)
-                .with_field("jsonrpc_code", -32005));
-            }
-        }
+        let range = self.logs_range(pool, GET_LOGS, filter, caller)?;
         // The call as the caller sent it (coalesced and cached like any read).
         let as_sent = || {
             let floor = caller.min_block;
@@ -388,8 +419,8 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn ranges_resolve_tags_at_the_head_and_leave_the_unknown_to_the_node() {
-        let r = |f: Value| range_of(Some(&json!(f)), 1000);
+    fn ranges_resolve_tags_at_the_head_and_refuse_what_cannot_be_read() {
+        let r = |f: Value| range_of(Some(&json!(f)), 1000).unwrap();
         assert_eq!(r(json!({})), Some((1000, 1000)));
         assert_eq!(r(json!({"fromBlock": "0x0"})), Some((0, 1000)));
         assert_eq!(
@@ -407,10 +438,18 @@ mod tests {
         // The node judges these itself.
         assert_eq!(r(json!({"blockHash": "0xab"})), None);
         assert_eq!(r(json!({"fromBlock": "0x20", "toBlock": "0x10"})), None);
-        assert_eq!(r(json!({"fromBlock": "12"})), None);
-        assert_eq!(r(json!({"fromBlock": 12})), None);
-        assert_eq!(range_of(Some(&json!({})), 0), None);
-        assert_eq!(range_of(Some(&json!([])), 10), None);
+        assert_eq!(range_of(Some(&json!({})), 0), Ok(None));
+        assert_eq!(range_of(Some(&json!([])), 10), Ok(None));
+        // What the guard cannot read never passes it.
+        for bad in [
+            json!({"fromBlock": "12"}),
+            json!({"fromBlock": 12}),
+            json!({"fromBlock": "0x0", "toBlock": "0x1ffffffffffffffff"}),
+            json!({"fromBlock": "0x"}),
+            json!({"toBlock": "next"}),
+        ] {
+            assert!(range_of(Some(&bad), 1000).is_err(), "{bad}");
+        }
     }
 
     #[test]

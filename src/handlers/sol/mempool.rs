@@ -1,5 +1,6 @@
 //! `GET /v1/sol/mempool/snapshot` and `/stats`, from the transactions this instance's
-//! senders accepted (`src/sol_mempool.rs`; Solana has no public mempool).
+//! senders accepted for the caller's own tenant (`src/sol_mempool.rs`; Solana has no
+//! public mempool).
 
 use super::{int_param, Request};
 use crate::errors::ApiError;
@@ -21,7 +22,11 @@ fn nearest_rank(v: &[i64], q: f64) -> Option<i64> {
 }
 
 pub fn serve(mempool: &SolMempool, req: &Request<'_>) -> Result<Reply, ApiError> {
-    let seen = mempool.window();
+    // A tenant sees what its own keys sent; an admin sees every tenant's.
+    let seen = match req.caller {
+        crate::auth::Principal::Admin => mempool.window_of(None),
+        _ => mempool.window_of(Some(req.key().map_or("", |k| k.tenant_id.as_str()))),
+    };
     let window_secs = WINDOW.as_secs();
     let body = if req.kind == HandlerKind::SolMempoolSnapshot {
         let limit = int_param(req, "limit", SNAPSHOT_DEFAULT, 1, SNAPSHOT_MAX)? as usize;

@@ -93,7 +93,7 @@ pub async fn tx(
             }
         })
         .await?;
-    mempool.record(&tx.signature, &tx.fee_payer, "sender");
+    mempool.record(tenant_of(req), &tx.signature, &tx.fee_payer, "sender");
     Ok(Reply::json(
         200,
         json!({"signature": tx.signature, "fee_payer": tx.fee_payer}).to_string(),
@@ -175,7 +175,7 @@ pub async fn bundle(
         Err(e) => return Err(rejected("bundle_rejected", e)),
     };
     for t in &txs {
-        mempool.record(&t.signature, &t.fee_payer, "bundle");
+        mempool.record(tenant_of(req), &t.signature, &t.fee_payer, "bundle");
     }
     let signatures: Vec<&str> = txs.iter().map(|t| t.signature.as_str()).collect();
     Ok(Reply::json(
@@ -183,4 +183,9 @@ pub async fn bundle(
         json!({"bundle_id": id, "signatures": signatures}).to_string(),
     )
     .served_by(host))
+}
+
+/// The tenant a sent transaction is shown to (the senders need a key).
+fn tenant_of<'a>(req: &'a Request<'_>) -> &'a str {
+    req.key().map_or("", |k| k.tenant_id.as_str())
 }
