@@ -97,6 +97,10 @@ fn v6_class(a: Ipv6Addr) -> Option<&'static str> {
         Some("link-local")
     } else if s[0] & 0xfe00 == 0xfc00 {
         Some("unique local (private)")
+    } else if s[..6] == [0; 6] {
+        // `::a.b.c.d`, deprecated (RFC 4291 §2.5.5.1): never a public callback, and
+        // stacks disagree on whether it reaches the IPv4 address it spells.
+        Some("IPv4-compatible (deprecated)")
     } else if s[0] == 0x2001 && s[1] == 0x0db8 {
         Some("documentation")
     } else if s[0] == 0x0064 && s[1] == 0xff9b {
@@ -122,7 +126,9 @@ pub fn allowed(addrs: &[IpAddr], allow: &[Cidr]) -> Result<(), String> {
     for ip in addrs {
         if let Some(why) = non_public(*ip) {
             if !allow.iter().any(|c| c.contains(*ip)) {
-                return Err(format!("{ip} is a {why} address"));
+                // The address itself is not echoed: what an inside name resolves to is
+                // the operator's to know, not the caller's.
+                return Err(format!("a {why} address"));
             }
         }
     }
@@ -157,6 +163,8 @@ mod tests {
             "fd00::1",
             "fc00::1",
             "::ffff:127.0.0.1",
+            "::127.0.0.1",
+            "::8.8.8.8",
             "::ffff:10.0.0.1",
             "::ffff:169.254.169.254",
             "64:ff9b::a9fe:a9fe",

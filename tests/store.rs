@@ -673,11 +673,17 @@ async fn codes_and_challenges(store: &Store) {
         CodeCheck::Wrong
     );
     assert_eq!(
-        store.check_code("c@example.com", &code, &guard).await.unwrap(),
+        store
+            .check_code("c@example.com", &code, &guard)
+            .await
+            .unwrap(),
         CodeCheck::Ok
     );
     assert_eq!(
-        store.check_code("c@example.com", &code, &guard).await.unwrap(),
+        store
+            .check_code("c@example.com", &code, &guard)
+            .await
+            .unwrap(),
         CodeCheck::NoCode,
         "a code is used once"
     );
@@ -687,7 +693,10 @@ async fn codes_and_challenges(store: &Store) {
         .store_code("d@example.com", a, &sha256("1"), 600, &bounds)
         .await
         .unwrap();
-    for (want, c) in [(Issued::Stored, &code), (Issued::TooManyForAddress, &sha256("2"))] {
+    for (want, c) in [
+        (Issued::Stored, &code),
+        (Issued::TooManyForAddress, &sha256("2")),
+    ] {
         assert_eq!(
             store
                 .store_code("d@example.com", a, c, 600, &bounds)
@@ -706,7 +715,10 @@ async fn codes_and_challenges(store: &Store) {
         );
     }
     assert_eq!(
-        store.check_code("d@example.com", &code, &guard).await.unwrap(),
+        store
+            .check_code("d@example.com", &code, &guard)
+            .await
+            .unwrap(),
         CodeCheck::LockedOut(1),
         "locked out: even the right code is not tried"
     );
@@ -723,7 +735,10 @@ async fn codes_and_challenges(store: &Store) {
         .await
         .unwrap();
     assert_eq!(
-        store.check_code("e@example.com", &code, &guard).await.unwrap(),
+        store
+            .check_code("e@example.com", &code, &guard)
+            .await
+            .unwrap(),
         CodeCheck::Expired
     );
     // A new code after a lock-out does not reset the budget: the next lock-out doubles.
@@ -740,7 +755,10 @@ async fn codes_and_challenges(store: &Store) {
     tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
     store.store_code(g, b, &code, 600, &roomy).await.unwrap();
     for want in [CodeCheck::Wrong, CodeCheck::Wrong, CodeCheck::LockedOut(2)] {
-        assert_eq!(store.check_code(g, &sha256("y"), &guard).await.unwrap(), want);
+        assert_eq!(
+            store.check_code(g, &sha256("y"), &guard).await.unwrap(),
+            want
+        );
     }
     assert_eq!(
         [3, 6, 9, 12, 4].map(|n| guard.lockout_after(n)),
@@ -770,14 +788,23 @@ async fn codes_and_challenges(store: &Store) {
         ..c_clone(&c)
     };
     assert_eq!(
-        store.store_challenge("nonce-3", a, &other("0xdef"), &cb).await.unwrap(),
+        store
+            .store_challenge("nonce-3", a, &other("0xdef"), &cb)
+            .await
+            .unwrap(),
         Issued::Stored
     );
     assert_eq!(
-        store.store_challenge("nonce-4", a, &other("0x123"), &cb).await.unwrap(),
+        store
+            .store_challenge("nonce-4", a, &other("0x123"), &cb)
+            .await
+            .unwrap(),
         Issued::TooManyForClient
     );
-    assert!(store.take_challenge("nonce-2").await.unwrap().is_none(), "refused: not stored");
+    assert!(
+        store.take_challenge("nonce-2").await.unwrap().is_none(),
+        "refused: not stored"
+    );
     let taken = store.take_challenge("nonce-1").await.unwrap().unwrap();
     assert_eq!(
         (taken.kind.as_str(), taken.message.as_str()),
@@ -791,7 +818,10 @@ async fn codes_and_challenges(store: &Store) {
         .is_none());
     // A used challenge no longer counts against its client.
     assert_eq!(
-        store.store_challenge("nonce-5", a, &other("0x123"), &cb).await.unwrap(),
+        store
+            .store_challenge("nonce-5", a, &other("0x123"), &cb)
+            .await
+            .unwrap(),
         Issued::Stored
     );
 }

@@ -2,12 +2,12 @@
 //! envelope (`{"error": code}`); see docs/api.md for each route's payloads.
 
 use super::{clear_cookies, db, email, wallet, Console, ConsoleSession};
+use crate::address::client_bucket;
 use crate::auth::keys::KeyAuth;
 use crate::errors::ApiError;
 use crate::handlers::Request;
 use crate::reply::Reply;
 use crate::routes::spec::HandlerKind;
-use crate::address::client_bucket;
 use crate::store::console::{
     Challenge, ChallengeBounds, CodeBounds, CodeCheck, GuessGuard, Identity, Issued, UserRow,
 };
@@ -403,7 +403,15 @@ async fn wallet_challenge(console: &Console, req: &Request<'_>) -> Result<Reply,
         expires_at,
     };
     let n = nonce.clone();
-    issued(db(console.store.store_challenge(&n, &client_bucket(req.client), &challenge, &challenge_bounds(console))).await?)?;
+    issued(
+        db(console.store.store_challenge(
+            &n,
+            &client_bucket(req.client),
+            &challenge,
+            &challenge_bounds(console),
+        ))
+        .await?,
+    )?;
     json_reply(
         200,
         json!({"message": message, "nonce": nonce, "expires_at": rfc3339(expires_at)}),
@@ -485,7 +493,15 @@ async fn google_start(console: &Console, req: &Request<'_>) -> Result<Reply, Api
         expires_at: store::now() + super::google::FLOW_TTL_SECS,
     };
     let s = state.clone();
-    issued(db(console.store.store_challenge(&s, &client_bucket(req.client), &flow, &challenge_bounds(console))).await?)?;
+    issued(
+        db(console.store.store_challenge(
+            &s,
+            &client_bucket(req.client),
+            &flow,
+            &challenge_bounds(console),
+        ))
+        .await?,
+    )?;
     Ok(Reply::empty(302).with_headers(vec![
         ("Location", location),
         ("Cache-Control", "no-store".into()),

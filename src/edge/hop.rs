@@ -12,7 +12,16 @@ pub(crate) const CALLER_ONLY_HEADERS: &[&str] = &[
     "x-csrf-token",
     "x-forwarded-for",
     "forwarded",
+    // The client's own claim of its address: a node behind the edge must not believe it.
+    "x-real-ip",
 ];
+
+/// A header name with an underscore never reaches a node: many servers read
+/// `Transfer_Encoding` or `X_Forwarded_For` as their dashed twins (CGI's mapping), and
+/// nginx drops such names by default for the same reason.
+pub(crate) fn has_underscore(name: &str) -> bool {
+    name.contains('_')
+}
 
 /// Whether a node's `Set-Cookie` value sets one of the console's cookies: never passed
 /// on, a node must not be able to plant or clear a console session on the edge's origin.

@@ -50,7 +50,9 @@ pub use dispatch::batch_len;
 // passthrough follows, and the wire form of the edge's own headers.
 pub(crate) use context::{Ctx, Outcome, Pass, PASS_READ_TIMEOUT};
 pub(crate) use downstream::{payload_too_large, unreadable_body, Downstream, PreMatch};
-pub(crate) use hop::{connection_options, forwarded_for, sets_console_cookie, CALLER_ONLY_HEADERS};
+pub(crate) use hop::{
+    connection_options, forwarded_for, has_underscore, sets_console_cookie, CALLER_ONLY_HEADERS,
+};
 pub(crate) use respond::each_header;
 pub(crate) use websocket::{handshake_headers, WsUpgrade};
 

@@ -2,7 +2,9 @@
 //! lean front hands over. Passthroughs run in Pingora's proxy phases here; everything
 //! else is answered by `request_filter`.
 
-use super::hop::{connection_options, forwarded_for, sets_console_cookie, CALLER_ONLY_HEADERS};
+use super::hop::{
+    connection_options, forwarded_for, has_underscore, sets_console_cookie, CALLER_ONLY_HEADERS,
+};
 use super::websocket::{self, WsUpgrade};
 use super::{respond, retry, Ctx, Downstream, Edge, Outcome, PASS_READ_TIMEOUT};
 use crate::auth::Principal;
@@ -154,6 +156,16 @@ impl ProxyHttp for Edge {
         }
         for h in CALLER_ONLY_HEADERS {
             req.remove_header(*h);
+        }
+        let underscored: Vec<String> = req
+            .headers
+            .keys()
+            .map(|n| n.as_str())
+            .filter(|n| has_underscore(n))
+            .map(str::to_string)
+            .collect();
+        for h in underscored {
+            req.remove_header(&h);
         }
         if let Some(peer) = Downstream::client_ip(session) {
             let trusted = self.state.console.trusts(Some(peer));

@@ -15,7 +15,7 @@ use super::{date_header, header, status_line, LeanFront};
 use crate::address::plain_inet;
 use crate::edge::retry::{self, Failure};
 use crate::edge::{
-    connection_options, forwarded_for, sets_console_cookie, Ctx, Downstream, Pass,
+    connection_options, forwarded_for, has_underscore, sets_console_cookie, Ctx, Downstream, Pass,
     CALLER_ONLY_HEADERS, PASS_READ_TIMEOUT,
 };
 use crate::errors::ApiError;
@@ -159,6 +159,7 @@ fn encode_request(
             .chain(HOP_BY_HOP)
             .chain(CALLER_ONLY_HEADERS)
             .any(|h| h.eq_ignore_ascii_case(name))
+            || has_underscore(name)
             || (pass.stream && name.eq_ignore_ascii_case("accept-encoding"))
             || options.iter().any(|o| o.eq_ignore_ascii_case(name))
             || host

@@ -327,7 +327,11 @@ pub fn required_scope(class: MethodClass) -> &'static str {
 impl Caller<'_> {
     /// 403 when the caller's key lacks the scope a call of `class` needs (the same
     /// refusal the guard gives a route's scope).
-    pub fn scope_refusal(&self, class: MethodClass, method: &str) -> Option<crate::errors::ApiError> {
+    pub fn scope_refusal(
+        &self,
+        class: MethodClass,
+        method: &str,
+    ) -> Option<crate::errors::ApiError> {
         let scopes = self.scopes?;
         let needed = required_scope(class);
         if class == MethodClass::Unknown || scopes.iter().any(|s| s == needed) {
