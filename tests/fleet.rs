@@ -99,7 +99,9 @@ fn health_classifies_lagging_stopped_and_restarted_nodes() {
     assert!(ha["last_error"].is_null());
     assert_eq!(ha["head"], 1);
 
-    // Admin only answers GET, in the admin envelope; spoofed forwarding headers change nothing.
+    // Admin only answers GET, in the admin envelope. Forwarding headers on a loopback
+    // connection say a proxy stands in between: the client behind it is not local, so
+    // admin then needs the token.
     let r = request(gw.port, "POST", "/v1/eth/mesh/health", &[], b"").unwrap();
     assert_eq!(r.status, 405);
     assert_eq!(r.json(), json!({"error": "only GET supported"}));
@@ -108,6 +110,14 @@ fn health_classifies_lagging_stopped_and_restarted_nodes() {
         &[
             ("X-Forwarded-For", "203.0.113.9"),
             ("X-Real-IP", "203.0.113.9"),
+        ],
+    );
+    assert_eq!(r.status, 403);
+    let r = gw.get(
+        "/v1/eth/mesh/health",
+        &[
+            ("X-Forwarded-For", "203.0.113.9"),
+            ("X-Admin-Token", "test-admin-token"),
         ],
     );
     assert_eq!(r.status, 200);

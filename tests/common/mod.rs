@@ -409,6 +409,8 @@ pub struct GatewayOpts {
     pub postgres: Option<String>,
     /// A Redis URL: limits and revocations are shared through it (`cluster.redis`).
     pub redis: Option<String>,
+    /// Extra keys under `admin:` (indented two spaces).
+    pub admin_yaml: String,
 }
 
 impl Default for GatewayOpts {
@@ -423,6 +425,7 @@ impl Default for GatewayOpts {
             listen_yaml: String::new(),
             postgres: None,
             redis: None,
+            admin_yaml: String::new(),
         }
     }
 }
@@ -479,8 +482,12 @@ impl Gateway {
         let admin = match &opts.admin_token {
             Some(t) => {
                 env.push(("CHAINEDGE_TEST_ADMIN_TOKEN".into(), t.clone()));
-                "admin:\n  token: env:CHAINEDGE_TEST_ADMIN_TOKEN\n".to_string()
+                format!(
+                    "admin:\n  token: env:CHAINEDGE_TEST_ADMIN_TOKEN\n{}",
+                    opts.admin_yaml
+                )
             }
+            None if !opts.admin_yaml.is_empty() => format!("admin:\n{}", opts.admin_yaml),
             None => String::new(),
         };
         let tls_port = opts.tls.then(free_port);

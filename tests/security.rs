@@ -1,0 +1,492 @@
+//! The security tier: each trust boundary attacked the way an outsider (or another
+//! tenant) would, against the real binary. docs/security.md says what each promises.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+fn json_post(port: u16, path: &str, body: &Value, headers: &[(&str, &str)]) -> Resp {
+    let mut h = vec![("Content-Type", "application/json")];
+    h.extend_from_slice(headers);
+    request(port, "POST", path, &h, body.to_string().as_bytes()).expect("request")
+}
+
+/// The access log's lines, as JSON.
+fn access_lines(gw: &Gateway) -> Vec<Value> {
+    std::fs::read_to_string(gw.access_log())
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The code mailed to `to` most recently (the demo outbox, one JSON line per message).
+fn outbox_code(outbox: &std::path::Path, to: &str) -> Option<String> {
+    let text = std::fs::read_to_string(outbox).ok()?;
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.contains(&format!("\"to\":\"{to}\"")))?;
+    let v: Value = serde_json::from_str(line).ok()?;
+    let body = v["body"].as_str()?;
+    let at = body.find("code is ")? + 8;
+    Some(body[at..at + 6].to_string())
+}
+
+fn mailed(outbox: &std::path::Path) -> usize {
+    std::fs::read_to_string(outbox)
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+}
+
+fn console_gateway(node: &Fixture, console_yaml: &str) -> (Gateway, std::path::PathBuf) {
+    let dir = tempdir("security");
+    let outbox = dir.join("outbox.jsonl");
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-geth}}\n",
+            node.url()
+        ),
+        console_yaml: format!(
+            "  email:\n    outbox: {}\n    lockout_secs: 2\n{console_yaml}",
+            outbox.display()
+        ),
+        ..Default::default()
+    });
+    (gw, outbox)
+}
+
+/// A brute-force client alternating "send a new code" and wrong guesses: the refused
+/// starts store nothing, the address locks out after five wrong guesses whatever codes
+/// are asked for, and the code mailed to the victim still works once the lock-out ends.
+#[test]
+fn sign_in_codes_cannot_be_walked() {
+    let node = Fixture::json_rpc();
+    let (gw, outbox) = console_gateway(&node, "");
+    let victim = "victim@example.com";
+    let start = |email: &str| {
+        json_post(
+            gw.port,
+            "/v1/auth/email/start",
+            &json!({"email": email}),
+            &[],
+        )
+    };
+    let guess = |code: &str| {
+        json_post(
+            gw.port,
+            "/v1/auth/email/verify",
+            &json!({"email": victim, "code": code}),
+            &[],
+        )
+    };
+    assert_eq!(start(victim).status, 202);
+    let mailed_code = outbox_code(&outbox, victim).unwrap();
+    // The attacker: up to five codes per 15 minutes are sent, then each start is
+    // refused; five guesses after each start.
+    let (mut tried, mut locked, mut starts_refused) = (0, 0, 0);
+    let mut n = 0u32;
+    let began = Instant::now();
+    while began.elapsed() < Duration::from_secs(4) && n < 600 {
+        let r = start(victim);
+        if r.status == 429 {
+            starts_refused += 1;
+            assert_eq!(r.json()["error"], "too_many_codes");
+        }
+        for _ in 0..5 {
+            n += 1;
+            let code = format!("{:06}", 100_000 + n);
+            if code == mailed_code {
+                continue;
+            }
+            let r = guess(&code);
+            match r.status {
+                400 => tried += 1,
+                429 => {
+                    locked += 1;
+                    assert_eq!(r.json()["error"], "too_many_attempts");
+                    assert!(r.header("retry-after").is_some());
+                }
+                s => panic!("unexpected {s}: {}", r.text()),
+            }
+        }
+    }
+    // Five wrong guesses per lock-out step: a 2 s lock-out, then 4 s, within 4 s at most
+    // two steps' worth of guesses were ever checked against a code.
+    assert!(
+        tried <= 10,
+        "{tried} guesses were checked ({locked} locked out)"
+    );
+    assert!(locked > 100, "{locked}");
+    assert!(starts_refused > 0);
+    assert!(mailed(&outbox) <= 5, "at most five codes mailed");
+    // Even the right code is refused while the address is locked out ...
+    let r = guess(&outbox_code(&outbox, victim).unwrap());
+    assert_eq!(r.status, 429, "{}", r.text());
+    // ... and once the lock-out ends, the latest mailed code signs in: the refused
+    // starts replaced nothing.
+    let latest = outbox_code(&outbox, victim).unwrap();
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = guess(&latest);
+        if r.status == 200 {
+            break;
+        }
+        assert_eq!(r.status, 429, "{}", r.text());
+        assert!(Instant::now() < until, "still locked out");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// Anonymous writes have a budget per client address: wallet challenges outstanding,
+/// and codes mailed (to any number of addresses).
+#[test]
+fn an_anonymous_client_cannot_grow_the_store_or_send_mail_at_will() {
+    let node = Fixture::json_rpc();
+    let (gw, outbox) = console_gateway(
+        &node,
+        "    max_codes_per_client_15min: 10\n  max_challenges_per_client: 15\n",
+    );
+    let mut stored = 0;
+    for i in 0..200 {
+        let address = format!("0x{:040x}", 0xa11ce00 + i);
+        let r = json_post(
+            gw.port,
+            "/v1/auth/wallet/evm/challenge",
+            &json!({"address": address}),
+            &[],
+        );
+        match r.status {
+            200 => stored += 1,
+            429 => assert_eq!(r.json()["error"], "too_many_challenges"),
+            s => panic!("{s} {}", r.text()),
+        }
+    }
+    assert_eq!(stored, 15);
+    // One address holds at most five open challenges, whoever asks.
+    let mut sent = 0;
+    for i in 0..50 {
+        let r = json_post(
+            gw.port,
+            "/v1/auth/email/start",
+            &json!({"email": format!("user{i}@example.com")}),
+            &[],
+        );
+        if r.status == 202 {
+            sent += 1;
+        } else {
+            assert_eq!(r.status, 429, "{}", r.text());
+        }
+    }
+    assert_eq!(sent, 10);
+    assert_eq!(mailed(&outbox), 10);
+}
+
+/// A pro key sends each node-administrative method, on `/rpc/eth`, in a batch and on
+/// the per-host route: every one is refused as unknown, and the node never hears of it.
+#[test]
+fn node_administrative_methods_never_reach_a_node() {
+    let node = Fixture::json_rpc();
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-geth, capabilities: [debug, trace, txpool]}}\n",
+            node.url()
+        ),
+        ..Default::default()
+    });
+    let pro = gw.key("pro", &[]);
+    const ADMINISTRATIVE: [&str; 12] = [
+        "debug_setHead",
+        "debug_writeMemProfile",
+        "debug_startCPUProfile",
+        "debug_stopCPUProfile",
+        "debug_chaindbCompact",
+        "debug_setGCPercent",
+        "debug_verbosity",
+        "debug_dbGet",
+        "debug_freeOSMemory",
+        "admin_addPeer",
+        "miner_setEtherbase",
+        "personal_unlockAccount",
+    ];
+    for m in ADMINISTRATIVE {
+        let call = json!({"jsonrpc": "2.0", "id": 1, "method": m, "params": ["/tmp/x"]});
+        for (path, key) in [
+            ("/rpc/eth", Some(pro.as_str())),
+            ("/v1/eth/mesh/rpc/el-1", None),
+        ] {
+            let r = rpc(gw.port, path, key, &call);
+            // JSON-RPC's envelope on /rpc/eth, the admin envelope on the per-host route.
+            let v = r.json();
+            let code = v["error"]["data"]["error"].as_str().or(v["error"].as_str());
+            assert_eq!(code, Some("method_unknown"), "{m} on {path}: {v}");
+        }
+    }
+    let batch: Vec<Value> = ADMINISTRATIVE
+        .iter()
+        .enumerate()
+        .map(|(i, m)| json!({"jsonrpc": "2.0", "id": i, "method": m, "params": []}))
+        .collect();
+    let r = rpc(gw.port, "/rpc/eth", Some(&pro), &json!(batch));
+    for answer in r.json().as_array().unwrap() {
+        assert_eq!(
+            answer["error"]["data"]["error"], "method_unknown",
+            "{answer}"
+        );
+    }
+    // A read of the same namespaces still passes.
+    let r = rpc(
+        gw.port,
+        "/rpc/eth",
+        Some(&pro),
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "debug_traceTransaction", "params": ["0x00"]}),
+    );
+    assert!(r.json().get("result").is_some(), "{}", r.text());
+    let seen = node.seen.lock().unwrap();
+    for req in seen.iter() {
+        let body = String::from_utf8_lossy(&req.body);
+        for m in ADMINISTRATIVE {
+            assert!(!body.contains(&format!("\"{m}\"")), "{m} reached the node");
+        }
+    }
+}
+
+/// A key with `rpc:read` only sends transactions every way it can: refused with 403
+/// before any node sees them; the same key still reads.
+#[test]
+fn a_read_only_key_cannot_send_transactions() {
+    let node = Fixture::json_rpc();
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-geth}}\n",
+            node.url()
+        ),
+        ..Default::default()
+    });
+    let reader = gw.key("pro", &["rpc:read"]);
+    let raw_tx = "0x02f86b0180843b9aca00850c92a69c0082520894000000000000000000000000000000000000dead0180c001a0e3a5b2ea3c0c52e5a1c4b9e22b0a0cc6a8b4b4b6e9c1b1f7a0a0a0a0a0a0a0a0a05e3a5b2ea3c0c52e5a1c4b9e22b0a0cc6a8b4b4b6e9c1b1f7a0a0a0a0a0a0a0a0";
+    let send =
+        json!({"jsonrpc": "2.0", "id": 7, "method": "eth_sendRawTransaction", "params": [raw_tx]});
+    let r = rpc(gw.port, "/rpc/eth", Some(&reader), &send);
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert_eq!(r.json()["error"]["data"]["required_scope"], "rpc:write");
+    let r = rpc(
+        gw.port,
+        "/rpc/eth",
+        Some(&reader),
+        &json!([send, {"jsonrpc": "2.0", "id": 8, "method": "eth_chainId", "params": []}]),
+    );
+    let answers = r.json();
+    assert_eq!(
+        answers[0]["error"]["data"]["required_scope"], "rpc:write",
+        "{answers}"
+    );
+    assert_eq!(answers[1]["result"], "0x1", "{answers}");
+    let auth = format!("Bearer {reader}");
+    let r = json_post(
+        gw.port,
+        "/v1/eth/sender/raw",
+        &json!({"tx": raw_tx}),
+        &[("Authorization", &auth)],
+    );
+    assert_eq!(r.status, 403, "{}", r.text());
+    // Over WebSocket, the same refusal per message.
+    let answer = ws_ask(gw.port, &reader, &send.to_string());
+    assert_eq!(
+        answer["error"]["data"]["required_scope"], "rpc:write",
+        "{answer}"
+    );
+    // A key with no rpc scope at all reads nothing over JSON-RPC.
+    let watcher = gw.key("business", &["sol_watchlist"]);
+    let r = rpc(
+        gw.port,
+        "/rpc/eth",
+        Some(&watcher),
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []}),
+    );
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert_eq!(r.json()["error"]["data"]["required_scope"], "rpc:read");
+    let seen = node.seen.lock().unwrap();
+    assert!(
+        !seen
+            .iter()
+            .any(|r| String::from_utf8_lossy(&r.body).contains("eth_sendRawTransaction")),
+        "a write reached the node"
+    );
+    drop(seen);
+    // Unknown scopes and features are refused by the CLI.
+    let tenant = gw.cli(&["tenants", "create", "--name", "t", "--plan", "free"]);
+    for args in [
+        [
+            "keys",
+            "create",
+            "--tenant",
+            &tenant,
+            "--scopes",
+            "rpc:admin",
+        ],
+        [
+            "tenants",
+            "set-features",
+            "--tenant",
+            &tenant,
+            "--features",
+            "eth.everything",
+        ],
+    ] {
+        let refused = std::panic::catch_unwind(|| gw.cli(&args));
+        assert!(refused.is_err(), "{args:?} was accepted");
+    }
+}
+
+/// One message over a WebSocket on `/rpc/eth` with `key`, and its answer.
+fn ws_ask(port: u16, key: &str, body: &str) -> Value {
+    use tungstenite::client::IntoClientRequest;
+    let stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut req = format!("ws://127.0.0.1:{port}/rpc/eth")
+        .into_client_request()
+        .unwrap();
+    req.headers_mut().insert("x-token", key.parse().unwrap());
+    let (mut ws, _) = tungstenite::client(req, stream).expect("upgrade");
+    ws.send(tungstenite::Message::text(body)).unwrap();
+    loop {
+        match ws.read().expect("an answer") {
+            tungstenite::Message::Text(t) => return serde_json::from_str(&t).unwrap(),
+            tungstenite::Message::Close(c) => panic!("closed: {c:?}"),
+            _ => {}
+        }
+    }
+}
+
+/// Admin is judged by the client, not the socket: a proxy on this host (trusted or
+/// not) never turns its clients into loopback; a wrong token is refused and counted.
+#[test]
+fn a_proxy_on_loopback_never_makes_its_clients_admin() {
+    let node = Fixture::json_rpc();
+    let pools = format!(
+        "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-geth}}\n",
+        node.url()
+    );
+    let gw = Gateway::start(GatewayOpts {
+        pools: pools.clone(),
+        ..Default::default()
+    });
+    let admin = "/v1/admin/usage?format=csv";
+    // Straight from loopback, no proxy: admin (the default, allow_loopback).
+    assert_eq!(gw.get(admin, &[]).status, 200);
+    // A local proxy that says so, in any of the usual ways: the client is remote.
+    for h in [
+        ("X-Forwarded-For", "203.0.113.7"),
+        ("Forwarded", "for=203.0.113.7"),
+        ("X-Real-IP", "203.0.113.7"),
+        ("Via", "1.1 haproxy"),
+        // A client forging loopback through the proxy is still a proxied client.
+        ("X-Forwarded-For", "127.0.0.1"),
+    ] {
+        assert_eq!(gw.get(admin, &[h]).status, 403, "{h:?}");
+    }
+    // A wrong token is refused even from loopback, and counted.
+    let r = gw.get(admin, &[("X-Admin-Token", "guess")]);
+    assert_eq!(r.status, 403);
+    assert!(metric_sum(&gw, "chainedge_admin_refused_total{reason=\"wrong_token\"") >= 1.0);
+    assert_eq!(
+        gw.get(admin, &[("X-Admin-Token", "test-admin-token")])
+            .status,
+        200
+    );
+
+    // The proxy is trusted: its X-Forwarded-For lines are one list, read from the right.
+    let trusted = Gateway::start(GatewayOpts {
+        pools: pools.clone(),
+        console_yaml: "  trusted_proxies: [\"127.0.0.1\"]\n".into(),
+        ..Default::default()
+    });
+    // haproxy's `option forwardfor` adds its own line after the client's.
+    let two_lines = [
+        ("X-Forwarded-For", "127.0.0.1"),
+        ("X-Forwarded-For", "203.0.113.7"),
+    ];
+    assert_eq!(trusted.get(admin, &two_lines).status, 403);
+    assert_eq!(
+        trusted
+            .get(admin, &[("X-Forwarded-For", "127.0.0.1, 203.0.113.7")])
+            .status,
+        403
+    );
+    // The access log names the client the proxy reported, not the forged one.
+    let until = Instant::now() + Duration::from_secs(10);
+    let logged = loop {
+        let lines: Vec<Value> = access_lines(&trusted)
+            .into_iter()
+            .filter(|l| l["path"] == "/v1/admin/usage")
+            .collect();
+        if lines.len() >= 2 {
+            break lines;
+        }
+        assert!(Instant::now() < until, "no access log lines");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    for line in &logged {
+        assert_eq!(line["client"], "203.0.113.7", "{line}");
+    }
+
+    // Loopback admin switched off: only the token.
+    let strict = Gateway::start(GatewayOpts {
+        pools,
+        admin_yaml: "  allow_loopback: false\n".into(),
+        ..Default::default()
+    });
+    assert_eq!(strict.get(admin, &[]).status, 403);
+    assert_eq!(
+        strict
+            .get(admin, &[("X-Admin-Token", "test-admin-token")])
+            .status,
+        200
+    );
+}
+
+/// `eth_newFilter` meets the `eth_getLogs` range guard, and quantities it cannot read
+/// are refused rather than passed on.
+#[test]
+fn the_logs_range_guard_holds_through_filters() {
+    let node = Fixture::json_rpc();
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-geth}}\n",
+            node.url()
+        ),
+        ..Default::default()
+    });
+    let free = gw.key("free", &[]);
+    let call = |method: &str, filter: Value| {
+        rpc(
+            gw.port,
+            "/rpc/eth",
+            Some(&free),
+            &json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": [filter]}),
+        )
+        .json()
+    };
+    for method in ["eth_newFilter", "eth_getLogs"] {
+        let wide = call(method, json!({"fromBlock": "0x0", "toBlock": "0xffffffff"}));
+        assert_eq!(wide["error"]["code"], -32005, "{method}: {wide}");
+        let huge = call(
+            method,
+            json!({"fromBlock": "0x0", "toBlock": "0x1ffffffffffffffff"}),
+        );
+        assert_eq!(huge["error"]["code"], -32602, "{method}: {huge}");
+    }
+    let seen = node.seen.lock().unwrap();
+    assert!(
+        !seen.iter().any(|r| {
+            let b = String::from_utf8_lossy(&r.body);
+            b.contains("eth_newFilter") || b.contains("eth_getLogs")
+        }),
+        "a refused range reached the node"
+    );
+}
