@@ -254,6 +254,7 @@ mod tests {
             trial_ends_at: None,
             subscription_ends_at: None,
             revoked: false,
+            secret_sha256: [0; 32],
         }
     }
 

@@ -71,7 +71,8 @@ fn base_origin_mode_keys_before_upstream() {
     let (node, portal) = (base_node(), base_node());
     let gw = base_gateway(&node, &portal, true, "origin");
     let good = gw.key("free", &["rpc:read"]);
-    let unscoped = gw.key("free", &[]);
+    // A key without rpc:read (the CLI gives rpc:read,rpc:write when no scope is named).
+    let unscoped = gw.key("free", &["sol_watchlist"]);
     // Refusals, none of which reaches the node.
     assert_eq!(chain_id(&gw, None).status, 401);
     assert_eq!(chain_id(&gw, Some("ce_not-a-key")).status, 401);

@@ -490,3 +490,72 @@ fn the_logs_range_guard_holds_through_filters() {
         "a refused range reached the node"
     );
 }
+
+/// Open a WebSocket on `/rpc/eth` with `key`, and wait for the server to end it: the
+/// close code and how long it took after `revoke` ran.
+fn session_closed_after(port: u16, key: &str, revoke: impl FnOnce()) -> (u16, Duration) {
+    use tungstenite::client::IntoClientRequest;
+    let stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    let mut req = format!("ws://127.0.0.1:{port}/rpc/eth")
+        .into_client_request()
+        .unwrap();
+    req.headers_mut().insert("x-token", key.parse().unwrap());
+    let (mut ws, _) = tungstenite::client(req, stream).expect("upgrade");
+    ws.send(tungstenite::Message::text(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []}).to_string(),
+    ))
+    .unwrap();
+    assert!(matches!(ws.read().unwrap(), tungstenite::Message::Text(_)));
+    revoke();
+    let revoked = Instant::now();
+    loop {
+        match ws.read() {
+            Ok(tungstenite::Message::Close(Some(frame))) => {
+                return (u16::from(frame.code), revoked.elapsed())
+            }
+            Ok(tungstenite::Message::Close(None)) => return (1005, revoked.elapsed()),
+            Ok(_) => {}
+            Err(e) => panic!("no close frame after the revocation: {e}"),
+        }
+    }
+}
+
+/// A key revoked with the CLI ends the sessions already open with it: at once where
+/// Redis carries the notice, within the key cache's TTL where nothing does.
+#[test]
+fn revoking_a_key_ends_its_open_sessions() {
+    let node = Fixture::json_rpc();
+    let pools = format!(
+        "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-geth}}\n",
+        node.url()
+    );
+    // No Redis: the session rechecks its key every quarter of the 2 s TTL.
+    let gw = Gateway::start(GatewayOpts {
+        pools: pools.clone(),
+        extra_yaml: "auth:\n  key_cache_ttl_ms: 2000\n".into(),
+        ..Default::default()
+    });
+    let (key, id) = gw.key_and_id("pro");
+    let (code, took) = session_closed_after(gw.port, &key, || {
+        gw.cli(&["keys", "revoke", "--id", &id]);
+    });
+    assert_eq!(code, 1008);
+    assert!(took < Duration::from_millis(3500), "{took:?}");
+
+    // With Redis: the revocation notice closes it within a second.
+    let redis = RedisServer::start();
+    let gw = Gateway::start(GatewayOpts {
+        pools,
+        redis: Some(redis.url()),
+        ..Default::default()
+    });
+    let (key, id) = gw.key_and_id("pro");
+    let (code, took) = session_closed_after(gw.port, &key, || {
+        gw.cli(&["keys", "revoke", "--id", &id]);
+    });
+    assert_eq!(code, 1008);
+    assert!(took < Duration::from_secs(1), "{took:?}");
+}

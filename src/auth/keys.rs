@@ -21,6 +21,25 @@ pub struct KeyAuth {
     notices: std::sync::OnceLock<crate::cluster::NoticeSender>,
     cache: Mutex<LruCache<[u8; 32], CachedKey>>,
     ttl: Duration,
+    /// Every key evicted as revoked (here, or announced by another instance): what open
+    /// WebSocket sessions and channels listen to, to close at once.
+    revocations: tokio::sync::broadcast::Sender<Revoked>,
+}
+
+/// A revocation as held sessions hear it: the key's hash, and its id when this
+/// instance had the key cached (a firehose channel knows its key by id alone).
+#[derive(Debug, Clone)]
+pub struct Revoked {
+    pub hash: [u8; 32],
+    pub key_id: Option<String>,
+}
+
+/// Whether a key may still be used, as far as a held session needs to know.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Standing {
+    Valid,
+    /// Revoked, deleted, or its trial or subscription lapsed.
+    Ended,
 }
 
 impl KeyAuth {
@@ -32,7 +51,67 @@ impl KeyAuth {
                 NonZeroUsize::new(capacity.max(1)).unwrap_or(NonZeroUsize::MIN),
             )),
             ttl,
+            revocations: tokio::sync::broadcast::channel(256).0,
         }
+    }
+
+    /// How long a cached key is believed: a held session rechecks its key this often.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// Revocations from now on (a receiver that lagged rechecks its own key).
+    pub fn revocations(&self) -> tokio::sync::broadcast::Receiver<Revoked> {
+        self.revocations.subscribe()
+    }
+
+    /// Whether the key behind `hash` is still usable: the cached record while it is
+    /// fresh, else the store's. A store that cannot be reached keeps the key valid (the
+    /// session was admitted; revocations still arrive as notices).
+    pub async fn standing(&self, hash: &[u8; 32]) -> Standing {
+        let cached = self.cache.lock().ok().and_then(|mut c| {
+            c.get(hash)
+                .filter(|(at, _)| at.elapsed() < self.ttl)
+                .map(|(_, rec)| rec.clone())
+        });
+        let rec = match cached {
+            Some(rec) => rec,
+            None => match self.store.lookup_key(hash).await {
+                Ok(rec) => {
+                    let rec = rec.map(Arc::new);
+                    if let Ok(mut c) = self.cache.lock() {
+                        c.put(*hash, (Instant::now(), rec.clone()));
+                    }
+                    rec
+                }
+                Err(e) => {
+                    log::warn!("key recheck: {e}");
+                    return Standing::Valid;
+                }
+            },
+        };
+        match rec {
+            Some(r) if super::check_standing(&r, crate::store::now()).is_ok() => Standing::Valid,
+            _ => Standing::Ended,
+        }
+    }
+
+    /// The key's record read from the store now, past the cache: for handing out
+    /// something that outlives the request (a firehose token).
+    pub async fn fresh(&self, hash: &[u8; 32]) -> Result<Option<Arc<KeyRecord>>, ApiError> {
+        let rec = self
+            .store
+            .lookup_key(hash)
+            .await
+            .map_err(|e| {
+                log::error!("key lookup: {e}");
+                ApiError::internal("key store unavailable")
+            })?
+            .map(Arc::new);
+        if let Ok(mut c) = self.cache.lock() {
+            c.put(*hash, (Instant::now(), rec.clone()));
+        }
+        Ok(rec)
     }
 
     /// The key's record, or `None` if no such key exists.
@@ -60,10 +139,34 @@ impl KeyAuth {
         Ok(rec)
     }
 
-    /// Drop a key from the cache (a revocation announced by another instance).
+    /// Drop a key from the cache (a revocation announced by another instance), and end
+    /// the sessions held with it.
     pub fn evict(&self, hash: &[u8; 32]) {
-        if let Ok(mut c) = self.cache.lock() {
-            c.pop(hash);
+        let key_id = self
+            .cache
+            .lock()
+            .ok()
+            .and_then(|mut c| c.pop(hash))
+            .and_then(|(_, rec)| rec.map(|r| r.key_id.clone()));
+        // No receiver (no session open) is not an error.
+        let _ = self.revocations.send(Revoked {
+            hash: *hash,
+            key_id,
+        });
+    }
+
+    /// Whether the key with id `key_id` is still usable, read from the store (a held
+    /// channel that knows its key by id); a store that cannot be reached keeps it.
+    pub async fn standing_by_id(&self, key_id: &str) -> Standing {
+        match self.store.key_standing_by_id(key_id).await {
+            Ok(Some(rec)) if super::check_standing(&rec, crate::store::now()).is_ok() => {
+                Standing::Valid
+            }
+            Ok(_) => Standing::Ended,
+            Err(e) => {
+                log::warn!("key recheck: {e}");
+                Standing::Valid
+            }
         }
     }
 

@@ -315,7 +315,8 @@ async fn email_verify(console: &Console, req: &Request<'_>) -> Result<Reply, Api
         max_attempts: console.email.max_attempts,
         lockout_secs: console.email.lockout_secs,
         max_lockout_secs: console.email.max_lockout_secs,
-        forget_after: 86400,
+        // Longer than the longest lock-out: waiting one out never resets the budget.
+        forget_after: 7 * 86400,
     };
     let a = addr.clone();
     match db(console.store.check_code(&a, &hash, &guard)).await? {

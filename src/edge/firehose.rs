@@ -88,6 +88,7 @@ impl Edge {
             category: None,
             request_id: ctx.request_id.clone(),
             route: ctx.route.clone(),
+            grant: Some((grant.key_id.clone(), grant.expires as i64)),
             _slot: slot,
         })
     }

@@ -142,6 +142,15 @@ impl Edge {
                     "logs"
                 };
                 self.firehose_source_ready(channel)?;
+                // A token outlives the request: it is issued only on the key as the
+                // store has it now, never on a cached (perhaps revoked) record.
+                if let Some(key) = req.key() {
+                    let fresh = st.keys.fresh(&key.secret_sha256).await?;
+                    match fresh {
+                        Some(rec) => crate::auth::check_standing(&rec, crate::store::now())?,
+                        None => return Err(ApiError::new(401, "unauthorized", "unknown API key")),
+                    }
+                }
                 let conf = &st.config.app.streams.firehose;
                 handlers::firehose::info(
                     st.config

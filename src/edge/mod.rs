@@ -26,6 +26,7 @@ mod downstream;
 mod firehose;
 mod guard;
 mod hop;
+mod lease;
 mod local;
 mod pipeline;
 mod proxy_http;

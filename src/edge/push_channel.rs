@@ -66,6 +66,7 @@ where
     let mut ping = tokio::time::interval(Duration::from_secs(conf.ping_interval_secs.max(1)));
     ping.tick().await;
     let mut heard = Instant::now();
+    let mut lease = up.lease(&state.keys);
     let slow = || {
         (
             CloseCode::Policy,
@@ -97,6 +98,9 @@ where
             }
             _ = going_away(&mut shutdown) => {
                 break Some((CloseCode::Away, "server restarting; reconnect".into()));
+            }
+            why = lease.ended(&state.keys) => {
+                break Some((CloseCode::Policy, why.into()));
             }
         }
     };

@@ -78,6 +78,7 @@ impl Edge {
             category: None,
             request_id: ctx.request_id.clone(),
             route: ctx.route.clone(),
+            grant: None,
             _slot: slot,
         })
     }

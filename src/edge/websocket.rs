@@ -50,7 +50,24 @@ pub struct WsUpgrade {
     pub(super) request_id: String,
     /// The upgrade's route, for each message's access-log line.
     pub(super) route: Option<Arc<Route>>,
+    /// A channel opened with a token: the key it was given to, and when it expires.
+    pub(super) grant: Option<(String, i64)>,
     pub(super) _slot: OwnerPlace,
+}
+
+impl WsUpgrade {
+    /// What ends this session besides either side: its key revoked or lapsed, its
+    /// token expired.
+    pub(super) fn lease(&self, keys: &crate::auth::keys::KeyAuth) -> super::lease::Lease {
+        use super::lease::{Holder, Lease};
+        match (&self.principal, &self.grant) {
+            (Principal::Key(k), _) => Lease::new(keys, Some(Holder::Hash(k.secret_sha256)), None),
+            (_, Some((key_id, expires))) => {
+                Lease::new(keys, Some(Holder::Id(key_id.clone())), Some(*expires))
+            }
+            _ => Lease::new(keys, None, None),
+        }
+    }
 }
 
 /// What one message got: the answer owed (none for notifications alone) and its
@@ -141,6 +158,7 @@ impl Edge {
             category: route.rate.clone(),
             request_id: ctx.request_id.clone(),
             route: ctx.route.clone(),
+            grant: None,
             _slot: slot,
         })
     }
@@ -464,6 +482,7 @@ where
     let mut heard = Instant::now();
     let mut n = 0u64;
     let mut in_flight = FuturesUnordered::new();
+    let mut lease = up.lease(&edge.state.keys);
     let slow = || {
         (
             CloseCode::Policy,
@@ -526,6 +545,9 @@ where
             }
             _ = going_away(&mut shutdown) => {
                 break Some((CloseCode::Away, "server restarting; reconnect".into()));
+            }
+            why = lease.ended(&edge.state.keys) => {
+                break Some((CloseCode::Policy, why.into()));
             }
         }
     };

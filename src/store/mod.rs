@@ -453,12 +453,27 @@ impl Store {
     }
 
     pub async fn lookup_key(&self, hash: &[u8; 32]) -> Result<Option<KeyRecord>, StoreError> {
+        self.key_where("k.secret_sha256 = $1", params![hash]).await
+    }
+
+    /// The key with this id, as `lookup_key` gives it (a held channel's recheck).
+    pub async fn key_standing_by_id(&self, id: &str) -> Result<Option<KeyRecord>, StoreError> {
+        self.key_where("k.id = $1", params![id]).await
+    }
+
+    async fn key_where(
+        &self,
+        condition: &str,
+        params: Vec<sql::Value>,
+    ) -> Result<Option<KeyRecord>, StoreError> {
         let Some(r) = self
             .query_opt(
-                "SELECT k.id, k.tenant_id, k.user_id, t.plan, k.scopes, t.features, t.trial_ends_at,
-                        t.subscription_ends_at, k.revoked_at
-                 FROM api_keys k JOIN tenants t ON t.id = k.tenant_id WHERE k.secret_sha256 = $1",
-                params![hash],
+                &format!(
+                    "SELECT k.id, k.tenant_id, k.user_id, t.plan, k.scopes, t.features, t.trial_ends_at,
+                        t.subscription_ends_at, k.revoked_at, k.secret_sha256
+                 FROM api_keys k JOIN tenants t ON t.id = k.tenant_id WHERE {condition}"
+                ),
+                params,
             )
             .await?
         else {
@@ -474,6 +489,7 @@ impl Store {
             trial_ends_at: r.opt_int(6)?,
             subscription_ends_at: r.opt_int(7)?,
             revoked: !r.is_null(8)?,
+            secret_sha256: r.bytes(9)?.try_into().unwrap_or([0; 32]),
         }))
     }
 
@@ -526,6 +542,8 @@ pub struct KeyRecord {
     pub trial_ends_at: Option<i64>,
     pub subscription_ends_at: Option<i64>,
     pub revoked: bool,
+    /// What the key is known by in the cache and in revocation notices.
+    pub secret_sha256: [u8; 32],
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
