@@ -721,6 +721,18 @@ fn the_solana_mempool_is_what_the_senders_submitted_until_it_lands() {
     assert!(stats["land_ms"]["p50"].as_i64().is_some());
     let snap = get(&gw, &key, "/v1/sol/mempool/snapshot").json();
     assert_eq!(snap["count"], 0, "nothing pending once landed: {snap}");
+    // Another tenant sees nothing of it: no signature, no fee payer, no count.
+    let other = gw.key("pro", &[]);
+    let theirs = get(&gw, &other, "/v1/sol/mempool/stats").json();
+    assert_eq!(
+        (theirs["submitted"].as_i64(), theirs["landed"].as_i64()),
+        (Some(0), Some(0)),
+        "{theirs}"
+    );
+    let theirs = get(&gw, &other, "/v1/sol/mempool/snapshot").text();
+    for sig in &sigs {
+        assert!(!theirs.contains(sig.as_str().unwrap()), "{theirs}");
+    }
     assert_eq!(
         get(&gw, &key, "/v1/sol/mempool/snapshot?limit=0").status,
         400

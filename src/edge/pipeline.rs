@@ -37,15 +37,7 @@ impl Edge {
             let chain = session.header_list("x-forwarded-for");
             ctx.forwarded_client = st.console.client(peer, chain.as_deref());
         }
-        let admin_origin = crate::auth::Origin {
-            client: ctx.client(peer),
-            // A proxy on this host that is not trusted still says it is one.
-            proxied_unknown: !trusted
-                && peer.is_some_and(crate::auth::is_loopback)
-                && FORWARDING_HEADERS
-                    .iter()
-                    .any(|h| session.header(h).is_some()),
-        };
+
         let method = session.method().to_string();
         let pre = session.take_match();
         let origin = session.header("origin").map(str::to_string);
@@ -127,6 +119,24 @@ impl Edge {
             )?);
         }
 
+        // Only admin routes ask where the request came from (the header lookups stay off
+        // the other routes' path).
+        let admin_origin = if route.credential.admits_admin() {
+            crate::auth::Origin {
+                client: ctx.client(peer),
+                // A proxy on this host that is not trusted still says it is one.
+                proxied_unknown: !trusted
+                    && peer.is_some_and(crate::auth::is_loopback)
+                    && FORWARDING_HEADERS
+                        .iter()
+                        .any(|h| session.header(h).is_some()),
+            }
+        } else {
+            crate::auth::Origin {
+                client: None,
+                proxied_unknown: true,
+            }
+        };
         let principal = self.authenticate(session, &route, admin_origin).await?;
         let mut category = route.rate.clone();
         if let Some((_, pol)) = &ctx.beacon {

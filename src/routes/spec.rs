@@ -134,6 +134,13 @@ pub enum Credential {
     AdminOrApiKey,
 }
 
+impl Credential {
+    /// Whether an admin may call the route (then where the request came from matters).
+    pub fn admits_admin(self) -> bool {
+        matches!(self, Credential::Admin | Credential::AdminOrApiKey)
+    }
+}
+
 /// Cross-origin policy of a route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
