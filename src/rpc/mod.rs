@@ -213,6 +213,41 @@ pub(crate) fn older(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     }
 }
 
+/// The scope a JSON-RPC call of `class` needs: `rpc:write` to send a transaction,
+/// `rpc:read` for everything else the gateway serves.
+pub fn required_scope(class: MethodClass) -> &'static str {
+    match class {
+        MethodClass::Write => "rpc:write",
+        _ => "rpc:read",
+    }
+}
+
+impl Caller<'_> {
+    /// 403 when the caller's key lacks the scope a call of `class` needs (the same
+    /// refusal the guard gives a route's scope).
+    pub fn scope_refusal(
+        &self,
+        class: MethodClass,
+        method: &str,
+    ) -> Option<crate::errors::ApiError> {
+        let scopes = self.scopes?;
+        let needed = required_scope(class);
+        if class == MethodClass::Unknown || scopes.iter().any(|s| s == needed) {
+            return None;
+        }
+        Some(
+            crate::errors::ApiError::new(
+                403,
+                "tier_insufficient",
+                format!("{method} needs the scope {needed}; create a key with it in the console"),
+            )
+            .with_field("current_tier", self.plan)
+            .with_field("required_tier", self.plan)
+            .with_field("required_scope", needed),
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::gateway::node_state_error;
@@ -312,40 +347,5 @@ mod tests {
         );
         assert!(tx_hash("0x").is_none());
         assert!(tx_hash("zz").is_none());
-    }
-}
-
-/// The scope a JSON-RPC call of `class` needs: `rpc:write` to send a transaction,
-/// `rpc:read` for everything else the gateway serves.
-pub fn required_scope(class: MethodClass) -> &'static str {
-    match class {
-        MethodClass::Write => "rpc:write",
-        _ => "rpc:read",
-    }
-}
-
-impl Caller<'_> {
-    /// 403 when the caller's key lacks the scope a call of `class` needs (the same
-    /// refusal the guard gives a route's scope).
-    pub fn scope_refusal(
-        &self,
-        class: MethodClass,
-        method: &str,
-    ) -> Option<crate::errors::ApiError> {
-        let scopes = self.scopes?;
-        let needed = required_scope(class);
-        if class == MethodClass::Unknown || scopes.iter().any(|s| s == needed) {
-            return None;
-        }
-        Some(
-            crate::errors::ApiError::new(
-                403,
-                "tier_insufficient",
-                format!("{method} needs the scope {needed}; create a key with it in the console"),
-            )
-            .with_field("current_tier", self.plan)
-            .with_field("required_tier", self.plan)
-            .with_field("required_scope", needed),
-        )
     }
 }
