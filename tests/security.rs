@@ -13,6 +13,14 @@ fn json_post(port: u16, path: &str, body: &Value, headers: &[(&str, &str)]) -> R
     request(port, "POST", path, &h, body.to_string().as_bytes()).expect("request")
 }
 
+/// One `eth_el` pool of one node.
+fn el_pools(node: &Fixture) -> String {
+    format!(
+        "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-geth}}\n",
+        node.url()
+    )
+}
+
 /// The access log's lines, as JSON.
 fn access_lines(gw: &Gateway) -> Vec<Value> {
     std::fs::read_to_string(gw.access_log())
@@ -45,10 +53,7 @@ fn console_gateway(node: &Fixture, console_yaml: &str) -> (Gateway, std::path::P
     let dir = tempdir("security");
     let outbox = dir.join("outbox.jsonl");
     let gw = Gateway::start(GatewayOpts {
-        pools: format!(
-            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-geth}}\n",
-            node.url()
-        ),
+        pools: el_pools(&node),
         console_yaml: format!(
             "  email:\n    outbox: {}\n    lockout_secs: 2\n{console_yaml}",
             outbox.display()
@@ -259,10 +264,7 @@ fn node_administrative_methods_never_reach_a_node() {
 fn a_read_only_key_cannot_send_transactions() {
     let node = Fixture::json_rpc();
     let gw = Gateway::start(GatewayOpts {
-        pools: format!(
-            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-geth}}\n",
-            node.url()
-        ),
+        pools: el_pools(&node),
         ..Default::default()
     });
     let reader = gw.key("pro", &["rpc:read"]);
@@ -341,18 +343,23 @@ fn a_read_only_key_cannot_send_transactions() {
     }
 }
 
-/// One message over a WebSocket on `/rpc/eth` with `key`, and its answer.
-fn ws_ask(port: u16, key: &str, body: &str) -> Value {
+type Ws = tungstenite::WebSocket<std::net::TcpStream>;
+
+/// A WebSocket on `/rpc/eth` with `key`, reads waiting at most `wait`.
+fn ws_open(port: u16, key: &str, wait: Duration) -> Ws {
     use tungstenite::client::IntoClientRequest;
     let stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
+    stream.set_read_timeout(Some(wait)).unwrap();
     let mut req = format!("ws://127.0.0.1:{port}/rpc/eth")
         .into_client_request()
         .unwrap();
     req.headers_mut().insert("x-token", key.parse().unwrap());
-    let (mut ws, _) = tungstenite::client(req, stream).expect("upgrade");
+    tungstenite::client(req, stream).expect("upgrade").0
+}
+
+/// One message over a WebSocket on `/rpc/eth` with `key`, and its answer.
+fn ws_ask(port: u16, key: &str, body: &str) -> Value {
+    let mut ws = ws_open(port, key, Duration::from_secs(10));
     ws.send(tungstenite::Message::text(body)).unwrap();
     loop {
         match ws.read().expect("an answer") {
@@ -368,10 +375,7 @@ fn ws_ask(port: u16, key: &str, body: &str) -> Value {
 #[test]
 fn a_proxy_on_loopback_never_makes_its_clients_admin() {
     let node = Fixture::json_rpc();
-    let pools = format!(
-        "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-geth}}\n",
-        node.url()
-    );
+    let pools = el_pools(&node);
     let gw = Gateway::start(GatewayOpts {
         pools: pools.clone(),
         ..Default::default()
@@ -456,10 +460,7 @@ fn a_proxy_on_loopback_never_makes_its_clients_admin() {
 fn the_logs_range_guard_holds_through_filters() {
     let node = Fixture::json_rpc();
     let gw = Gateway::start(GatewayOpts {
-        pools: format!(
-            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-geth}}\n",
-            node.url()
-        ),
+        pools: el_pools(&node),
         ..Default::default()
     });
     let free = gw.key("free", &[]);
@@ -494,16 +495,7 @@ fn the_logs_range_guard_holds_through_filters() {
 /// Open a WebSocket on `/rpc/eth` with `key`, and wait for the server to end it: the
 /// close code and how long it took after `revoke` ran.
 fn session_closed_after(port: u16, key: &str, revoke: impl FnOnce()) -> (u16, Duration) {
-    use tungstenite::client::IntoClientRequest;
-    let stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(15)))
-        .unwrap();
-    let mut req = format!("ws://127.0.0.1:{port}/rpc/eth")
-        .into_client_request()
-        .unwrap();
-    req.headers_mut().insert("x-token", key.parse().unwrap());
-    let (mut ws, _) = tungstenite::client(req, stream).expect("upgrade");
+    let mut ws = ws_open(port, key, Duration::from_secs(15));
     ws.send(tungstenite::Message::text(
         json!({"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []}).to_string(),
     ))
@@ -528,10 +520,7 @@ fn session_closed_after(port: u16, key: &str, revoke: impl FnOnce()) -> (u16, Du
 #[test]
 fn revoking_a_key_ends_its_open_sessions() {
     let node = Fixture::json_rpc();
-    let pools = format!(
-        "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-geth}}\n",
-        node.url()
-    );
+    let pools = el_pools(&node);
     // No Redis: the session rechecks its key every quarter of the 2 s TTL.
     let gw = Gateway::start(GatewayOpts {
         pools: pools.clone(),

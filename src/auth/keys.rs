@@ -96,8 +96,8 @@ impl KeyAuth {
         }
     }
 
-    /// The key's record read from the store now, past the cache: for handing out
-    /// something that outlives the request (a firehose token).
+    /// The key's record read from the store now, past the cache (and cached): on a miss,
+    /// and for handing out something that outlives the request (a firehose token).
     pub async fn fresh(&self, hash: &[u8; 32]) -> Result<Option<Arc<KeyRecord>>, ApiError> {
         let rec = self
             .store
@@ -124,19 +124,7 @@ impl KeyAuth {
                 }
             }
         }
-        let rec = self
-            .store
-            .lookup_key(&hash)
-            .await
-            .map_err(|e| {
-                log::error!("key lookup: {e}");
-                ApiError::internal("key store unavailable")
-            })?
-            .map(Arc::new);
-        if let Ok(mut c) = self.cache.lock() {
-            c.put(hash, (Instant::now(), rec.clone()));
-        }
-        Ok(rec)
+        self.fresh(&hash).await
     }
 
     /// Drop a key from the cache (a revocation announced by another instance), and end

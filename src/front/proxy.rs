@@ -181,15 +181,7 @@ fn encode_request(
     let sent = req
         .conn
         .trusted_proxy
-        .then(|| {
-            let lines: Vec<&str> = req
-                .head
-                .header_lines()
-                .filter(|(n, _)| n.eq_ignore_ascii_case("x-forwarded-for"))
-                .filter_map(|(_, v)| std::str::from_utf8(v).ok())
-                .collect();
-            (!lines.is_empty()).then(|| lines.join(", "))
-        })
+        .then(|| Downstream::header_list(req, "x-forwarded-for"))
         .flatten();
     let xff = forwarded_for(
         req.conn.trusted_proxy,

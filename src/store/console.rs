@@ -405,23 +405,11 @@ impl Store {
             )
             .await?;
         self.retry_conflicts(|mut tx| async move {
-            let by_address = query_opt(
-                tx.as_mut(),
-                "SELECT COUNT(*) FROM login_codes WHERE email = $1 AND created_at > $2",
-                params![email, t - bounds.window],
-            )
-            .await?
-            .map_or(Ok(0), |r| r.int(0))?;
+            let by_address = count(tx.as_mut(), "SELECT COUNT(*) FROM login_codes WHERE email = $1 AND created_at > $2", params![email, t - bounds.window]).await?;
             if by_address >= bounds.per_address {
                 return Ok(Issued::TooManyForAddress);
             }
-            let by_client = query_opt(
-                tx.as_mut(),
-                "SELECT COUNT(*) FROM login_codes WHERE client = $1 AND created_at > $2",
-                params![client, t - bounds.window],
-            )
-            .await?
-            .map_or(Ok(0), |r| r.int(0))?;
+            let by_client = count(tx.as_mut(), "SELECT COUNT(*) FROM login_codes WHERE client = $1 AND created_at > $2", params![client, t - bounds.window]).await?;
             if by_client >= bounds.per_client {
                 return Ok(Issued::TooManyForClient);
             }
@@ -536,23 +524,11 @@ impl Store {
             )
             .await?;
         self.retry_conflicts(|mut tx| async move {
-            let by_client = query_opt(
-                tx.as_mut(),
-                "SELECT COUNT(*) FROM challenges WHERE client = $1 AND expires_at > $2 AND used_at IS NULL",
-                params![client, t],
-            )
-            .await?
-            .map_or(Ok(0), |r| r.int(0))?;
+            let by_client = count(tx.as_mut(), "SELECT COUNT(*) FROM challenges WHERE client = $1 AND expires_at > $2 AND used_at IS NULL", params![client, t]).await?;
             if by_client >= bounds.per_client {
                 return Ok(Issued::TooManyForClient);
             }
-            let by_subject = query_opt(
-                tx.as_mut(),
-                "SELECT COUNT(*) FROM challenges WHERE subject = $1 AND kind = $2 AND expires_at > $3 AND used_at IS NULL",
-                params![&c.subject, &c.kind, t],
-            )
-            .await?
-            .map_or(Ok(0), |r| r.int(0))?;
+            let by_subject = count(tx.as_mut(), "SELECT COUNT(*) FROM challenges WHERE subject = $1 AND kind = $2 AND expires_at > $3 AND used_at IS NULL", params![&c.subject, &c.kind, t]).await?;
             if by_subject >= bounds.per_subject {
                 return Ok(Issued::TooManyForAddress);
             }
@@ -600,6 +576,17 @@ impl Store {
         })
         .await
     }
+}
+
+/// A `SELECT COUNT(*)` inside a transaction.
+async fn count(
+    tx: &mut dyn Tx,
+    sql: &str,
+    params: Vec<super::sql::Value>,
+) -> Result<i64, StoreError> {
+    query_opt(tx, sql, params)
+        .await?
+        .map_or(Ok(0), |r| r.int(0))
 }
 
 /// `user_for` inside its transaction.

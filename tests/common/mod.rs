@@ -356,7 +356,9 @@ impl Anvil {
             .filter(|r| r.status == 200)
             .and_then(|r| serde_json::from_slice::<serde_json::Value>(&r.body).ok())
             .is_some_and(|v| v["result"] == want.as_str());
-            if answered {
+            // Only this anvil counts: another test's node may hold the port (this one
+            // then failed to bind), answer the probe, and be mined here by mistake.
+            if answered && a.listens() {
                 break;
             }
             if Instant::now() > until || matches!(a.proc.child.try_wait(), Ok(Some(_))) {
@@ -367,6 +369,10 @@ impl Anvil {
         // A fresh chain sits at height 0, which health checks treat as broken.
         a.mine(1);
         Some(a)
+    }
+
+    fn listens(&self) -> bool {
+        listens_on(self.proc.pid(), self.port)
     }
 
     pub fn url(&self) -> String {
