@@ -147,6 +147,7 @@ pub fn serve(mut opt: Opt, loaded: Loaded) -> Result<(), String> {
     } = loaded;
     observe::metrics::init();
     let http_addrs = app.app.listen.http.clone();
+    let admin_addr = app.admin_listen;
     let tls = app
         .app
         .listen
@@ -224,6 +225,11 @@ pub fn serve(mut opt: Opt, loaded: Loaded) -> Result<(), String> {
         // connection would otherwise hold 64 KiB for nothing (bench/RESULTS.md).
         let buffers = L4BufferSettings::default().read(PLAIN_HTTP_READ_BUFFER);
         proxy.add_listener(ListenerConfig::tcp(addr.as_str()).l4_buffer(buffers));
+    }
+    if let Some(addr) = admin_addr {
+        // Served by the same edge, which keeps admin routes to this listener alone.
+        let buffers = L4BufferSettings::default().read(PLAIN_HTTP_READ_BUFFER);
+        proxy.add_listener(ListenerConfig::tcp(&addr.to_string()).l4_buffer(buffers));
     }
     for (addr, cert, key) in &tls {
         let mut settings =

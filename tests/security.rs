@@ -452,6 +452,27 @@ fn a_proxy_on_loopback_never_makes_its_clients_admin() {
             .status,
         200
     );
+    drop(strict);
+
+    // Admin on a listener of its own: only there, and nothing else there.
+    let admin_port = free_port();
+    let apart = Gateway::start(GatewayOpts {
+        pools: el_pools(&node),
+        admin_yaml: format!("  listen: \"127.0.0.1:{admin_port}\"\n"),
+        ..Default::default()
+    });
+    assert_eq!(apart.get(admin, &[]).status, 404);
+    let r = request(admin_port, "GET", admin, &[], b"").unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = request(
+        admin_port,
+        "GET",
+        "/v1/polygon/wallet/balance/0x00000000000000000000000000000000000a11ce",
+        &[],
+        b"",
+    )
+    .unwrap();
+    assert_eq!(r.status, 404);
 }
 
 /// `eth_newFilter` meets the `eth_getLogs` range guard, and quantities it cannot read

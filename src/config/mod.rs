@@ -244,6 +244,8 @@ pub struct Loaded {
     /// `cluster.redis`, resolved: the Redis URL.
     pub cluster_redis: Option<Secret>,
     pub admin_token: Option<Secret>,
+    /// `admin.listen`, parsed: the admin routes' own listener.
+    pub admin_listen: Option<std::net::SocketAddr>,
     /// The key firehose connection tokens are signed with (`streams.firehose.secret`).
     pub firehose_secret: Option<Secret>,
     /// The key watchlist webhook signing secrets derive from
@@ -350,6 +352,21 @@ pub fn load(path: &Path, purpose: Purpose) -> Result<Loaded, Vec<ConfigError>> {
             bad(&format!("console.trusted_proxies[{i}]"), e);
         }
     }
+    let admin_listen =
+        app.admin
+            .listen
+            .as_deref()
+            .and_then(|a| match a.parse::<std::net::SocketAddr>() {
+                Ok(addr) if app.listen.http.iter().any(|h| h.parse().ok() == Some(addr)) => {
+                    bad("admin.listen", format!("{a} is also a listen.http address"));
+                    None
+                }
+                Ok(addr) => Some(addr),
+                Err(_) => {
+                    bad("admin.listen", format!("'{a}' is not an address:port"));
+                    None
+                }
+            });
     let admin_token = match &app.admin.token {
         Some(r) => match serving(r) {
             Ok(s) => s,
@@ -701,6 +718,7 @@ pub fn load(path: &Path, purpose: Purpose) -> Result<Loaded, Vec<ConfigError>> {
         store_postgres,
         cluster_redis,
         admin_token,
+        admin_listen,
         firehose_secret,
         watchlist_secret,
         smtp_credentials,

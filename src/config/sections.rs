@@ -60,6 +60,11 @@ pub struct AdminConf {
     /// as admin, and a local proxy that sends no forwarding header looks like one.
     #[serde(default = "d_true")]
     pub allow_loopback: bool,
+    /// A listener of its own for the admin routes (`127.0.0.1:9099`), as Envoy keeps
+    /// its admin interface off the data plane: admin routes are then served there only
+    /// (404 on the other listeners), and nothing else is served there.
+    #[serde(default)]
+    pub listen: Option<String>,
 }
 
 impl Default for AdminConf {
@@ -67,6 +72,7 @@ impl Default for AdminConf {
         AdminConf {
             token: None,
             allow_loopback: true,
+            listen: None,
         }
     }
 }

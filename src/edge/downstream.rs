@@ -46,6 +46,10 @@ pub trait Downstream: Send + Sync {
         true
     }
     fn client_ip(&self) -> Option<IpAddr>;
+    /// The edge's own address the request came in on (which listener).
+    fn local_addr(&self) -> Option<std::net::SocketAddr> {
+        None
+    }
     fn is_tls(&self) -> bool;
     /// The whole request body; more than `limit` bytes is refused with 413.
     async fn read_body(&mut self, limit: usize) -> Result<Bytes, ApiError>;
@@ -129,6 +133,10 @@ impl Downstream for Session {
 
     fn is_tls(&self) -> bool {
         self.digest().is_some_and(|d| d.ssl_digest.is_some())
+    }
+
+    fn local_addr(&self) -> Option<std::net::SocketAddr> {
+        self.server_addr().and_then(|a| a.as_inet()).copied()
     }
 
     async fn read_body(&mut self, limit: usize) -> Result<Bytes, ApiError> {

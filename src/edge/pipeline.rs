@@ -87,6 +87,15 @@ impl Edge {
             }
             _ => {}
         }
+        // With an admin listener of its own, admin routes live there and nowhere else.
+        if let Some(admin) = st.config.admin_listen {
+            let on_admin = session
+                .local_addr()
+                .is_some_and(|l| l.port() == admin.port());
+            if on_admin != (route.credential == crate::routes::spec::Credential::Admin) {
+                return Err(ApiError::route_not_found());
+            }
+        }
         if !route.enabled {
             return Err(ApiError::new(
                 503,

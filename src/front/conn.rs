@@ -18,6 +18,8 @@ pub struct Conn {
     pub(super) io: ClientIo,
     pub(super) buf: BytesMut,
     pub(super) client: Option<SocketAddr>,
+    /// The listener's address the connection came in on.
+    pub(super) local: Option<SocketAddr>,
     pub(super) client_text: String,
     /// The connection is TLS (HTTP/1.1 by ALPN or by default).
     pub(super) tls: bool,
@@ -49,6 +51,7 @@ impl Conn {
             io,
             buf: BytesMut::with_capacity(READ_STEP),
             client,
+            local: None,
             client_text: client.map(|a| a.to_string()).unwrap_or_default(),
             tls: false,
             client_ip_text: client.map(|a| a.ip().to_string()).unwrap_or_default(),

@@ -168,6 +168,7 @@ impl ServerApp for LeanFront {
         };
         let mut conn = Conn::new(io, client, crate::shutdown::for_this_thread(shutdown));
         conn.tls = tls;
+        conn.local = listener;
         conn.trusted_proxy = self.edge.trusts(client.map(|a| a.ip()));
         loop {
             match self.next_request(&mut conn).await {

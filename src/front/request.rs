@@ -372,6 +372,10 @@ impl Downstream for LeanRequest<'_> {
         self.conn.client.map(|a| a.ip())
     }
 
+    fn local_addr(&self) -> Option<std::net::SocketAddr> {
+        self.conn.local
+    }
+
     fn is_tls(&self) -> bool {
         self.conn.tls
     }
