@@ -292,7 +292,17 @@ async fn send_and_read_head(
     loop {
         // Only the head's end is found here (the caller parses and checks it); an
         // informational answer is parsed to be skipped.
-        match buf.windows(4).position(|w| w == b"\r\n\r\n") {
+        let end = buf.windows(4).position(|w| w == b"\r\n\r\n");
+        // A line ended by a bare LF: the head would never end as HTTP/1.1 says (the
+        // caller would wait out its deadline), and a lenient reader would see other
+        // lines than a strict one. Refused at once.
+        if has_bare_lf(&buf[..end.map_or(buf.len(), |e| e + 4)]) {
+            return Err((
+                Stale::No,
+                "bad response head: a line ends in a bare LF".into(),
+            ));
+        }
+        match end {
             Some(_) if buf.get(9) == Some(&b'1') => {
                 match parse_head_visit(&buf, false, |_, _| {}) {
                     Ok(Some(h)) if h.status == 101 => {
@@ -466,6 +476,13 @@ pub struct HeadInfo<'b> {
     pub chunked: bool,
     /// The node closes the connection after this answer.
     pub close: bool,
+}
+
+/// Whether `head` has a LF that no CR comes before.
+fn has_bare_lf(head: &[u8]) -> bool {
+    head.iter()
+        .enumerate()
+        .any(|(i, &b)| b == b'\n' && (i == 0 || head[i - 1] != b'\r'))
 }
 
 /// Parse a response head, showing each header to `visit`; `None` while it is incomplete.

@@ -150,6 +150,13 @@ async fn limits_and_malformed_answers() {
     let e = pool.exchange(addr, &post(H), 100).await.unwrap_err();
     assert!(e.to_string().contains("bad response head"), "{e}");
 
+    // Bare LF line ends: refused at once, not after the read deadline.
+    let (addr, _) = node(vec!["HTTP/1.1 200 OK\nContent-Length: 2\n\nok"], 10).await;
+    let started = std::time::Instant::now();
+    let e = pool.exchange(addr, &post(H), 100).await.unwrap_err();
+    assert!(e.to_string().contains("bare LF"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+
     let (addr, _) = node(
         vec!["HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok"],
         10,
