@@ -229,7 +229,7 @@ pub fn serve(mut opt: Opt, loaded: Loaded) -> Result<(), String> {
     if let Some(addr) = admin_addr {
         // Served by the same edge, which keeps admin routes to this listener alone.
         let buffers = L4BufferSettings::default().read(PLAIN_HTTP_READ_BUFFER);
-        proxy.add_listener(ListenerConfig::tcp(&addr.to_string()).l4_buffer(buffers));
+        proxy.add_listener(ListenerConfig::tcp(addr.to_string()).l4_buffer(buffers));
     }
     for (addr, cert, key) in &tls {
         let mut settings =
