@@ -53,7 +53,7 @@ fn console_gateway(node: &Fixture, console_yaml: &str) -> (Gateway, std::path::P
     let dir = tempdir("security");
     let outbox = dir.join("outbox.jsonl");
     let gw = Gateway::start(GatewayOpts {
-        pools: el_pools(&node),
+        pools: el_pools(node),
         console_yaml: format!(
             "  email:\n    outbox: {}\n    lockout_secs: 2\n{console_yaml}",
             outbox.display()
