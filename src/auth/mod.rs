@@ -87,6 +87,9 @@ pub fn is_loopback(ip: IpAddr) -> bool {
 /// Where a request comes from, as far as admin is concerned.
 #[derive(Debug, Clone, Copy)]
 pub struct Origin {
+    /// Admin may be served on the listener the request came in on (not where
+    /// `admin.listen` keeps admin elsewhere).
+    pub admin_here: bool,
     /// The client: the socket peer, or the client the trusted proxies report.
     pub client: Option<IpAddr>,
     /// The request came through a proxy: the peer is a trusted proxy, or the
@@ -125,6 +128,9 @@ pub fn admin(
             ApiError::new(403, "admin_forbidden", "admin endpoint loopback-only"),
         )
     };
+    if !origin.admin_here {
+        return Err(refused(AdminRefusal::NoToken));
+    }
     // A token that was sent is checked even from loopback: a wrong one is refused
     // (and counted), never excused by where it came from.
     if let Some(given) = token_header {
@@ -161,6 +167,7 @@ mod tests {
             .resolve()
             .unwrap();
         let at = |ip: &str, proxied| Origin {
+            admin_here: true,
             client: Some(ip.parse().unwrap()),
             proxied_unknown: proxied,
         };

@@ -87,12 +87,16 @@ impl Edge {
             }
             _ => {}
         }
-        // With an admin listener of its own, admin routes live there and nowhere else.
+        // With an admin listener of its own, admin lives there and nowhere else: admin
+        // routes are not found elsewhere, routes admins cannot call are not found there,
+        // and on the data plane nobody is admin (per-host RPC takes its API keys only).
+        let mut admin_here = true;
         if let Some(admin) = st.config.admin_listen {
-            let on_admin = session
+            admin_here = session
                 .local_addr()
                 .is_some_and(|l| l.port() == admin.port());
-            if on_admin != (route.credential == crate::routes::spec::Credential::Admin) {
+            let admin_only = route.credential == crate::routes::spec::Credential::Admin;
+            if (admin_here && !route.credential.admits_admin()) || (!admin_here && admin_only) {
                 return Err(ApiError::route_not_found());
             }
         }
@@ -132,6 +136,7 @@ impl Edge {
         // the other routes' path).
         let admin_origin = if route.credential.admits_admin() {
             crate::auth::Origin {
+                admin_here,
                 client: ctx.client(peer),
                 // A proxy on this host that is not trusted still says it is one.
                 proxied_unknown: !trusted
@@ -142,6 +147,7 @@ impl Edge {
             }
         } else {
             crate::auth::Origin {
+                admin_here: false,
                 client: None,
                 proxied_unknown: true,
             }
