@@ -11,6 +11,7 @@
 //! | `hop.rs` | what never crosses a hop toward a node or back |
 //! | `retry.rs` | when a passthrough goes on to the next host |
 //! | `websocket.rs` | WebSocket JSON-RPC: the upgrade, then each message under the same policy |
+//! | `lease.rs` | how long a held session or channel may live: key revoked or lapsed, token expired |
 //! | `proxy_http.rs` | Pingora's `ProxyHttp` phases around the pipeline, and the access log |
 //! | `respond.rs` | writing a local `Reply` on Pingora's session |
 //! | `downstream.rs` | the one view of a client request both servers give the pipeline |
