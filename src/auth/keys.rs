@@ -76,18 +76,10 @@ impl KeyAuth {
         });
         let rec = match cached {
             Some(rec) => rec,
-            None => match self.store.lookup_key(hash).await {
-                Ok(rec) => {
-                    let rec = rec.map(Arc::new);
-                    if let Ok(mut c) = self.cache.lock() {
-                        c.put(*hash, (Instant::now(), rec.clone()));
-                    }
-                    rec
-                }
-                Err(e) => {
-                    log::warn!("key recheck: {e}");
-                    return Standing::Valid;
-                }
+            None => match self.fresh(hash).await {
+                Ok(rec) => rec,
+                // `fresh` has logged it.
+                Err(_) => return Standing::Valid,
             },
         };
         match rec {

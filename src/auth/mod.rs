@@ -92,9 +92,9 @@ pub struct Origin {
     pub admin_here: bool,
     /// The client: the socket peer, or the client the trusted proxies report.
     pub client: Option<IpAddr>,
-    /// The request came through a proxy: the peer is a trusted proxy, or the
-    /// connection is from loopback and carries a forwarding header (a local proxy that
-    /// is not listed in `trusted_proxies`): then no loopback socket makes it local.
+    /// The connection is from loopback and carries a forwarding header: a local proxy
+    /// not listed in `trusted_proxies` stands in between, so the socket does not make
+    /// the client local. (Behind a trusted proxy, `client` is the one it reports.)
     pub proxied_unknown: bool,
 }
 

@@ -132,26 +132,20 @@ impl Edge {
             )?);
         }
 
-        // Only admin routes ask where the request came from (the header lookups stay off
-        // the other routes' path).
-        let admin_origin = if route.credential.admits_admin() {
-            crate::auth::Origin {
+        // Only routes an admin may call ask where the request came from (the header
+        // lookups stay off the other routes' path).
+        let admin_origin = route
+            .credential
+            .admits_admin()
+            .then(|| crate::auth::Origin {
                 admin_here,
                 client: ctx.client(peer),
-                // A proxy on this host that is not trusted still says it is one.
                 proxied_unknown: !trusted
                     && peer.is_some_and(crate::auth::is_loopback)
                     && FORWARDING_HEADERS
                         .iter()
                         .any(|h| session.header(h).is_some()),
-            }
-        } else {
-            crate::auth::Origin {
-                admin_here: false,
-                client: None,
-                proxied_unknown: true,
-            }
-        };
+            });
         let principal = self.authenticate(session, &route, admin_origin).await?;
         let mut category = route.rate.clone();
         if let Some((_, pol)) = &ctx.beacon {
