@@ -279,14 +279,21 @@ pub fn serve(mut opt: Opt, loaded: Loaded) -> Result<(), String> {
         ));
     }
 
-    // Per-key usage, flushed to the store in batches (src/usage.rs).
+    // Per-key usage: journaled on local disk, flushed to the store in batches
+    // (src/usage/). The journal is made now so an unwritable state_dir stops the start.
     let usage_conf = &state.config.app.usage;
-    if usage_conf.enabled {
+    let durable_usage = if usage_conf.enabled {
+        let durable = usage::Durable::open(
+            state.usage.clone(),
+            state.store.clone(),
+            &state.config.state_dir,
+            std::time::Duration::from_millis(usage_conf.journal_interval_ms),
+            usage_conf.max_pending_keys,
+        )?;
         server.add_service(pingora_core::services::background::background_service(
             "usage",
             usage::Flusher {
-                usage: state.usage.clone(),
-                store: state.store.clone(),
+                durable: durable.clone(),
                 interval: std::time::Duration::from_millis(usage_conf.flush_interval_ms),
                 minute_retention: std::time::Duration::from_secs(
                     usage_conf.minute_retention_hours * 3600,
@@ -296,7 +303,10 @@ pub fn serve(mut opt: Opt, loaded: Loaded) -> Result<(), String> {
                 ),
             },
         ));
-    }
+        Some(durable)
+    } else {
+        None
+    };
 
     // The response cache's head and finality tracker (src/rpc/cache.rs).
     if state.config.app.rpc.cache.enabled {
@@ -367,6 +377,10 @@ pub fn serve(mut opt: Opt, loaded: Loaded) -> Result<(), String> {
 
     // `run` returns once the server has shut down (gracefully or after an upgrade).
     server.run(pingora_core::server::RunArgs::default());
+    // Every request has been answered and counted: the last counts go to the store.
+    if let Some(durable) = durable_usage {
+        durable.finish();
+    }
     observe::access_log::flush();
     Ok(())
 }

@@ -241,6 +241,8 @@ pub struct Loaded {
     pub store_path: Option<PathBuf>,
     /// `store.postgres`, resolved: the PostgreSQL URL.
     pub store_postgres: Option<Secret>,
+    /// `store.state_dir` relative to the config file, or the SQLite file's directory.
+    pub state_dir: PathBuf,
     /// `cluster.redis`, resolved: the Redis URL.
     pub cluster_redis: Option<Secret>,
     pub admin_token: Option<Secret>,
@@ -483,6 +485,24 @@ pub fn load(path: &Path, purpose: Purpose) -> Result<Loaded, Vec<ConfigError>> {
             None
         }
     };
+    let state_dir = match (&app.store.state_dir, &app.store.path) {
+        (Some(dir), _) => rel(dir),
+        (None, Some(db)) => rel(db)
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from(".")),
+        (None, None) => {
+            if app.store.postgres.is_some() {
+                bad(
+                    "store.state_dir",
+                    "required with postgres: a local directory this instance keeps its usage \
+                     journal in"
+                        .into(),
+                );
+            }
+            PathBuf::new()
+        }
+    };
     let cluster_redis = app.cluster.redis.as_ref().and_then(|r| {
         secret_url(r, &["redis://", "rediss://"])
             .map_err(|e| bad("cluster.redis", e))
@@ -716,6 +736,7 @@ pub fn load(path: &Path, purpose: Purpose) -> Result<Loaded, Vec<ConfigError>> {
         plugins_dir: rel(&app.plugins),
         store_path: app.store.path.as_deref().map(rel),
         store_postgres,
+        state_dir,
         cluster_redis,
         admin_token,
         admin_listen,

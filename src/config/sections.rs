@@ -115,6 +115,10 @@ pub struct StoreConf {
     /// is the `postgres://user:password@host:port/db` URL.
     #[serde(default)]
     pub postgres: Option<SecretRef>,
+    /// This instance's own files on local disk (the usage journal, `src/usage/`), kept
+    /// across restarts. Default: the SQLite file's directory; required with `postgres`.
+    #[serde(default)]
+    pub state_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -44,6 +44,10 @@ pub struct UsageConf {
     /// How often the counts gathered in memory are added to the store.
     #[serde(default = "d_flush")]
     pub flush_interval_ms: u64,
+    /// How often the counts are appended to the instance's journal on local disk
+    /// (`store.state_dir`): what a crash can lose at most.
+    #[serde(default = "d_journal")]
+    pub journal_interval_ms: u64,
     /// Keys with counts waiting for the store at most; past it (a store down for long)
     /// new keys' counts are dropped and counted in `chainedge_usage_dropped_total`.
     #[serde(default = "d_pending")]
@@ -61,6 +65,7 @@ impl Default for UsageConf {
         UsageConf {
             enabled: true,
             flush_interval_ms: d_flush(),
+            journal_interval_ms: d_journal(),
             max_pending_keys: d_pending(),
             minute_retention_hours: d_minutes(),
             hour_retention_days: d_hours(),
@@ -73,6 +78,9 @@ fn d_true() -> bool {
 }
 fn d_flush() -> u64 {
     10_000
+}
+fn d_journal() -> u64 {
+    100
 }
 fn d_pending() -> usize {
     100_000
@@ -91,6 +99,12 @@ impl UsageConf {
             out.push((
                 "usage.flush_interval_ms".into(),
                 "must be between 100 and 300000".into(),
+            ));
+        }
+        if !(10..=1000).contains(&self.journal_interval_ms) {
+            out.push((
+                "usage.journal_interval_ms".into(),
+                "must be between 10 and 1000".into(),
             ));
         }
         if self.max_pending_keys == 0 {

@@ -606,6 +606,35 @@ static USAGE_DROPPED: Lazy<IntCounter> = Lazy::new(|| {
     )
 });
 
+static USAGE_JOURNAL_ERRORS: Lazy<IntCounter> = Lazy::new(|| {
+    register(
+        IntCounter::new(
+            "chainedge_usage_journal_errors_total",
+            "Failed appends to the usage journal (the counts stay in memory and are retried)",
+        )
+        .unwrap(),
+    )
+});
+
+static USAGE_RECOVERED: Lazy<IntCounter> = Lazy::new(|| {
+    register(
+        IntCounter::new(
+            "chainedge_usage_recovered_calls_total",
+            "Calls added to usage from the journal of an instance that stopped without \
+             flushing them",
+        )
+        .unwrap(),
+    )
+});
+
+pub fn usage_journal_error() {
+    USAGE_JOURNAL_ERRORS.inc();
+}
+
+pub fn usage_recovered(calls: u64) {
+    USAGE_RECOVERED.inc_by(calls);
+}
+
 pub fn usage_flush(outcome: &str, rows: usize) {
     USAGE_FLUSHES.with_label_values(&[outcome]).inc();
     USAGE_ROWS.inc_by(rows as u64);

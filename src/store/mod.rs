@@ -274,6 +274,15 @@ CREATE TABLE login_guards (
 -- default) keeps what it could do, reads and writes.
 UPDATE api_keys SET scopes = '["rpc:read","rpc:write"]' WHERE scopes = '[]';
 "#,
+    // Each instance's usage journal (`src/usage/journal.rs`): the last batch whose counts
+    // are in the usage rows, moved in the same transaction as the rows.
+    r#"
+CREATE TABLE usage_journals (
+    journal_id TEXT PRIMARY KEY,
+    seq INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+);
+"#,
 ];
 
 /// A handle on the store; cheap to clone.

@@ -85,6 +85,65 @@ fn counts_at(r: &Row, first: usize) -> Result<Counts, StoreError> {
     })
 }
 
+/// What `record_journaled_usage` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Journaled {
+    Written,
+    AlreadyIn,
+}
+
+/// Add `rows` to the minute rows and their hours to the hour rows, inside `tx`.
+async fn add_usage(tx: &mut dyn super::sql::Tx, rows: &[UsageRow]) -> Result<(), StoreError> {
+    let mut hours: BTreeMap<(&str, i64), (&str, Counts)> = BTreeMap::new();
+    for r in rows {
+        let e = hours
+            .entry((r.key_id.as_str(), r.minute / 3600 * 3600))
+            .or_insert((r.tenant_id.as_str(), Counts::default()));
+        e.1.add(&r.counts);
+    }
+    let upsert = |table: &str, column: &str| {
+        format!(
+            "INSERT INTO {table} (key_id, {column}, tenant_id, calls, compute_units, errors, \
+             rate_limited) VALUES ($1, $2, $3, $4, $5, $6, $7) \
+             ON CONFLICT (key_id, {column}) DO UPDATE SET \
+             calls = {table}.calls + excluded.calls, \
+             compute_units = {table}.compute_units + excluded.compute_units, \
+             errors = {table}.errors + excluded.errors, \
+             rate_limited = {table}.rate_limited + excluded.rate_limited"
+        )
+    };
+    let values = |key: &str, at: i64, tenant: &str, c: &Counts| {
+        params![
+            key,
+            at,
+            tenant,
+            c.calls,
+            c.compute_units,
+            c.errors,
+            c.rate_limited
+        ]
+    };
+    if rows.is_empty() {
+        return Ok(());
+    }
+    tx.execute_many(
+        &upsert("key_usage_minutes", "minute"),
+        rows.iter()
+            .map(|r| values(&r.key_id, r.minute, &r.tenant_id, &r.counts))
+            .collect(),
+    )
+    .await?;
+    tx.execute_many(
+        &upsert("key_usage_hours", "hour"),
+        hours
+            .iter()
+            .map(|((key, hour), (tenant, c))| values(key, *hour, tenant, c))
+            .collect(),
+    )
+    .await?;
+    Ok(())
+}
+
 impl Store {
     /// Add gathered minutes, and their hours, in one transaction: all or nothing, so a
     /// failed flush can be retried whole without counting anything twice.
@@ -92,52 +151,74 @@ impl Store {
         if rows.is_empty() {
             return Ok(());
         }
-        let mut hours: BTreeMap<(&str, i64), (&str, Counts)> = BTreeMap::new();
-        for r in rows {
-            let e = hours
-                .entry((r.key_id.as_str(), r.minute / 3600 * 3600))
-                .or_insert((r.tenant_id.as_str(), Counts::default()));
-            e.1.add(&r.counts);
-        }
-        let upsert = |table: &str, column: &str| {
-            format!(
-                "INSERT INTO {table} (key_id, {column}, tenant_id, calls, compute_units, errors, \
-                 rate_limited) VALUES ($1, $2, $3, $4, $5, $6, $7) \
-                 ON CONFLICT (key_id, {column}) DO UPDATE SET \
-                 calls = {table}.calls + excluded.calls, \
-                 compute_units = {table}.compute_units + excluded.compute_units, \
-                 errors = {table}.errors + excluded.errors, \
-                 rate_limited = {table}.rate_limited + excluded.rate_limited"
-            )
-        };
-        let values = |key: &str, at: i64, tenant: &str, c: &Counts| {
-            params![
-                key,
-                at,
-                tenant,
-                c.calls,
-                c.compute_units,
-                c.errors,
-                c.rate_limited
-            ]
-        };
         let mut tx = self.db.begin().await?;
-        tx.execute_many(
-            &upsert("key_usage_minutes", "minute"),
-            rows.iter()
-                .map(|r| values(&r.key_id, r.minute, &r.tenant_id, &r.counts))
-                .collect(),
-        )
-        .await?;
-        tx.execute_many(
-            &upsert("key_usage_hours", "hour"),
-            hours
-                .iter()
-                .map(|((key, hour), (tenant, c))| values(key, *hour, tenant, c))
-                .collect(),
-        )
-        .await?;
+        add_usage(tx.as_mut(), rows).await?;
         tx.commit().await
+    }
+
+    /// Add the rows of journal `journal`'s batches `from..=to`, and move its cursor to
+    /// `to`, in one transaction. A range the cursor already covers is not added again
+    /// (a retried flush whose first try committed after all): `AlreadyIn`.
+    pub async fn record_journaled_usage(
+        &self,
+        rows: &[UsageRow],
+        journal: &str,
+        from: u64,
+        to: u64,
+    ) -> Result<Journaled, StoreError> {
+        let mut tx = self.db.begin().await?;
+        let cursor = super::sql::query_opt(
+            tx.as_mut(),
+            "SELECT seq FROM usage_journals WHERE journal_id = $1",
+            params![journal],
+        )
+        .await?
+        .map(|r| r.int(0))
+        .transpose()?
+        .unwrap_or(0);
+        if cursor >= to as i64 {
+            return Ok(Journaled::AlreadyIn);
+        }
+        if cursor + 1 != from as i64 {
+            // Batches are committed in order and whole; say so if that ever breaks.
+            log::warn!("usage journal {journal}: cursor {cursor}, adding {from}..={to}");
+        }
+        add_usage(tx.as_mut(), rows).await?;
+        let now = super::now();
+        tx.execute(
+            "INSERT INTO usage_journals (journal_id, seq, updated_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (journal_id) DO UPDATE SET seq = excluded.seq, \
+             updated_at = excluded.updated_at",
+            params![journal, to as i64, now],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(Journaled::Written)
+    }
+
+    /// Journal `journal`'s cursor: the last batch its rows are in (0: none yet).
+    pub async fn journal_cursor(&self, journal: &str) -> Result<u64, StoreError> {
+        Ok(self
+            .query_opt(
+                "SELECT seq FROM usage_journals WHERE journal_id = $1",
+                params![journal],
+            )
+            .await?
+            .map(|r| r.int(0))
+            .transpose()?
+            .unwrap_or(0)
+            .max(0) as u64)
+    }
+
+    /// A journal whose files are gone: its cursor is no longer needed.
+    pub async fn forget_journal(&self, journal: &str) -> Result<(), StoreError> {
+        self.db
+            .execute(
+                "DELETE FROM usage_journals WHERE journal_id = $1",
+                params![journal],
+            )
+            .await
+            .map(|_| ())
     }
 
     /// One key's counts in `[from, to)` (Unix seconds), summed per `step` seconds from
@@ -234,6 +315,15 @@ impl Store {
                 params![hours_before],
             )
             .await?;
-        Ok(m + h)
+        // A journal's cursor outlives its files only if the instance that replayed
+        // them stopped between the two; a month is long past any replay.
+        let j = self
+            .db
+            .execute(
+                "DELETE FROM usage_journals WHERE updated_at < $1",
+                params![super::now() - 30 * 86400],
+            )
+            .await?;
+        Ok(m + h + j)
     }
 }

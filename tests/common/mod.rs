@@ -510,7 +510,10 @@ impl Gateway {
         let store = match &opts.postgres {
             Some(url) => {
                 env.push(("CHAINEDGE_TEST_PG_URL".into(), url.clone()));
-                "postgres: env:CHAINEDGE_TEST_PG_URL".to_string()
+                format!(
+                    "postgres: env:CHAINEDGE_TEST_PG_URL\n  state_dir: {}",
+                    dir.display()
+                )
             }
             None => format!("path: {}", dir.join("store.db").display()),
         };

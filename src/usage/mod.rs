@@ -1,7 +1,9 @@
 //! Per-key usage, gathered off the hot path: a request adds its counts to an in-memory
-//! table (one short lock on one of several shards, no I/O), and a background task adds
-//! the table to the store every `usage.flush_interval_ms`, in one transaction per
-//! flush (`store::usage`). What is counted, per key and minute:
+//! table (one short lock on one of several shards, no I/O). A journal thread appends the
+//! table to a local file every `usage.journal_interval_ms` (`journal`), and the flusher
+//! adds the journaled counts to the store every `usage.flush_interval_ms`, with the
+//! journal's cursor in the same transaction (`flusher`, `store::usage`). What is
+//! counted, per key and minute:
 //!
 //! - `calls`: JSON-RPC calls (each call of a batch, each WebSocket message's calls) and
 //!   other requests, refused ones included;
@@ -11,20 +13,24 @@
 //!   object in the answer), rate limits aside;
 //! - `rate_limited`: calls refused by the rate or compute-unit limits.
 //!
-//! A failed flush puts its rows back and is retried on the next round; counts gathered
-//! since the last flush are lost if the process is killed (at most one interval; a
-//! graceful stop flushes first).
+//! What a crash can lose is the counts not yet journaled: one journal interval (100 ms
+//! by default). A failed flush is retried whole; a stop journals and flushes the last
+//! counts after the last request has been answered (`flusher::finish`), and whatever
+//! the store did not take then is added from the journal by the next instance to start
+//! on that `store.state_dir` (docs/operations.md).
+
+pub mod flusher;
+pub mod journal;
+
+pub use flusher::{Durable, Flusher};
 
 use crate::observe::metrics;
 use crate::store::usage::{Counts, UsageRow};
-use crate::store::{KeyRecord, Store};
-use async_trait::async_trait;
-use pingora_core::server::ShutdownWatch;
-use pingora_core::services::background::BackgroundService;
+use crate::store::KeyRecord;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Shards of the table: concurrent requests of different keys rarely share a lock.
 const SHARDS: usize = 16;
@@ -177,66 +183,6 @@ fn unix_now() -> i64 {
 
 fn current_minute() -> i64 {
     unix_now() / 60 * 60
-}
-
-/// The background task: flush every interval (and once more at shutdown), prune hourly.
-pub struct Flusher {
-    pub usage: Arc<Usage>,
-    pub store: Store,
-    pub interval: Duration,
-    pub minute_retention: Duration,
-    pub hour_retention: Duration,
-}
-
-impl Flusher {
-    async fn flush(&self) {
-        let rows = self.usage.drain();
-        if rows.is_empty() {
-            return;
-        }
-        let n = rows.len();
-        match self.store.record_usage(&rows).await {
-            Ok(()) => metrics::usage_flush("ok", n),
-            Err(e) => {
-                log::warn!("usage: flush of {n} rows failed, kept for the next round: {e}");
-                metrics::usage_flush("error", 0);
-                self.usage.restore(rows);
-            }
-        }
-        metrics::usage_pending(self.usage.pending_keys());
-    }
-
-    async fn prune(&self) {
-        let now = unix_now();
-        let minutes_before = now - self.minute_retention.as_secs() as i64;
-        let hours_before = now - self.hour_retention.as_secs() as i64;
-        if let Err(e) = self.store.prune_usage(minutes_before, hours_before).await {
-            log::warn!("usage: pruning failed: {e}");
-        }
-    }
-}
-
-#[async_trait]
-impl BackgroundService for Flusher {
-    async fn start(&self, mut shutdown: ShutdownWatch) {
-        let mut tick = tokio::time::interval(self.interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut pruned_at = 0i64;
-        loop {
-            let stopping = tokio::select! {
-                _ = tick.tick() => false,
-                _ = shutdown.changed() => true,
-            };
-            self.flush().await;
-            if stopping {
-                return;
-            }
-            if unix_now() - pruned_at >= 3600 {
-                self.prune().await;
-                pruned_at = unix_now();
-            }
-        }
-    }
 }
 
 #[cfg(test)]
