@@ -411,14 +411,19 @@ pub(crate) fn edge_state(
     });
     let metrics_cache =
         handlers::metrics_mirror::MetricsCache::new(app.app.metrics_mirror.clone(), client.clone());
-    let console = console::Console::new(&app, store.clone(), client)?;
+    // Sign-in and key lookups answer within the request deadline, store or no store.
+    let request_store = store.with_deadline(std::time::Duration::from_millis(
+        app.app.store.request_deadline_ms,
+    ));
+    let console = console::Console::new(&app, request_store.clone(), client)?;
     // Shared node subscriptions: WebSocket clients and the mempool watchers.
     let subscriptions = Arc::new(streams::subscriptions::Hub::default());
     let mempools = Arc::new(mempool::Mempools::new(app.app.mempool.keys().cloned()));
     let keys = Arc::new(auth::keys::KeyAuth::new(
-        store.clone(),
+        request_store,
         app.app.auth.key_cache_size,
         std::time::Duration::from_millis(app.app.auth.key_cache_ttl_ms),
+        std::time::Duration::from_secs(app.app.auth.key_stale_secs),
     ));
     let mut limiter = limits::Limiter::new(&app.app.limits, &app.app.plans);
     // With Redis, limits and revocations are shared with the other instances.

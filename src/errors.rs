@@ -80,6 +80,27 @@ impl ApiError {
         Self::new(400, "invalid_params", message)
     }
 
+    /// The store could not be reached in time: 503 with `Retry-After`, so a client
+    /// tries again rather than giving up.
+    pub fn store_unavailable() -> Self {
+        const RETRY_SECS: u64 = 2;
+        ApiError::new(
+            503,
+            "store_unavailable",
+            "the key and account store cannot be reached; try again shortly",
+        )
+        .with_field("retry_after_sec", RETRY_SECS)
+        .with_header("Retry-After", RETRY_SECS.to_string())
+    }
+
+    /// A store error as callers see it: 503 when it could not be reached, else 500.
+    pub fn from_store(e: &crate::store::sql::StoreError) -> Self {
+        match e.kind {
+            crate::store::sql::ErrorKind::Unavailable => ApiError::store_unavailable(),
+            _ => ApiError::internal("store failure"),
+        }
+    }
+
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(500, "internal", message)
     }

@@ -2,10 +2,14 @@
 //! in-memory LRU keyed by the key's SHA-256; the store is touched only on a miss. Entries
 //! live at most `ttl`, which bounds how stale a revocation made elsewhere can be when no
 //! notice arrives; a revocation through this instance, or announced by another one or the
-//! CLI over `cluster.redis`, evicts at once.
+//! CLI over `cluster.redis`, evicts at once. While the store cannot be read, an entry past
+//! its TTL is still believed for up to `stale` after it was read (Kong's serve-stale):
+//! an outage of the database does not turn away the keys already in use.
 
 use crate::crypto::sha256;
 use crate::errors::ApiError;
+use crate::observe::metrics;
+use crate::store::sql::StoreError;
 use crate::store::{KeyRecord, Store};
 use lru::LruCache;
 use std::num::NonZeroUsize;
@@ -21,6 +25,7 @@ pub struct KeyAuth {
     notices: std::sync::OnceLock<crate::cluster::NoticeSender>,
     cache: Mutex<LruCache<[u8; 32], CachedKey>>,
     ttl: Duration,
+    stale: Duration,
     /// Every key evicted as revoked (here, or announced by another instance): what open
     /// WebSocket sessions and channels listen to, to close at once.
     revocations: tokio::sync::broadcast::Sender<Revoked>,
@@ -43,7 +48,7 @@ pub enum Standing {
 }
 
 impl KeyAuth {
-    pub fn new(store: Store, capacity: usize, ttl: Duration) -> Self {
+    pub fn new(store: Store, capacity: usize, ttl: Duration, stale: Duration) -> Self {
         KeyAuth {
             store,
             notices: std::sync::OnceLock::new(),
@@ -51,6 +56,7 @@ impl KeyAuth {
                 NonZeroUsize::new(capacity.max(1)).unwrap_or(NonZeroUsize::MIN),
             )),
             ttl,
+            stale: stale.max(ttl),
             revocations: tokio::sync::broadcast::channel(256).0,
         }
     }
@@ -91,15 +97,14 @@ impl KeyAuth {
     /// The key's record read from the store now, past the cache (and cached): on a miss,
     /// and for handing out something that outlives the request (a firehose token).
     pub async fn fresh(&self, hash: &[u8; 32]) -> Result<Option<Arc<KeyRecord>>, ApiError> {
-        let rec = self
-            .store
-            .lookup_key(hash)
-            .await
-            .map_err(|e| {
-                log::error!("key lookup: {e}");
-                ApiError::internal("key store unavailable")
-            })?
-            .map(Arc::new);
+        self.read(hash).await.map_err(|e| {
+            log::error!("key lookup: {e}");
+            ApiError::from_store(&e)
+        })
+    }
+
+    async fn read(&self, hash: &[u8; 32]) -> Result<Option<Arc<KeyRecord>>, StoreError> {
+        let rec = self.store.lookup_key(hash).await?.map(Arc::new);
         if let Ok(mut c) = self.cache.lock() {
             c.put(*hash, (Instant::now(), rec.clone()));
         }
@@ -109,14 +114,30 @@ impl KeyAuth {
     /// The key's record, or `None` if no such key exists.
     pub async fn resolve(&self, secret: &str) -> Result<Option<Arc<KeyRecord>>, ApiError> {
         let hash = sha256(secret);
-        if let Ok(mut c) = self.cache.lock() {
-            if let Some((at, rec)) = c.get(&hash) {
-                if at.elapsed() < self.ttl {
-                    return Ok(rec.clone());
-                }
+        let held = self
+            .cache
+            .lock()
+            .ok()
+            .and_then(|mut c| c.get(&hash).map(|(at, rec)| (at.elapsed(), rec.clone())));
+        if let Some((age, rec)) = &held {
+            if *age < self.ttl {
+                return Ok(rec.clone());
             }
         }
-        self.fresh(&hash).await
+        match self.read(&hash).await {
+            Ok(rec) => Ok(rec),
+            Err(e) => match held {
+                Some((age, rec)) if age < self.stale => {
+                    metrics::key_served_stale();
+                    log::debug!("key lookup failed ({e}); cached record kept");
+                    Ok(rec)
+                }
+                _ => {
+                    log::error!("key lookup: {e}");
+                    Err(ApiError::from_store(&e))
+                }
+            },
+        }
     }
 
     /// Drop a key from the cache (a revocation announced by another instance), and end
@@ -175,10 +196,16 @@ impl KeyAuth {
         }
     }
 
-    /// Forget every cached key (notices may have been missed).
-    pub fn clear(&self) {
+    /// Notices may have been missed: every cached key is read again on its next use
+    /// (kept as a stale fallback while the store cannot be read).
+    pub fn expire_all(&self) {
+        let Some(expired) = Instant::now().checked_sub(self.ttl) else {
+            return;
+        };
         if let Ok(mut c) = self.cache.lock() {
-            c.clear();
+            for (_, (at, _)) in c.iter_mut() {
+                *at = (*at).min(expired);
+            }
         }
     }
 

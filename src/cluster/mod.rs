@@ -216,7 +216,7 @@ impl Cluster {
                 continue;
             }
             // Notices may have been missed while not subscribed.
-            self.keys.clear();
+            self.keys.expire_all();
             let mut messages = subscriber.on_message();
             loop {
                 tokio::select! {

@@ -485,6 +485,12 @@ pub fn load(path: &Path, purpose: Purpose) -> Result<Loaded, Vec<ConfigError>> {
             None
         }
     };
+    if !(50..=10_000).contains(&app.store.request_deadline_ms) {
+        bad("store.request_deadline_ms", "between 50 and 10000".into());
+    }
+    if app.auth.key_stale_secs > 86_400 {
+        bad("auth.key_stale_secs", "at most 86400 (a day)".into());
+    }
     let state_dir = match (&app.store.state_dir, &app.store.path) {
         (Some(dir), _) => rel(dir),
         (None, Some(db)) => rel(db)

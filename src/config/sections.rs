@@ -119,6 +119,14 @@ pub struct StoreConf {
     /// across restarts. Default: the SQLite file's directory; required with `postgres`.
     #[serde(default)]
     pub state_dir: Option<PathBuf>,
+    /// How long a request waits on the store (an uncached key, a sign-in, a console
+    /// page) before it is answered 503 `store_unavailable` with `Retry-After`.
+    #[serde(default = "d_request_deadline")]
+    pub request_deadline_ms: u64,
+}
+
+fn d_request_deadline() -> u64 {
+    800
 }
 
 #[derive(Debug, Deserialize)]
@@ -131,6 +139,14 @@ pub struct AuthConf {
     /// elsewhere (another node or the CLI). Revocation through this node is immediate.
     #[serde(default = "d_key_cache_ttl")]
     pub key_cache_ttl_ms: u64,
+    /// While the store cannot be read, a cached key past its TTL is still admitted for
+    /// this long after it was last read (0: never).
+    #[serde(default = "d_key_stale")]
+    pub key_stale_secs: u64,
+}
+
+fn d_key_stale() -> u64 {
+    900
 }
 
 fn d_key_cache_size() -> usize {
@@ -145,6 +161,7 @@ impl Default for AuthConf {
         AuthConf {
             key_cache_size: d_key_cache_size(),
             key_cache_ttl_ms: d_key_cache_ttl(),
+            key_stale_secs: d_key_stale(),
         }
     }
 }

@@ -45,13 +45,14 @@ pub struct Console {
     pub oidc: Option<google::Oidc>,
 }
 
-/// A store call; its errors become 500 `internal` (SPEC), logged here.
+/// A store call; its errors become 500 `internal` (SPEC), or 503 `store_unavailable`
+/// with `Retry-After` when the store could not be reached in time; logged here.
 pub async fn db<T>(
     call: impl std::future::Future<Output = Result<T, store::sql::StoreError>>,
 ) -> Result<T, ApiError> {
     call.await.map_err(|e| {
         log::error!("console store: {e}");
-        ApiError::internal("store failure")
+        ApiError::from_store(&e)
     })
 }
 

@@ -627,6 +627,39 @@ static USAGE_RECOVERED: Lazy<IntCounter> = Lazy::new(|| {
     )
 });
 
+static STORE_UNAVAILABLE: Lazy<IntCounterVec> = Lazy::new(|| {
+    register(
+        IntCounterVec::new(
+            Opts::new(
+                "chainedge_store_unavailable_total",
+                "Store calls that failed for the database being unreachable (unreachable), \
+                 known down (down: failed at once) or over their deadline (deadline)",
+            ),
+            &["reason"],
+        )
+        .unwrap(),
+    )
+});
+
+static KEYS_SERVED_STALE: Lazy<IntCounter> = Lazy::new(|| {
+    register(
+        IntCounter::new(
+            "chainedge_keys_served_stale_total",
+            "Requests admitted on a cached key past its TTL because the store could not be \
+             read",
+        )
+        .unwrap(),
+    )
+});
+
+pub fn store_unavailable(reason: &str) {
+    STORE_UNAVAILABLE.with_label_values(&[reason]).inc();
+}
+
+pub fn key_served_stale() {
+    KEYS_SERVED_STALE.inc();
+}
+
 pub fn usage_journal_error() {
     USAGE_JOURNAL_ERRORS.inc();
 }

@@ -8,6 +8,7 @@
 
 pub mod capacity;
 pub mod console;
+pub mod deadline;
 pub mod index;
 pub mod mev_cache;
 pub mod postgres;
@@ -288,8 +289,15 @@ CREATE TABLE usage_journals (
 /// A handle on the store; cheap to clone.
 #[derive(Clone)]
 pub struct Store {
+    /// `raw` within this handle's deadline.
     db: Arc<dyn Backend>,
+    raw: Arc<dyn Backend>,
+    health: Arc<deadline::Health>,
 }
+
+/// A store call's deadline off the request path (flushes, captures, the CLI): past the
+/// pool's wait and PostgreSQL's statement limit, so only a hung database reaches it.
+pub const BACKGROUND_DEADLINE: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// Which database the store runs on.
 pub enum Target {
@@ -325,7 +333,37 @@ impl Store {
             Target::Postgres(url) => Arc::new(postgres::Postgres::open(url)?),
         };
         db.migrate(MIGRATIONS).await?;
-        Ok(Store { db })
+        Ok(Store::deadlined(
+            db,
+            Default::default(),
+            BACKGROUND_DEADLINE,
+        ))
+    }
+
+    fn deadlined(
+        raw: Arc<dyn Backend>,
+        health: Arc<deadline::Health>,
+        deadline: std::time::Duration,
+    ) -> Store {
+        Store {
+            db: Arc::new(deadline::Deadlined {
+                inner: raw.clone(),
+                deadline,
+                health: health.clone(),
+            }),
+            raw,
+            health,
+        }
+    }
+
+    /// The same store, its calls given up after `deadline` (the request path's).
+    pub fn with_deadline(&self, deadline: std::time::Duration) -> Store {
+        Store::deadlined(self.raw.clone(), self.health.clone(), deadline)
+    }
+
+    /// Whether the database is known to be unreachable right now.
+    pub fn is_down(&self) -> bool {
+        self.health.is_down()
     }
 
     pub fn dialect(&self) -> sql::Dialect {
