@@ -899,3 +899,179 @@ fn the_documented_examples_run_against_the_demo() {
         );
     }
 }
+
+/// SIGHUP reloads the app configuration in place under load: no request fails, a
+/// WebSocket session and its subscription carry on, the new limits apply to the next
+/// requests; a broken file is refused with its reason in the log and the running
+/// configuration is kept.
+#[test]
+fn sighup_reloads_in_place_under_load() {
+    let anvil = Anvil::start(1, &[]);
+    let limits = |n: u64| {
+        format!("limits:\n  default: {{anonymous: {n}, free: {n}, basic: {n}, pro: {n}, business: {n}, enterprise: {n}, scale: {n}}}\n")
+    };
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-anvil, capabilities: [ws]}}\n",
+            anvil.url()
+        ),
+        extra_yaml: limits(1_000_000),
+        ..Default::default()
+    });
+    let key = gw.key("pro", &[]);
+    let limit_seen = || {
+        rpc(
+            gw.port,
+            "/rpc/eth",
+            Some(&key),
+            &serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []}),
+        )
+        .header("x-ratelimit-limit")
+        .map(str::to_string)
+    };
+    assert_eq!(limit_seen().as_deref(), Some("1000000"));
+
+    // A WebSocket session with a subscription, held across the reload.
+    let stream = std::net::TcpStream::connect(("127.0.0.1", gw.port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut req = tungstenite::client::IntoClientRequest::into_client_request(format!(
+        "ws://127.0.0.1:{}/rpc/eth",
+        gw.port
+    ))
+    .unwrap();
+    req.headers_mut().insert("x-token", key.parse().unwrap());
+    let mut ws = tungstenite::client(req, stream).expect("upgrade").0;
+    let ask = |ws: &mut tungstenite::WebSocket<std::net::TcpStream>,
+                   body: serde_json::Value| {
+        ws.send(tungstenite::Message::text(body.to_string()))
+            .unwrap();
+        loop {
+            if let tungstenite::Message::Text(t) = ws.read().unwrap() {
+                let v: serde_json::Value = serde_json::from_str(&t).unwrap();
+                if v.get("id").is_some() {
+                    return v;
+                }
+            }
+        }
+    };
+    let sub = ask(
+        &mut ws,
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "eth_subscribe", "params": ["newHeads"]}),
+    );
+    assert!(sub["result"].is_string(), "{sub}");
+
+    // Load from 3 clients throughout.
+    let stop = Arc::new(AtomicBool::new(false));
+    let ok = Arc::new(AtomicUsize::new(0));
+    let failures = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let clients: Vec<_> = (0..3)
+        .map(|_| {
+            let (stop, ok, failures, key, port) =
+                (stop.clone(), ok.clone(), failures.clone(), key.clone(), gw.port);
+            std::thread::spawn(move || {
+                let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "eth_blockNumber", "params": []});
+                while !stop.load(Ordering::Relaxed) {
+                    match request(port, "POST", "/rpc/eth", &[("Authorization", &format!("Bearer {key}"))], body.to_string().as_bytes()) {
+                        Ok(r) if r.status == 200 => {
+                            ok.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(r) => failures.lock().unwrap().push(format!("{} {}", r.status, r.text())),
+                        Err(e) => failures.lock().unwrap().push(e.to_string()),
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+
+    // New limits, then SIGHUP.
+    let app = std::fs::read_to_string(&gw.app).unwrap();
+    std::fs::write(&gw.app, app.replace(&limits(1_000_000), &limits(500_000))).unwrap();
+    let pid = gw.proc.as_ref().unwrap().pid();
+    gw.proc.as_ref().unwrap().signal("HUP");
+    let reloaded = |outcome: &str| {
+        metric_value(
+            &gw,
+            &format!("chainedge_config_reloads_total{{outcome=\"{outcome}\"}}"),
+        )
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while reloaded("ok") < 1.0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no reload: {}",
+            gw.stderr_tail()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(limit_seen().as_deref(), Some("500000"));
+    std::thread::sleep(Duration::from_millis(500));
+
+    // A broken file: refused, said why, the running configuration kept.
+    std::fs::write(
+        &gw.app,
+        format!(
+            "{}\nlimits_typo: 1\n",
+            app.replace(&limits(1_000_000), &limits(500_000))
+        ),
+    )
+    .unwrap();
+    gw.proc.as_ref().unwrap().signal("HUP");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while reloaded("refused") < 1.0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no refusal: {}",
+            gw.stderr_tail()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        gw.stderr_tail().contains("reload refused"),
+        "{}",
+        gw.stderr_tail()
+    );
+    assert!(
+        gw.stderr_tail().contains("limits_typo"),
+        "{}",
+        gw.stderr_tail()
+    );
+    assert_eq!(limit_seen().as_deref(), Some("500000"));
+    std::thread::sleep(Duration::from_millis(300));
+
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        c.join().unwrap();
+    }
+    let failures = failures.lock().unwrap();
+    let total = ok.load(Ordering::Relaxed);
+    eprintln!(
+        "two SIGHUPs under load: {total} requests answered, {} failed",
+        failures.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{:?}",
+        &failures[..failures.len().min(5)]
+    );
+    assert!(total > 100, "{total}");
+    // Still the same process, and the session and its subscription carry on.
+    assert!(listens_on(pid, gw.port));
+    let n = ask(
+        &mut ws,
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "eth_blockNumber", "params": []}),
+    );
+    assert!(n["result"].is_string(), "{n}");
+    anvil.mine(1);
+    let head = loop {
+        if let tungstenite::Message::Text(t) = ws.read().unwrap() {
+            let v: serde_json::Value = serde_json::from_str(&t).unwrap();
+            if v["method"] == "eth_subscription" {
+                break v;
+            }
+        }
+    };
+    assert_eq!(head["params"]["subscription"], sub["result"]);
+}

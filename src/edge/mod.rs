@@ -11,6 +11,7 @@
 //! | `hop.rs` | what never crosses a hop toward a node or back |
 //! | `retry.rs` | when a passthrough goes on to the next host |
 //! | `websocket.rs` | WebSocket JSON-RPC: the upgrade, then each message under the same policy |
+//! | `live.rs` | the state as last (re)loaded, taken by each request at its start |
 //! | `lease.rs` | how long a held session or channel may live: key revoked or lapsed, token expired |
 //! | `proxy_http.rs` | Pingora's `ProxyHttp` phases around the pipeline, and the access log |
 //! | `respond.rs` | writing a local `Reply` on Pingora's session |
@@ -28,6 +29,7 @@ mod firehose;
 mod guard;
 mod hop;
 mod lease;
+mod live;
 mod local;
 mod pipeline;
 mod proxy_http;
@@ -46,6 +48,7 @@ use crate::rpc::Gateway;
 use std::sync::Arc;
 
 pub use dispatch::batch_len;
+pub use live::Live;
 
 // The servers' interface: the request's state and what the pipeline decided, the view of
 // a client request the pipeline reads, the hop rules and the retry rule (`retry`) a
@@ -58,7 +61,8 @@ pub(crate) use hop::{
 pub(crate) use respond::each_header;
 pub(crate) use websocket::{handshake_headers, WsUpgrade};
 
-/// Everything the edge needs, built once at start-up.
+/// Everything the edge needs: built at start-up, and again (sharing what holds state:
+/// caches, sessions, counts) by each configuration reload (`app::reloaded_state`).
 pub struct State {
     pub matcher: Matcher,
     /// The API's OpenAPI document (`src/contract.rs`), served at `/openapi.json`.
@@ -76,8 +80,8 @@ pub struct State {
     pub compute_units: crate::rpc::compute_units::ComputeUnits,
     /// Per-key usage gathered in memory (`src/usage.rs` flushes it).
     pub usage: Arc<crate::usage::Usage>,
-    pub metrics_cache: crate::handlers::metrics_mirror::MetricsCache,
-    pub console: crate::console::Console,
+    pub metrics_cache: Arc<crate::handlers::metrics_mirror::MetricsCache>,
+    pub console: Arc<crate::console::Console>,
     pub stream_slots: Arc<crate::handlers::mev_share::StreamSlots>,
     /// Open WebSocket connections per owner.
     pub ws_connections: Arc<crate::cluster::places::OwnerPlaces>,
@@ -87,9 +91,9 @@ pub struct State {
     /// Shared event streams (beacon events).
     pub events: Arc<crate::streams::events::EventsHub>,
     /// Transactions the REST senders took recently (resends are answered once).
-    pub sent: crate::handlers::sent::SentTransactions,
+    pub sent: Arc<crate::handlers::sent::SentTransactions>,
     /// Peer-graph snapshots by depth.
-    pub peer_graphs: crate::handlers::peer_graph::PeerGraphs,
+    pub peer_graphs: Arc<crate::handlers::peer_graph::PeerGraphs>,
     /// Solana watchlist push: the registry handlers update, the WebSocket channels' feed.
     pub sol_watch: Arc<crate::sol_watch::SolWatch>,
     /// The MEV-cache hosts' last scrapes (`src/mev_cache.rs`).
@@ -100,6 +104,9 @@ pub struct State {
 
 pub struct Edge {
     pub state: Arc<State>,
+    /// Where the current state is, for an edge that serves many requests (the servers'):
+    /// each request takes its own view (`now`).
+    pub live: Option<Arc<Live>>,
 }
 #[cfg(test)]
 mod tests;

@@ -28,8 +28,10 @@ impl ProxyHttp for Edge {
     }
 
     async fn request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
-        *ctx = self.begin(session.get_header("x-request-id").map(|v| v.as_bytes()));
-        let reply = match self.pipeline(session, ctx).await {
+        // This request's view of the configuration (a reload swaps the live one).
+        let edge = self.now();
+        *ctx = edge.begin(session.get_header("x-request-id").map(|v| v.as_bytes()));
+        let reply = match edge.pipeline(session, ctx).await {
             Ok(Outcome::Reply(reply)) => reply,
             Ok(Outcome::Stream(stream)) => {
                 // A failed write means the client left; the stream ends either way.
@@ -37,7 +39,7 @@ impl ProxyHttp for Edge {
                 return Ok(true);
             }
             Ok(Outcome::WebSocket(up)) => {
-                self.run_websocket(session, ctx, up).await;
+                edge.run_websocket(session, ctx, up).await;
                 return Ok(true);
             }
             Ok(Outcome::Proxy(pass)) => {
@@ -271,7 +273,7 @@ impl ProxyHttp for Edge {
             .unwrap_or_default();
         let err_text = e.map(|e| e.to_string());
         let req = session.req_header();
-        self.request_done(
+        self.now().request_done(
             ctx,
             req.method.as_str(),
             req.uri.path(),

@@ -165,7 +165,7 @@ async fn setup() -> Setup {
         .limiter
         .set_clock(clock.clone());
     Setup {
-        edge: Edge { state },
+        edge: Edge { state, live: None },
         clock,
         free_key,
         _dir: TempDir(dir),

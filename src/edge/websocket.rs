@@ -460,7 +460,7 @@ where
         // Boxed: a JSON-RPC session's future does not carry a channel's.
         return Box::pin(super::push_channel::serve(state, up, io)).await;
     }
-    let edge = Edge { state };
+    let edge = Edge { state, live: None };
     let conf = edge.state.config.app.streams.websocket.clone();
     let max_message = edge.state.config.app.rpc.max_body_bytes;
     let max_response = edge.state.config.app.rpc.max_response_bytes;

@@ -193,9 +193,7 @@ impl ServerApp for LeanFront {
                         // this future in it: 5.8 KiB together) ends here, so a held
                         // WebSocket costs its session alone. The admission slot goes
                         // with it.
-                        let edge = Edge {
-                            state: self.edge.state.clone(),
-                        };
+                        let edge = self.edge.now();
                         tokio::spawn(async move {
                             let _slot = _slot;
                             edge.serve_websocket(up, io).await;
@@ -206,9 +204,7 @@ impl ServerApp for LeanFront {
                         self.release_node(&mut conn);
                         // Held for the stream's life: a task of its own, as a WebSocket
                         // session, so the connection's task (5.8 KiB) ends here.
-                        let edge = Edge {
-                            state: self.edge.state.clone(),
-                        };
+                        let edge = self.edge.now();
                         tokio::spawn(async move {
                             let _slot = _slot;
                             job.run(&edge, conn).await;
@@ -317,6 +313,7 @@ impl LeanFront {
             return Lean::No;
         }
         let path = NormalizedPath::parse(head.path());
+        let edge = self.edge.now();
         let method = head.method();
         // An upgrade is Pingora's only on a route that declares WebSocket; elsewhere the
         // request is served as the plain request it also is (`Upgrade` and `Connection`
@@ -324,7 +321,7 @@ impl LeanFront {
         // WebSocket JSON-RPC is terminated here (the session runs on the bare socket);
         // other WebSocket routes (portals) are Pingora's.
         if head.upgrade {
-            if let Some(pre) = self.edge.pre_match(method, &path, true) {
+            if let Some(pre) = edge.pre_match(method, &path, true) {
                 if pre.route.websocket {
                     if pre.route.handler == HandlerKind::JsonRpc && head.content_length == 0 {
                         return Lean::Yes(Some(pre));
@@ -333,7 +330,7 @@ impl LeanFront {
                 }
             }
         }
-        let Some(route) = self.edge.pre_match(method, &path, false) else {
+        let Some(route) = edge.pre_match(method, &path, false) else {
             // Refusals (404, 405) are the pipeline's to word.
             return Lean::Yes(None);
         };
@@ -356,9 +353,9 @@ impl LeanFront {
     /// Serve one lean request: keep the connection, close it, or (after a 101) give it to
     /// a WebSocket session.
     async fn serve(&self, conn: &mut Conn, head: Head, pre: Option<PreMatch>) -> Served {
-        let mut ctx = self
-            .edge
-            .begin(head.header("x-request-id").map(str::as_bytes));
+        // This request's view of the configuration, fixed to its end (a reload swaps it).
+        let edge = self.edge.now();
+        let mut ctx = edge.begin(head.header("x-request-id").map(str::as_bytes));
         let closing = head.close || conn.shutting_down();
         let mut req = LeanRequest {
             head,
@@ -366,13 +363,13 @@ impl LeanFront {
             body: None,
             pre,
         };
-        let (status, keep, error) = match self.edge.pipeline(&mut req, &mut ctx).await {
+        let (status, keep, error) = match edge.pipeline(&mut req, &mut ctx).await {
             Ok(Outcome::Proxy(pass)) => proxy::pass(self, &mut req, &mut ctx, pass, closing).await,
             Ok(Outcome::Reply(reply)) => self.reply(&mut req, &ctx, reply, closing).await,
             Ok(Outcome::WebSocket(up)) => {
                 let out = switching_protocols(&ctx, &up);
                 let written = req.conn.write(&out).await;
-                self.edge.request_done(
+                edge.request_done(
                     &ctx,
                     req.head.method(),
                     req.head.path(),
@@ -396,7 +393,7 @@ impl LeanFront {
             Err(e) => self.error(&mut req, &mut ctx, e, closing).await,
         };
         let keep = keep && req.discard_body().await;
-        self.edge.request_done(
+        edge.request_done(
             &ctx,
             req.head.method(),
             req.head.path(),

@@ -60,7 +60,10 @@ pub struct Limiter {
     /// Where seconds are read: from the limiter's start, wall-clock when counts are shared
     /// (so instances agree on them), or a clock a test moves.
     clock: Clock,
-    ring: Box<[Bucket]>,
+    /// Shared with the limiter a reload replaces, so counts carry over.
+    ring: Arc<[Bucket]>,
+    /// `(sketch_hashes, sketch_slots)` the ring's estimators were made with.
+    sketch: (usize, usize),
     horizon: u64,
     burst: f64,
     /// Requests/s by plan rank; the anonymous rate is last.
@@ -73,6 +76,7 @@ pub struct Limiter {
     shared: Option<Arc<SharedCounts>>,
 }
 
+#[derive(Clone)]
 enum Clock {
     Elapsed(Instant),
     Wall,
@@ -120,6 +124,7 @@ impl Limiter {
                     counts: Estimator::new(conf.sketch_hashes, conf.sketch_slots),
                 })
                 .collect(),
+            sketch: (conf.sketch_hashes, conf.sketch_slots),
             horizon: conf.horizon_secs,
             burst: conf.burst,
             default: table(None),
@@ -139,6 +144,22 @@ impl Limiter {
             seed: Default::default(),
             shared: None,
         }
+    }
+
+    /// New rates over this limiter's counts (a configuration reload): callers keep what
+    /// they have used, unless the horizon or the sketch's size changed (then they start
+    /// afresh); counts shared through the cluster stay shared.
+    pub fn reconfigured(&self, conf: &LimitsConf, plans: &[String]) -> Limiter {
+        let mut next = Limiter::new(conf, plans);
+        if next.horizon == self.horizon && next.sketch == self.sketch {
+            next.ring = self.ring.clone();
+            next.seed = self.seed.clone();
+            next.clock = self.clock.clone();
+        }
+        if let Some(shared) = &self.shared {
+            next.share(shared.clone());
+        }
+        next
     }
 
     /// Count other instances' traffic too (the counts `cluster::sync` keeps fresh).

@@ -652,6 +652,23 @@ static KEYS_SERVED_STALE: Lazy<IntCounter> = Lazy::new(|| {
     )
 });
 
+static CONFIG_RELOADS: Lazy<IntCounterVec> = Lazy::new(|| {
+    register(
+        IntCounterVec::new(
+            Opts::new(
+                "chainedge_config_reloads_total",
+                "Configuration reloads (SIGHUP), by outcome (ok, refused)",
+            ),
+            &["outcome"],
+        )
+        .unwrap(),
+    )
+});
+
+pub fn config_reload(outcome: &str) {
+    CONFIG_RELOADS.with_label_values(&[outcome]).inc();
+}
+
 pub fn store_unavailable(reason: &str) {
     STORE_UNAVAILABLE.with_label_values(&[reason]).inc();
 }

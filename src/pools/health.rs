@@ -464,9 +464,9 @@ pub async fn round(client: &UpstreamClient, pools: &Pools, conf: &HealthConf) {
 }
 
 /// The background service: a first round, then "ready" (the edge waits for it), then a
-/// round every `interval` until shutdown.
+/// round every `interval` until shutdown, each over the pools as last (re)loaded.
 pub struct HealthChecker {
-    pub pools: Arc<Pools>,
+    pub pools: Arc<arc_swap::ArcSwap<Pools>>,
     pub conf: HealthConf,
 }
 
@@ -479,7 +479,7 @@ impl BackgroundService for HealthChecker {
     ) {
         // The client lives on this service's runtime, so its pooled connections do too.
         let client = UpstreamClient::default();
-        round(&client, &self.pools, &self.conf).await;
+        round(&client, &self.pools.load_full(), &self.conf).await;
         ready.notify_ready();
         let mut ticker = tokio::time::interval(Duration::from_millis(self.conf.interval_ms));
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -487,7 +487,7 @@ impl BackgroundService for HealthChecker {
         loop {
             tokio::select! {
                 _ = shutdown.changed() => return,
-                _ = ticker.tick() => round(&client, &self.pools, &self.conf).await,
+                _ = ticker.tick() => round(&client, &self.pools.load_full(), &self.conf).await,
             }
         }
     }

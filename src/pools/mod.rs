@@ -54,6 +54,9 @@ pub struct Host {
     pub latency: LatencyHistogram,
     /// Hedged races lost in a row (another host answered while this one said nothing).
     races_lost: AtomicU32,
+    /// A digest of the host's configuration and secrets: a reload keeps the host (its
+    /// health, latency and cool-down) when this is unchanged.
+    fingerprint: [u8; 32],
 }
 
 impl Host {
@@ -274,6 +277,16 @@ impl Pools {
                     let peer = addr.peer(sni).map_err(at)?;
                     Ok::<_, String>((addr, peer))
                 };
+                let fingerprint = {
+                    let mut text = format!("{name}\n{hc:?}");
+                    for (h, v) in &secrets.headers {
+                        text.push_str(&format!("\n{h}: {}", v.expose()));
+                    }
+                    if let Some(k) = &secrets.url_key {
+                        text.push_str(&format!("\nkey: {}", k.expose()));
+                    }
+                    crate::crypto::sha256(&text)
+                };
                 let sni = hc.sni.as_deref();
                 let (addr, peer) = endpoint("url", HostAddr::parse(&hc.url), sni)?;
                 let metrics = hc
@@ -307,6 +320,7 @@ impl Pools {
                     latency: LatencyHistogram::default(),
                     races_lost: AtomicU32::new(0),
                     health: HostHealth::default(),
+                    fingerprint,
                 }));
             }
             hosts.sort_by(|a, b| a.id.cmp(&b.id));
@@ -328,6 +342,39 @@ impl Pools {
 
     pub fn get(&self, name: &str) -> Option<&Arc<Pool>> {
         self.pools.get(name)
+    }
+
+    /// These pools (just built from a reloaded configuration) with `old`'s host where a
+    /// host is unchanged: its health, latency and cool-down carry over, so a reload
+    /// never sends traffic to a host the checks had set aside, nor waits for a round to
+    /// trust one they had cleared. Pools keep the highest head seen.
+    pub fn carry_over(mut self, old: &Pools) -> Pools {
+        for (name, pool) in self.pools.iter_mut() {
+            let Some(before) = old.get(name) else {
+                continue;
+            };
+            let hosts = pool
+                .hosts
+                .iter()
+                .map(|h| {
+                    before
+                        .host(&h.id)
+                        .filter(|o| o.fingerprint == h.fingerprint)
+                        .cloned()
+                        .unwrap_or_else(|| h.clone())
+                })
+                .collect();
+            *pool = Arc::new(Pool {
+                name: pool.name.clone(),
+                hosts,
+                next: AtomicUsize::new(0),
+                head: AtomicU64::new(before.head.load(Ordering::Relaxed)),
+                max_lag: pool.max_lag,
+                methods: pool.methods.clone(),
+                pinned: false,
+            });
+        }
+        self
     }
 
     pub fn all(&self) -> impl Iterator<Item = &Arc<Pool>> {

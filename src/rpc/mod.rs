@@ -33,11 +33,11 @@ pub struct Gateway {
     pub client: Arc<UpstreamClient>,
     pub conf: RpcSettings,
     /// Which host created each filter: filter state lives on that node only.
-    pub filters: FilterHosts,
+    pub filters: Arc<FilterHosts>,
     /// Reads in flight, so identical ones at the same moment share one upstream call.
-    pub in_flight: InFlight,
+    pub in_flight: Arc<InFlight>,
     /// Answers kept for as long as what they depend on cannot change.
-    pub cache: ResponseCache,
+    pub cache: Arc<ResponseCache>,
 }
 
 #[derive(Clone)]

@@ -2,6 +2,8 @@
 //! service built and run (`serve`): the edge on its listeners, health checks, the
 //! cluster link, mempool watchers, indexers and the metrics listener.
 
+mod reload;
+
 use crate::{
     auth, capacity, cluster, config, console, contract, edge, front, handlers, index, limits,
     mempool, mev_cache, observe, pools, routes, rpc, sol_mempool, sol_stake, sol_watch, store,
@@ -161,7 +163,9 @@ pub fn serve(mut opt: Opt, loaded: Loaded) -> Result<(), String> {
     let metrics_addr = app.app.metrics.listen.clone();
     let threads = app.app.threads;
 
-    opt.conf = None; // already loaded (strictly) by `load`
+    let server_yaml = opt.conf.take(); // already loaded (strictly) by `load`; a reload reads it again
+    let app_path = app.path.clone();
+    reload::ignore_hangup_until_listening();
     let mut server = Server::new_with_opt_and_conf(opt, server_conf);
     // Daemonizes with -d: open the store only after, so no SQLite handle crosses a fork.
     server.bootstrap();
@@ -206,18 +210,11 @@ pub fn serve(mut opt: Opt, loaded: Loaded) -> Result<(), String> {
 
     // Plain-HTTP connections meet the lean front first; it hands Pingora's proxy what it
     // does not serve itself, and every TLS connection (src/front/mod.rs).
-    let pingora_edge = pingora_proxy::http_proxy(
-        &server.configuration,
-        edge::Edge {
-            state: state.clone(),
-        },
-    );
-    let front = front::LeanFront::new(
-        edge::Edge {
-            state: state.clone(),
-        },
-        pingora_edge,
-    );
+    // Both take each request's state from `live`, which a reload (SIGHUP) replaces.
+    let live = edge::Live::new(state.clone());
+    let pingora_edge =
+        pingora_proxy::http_proxy(&server.configuration, edge::Edge::live(live.clone()));
+    let front = front::LeanFront::new(edge::Edge::live(live.clone()), pingora_edge);
     let mut proxy = Service::new("chainedge edge".to_string(), front);
     for addr in &http_addrs {
         // Pingora's default 64 KiB read buffer per connection suits TLS records; on plain
@@ -244,10 +241,11 @@ pub fn serve(mut opt: Opt, loaded: Loaded) -> Result<(), String> {
     let edge_service = server.add_service(proxy);
 
     // The edge starts once the first health round has classified every host.
+    let health_pools = Arc::new(arc_swap::ArcSwap::new(state.pools.clone()));
     let health = pingora_core::services::background::background_service(
         "health checks",
         pools::health::HealthChecker {
-            pools: state.pools.clone(),
+            pools: health_pools.clone(),
             conf: state.config.app.health.clone(),
         },
     );
@@ -376,7 +374,16 @@ pub fn serve(mut opt: Opt, loaded: Loaded) -> Result<(), String> {
     server.add_service(metrics);
 
     // `run` returns once the server has shut down (gracefully or after an upgrade).
-    server.run(pingora_core::server::RunArgs::default());
+    let reloader = reload::Reloader {
+        server_yaml,
+        app_path,
+        live,
+        health_pools,
+        health: state.config.app.health.clone(),
+    };
+    server.run(pingora_core::server::RunArgs {
+        shutdown_signal: Box::new(reload::Signals(reloader)),
+    });
     // Every request has been answered and counted: the last counts go to the store.
     if let Some(durable) = durable_usage {
         durable.finish();
@@ -405,17 +412,19 @@ pub(crate) fn edge_state(
     let gateway = Arc::new(rpc::Gateway {
         client: client.clone(),
         conf: rpc::RpcSettings::new(&app.app.rpc, &app.app.plans, &app.app.upgrade_url),
-        filters: rpc::FilterHosts::new(link),
-        in_flight: rpc::InFlight::default(),
-        cache: rpc::ResponseCache::new(&app.app.rpc.cache, &pools),
+        filters: Arc::new(rpc::FilterHosts::new(link)),
+        in_flight: Default::default(),
+        cache: Arc::new(rpc::ResponseCache::new(&app.app.rpc.cache, &pools)),
     });
-    let metrics_cache =
-        handlers::metrics_mirror::MetricsCache::new(app.app.metrics_mirror.clone(), client.clone());
+    let metrics_cache = Arc::new(handlers::metrics_mirror::MetricsCache::new(
+        app.app.metrics_mirror.clone(),
+        client.clone(),
+    ));
     // Sign-in and key lookups answer within the request deadline, store or no store.
     let request_store = store.with_deadline(std::time::Duration::from_millis(
         app.app.store.request_deadline_ms,
     ));
-    let console = console::Console::new(&app, request_store.clone(), client)?;
+    let console = Arc::new(console::Console::new(&app, request_store.clone(), client)?);
     // Shared node subscriptions: WebSocket clients and the mempool watchers.
     let subscriptions = Arc::new(streams::subscriptions::Hub::default());
     let mempools = Arc::new(mempool::Mempools::new(app.app.mempool.keys().cloned()));
@@ -474,4 +483,148 @@ pub(crate) fn edge_state(
         mempools,
     });
     Ok((state, cluster))
+}
+
+/// The edge's state for a reloaded configuration (SIGHUP): routes, plans, limits, pools,
+/// the method table and RPC settings and the cost table from `app`; everything that
+/// holds state (keys, usage, caches, sessions, subscriptions, streams, the store and
+/// its handles, the console) shared with `old`, and unchanged hosts carried over with
+/// their health. What only a new process can change is named in `needs_restart`.
+pub(crate) fn reloaded_state(
+    old: &edge::State,
+    app: config::Loaded,
+    matcher: routes::matcher::Matcher,
+    openapi: bytes::Bytes,
+) -> Result<edge::State, String> {
+    let pools = Arc::new(pools::Pools::from_config(&app)?.carry_over(&old.pools));
+    let same_pools = {
+        let mut a: Vec<&str> = old.pools.all().map(|p| p.name.as_str()).collect();
+        let mut b: Vec<&str> = pools.all().map(|p| p.name.as_str()).collect();
+        a.sort_unstable();
+        b.sort_unstable();
+        a == b
+    };
+    let same_cache =
+        format!("{:?}", old.config.app.rpc.cache) == format!("{:?}", app.app.rpc.cache);
+    let cache = if same_pools && same_cache {
+        old.gateway.cache.clone()
+    } else {
+        Arc::new(rpc::ResponseCache::new(&app.app.rpc.cache, &pools))
+    };
+    let gateway = Arc::new(rpc::Gateway {
+        client: old.gateway.client.clone(),
+        conf: rpc::RpcSettings::new(&app.app.rpc, &app.app.plans, &app.app.upgrade_url),
+        filters: old.gateway.filters.clone(),
+        in_flight: old.gateway.in_flight.clone(),
+        cache,
+    });
+    Ok(edge::State {
+        openapi,
+        matcher,
+        limiter: old.limiter.reconfigured(&app.app.limits, &app.app.plans),
+        compute_units: rpc::compute_units::ComputeUnits::new(&app.app.compute_units),
+        pools,
+        gateway,
+        config: app,
+        sol_watch: old.sol_watch.clone(),
+        mev_cache: old.mev_cache.clone(),
+        sol_mempool: old.sol_mempool.clone(),
+        usage: old.usage.clone(),
+        metrics_cache: old.metrics_cache.clone(),
+        console: old.console.clone(),
+        stream_slots: old.stream_slots.clone(),
+        ws_connections: old.ws_connections.clone(),
+        ws_subscriptions: old.ws_subscriptions.clone(),
+        subscriptions: old.subscriptions.clone(),
+        events: old.events.clone(),
+        sent: old.sent.clone(),
+        peer_graphs: old.peer_graphs.clone(),
+        keys: old.keys.clone(),
+        store: old.store.clone(),
+        mempools: old.mempools.clone(),
+    })
+}
+
+/// Sections a reload read but cannot apply in place: listeners, the store, the cluster
+/// link, background capture and the console keep what the process started with until
+/// the next upgrade (`-u`) or restart.
+pub(crate) fn needs_restart(old: &config::AppConfig, new: &config::AppConfig) -> Vec<&'static str> {
+    let mut changed = Vec::new();
+    let mut check = |name: &'static str, a: String, b: String| {
+        if a != b {
+            changed.push(name);
+        }
+    };
+    check(
+        "listen",
+        format!("{:?}", old.listen),
+        format!("{:?}", new.listen),
+    );
+    check(
+        "metrics",
+        format!("{:?}", old.metrics),
+        format!("{:?}", new.metrics),
+    );
+    check(
+        "admin",
+        format!("{:?}", old.admin),
+        format!("{:?}", new.admin),
+    );
+    check(
+        "store",
+        format!("{:?}", old.store),
+        format!("{:?}", new.store),
+    );
+    check(
+        "cluster",
+        format!("{:?}", old.cluster),
+        format!("{:?}", new.cluster),
+    );
+    check(
+        "threads",
+        format!("{:?}", old.threads),
+        format!("{:?}", new.threads),
+    );
+    check(
+        "console",
+        format!("{:?}", old.console),
+        format!("{:?}", new.console),
+    );
+    check("auth", format!("{:?}", old.auth), format!("{:?}", new.auth));
+    check(
+        "usage",
+        format!("{:?}", old.usage),
+        format!("{:?}", new.usage),
+    );
+    check(
+        "health",
+        format!("{:?}", old.health),
+        format!("{:?}", new.health),
+    );
+    check(
+        "index",
+        format!("{:?}", old.index),
+        format!("{:?}", new.index),
+    );
+    check(
+        "mempool",
+        format!("{:?}", old.mempool),
+        format!("{:?}", new.mempool),
+    );
+    check(
+        "solana",
+        format!("{:?}", old.solana),
+        format!("{:?}", new.solana),
+    );
+    check(
+        "streams",
+        format!("{:?}", old.streams),
+        format!("{:?}", new.streams),
+    );
+    check(
+        "metrics_mirror",
+        format!("{:?}", old.metrics_mirror),
+        format!("{:?}", new.metrics_mirror),
+    );
+    changed
 }
