@@ -13,6 +13,7 @@ command -v curl >/dev/null || apt_pkgs+=(curl)
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || apt_pkgs+=(postgresql)
 # ... and their own Redis (tests/common/redis.rs).
 command -v redis-server >/dev/null || apt_pkgs+=(redis-server)
+command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || apt_pkgs+=(haproxy)
 if ((${#apt_pkgs[@]})); then
   echo "setup: apt-get install ${apt_pkgs[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo

@@ -491,3 +491,113 @@ fn a_postgres_outage_keeps_keys_in_use_serving() {
     });
     assert_eq!(status(gw.port, &revoked), 401);
 }
+
+/// `conf/haproxy-cluster.cfg` as shipped (its addresses and ports substituted, nothing
+/// else), under a descriptor limit of 4096: one instance SIGKILLed under load costs no
+/// client an error.
+#[test]
+fn the_shipped_haproxy_config_hides_an_instance_dying() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let redis = RedisServer::start();
+    let pg = PgServer::start();
+    let db = pg.create_db();
+    let node = heimdall();
+    let start = || {
+        Gateway::start(GatewayOpts {
+            pools: format!(
+                "  polygon_heimdall:\n    hosts:\n      - {{id: hd-1, url: \"{}\", family: heimdall}}\n",
+                node.url()
+            ),
+            postgres: Some(db.clone()),
+            redis: Some(redis.url()),
+            extra_yaml: UNLIMITED.into(),
+            ..Default::default()
+        })
+    };
+    let (a, mut b) = (start(), start());
+    let key = a.key("pro", &[]);
+
+    let shipped = std::fs::read_to_string(root().join("conf/haproxy-cluster.cfg")).unwrap();
+    let port = free_port();
+    let mut cfg = shipped.clone();
+    for (from, to) in [
+        ("bind :8080".to_string(), format!("bind 127.0.0.1:{port}")),
+        (
+            "10.0.0.11:8080 check port 9090".to_string(),
+            format!("127.0.0.1:{} check port {}", a.port, a.metrics_port),
+        ),
+        (
+            "10.0.0.12:8080 check port 9090".to_string(),
+            format!("127.0.0.1:{} check port {}", b.port, b.metrics_port),
+        ),
+    ] {
+        assert!(
+            cfg.contains(&from),
+            "the shipped config no longer has {from:?}"
+        );
+        cfg = cfg.replace(&from, &to);
+    }
+    let dir = tempdir("haproxy");
+    std::fs::write(dir.join("haproxy.cfg"), cfg).unwrap();
+    let mut haproxy = Proc {
+        child: std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "ulimit -n 4096 && exec haproxy -db -f {}",
+                dir.join("haproxy.cfg").display()
+            ))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(dir.join("haproxy.err")).unwrap())
+            .spawn()
+            .expect("haproxy (scripts/setup.sh installs it)"),
+    };
+    wait_for("haproxy up", Duration::from_secs(10), || {
+        status(port, &key) == 200
+    });
+    assert!(
+        haproxy.child.try_wait().unwrap().is_none(),
+        "haproxy exited: {}",
+        std::fs::read_to_string(dir.join("haproxy.err")).unwrap_or_default()
+    );
+
+    // Three clients through haproxy; instance B is SIGKILLed 1.5 s in.
+    let clients: Vec<_> = (0..3)
+        .map(|_| {
+            let key = key.clone();
+            std::thread::spawn(move || {
+                let until = Instant::now() + Duration::from_secs(5);
+                let (mut ok, mut failed) = (0u32, Vec::new());
+                while Instant::now() < until {
+                    let r = request(
+                        port,
+                        "GET",
+                        "/v1/polygon/heimdall/echo",
+                        &[("x-token", &key)],
+                        b"",
+                    );
+                    match r {
+                        Ok(r) if r.status == 200 => ok += 1,
+                        Ok(r) => failed.push(format!("{} {}", r.status, r.text())),
+                        Err(e) => failed.push(e.to_string()),
+                    }
+                }
+                (ok, failed)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1500));
+    b.proc.take().unwrap().child.kill().unwrap();
+    let (mut ok, mut failed) = (0, Vec::new());
+    for c in clients {
+        let (o, f) = c.join().unwrap();
+        ok += o;
+        failed.extend(f);
+    }
+    eprintln!(
+        "instance SIGKILLed behind the shipped haproxy config: {ok} answered, {} failed",
+        failed.len()
+    );
+    assert!(failed.is_empty(), "client errors: {failed:?}");
+    assert!(ok > 200, "{ok}");
+    let _ = haproxy.child.kill();
+}

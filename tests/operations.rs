@@ -943,8 +943,7 @@ fn sighup_reloads_in_place_under_load() {
     .unwrap();
     req.headers_mut().insert("x-token", key.parse().unwrap());
     let mut ws = tungstenite::client(req, stream).expect("upgrade").0;
-    let ask = |ws: &mut tungstenite::WebSocket<std::net::TcpStream>,
-                   body: serde_json::Value| {
+    let ask = |ws: &mut tungstenite::WebSocket<std::net::TcpStream>, body: serde_json::Value| {
         ws.send(tungstenite::Message::text(body.to_string()))
             .unwrap();
         loop {

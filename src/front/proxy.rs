@@ -313,6 +313,9 @@ struct Node {
     read_timeout: Option<Duration>,
 }
 
+/// The largest rest of a known-length answer waited for, so it is written with its head.
+const ONE_WRITE_BYTES: usize = 64 * 1024;
+
 /// Write the answer's head and relay its body as it arrives; the node connection goes
 /// back to the pool when the answer ended cleanly.
 async fn relay(
@@ -331,7 +334,34 @@ async fn relay(
         read_timeout,
     } = node;
     let mut trailing = first.trailing;
-    if let Err(e) = req.conn.write(&first.out).await {
+    let mut first_out = first.out;
+    // A small answer of known length goes out in one write: killed between two writes,
+    // the edge would leave its client half an answer; killed before the one, nothing,
+    // which a balancer sends to another instance (conf/haproxy-cluster.cfg).
+    if matches!(body, Reframe::Length(left) if left <= ONE_WRITE_BYTES) {
+        let mut chunk = Vec::new();
+        while !body.done() {
+            chunk.clear();
+            match h1::read_some(
+                &mut up,
+                &mut chunk,
+                &mut req.conn.node_deadline,
+                read_timeout,
+            )
+            .await
+            {
+                Ok(0) => return (status, false, Some("node closed mid-answer".into())),
+                Ok(_) => {}
+                Err(e) => return (status, false, Some(format!("node answer: {e}"))),
+            }
+            let n = match body.take(&chunk, &mut first_out) {
+                Ok(n) => n,
+                Err(e) => return (status, false, Some(format!("node answer: {e}"))),
+            };
+            trailing |= n < chunk.len();
+        }
+    }
+    if let Err(e) = req.conn.write(&first_out).await {
         return (status, false, Some(format!("write to client: {e}")));
     }
     let until_close = body.until_close();
