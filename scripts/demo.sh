@@ -7,12 +7,23 @@
 # Seeds one API key per plan into .demo/keys.json and an admin token into .demo/admin-token;
 # each node's pid goes to .demo/<host id>.pid (kill one to watch failover).
 # Ctrl-C (SIGINT) or SIGTERM stops everything it started; a node dying stops nothing.
+#
+# Where it runs is a parameter, so a second demo (the tests run one) never touches the
+# first: DEMO_DIR (state, default .demo), DEMO_EDGE_PORT (8080), DEMO_METRICS_PORT
+# (9091) and DEMO_NODE_PORT (18545: the four nodes take it and the next three). The
+# configuration it runs is conf/demo.yaml and conf/pingora-demo.yaml with those put in,
+# written to DEMO_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 anvil="$root/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil"
 bin="$root/target/release/chainedge"
-demo="$root/.demo"
+demo=$(mkdir -p "${DEMO_DIR:-$root/.demo}" && cd "${DEMO_DIR:-$root/.demo}" && pwd)
+edge_port=${DEMO_EDGE_PORT:-8080}
+metrics_port=${DEMO_METRICS_PORT:-9091}
+node_port=${DEMO_NODE_PORT:-18545}
+el1=$node_port el2=$((node_port + 1)) bor=$((node_port + 2)) base=$((node_port + 3))
+edge="http://127.0.0.1:$edge_port"
 
 pids=()
 cleanup() {
@@ -32,15 +43,23 @@ wait_port() {
   echo "demo: node on port $1 did not start" >&2; return 1
 }
 
-for port in 8080 9091 18545 18546 18547 18548; do
+for port in "$edge_port" "$metrics_port" "$el1" "$el2" "$bor" "$base"; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
     echo "demo: port $port is already in use; stop whatever holds it first" >&2; exit 1
   fi
 done
 
-mkdir -p "$demo"
-rm -f "$demo"/chainedge.db* "$demo"/outbox.jsonl
+rm -rf "$demo"/chainedge.db* "$demo"/outbox.jsonl "$demo"/usage-journal
 umask 077
+# The demo's configuration with this run's ports and state directory.
+sed -e "s|127.0.0.1:8080|127.0.0.1:$edge_port|g" -e "s|127.0.0.1:9091|127.0.0.1:$metrics_port|g" \
+    -e "s|127.0.0.1:18545|127.0.0.1:$el1|g" -e "s|127.0.0.1:18546|127.0.0.1:$el2|g" \
+    -e "s|127.0.0.1:18547|127.0.0.1:$bor|g" -e "s|127.0.0.1:18548|127.0.0.1:$base|g" \
+    -e "s|\.\./\.demo/|$demo/|g" -e "s|^plugins: \.\./plugins|plugins: $root/plugins|" \
+    conf/demo.yaml > "$demo/demo.yaml"
+sed -e "s|^pid_file: .*|pid_file: $demo/chainedge.pid|" \
+    -e "s|^upgrade_sock: .*|upgrade_sock: $demo/upgrade.sock|" \
+    conf/pingora-demo.yaml > "$demo/pingora.yaml"
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$demo/admin-token"
 export CHAINEDGE_ADMIN_TOKEN
 CHAINEDGE_ADMIN_TOKEN=$(cat "$demo/admin-token")
@@ -50,16 +69,16 @@ CHAINEDGE_FIREHOSE_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 
 genesis_ts=$(date +%s)
 n=1
-for port in 18545 18546; do
+for port in "$el1" "$el2"; do
   "$anvil" --port "$port" --chain-id 1 --no-mining --timestamp "$genesis_ts" --silent &
   pids+=($!); echo $! > "$demo/el-anvil-$n.pid"; n=$((n + 1))
 done
-"$anvil" --port 18547 --chain-id 137 --block-time 2 --silent & pids+=($!); echo $! > "$demo/bor-anvil-1.pid"
-"$anvil" --port 18548 --chain-id 8453 --block-time 2 --silent & pids+=($!); echo $! > "$demo/base-anvil-1.pid"
-for port in 18545 18546 18547 18548; do wait_port "$port"; done
+"$anvil" --port "$bor" --chain-id 137 --block-time 2 --silent & pids+=($!); echo $! > "$demo/bor-anvil-1.pid"
+"$anvil" --port "$base" --chain-id 8453 --block-time 2 --silent & pids+=($!); echo $! > "$demo/base-anvil-1.pid"
+for port in "$el1" "$el2" "$bor" "$base"; do wait_port "$port"; done
 
 # One tenant and key per plan, through the admin CLI against the demo store.
-app=(--app conf/demo.yaml)
+app=(--app "$demo/demo.yaml")
 {
   printf '{'
   sep=""
@@ -74,10 +93,10 @@ app=(--app conf/demo.yaml)
 
 # Health checks treat height 0 as broken: give every chain a first block now.
 ts=$((genesis_ts + 1))
-for port in 18545 18546; do
+for port in "$el1" "$el2"; do
   rpc "$port" "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"evm_mine\",\"params\":[$ts]}" >/dev/null
 done
-for port in 18547 18548; do
+for port in "$bor" "$base"; do
   rpc "$port" '{"jsonrpc":"2.0","id":1,"method":"anvil_mine","params":["0x1"]}' >/dev/null
 done
 
@@ -86,35 +105,35 @@ done
   while true; do
     sleep 2
     ts=$((ts + 2))
-    for port in 18545 18546; do
+    for port in "$el1" "$el2"; do
       rpc "$port" "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"evm_mine\",\"params\":[$ts]}" >/dev/null || true
     done
   done
 ) &
 pids+=($!)
 
-"$bin" -c conf/pingora-demo.yaml "${app[@]}" &
+"$bin" -c "$demo/pingora.yaml" "${app[@]}" &
 gateway=$!
 pids+=($gateway)
 
 # Tokens deployed on both chains and a steady flow of transfers (docs/index.md).
-python3 scripts/demo_flow.py 18545,18546 18547 &
+python3 scripts/demo_flow.py "$el1,$el2" "$bor" &
 pids+=($!)
 
 cat <<MSG
 demo: chainedge is up
-  JSON-RPC   curl -s -H 'content-type: application/json' -H "Authorization: Bearer \$(python3 -c 'import json;print(json.load(open(".demo/keys.json"))["free"])')" \\
-               -d '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}' http://127.0.0.1:8080/rpc/eth
-  balance    curl -s http://127.0.0.1:8080/v1/polygon/wallet/balance/0x00000000000000000000000000000000000a11ce
-  history    curl -s -H "x-token: \$(python3 -c 'import json;print(json.load(open(".demo/keys.json"))["basic"])')" \\
-               'http://127.0.0.1:8080/v1/eth/wallet/0x00000000000000000000000000000000000a11ce/history?limit=5'
-  tokens     (same key) http://127.0.0.1:8080/v1/eth/wallet/0x00000000000000000000000000000000000a11ce/tokens
-  NFTs       (same key) http://127.0.0.1:8080/v1/polygon/wallet/nfts/0x00000000000000000000000000000000000a11ce
-  mesh       curl -s http://127.0.0.1:8080/v1/eth/mesh/health
-  metrics    curl -s http://127.0.0.1:9091/metrics
-  console    http://127.0.0.1:8080/console/   (sign-in codes: .demo/outbox.jsonl)
-  keys       .demo/keys.json   admin token  .demo/admin-token
-  failover   kill \$(cat .demo/el-anvil-2.pid)   then watch the mesh quarantine it while /rpc/eth answers
+  JSON-RPC   curl -s -H 'content-type: application/json' -H "Authorization: Bearer \$(python3 -c 'import json;print(json.load(open("$demo/keys.json"))["free"])')" \\
+               -d '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}' $edge/rpc/eth
+  balance    curl -s $edge/v1/polygon/wallet/balance/0x00000000000000000000000000000000000a11ce
+  history    curl -s -H "x-token: \$(python3 -c 'import json;print(json.load(open("$demo/keys.json"))["basic"])')" \\
+               '$edge/v1/eth/wallet/0x00000000000000000000000000000000000a11ce/history?limit=5'
+  tokens     (same key) $edge/v1/eth/wallet/0x00000000000000000000000000000000000a11ce/tokens
+  NFTs       (same key) $edge/v1/polygon/wallet/nfts/0x00000000000000000000000000000000000a11ce
+  mesh       curl -s $edge/v1/eth/mesh/health
+  metrics    curl -s http://127.0.0.1:$metrics_port/metrics
+  console    $edge/console/   (sign-in codes: $demo/outbox.jsonl)
+  keys       $demo/keys.json   admin token  $demo/admin-token
+  failover   kill \$(cat $demo/el-anvil-2.pid)   then watch the mesh quarantine it while /rpc/eth answers
              (kill -STOP / -CONT freezes and thaws a node instead)
 Ctrl-C stops everything.
 MSG

@@ -542,14 +542,16 @@ fn provider_keys_go_in_the_path_from_a_secret_never_from_the_file() {
     );
 }
 
-/// The demo (`scripts/demo.sh`) running; SIGTERM (what Ctrl-C's trap handles) when
-/// dropped. Its ports are fixed: one demo at a time in this binary (`DEMO`).
+/// The demo (`scripts/demo.sh`) running on ports and a state directory of its own (a
+/// demo the user has running on the defaults is never touched); SIGTERM (what Ctrl-C's
+/// trap handles) when dropped.
 struct Demo {
     child: std::process::Child,
-    _one_at_a_time: std::sync::MutexGuard<'static, ()>,
+    dir: std::path::PathBuf,
+    edge: u16,
+    /// The first of the four nodes' ports (the second EL node's is the next).
+    nodes: u16,
 }
-
-static DEMO: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Drop for Demo {
     fn drop(&mut self) {
@@ -568,12 +570,12 @@ impl Drop for Demo {
 }
 
 /// `eth_blockNumber` through the demo's `/rpc/eth` with `key`.
-fn demo_block(key: &str) -> std::io::Result<Resp> {
+fn demo_block(demo: &Demo, key: &str) -> std::io::Result<Resp> {
     let body =
         serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "eth_blockNumber", "params": []});
     let auth = format!("Bearer {key}");
     request(
-        8080,
+        demo.edge,
         "POST",
         "/rpc/eth",
         &[
@@ -586,17 +588,31 @@ fn demo_block(key: &str) -> std::io::Result<Resp> {
 
 /// Start `scripts/demo.sh` and wait until it answers; returns it and its keys by plan.
 fn start_demo() -> (Demo, serde_json::Value) {
-    let one_at_a_time = DEMO.lock().unwrap_or_else(|e| e.into_inner());
-    let log = tempdir("demo").join("demo.log");
+    let dir = tempdir("demo");
+    let log = dir.join("demo.log");
+    // Four consecutive free ports for the nodes.
+    let nodes = loop {
+        let p = free_port();
+        if p < 65530 && (1..4).all(|i| std::net::TcpListener::bind(("127.0.0.1", p + i)).is_ok()) {
+            break p;
+        }
+    };
+    let (edge, metrics) = (free_port(), free_port());
     let mut demo = Demo {
         child: Command::new("bash")
             .arg(root().join("scripts/demo.sh"))
             .current_dir(root())
+            .env("DEMO_DIR", dir.join("state"))
+            .env("DEMO_EDGE_PORT", edge.to_string())
+            .env("DEMO_METRICS_PORT", metrics.to_string())
+            .env("DEMO_NODE_PORT", nodes.to_string())
             .stdout(std::fs::File::create(&log).unwrap())
             .stderr(std::fs::File::create(log.with_extension("err")).unwrap())
             .spawn()
             .unwrap(),
-        _one_at_a_time: one_at_a_time,
+        dir: dir.join("state"),
+        edge,
+        nodes,
     };
     let up = std::time::Instant::now() + Duration::from_secs(90);
     loop {
@@ -609,11 +625,11 @@ fn start_demo() -> (Demo, serde_json::Value) {
         assert!(demo.child.try_wait().unwrap().is_none(), "the demo exited");
         let said = std::fs::read_to_string(&log).unwrap_or_default();
         if said.contains("chainedge is up") {
-            let keys: serde_json::Value = serde_json::from_str(
-                &std::fs::read_to_string(root().join(".demo/keys.json")).unwrap(),
-            )
-            .unwrap();
-            if matches!(demo_block(keys["free"].as_str().unwrap()), Ok(r) if r.status == 200) {
+            let keys: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(demo.dir.join("keys.json")).unwrap())
+                    .unwrap();
+            if matches!(demo_block(&demo, keys["free"].as_str().unwrap()), Ok(r) if r.status == 200)
+            {
                 return (demo, keys);
             }
         }
@@ -623,13 +639,11 @@ fn start_demo() -> (Demo, serde_json::Value) {
 
 /// `make demo`'s fleet: killing one EL node stops nothing; the mesh quarantines it while
 /// `/rpc/eth` keeps answering from the other node; Ctrl-C (SIGTERM) still stops it all.
-/// The demo's fixed ports (8080, 9091, 18545-18548) are below the ephemeral range every
-/// other test's ports come from.
 #[test]
 fn the_demo_survives_a_node_dying() {
     let (mut demo, keys) = start_demo();
     let key = keys["free"].as_str().unwrap().to_string();
-    let pid = std::fs::read_to_string(root().join(".demo/el-anvil-2.pid")).unwrap();
+    let pid = std::fs::read_to_string(demo.dir.join("el-anvil-2.pid")).unwrap();
     assert!(Command::new("kill")
         .args(["-KILL", pid.trim()])
         .status()
@@ -638,7 +652,7 @@ fn the_demo_survives_a_node_dying() {
 
     // Reads go on, every one answered, while the mesh finds the node gone.
     let state = |id: &str| -> Option<String> {
-        let r = request(8080, "GET", "/v1/eth/mesh/health", &[], b"").ok()?;
+        let r = request(demo.edge, "GET", "/v1/eth/mesh/health", &[], b"").ok()?;
         let v = r.json();
         v["blocks"].as_object()?.values().find_map(|b| {
             b["hosts"].as_array()?.iter().find_map(|h| {
@@ -654,7 +668,7 @@ fn the_demo_survives_a_node_dying() {
             "el-anvil-2 is {:?} after {reads} reads",
             state("el-anvil-2")
         );
-        let r = demo_block(&key).expect("the gateway answers");
+        let r = demo_block(&demo, &key).expect("the gateway answers");
         assert_eq!(r.status, 200, "{}", r.text());
         assert!(r.json()["result"].is_string(), "{}", r.text());
         reads += 1;
@@ -677,8 +691,8 @@ fn the_demo_survives_a_node_dying() {
     }
     let mut stopped = false;
     for _ in 0..50 {
-        if std::net::TcpStream::connect(("127.0.0.1", 8080)).is_err()
-            && std::net::TcpStream::connect(("127.0.0.1", 18545)).is_err()
+        if std::net::TcpStream::connect(("127.0.0.1", demo.edge)).is_err()
+            && std::net::TcpStream::connect(("127.0.0.1", demo.nodes)).is_err()
         {
             stopped = true;
             break;
@@ -736,8 +750,8 @@ fn the_contract_holds_against_the_demo_stack() {
         "edge-only routes are in the document"
     );
 
-    let (_demo, keys) = start_demo();
-    let served = request(8080, "GET", "/openapi.json", &[], b"").unwrap();
+    let (demo, keys) = start_demo();
+    let served = request(demo.edge, "GET", "/openapi.json", &[], b"").unwrap();
     assert_eq!(served.status, 200);
     assert!(
         served.json() == document,
@@ -746,7 +760,7 @@ fn the_contract_holds_against_the_demo_stack() {
 
     // A console session for the console routes (the email code lands in the outbox).
     let start = request(
-        8080,
+        demo.edge,
         "POST",
         "/v1/auth/email/start",
         &[("Content-Type", "application/json")],
@@ -754,7 +768,7 @@ fn the_contract_holds_against_the_demo_stack() {
     )
     .unwrap();
     assert_eq!(start.status, 202, "{}", start.text());
-    let outbox = std::fs::read_to_string(root().join(".demo/outbox.jsonl")).unwrap();
+    let outbox = std::fs::read_to_string(demo.dir.join("outbox.jsonl")).unwrap();
     let code = outbox
         .lines()
         .rev()
@@ -769,7 +783,7 @@ fn the_contract_holds_against_the_demo_stack() {
         .next()
         .expect("a code in the outbox");
     let verify = request(
-        8080,
+        demo.edge,
         "POST",
         "/v1/auth/email/verify",
         &[("Content-Type", "application/json")],
@@ -802,7 +816,7 @@ fn the_contract_holds_against_the_demo_stack() {
     ] {
         let key = keys[plan].as_str().unwrap();
         let out = Command::new(root().join(".venv/bin/schemathesis"))
-            .args(["run", "http://127.0.0.1:8080/openapi.json"])
+            .args(["run", &format!("http://127.0.0.1:{}/openapi.json", demo.edge)])
             .args(["-H", &format!("x-token: {key}")])
             .args(["-H", &format!("Cookie: nl_session={session}; nl_csrf={csrf}")])
             .args(["-H", &format!("X-CSRF-Token: {csrf}")])
@@ -852,12 +866,12 @@ fn the_documented_examples_run_against_the_demo() {
     let runnable: Vec<&(String, String)> = blocks.iter().filter(|(l, _)| l != "text").collect();
     assert!(runnable.len() >= 8, "{} blocks", runnable.len());
 
-    let (_demo, keys) = start_demo();
+    let (demo, keys) = start_demo();
     // The chain index commits its first block a moment after the demo answers.
     let key = keys["pro"].as_str().unwrap();
     let tokens = "/v1/eth/wallet/0x00000000000000000000000000000000000a11ce/tokens";
     let until = std::time::Instant::now() + Duration::from_secs(30);
-    while !matches!(request(8080, "GET", tokens, &[("x-token", key)], b""), Ok(r) if r.status == 200)
+    while !matches!(request(demo.edge, "GET", tokens, &[("x-token", key)], b""), Ok(r) if r.status == 200)
     {
         assert!(
             std::time::Instant::now() < until,
@@ -886,7 +900,7 @@ fn the_documented_examples_run_against_the_demo() {
         };
         let out = cmd
             .current_dir(root())
-            .env("BASE", "http://127.0.0.1:8080")
+            .env("BASE", format!("http://127.0.0.1:{}", demo.edge))
             .env("KEY", keys["pro"].as_str().unwrap())
             .env("W", "0x00000000000000000000000000000000000a11ce")
             .output()
