@@ -601,3 +601,52 @@ fn the_shipped_haproxy_config_hides_an_instance_dying() {
     assert!(ok > 200, "{ok}");
     let _ = haproxy.child.kill();
 }
+
+/// As systemd runs it (`-d`: Pingora forks after the store was opened and migrated), an
+/// instance on PostgreSQL reads its keys: the daemon makes its own
+/// connections rather than waiting on a runtime that stayed in its parent.
+#[test]
+fn a_daemon_on_postgres_reads_the_store() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let pg = PgServer::start();
+    let node = heimdall();
+    let mut gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  polygon_heimdall:\n    hosts:\n      - {{id: hd-1, url: \"{}\", family: heimdall}}\n",
+            node.url()
+        ),
+        postgres: Some(pg.create_db()),
+        ..Default::default()
+    });
+    let mut proc = gw.proc.take().unwrap();
+    proc.signal("TERM");
+    assert!(proc.exited_within(Duration::from_secs(10)));
+    let key = gw.key("pro", &[]);
+    let parent = std::process::Command::new(bin())
+        .args(["-d", "-c"])
+        .arg(&gw.server_conf)
+        .arg("--app")
+        .arg(&gw.app)
+        .envs(gw.env.iter().cloned())
+        .status()
+        .unwrap();
+    assert!(parent.success());
+    let pid_file = gw.dir.join("pid");
+    wait_for("the daemon", Duration::from_secs(20), || {
+        status(gw.port, &key) != 0
+    });
+    let pid = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .to_string();
+    let started = Instant::now();
+    let answered = status(gw.port, &key);
+    let took = started.elapsed();
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status();
+    assert_eq!(
+        answered, 200,
+        "a key lookup from the daemon (after {took:?})"
+    );
+}

@@ -24,11 +24,20 @@ const STATEMENT_TIMEOUT_MS: u64 = 10_000;
 const MIGRATION_LOCK: i64 = 0x6368_6169_6e65_6467; // "chainedg"
 
 pub struct Postgres {
+    config: tokio_postgres::Config,
+    /// The pool and the runtime its connections live on, made in the process that uses
+    /// them: `-d` forks after the store is opened (and migrated), and a runtime's
+    /// threads do not survive a fork, so the daemon makes its own on first use.
+    pooled: std::sync::Mutex<Option<std::sync::Arc<Pooled>>>,
+}
+
+struct Pooled {
+    pid: u32,
     pool: Pool,
     runtime: Option<tokio::runtime::Runtime>,
 }
 
-impl Drop for Postgres {
+impl Drop for Pooled {
     fn drop(&mut self) {
         // Dropping a runtime blocks; this may run inside another runtime.
         if let Some(rt) = self.runtime.take() {
@@ -90,6 +99,28 @@ impl Postgres {
         config.options(format!("-c statement_timeout={STATEMENT_TIMEOUT_MS}"));
         config.connect_timeout(POOL_WAIT);
         config.application_name("chainedge");
+        let pg = Postgres {
+            config,
+            pooled: std::sync::Mutex::new(None),
+        };
+        pg.pooled()?;
+        Ok(pg)
+    }
+
+    /// This process's pool (made now if there is none, or only the parent's).
+    fn pooled(&self) -> Result<std::sync::Arc<Pooled>> {
+        let mut held = self
+            .pooled
+            .lock()
+            .map_err(|_| StoreError::other("postgres pool lock poisoned"))?;
+        let pid = std::process::id();
+        if let Some(p) = held.as_ref().filter(|p| p.pid == pid) {
+            return Ok(p.clone());
+        }
+        if let Some(parents) = held.take() {
+            // Its runtime's threads stayed in the parent: nothing here can stop them.
+            std::mem::forget(parents);
+        }
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("chainedge-postgres")
@@ -97,7 +128,7 @@ impl Postgres {
             .build()
             .map_err(|e| StoreError::other(format!("postgres runtime: {e}")))?;
         let manager = Manager::from_connect(
-            config,
+            self.config.clone(),
             ConnectOnStoreRuntime {
                 handle: runtime.handle().clone(),
             },
@@ -112,14 +143,19 @@ impl Postgres {
             .runtime(deadpool_postgres::Runtime::Tokio1)
             .build()
             .map_err(|e| StoreError::other(format!("postgres pool: {e}")))?;
-        Ok(Postgres {
+        let pooled = std::sync::Arc::new(Pooled {
+            pid,
             pool,
             runtime: Some(runtime),
-        })
+        });
+        *held = Some(pooled.clone());
+        Ok(pooled)
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Object> {
-        self.pool
+        let pooled = self.pooled()?;
+        pooled
+            .pool
             .get()
             .await
             .map_err(|e| StoreError::unavailable(format!("postgres: {e}")))
