@@ -362,6 +362,12 @@ fn policy_errors(route: &Route, method: HttpMethod) -> BTreeMap<u16, Vec<String>
     if route.rate.is_some() {
         add(429, "rate_limited");
     }
+    // A key or session the store must be asked about, or a console call, while the store
+    // cannot be reached (with Retry-After).
+    let reads_store = !matches!(route.credential, Credential::None | Credential::Admin);
+    if reads_store || route.surface == "console" {
+        add(503, "store_unavailable");
+    }
     if is_upgrade(route, method) {
         add(426, "upgrade_required");
     }

@@ -139,9 +139,9 @@ fn console_gateway_on(
     (gw, outbox)
 }
 
-/// PostgreSQL away: console routes answer 500 `internal` in their envelope, keys
-/// already in the key cache keep serving chain routes, an uncached key gets 500; with
-/// PostgreSQL back everything works again without a restart.
+/// PostgreSQL away: console routes answer 503 `store_unavailable` with `Retry-After` in
+/// their envelope, keys already in the key cache keep serving chain routes, an uncached
+/// key gets 503; with PostgreSQL back everything works again without a restart.
 #[test]
 fn postgres_away_then_back_needs_no_restart() {
     let mut pg = PgServer::start();
@@ -165,13 +165,14 @@ fn postgres_away_then_back_needs_no_restart() {
     );
     assert_eq!(
         (r.status, r.json()),
-        (500, json!({"error": "internal"})),
+        (503, json!({"error": "store_unavailable"})),
         "{}",
         r.text()
     );
+    assert!(r.header("retry-after").is_some());
     assert_eq!(
         rpc_status(gw.port, &uncached),
-        500,
+        503,
         "an uncached key cannot be checked"
     );
     pg.restart();

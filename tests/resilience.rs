@@ -314,16 +314,17 @@ fn a_caller_that_saw_block_n_is_never_answered_from_behind_it() {
             let h = [
                 ("Content-Type", "application/json"),
                 ("x-token", key.as_str()),
-                ("X-Chainedge-Min-Block", "1000"),
+                ("X-Chainedge-Min-Block", "150"),
             ];
             request(port, "POST", "/rpc/eth", &h, body.as_bytes()).unwrap()
         })
     };
     std::thread::sleep(Duration::from_millis(100));
-    behind.mine(1000);
+    // Few blocks, so a busy machine's anvil mines them well within the 1.5 s wait.
+    behind.mine(200);
     let r = waiting.join().unwrap();
     assert_eq!(r.status, 200, "{}", r.text());
-    assert!(served_at(&r) >= 1000, "{:?}", r.header("X-Chainedge-Block"));
+    assert!(served_at(&r) >= 150, "{:?}", r.header("X-Chainedge-Block"));
     // A header that is not a block number: 400 before any node.
     let r = ask(Some("soon"), &finalized);
     assert_eq!(
