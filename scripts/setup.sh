@@ -13,7 +13,9 @@ command -v curl >/dev/null || apt_pkgs+=(curl)
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || apt_pkgs+=(postgresql)
 # ... and their own Redis (tests/common/redis.rs).
 command -v redis-server >/dev/null || apt_pkgs+=(redis-server)
+# Real proxies in front of the edge (tests/cluster.rs, tests/security.rs).
 command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || apt_pkgs+=(haproxy)
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || apt_pkgs+=(nginx)
 if ((${#apt_pkgs[@]})); then
   echo "setup: apt-get install ${apt_pkgs[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo

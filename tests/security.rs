@@ -569,3 +569,113 @@ fn revoking_a_key_ends_its_open_sessions() {
     assert_eq!(code, 1008);
     assert!(took < Duration::from_secs(1), "{took:?}");
 }
+
+/// A real proxy on the same host, as operators deploy one: haproxy from
+/// `conf/haproxy-cluster.cfg` and nginx with the usual forwarding headers. Whoever comes
+/// through them is not admin without the token; an nginx that adds no forwarding header
+/// cannot be told from a local client (docs/security.md), so `allow_loopback: false`
+/// closes that too.
+#[test]
+fn real_proxies_on_loopback_never_make_their_clients_admin() {
+    let node = Fixture::json_rpc();
+    let gw = Gateway::start(GatewayOpts {
+        pools: el_pools(&node),
+        ..Default::default()
+    });
+    let strict = Gateway::start(GatewayOpts {
+        pools: el_pools(&node),
+        admin_yaml: "  allow_loopback: false\n".into(),
+        ..Default::default()
+    });
+    let dir = tempdir("proxies");
+    let admin = "/v1/admin/usage?format=csv";
+    let token = ("X-Admin-Token", "test-admin-token");
+
+    // haproxy, as shipped (both servers this one instance).
+    let shipped = std::fs::read_to_string(root().join("conf/haproxy-cluster.cfg")).unwrap();
+    let haproxy_port = free_port();
+    let cfg = shipped
+        .replace("bind :8080", &format!("bind 127.0.0.1:{haproxy_port}"))
+        .replace(
+            "10.0.0.11:8080 check port 9090",
+            &format!("127.0.0.1:{} check port {}", gw.port, gw.metrics_port),
+        )
+        .replace(
+            "10.0.0.12:8080 check port 9090",
+            &format!("127.0.0.1:{} check port {}", gw.port, gw.metrics_port),
+        );
+    std::fs::write(dir.join("haproxy.cfg"), cfg).unwrap();
+    let _haproxy = Proc {
+        child: std::process::Command::new("haproxy")
+            .args(["-db", "-f"])
+            .arg(dir.join("haproxy.cfg"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("haproxy (scripts/setup.sh installs it)"),
+    };
+
+    // nginx: one server with the usual headers in front of `gw`, one bare in front of
+    // `strict`.
+    let (nginx_port, bare_port) = (free_port(), free_port());
+    std::fs::create_dir_all(dir.join("tmp")).unwrap();
+    let d = dir.display();
+    std::fs::write(
+        dir.join("nginx.conf"),
+        format!(
+            "daemon off; worker_processes 1; pid {d}/nginx.pid; error_log {d}/nginx.err;\n\
+             events {{ worker_connections 64; }}\n\
+             http {{ access_log off; client_body_temp_path {d}/tmp; proxy_temp_path {d}/tmp;\n\
+               fastcgi_temp_path {d}/tmp; uwsgi_temp_path {d}/tmp; scgi_temp_path {d}/tmp;\n\
+               server {{ listen 127.0.0.1:{nginx_port}; location / {{ proxy_pass http://127.0.0.1:{};\n\
+                 proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n\
+                 proxy_set_header X-Real-IP $remote_addr; }} }}\n\
+               server {{ listen 127.0.0.1:{bare_port}; location / {{ proxy_pass http://127.0.0.1:{}; }} }}\n\
+             }}\n",
+            gw.port, strict.port
+        ),
+    )
+    .unwrap();
+    let _nginx = Proc {
+        child: std::process::Command::new("nginx")
+            .args(["-c"])
+            .arg(dir.join("nginx.conf"))
+            .args(["-p"])
+            .arg(&dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("nginx (scripts/setup.sh installs it)"),
+    };
+    for port in [haproxy_port, nginx_port, bare_port] {
+        wait_for_port(port, Duration::from_secs(10));
+    }
+    let through = |port: u16, headers: &[(&str, &str)]| {
+        let until = Instant::now() + Duration::from_secs(10);
+        loop {
+            let r = request(port, "GET", admin, headers, b"").unwrap();
+            // A proxy that has not seen its server up yet answers 502/503 itself; the
+            // edge's answers carry its request id (nginx replaces `Server`).
+            if r.header("x-request-id").is_some() || Instant::now() > until {
+                return r.status;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+
+    // Straight from loopback the client is local (allow_loopback); through either proxy
+    // it is not.
+    assert_eq!(gw.get(admin, &[]).status, 200);
+    assert_eq!(through(haproxy_port, &[]), 403, "through haproxy");
+    assert_eq!(through(nginx_port, &[]), 403, "through nginx");
+    // A client forging a loopback address through them gains nothing.
+    let forged = [("X-Forwarded-For", "127.0.0.1")];
+    assert_eq!(through(haproxy_port, &forged), 403);
+    assert_eq!(through(nginx_port, &forged), 403);
+    // The token still works through them.
+    assert_eq!(through(haproxy_port, &[token]), 200);
+    assert_eq!(through(nginx_port, &[token]), 200);
+    // A bare nginx adds nothing to tell it by: with allow_loopback off only the token.
+    assert_eq!(through(bare_port, &[]), 403, "through a bare nginx");
+    assert_eq!(through(bare_port, &[token]), 200);
+}
