@@ -679,3 +679,48 @@ fn real_proxies_on_loopback_never_make_their_clients_admin() {
     assert_eq!(through(bare_port, &[]), 403, "through a bare nginx");
     assert_eq!(through(bare_port, &[token]), 200);
 }
+
+/// A node's filter ids are shared by every tenant on it (anvil numbers them; so does
+/// Nethermind): a tenant never polls, and so never drains, nor uninstalls another
+/// tenant's filter, in a single call or a batch. Keys of the same tenant share them.
+#[test]
+fn a_tenant_never_reaches_another_tenants_filters() {
+    let node = Anvil::start(1, &[]);
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-anvil}}\n",
+            node.url()
+        ),
+        extra_yaml: UNLIMITED.into(),
+        ..Default::default()
+    });
+    let tenant = gw.cli(&["tenants", "create", "--name", "owner", "--plan", "pro"]);
+    let owner = gw.cli(&["keys", "create", "--tenant", tenant.as_str()]);
+    let colleague = gw.cli(&["keys", "create", "--tenant", tenant.as_str()]);
+    let other = gw.key("pro", &[]);
+    let call = |key: &str, body: Value| rpc(gw.port, "/rpc/eth", Some(key), &body).json();
+    let one = |method: &str, params: Value| json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let fid = call(&owner, one("eth_newBlockFilter", json!([])))["result"]
+        .as_str()
+        .expect("a filter id")
+        .to_string();
+    node.mine(1);
+    // Another tenant: not found, single or batched, and the owner's changes stay.
+    let poll = one("eth_getFilterChanges", json!([fid]));
+    let r = call(&other, poll.clone());
+    assert_eq!(r["error"]["message"], "filter not found", "{r}");
+    let r = call(&other, json!([poll.clone()]));
+    assert_eq!(r[0]["error"]["message"], "filter not found", "{r}");
+    let r = call(&other, one("eth_uninstallFilter", json!([fid])));
+    assert_eq!(r["error"]["message"], "filter not found", "{r}");
+    let r = call(&owner, poll.clone());
+    assert_eq!(r["result"].as_array().map(Vec::len), Some(1), "{r}");
+    // The same tenant's other key shares it.
+    node.mine(1);
+    let r = call(&colleague, poll.clone());
+    assert_eq!(r["result"].as_array().map(Vec::len), Some(1), "{r}");
+    assert_eq!(
+        call(&owner, one("eth_uninstallFilter", json!([fid])))["result"],
+        true
+    );
+}

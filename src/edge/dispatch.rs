@@ -269,6 +269,7 @@ impl Edge {
                 plan: k.plan.as_str(),
                 scopes: Some(k.scopes.as_slice()),
                 min_block: 0,
+                owner: k.tenant_id.as_str(),
             },
             // Admins (per-host RPC) are not bound by plans.
             Principal::Admin => crate::rpc::Caller {
@@ -276,12 +277,14 @@ impl Edge {
                 plan: "admin",
                 scopes: None,
                 min_block: 0,
+                owner: "admin",
             },
             Principal::User(_) | Principal::Anonymous => crate::rpc::Caller {
                 rank: 0,
                 plan: crate::config::limits::ANONYMOUS,
                 scopes: None,
                 min_block: 0,
+                owner: crate::config::limits::ANONYMOUS,
             },
         }
     }

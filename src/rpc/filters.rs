@@ -1,6 +1,11 @@
 //! Filters live on the node that created them: remember which, and send polls there.
 //! Clustered, the filter's host is also kept in Redis, so a poll that a load balancer
 //! sends to another instance still reaches the node that holds the filter.
+//!
+//! A filter belongs to the tenant that made it: a node's filter ids are shared by every
+//! tenant on it (and some nodes number them 0x1, 0x2, ...), so a poll or an uninstall
+//! from anyone else is answered "filter not found" without reaching the node; polling
+//! would take the owner's changes, uninstalling would end its filter.
 
 use super::call::jsonrpc_error;
 use super::methods::MethodClass;
@@ -24,6 +29,8 @@ pub struct FilterHosts {
 struct Known {
     pool: String,
     host: String,
+    /// Whose filter it is (`Caller::owner`).
+    owner: String,
     polled: Instant,
     /// When Redis's copy last had its expiry pushed forward.
     shared_at: Instant,
@@ -48,12 +55,13 @@ impl FilterHosts {
         format!("chainedge:filter:{pool}:{id}")
     }
 
-    fn keep(&self, id: &str, pool: &str, host: &str) {
+    fn keep(&self, id: &str, pool: &str, host: &str, owner: &str) {
         if let Ok(mut m) = self.map.lock() {
             let now = Instant::now();
             let known = Known {
                 pool: pool.to_string(),
                 host: host.to_string(),
+                owner: owner.to_string(),
                 polled: now,
                 shared_at: now,
             };
@@ -62,22 +70,23 @@ impl FilterHosts {
     }
 
     /// A new filter: known here, and to the other instances before its id is answered.
-    async fn remember(&self, id: &str, pool: &str, host: &str) {
-        self.keep(id, pool, host);
+    async fn remember(&self, id: &str, pool: &str, host: &str, owner: &str) {
+        self.keep(id, pool, host, owner);
         if let Some(link) = &self.shared {
             let mut set = redis::cmd("SET");
             set.arg(Self::shared_key(id, pool))
-                .arg(host)
+                .arg(format!("{owner}\n{host}"))
                 .arg("EX")
                 .arg(FILTER_TTL.as_secs());
             let _: Option<String> = link.query(&set).await;
         }
     }
 
-    /// The host of a filter, refreshing its age (a poll keeps a filter alive): from
-    /// memory, else from Redis (created or last polled through another instance).
-    async fn host(&self, id: &str, pool: &str) -> Option<String> {
-        let refresh = match self.local(id, pool) {
+    /// The host of `owner`'s filter, refreshing its age (a poll keeps a filter alive):
+    /// from memory, else from Redis (created or last polled through another instance).
+    /// Someone else's filter is not found.
+    async fn host(&self, id: &str, pool: &str, owner: &str) -> Option<String> {
+        let refresh = match self.local(id, pool, owner) {
             Local::Fresh(host) => return Some(host),
             Local::Refresh(host) => Some(host),
             Local::Unknown => None,
@@ -93,19 +102,23 @@ impl FilterHosts {
             tokio::spawn(async move { link.query::<Option<String>>(&get).await });
             return Some(host);
         }
-        let host: String = link.query::<Option<String>>(&get).await??;
-        self.keep(id, pool, &host);
-        Some(host)
+        let shared: String = link.query::<Option<String>>(&get).await??;
+        let (holder, host) = shared.split_once('\n')?;
+        if holder != owner {
+            return None;
+        }
+        self.keep(id, pool, host, owner);
+        Some(host.to_string())
     }
 
-    fn local(&self, id: &str, pool: &str) -> Local {
+    fn local(&self, id: &str, pool: &str, owner: &str) -> Local {
         let Ok(mut m) = self.map.lock() else {
             return Local::Unknown;
         };
         let Some(k) = m.get_mut(id) else {
             return Local::Unknown;
         };
-        if k.pool != pool || k.polled.elapsed() > FILTER_TTL {
+        if k.pool != pool || k.owner != owner || k.polled.elapsed() > FILTER_TTL {
             return Local::Unknown;
         }
         k.polled = Instant::now();
@@ -144,6 +157,7 @@ impl Gateway {
         pool: &Pool,
         call: &Request,
         rid: &str,
+        owner: &str,
     ) -> Result<(Response, Option<String>), ApiError> {
         let id = call.answer_id();
         let method = call.method.as_str();
@@ -160,14 +174,14 @@ impl Gateway {
             if let (Payload::Result(Value::String(fid)), Some(host)) =
                 (&answer.payload, &r.upstream)
             {
-                self.filters.remember(fid, &pool.name, host).await;
+                self.filters.remember(fid, &pool.name, host, owner).await;
             }
             return Ok((answer, r.upstream));
         }
         let fid = call.param(0).and_then(Value::as_str).unwrap_or("");
         let Some(host) = self
             .filters
-            .host(fid, &pool.name)
+            .host(fid, &pool.name, owner)
             .await
             .and_then(|h| pool.host(&h).cloned())
         else {

@@ -168,7 +168,7 @@ impl Gateway {
                     let filter = call.params.as_ref().and_then(|p| p.get(0));
                     self.logs_range(pool, method, filter, caller)?;
                 }
-                let (answer, host) = self.filter(pool, call, rid).await?;
+                let (answer, host) = self.filter(pool, call, rid, caller.owner).await?;
                 Ok(RpcReply {
                     body: answer.to_bytes(),
                     upstream: host,
@@ -380,7 +380,7 @@ impl Gateway {
                     {
                         Err(e)
                     } else {
-                        self.filter(pool, &call, rid).await
+                        self.filter(pool, &call, rid, caller.owner).await
                     };
                     out[i] = Some(match answered {
                         Ok((answer, host)) => {

@@ -493,6 +493,7 @@ mod tests {
                 plan,
                 scopes: None,
                 min_block: 0,
+                owner: "",
             })
         };
         assert_eq!(at(0, "anonymous"), 100);
