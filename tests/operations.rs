@@ -62,6 +62,34 @@ fn test_flag_validates_app_config_and_plugins() {
         "{err}"
     );
 
+    // The admin listener may not share its port with a data-plane listener, on any
+    // address (the edge tells it by its port).
+    let (ok, err) = check(
+        |a| a.replace("admin:\n", "admin:\n  listen: \"0.0.0.0:8080\"\n"),
+        |_| {},
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("admin.listen: 0.0.0.0:8080: its port is also"),
+        "{err}"
+    );
+
+    // PostgreSQL without a local state directory for the usage journal.
+    let (ok, err) = check(
+        |a| {
+            a.replace(
+                "  path: ../.demo/chainedge.db",
+                "  postgres: env:CHAINEDGE_ADMIN_TOKEN",
+            )
+        },
+        |_| {},
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("store.state_dir: required with postgres"),
+        "{err}"
+    );
+
     // Budgets and hedging: a class named wrong, an attempt longer than its call.
     for (bad, said) in [
         (

@@ -359,8 +359,21 @@ pub fn load(path: &Path, purpose: Purpose) -> Result<Loaded, Vec<ConfigError>> {
             .listen
             .as_deref()
             .and_then(|a| match a.parse::<std::net::SocketAddr>() {
-                Ok(addr) if app.listen.http.iter().any(|h| h.parse().ok() == Some(addr)) => {
-                    bad("admin.listen", format!("{a} is also a listen.http address"));
+                // The edge tells the admin listener by its port: no data-plane listener
+                // may share it, on any address.
+                Ok(addr)
+                    if app
+                        .listen
+                        .http
+                        .iter()
+                        .chain(app.listen.tls.iter().map(|t| &t.addr))
+                        .filter_map(|h| h.parse::<std::net::SocketAddr>().ok())
+                        .any(|h| h.port() == addr.port()) =>
+                {
+                    bad(
+                        "admin.listen",
+                        format!("{a}: its port is also a data-plane listener's (listen)"),
+                    );
                     None
                 }
                 Ok(addr) => Some(addr),
