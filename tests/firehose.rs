@@ -2,7 +2,8 @@
 //! and the channel; the channels stream the chain's logs (from the shared node
 //! subscription) and mempool arrivals (from the watcher) off a real anvil on chain 137;
 //! missing, tampered, foreign-channel and expired tokens are refused at the upgrade;
-//! the switched-off channels refuse every upgrade.
+//! an open channel ends when its token expires or its key is revoked; the switched-off
+//! channels refuse every upgrade.
 mod common;
 
 use common::*;
@@ -82,7 +83,7 @@ fn firehose_tokens_open_their_channel_and_the_channels_stream() {
         ),
         extra_yaml: format!(
             "streams:\n  firehose:\n    secret: env:FIREHOSE_SECRET\n    token_ttl_secs: 3\n    public_url: \"ws://edge.example\"\n\
-             mempool:\n  polygon:\n    poll_ms: 200\n{UNLIMITED}"
+             mempool:\n  polygon:\n    poll_ms: 200\nauth:\n  key_cache_ttl_ms: 1000\n{UNLIMITED}"
         ),
         env: vec![("FIREHOSE_SECRET".into(), secret)],
         ..Default::default()
@@ -205,17 +206,46 @@ fn firehose_tokens_open_their_channel_and_the_channels_stream() {
     assert_eq!(arrival["gas_price_wei"], "2000000000");
     chain.call("evm_setAutomine", json!([true]));
 
-    // Expired: the same token after its lifetime opens nothing (open channels stay open).
+    // Expired: the same token after its lifetime opens nothing, and the channel it
+    // opened has ended (a client asks for a new token and connects again).
     std::thread::sleep(Duration::from_millis(3100));
     let (status, code) = refused("/ws/polygon/logs", Some(&logs_token));
     assert_eq!((status, code.as_str()), (401, "token_expired"));
-    chain.call(
-        "eth_sendTransaction",
-        json!([{"from": from, "to": contract}]),
+    assert_eq!(
+        close_reason(&mut ws, Duration::from_secs(5)).as_deref(),
+        Some("token expired")
     );
-    chain.mine(1);
-    assert!(
-        next_item(&mut ws, Duration::from_secs(10)).is_some(),
-        "the open channel still streams"
+
+    // Revoked through the CLI (no Redis to announce it): a channel open on a fresh token
+    // ends at the next recheck of its key, a quarter of the key cache TTL (1 s here).
+    let (key, key_id) = gw.key_and_id("business");
+    let token = info(&key, "logs").json()["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (mut ws, _) = open(gw.port, "/ws/polygon/logs", Some(&token), false).unwrap();
+    let revoked_at = Instant::now();
+    gw.cli(&["keys", "revoke", "--id", &key_id]);
+    assert_eq!(
+        close_reason(&mut ws, Duration::from_secs(2)).as_deref(),
+        Some("API key revoked or lapsed"),
+        "closed {:?} after the revocation",
+        revoked_at.elapsed()
     );
+}
+
+/// Read until the server closes the channel (within `within`): its close reason.
+fn close_reason(ws: &mut Ws, within: Duration) -> Option<String> {
+    let end = Instant::now() + within;
+    while Instant::now() < end {
+        match ws.read() {
+            Ok(Message::Close(frame)) => return frame.map(|f| f.reason.to_string()),
+            Ok(_) => continue,
+            Err(tungstenite::Error::Io(e)) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                continue
+            }
+            Err(_) => return None,
+        }
+    }
+    None
 }
