@@ -409,20 +409,27 @@ impl Load {
     }
 }
 
-/// SIGKILL under load loses at most the counts of the last journal interval: the next
-/// start adds the rest from the killed process's journal (nothing had reached the store:
-/// the flush interval is longer than the test), reconciled with the access log per key
-/// and minute.
-#[test]
-fn a_killed_instance_loses_only_its_last_journal_interval() {
+/// A gateway whose flush interval outlasts the test (what reaches the store comes from
+/// the journal or the final flush), two pro keys, and clients sending with them.
+fn under_load() -> (Anvil, Gateway, Load) {
     let anvil = Anvil::start(31337, &[]);
-    let mut gw = gateway(
+    let gw = gateway(
         &anvil,
         "usage:\n  flush_interval_ms: 300000\n",
         String::new(),
     );
     let keys: Vec<String> = (0..2).map(|_| gw.key("pro", &[])).collect();
     let load = Load::start(gw.port, &keys);
+    (anvil, gw, load)
+}
+
+/// SIGKILL under load loses at most the counts of the last journal interval: the next
+/// start adds the rest from the killed process's journal (nothing had reached the store:
+/// the flush interval is longer than the test), reconciled with the access log per key
+/// and minute.
+#[test]
+fn a_killed_instance_loses_only_its_last_journal_interval() {
+    let (_anvil, mut gw, load) = under_load();
     std::thread::sleep(Duration::from_millis(2500));
     let mut proc = gw.proc.take().unwrap();
     proc.signal("KILL");
@@ -462,14 +469,7 @@ fn a_killed_instance_loses_only_its_last_journal_interval() {
 /// process is in the store, exactly once, per key and minute.
 #[test]
 fn an_upgrade_and_a_stop_lose_no_count() {
-    let anvil = Anvil::start(31337, &[]);
-    let mut gw = gateway(
-        &anvil,
-        "usage:\n  flush_interval_ms: 300000\n",
-        String::new(),
-    );
-    let keys: Vec<String> = (0..2).map(|_| gw.key("pro", &[])).collect();
-    let load = Load::start(gw.port, &keys);
+    let (_anvil, mut gw, load) = under_load();
     std::thread::sleep(Duration::from_millis(1000));
     let mut old = gw.proc.take().unwrap();
     let mut new = gw.spawn(true);

@@ -334,42 +334,23 @@ async fn relay(
         read_timeout,
     } = node;
     let mut trailing = first.trailing;
-    let mut first_out = first.out;
+    let until_close = body.until_close();
     // A small answer of known length goes out in one write: killed between two writes,
     // the edge would leave its client half an answer; killed before the one, nothing,
     // which a balancer sends to another instance (conf/haproxy-cluster.cfg).
-    if matches!(body, Reframe::Length(left) if left <= ONE_WRITE_BYTES) {
-        let mut chunk = Vec::new();
-        while !body.done() {
-            chunk.clear();
-            match h1::read_some(
-                &mut up,
-                &mut chunk,
-                &mut req.conn.node_deadline,
-                read_timeout,
-            )
-            .await
-            {
-                Ok(0) => return (status, false, Some("node closed mid-answer".into())),
-                Ok(_) => {}
-                Err(e) => return (status, false, Some(format!("node answer: {e}"))),
-            }
-            let n = match body.take(&chunk, &mut first_out) {
-                Ok(n) => n,
-                Err(e) => return (status, false, Some(format!("node answer: {e}"))),
-            };
-            trailing |= n < chunk.len();
+    let whole = matches!(body, Reframe::Length(left) if left <= ONE_WRITE_BYTES);
+    let mut out = first.out;
+    if !whole {
+        if let Err(e) = req.conn.write(&out).await {
+            return (status, false, Some(format!("write to client: {e}")));
         }
     }
-    if let Err(e) = req.conn.write(&first_out).await {
-        return (status, false, Some(format!("write to client: {e}")));
-    }
-    let until_close = body.until_close();
     let mut chunk = Vec::new();
-    let mut out = Vec::new();
     while !body.done() {
         chunk.clear();
-        out.clear();
+        if !whole {
+            out.clear();
+        }
         match h1::read_some(
             &mut up,
             &mut chunk,
@@ -395,6 +376,13 @@ async fn relay(
             Err(e) => return (status, false, Some(format!("node answer: {e}"))),
         };
         trailing |= n < chunk.len();
+        if !whole {
+            if let Err(e) = req.conn.write(&out).await {
+                return (status, false, Some(format!("write to client: {e}")));
+            }
+        }
+    }
+    if whole {
         if let Err(e) = req.conn.write(&out).await {
             return (status, false, Some(format!("write to client: {e}")));
         }

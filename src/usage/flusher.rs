@@ -70,15 +70,7 @@ impl Ledger {
     /// The snapshot to write next: the one in doubt, else everything summed so far.
     fn next(&mut self) -> Option<Snapshot> {
         if self.in_doubt.is_none() && self.to != 0 {
-            let rows = std::mem::take(&mut self.sums)
-                .into_iter()
-                .map(|((key_id, minute), (tenant_id, counts))| UsageRow {
-                    key_id,
-                    tenant_id,
-                    minute,
-                    counts,
-                })
-                .collect();
+            let rows = super::rows_of(std::mem::take(&mut self.sums));
             self.in_doubt = Some(Snapshot {
                 rows,
                 from: self.from,

@@ -179,15 +179,7 @@ impl Orphan {
                 }
             }
         }
-        out.rows = sums
-            .into_iter()
-            .map(|((key_id, minute), (tenant_id, counts))| UsageRow {
-                key_id,
-                tenant_id,
-                minute,
-                counts,
-            })
-            .collect();
+        out.rows = super::rows_of(sums);
         Ok(out)
     }
 

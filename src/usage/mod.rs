@@ -174,6 +174,18 @@ impl Usage {
     }
 }
 
+/// Counts summed per (key id, minute), with each key's tenant, as rows for the store.
+fn rows_of(sums: impl IntoIterator<Item = ((String, i64), (String, Counts))>) -> Vec<UsageRow> {
+    sums.into_iter()
+        .map(|((key_id, minute), (tenant_id, counts))| UsageRow {
+            key_id,
+            tenant_id,
+            minute,
+            counts,
+        })
+        .collect()
+}
+
 fn unix_now() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
