@@ -724,3 +724,141 @@ fn a_tenant_never_reaches_another_tenants_filters() {
         true
     );
 }
+
+/// Two tenants side by side, each a console user with its default key, walk the route
+/// families they share: the console (keys, a key's usage, rotate, revoke), JSON-RPC
+/// filters, WebSocket subscriptions and the usage export. Neither finds, reads or ends
+/// anything of the other. (The Solana mempool and the watchlist are walked in
+/// `tests/sol.rs` and `tests/sol_watch.rs`.)
+#[test]
+fn two_tenants_see_nothing_of_each_other() {
+    let node = Anvil::start(1, &[]);
+    let dir = tempdir("two-tenants");
+    let outbox = dir.join("outbox.jsonl");
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-anvil, capabilities: [ws]}}\n",
+            node.url()
+        ),
+        console_yaml: format!("  email:\n    outbox: {}\n", outbox.display()),
+        admin_yaml: "  allow_loopback: false\n".into(),
+        extra_yaml: format!("usage:\n  flush_interval_ms: 200\n{UNLIMITED}"),
+        ..Default::default()
+    });
+    let sign_in = |email: &str| {
+        let mut b = Browser::new(gw.port);
+        let r = b.send(
+            "POST",
+            "/v1/auth/email/start",
+            Some(json!({"email": email})),
+            None,
+        );
+        assert_eq!(r.status, 202, "{}", r.text());
+        let code = outbox_code(&outbox, email).unwrap();
+        let r = b.send(
+            "POST",
+            "/v1/auth/email/verify",
+            Some(json!({"email": email, "code": code})),
+            None,
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+        let me = b.send("GET", "/v1/auth/me", None, None).json();
+        let key = &me["default_key"];
+        let (raw, id) = (key["raw"].as_str().unwrap(), key["id"].as_str().unwrap());
+        (b, raw.to_string(), id.to_string())
+    };
+    let (mut ada, ada_key, ada_id) = sign_in("ada@example.com");
+    let (mut bob, bob_key, _bob_id) = sign_in("bob@example.com");
+    let call = |key: &str, method: &str, params: Value| {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        rpc(gw.port, "/rpc/eth", Some(key), &body).json()
+    };
+
+    // Ada uses her key: calls, a filter, a subscription.
+    for _ in 0..3 {
+        assert!(call(&ada_key, "eth_blockNumber", json!([]))["result"].is_string());
+    }
+    let filter = call(&ada_key, "eth_newBlockFilter", json!([]))["result"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut ada_ws = ws_open(gw.port, &ada_key, Duration::from_secs(10));
+    let ask = |ws: &mut Ws, id: u64, method: &str, params: Value| -> Value {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        ws.send(tungstenite::Message::text(body.to_string()))
+            .unwrap();
+        loop {
+            if let tungstenite::Message::Text(t) = ws.read().unwrap() {
+                let v: Value = serde_json::from_str(&t).unwrap();
+                if v["id"] == id {
+                    return v;
+                }
+            }
+        }
+    };
+    let sub = ask(&mut ada_ws, 1, "eth_subscribe", json!(["newHeads"]))["result"].clone();
+    assert!(sub.is_string(), "{sub}");
+
+    // Bob: the console shows him none of Ada's keys, nor their usage, and he can end none.
+    let keys = bob.send("GET", "/v1/keys", None, None);
+    assert_eq!(keys.status, 200);
+    assert!(!keys.text().contains(&ada_id), "{}", keys.text());
+    for (method, path) in [
+        ("GET", format!("/v1/keys/{ada_id}/usage")),
+        ("POST", format!("/v1/keys/{ada_id}/rotate")),
+        ("DELETE", format!("/v1/keys/{ada_id}")),
+    ] {
+        let r = bob.send(method, &path, None, None);
+        assert_eq!(r.status, 404, "{method} {path}: {}", r.text());
+    }
+    // ... nor reaches her filter or her subscription.
+    let r = call(&bob_key, "eth_getFilterChanges", json!([filter]));
+    assert_eq!(r["error"]["message"], "filter not found", "{r}");
+    let mut bob_ws = ws_open(gw.port, &bob_key, Duration::from_secs(10));
+    let r = ask(&mut bob_ws, 7, "eth_unsubscribe", json!([sub]));
+    assert_ne!(r["result"], true, "{r}");
+    // ... nor the usage export (admin only).
+    let r = request(
+        gw.port,
+        "GET",
+        "/v1/admin/usage?format=csv",
+        &[("x-token", &bob_key)],
+        b"",
+    )
+    .unwrap();
+    assert_eq!(r.status, 403, "{}", r.text());
+
+    // Ada's things are all still hers: her subscription streams, her filter has the
+    // block, her key works and its usage is there for her.
+    node.mine(1);
+    let head = loop {
+        if let tungstenite::Message::Text(t) = ada_ws.read().unwrap() {
+            let v: Value = serde_json::from_str(&t).unwrap();
+            if v["method"] == "eth_subscription" {
+                break v;
+            }
+        }
+    };
+    assert_eq!(head["params"]["subscription"], sub);
+    let r = call(&ada_key, "eth_getFilterChanges", json!([filter]));
+    assert_eq!(r["result"].as_array().map(Vec::len), Some(1), "{r}");
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = ada.send(
+            "GET",
+            &format!("/v1/keys/{ada_id}/usage?window=1h"),
+            None,
+            None,
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+        if r.json()["totals"]["calls"].as_i64().unwrap_or(0) >= 3 {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "Ada's usage never arrived: {}",
+            r.text()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -2,10 +2,13 @@
 //! ports, a raw HTTP/1.1 client, and cleanup of every process started (in `Drop`).
 #![allow(dead_code)]
 
+mod browser;
 mod fixture;
 mod postgres;
 mod redis;
 mod solana;
+#[allow(unused_imports)]
+pub use browser::Browser;
 #[allow(unused_imports)]
 pub use fixture::*;
 #[allow(unused_imports)]
