@@ -22,6 +22,12 @@ impl Live {
         self.current.load_full()
     }
 
+    /// `f` on the current state, without taking a reference to it: no counter shared by
+    /// every thread is touched (what a request's quick look before it starts wants).
+    pub fn with<T>(&self, f: impl FnOnce(&State) -> T) -> T {
+        f(&self.current.load())
+    }
+
     /// From the next request on, `state` serves.
     pub fn replace(&self, state: Arc<State>) {
         self.current.store(state);
@@ -34,6 +40,14 @@ impl Edge {
         Edge {
             state: live.current(),
             live: Some(live),
+        }
+    }
+
+    /// `f` on this edge's state as of now, without holding it.
+    pub fn with_now<T>(&self, f: impl FnOnce(&State) -> T) -> T {
+        match &self.live {
+            Some(live) => live.with(f),
+            None => f(&self.state),
         }
     }
 

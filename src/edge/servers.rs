@@ -31,14 +31,14 @@ impl Edge {
         path: &NormalizedPath,
         upgrade: bool,
     ) -> Option<PreMatch> {
-        match self.state.matcher.find(method, path, upgrade) {
+        self.with_now(|state| match state.matcher.find(method, path, upgrade) {
             Match::Found { route, params } => Some(PreMatch {
                 route: route.clone(),
                 params,
                 suspicious: path.suspicious,
             }),
             _ => None,
-        }
+        })
     }
 
     /// The keep-alive connections to plain-HTTP nodes, shared by every passthrough.

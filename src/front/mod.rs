@@ -313,7 +313,6 @@ impl LeanFront {
             return Lean::No;
         }
         let path = NormalizedPath::parse(head.path());
-        let edge = self.edge.now();
         let method = head.method();
         // An upgrade is Pingora's only on a route that declares WebSocket; elsewhere the
         // request is served as the plain request it also is (`Upgrade` and `Connection`
@@ -321,7 +320,7 @@ impl LeanFront {
         // WebSocket JSON-RPC is terminated here (the session runs on the bare socket);
         // other WebSocket routes (portals) are Pingora's.
         if head.upgrade {
-            if let Some(pre) = edge.pre_match(method, &path, true) {
+            if let Some(pre) = self.edge.pre_match(method, &path, true) {
                 if pre.route.websocket {
                     if pre.route.handler == HandlerKind::JsonRpc && head.content_length == 0 {
                         return Lean::Yes(Some(pre));
@@ -330,7 +329,7 @@ impl LeanFront {
                 }
             }
         }
-        let Some(route) = edge.pre_match(method, &path, false) else {
+        let Some(route) = self.edge.pre_match(method, &path, false) else {
             // Refusals (404, 405) are the pipeline's to word.
             return Lean::Yes(None);
         };
