@@ -420,10 +420,15 @@ pub(crate) fn edge_state(
         app.app.metrics_mirror.clone(),
         client.clone(),
     ));
-    // Sign-in and key lookups answer within the request deadline, store or no store.
-    let request_store = store.with_deadline(std::time::Duration::from_millis(
-        app.app.store.request_deadline_ms,
-    ));
+    // Sign-in and key lookups answer within the request deadline when PostgreSQL cannot
+    // be reached. SQLite is a local file: a slow disk or a long write is not an outage,
+    // and giving up on it would answer 503 for work that completes anyway.
+    let request_store = match store.dialect() {
+        store::sql::Dialect::Postgres => store.with_deadline(std::time::Duration::from_millis(
+            app.app.store.request_deadline_ms,
+        )),
+        store::sql::Dialect::Sqlite => store.clone(),
+    };
     let console = Arc::new(console::Console::new(&app, request_store.clone(), client)?);
     // Shared node subscriptions: WebSocket clients and the mempool watchers.
     let subscriptions = Arc::new(streams::subscriptions::Hub::default());

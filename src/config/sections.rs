@@ -119,8 +119,9 @@ pub struct StoreConf {
     /// across restarts. Default: the SQLite file's directory; required with `postgres`.
     #[serde(default)]
     pub state_dir: Option<PathBuf>,
-    /// How long a request waits on the store (an uncached key, a sign-in, a console
-    /// page) before it is answered 503 `store_unavailable` with `Retry-After`.
+    /// How long a request waits on PostgreSQL (an uncached key, a sign-in, a console
+    /// page) before it is answered 503 `store_unavailable` with `Retry-After`. SQLite,
+    /// a local file, is given the background deadline.
     #[serde(default = "d_request_deadline")]
     pub request_deadline_ms: u64,
 }
