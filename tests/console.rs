@@ -8,36 +8,6 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::time::Duration;
 
-fn outbox_code(outbox: &std::path::Path, to: &str) -> String {
-    let text = std::fs::read_to_string(outbox).unwrap();
-    let line = text
-        .lines()
-        .rev()
-        .find(|l| l.contains(&format!("\"to\":\"{to}\"")))
-        .unwrap();
-    let v: Value = serde_json::from_str(line).unwrap();
-    let body = v["body"].as_str().unwrap();
-    let at = body.find("code is ").unwrap() + 8;
-    body[at..at + 6].to_string()
-}
-
-fn sign_in(b: &mut Browser, outbox: &std::path::Path, email: &str) -> Resp {
-    let r = b.send(
-        "POST",
-        "/v1/auth/email/start",
-        Some(json!({"email": email})),
-        None,
-    );
-    assert_eq!(r.status, 202, "{}", r.text());
-    let code = outbox_code(outbox, email);
-    b.send(
-        "POST",
-        "/v1/auth/email/verify",
-        Some(json!({"email": email, "code": code})),
-        None,
-    )
-}
-
 /// A gateway whose console delivers codes to an outbox file; chain limits are tiny
 /// (1 rps, except JSON-RPC) to show console routes are never rate limited.
 fn console_gateway(node: &Fixture, console_yaml: &str) -> (Gateway, std::path::PathBuf) {
@@ -134,7 +104,7 @@ fn two_instances_on_one_postgres_share_sign_ins_sessions_and_keys() {
         None,
     );
     assert_eq!(r.status, 202, "{}", r.text());
-    let code = outbox_code(&outbox_a, "lb@example.com");
+    let code = outbox_code(&outbox_a, "lb@example.com").unwrap();
     let mut on_b = Browser::new(b.port);
     let r = on_b.send(
         "POST",
@@ -319,7 +289,7 @@ fn email_sign_in_cookies_csrf_default_key_and_keys() {
         None,
     );
     assert_eq!(r.status, 202, "{}", r.text());
-    let code = outbox_code(&outbox, "ada@example.com");
+    let code = outbox_code(&outbox, "ada@example.com").unwrap();
     let wrong = if code == "000000" { "000001" } else { "000000" };
     let r = b.send(
         "POST",
@@ -990,7 +960,8 @@ fn sigkill_while_writing(postgres: Option<String>) {
                         Ok(r) => panic!("code refused: {} {}", r.status, r.text()),
                         Err(_) => return,
                     }
-                    let body = json!({"email": email, "code": outbox_code(&outbox, &email)});
+                    let body =
+                        json!({"email": email, "code": outbox_code(&outbox, &email).unwrap()});
                     match b.try_send("POST", "/v1/auth/email/verify", Some(body), None) {
                         Ok(r) if r.status == 200 => {}
                         Ok(r) => panic!("sign-in refused: {} {}", r.status, r.text()),

@@ -30,19 +30,6 @@ fn access_lines(gw: &Gateway) -> Vec<Value> {
         .collect()
 }
 
-/// The code mailed to `to` most recently (the demo outbox, one JSON line per message).
-fn outbox_code(outbox: &std::path::Path, to: &str) -> Option<String> {
-    let text = std::fs::read_to_string(outbox).ok()?;
-    let line = text
-        .lines()
-        .rev()
-        .find(|l| l.contains(&format!("\"to\":\"{to}\"")))?;
-    let v: Value = serde_json::from_str(line).ok()?;
-    let body = v["body"].as_str()?;
-    let at = body.find("code is ")? + 8;
-    Some(body[at..at + 6].to_string())
-}
-
 fn mailed(outbox: &std::path::Path) -> usize {
     std::fs::read_to_string(outbox)
         .map(|t| t.lines().count())
@@ -745,30 +732,17 @@ fn two_tenants_see_nothing_of_each_other() {
         extra_yaml: format!("usage:\n  flush_interval_ms: 200\n{UNLIMITED}"),
         ..Default::default()
     });
-    let sign_in = |email: &str| {
+    let signed_in = |email: &str| {
         let mut b = Browser::new(gw.port);
-        let r = b.send(
-            "POST",
-            "/v1/auth/email/start",
-            Some(json!({"email": email})),
-            None,
-        );
-        assert_eq!(r.status, 202, "{}", r.text());
-        let code = outbox_code(&outbox, email).unwrap();
-        let r = b.send(
-            "POST",
-            "/v1/auth/email/verify",
-            Some(json!({"email": email, "code": code})),
-            None,
-        );
+        let r = sign_in(&mut b, &outbox, email);
         assert_eq!(r.status, 200, "{}", r.text());
         let me = b.send("GET", "/v1/auth/me", None, None).json();
         let key = &me["default_key"];
         let (raw, id) = (key["raw"].as_str().unwrap(), key["id"].as_str().unwrap());
         (b, raw.to_string(), id.to_string())
     };
-    let (mut ada, ada_key, ada_id) = sign_in("ada@example.com");
-    let (mut bob, bob_key, _bob_id) = sign_in("bob@example.com");
+    let (mut ada, ada_key, ada_id) = signed_in("ada@example.com");
+    let (mut bob, bob_key, _bob_id) = signed_in("bob@example.com");
     let call = |key: &str, method: &str, params: Value| {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
         rpc(gw.port, "/rpc/eth", Some(key), &body).json()

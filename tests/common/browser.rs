@@ -2,7 +2,7 @@
 //! security tiers.
 
 use super::{request, Resp};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 /// A browser-like client: keeps the cookies the gateway sets.
 pub struct Browser {
@@ -82,4 +82,36 @@ impl Browser {
         }
         Ok(r)
     }
+}
+
+/// The code mailed to `to` most recently (the console's outbox file, one JSON line per
+/// message).
+pub fn outbox_code(outbox: &std::path::Path, to: &str) -> Option<String> {
+    let text = std::fs::read_to_string(outbox).ok()?;
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.contains(&format!("\"to\":\"{to}\"")))?;
+    let v: Value = serde_json::from_str(line).ok()?;
+    let body = v["body"].as_str()?;
+    let at = body.find("code is ")? + 8;
+    Some(body[at..at + 6].to_string())
+}
+
+/// Sign `b` in as `email` with the code from `outbox`: the verify answer.
+pub fn sign_in(b: &mut Browser, outbox: &std::path::Path, email: &str) -> Resp {
+    let r = b.send(
+        "POST",
+        "/v1/auth/email/start",
+        Some(json!({"email": email})),
+        None,
+    );
+    assert_eq!(r.status, 202, "{}", r.text());
+    let code = outbox_code(outbox, email).expect("a code in the outbox");
+    b.send(
+        "POST",
+        "/v1/auth/email/verify",
+        Some(json!({"email": email, "code": code})),
+        None,
+    )
 }

@@ -8,7 +8,7 @@ mod postgres;
 mod redis;
 mod solana;
 #[allow(unused_imports)]
-pub use browser::Browser;
+pub use browser::{outbox_code, sign_in, Browser};
 #[allow(unused_imports)]
 pub use fixture::*;
 #[allow(unused_imports)]
