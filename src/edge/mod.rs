@@ -78,7 +78,7 @@ pub struct State {
     pub limiter: crate::limits::Limiter,
     /// What calls and routes cost, for compute-unit limits and usage.
     pub compute_units: crate::rpc::compute_units::ComputeUnits,
-    /// Per-key usage gathered in memory (`src/usage.rs` flushes it).
+    /// Per-key usage gathered in memory (`src/usage/` journals and flushes it).
     pub usage: Arc<crate::usage::Usage>,
     pub metrics_cache: Arc<crate::handlers::metrics_mirror::MetricsCache>,
     pub console: Arc<crate::console::Console>,

@@ -1,4 +1,4 @@
-//! Per-key usage read back from the store (`src/usage.rs` writes it): one key's series
+//! Per-key usage read back from the store (`src/usage/` writes it): one key's series
 //! for the console chart (`GET /v1/keys/{id}/usage`) and every key's counts for the
 //! operator (`GET /v1/admin/usage`, JSON or CSV). Counts reach the store every
 //! `usage.flush_interval_ms`, so the newest bucket lags by up to that much.

@@ -229,7 +229,7 @@ CREATE TABLE sol_mev_cache_samples (
 );
 CREATE INDEX sol_mev_cache_by_time ON sol_mev_cache_samples(at);
 "#,
-    // Per-key usage (`src/usage.rs`, `store/usage.rs`): counts per key and minute, and
+    // Per-key usage (`src/usage/`, `store/usage.rs`): counts per key and minute, and
     // the same rolled up per hour (written together, kept for different spans).
     r#"
 CREATE TABLE key_usage_minutes (

@@ -1,4 +1,4 @@
-//! Per-key usage (`src/usage.rs` gathers it): one row per key and minute, and the same
+//! Per-key usage (`src/usage/` gathers it): one row per key and minute, and the same
 //! counts per key and hour, added in one transaction. Several instances on one store
 //! add their counts; the minute rows serve the last day, the hour rows the month and
 //! the exports, each pruned on its own span.
