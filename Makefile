@@ -15,6 +15,7 @@ test: build
 	cargo test --release -- --test-threads=2
 
 lint: setup
+	python3 scripts/check_shape.py --no-sizes
 	cargo fmt --all -- --check
 	cargo clippy --release --all-targets -- -D warnings
 

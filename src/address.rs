@@ -5,6 +5,9 @@ use pingora_core::upstreams::peer::HttpPeer;
 use std::net::{IpAddr, ToSocketAddrs};
 use std::time::Duration;
 
+/// Where a host's `url_key` (a provider key, from a secret reference) goes in its URLs.
+pub const URL_KEY_PLACE: &str = "{key}";
+
 /// A parsed `http(s)://host:port/path` upstream address.
 #[derive(Clone)]
 pub struct HostAddr {
@@ -112,7 +115,7 @@ impl HostAddr {
     /// segment).
     pub fn with_key(mut self, key: Option<&str>) -> Self {
         if let Some(key) = key {
-            self.path = self.shown_path.replace(crate::config::URL_KEY_PLACE, key);
+            self.path = self.shown_path.replace(URL_KEY_PLACE, key);
         }
         self
     }

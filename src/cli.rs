@@ -96,7 +96,7 @@ pub enum KeyCmd {
 
 /// The JSON-RPC method table each pool admits, for `chainedge -t`.
 pub fn method_table(cfg: &Loaded) -> String {
-    crate::rpc::methods::table_report(cfg.app.pools.iter().map(|(n, p)| (n, &p.methods)))
+    crate::jsonrpc::methods::table_report(cfg.app.pools.iter().map(|(n, p)| (n, &p.methods)))
 }
 
 /// `chainedge openapi`: the document on stdout; `--strict` refuses routes without a

@@ -93,14 +93,6 @@ impl ApiError {
         .with_header("Retry-After", RETRY_SECS.to_string())
     }
 
-    /// A store error as callers see it: 503 when it could not be reached, else 500.
-    pub fn from_store(e: &crate::store::sql::StoreError) -> Self {
-        match e.kind {
-            crate::store::sql::ErrorKind::Unavailable => ApiError::store_unavailable(),
-            _ => ApiError::internal("store failure"),
-        }
-    }
-
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(500, "internal", message)
     }

@@ -26,48 +26,50 @@
 //! - **Leaves** (importing at most each other): `reply`, `errors`, `jsonrpc`, `signed_tx`, `sol_tx`, `net_policy`, `crypto`, `address`,
 //!   `shutdown`, `deadline`, `observe`.
 
-// The facade.
-pub mod app;
-pub mod cli;
-pub mod config;
-pub mod store;
-
 /// The parsers that face untrusted input (request heads, node answers, chunked bodies,
 /// JSON-RPC bodies, route manifests, metrics exposition), for the fuzz targets.
 pub mod parsers {
-    pub use crate::edge::batch_len;
     pub use crate::front::request::{Head, Parsed};
     pub use crate::handlers::beacon::policy as beacon_policy;
     pub use crate::handlers::relay::check as relay_check;
-    pub use crate::handlers::scrub::scrub;
+    pub use crate::jsonrpc::methods::{block_need, classify, MethodClass};
+    pub use crate::jsonrpc::quantity::batch_len;
     pub use crate::routes::matcher::{Match, Matcher, NormalizedPath};
     pub use crate::routes::{load as load_routes, RouteContext};
     pub use crate::rpc::compute_units::{error_answers, ComputeUnits};
-    pub use crate::rpc::methods::{block_need, classify, MethodClass};
     pub use crate::rpc::{
         method_of, need_at, tx_hash, write_outcome, CallView, Need, WriteOutcome,
     };
+    pub use crate::scrub::scrub;
     pub use crate::signed_tx::decode as decode_signed_tx;
     pub use crate::sol_tx::decode_wire as decode_sol_tx;
     pub use crate::upstream::chunked::{ChunkedScanner, Scan};
     pub use crate::upstream::h1::{parse_head, parse_head_visit, Framing};
 }
 
+// Top: the server assembled, and the operator's command line.
+pub mod app;
+pub mod cli;
+
 // Servers.
 mod edge;
 mod front;
 
 // Surfaces.
-mod capacity;
 mod console;
 mod handlers;
+
+// Capture.
+mod capacity;
 mod index;
 mod mempool;
 mod mev_cache;
-mod rpc;
 mod sol_mempool;
 mod sol_stake;
 mod sol_watch;
+
+// Gateway.
+mod rpc;
 mod streams;
 
 // Fleet.
@@ -77,9 +79,11 @@ mod upstream;
 // Policy and data.
 mod auth;
 mod cluster;
+pub mod config;
 mod contract;
 mod limits;
 mod routes;
+pub mod store;
 mod usage;
 
 // Leaves.
@@ -91,6 +95,7 @@ mod jsonrpc;
 mod net_policy;
 mod observe;
 mod reply;
+mod scrub;
 mod shutdown;
 mod signed_tx;
 mod sol_tx;

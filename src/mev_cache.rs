@@ -13,8 +13,8 @@
 //! the host's snapshot. Samples older than 7 days are pruned.
 
 use crate::config::MevCacheConf;
-use crate::handlers::scrub::scrub;
 use crate::pools::{Host, Pools, Service};
+use crate::scrub::scrub;
 use crate::store::mev_cache::Sample;
 use crate::store::Store;
 use crate::upstream::UpstreamClient;

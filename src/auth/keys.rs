@@ -19,10 +19,14 @@ use std::time::{Duration, Instant};
 /// A cached lookup: when it was made, and the key (or `None`: no such key).
 type CachedKey = (Instant, Option<Arc<KeyRecord>>);
 
+/// Where revocations (key hashes) are queued for the cluster link to publish to the
+/// other instances.
+pub type NoticeSender = tokio::sync::mpsc::Sender<[u8; 32]>;
+
 pub struct KeyAuth {
     store: Store,
     /// Where revocations are announced to the other instances (`cluster`), if any.
-    notices: std::sync::OnceLock<crate::cluster::NoticeSender>,
+    notices: std::sync::OnceLock<NoticeSender>,
     cache: Mutex<LruCache<[u8; 32], CachedKey>>,
     ttl: Duration,
     stale: Duration,
@@ -99,7 +103,7 @@ impl KeyAuth {
     pub async fn fresh(&self, hash: &[u8; 32]) -> Result<Option<Arc<KeyRecord>>, ApiError> {
         self.read(hash).await.map_err(|e| {
             log::error!("key lookup: {e}");
-            ApiError::from_store(&e)
+            e.to_api_error()
         })
     }
 
@@ -134,7 +138,7 @@ impl KeyAuth {
                 }
                 _ => {
                     log::error!("key lookup: {e}");
-                    Err(ApiError::from_store(&e))
+                    Err(e.to_api_error())
                 }
             },
         }
@@ -210,7 +214,7 @@ impl KeyAuth {
     }
 
     /// Announce revocations through the cluster from now on.
-    pub fn announce_to(&self, notices: crate::cluster::NoticeSender) {
+    pub fn announce_to(&self, notices: NoticeSender) {
         let _ = self.notices.set(notices);
     }
 }

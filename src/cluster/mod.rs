@@ -84,8 +84,7 @@ pub struct Cluster {
     up: AtomicBool,
 }
 
-/// Where revocations are queued for publishing (given to the key cache).
-pub type NoticeSender = mpsc::Sender<[u8; 32]>;
+pub use crate::auth::keys::NoticeSender;
 
 impl Cluster {
     pub fn new(

@@ -4,6 +4,7 @@
 
 use super::secrets::Secret;
 use super::{AppConfig, FAMILIES, POOL_NAMES};
+pub use crate::address::URL_KEY_PLACE;
 use std::collections::BTreeMap;
 
 /// One host's secrets, resolved.
@@ -32,7 +33,7 @@ pub(super) fn check_pools(
             );
         }
         for m in pool.methods.allow.iter().chain(&pool.methods.deny) {
-            if let Err(why) = crate::rpc::methods::check_listed_method(m) {
+            if let Err(why) = crate::jsonrpc::methods::check_listed_method(m) {
                 bad(&format!("pools.{name}.methods"), format!("'{m}': {why}"));
             }
         }
@@ -168,9 +169,6 @@ fn check_url_key(
         },
     }
 }
-
-/// Where a host's `url_key` goes in its URLs.
-pub const URL_KEY_PLACE: &str = "{key}";
 
 fn is_path_segment(v: &str) -> bool {
     !v.is_empty()

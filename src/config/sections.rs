@@ -4,6 +4,7 @@
 //! with its defaults (`deny_unknown_fields`: a typo is an error, not a silent default).
 
 mod console;
+pub use crate::jsonrpc::methods::MethodsConf;
 pub use console::*;
 
 use super::secrets::SecretRef;
@@ -471,17 +472,6 @@ pub struct PoolConf {
     /// The operator's changes to the JSON-RPC method table for this pool.
     #[serde(default)]
     pub methods: MethodsConf,
-}
-
-/// `pools.<name>.methods`: `allow` adds methods the table does not list (answered as
-/// plain reads, by any host of the pool); `deny` refuses listed ones (`method_unknown`).
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MethodsConf {
-    #[serde(default)]
-    pub allow: std::collections::BTreeSet<String>,
-    #[serde(default)]
-    pub deny: std::collections::BTreeSet<String>,
 }
 
 #[derive(Debug, Default, Clone, Copy, Deserialize, PartialEq)]

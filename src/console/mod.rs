@@ -52,7 +52,7 @@ pub async fn db<T>(
 ) -> Result<T, ApiError> {
     call.await.map_err(|e| {
         log::error!("console store: {e}");
-        ApiError::from_store(&e)
+        e.to_api_error()
     })
 }
 

@@ -106,7 +106,7 @@ pub(crate) enum Outcome {
     /// hands these routes over.
     Stream(EventStream),
     /// A WebSocket JSON-RPC session (Pingora's session only, like streams).
-    WebSocket(Box<super::websocket::WsUpgrade>),
+    WebSocket(Box<super::ws_upgrade::WsUpgrade>),
 }
 
 /// Read timeout toward nodes on ordinary passthroughs.

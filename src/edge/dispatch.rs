@@ -312,17 +312,6 @@ fn min_block(header: Option<&str>) -> Result<u64, ApiError> {
     })
 }
 
-/// Number of calls in a JSON-RPC batch body (1 for a single call or bad JSON, which the
-/// gateway then refuses).
-pub fn batch_len(body: &[u8]) -> u32 {
-    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'[') {
-        return 1;
-    }
-    serde_json::from_slice::<Vec<serde::de::IgnoredAny>>(body)
-        .map(|v| v.len().clamp(1, u32::MAX as usize) as u32)
-        .unwrap_or(1)
-}
-
 /// `raw` (a request path) without its first `prefix` segments, still percent-encoded.
 pub(crate) fn raw_tail(raw: &str, prefix: usize) -> &str {
     let mut rest = raw.trim_start_matches('/');

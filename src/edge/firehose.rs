@@ -13,15 +13,16 @@
 //! idle timeout, "going away" (1001) at shutdown. Messages from the client are not
 //! read as anything (control frames aside).
 
-use super::push_channel;
-use super::websocket::handshake_accept;
-use super::{Ctx, Downstream, Edge, State, WsUpgrade};
+use super::ws_upgrade::{connection_cap_reached, handshake_accept, Item, PushSource, WsUpgrade};
+use super::{Ctx, Downstream, Edge, State};
 use crate::auth::Principal;
 use crate::errors::ApiError;
 use crate::handlers::firehose::{self, PROTOCOL};
 use crate::routes::Route;
 use crate::streams::subscriptions::{ClientShare, Ended};
 use serde_json::json;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use tokio::sync::broadcast;
 use tokio_tungstenite::tungstenite::Message;
@@ -75,13 +76,13 @@ impl Edge {
             .ws_connections
             .take(format!("key:{}", grant.key_id), cap)
             .await
-            .ok_or_else(|| super::websocket::connection_cap_reached(cap))?;
+            .ok_or_else(|| connection_cap_reached(cap))?;
         // Open before the 101: what happens after the client reads it reaches the client.
         let feed = Feed::open(st, channel).await?;
         Ok(WsUpgrade {
             accept,
             protocol: as_protocol.then_some(PROTOCOL),
-            push: Some(Box::new(push_channel::PushFeed::Firehose(feed))),
+            push: Some(Box::new(feed)),
             pool: POOL.into(),
             principal: Principal::Anonymous,
             client_ip: ctx.client(session.client_ip()),
@@ -160,11 +161,13 @@ impl Feed {
     }
 }
 
-impl push_channel::Source for Feed {
-    async fn next(&mut self) -> push_channel::Item {
-        match Feed::next(self).await {
-            Ok(m) => push_channel::Item::Send(m),
-            Err(Ended::Lagged) => push_channel::Item::Lagged,
-        }
+impl PushSource for Feed {
+    fn next(&mut self) -> Pin<Box<dyn Future<Output = Item> + Send + '_>> {
+        Box::pin(async move {
+            match Feed::next(self).await {
+                Ok(m) => Item::Send(m),
+                Err(Ended::Lagged) => Item::Lagged,
+            }
+        })
     }
 }

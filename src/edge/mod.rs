@@ -40,6 +40,7 @@ mod servers;
 mod sol_watch_ws;
 mod websocket;
 mod ws_conn;
+mod ws_upgrade;
 
 use crate::config::Loaded;
 use crate::pools::Pools;
@@ -47,7 +48,6 @@ use crate::routes::matcher::Matcher;
 use crate::rpc::Gateway;
 use std::sync::Arc;
 
-pub use dispatch::batch_len;
 pub use live::Live;
 
 // The servers' interface: the request's state and what the pipeline decided, the view of
@@ -59,7 +59,7 @@ pub(crate) use hop::{
     connection_options, forwarded_for, has_underscore, sets_console_cookie, CALLER_ONLY_HEADERS,
 };
 pub(crate) use respond::each_header;
-pub(crate) use websocket::{handshake_headers, WsUpgrade};
+pub(crate) use ws_upgrade::{handshake_headers, WsUpgrade};
 
 /// Everything the edge needs: built at start-up, and again (sharing what holds state:
 /// caches, sessions, counts) by each configuration reload (`app::reloaded_state`).

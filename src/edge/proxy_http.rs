@@ -5,7 +5,7 @@
 use super::hop::{
     connection_options, forwarded_for, has_underscore, sets_console_cookie, CALLER_ONLY_HEADERS,
 };
-use super::websocket::{self, WsUpgrade};
+use super::ws_upgrade::WsUpgrade;
 use super::{respond, retry, Ctx, Downstream, Edge, Outcome, PASS_READ_TIMEOUT};
 use crate::auth::Principal;
 use crate::errors::ApiError;
@@ -295,7 +295,7 @@ impl Edge {
         for (k, v) in ctx.edge_headers() {
             let _ = h.append_header(k.to_string(), v);
         }
-        for (k, v) in websocket::handshake_headers(&up) {
+        for (k, v) in super::ws_upgrade::handshake_headers(&up) {
             let _ = h.insert_header(k, v);
         }
         session.set_read_timeout(None);
@@ -307,7 +307,7 @@ impl Edge {
             return;
         }
         let (mut near, far) = tokio::io::duplex(64 * 1024);
-        let task = tokio::spawn(websocket::serve(self.state.clone(), up, far));
+        let task = tokio::spawn(super::servers::serve_upgraded(self.state.clone(), up, far));
         let mut buf = vec![0u8; 4 * 1024];
         loop {
             tokio::select! {

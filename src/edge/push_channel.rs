@@ -4,53 +4,30 @@
 //! send buffer (a slow consumer is closed with 1008), ping and idle timeout, "going
 //! away" (1001) at shutdown.
 
-use super::websocket::going_away;
 use super::ws_conn::WsConn;
-use super::{firehose, sol_watch_ws, State, WsUpgrade};
+use super::ws_upgrade::{going_away, Item, PushSource, WsUpgrade};
+use super::State;
 use crate::observe::metrics;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
 
-/// A channel's source, opened while its upgrade was checked.
-pub(super) enum PushFeed {
-    Firehose(firehose::Feed),
-    Watch(sol_watch_ws::Deliveries),
-}
-
 /// Run the channel an upgrade opened on `io` until either side ends it.
 pub(super) async fn serve<S>(state: Arc<State>, mut up: Box<WsUpgrade>, io: S)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    match up.push.take().map(|feed| *feed) {
-        Some(PushFeed::Firehose(feed)) => run(&state, up, io, feed).await,
-        Some(PushFeed::Watch(feed)) => run(&state, up, io, feed).await,
-        None => {}
+    if let Some(feed) = up.push.take() {
+        run(&state, up, io, feed).await
     }
 }
 
-/// What a channel's source gives next.
-pub(super) enum Item {
-    Send(Message),
-    /// The reader fell too far behind the source: closed as a slow consumer.
-    Lagged,
-    /// The source ended: close with this code and reason.
-    End(CloseCode, String),
-}
-
-pub(super) trait Source {
-    fn next(&mut self) -> impl Future<Output = Item> + Send;
-}
-
 /// Run one channel on `io`, items from `source`.
-async fn run<S, P>(state: &State, up: Box<WsUpgrade>, io: S, mut source: P)
+async fn run<S>(state: &State, up: Box<WsUpgrade>, io: S, mut source: Box<dyn PushSource>)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-    P: Source,
 {
     let conf = state.config.app.streams.websocket.clone();
     let config = WebSocketConfig::default()

@@ -6,14 +6,15 @@
 
 use super::context::{request_id, Ctx};
 use super::downstream::PreMatch;
-use super::websocket::WsUpgrade;
-use super::Edge;
+use super::ws_upgrade::WsUpgrade;
+use super::{Edge, State};
 use crate::errors::ApiError;
 use crate::pools::Pools;
 use crate::reply::Reply;
 use crate::routes::matcher::{Match, NormalizedPath};
 use crate::upstream::h1::H1Pool;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 impl Edge {
     /// A request's state, with the caller's `X-Request-Id` kept when well formed.
@@ -66,13 +67,26 @@ impl Edge {
         self.state.console.trusts(peer)
     }
 
-    /// Run an accepted WebSocket JSON-RPC session on the socket until it ends.
+    /// Run an accepted WebSocket session on the socket until it ends: a server-to-client
+    /// channel (firehose, watchlist) or JSON-RPC.
     pub(crate) async fn serve_websocket<S>(&self, up: Box<WsUpgrade>, io: S)
     where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
-        super::websocket::serve(self.state.clone(), up, io).await
+        serve_upgraded(self.state.clone(), up, io).await
     }
+}
+
+/// Run an accepted WebSocket session on `io` (either server's socket after the 101).
+pub(super) async fn serve_upgraded<S>(state: Arc<State>, up: Box<WsUpgrade>, io: S)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    if up.push.is_some() {
+        // Boxed: a JSON-RPC session's future does not carry a channel's.
+        return Box::pin(super::push_channel::serve(state, up, io)).await;
+    }
+    super::websocket::serve(state, up, io).await
 }
 
 impl Ctx {

@@ -7,13 +7,14 @@
 //!
 //! The key's connection cap applies; the rest of the bounds are `push_channel`'s.
 
-use super::push_channel::{self, Item};
-use super::websocket::handshake_accept;
-use super::{Ctx, Downstream, Edge, WsUpgrade};
+use super::ws_upgrade::{connection_cap_reached, handshake_accept, Item, PushSource, WsUpgrade};
+use super::{Ctx, Downstream, Edge};
 use crate::auth::Principal;
 use crate::errors::ApiError;
 use crate::routes::Route;
 use crate::sol_watch::WsPush;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use tokio::sync::broadcast;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -60,18 +61,18 @@ impl Edge {
             .ws_connections
             .take(format!("key:{}", key.key_id), cap)
             .await
-            .ok_or_else(|| super::websocket::connection_cap_reached(cap))?;
+            .ok_or_else(|| connection_cap_reached(cap))?;
         Ok(WsUpgrade {
             accept,
             protocol: None,
             // Subscribed before the 101: no delivery after it is missed.
-            push: Some(Box::new(push_channel::PushFeed::Watch(Deliveries {
+            push: Some(Box::new(Deliveries {
                 feed: st.sol_watch.ws_feed(),
                 channel: WatchChannel {
                     tenant_id: key.tenant_id.clone(),
                     client_id,
                 },
-            }))),
+            })),
             pool: String::new(),
             client_ip: ctx.client(session.client_ip()),
             principal: Principal::Key(key),
@@ -90,22 +91,24 @@ pub(super) struct Deliveries {
     channel: WatchChannel,
 }
 
-impl push_channel::Source for Deliveries {
-    async fn next(&mut self) -> Item {
-        loop {
-            match self.feed.recv().await {
-                Ok(push) => {
-                    if push.tenant_id == self.channel.tenant_id
-                        && push.client_id == self.channel.client_id
-                    {
-                        return Item::Send(Message::text(push.text.clone()));
+impl PushSource for Deliveries {
+    fn next(&mut self) -> Pin<Box<dyn Future<Output = Item> + Send + '_>> {
+        Box::pin(async move {
+            loop {
+                match self.feed.recv().await {
+                    Ok(push) => {
+                        if push.tenant_id == self.channel.tenant_id
+                            && push.client_id == self.channel.client_id
+                        {
+                            return Item::Send(Message::text(push.text.clone()));
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => return Item::Lagged,
+                    Err(broadcast::error::RecvError::Closed) => {
+                        return Item::End(CloseCode::Away, "push stopped".into())
                     }
                 }
-                Err(broadcast::error::RecvError::Lagged(_)) => return Item::Lagged,
-                Err(broadcast::error::RecvError::Closed) => {
-                    return Item::End(CloseCode::Away, "push stopped".into())
-                }
             }
-        }
+        })
     }
 }

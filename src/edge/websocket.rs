@@ -11,15 +11,15 @@
 //! server shuts down for an upgrade.
 
 use super::ws_conn::WsConn;
+use super::ws_upgrade::{connection_cap_reached, going_away, handshake_accept, WsUpgrade};
 use super::{Ctx, Downstream, Edge, State};
 use crate::auth::Principal;
-use crate::cluster::places::OwnerPlace;
 use crate::errors::ApiError;
+use crate::jsonrpc::methods::MethodClass;
 use crate::jsonrpc::Response;
 use crate::observe::{access_log, metrics};
 use crate::routes::Route;
 use crate::rpc::compute_units::{error_answers, Cost};
-use crate::rpc::methods::MethodClass;
 use crate::rpc::{check_batch_size, refusal_of, CallView};
 use crate::streams::subscriptions::{ClientSubscriptions, Ended, KINDS};
 use crate::usage::Tally;
@@ -33,42 +33,6 @@ use std::time::{Duration, Instant};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
-
-/// An accepted upgrade: what the session needs once the 101 is out.
-pub struct WsUpgrade {
-    /// `Sec-WebSocket-Accept` for the 101.
-    pub accept: String,
-    /// The subprotocol the 101 names (a firehose token offered as one).
-    pub protocol: Option<&'static str>,
-    /// A server-to-client channel (firehose, watchlist) rather than JSON-RPC, its feed
-    /// already open so the client misses nothing sent after the 101.
-    pub(super) push: Option<Box<super::push_channel::PushFeed>>,
-    pub(super) pool: String,
-    pub(super) principal: Principal,
-    pub(super) client_ip: Option<IpAddr>,
-    pub(super) category: Option<String>,
-    pub(super) request_id: String,
-    /// The upgrade's route, for each message's access-log line.
-    pub(super) route: Option<Arc<Route>>,
-    /// A channel opened with a token: the key it was given to, and when it expires.
-    pub(super) grant: Option<(String, i64)>,
-    pub(super) _slot: OwnerPlace,
-}
-
-impl WsUpgrade {
-    /// What ends this session besides either side: its key revoked or lapsed, its
-    /// token expired.
-    pub(super) fn lease(&self, keys: &crate::auth::keys::KeyAuth) -> super::lease::Lease {
-        use super::lease::{Holder, Lease};
-        match (&self.principal, &self.grant) {
-            (Principal::Key(k), _) => Lease::new(keys, Some(Holder::Hash(k.secret_sha256)), None),
-            (_, Some((key_id, expires))) => {
-                Lease::new(keys, Some(Holder::Id(key_id.clone())), Some(*expires))
-            }
-            _ => Lease::new(keys, None, None),
-        }
-    }
-}
 
 /// What one message got: the answer owed (none for notifications alone) and its
 /// access-log fields.
@@ -105,16 +69,6 @@ fn owner_and_plan(principal: &Principal, client_ip: Option<IpAddr>) -> (String, 
             crate::config::limits::ANONYMOUS,
         ),
     }
-}
-
-/// The refusal of a connection past the key's cap.
-pub(super) fn connection_cap_reached(cap: usize) -> ApiError {
-    ApiError::new(
-        429,
-        "stream_cap_exceeded",
-        format!("{cap} WebSocket connections are already open for this key"),
-    )
-    .with_field("max_connections", cap)
 }
 
 impl Edge {
@@ -402,52 +356,6 @@ impl Edge {
     }
 }
 
-/// The headers of the 101 that accepts an upgrade (both servers write them).
-pub fn handshake_headers(up: &WsUpgrade) -> Vec<(&'static str, &str)> {
-    let mut h = vec![
-        ("Upgrade", "websocket"),
-        ("Connection", "Upgrade"),
-        ("Sec-WebSocket-Accept", up.accept.as_str()),
-    ];
-    if let Some(p) = up.protocol {
-        h.push(("Sec-WebSocket-Protocol", p));
-    }
-    h
-}
-
-/// The handshake headers of an upgrade checked: its `Sec-WebSocket-Accept`.
-pub(super) fn handshake_accept<D: Downstream + ?Sized>(session: &D) -> Result<String, ApiError> {
-    let key = session
-        .header("sec-websocket-key")
-        .map(str::trim)
-        .filter(|k| is_handshake_key(k))
-        .ok_or_else(|| {
-            ApiError::new(
-                400,
-                "bad_request",
-                "Sec-WebSocket-Key is missing or invalid",
-            )
-        })?;
-    if session.header("sec-websocket-version").map(str::trim) != Some("13") {
-        return Err(ApiError::new(
-            426,
-            "upgrade_required",
-            "only WebSocket version 13 is supported",
-        )
-        .with_header("Sec-WebSocket-Version", "13"));
-    }
-    Ok(tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes()))
-}
-
-/// A `Sec-WebSocket-Key`: base64 of 16 bytes (RFC 6455 §4.1).
-fn is_handshake_key(key: &str) -> bool {
-    key.len() == 24
-        && key.ends_with("==")
-        && key[..22]
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
-}
-
 /// Run one session on `io` (the client's bytes after the 101) until either side ends it.
 /// Calls of one connection answered at once (beyond it, reading the next message waits).
 const MAX_IN_FLIGHT: usize = 16;
@@ -456,10 +364,6 @@ pub async fn serve<S>(state: Arc<State>, up: Box<WsUpgrade>, io: S)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    if up.push.is_some() {
-        // Boxed: a JSON-RPC session's future does not carry a channel's.
-        return Box::pin(super::push_channel::serve(state, up, io)).await;
-    }
     let edge = Edge { state, live: None };
     let conf = edge.state.config.app.streams.websocket.clone();
     let max_message = edge.state.config.app.rpc.max_body_bytes;
@@ -562,19 +466,5 @@ fn text_or_binary(b: Bytes) -> Message {
     match Utf8Bytes::try_from(b.clone()) {
         Ok(t) => Message::Text(t),
         Err(_) => Message::Binary(b),
-    }
-}
-
-/// Resolves when the server starts shutting down; never without a shutdown channel.
-pub(super) async fn going_away(shutdown: &mut Option<pingora_core::server::ShutdownWatch>) {
-    match shutdown {
-        Some(rx) => {
-            while !*rx.borrow_and_update() {
-                if rx.changed().await.is_err() {
-                    return;
-                }
-            }
-        }
-        None => std::future::pending().await,
     }
 }

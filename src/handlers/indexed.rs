@@ -175,7 +175,7 @@ pub async fn tokens(ix: &Indexed<'_>, req: &Request<'_>) -> Result<Reply, ApiErr
         balances.extend(answers.into_iter().map(|a| {
             a.ok()
                 .and_then(|v| v.as_str().map(str::to_string))
-                .and_then(|h| super::wallet::u256_decimal(&h))
+                .and_then(|h| crate::jsonrpc::quantity::u256_decimal(&h))
         }));
     }
     let items: Vec<Value> = tokens

@@ -5,7 +5,6 @@
 //! Refusals follow SPEC's metrics-mirror table in its order: pprof → path shape →
 //! layer → feature → pool → host → family → capability → upstream.
 
-use super::scrub::scrub;
 use super::Request;
 use crate::config::MirrorConf;
 use crate::errors::ApiError;
@@ -13,6 +12,7 @@ use crate::pools::{Host, Pools};
 use crate::reply::Reply;
 use crate::routes::matcher::percent_decode;
 use crate::routes::spec::HandlerKind;
+use crate::scrub::scrub;
 use crate::store::KeyRecord;
 use crate::upstream::{Call, UpstreamClient};
 use bytes::Bytes;

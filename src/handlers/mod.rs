@@ -23,7 +23,6 @@ pub mod openapi;
 pub mod peer_graph;
 pub mod relay;
 pub mod rest_read;
-pub mod scrub;
 pub mod sender;
 pub mod sent;
 pub mod sol;

@@ -14,7 +14,7 @@
 use super::wallet::{address, resolve_block, BlockParam};
 use super::Request;
 use crate::errors::ApiError;
-use crate::index::decode::quantity;
+use crate::jsonrpc::quantity::quantity;
 use crate::jsonrpc::ErrorObject;
 use crate::pools::Pool;
 use crate::reply::Reply;

@@ -8,7 +8,7 @@
 
 use super::Request;
 use crate::errors::ApiError;
-use crate::index::decode::quantity;
+use crate::jsonrpc::quantity::{quantity, u256_decimal};
 use crate::pools::Pool;
 use crate::reply::Reply;
 use crate::rpc::Gateway;
@@ -160,63 +160,9 @@ pub async fn balance(
     Ok(Reply::json(200, Value::Object(body).to_string()).served_by(upstream))
 }
 
-/// A JSON-RPC quantity of up to 256 bits as an exact decimal string.
-pub fn u256_decimal(hex: &str) -> Option<String> {
-    let digits = hex.strip_prefix("0x")?;
-    if digits.is_empty() || digits.len() > 64 || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    // Four 64-bit limbs, most significant first.
-    let padded = format!("{digits:0>64}");
-    let mut limbs = [0u64; 4];
-    for (i, limb) in limbs.iter_mut().enumerate() {
-        *limb = u64::from_str_radix(&padded[i * 16..(i + 1) * 16], 16).ok()?;
-    }
-    // Divide by 10^19 repeatedly; each remainder is 19 decimal digits.
-    const CHUNK: u64 = 10_000_000_000_000_000_000;
-    let mut parts = Vec::new();
-    while limbs.iter().any(|&l| l != 0) {
-        let mut rem: u128 = 0;
-        for limb in limbs.iter_mut() {
-            let cur = (rem << 64) | *limb as u128;
-            *limb = (cur / CHUNK as u128) as u64;
-            rem = cur % CHUNK as u128;
-        }
-        parts.push(rem as u64);
-    }
-    let Some((last, rest)) = parts.split_last() else {
-        return Some("0".into());
-    };
-    let mut out = last.to_string();
-    for p in rest.iter().rev() {
-        out.push_str(&format!("{p:019}"));
-    }
-    Some(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn u256_to_decimal_is_exact() {
-        assert_eq!(u256_decimal("0x0").as_deref(), Some("0"));
-        assert_eq!(
-            u256_decimal("0xde0b6b3a7640000").as_deref(),
-            Some("1000000000000000000")
-        );
-        assert_eq!(
-            u256_decimal(&format!("0x{}", "f".repeat(64))).as_deref(),
-            Some("115792089237316195423570985008687907853269984665640564039457584007913129639935")
-        );
-        assert_eq!(
-            u256_decimal("0x10000000000000000").as_deref(),
-            Some("18446744073709551616")
-        );
-        assert_eq!(u256_decimal("0x"), None);
-        assert_eq!(u256_decimal("12"), None);
-        assert_eq!(u256_decimal(&format!("0x1{}", "0".repeat(64))), None);
-    }
 
     #[test]
     fn block_parameter_forms() {

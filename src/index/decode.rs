@@ -3,7 +3,7 @@
 //! `TransferSingle` / `TransferBatch` (logs of successful transactions; a log that does
 //! not have the standard shape is skipped, never fatal to the block).
 
-use crate::handlers::wallet::u256_decimal;
+pub use crate::jsonrpc::quantity::{quantity, u256_decimal};
 use crate::store::index::{IndexedBlock, Transfer};
 use serde_json::Value;
 
@@ -186,15 +186,6 @@ fn log_transfers(tx_index: u64, tx_hash: &str, log: &Value) -> Vec<Transfer> {
         }
         _ => Vec::new(),
     }
-}
-
-/// A JSON-RPC quantity (`0x`-hex, at most 64 bits) as a number.
-pub fn quantity(hex: &str) -> Option<u64> {
-    let digits = hex.strip_prefix("0x")?;
-    if digits.is_empty() || digits.len() > 16 {
-        return None;
-    }
-    u64::from_str_radix(digits, 16).ok()
 }
 
 pub fn hex_bytes(hex: &str) -> Option<Vec<u8>> {

@@ -377,7 +377,7 @@ fn pending_tx(from: &str, tx: &Value) -> Option<PendingTx> {
     let nonce = tx
         .get("nonce")
         .and_then(Value::as_str)
-        .and_then(crate::index::decode::quantity)?;
+        .and_then(crate::jsonrpc::quantity::quantity)?;
     Some(PendingTx {
         hash: hash.to_ascii_lowercase(),
         from: from.to_string(),

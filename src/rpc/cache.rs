@@ -16,9 +16,10 @@
 //! and reason, and each answer says both (`X-Cache-Status`, `X-Cache-Reason`).
 
 use super::beacon_finality::{BeaconFinality, EXECUTION_POOL};
-use super::methods::{block_param, BlockNeed, MethodClass};
 use super::need::need_for;
 use super::{Gateway, RpcReply};
+use crate::jsonrpc::methods::{block_param, BlockNeed, MethodClass};
+use crate::jsonrpc::quantity::quantity;
 use crate::jsonrpc::{Id, Request, Response};
 use crate::observe::metrics;
 use crate::pools::Pools;
@@ -125,10 +126,6 @@ fn tag(v: Option<&Value>) -> Option<Policy> {
         }
         _ => return None,
     })
-}
-
-fn quantity(hex: &str) -> Option<u64> {
-    u64::from_str_radix(hex.strip_prefix("0x")?, 16).ok()
 }
 
 /// What the edge knows of one pool's chain (written by the tracker).

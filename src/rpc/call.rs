@@ -1,8 +1,8 @@
 //! A JSON-RPC call as the gateway reads it: the borrowed fast-path view, and the edge's
 //! refusals as JSON-RPC error answers.
 
-use super::methods::MethodClass;
 use crate::errors::ApiError;
+use crate::jsonrpc::methods::MethodClass;
 use crate::jsonrpc::{ErrorObject, Id, Response};
 use serde::Deserialize;
 use serde_json::Value;

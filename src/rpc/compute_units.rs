@@ -142,7 +142,7 @@ impl ComputeUnits {
         }
         // Elements that are not calls (the gateway answers each with an error) still
         // count, at the default cost: the same number the gateway will answer.
-        let calls = crate::edge::batch_len(body);
+        let calls = crate::jsonrpc::quantity::batch_len(body);
         Cost {
             calls,
             compute_units: calls as u64 * self.default as u64,

@@ -8,11 +8,11 @@
 //! would take the owner's changes, uninstalling would end its filter.
 
 use super::call::jsonrpc_error;
-use super::methods::MethodClass;
 use super::need::Need;
 use super::Gateway;
 use crate::cluster::link::Link;
 use crate::errors::ApiError;
+use crate::jsonrpc::methods::MethodClass;
 use crate::jsonrpc::{Payload, Request, Response};
 use crate::pools::Pool;
 use serde_json::Value;

@@ -73,7 +73,8 @@ impl Gateway {
             rid,
             super::gateway::NodeState::Answer,
             // Bundles and private transactions have effects: one host at a time.
-            self.conf.budget(super::methods::MethodClass::Write),
+            self.conf
+                .budget(crate::jsonrpc::methods::MethodClass::Write),
         )
         .await
     }

@@ -7,10 +7,10 @@ use super::logs::GET_LOGS;
 
 /// A logs filter: its range meets the `eth_getLogs` guard when it is made.
 const NEW_FILTER: &str = "eth_newFilter";
-use super::methods::{block_need, classify_on, MethodClass};
 use super::need::{need_for, need_of, order_by_need, Need};
 use super::{older, Budget, Caller, Gateway, RpcReply};
 use crate::errors::ApiError;
+use crate::jsonrpc::methods::{block_need, classify_on, MethodClass};
 use crate::jsonrpc::{ErrorObject, Id, Request, Response};
 use crate::observe::metrics;
 use crate::pools::{Host, Pool};

@@ -7,10 +7,10 @@
 //! read), and only a refusal as too large brings it here to be split.
 
 use super::call::id_of;
-use super::methods::{BlockNeed, MethodClass};
 use super::need::need_for;
 use super::{Caller, Gateway, RpcReply};
 use crate::errors::ApiError;
+use crate::jsonrpc::methods::{BlockNeed, MethodClass};
 use crate::jsonrpc::{ErrorObject, Id, Request, Response};
 use crate::pools::Pool;
 use futures_util::future::BoxFuture;

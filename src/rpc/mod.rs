@@ -10,22 +10,22 @@ mod filters;
 mod forward;
 mod gateway;
 mod logs;
-pub mod methods;
 mod need;
 mod write;
 
+pub use crate::signed_tx::tx_hash;
 pub use cache::{CacheNote, ResponseCache, Tracker as CacheTracker};
 pub use call::{error_from, id_of, method_of, refusal_of, CallView};
 pub use coalesce::InFlight;
 pub use filters::FilterHosts;
 pub use forward::{BUILDER_METHODS, PRIVATE_TX_METHODS};
 pub use need::{need_at, Need};
-pub use write::{tx_hash, write_outcome, WriteOutcome};
+pub use write::{write_outcome, WriteOutcome};
 
 use crate::config::{RpcConf, WritePolicy};
+use crate::jsonrpc::methods::MethodClass;
 use crate::upstream::UpstreamClient;
 use bytes::Bytes;
-use methods::MethodClass;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -254,9 +254,9 @@ impl Caller<'_> {
 #[cfg(test)]
 mod tests {
     use super::gateway::node_state_error;
-    use super::methods::{block_need, classify};
     use super::need::need_from;
     use super::*;
+    use crate::jsonrpc::methods::{block_need, classify};
     use serde_json::json;
 
     #[test]

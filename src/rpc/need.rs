@@ -1,7 +1,7 @@
 //! Block needs: which head (and whether archive state) a read needs, and hosts ordered
 //! so the ones that have it go first.
 
-use super::methods::{block_need, BlockNeed};
+use crate::jsonrpc::methods::{block_need, BlockNeed};
 use crate::jsonrpc::Request;
 use crate::pools::{Host, Pool};
 use serde_json::Value;

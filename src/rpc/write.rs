@@ -1,17 +1,17 @@
 //! Writes (`eth_sendRawTransaction` and kin): dispatched by the pool's write policy,
 //! "already known" counted as accepted, and a transaction's hash.
 
-use super::methods::MethodClass;
 use super::need::Need;
 use super::Gateway;
 use crate::config::WritePolicy;
 use crate::errors::ApiError;
+use crate::jsonrpc::methods::MethodClass;
 use crate::jsonrpc::{Id, Payload, Request, Response};
 use crate::observe::metrics;
 use crate::pools::Pool;
+use crate::signed_tx::tx_hash;
 use bytes::Bytes;
 use serde_json::{json, Value};
-use sha3::{Digest, Keccak256};
 
 /// An upstream's way of saying "I already have this transaction".
 pub(super) const ALREADY_KNOWN_PATTERNS: &[&str] =
@@ -185,13 +185,4 @@ pub fn write_outcome(body: &[u8]) -> WriteOutcome {
     } else {
         WriteOutcome::Rejected
     }
-}
-
-/// keccak256 of the raw transaction bytes: its hash.
-pub fn tx_hash(raw: &str) -> Option<String> {
-    let bytes = hex::decode(raw.strip_prefix("0x")?).ok()?;
-    if bytes.is_empty() {
-        return None;
-    }
-    Some(format!("0x{}", hex::encode(Keccak256::digest(&bytes))))
 }

@@ -145,6 +145,16 @@ pub struct StoreError {
 }
 
 impl StoreError {
+    /// The error as callers see it: 503 `store_unavailable` when the store could not be
+    /// reached, else 500.
+    pub fn to_api_error(&self) -> crate::errors::ApiError {
+        use crate::errors::ApiError;
+        match self.kind {
+            ErrorKind::Unavailable => ApiError::store_unavailable(),
+            _ => ApiError::internal("store failure"),
+        }
+    }
+
     pub fn other(message: impl Into<String>) -> Self {
         StoreError {
             kind: ErrorKind::Other,

@@ -4,7 +4,18 @@
 //! `eth_coinbase`, `engine_*`, `testing_*`), plus Bor's reads; each pool's operator may
 //! allow or deny methods on top (`pools.<name>.methods`).
 
-use crate::config::MethodsConf;
+use serde::Deserialize;
+
+/// `pools.<name>.methods`: `allow` adds methods the table does not list (answered as
+/// plain reads, by any host of the pool); `deny` refuses listed ones (`method_unknown`).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MethodsConf {
+    #[serde(default)]
+    pub allow: std::collections::BTreeSet<String>,
+    #[serde(default)]
+    pub deny: std::collections::BTreeSet<String>,
+}
 
 /// How a method is routed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -294,7 +305,7 @@ pub enum BlockNeed {
 }
 
 /// Where a method's block tag sits in its params, if it has one.
-pub(super) fn block_param(method: &str) -> Option<usize> {
+pub fn block_param(method: &str) -> Option<usize> {
     Some(match method {
         "eth_getBalance"
         | "eth_getCode"

@@ -4,6 +4,9 @@
 //! copies; everything else (batches, writes, filters, the edge's own answers) goes
 //! through these types.
 
+pub mod methods;
+pub mod quantity;
+
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
