@@ -5,25 +5,30 @@
 //! untrusted input for the fuzz targets (`fuzz/`). Everything else is private to the
 //! crate.
 //!
-//! The modules by layer, top to bottom (a module imports only from its own layer or
-//! below; `docs/architecture.md` has the picture):
+//! The modules by layer, top to bottom, grouped below under `// <Layer>` comments. A
+//! module imports only from its own layer or below, and no two modules import each
+//! other, directly or around a circle; inside a folder, no two files do either.
+//! `scripts/check_shape.py` (run by `make lint`) checks this against the groups below;
+//! `docs/architecture.md` has the picture.
 //!
+//! - **Top**: `app` (the server assembled), `cli` (the operator's subcommands).
 //! - **Servers**: `front` (the lean HTTP/1.1 front of plain listeners), `edge` (the
 //!   request pipeline over either server, and Pingora's `ProxyHttp` phases).
-//! - **Surfaces**: `handlers` (local handlers: a plain `handlers::Request` in, a
-//!   `reply::Reply` or `reply::EventStream` out), `console` (sign-in and keys), `rpc`
-//!   (the JSON-RPC gateway), `streams` (shared node subscriptions), and the background
-//!   producers behind product routes: `index` (the chain indexer), `mempool` (watchers),
-//!   `capacity` (the consensus-layer capacity series), `sol_stake` (Solana epoch stake
-//!   snapshots), `sol_watch` (Solana watchlist push), `mev_cache` (MEV-cache
-//!   analytics samples), `sol_mempool` (the Solana senders' transactions until they land).
+//! - **Surfaces**: `handlers` (a plain `handlers::Request` in, a `reply::Reply` or
+//!   `reply::EventStream` out), `console` (sign-in and keys).
+//! - **Capture**: `capture`, every background producer behind one contract (indexers,
+//!   mempool watchers, Solana's producers, the capacity series, the usage flusher);
+//!   handlers read what it wrote.
+//! - **Gateway**: `rpc` (the JSON-RPC gateway), `streams` (shared node subscriptions
+//!   and event streams).
 //! - **Fleet**: `pools` (hosts, health, order of attempts), `upstream` (the client to
 //!   nodes).
 //! - **Policy and data**: `routes` (manifests → the route table), `contract` (the
-//!   route table and its schemas as OpenAPI), `auth`, `limits`,
-//!   `usage` (per-key counts flushed to the store), `cluster` (limits and notices shared
-//!   over Redis), `store`, `config`, `cli`.
-//! - **Leaves** (importing at most each other): `reply`, `errors`, `jsonrpc`, `signed_tx`, `sol_tx`, `net_policy`, `crypto`, `address`,
+//!   route table and its schemas as OpenAPI), `auth`, `limits`, `usage` (per-key
+//!   counts in memory), `cluster` (limits and notices shared over Redis), `store`,
+//!   `config`.
+//! - **Leaves** (importing at most each other): `reply`, `errors`, `jsonrpc` (with the
+//!   method table), `signed_tx`, `sol_tx`, `net_policy`, `crypto`, `address`, `scrub`,
 //!   `shutdown`, `deadline`, `observe`.
 
 /// The parsers that face untrusted input (request heads, node answers, chunked bodies,
@@ -60,13 +65,7 @@ mod console;
 mod handlers;
 
 // Capture.
-mod capacity;
-mod index;
-mod mempool;
-mod mev_cache;
-mod sol_mempool;
-mod sol_stake;
-mod sol_watch;
+mod capture;
 
 // Gateway.
 mod rpc;

@@ -4,10 +4,10 @@
 
 mod reload;
 
+use crate::capture::{self, mempool, sol};
 use crate::{
-    auth, capacity, cluster, config, console, contract, edge, front, handlers, index, limits,
-    mempool, mev_cache, observe, pools, routes, rpc, sol_mempool, sol_stake, sol_watch, store,
-    streams, upstream, usage,
+    auth, cluster, config, console, contract, edge, front, handlers, limits, observe, pools,
+    routes, rpc, store, streams, upstream, usage,
 };
 use pingora_core::listeners::tls::TlsSettings;
 use pingora_core::listeners::{L4BufferSettings, ListenerConfig};
@@ -174,40 +174,6 @@ pub fn serve(mut opt: Opt, loaded: Loaded) -> Result<(), String> {
     let store =
         store::open_blocking(&target).map_err(|e| format!("store ({}): {e}", target.describe()))?;
     let (state, cluster) = edge_state(app, matcher, store, openapi)?;
-    // One indexer per configured chain, in the background (src/index/).
-    let indexers: Vec<_> = state
-        .config
-        .app
-        .index
-        .iter()
-        .map(|(chain, conf)| {
-            index::Indexer::new(
-                chain,
-                conf.clone(),
-                state.pools.clone(),
-                state.gateway.clone(),
-                state.store.clone(),
-            )
-        })
-        .collect();
-    // One mempool watcher per configured chain (src/mempool/).
-    let watchers: Vec<_> = state
-        .config
-        .app
-        .mempool
-        .iter()
-        .map(|(chain, conf)| {
-            mempool::Watcher::new(
-                chain,
-                conf.clone(),
-                state.pools.clone(),
-                state.gateway.clone(),
-                state.mempools.clone(),
-                state.subscriptions.clone(),
-            )
-        })
-        .collect();
-
     // Plain-HTTP connections meet the lean front first; it hands Pingora's proxy what it
     // does not serve itself, and every TLS connection (src/front/mod.rs).
     // Both take each request's state from `live`, which a reload (SIGHUP) replaces.
@@ -256,55 +222,41 @@ pub fn serve(mut opt: Opt, loaded: Loaded) -> Result<(), String> {
             "cluster", cluster,
         ));
     }
-    for watcher in watchers {
-        server.add_service(pingora_core::services::background::background_service(
-            "mempool", watcher,
-        ));
-    }
-    for indexer in indexers {
-        server.add_service(pingora_core::services::background::background_service(
-            "indexer", indexer,
-        ));
-    }
-    // The consensus-layer capacity series (src/capacity.rs), when there is an eth_cl pool.
-    if state.pools.get(capacity::POOL).is_some() {
-        server.add_service(pingora_core::services::background::background_service(
-            "capacity series",
-            capacity::Sampler {
-                pools: state.pools.clone(),
-                store: state.store.clone(),
-            },
-        ));
-    }
-
-    // Per-key usage: journaled on local disk, flushed to the store in batches
-    // (src/usage/). The journal is made now so an unwritable state_dir stops the start.
+    // Per-key usage is journaled on local disk (src/capture/usage/); the journal is
+    // made now so an unwritable state_dir stops the start.
     let usage_conf = &state.config.app.usage;
     let durable_usage = if usage_conf.enabled {
-        let durable = usage::Durable::open(
+        Some(capture::usage::Durable::open(
             state.usage.clone(),
             state.store.clone(),
             &state.config.state_dir,
             std::time::Duration::from_millis(usage_conf.journal_interval_ms),
             usage_conf.max_pending_keys,
-        )?;
-        server.add_service(pingora_core::services::background::background_service(
-            "usage",
-            usage::Flusher {
-                durable: durable.clone(),
-                interval: std::time::Duration::from_millis(usage_conf.flush_interval_ms),
-                minute_retention: std::time::Duration::from_secs(
-                    usage_conf.minute_retention_hours * 3600,
-                ),
-                hour_retention: std::time::Duration::from_secs(
-                    usage_conf.hour_retention_days * 86400,
-                ),
-            },
-        ));
-        Some(durable)
+        )?)
     } else {
         None
     };
+    // Background capture: indexers, mempool watchers, Solana's producers, the capacity
+    // series, the usage flusher (src/capture/).
+    let producers = capture::producers(&capture::Inputs {
+        config: &state.config,
+        pools: &state.pools,
+        gateway: &state.gateway,
+        store: &state.store,
+        mempools: &state.mempools,
+        subscriptions: &state.subscriptions,
+        sol_watch: &state.sol_watch,
+        sol_mempool: &state.sol_mempool,
+        mev_cache: &state.mev_cache,
+        usage: durable_usage.as_ref(),
+    });
+    for producer in producers {
+        let name = format!("capture {}", producer.name());
+        server.add_service(pingora_core::services::background::background_service(
+            &name,
+            capture::Service::new(producer),
+        ));
+    }
 
     // The response cache's head and finality tracker (src/rpc/cache.rs).
     if state.config.app.rpc.cache.enabled {
@@ -314,54 +266,6 @@ pub fn serve(mut opt: Opt, loaded: Loaded) -> Result<(), String> {
                 gateway: state.gateway.clone(),
                 pools: state.pools.clone(),
             },
-        ));
-    }
-
-    // Solana epoch stake snapshots (src/sol_stake.rs), when there is a sol_rpc pool.
-    let stake_conf = &state.config.app.solana.stake_snapshots;
-    if stake_conf.enabled && state.pools.get(sol_stake::POOL).is_some() {
-        server.add_service(pingora_core::services::background::background_service(
-            "stake snapshots",
-            sol_stake::Capture {
-                conf: stake_conf.clone(),
-                pools: state.pools.clone(),
-                gateway: state.gateway.clone(),
-                store: state.store.clone(),
-            },
-        ));
-    }
-
-    // The Solana senders' transactions followed until they land (src/sol_mempool.rs).
-    if state.pools.get(sol_mempool::POOL).is_some() {
-        server.add_service(pingora_core::services::background::background_service(
-            "solana mempool",
-            sol_mempool::Tracker {
-                mempool: state.sol_mempool.clone(),
-                pools: state.pools.clone(),
-                gateway: state.gateway.clone(),
-            },
-        ));
-    }
-    // MEV-cache analytics (src/mev_cache.rs), when there is a sol_mev_cache pool.
-    if state.pools.get(mev_cache::POOL).is_some() {
-        server.add_service(pingora_core::services::background::background_service(
-            "mev-cache sampler",
-            mev_cache::Sampler {
-                conf: state.config.app.solana.mev_cache.clone(),
-                pools: state.pools.clone(),
-                store: state.store.clone(),
-                client: state.gateway.client.clone(),
-                snapshots: state.mev_cache.clone(),
-            },
-        ));
-    }
-    // Solana watchlist push (src/sol_watch/), when there is a sol_rpc pool to watch with.
-    if state.config.app.solana.watchlist.push
-        && state.pools.get(sol_watch::upstream::POOL).is_some()
-    {
-        server.add_service(pingora_core::services::background::background_service(
-            "watchlist push",
-            sol_watch::Push(state.sol_watch.clone()),
         ));
     }
 
@@ -455,7 +359,7 @@ pub(crate) fn edge_state(
         keys.announce_to(notices);
         cluster
     });
-    let sol_watch = sol_watch::SolWatch::new(
+    let sol_watch = sol::watch::SolWatch::new(
         app.app.solana.watchlist.clone(),
         app.watchlist_secret.clone(),
         store.clone(),

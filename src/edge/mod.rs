@@ -72,7 +72,7 @@ pub struct State {
     pub gateway: Arc<Gateway>,
     pub keys: Arc<crate::auth::keys::KeyAuth>,
     /// What the mempool watchers keep (`src/mempool/`).
-    pub mempools: Arc<crate::mempool::Mempools>,
+    pub mempools: Arc<crate::capture::mempool::Mempools>,
     /// The store, for handlers that read it (the chain index).
     pub store: crate::store::Store,
     pub limiter: crate::limits::Limiter,
@@ -95,11 +95,11 @@ pub struct State {
     /// Peer-graph snapshots by depth.
     pub peer_graphs: Arc<crate::handlers::peer_graph::PeerGraphs>,
     /// Solana watchlist push: the registry handlers update, the WebSocket channels' feed.
-    pub sol_watch: Arc<crate::sol_watch::SolWatch>,
+    pub sol_watch: Arc<crate::capture::sol::watch::SolWatch>,
     /// The MEV-cache hosts' last scrapes (`src/mev_cache.rs`).
-    pub mev_cache: Arc<crate::mev_cache::Snapshots>,
+    pub mev_cache: Arc<crate::capture::sol::mev_cache::Snapshots>,
     /// What the Solana senders submitted, followed until it lands (`src/sol_mempool.rs`).
-    pub sol_mempool: Arc<crate::sol_mempool::SolMempool>,
+    pub sol_mempool: Arc<crate::capture::sol::mempool::SolMempool>,
 }
 
 pub struct Edge {

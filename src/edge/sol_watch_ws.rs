@@ -10,9 +10,9 @@
 use super::ws_upgrade::{connection_cap_reached, handshake_accept, Item, PushSource, WsUpgrade};
 use super::{Ctx, Downstream, Edge};
 use crate::auth::Principal;
+use crate::capture::sol::watch::WsPush;
 use crate::errors::ApiError;
 use crate::routes::Route;
-use crate::sol_watch::WsPush;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;

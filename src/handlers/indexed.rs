@@ -151,7 +151,7 @@ pub async fn tokens(ix: &Indexed<'_>, req: &Request<'_>) -> Result<Reply, ApiErr
     let missing: Vec<&String> = tokens.iter().filter(|t| !meta.contains_key(*t)).collect();
     for token in missing {
         if let Some(m) =
-            crate::index::token_metadata(ix.gateway, ix.pool, token, req.request_id).await
+            crate::capture::index::token_metadata(ix.gateway, ix.pool, token, req.request_id).await
         {
             let _ = ix.store.put_token_meta(ix.chain, token, &m).await;
             meta.insert(token.clone(), m);

@@ -6,8 +6,8 @@
 //!   price percentiles in gwei (0 when nothing arrived), the top 10 senders by count.
 
 use super::Request;
+use crate::capture::mempool::{Mempools, WINDOWS};
 use crate::errors::ApiError;
-use crate::mempool::{Mempools, WINDOWS};
 use crate::reply::Reply;
 use crate::routes::spec::HandlerKind;
 use serde_json::json;

@@ -71,7 +71,7 @@ impl Gateway {
             &hosts,
             Bytes::copy_from_slice(body),
             rid,
-            super::gateway::NodeState::Answer,
+            super::attempts::NodeState::Answer,
             // Bundles and private transactions have effects: one host at a time.
             self.conf
                 .budget(crate::jsonrpc::methods::MethodClass::Write),

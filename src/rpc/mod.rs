@@ -1,6 +1,8 @@
 //! The JSON-RPC gateway behind `/rpc/eth` (and `/rpc/base`): parse, classify, route with
 //! fallback, dispatch writes by policy.
 
+mod attempts;
+mod batch;
 mod beacon_finality;
 mod cache;
 mod call;
@@ -253,7 +255,7 @@ impl Caller<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::gateway::node_state_error;
+    use super::attempts::node_state_error;
     use super::need::need_from;
     use super::*;
     use crate::jsonrpc::methods::{block_need, classify};

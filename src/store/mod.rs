@@ -12,6 +12,7 @@ pub mod deadline;
 pub mod index;
 pub mod mev_cache;
 pub mod postgres;
+pub mod sign_in;
 pub mod sol_stake;
 pub mod sol_watchlist;
 pub mod sql;

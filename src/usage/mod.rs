@@ -1,9 +1,7 @@
 //! Per-key usage, gathered off the hot path: a request adds its counts to an in-memory
-//! table (one short lock on one of several shards, no I/O). A journal thread appends the
-//! table to a local file every `usage.journal_interval_ms` (`journal`), and the flusher
-//! adds the journaled counts to the store every `usage.flush_interval_ms`, with the
-//! journal's cursor in the same transaction (`flusher`, `store::usage`). What is
-//! counted, per key and minute:
+//! table (one short lock on one of several shards, no I/O). The journal and the flusher
+//! that make it durable are background capture (`capture::usage`). What is counted, per
+//! key and minute:
 //!
 //! - `calls`: JSON-RPC calls (each call of a batch, each WebSocket message's calls) and
 //!   other requests, refused ones included;
@@ -15,14 +13,9 @@
 //!
 //! What a crash can lose is the counts not yet journaled: one journal interval (100 ms
 //! by default). A failed flush is retried whole; a stop journals and flushes the last
-//! counts after the last request has been answered (`flusher::finish`), and whatever
+//! counts after the last request has been answered (`Durable::finish`), and whatever
 //! the store did not take then is added from the journal by the next instance to start
 //! on that `store.state_dir` (docs/operations.md).
-
-pub mod flusher;
-pub mod journal;
-
-pub use flusher::{Durable, Flusher};
 
 use crate::observe::metrics;
 use crate::store::usage::{Counts, UsageRow};
@@ -175,7 +168,9 @@ impl Usage {
 }
 
 /// Counts summed per (key id, minute), with each key's tenant, as rows for the store.
-fn rows_of(sums: impl IntoIterator<Item = ((String, i64), (String, Counts))>) -> Vec<UsageRow> {
+pub(crate) fn rows_of(
+    sums: impl IntoIterator<Item = ((String, i64), (String, Counts))>,
+) -> Vec<UsageRow> {
     sums.into_iter()
         .map(|((key_id, minute), (tenant_id, counts))| UsageRow {
             key_id,
@@ -186,7 +181,7 @@ fn rows_of(sums: impl IntoIterator<Item = ((String, i64), (String, Counts))>) ->
         .collect()
 }
 
-fn unix_now() -> i64 {
+pub(crate) fn unix_now() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)

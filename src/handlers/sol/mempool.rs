@@ -3,10 +3,10 @@
 //! public mempool).
 
 use super::{int_param, Request};
+use crate::capture::sol::mempool::{now_ms, Fate, SolMempool, WINDOW};
 use crate::errors::ApiError;
 use crate::reply::Reply;
 use crate::routes::spec::HandlerKind;
-use crate::sol_mempool::{now_ms, Fate, SolMempool, WINDOW};
 use serde_json::json;
 
 pub const SNAPSHOT_DEFAULT: i64 = 100;

@@ -4,8 +4,8 @@
 //! host's last scrape, and its series.
 
 use super::{int_param, Request};
+use crate::capture::sol::mev_cache::Snapshots;
 use crate::errors::ApiError;
-use crate::mev_cache::Snapshots;
 use crate::pools::Pool;
 use crate::reply::Reply;
 use crate::routes::spec::HandlerKind;

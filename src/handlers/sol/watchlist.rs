@@ -4,11 +4,11 @@
 //! Push itself is `src/sol_watch/`.
 
 use super::Request;
+use crate::capture::sol::watch::{webhook, SolWatch};
 use crate::errors::ApiError;
 use crate::reply::Reply;
 use crate::routes::spec::HandlerKind;
 use crate::sol_tx;
-use crate::sol_watch::{webhook, SolWatch};
 use crate::store::sol_watchlist::WatchEntry;
 use crate::store::Store;
 use serde::Deserialize;

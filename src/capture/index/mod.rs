@@ -16,6 +16,7 @@
 
 pub mod decode;
 
+use crate::capture::{Health, Producer};
 use crate::config::ChainIndexConf;
 use crate::errors::ApiError;
 use crate::observe::metrics;
@@ -24,7 +25,6 @@ use crate::rpc::Gateway;
 use crate::store::index::{IndexCursor, IndexedBlock, TokenMeta};
 use crate::store::Store;
 use async_trait::async_trait;
-use pingora_core::services::background::BackgroundService;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -97,32 +97,28 @@ impl Indexer {
     }
 
     /// Follow the chain until shutdown.
-    async fn run(&self, mut shutdown: pingora_core::server::ShutdownWatch) {
+    async fn follow(&self, health: &Health, mut shutdown: pingora_core::server::ShutdownWatch) {
         let poll = Duration::from_millis(self.conf.poll_ms);
         let mut backoff = poll;
-        let mut failing = false;
         loop {
             let wait = match self.step().await {
-                Ok(Step::Advanced) => Duration::ZERO,
-                Ok(Step::CaughtUp) => poll,
+                Ok(step) => {
+                    health.ok();
+                    backoff = poll;
+                    match step {
+                        Step::Advanced => Duration::ZERO,
+                        Step::CaughtUp => poll,
+                    }
+                }
                 Err(e) => {
                     metrics::INDEX_ERRORS
                         .with_label_values(&[&self.chain])
                         .inc();
-                    // Logged when it starts failing, not at every retry.
-                    if !failing {
-                        log::warn!("index {}: {e}; retrying", self.chain);
-                    }
+                    health.failed(e);
                     backoff = (backoff * 2).min(MAX_BACKOFF);
-                    failing = true;
                     backoff
                 }
             };
-            if failing && wait != backoff {
-                log::info!("index {}: indexing again", self.chain);
-                failing = false;
-                backoff = poll;
-            }
             if wait.is_zero() {
                 // Let shutdown in between back-to-back steps.
                 if *shutdown.borrow() {
@@ -358,9 +354,13 @@ impl Indexer {
 }
 
 #[async_trait]
-impl BackgroundService for Indexer {
-    async fn start(&self, shutdown: pingora_core::server::ShutdownWatch) {
-        self.run(shutdown).await
+impl Producer for Indexer {
+    fn name(&self) -> String {
+        format!("index/{}", self.chain)
+    }
+
+    async fn run(&self, health: &Health, shutdown: pingora_core::server::ShutdownWatch) {
+        self.follow(health, shutdown).await
     }
 }
 

@@ -17,6 +17,7 @@
 pub mod upstream;
 pub mod webhook;
 
+use crate::capture::{Health, Producer};
 use crate::config::secrets::Secret;
 use crate::config::WatchlistConf;
 use crate::pools::Pools;
@@ -26,7 +27,6 @@ use crate::store::Store;
 use async_trait::async_trait;
 use bytes::Bytes;
 use pingora_core::server::ShutdownWatch;
-use pingora_core::services::background::BackgroundService;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -172,14 +172,12 @@ impl SolWatch {
     }
 
     /// Make the registry the store's entries (added and removed elsewhere included).
-    async fn reconcile(&self) {
-        let entries = match self.store.all_watch_entries().await {
-            Ok(e) => e,
-            Err(e) => {
-                log::warn!("watchlist: reading entries: {e}");
-                return;
-            }
-        };
+    async fn reconcile(&self) -> Result<(), String> {
+        let entries = self
+            .store
+            .all_watch_entries()
+            .await
+            .map_err(|e| format!("reading entries: {e}"))?;
         let mut fresh: HashMap<Key, Vec<WatchEntry>> = HashMap::new();
         for e in entries {
             fresh.entry(key_of(&e)).or_default().push(e);
@@ -196,6 +194,7 @@ impl SolWatch {
             }
         }
         *reg = fresh;
+        Ok(())
     }
 
     /// Deliver one change to every entry watching it.
@@ -342,8 +341,12 @@ pub fn payload(entry: &WatchEntry, change: &Change, delivery_id: &str) -> Value 
 pub struct Push(pub Arc<SolWatch>);
 
 #[async_trait]
-impl BackgroundService for Push {
-    async fn start(&self, mut shutdown: ShutdownWatch) {
+impl Producer for Push {
+    fn name(&self) -> String {
+        "sol/watch".into()
+    }
+
+    async fn run(&self, health: &Health, mut shutdown: ShutdownWatch) {
         let watch = self.0.clone();
         let Some(commands) = watch
             .pending_commands
@@ -361,12 +364,12 @@ impl BackgroundService for Push {
             changes: changes_tx,
         };
         let link = tokio::spawn(driver.run());
-        watch.reconcile().await;
+        health.round(watch.reconcile().await);
         let mut tick = tokio::time::interval(RECONCILE);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
-                _ = tick.tick() => watch.reconcile().await,
+                _ = tick.tick() => health.round(watch.reconcile().await),
                 change = changes.recv() => match change {
                     Some(c) => watch.dispatch(c),
                     None => break,

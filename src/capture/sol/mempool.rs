@@ -5,11 +5,11 @@
 //! belongs to the tenant whose key sent it: the routes show a tenant its own only. Kept for
 //! [`WINDOW`] and at most [`CAPACITY`] transactions (the oldest dropped first).
 
+use crate::capture::{Health, Producer};
 use crate::pools::Pools;
 use crate::rpc::Gateway;
 use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
-use pingora_core::services::background::BackgroundService;
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -124,13 +124,13 @@ pub struct Tracker {
 }
 
 impl Tracker {
-    async fn round(&self) {
+    async fn round(&self) -> Result<(), String> {
         let Some(pool) = self.pools.get(POOL) else {
-            return;
+            return Ok(());
         };
         let pending = self.mempool.pending();
         for chunk in pending.chunks(STATUS_BATCH) {
-            let Ok((answer, _)) = self
+            let (answer, _) = self
                 .gateway
                 .read_call(
                     pool,
@@ -139,11 +139,9 @@ impl Tracker {
                     "sol-mempool",
                 )
                 .await
-            else {
-                return;
-            };
+                .map_err(|e| format!("getSignatureStatuses: {}", e.message))?;
             let Some(statuses) = answer["value"].as_array() else {
-                return;
+                return Err("getSignatureStatuses: no value list in the answer".into());
             };
             let now = now_ms();
             let window = self.mempool.window();
@@ -170,17 +168,22 @@ impl Tracker {
                 self.mempool.settle(sig, fate);
             }
         }
+        Ok(())
     }
 }
 
 #[async_trait]
-impl BackgroundService for Tracker {
-    async fn start(&self, mut shutdown: ShutdownWatch) {
+impl Producer for Tracker {
+    fn name(&self) -> String {
+        "sol/mempool".into()
+    }
+
+    async fn run(&self, health: &Health, mut shutdown: ShutdownWatch) {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
-                _ = tick.tick() => self.round().await,
+                _ = tick.tick() => health.round(self.round().await),
                 _ = shutdown.changed() => return,
             }
         }

@@ -16,6 +16,7 @@
 //! account. A capture left unfinished when its epoch has passed is dropped (the chain has
 //! moved on) and the current epoch is captured instead. An epoch is served once complete.
 
+use crate::capture::{Health, Producer};
 use crate::config::StakeSnapshotsConf;
 use crate::pools::Pools;
 use crate::rpc::Gateway;
@@ -25,7 +26,6 @@ use async_trait::async_trait;
 use base64::Engine;
 use borsh::BorshDeserialize;
 use pingora_core::server::ShutdownWatch;
-use pingora_core::services::background::BackgroundService;
 use serde_json::{json, Value};
 use solana_stake_interface::state::StakeStateV2;
 use std::sync::Arc;
@@ -220,8 +220,12 @@ impl Capture {
 }
 
 #[async_trait]
-impl BackgroundService for Capture {
-    async fn start(&self, mut shutdown: ShutdownWatch) {
+impl Producer for Capture {
+    fn name(&self) -> String {
+        "sol/stake".into()
+    }
+
+    async fn run(&self, health: &Health, mut shutdown: ShutdownWatch) {
         let mut tick = tokio::time::interval(Duration::from_millis(self.conf.poll_ms.max(100)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -232,9 +236,7 @@ impl BackgroundService for Capture {
             // A capture in progress stops at shutdown between two vote accounts; what it
             // committed stays, and the next start resumes after it.
             tokio::select! {
-                r = self.pass() => if let Err(e) = r {
-                    log::warn!("stake snapshot: {e}");
-                },
+                r = self.pass() => health.round(r),
                 _ = shutdown.changed() => return,
             }
         }

@@ -11,6 +11,7 @@
 //! batches past its cursor) and removed by whichever instance finds it.
 
 use crate::store::usage::{Counts, UsageRow};
+use crate::usage::rows_of;
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufRead, Write};
@@ -179,7 +180,7 @@ impl Orphan {
                 }
             }
         }
-        out.rows = super::rows_of(sums);
+        out.rows = rows_of(sums);
         Ok(out)
     }
 

@@ -12,13 +12,13 @@
 //! (`store::capacity`); the series sums the hosts' ceilings per minute, all hosts or
 //! those of one client implementation. Rows older than `RETENTION` are pruned hourly.
 
+use crate::capture::{Health, Producer};
 use crate::observe::metrics;
 use crate::pools::Pools;
 use crate::store::capacity::HostMinute;
 use crate::store::Store;
 use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
-use pingora_core::services::background::BackgroundService;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -52,8 +52,12 @@ fn unix_now() -> i64 {
 }
 
 #[async_trait]
-impl BackgroundService for Sampler {
-    async fn start(&self, mut shutdown: ShutdownWatch) {
+impl Producer for Sampler {
+    fn name(&self) -> String {
+        "capacity".into()
+    }
+
+    async fn run(&self, health: &Health, mut shutdown: ShutdownWatch) {
         let Some(pool) = self.pools.get(POOL) else {
             return;
         };
@@ -106,16 +110,19 @@ impl BackgroundService for Sampler {
                         }
                     })
                     .collect();
-                if let Err(e) = self.store.record_capacity(&rows).await {
-                    log::warn!("capacity series: the minute was not stored: {e}");
-                }
+                health.round(
+                    self.store
+                        .record_capacity(&rows)
+                        .await
+                        .map_err(|e| format!("the minute was not stored: {e}")),
+                );
                 minutes.clear();
                 current = minute;
                 if minute - pruned_at >= 3600 {
                     pruned_at = minute;
                     let before = minute - RETENTION.as_secs() as i64;
                     if let Err(e) = self.store.prune_capacity(before).await {
-                        log::warn!("capacity series: pruning failed: {e}");
+                        health.failed(format!("pruning failed: {e}"));
                     }
                 }
             }

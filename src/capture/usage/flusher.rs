@@ -11,13 +11,13 @@
 //! - `finish`, after the server has stopped serving, journals and flushes the rest.
 
 use super::journal::{self, Journal};
-use super::{unix_now, Usage};
+use crate::capture::{Health, Producer};
 use crate::observe::metrics;
 use crate::store::usage::{Counts, Journaled, UsageRow};
 use crate::store::Store;
+use crate::usage::{rows_of, unix_now, Usage};
 use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
-use pingora_core::services::background::BackgroundService;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -70,7 +70,7 @@ impl Ledger {
     /// The snapshot to write next: the one in doubt, else everything summed so far.
     fn next(&mut self) -> Option<Snapshot> {
         if self.in_doubt.is_none() && self.to != 0 {
-            let rows = super::rows_of(std::mem::take(&mut self.sums));
+            let rows = rows_of(std::mem::take(&mut self.sums));
             self.in_doubt = Some(Snapshot {
                 rows,
                 from: self.from,
@@ -194,8 +194,9 @@ impl Durable {
         }
     }
 
-    /// Write what the ledger holds to the store; whether it is empty after.
-    async fn flush(&self) -> bool {
+    /// Write what the ledger holds to the store; whether it is empty after, or why the
+    /// store did not take it (it is kept for the next round).
+    async fn flush(&self) -> Result<bool, String> {
         // The snapshot in doubt first, then what gathered meanwhile.
         for _ in 0..2 {
             let Some(snap) = self.ledger.lock().ok().and_then(|mut l| l.next()) else {
@@ -224,17 +225,17 @@ impl Durable {
                     }
                 }
                 Err(e) => {
-                    log::warn!(
-                        "usage: flush of {} rows failed, kept for the next round: {e}",
-                        snap.rows.len()
-                    );
                     metrics::usage_flush("error", 0);
-                    break;
+                    metrics::usage_pending(self.usage.pending_keys());
+                    return Err(format!(
+                        "flush of {} rows failed, kept for the next round: {e}",
+                        snap.rows.len()
+                    ));
                 }
             }
         }
         metrics::usage_pending(self.usage.pending_keys());
-        self.ledger.lock().map(|l| l.is_empty()).unwrap_or(false)
+        Ok(self.ledger.lock().map(|l| l.is_empty()).unwrap_or(false))
     }
 
     /// Add the journals of processes that are gone to the store, and remove them.
@@ -333,9 +334,9 @@ impl Durable {
         };
         let all_in = runtime.block_on(async {
             tokio::time::timeout(Duration::from_secs(10), async {
-                let mut all_in = self.flush().await;
+                let mut all_in = self.flush().await.unwrap_or(false);
                 if !all_in {
-                    all_in = self.flush().await;
+                    all_in = self.flush().await.unwrap_or(false);
                 }
                 all_in
             })
@@ -386,8 +387,12 @@ impl Flusher {
 }
 
 #[async_trait]
-impl BackgroundService for Flusher {
-    async fn start(&self, mut shutdown: ShutdownWatch) {
+impl Producer for Flusher {
+    fn name(&self) -> String {
+        "usage".into()
+    }
+
+    async fn run(&self, health: &Health, mut shutdown: ShutdownWatch) {
         self.durable.start_writer();
         self.durable.replay_orphans().await;
         let mut tick = tokio::time::interval(self.interval);
@@ -398,7 +403,7 @@ impl BackgroundService for Flusher {
                 _ = tick.tick() => false,
                 _ = shutdown.changed() => true,
             };
-            self.durable.flush().await;
+            health.round(self.durable.flush().await.map(drop));
             if stopping {
                 return;
             }

@@ -11,6 +11,7 @@
 //! when a node holds more) and at most `MAX_ARRIVALS` arrivals remembered for the stats
 //! windows (the oldest dropped first; with the default rates that is hours).
 
+use crate::capture::{Health, Producer};
 use crate::config::MempoolConf;
 use crate::observe::metrics;
 use crate::pools::Pools;
@@ -18,7 +19,6 @@ use crate::rpc::Gateway;
 use crate::streams::subscriptions::Hub;
 use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
-use pingora_core::services::background::BackgroundService;
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, RwLock};
@@ -392,8 +392,12 @@ fn pending_tx(from: &str, tx: &Value) -> Option<PendingTx> {
 }
 
 #[async_trait]
-impl BackgroundService for Watcher {
-    async fn start(&self, mut shutdown: ShutdownWatch) {
+impl Producer for Watcher {
+    fn name(&self) -> String {
+        format!("mempool/{}", self.chain)
+    }
+
+    async fn run(&self, health: &Health, mut shutdown: ShutdownWatch) {
         let subscribed = async {
             loop {
                 self.follow().await;
@@ -401,7 +405,7 @@ impl BackgroundService for Watcher {
             }
         };
         tokio::select! {
-            _ = self.poll_loop(shutdown.clone()) => {}
+            _ = self.poll_loop(health, shutdown.clone()) => {}
             _ = subscribed => {}
             _ = shutdown.changed() => {}
         }
@@ -409,23 +413,10 @@ impl BackgroundService for Watcher {
 }
 
 impl Watcher {
-    async fn poll_loop(&self, mut shutdown: ShutdownWatch) {
+    async fn poll_loop(&self, health: &Health, mut shutdown: ShutdownWatch) {
         let every = Duration::from_millis(self.conf.poll_ms);
-        let mut failing = false;
         loop {
-            match self.poll().await {
-                Ok(()) if failing => {
-                    log::info!("mempool {}: polling again", self.chain);
-                    failing = false;
-                }
-                Ok(()) => {}
-                Err(e) => {
-                    if !failing {
-                        log::warn!("mempool {}: {e}; retrying", self.chain);
-                    }
-                    failing = true;
-                }
-            }
+            health.round(self.poll().await);
             tokio::select! {
                 _ = tokio::time::sleep(every) => {}
                 _ = shutdown.changed() => return,

@@ -12,6 +12,7 @@
 //! parsed (IPs and host names scrubbed as in the metrics mirror), is kept in memory as
 //! the host's snapshot. Samples older than 7 days are pruned.
 
+use crate::capture::{Health, Producer};
 use crate::config::MevCacheConf;
 use crate::pools::{Host, Pools, Service};
 use crate::scrub::scrub;
@@ -20,7 +21,6 @@ use crate::store::Store;
 use crate::upstream::UpstreamClient;
 use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
-use pingora_core::services::background::BackgroundService;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -131,9 +131,9 @@ impl Sampler {
     }
 
     /// One round: every host scraped; samples for those whose counter moved on.
-    async fn round(&self) {
+    async fn round(&self) -> Result<(), String> {
         let Some(pool) = self.pools.get(POOL) else {
-            return;
+            return Ok(());
         };
         let mut samples = Vec::new();
         for host in &pool.hosts {
@@ -167,9 +167,10 @@ impl Sampler {
             }
             hosts.insert(host.id.clone(), (snapshot, now));
         }
-        if let Err(e) = self.store.record_mev_cache(&samples).await {
-            log::warn!("mev-cache: storing samples: {e}");
-        }
+        self.store
+            .record_mev_cache(&samples)
+            .await
+            .map_err(|e| format!("storing samples: {e}"))
     }
 }
 
@@ -213,8 +214,12 @@ fn snapshot_of(scrape: &prometheus_parse::Scrape, at: i64) -> Snapshot {
 }
 
 #[async_trait]
-impl BackgroundService for Sampler {
-    async fn start(&self, mut shutdown: ShutdownWatch) {
+impl Producer for Sampler {
+    fn name(&self) -> String {
+        "sol/mev_cache".into()
+    }
+
+    async fn run(&self, health: &Health, mut shutdown: ShutdownWatch) {
         let mut tick = tokio::time::interval(Duration::from_secs(self.conf.interval_secs.max(1)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut pruned_at = 0;
@@ -223,7 +228,7 @@ impl BackgroundService for Sampler {
                 _ = tick.tick() => {}
                 _ = shutdown.changed() => return,
             }
-            self.round().await;
+            health.round(self.round().await);
             let now = unix_ms();
             if now - pruned_at > 3_600_000 {
                 pruned_at = now;
@@ -232,7 +237,7 @@ impl BackgroundService for Sampler {
                     .prune_mev_cache(now - RETENTION_SECS * 1000)
                     .await
                 {
-                    log::warn!("mev-cache: pruning: {e}");
+                    health.failed(format!("pruning: {e}"));
                 }
             }
         }

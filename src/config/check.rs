@@ -1,0 +1,499 @@
+//! The app configuration checked section by section: each function reads its section,
+//! reports every problem through `bad` (key path, reason), and returns what it resolved
+//! (addresses, secrets, directories). `load` runs them all.
+
+use super::secrets::{Secret, SecretRef};
+use super::{check_chain, check_rpc_timing, secret_url, AppConfig, SWITCHES};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// Reports a problem: its key path and the reason.
+pub(super) type Bad<'a> = dyn FnMut(&str, String) + 'a;
+/// Resolves a secret reference that only serving needs (`None` for an operator's command).
+pub(super) type Serving<'a> = dyn Fn(&SecretRef) -> Result<Option<Secret>, String> + 'a;
+/// A path of the file, relative to the file's directory.
+pub(super) type Rel<'a> = dyn Fn(&Path) -> PathBuf + 'a;
+
+/// `listen` and `metrics.listen`.
+pub(super) fn listeners(app: &AppConfig, rel: &Rel, bad: &mut Bad) {
+    if app.listen.http.is_empty() && app.listen.tls.is_empty() {
+        bad(
+            "listen",
+            "at least one http or tls listener is required".into(),
+        );
+    }
+    for (i, a) in app.listen.http.iter().enumerate() {
+        if a.parse::<SocketAddr>().is_err() {
+            bad(
+                &format!("listen.http[{i}]"),
+                format!("'{a}' is not an address like 127.0.0.1:8080"),
+            );
+        }
+    }
+    for (i, t) in app.listen.tls.iter().enumerate() {
+        if t.addr.parse::<SocketAddr>().is_err() {
+            bad(
+                &format!("listen.tls[{i}].addr"),
+                format!("'{}' is not an address", t.addr),
+            );
+        }
+        for (k, p) in [("cert", &t.cert), ("key", &t.key)] {
+            if !rel(p).is_file() {
+                bad(
+                    &format!("listen.tls[{i}].{k}"),
+                    format!("{} is not a readable file", rel(p).display()),
+                );
+            }
+        }
+    }
+    if app.metrics.listen.parse::<SocketAddr>().is_err() {
+        bad(
+            "metrics.listen",
+            format!("'{}' is not an address", app.metrics.listen),
+        );
+    }
+}
+
+/// `admin`: its listener (its port no data-plane listener's) and token.
+pub(super) fn admin(
+    app: &AppConfig,
+    serving: &Serving,
+    bad: &mut Bad,
+) -> (Option<SocketAddr>, Option<Secret>) {
+    let admin_listen =
+        app.admin
+            .listen
+            .as_deref()
+            .and_then(|a| match a.parse::<std::net::SocketAddr>() {
+                // The edge tells the admin listener by its port: no data-plane listener
+                // may share it, on any address.
+                Ok(addr)
+                    if app
+                        .listen
+                        .http
+                        .iter()
+                        .chain(app.listen.tls.iter().map(|t| &t.addr))
+                        .filter_map(|h| h.parse::<std::net::SocketAddr>().ok())
+                        .any(|h| h.port() == addr.port()) =>
+                {
+                    bad(
+                        "admin.listen",
+                        format!("{a}: its port is also a data-plane listener's (listen)"),
+                    );
+                    None
+                }
+                Ok(addr) => Some(addr),
+                Err(_) => {
+                    bad("admin.listen", format!("'{a}' is not an address:port"));
+                    None
+                }
+            });
+    let admin_token = match &app.admin.token {
+        Some(r) => match serving(r) {
+            Ok(s) => s,
+            Err(e) => {
+                bad("admin.token", e);
+                None
+            }
+        },
+        None => None,
+    };
+    (admin_listen, admin_token)
+}
+
+/// `solana.watchlist`: the webhook signing secret and the private ranges callbacks may
+/// reach.
+pub(super) fn solana(app: &AppConfig, serving: &Serving, bad: &mut Bad) -> Option<Secret> {
+    let watchlist_secret = match &app.solana.watchlist.signing_secret {
+        Some(r) => match serving(r) {
+            Ok(None) => None,
+            Ok(Some(s)) if s.expose().len() >= 32 => Some(s),
+            Ok(Some(_)) => {
+                bad(
+                    "solana.watchlist.signing_secret",
+                    "must be at least 32 bytes (e.g. 64 hex digits)".into(),
+                );
+                None
+            }
+            Err(e) => {
+                bad("solana.watchlist.signing_secret", e);
+                None
+            }
+        },
+        None => None,
+    };
+    for (i, cidr) in app
+        .solana
+        .watchlist
+        .webhook
+        .allow_private
+        .iter()
+        .enumerate()
+    {
+        if crate::net_policy::Cidr::parse(cidr).is_none() {
+            bad(
+                &format!("solana.watchlist.webhook.allow_private[{i}]"),
+                format!("'{cidr}' is not an address range (a.b.c.d/n or an IPv6 /n)"),
+            );
+        }
+    }
+    watchlist_secret
+}
+
+/// `streams`: the firehose's secret, token lifetime and public URL; the stream bounds.
+pub(super) fn streams(app: &AppConfig, serving: &Serving, bad: &mut Bad) -> Option<Secret> {
+    let firehose = &app.streams.firehose;
+    let firehose_secret = match &firehose.secret {
+        Some(r) => match serving(r) {
+            Ok(None) => None,
+            Ok(Some(s)) if s.expose().len() >= 32 => Some(s),
+            Ok(Some(_)) => {
+                bad(
+                    "streams.firehose.secret",
+                    "must be at least 32 bytes (e.g. 64 hex digits)".into(),
+                );
+                None
+            }
+            Err(e) => {
+                bad("streams.firehose.secret", e);
+                None
+            }
+        },
+        None => None,
+    };
+    if !(1..=3600).contains(&firehose.token_ttl_secs) {
+        bad(
+            "streams.firehose.token_ttl_secs",
+            "must be 1 to 3600 seconds".into(),
+        );
+    }
+    if let Some(u) = &firehose.public_url {
+        if !(u.starts_with("ws://") || u.starts_with("wss://")) || u.ends_with('/') {
+            bad(
+                "streams.firehose.public_url",
+                format!("'{u}' must be a ws:// or wss:// origin like wss://api.example.com"),
+            );
+        }
+    }
+    if app.streams.mev_share_window_secs == 0
+        || app.streams.ping_interval_secs == 0
+        || app.streams.max_streams == 0
+    {
+        bad(
+            "streams",
+            "mev_share_window_secs, ping_interval_secs and max_streams must be positive".into(),
+        );
+    }
+    firehose_secret
+}
+
+/// `console`: its origin and trusted proxies, email codes, sessions, challenges, Google
+/// sign-in. Returns the SMTP credentials and Google's client secret.
+pub(super) fn console(
+    app: &AppConfig,
+    serving: &Serving,
+    bad: &mut Bad,
+) -> (Option<(Secret, Secret)>, Option<Secret>) {
+    if let Some(o) = &app.console.origin {
+        if !(o.starts_with("http://") || o.starts_with("https://")) || o.ends_with('/') {
+            bad(
+                "console.origin",
+                format!("'{o}' must be an origin like https://console.example.com"),
+            );
+        }
+    }
+    for (i, p) in app.console.trusted_proxies.iter().enumerate() {
+        if let Err(e) = crate::address::TrustedProxies::parse(&[p]) {
+            bad(&format!("console.trusted_proxies[{i}]"), e);
+        }
+    }
+    let email = &app.console.email;
+    if email.outbox.is_some() && email.smtp.is_some() {
+        bad(
+            "console.email",
+            "choose one delivery: outbox (demo) or smtp".into(),
+        );
+    }
+    if email.from.contains(['\r', '\n']) || !email.from.contains('@') {
+        bad("console.email.from", "not a mailbox".into());
+    }
+    if email.code_ttl_secs < 60
+        || email.max_attempts < 1
+        || email.max_codes_per_15min < 1
+        || email.max_codes_per_client_15min < 1
+    {
+        bad(
+            "console.email",
+            "code_ttl_secs must be at least 60; max_attempts, max_codes_per_15min and max_codes_per_client_15min positive"
+                .into(),
+        );
+    }
+    if email.lockout_secs < 1 || email.max_lockout_secs < email.lockout_secs {
+        bad(
+            "console.email",
+            "lockout_secs must be positive and at most max_lockout_secs".into(),
+        );
+    }
+    if app.console.session_ttl_secs < 2 || app.console.challenge_ttl_secs < 2 {
+        bad(
+            "console",
+            "session_ttl_secs and challenge_ttl_secs must be at least 2".into(),
+        );
+    }
+    if app.console.max_challenges_per_client < 1 || app.console.max_challenges_per_subject < 1 {
+        bad(
+            "console",
+            "max_challenges_per_client and max_challenges_per_subject must be positive".into(),
+        );
+    }
+    let smtp_credentials = match email.smtp.as_ref().map(|s| (&s.username, &s.password)) {
+        Some((Some(u), Some(p))) => match (serving(u), serving(p)) {
+            (Ok(u), Ok(p)) => u.zip(p),
+            (Err(e), _) => {
+                bad("console.email.smtp.username", e);
+                None
+            }
+            (_, Err(e)) => {
+                bad("console.email.smtp.password", e);
+                None
+            }
+        },
+        Some((None, None)) | None => None,
+        Some(_) => {
+            bad(
+                "console.email.smtp",
+                "username and password go together".into(),
+            );
+            None
+        }
+    };
+    let google_secret = match &app.console.google {
+        Some(g) => {
+            for (k, url) in [
+                ("token_endpoint", &g.token_endpoint),
+                ("jwks_uri", &g.jwks_uri),
+            ] {
+                if let Err(e) = crate::address::HostAddr::parse(url) {
+                    bad(&format!("console.google.{k}"), e);
+                }
+            }
+            for (k, url) in [
+                ("authorization_endpoint", &g.authorization_endpoint),
+                ("redirect_uri", &g.redirect_uri),
+            ] {
+                if !(url.starts_with("https://") || url.starts_with("http://")) {
+                    bad(
+                        &format!("console.google.{k}"),
+                        "must be an http(s) URL".into(),
+                    );
+                }
+            }
+            if !g.after_login.starts_with('/') {
+                bad(
+                    "console.google.after_login",
+                    "must be a path on this gateway".into(),
+                );
+            }
+            match serving(&g.client_secret) {
+                Ok(s) => s,
+                Err(e) => {
+                    bad("console.google.client_secret", e);
+                    None
+                }
+            }
+        }
+        None => None,
+    };
+    (smtp_credentials, google_secret)
+}
+
+/// `store` and `auth`: one backend, the request deadline, the local state directory.
+pub(super) fn store(app: &AppConfig, rel: &Rel, bad: &mut Bad) -> (Option<Secret>, PathBuf) {
+    let store_postgres = match (&app.store.path, &app.store.postgres) {
+        (Some(_), None) => None,
+        (None, Some(r)) => secret_url(r, &["postgres://", "postgresql://"])
+            .map_err(|e| bad("store.postgres", e))
+            .ok(),
+        _ => {
+            bad(
+                "store",
+                "set exactly one of path (SQLite) and postgres (a secret reference)".into(),
+            );
+            None
+        }
+    };
+    if !(50..=10_000).contains(&app.store.request_deadline_ms) {
+        bad("store.request_deadline_ms", "between 50 and 10000".into());
+    }
+    if app.auth.key_stale_secs > 86_400 {
+        bad("auth.key_stale_secs", "at most 86400 (a day)".into());
+    }
+    let state_dir = match (&app.store.state_dir, &app.store.path) {
+        (Some(dir), _) => rel(dir),
+        (None, Some(db)) => rel(db)
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from(".")),
+        (None, None) => {
+            if app.store.postgres.is_some() {
+                bad(
+                    "store.state_dir",
+                    "required with postgres: a local directory this instance keeps its usage \
+                     journal in"
+                        .into(),
+                );
+            }
+            PathBuf::new()
+        }
+    };
+    (store_postgres, state_dir)
+}
+
+/// `cluster`: the Redis URL (a secret reference) and the sync interval.
+pub(super) fn cluster(app: &AppConfig, bad: &mut Bad) -> Option<Secret> {
+    let cluster_redis = app.cluster.redis.as_ref().and_then(|r| {
+        secret_url(r, &["redis://", "rediss://"])
+            .map_err(|e| bad("cluster.redis", e))
+            .ok()
+    });
+    if !(10..=5000).contains(&app.cluster.sync_interval_ms) {
+        bad("cluster.sync_interval_ms", "between 10 and 5000".into());
+    }
+    cluster_redis
+}
+
+/// `index` and `mempool`: each chain's pool and bounds.
+pub(super) fn capture(app: &AppConfig, bad: &mut Bad) {
+    for (chain, c) in &app.index {
+        let key = |k: &str| format!("index.{chain}.{k}");
+        if let Err((k, why)) = check_chain("index", chain, c.pool_for(chain), &app.pools) {
+            bad(&k, why);
+            continue;
+        }
+        if !(1..=500).contains(&c.batch_blocks) {
+            bad(&key("batch_blocks"), "between 1 and 500".into());
+        }
+        if !(50..=60_000).contains(&c.poll_ms) {
+            bad(&key("poll_ms"), "between 50 and 60000".into());
+        }
+        if !(1..=10_000).contains(&c.max_reorg_depth) || c.confirmations > 10_000 {
+            bad(
+                &key("max_reorg_depth"),
+                "max_reorg_depth between 1 and 10000, confirmations at most 10000".into(),
+            );
+        }
+    }
+    for (chain, c) in &app.mempool {
+        let key = |k: &str| format!("mempool.{chain}.{k}");
+        if let Err((k, why)) = check_chain("mempool", chain, c.pool_for(chain), &app.pools) {
+            bad(&k, why);
+            continue;
+        }
+        if !(100..=60_000).contains(&c.poll_ms) {
+            bad(&key("poll_ms"), "between 100 and 60000".into());
+        }
+        if !(1..=1_000_000).contains(&c.max_pending) {
+            bad(&key("max_pending"), "between 1 and 1000000".into());
+        }
+    }
+}
+
+/// `plans`, `limits`, `usage`, `switches`, `health`, `metrics_mirror`.
+pub(super) fn plans_and_policy(app: &AppConfig, bad: &mut Bad) {
+    if app.plans.is_empty() {
+        bad("plans", "at least one plan is required".into());
+    }
+    for (i, p) in app.plans.iter().enumerate() {
+        if app.plans[..i].contains(p) {
+            bad(
+                &format!("plans[{i}]"),
+                format!("plan '{p}' is listed twice"),
+            );
+        }
+    }
+    for (key, reason) in app.limits.problems(&app.plans) {
+        bad(&key, reason);
+    }
+    for (key, reason) in app.usage.problems() {
+        bad(&key, reason);
+    }
+    for k in app.switches.keys() {
+        if !SWITCHES.contains(&k.as_str()) {
+            bad(
+                &format!("switches.{k}"),
+                format!("unknown switch; switches are {SWITCHES:?}"),
+            );
+        }
+    }
+    if app.health.interval_ms < 100
+        || app.health.timeout_ms == 0
+        || app.health.quarantine_after == 0
+    {
+        bad(
+            "health",
+            "interval_ms must be at least 100; timeout_ms and quarantine_after positive".into(),
+        );
+    }
+    if app.metrics_mirror.stale_ms < app.metrics_mirror.fresh_ms {
+        bad(
+            "metrics_mirror.stale_ms",
+            "must be at least fresh_ms".into(),
+        );
+    }
+}
+
+/// `rpc`: method plans, timing, the response cache, the `eth_getLogs` guard, bounds.
+pub(super) fn rpc(app: &AppConfig, bad: &mut Bad) {
+    for (family, plan) in &app.rpc.method_plans {
+        if !["trace", "debug", "txpool"].contains(&family.as_str()) {
+            bad(
+                &format!("rpc.method_plans.{family}"),
+                "method families are trace, debug and txpool".into(),
+            );
+        }
+        if !app.plans.contains(plan) {
+            bad(
+                &format!("rpc.method_plans.{family}"),
+                format!("unknown plan '{plan}'"),
+            );
+        }
+    }
+    check_rpc_timing(&app.rpc, bad);
+    let cache = &app.rpc.cache;
+    if cache.max_entry_bytes == 0
+        || cache.max_entry_bytes > cache.max_bytes
+        || cache.track_interval_ms < 50
+    {
+        bad(
+            "rpc.cache",
+            "max_entry_bytes between 1 and max_bytes; track_interval_ms at least 50".into(),
+        );
+    }
+    let logs = &app.rpc.get_logs;
+    for (plan, blocks) in &logs.max_block_range {
+        let at = format!("rpc.get_logs.max_block_range.{plan}");
+        if plan != crate::config::limits::ANONYMOUS && !app.plans.contains(plan) {
+            bad(&at, format!("unknown plan '{plan}'"));
+        }
+        if *blocks == 0 {
+            bad(&at, "at least 1 block".into());
+        }
+    }
+    if logs.chunk_blocks == 0
+        || logs.parallel == 0
+        || logs.parallel > 32
+        || logs.max_results == 0
+        || logs.max_node_calls == 0
+    {
+        bad(
+            "rpc.get_logs",
+            "chunk_blocks, max_results and max_node_calls at least 1; parallel 1 to 32".into(),
+        );
+    }
+    if app.rpc.max_batch == 0 || app.rpc.max_body_bytes == 0 || app.rpc.max_attempts == 0 {
+        bad(
+            "rpc",
+            "max_batch, max_body_bytes and max_attempts must be positive".into(),
+        );
+    }
+}

@@ -1,0 +1,299 @@
+//! `rpc`: the JSON-RPC gateway's bounds, attempts and hedging, per-class timeouts, the
+//! write policy, the response cache and the `eth_getLogs` guard.
+
+use super::d_true;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RpcConf {
+    #[serde(default = "d_body")]
+    pub max_body_bytes: usize,
+    #[serde(default = "d_batch")]
+    pub max_batch: usize,
+    #[serde(default = "d_resp")]
+    pub max_response_bytes: usize,
+    /// A read's whole budget, every attempt included.
+    #[serde(default = "d_timeout")]
+    pub timeout_ms: u64,
+    /// One host's share of a read's budget: past it, the next host is tried.
+    #[serde(default = "d_attempt_timeout")]
+    pub attempt_timeout_ms: u64,
+    /// Budgets for a method class (`read`, `trace`, `debug`, `txpool`) other than the
+    /// two above: a `debug_trace*` does not share an `eth_call`'s 10 s.
+    #[serde(default = "d_class_timeouts")]
+    pub class_timeouts: BTreeMap<String, ClassTimeouts>,
+    #[serde(default)]
+    pub hedge: HedgeConf,
+    /// Identical single reads in flight at the same moment share one upstream call.
+    #[serde(default = "d_true")]
+    pub coalesce: bool,
+    /// The `eth_getLogs` guard: ranges per plan, chunks, bisection, the result bound.
+    #[serde(default)]
+    pub get_logs: LogsConf,
+    /// The finality-aware response cache for single reads.
+    #[serde(default)]
+    pub cache: CacheConf,
+    /// How long a call with `X-Chainedge-Min-Block` waits for a host to reach that block
+    /// before 503 `block_not_reached`.
+    #[serde(default = "d_min_block_wait")]
+    pub min_block_wait_ms: u64,
+    #[serde(default = "d_attempts")]
+    pub max_attempts: usize,
+    #[serde(default)]
+    pub write_policy: WritePolicy,
+    /// Lowest plan per method family: `trace`, `debug`, `txpool`. Families not listed
+    /// are open to every plan that may call the route.
+    #[serde(default = "d_method_plans")]
+    pub method_plans: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassTimeouts {
+    pub timeout_ms: Option<u64>,
+    pub attempt_timeout_ms: Option<u64>,
+}
+
+fn d_class_timeouts() -> BTreeMap<String, ClassTimeouts> {
+    let slow = ClassTimeouts {
+        timeout_ms: Some(60_000),
+        attempt_timeout_ms: Some(30_000),
+    };
+    [("trace", slow), ("debug", slow)]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+}
+
+/// `eth_getLogs`: the widest range (in blocks) a call may ask for, by plan (a plan not
+/// listed has the range of the nearest plan below it); wider than `chunk_blocks`, a range
+/// is fetched in chunks, `parallel` at a time, merged in order; a chunk a node refuses as
+/// too large is bisected, at most `max_node_calls` calls in all; more than `max_results`
+/// logs is an error naming the range that fits.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogsConf {
+    #[serde(default = "d_logs_ranges")]
+    pub max_block_range: BTreeMap<String, u64>,
+    #[serde(default = "d_logs_chunk")]
+    pub chunk_blocks: u64,
+    #[serde(default = "d_logs_parallel")]
+    pub parallel: usize,
+    #[serde(default = "d_logs_results")]
+    pub max_results: usize,
+    #[serde(default = "d_logs_calls")]
+    pub max_node_calls: usize,
+}
+
+impl Default for LogsConf {
+    fn default() -> Self {
+        LogsConf {
+            max_block_range: d_logs_ranges(),
+            chunk_blocks: d_logs_chunk(),
+            parallel: d_logs_parallel(),
+            max_results: d_logs_results(),
+            max_node_calls: d_logs_calls(),
+        }
+    }
+}
+
+/// Modelled on the large providers' published bounds: a few hundred blocks on free
+/// tiers, 10,000 on paid ones, wider for dedicated plans.
+fn d_logs_ranges() -> BTreeMap<String, u64> {
+    [
+        ("anonymous", 500),
+        ("free", 500),
+        ("basic", 2_000),
+        ("pro", 10_000),
+        ("business", 50_000),
+        ("enterprise", 1_000_000),
+        ("scale", 1_000_000),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+/// `rpc.cache`: answers kept for as long as what they depend on cannot change
+/// (`src/rpc/cache.rs`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheConf {
+    #[serde(default = "d_true")]
+    pub enabled: bool,
+    /// All answers kept, in bytes; least recently used out first.
+    #[serde(default = "d_cache_bytes")]
+    pub max_bytes: usize,
+    /// One answer larger than this is not kept.
+    #[serde(default = "d_cache_entry")]
+    pub max_entry_bytes: usize,
+    /// What follows the head (`latest`, gas prices): until the head moves, at most this.
+    #[serde(default = "d_cache_head_ttl")]
+    pub head_ttl_ms: u64,
+    /// A numbered block not finalized yet: until a reorg, at most this.
+    #[serde(default = "d_cache_unfinal_ttl")]
+    pub unfinalized_ttl_ms: u64,
+    /// How often the head and the finalized block are read (and reorgs told).
+    #[serde(default = "d_cache_track")]
+    pub track_interval_ms: u64,
+}
+
+impl Default for CacheConf {
+    fn default() -> Self {
+        CacheConf {
+            enabled: true,
+            max_bytes: d_cache_bytes(),
+            max_entry_bytes: d_cache_entry(),
+            head_ttl_ms: d_cache_head_ttl(),
+            unfinalized_ttl_ms: d_cache_unfinal_ttl(),
+            track_interval_ms: d_cache_track(),
+        }
+    }
+}
+
+fn d_cache_bytes() -> usize {
+    64 << 20
+}
+
+fn d_cache_entry() -> usize {
+    1 << 20
+}
+
+fn d_cache_head_ttl() -> u64 {
+    1_000
+}
+
+fn d_cache_unfinal_ttl() -> u64 {
+    10_000
+}
+
+fn d_cache_track() -> u64 {
+    1_000
+}
+
+fn d_min_block_wait() -> u64 {
+    2_000
+}
+
+fn d_logs_chunk() -> u64 {
+    2_000
+}
+
+fn d_logs_parallel() -> usize {
+    4
+}
+
+fn d_logs_results() -> usize {
+    10_000
+}
+
+fn d_logs_calls() -> usize {
+    64
+}
+
+/// Hedged reads: when the host tried first has not answered within its recent latency
+/// quantile, the next host gets the same call; the first answer wins, the other attempt
+/// is dropped. Never for writes, filters or anything with an effect.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HedgeConf {
+    #[serde(default = "d_true")]
+    pub enabled: bool,
+    /// Which of the host's recent answer times the delay is (0.95: its p95).
+    #[serde(default = "d_hedge_quantile")]
+    pub quantile: f64,
+    /// Bounds on the delay: no hedge sooner than `min_delay_ms` (a fast host's tail is
+    /// noise), none later than `max_delay_ms` (also the delay before a host has history).
+    #[serde(default = "d_hedge_min")]
+    pub min_delay_ms: u64,
+    #[serde(default = "d_hedge_max")]
+    pub max_delay_ms: u64,
+    /// Method classes hedged: `read`, `trace`, `debug`, `txpool`.
+    #[serde(default = "d_hedge_classes")]
+    pub classes: Vec<String>,
+}
+
+impl Default for HedgeConf {
+    fn default() -> Self {
+        HedgeConf {
+            enabled: true,
+            quantile: d_hedge_quantile(),
+            min_delay_ms: d_hedge_min(),
+            max_delay_ms: d_hedge_max(),
+            classes: d_hedge_classes(),
+        }
+    }
+}
+
+fn d_hedge_quantile() -> f64 {
+    0.95
+}
+fn d_hedge_min() -> u64 {
+    20
+}
+fn d_hedge_max() -> u64 {
+    400
+}
+fn d_hedge_classes() -> Vec<String> {
+    vec!["read".into(), "txpool".into()]
+}
+fn d_attempt_timeout() -> u64 {
+    4_000
+}
+
+fn d_method_plans() -> BTreeMap<String, String> {
+    [("trace", "pro"), ("debug", "pro"), ("txpool", "basic")]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn d_body() -> usize {
+    1 << 20
+}
+fn d_batch() -> usize {
+    100
+}
+fn d_resp() -> usize {
+    32 << 20
+}
+fn d_timeout() -> u64 {
+    10_000
+}
+fn d_attempts() -> usize {
+    3
+}
+
+impl Default for RpcConf {
+    fn default() -> Self {
+        RpcConf {
+            max_body_bytes: d_body(),
+            max_batch: d_batch(),
+            max_response_bytes: d_resp(),
+            timeout_ms: d_timeout(),
+            attempt_timeout_ms: d_attempt_timeout(),
+            class_timeouts: d_class_timeouts(),
+            hedge: HedgeConf::default(),
+            coalesce: true,
+            get_logs: LogsConf::default(),
+            min_block_wait_ms: d_min_block_wait(),
+            cache: CacheConf::default(),
+            max_attempts: d_attempts(),
+            write_policy: WritePolicy::default(),
+            method_plans: d_method_plans(),
+        }
+    }
+}
+
+/// How `eth_sendRawTransaction` is dispatched.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WritePolicy {
+    /// Every healthy node of the pool at once; the fleet learns it without gossip.
+    #[default]
+    Broadcast,
+    /// Host after host until one accepts.
+    FirstAccepting,
+}

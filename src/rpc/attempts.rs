@@ -1,0 +1,362 @@
+//! Reads sent to hosts: which hosts can serve a call (state, capability, block), in what
+//! order, and the attempts themselves: retries on failure, a hedge when the first host is
+//! slow, node-state errors ("header not found") sent on to the next host, a deadline
+//! over them all.
+
+use super::need::{order_by_need, Need};
+use super::{Budget, Caller, Gateway, RpcReply};
+use crate::errors::ApiError;
+use crate::jsonrpc::methods::MethodClass;
+use crate::jsonrpc::Response;
+use crate::observe::metrics;
+use crate::pools::{Host, Pool};
+use crate::upstream::UpstreamError;
+use bytes::Bytes;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Node-state errors: the host cannot answer *now*; another host may.
+pub(super) const NODE_STATE_PATTERNS: &[&str] = &[
+    "header not found",
+    "missing trie node",
+    "unknown block",
+    "block not found",
+    "not synced",
+    "syncing",
+    // Solana: a lagging or unhealthy node, or one not yet at the slot asked for.
+    "node is unhealthy",
+    "node is behind",
+    "minimum context slot has not been reached",
+];
+
+impl Gateway {
+    /// Send a read to hosts in order until one gives an answer worth returning. Hosts
+    /// that have the state the call needs go first; the others stay as fallbacks.
+    pub(super) async fn read(
+        &self,
+        pool: &Pool,
+        class: MethodClass,
+        need: Need,
+        body: Bytes,
+        rid: &str,
+    ) -> Result<RpcReply, ApiError> {
+        let hosts = self.hosts_reaching(pool, class.capability(), need).await?;
+        // A node's own error after every host said it cannot answer now (an unknown
+        // block, a method it lacks) is the answer: the caller gets its code and message.
+        let budget = self.conf.budget(class);
+        self.try_hosts(&hosts, body, rid, NodeState::NextHostElseAnswer, budget)
+            .await
+    }
+
+    /// A per-family plan refusal, with where to upgrade.
+    pub(super) fn tier_refusal(
+        &self,
+        method: &str,
+        required: &str,
+        caller: &Caller<'_>,
+    ) -> ApiError {
+        ApiError::new(
+            403,
+            "tier_insufficient",
+            format!("{method} needs plan {required} or above"),
+        )
+        .with_field("current_tier", caller.plan)
+        .with_field("required_tier", required)
+        .with_field("upgrade_url", self.conf.upgrade_url.as_str())
+        .with_header("X-Required-Tier", required.to_string())
+    }
+
+    /// The pool's hosts that can take a call, in the order to try them.
+    /// `hosts_for`, keeping only hosts at or past the need's floor; when none has reached
+    /// it yet, waits for one (heads move with each health round) up to
+    /// `rpc.min_block_wait_ms`, then 503 `block_not_reached`.
+    pub(super) async fn hosts_reaching(
+        &self,
+        pool: &Pool,
+        capability: Option<&str>,
+        need: Need,
+    ) -> Result<Vec<Arc<Host>>, ApiError> {
+        if need.floor == 0 {
+            return self.hosts_for(pool, capability, need);
+        }
+        let until = tokio::time::Instant::now() + self.conf.min_block_wait;
+        loop {
+            let mut hosts = self.hosts_for(pool, capability, need)?;
+            let highest = hosts.iter().map(|h| h.health.head()).max().unwrap_or(0);
+            hosts.retain(|h| h.health.head() >= need.floor);
+            if !hosts.is_empty() {
+                return Ok(hosts);
+            }
+            if tokio::time::Instant::now() >= until {
+                return Err(ApiError::new(
+                    503,
+                    "block_not_reached",
+                    format!(
+                        "no host of pool {} has reached block {} yet (highest: {highest})",
+                        pool.name, need.floor
+                    ),
+                )
+                .with_field("min_block", need.floor)
+                .with_field("highest_block", highest)
+                .with_field("retry_after_sec", 1)
+                .with_header("Retry-After", "1".to_string()));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+    }
+
+    pub(super) fn hosts_for(
+        &self,
+        pool: &Pool,
+        capability: Option<&str>,
+        need: Need,
+    ) -> Result<Vec<Arc<Host>>, ApiError> {
+        let hosts = order_by_need(pool.candidates(capability), need);
+        if hosts.is_empty() {
+            return Err(ApiError::new(
+                503,
+                "no_upstream",
+                format!(
+                    "no host in pool {} can serve this call{}",
+                    pool.name,
+                    capability
+                        .map(|c| format!(" (needs {c})"))
+                        .unwrap_or_default()
+                ),
+            ));
+        }
+        Ok(hosts)
+    }
+
+    /// Hosts in order, within the retry budget and the call's deadline, until one gives
+    /// an answer worth returning; `on_node_state` says what a "cannot answer now" error
+    /// (lagging, or a missing method or namespace) does.
+    ///
+    /// Each attempt has its own share of the budget, so a host that never answers costs
+    /// one attempt, not the call. A hedged call also gives the next host the same call
+    /// when the first has been silent past its recent answer times: the first answer
+    /// worth returning wins and the other attempt is dropped (its connection closed).
+    /// After a failure the next host is tried at once.
+    pub(super) async fn try_hosts(
+        &self,
+        hosts: &[Arc<Host>],
+        body: Bytes,
+        rid: &str,
+        on_node_state: NodeState,
+        budget: Budget,
+    ) -> Result<RpcReply, ApiError> {
+        let deadline = Instant::now() + budget.total;
+        let mut queue = hosts.iter().take(self.conf.max_attempts);
+        let launch = |host: &Arc<Host>| {
+            let (host, body) = (host.clone(), body.clone());
+            async move {
+                let began = Instant::now();
+                let share = deadline
+                    .saturating_duration_since(began)
+                    .min(budget.attempt);
+                let outcome = self.attempt(&host, body, rid, share).await;
+                (host, began, outcome)
+            }
+        };
+        let mut running = FuturesUnordered::new();
+        let mut race = Race::new(on_node_state);
+        let mut hedge_at = None;
+        // Each turn of the loop begins with the next host's attempt: the first, a hedge,
+        // or the one after a failure.
+        loop {
+            let now = Instant::now();
+            match queue.next() {
+                Some(host) if now < deadline => {
+                    if let (Some(delay), false) = (budget.hedge, race.hedged) {
+                        hedge_at = Some(now + delay.for_host(host));
+                    }
+                    race.first_began.get_or_insert(now);
+                    race.in_flight.push((host.clone(), now));
+                    running.push(launch(host));
+                }
+                _ if running.is_empty() => break,
+                _ => {}
+            }
+            let hedge_timer = async {
+                match hedge_at {
+                    Some(at) => tokio::time::sleep_until(at.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let (host, began, outcome) = tokio::select! {
+                biased;
+                Some(done) = running.next() => done,
+                _ = hedge_timer => {
+                    // The first host is still silent: the next one gets the call too.
+                    (hedge_at, race.hedged) = (None, true);
+                    continue;
+                }
+            };
+            if let Some(answer) = race.settle(host, began, outcome) {
+                return Ok(answer);
+            }
+        }
+        race.give_up(hosts)
+    }
+
+    /// One call to one host; transport errors, timeouts and 5xx/429 count as failures.
+    pub(super) async fn attempt(
+        &self,
+        host: &Arc<Host>,
+        body: Bytes,
+        rid: &str,
+        timeout: Duration,
+    ) -> Result<Bytes, String> {
+        metrics::upstream_attempt(&host.pool, &host.id);
+        let res = self
+            .client
+            .send(
+                host.post_json(body, rid),
+                timeout,
+                self.conf.max_response_bytes,
+            )
+            .await;
+        let reason = match res {
+            Ok(r) if r.status < 400 || (r.status < 500 && r.status != 429) => return Ok(r.body),
+            Ok(r) => format!("HTTP {}", r.status),
+            Err(UpstreamError::Timeout) => "timeout".to_string(),
+            Err(e) => e.to_string(),
+        };
+        host.record_failure(&reason);
+        metrics::upstream_failure(
+            &host.pool,
+            &host.id,
+            if reason == "timeout" {
+                "timeout"
+            } else {
+                "transport"
+            },
+        );
+        Err(reason)
+    }
+}
+
+pub(super) fn method_unknown(method: &str) -> ApiError {
+    ApiError::new(
+        403,
+        "method_unknown",
+        format!("method '{method}' is not part of the product"),
+    )
+}
+
+pub(super) fn needs_websocket(method: &str) -> ApiError {
+    ApiError::invalid_params(format!("{method} needs a WebSocket connection to /rpc/eth"))
+        .with_field("jsonrpc_code", -32600)
+}
+
+/// What a node's "cannot answer now" error does to a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum NodeState {
+    /// It is the answer (calls whose every error is the caller's to see).
+    Answer,
+    /// The next host is tried; when none is left the last such answer is the answer
+    /// (a product handler that reads the node's own error).
+    NextHostElseAnswer,
+}
+
+/// A single response whose error says the node cannot answer now (not the call's fault).
+pub(super) fn node_state_error(body: &[u8]) -> Option<String> {
+    // Nearly every answer is a result: skip parsing those.
+    if !body.windows(7).any(|w| w == b"\"error\"") {
+        return None;
+    }
+    let answer: Response = serde_json::from_slice(body).ok()?;
+    let err = answer.error_object()?;
+    let (code, msg) = (err.code, err.message.as_str());
+    let lower = msg.to_ascii_lowercase();
+    if code == -32601 || NODE_STATE_PATTERNS.iter().any(|p| lower.contains(p)) {
+        Some(format!("{code} {msg}"))
+    } else {
+        None
+    }
+}
+
+/// What a read's attempts have come to so far.
+struct Race {
+    on_node_state: NodeState,
+    /// Hosts of the attempts in flight, with when each began (to tell who lost a race).
+    in_flight: Vec<(Arc<Host>, Instant)>,
+    hedged: bool,
+    first_began: Option<Instant>,
+    last_error: String,
+    last_answer: Option<RpcReply>,
+}
+
+impl Race {
+    fn new(on_node_state: NodeState) -> Self {
+        Race {
+            on_node_state,
+            in_flight: Vec::with_capacity(2),
+            hedged: false,
+            first_began: None,
+            last_error: String::new(),
+            last_answer: None,
+        }
+    }
+
+    /// One attempt's outcome: the answer to return, or `None` to go on with the others.
+    fn settle(
+        &mut self,
+        host: Arc<Host>,
+        began: Instant,
+        outcome: Result<Bytes, String>,
+    ) -> Option<RpcReply> {
+        self.in_flight.retain(|(h, _)| !Arc::ptr_eq(h, &host));
+        let body = match outcome {
+            Ok(body) => body,
+            Err(e) => {
+                self.last_error = format!("{}: {e}", host.id);
+                return None;
+            }
+        };
+        host.latency.record(began.elapsed());
+        let node_state = self.on_node_state != NodeState::Answer;
+        if let Some(reason) = node_state.then(|| node_state_error(&body)).flatten() {
+            host.record_failure(&reason);
+            metrics::upstream_failure(&host.pool, &host.id, "node_state");
+            self.last_error = format!("{}: {reason}", host.id);
+            if self.on_node_state == NodeState::NextHostElseAnswer {
+                self.last_answer = Some(RpcReply::from_host(body, &host));
+            }
+            return None;
+        }
+        host.record_success();
+        // Attempts begun before this one and still silent lost a race.
+        for (loser, since) in &self.in_flight {
+            if *since < began {
+                loser.record_race_lost(since.elapsed());
+            }
+        }
+        if self.hedged {
+            let first = self.first_began == Some(began);
+            metrics::hedged_read(&host.pool, if first { "first" } else { "other" });
+        }
+        Some(RpcReply::from_host(body, &host))
+    }
+
+    /// Every attempt failed: the last node-state answer when the caller takes one, else
+    /// 502 with the last failure.
+    fn give_up(self, hosts: &[Arc<Host>]) -> Result<RpcReply, ApiError> {
+        if let Some(pool) = self
+            .hedged
+            .then(|| hosts.first())
+            .flatten()
+            .map(|h| &h.pool)
+        {
+            metrics::hedged_read(pool, "none");
+        }
+        if let Some(answer) = self.last_answer {
+            return Ok(answer);
+        }
+        Err(ApiError::bad_gateway(
+            "upstream_unavailable",
+            format!("every attempt failed; last: {}", self.last_error),
+        ))
+    }
+}
