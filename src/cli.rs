@@ -142,29 +142,41 @@ async fn execute_on_store(cmd: &Command, cfg: &Loaded) -> Result<(), String> {
     let store = Store::open(&target)
         .await
         .map_err(|e| format!("store ({}): {e}", target.describe()))?;
-    let db = |e: StoreError| format!("store: {e}");
-    let check_plan = |plan: &str| {
-        if cfg.app.plans.iter().any(|p| p == plan) {
-            Ok(())
-        } else {
-            Err(format!(
-                "unknown plan '{plan}'; plans are {:?}",
-                cfg.app.plans
-            ))
-        }
-    };
-    let must_exist = async |tenant: &str| -> Result<(), String> {
-        if store.tenant_exists(tenant).await.map_err(db)? {
-            Ok(())
-        } else {
-            Err(format!("no tenant with id {tenant}"))
-        }
-    };
     match cmd {
-        Command::Openapi { .. } => return Err("openapi is answered without the store".into()),
-        Command::Tenants(TenantCmd::List { plan, limit }) => {
+        Command::Openapi { .. } => Err("openapi is answered without the store".into()),
+        Command::Tenants(t) => tenant_command(t, &store, cfg).await,
+        Command::Keys(k) => key_command(k, &store, cfg).await,
+    }
+}
+
+fn db(e: StoreError) -> String {
+    format!("store: {e}")
+}
+
+fn check_plan(cfg: &Loaded, plan: &str) -> Result<(), String> {
+    if cfg.app.plans.iter().any(|p| p == plan) {
+        Ok(())
+    } else {
+        Err(format!(
+            "unknown plan '{plan}'; plans are {:?}",
+            cfg.app.plans
+        ))
+    }
+}
+
+async fn must_exist(store: &Store, tenant: &str) -> Result<(), String> {
+    if store.tenant_exists(tenant).await.map_err(db)? {
+        Ok(())
+    } else {
+        Err(format!("no tenant with id {tenant}"))
+    }
+}
+
+async fn tenant_command(cmd: &TenantCmd, store: &Store, cfg: &Loaded) -> Result<(), String> {
+    match cmd {
+        TenantCmd::List { plan, limit } => {
             if let Some(p) = plan {
-                check_plan(p)?;
+                check_plan(cfg, p)?;
             }
             for t in store
                 .list_tenants(plan.as_deref(), *limit)
@@ -174,7 +186,7 @@ async fn execute_on_store(cmd: &Command, cfg: &Loaded) -> Result<(), String> {
                 println!("{}", serde_json::to_string(&t).unwrap_or_default());
             }
         }
-        Command::Tenants(TenantCmd::Show { tenant }) => {
+        TenantCmd::Show { tenant } => {
             let t = store
                 .tenant(tenant)
                 .await
@@ -190,18 +202,18 @@ async fn execute_on_store(cmd: &Command, cfg: &Loaded) -> Result<(), String> {
                 serde_json::to_string_pretty(&shown).unwrap_or_default()
             );
         }
-        Command::Tenants(TenantCmd::Create { name, plan }) => {
-            check_plan(plan)?;
+        TenantCmd::Create { name, plan } => {
+            check_plan(cfg, plan)?;
             println!("{}", store.create_tenant(name, plan).await.map_err(db)?);
         }
-        Command::Tenants(TenantCmd::SetPlan {
+        TenantCmd::SetPlan {
             tenant,
             plan,
             trial_ends,
             subscription_ends,
-        }) => {
-            check_plan(plan)?;
-            must_exist(tenant).await?;
+        } => {
+            check_plan(cfg, plan)?;
+            must_exist(store, tenant).await?;
             store.set_plan(tenant, plan).await.map_err(db)?;
             store
                 .set_billing(
@@ -213,24 +225,30 @@ async fn execute_on_store(cmd: &Command, cfg: &Loaded) -> Result<(), String> {
                 .map_err(db)?;
             announce_tenant(cfg, tenant).await;
         }
-        Command::Tenants(TenantCmd::SetFeatures { tenant, features }) => {
+        TenantCmd::SetFeatures { tenant, features } => {
             crate::auth::check_known("feature", features, crate::auth::FEATURES)?;
-            must_exist(tenant).await?;
+            must_exist(store, tenant).await?;
             store.set_features(tenant, features).await.map_err(db)?;
             announce_tenant(cfg, tenant).await;
         }
-        Command::Keys(KeyCmd::Create {
+    }
+    Ok(())
+}
+
+async fn key_command(cmd: &KeyCmd, store: &Store, cfg: &Loaded) -> Result<(), String> {
+    match cmd {
+        KeyCmd::Create {
             tenant,
             name,
             scopes,
-        }) => {
+        } => {
             crate::auth::check_known("scope", scopes, crate::auth::SCOPES)?;
             let defaults: Vec<String> = crate::auth::DEFAULT_SCOPES
                 .iter()
                 .map(|s| s.to_string())
                 .collect();
             let scopes = if scopes.is_empty() { &defaults } else { scopes };
-            must_exist(tenant).await?;
+            must_exist(store, tenant).await?;
             let (id, raw) = store
                 .create_key(tenant, None, name, scopes, false)
                 .await
@@ -238,12 +256,12 @@ async fn execute_on_store(cmd: &Command, cfg: &Loaded) -> Result<(), String> {
             eprintln!("key id {id}");
             println!("{raw}");
         }
-        Command::Keys(KeyCmd::List { tenant }) => {
+        KeyCmd::List { tenant } => {
             for k in store.list_keys(tenant).await.map_err(db)? {
                 println!("{}", serde_json::to_string(&k).unwrap_or_default());
             }
         }
-        Command::Keys(KeyCmd::Revoke { id }) => match store.revoke_key(id).await.map_err(db)? {
+        KeyCmd::Revoke { id } => match store.revoke_key(id).await.map_err(db)? {
             Some(hash) => {
                 eprintln!("revoked {id}");
                 // Running instances drop it from their key caches at once.

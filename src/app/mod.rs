@@ -14,6 +14,7 @@ use pingora_core::listeners::{L4BufferSettings, ListenerConfig};
 use pingora_core::server::configuration::{Opt, ServerConf};
 use pingora_core::server::Server;
 use pingora_core::services::listening::Service;
+use pingora_core::services::ServiceHandle;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -148,20 +149,7 @@ pub fn serve(mut opt: Opt, loaded: Loaded) -> Result<(), String> {
         contract: _,
     } = loaded;
     observe::metrics::init();
-    let http_addrs = app.app.listen.http.clone();
-    let admin_addr = app.admin_listen;
-    let tls = app
-        .app
-        .listen
-        .tls
-        .iter()
-        .map(|t| {
-            let base = app.path.parent().unwrap_or(std::path::Path::new("."));
-            (t.addr.clone(), base.join(&t.cert), base.join(&t.key))
-        })
-        .collect::<Vec<_>>();
     let metrics_addr = app.app.metrics.listen.clone();
-    let threads = app.app.threads;
 
     let server_yaml = opt.conf.take(); // already loaded (strictly) by `load`; a reload reads it again
     let app_path = app.path.clone();
@@ -174,37 +162,8 @@ pub fn serve(mut opt: Opt, loaded: Loaded) -> Result<(), String> {
     let store =
         store::open_blocking(&target).map_err(|e| format!("store ({}): {e}", target.describe()))?;
     let (state, cluster) = edge_state(app, matcher, store, openapi)?;
-    // Plain-HTTP connections meet the lean front first; it hands Pingora's proxy what it
-    // does not serve itself, and every TLS connection (src/front/mod.rs).
-    // Both take each request's state from `live`, which a reload (SIGHUP) replaces.
     let live = edge::Live::new(state.clone());
-    let pingora_edge =
-        pingora_proxy::http_proxy(&server.configuration, edge::Edge::live(live.clone()));
-    let front = front::LeanFront::new(edge::Edge::live(live.clone()), pingora_edge);
-    let mut proxy = Service::new("chainedge edge".to_string(), front);
-    for addr in &http_addrs {
-        // Pingora's default 64 KiB read buffer per connection suits TLS records; on plain
-        // HTTP the lean front reads into its own buffer anyway, and an idle keep-alive
-        // connection would otherwise hold 64 KiB for nothing (bench/RESULTS.md).
-        let buffers = L4BufferSettings::default().read(PLAIN_HTTP_READ_BUFFER);
-        proxy.add_listener(ListenerConfig::tcp(addr.as_str()).l4_buffer(buffers));
-    }
-    if let Some(addr) = admin_addr {
-        // Served by the same edge, which keeps admin routes to this listener alone.
-        let buffers = L4BufferSettings::default().read(PLAIN_HTTP_READ_BUFFER);
-        proxy.add_listener(ListenerConfig::tcp(addr.to_string()).l4_buffer(buffers));
-    }
-    for (addr, cert, key) in &tls {
-        let mut settings =
-            TlsSettings::intermediate(&cert.to_string_lossy(), &key.to_string_lossy())
-                .map_err(|e| format!("TLS listener {addr}: {e}"))?;
-        settings.enable_h2();
-        proxy.add_tls_with_settings(addr, None, settings);
-    }
-    if threads.is_some() {
-        proxy.threads = threads;
-    }
-    let edge_service = server.add_service(proxy);
+    let edge_service = add_edge(&mut server, &live, &state.config)?;
 
     // The edge starts once the first health round has classified every host.
     let health_pools = Arc::new(arc_swap::ArcSwap::new(state.pools.clone()));
@@ -222,41 +181,7 @@ pub fn serve(mut opt: Opt, loaded: Loaded) -> Result<(), String> {
             "cluster", cluster,
         ));
     }
-    // Per-key usage is journaled on local disk (src/capture/usage/); the journal is
-    // made now so an unwritable state_dir stops the start.
-    let usage_conf = &state.config.app.usage;
-    let durable_usage = if usage_conf.enabled {
-        Some(capture::usage::Durable::open(
-            state.usage.clone(),
-            state.store.clone(),
-            &state.config.state_dir,
-            std::time::Duration::from_millis(usage_conf.journal_interval_ms),
-            usage_conf.max_pending_keys,
-        )?)
-    } else {
-        None
-    };
-    // Background capture: indexers, mempool watchers, Solana's producers, the capacity
-    // series, the usage flusher (src/capture/).
-    let producers = capture::producers(&capture::Inputs {
-        config: &state.config,
-        pools: &state.pools,
-        gateway: &state.gateway,
-        store: &state.store,
-        mempools: &state.mempools,
-        subscriptions: &state.subscriptions,
-        sol_watch: &state.sol_watch,
-        sol_mempool: &state.sol_mempool,
-        mev_cache: &state.mev_cache,
-        usage: durable_usage.as_ref(),
-    });
-    for producer in producers {
-        let name = format!("capture {}", producer.name());
-        server.add_service(pingora_core::services::background::background_service(
-            &name,
-            capture::Service::new(producer),
-        ));
-    }
+    let durable_usage = add_capture(&mut server, &state)?;
 
     // The response cache's head and finality tracker (src/rpc/cache.rs).
     if state.config.app.rpc.cache.enabled {
@@ -294,6 +219,90 @@ pub fn serve(mut opt: Opt, loaded: Loaded) -> Result<(), String> {
     }
     observe::access_log::flush();
     Ok(())
+}
+
+/// The edge's listeners on `server`: plain-HTTP connections meet the lean front first;
+/// it hands Pingora's proxy what it does not serve itself, and every TLS connection
+/// (src/front/mod.rs). Both take each request's state from `live`, which a reload
+/// (SIGHUP) replaces.
+fn add_edge(
+    server: &mut Server,
+    live: &Arc<edge::Live>,
+    app: &config::Loaded,
+) -> Result<ServiceHandle, String> {
+    let pingora_edge =
+        pingora_proxy::http_proxy(&server.configuration, edge::Edge::live(live.clone()));
+    let front = front::LeanFront::new(edge::Edge::live(live.clone()), pingora_edge);
+    let mut proxy = Service::new("chainedge edge".to_string(), front);
+    // Pingora's default 64 KiB read buffer per connection suits TLS records; on plain
+    // HTTP the lean front reads into its own buffer anyway, and an idle keep-alive
+    // connection would otherwise hold 64 KiB for nothing (bench/RESULTS.md). The admin
+    // listener is served by the same edge, which keeps admin routes to it alone.
+    let plain = app
+        .app
+        .listen
+        .http
+        .iter()
+        .cloned()
+        .chain(app.admin_listen.map(|a| a.to_string()));
+    for addr in plain {
+        let buffers = L4BufferSettings::default().read(PLAIN_HTTP_READ_BUFFER);
+        proxy.add_listener(ListenerConfig::tcp(&addr).l4_buffer(buffers));
+    }
+    let base = app.path.parent().unwrap_or(Path::new("."));
+    for t in &app.app.listen.tls {
+        let (cert, key) = (base.join(&t.cert), base.join(&t.key));
+        let mut settings =
+            TlsSettings::intermediate(&cert.to_string_lossy(), &key.to_string_lossy())
+                .map_err(|e| format!("TLS listener {}: {e}", t.addr))?;
+        settings.enable_h2();
+        proxy.add_tls_with_settings(&t.addr, None, settings);
+    }
+    if app.app.threads.is_some() {
+        proxy.threads = app.app.threads;
+    }
+    Ok(server.add_service(proxy))
+}
+
+/// Background capture on `server`: indexers, mempool watchers, Solana's producers, the
+/// capacity series, the usage flusher (src/capture/). The usage journal is made now,
+/// so an unwritable state_dir stops the start; it is returned for the final flush.
+fn add_capture(
+    server: &mut Server,
+    state: &edge::State,
+) -> Result<Option<Arc<capture::usage::Durable>>, String> {
+    let usage_conf = &state.config.app.usage;
+    let durable_usage = if usage_conf.enabled {
+        Some(capture::usage::Durable::open(
+            state.usage.clone(),
+            state.store.clone(),
+            &state.config.state_dir,
+            std::time::Duration::from_millis(usage_conf.journal_interval_ms),
+            usage_conf.max_pending_keys,
+        )?)
+    } else {
+        None
+    };
+    let producers = capture::producers(&capture::Inputs {
+        config: &state.config,
+        pools: &state.pools,
+        gateway: &state.gateway,
+        store: &state.store,
+        mempools: &state.mempools,
+        subscriptions: &state.subscriptions,
+        sol_watch: &state.sol_watch,
+        sol_mempool: &state.sol_mempool,
+        mev_cache: &state.mev_cache,
+        usage: durable_usage.as_ref(),
+    });
+    for producer in producers {
+        let name = format!("capture {}", producer.name());
+        server.add_service(pingora_core::services::background::background_service(
+            &name,
+            capture::Service::new(producer),
+        ));
+    }
+    Ok(durable_usage)
 }
 
 /// The edge's state from a checked configuration and an open store: pools, the gateway,

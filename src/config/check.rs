@@ -207,6 +207,26 @@ pub(super) fn console(
             bad(&format!("console.trusted_proxies[{i}]"), e);
         }
     }
+    if app.console.session_ttl_secs < 2 || app.console.challenge_ttl_secs < 2 {
+        bad(
+            "console",
+            "session_ttl_secs and challenge_ttl_secs must be at least 2".into(),
+        );
+    }
+    if app.console.max_challenges_per_client < 1 || app.console.max_challenges_per_subject < 1 {
+        bad(
+            "console",
+            "max_challenges_per_client and max_challenges_per_subject must be positive".into(),
+        );
+    }
+    let smtp_credentials = email(app, serving, bad);
+    let google_secret = google(app, serving, bad);
+    (smtp_credentials, google_secret)
+}
+
+/// `console.email`: one delivery, the sender, code bounds and lock-out; the SMTP
+/// credentials.
+fn email(app: &AppConfig, serving: &Serving, bad: &mut Bad) -> Option<(Secret, Secret)> {
     let email = &app.console.email;
     if email.outbox.is_some() && email.smtp.is_some() {
         bad(
@@ -234,18 +254,6 @@ pub(super) fn console(
             "lockout_secs must be positive and at most max_lockout_secs".into(),
         );
     }
-    if app.console.session_ttl_secs < 2 || app.console.challenge_ttl_secs < 2 {
-        bad(
-            "console",
-            "session_ttl_secs and challenge_ttl_secs must be at least 2".into(),
-        );
-    }
-    if app.console.max_challenges_per_client < 1 || app.console.max_challenges_per_subject < 1 {
-        bad(
-            "console",
-            "max_challenges_per_client and max_challenges_per_subject must be positive".into(),
-        );
-    }
     let smtp_credentials = match email.smtp.as_ref().map(|s| (&s.username, &s.password)) {
         Some((Some(u), Some(p))) => match (serving(u), serving(p)) {
             (Ok(u), Ok(p)) => u.zip(p),
@@ -267,7 +275,12 @@ pub(super) fn console(
             None
         }
     };
-    let google_secret = match &app.console.google {
+    smtp_credentials
+}
+
+/// `console.google`: its endpoints, where sign-in lands, the client secret.
+fn google(app: &AppConfig, serving: &Serving, bad: &mut Bad) -> Option<Secret> {
+    match &app.console.google {
         Some(g) => {
             for (k, url) in [
                 ("token_endpoint", &g.token_endpoint),
@@ -303,8 +316,7 @@ pub(super) fn console(
             }
         }
         None => None,
-    };
-    (smtp_credentials, google_secret)
+    }
 }
 
 /// `store` and `auth`: one backend, the request deadline, the local state directory.

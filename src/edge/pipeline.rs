@@ -44,24 +44,8 @@ impl Edge {
 
         // CORS preflight: answered from the policy of the route the real request would hit.
         if method == "OPTIONS" {
-            if let (Some(origin), Some(wanted)) =
-                (&origin, session.header("access-control-request-method"))
-            {
-                let wanted = wanted.to_string();
-                let path = NormalizedPath::parse(session.path());
-                let route = self.classify(ctx, &wanted, &path, false)?;
-                let same = self.same_origin(session, origin);
-                return match cors::check(&route, Some(origin), self.console_origin(), same) {
-                    cors::Verdict::Allow(mut h) => {
-                        h.extend(cors::preflight_headers(&route));
-                        Ok(Outcome::Reply(Reply::empty(204).with_headers(h)))
-                    }
-                    _ => Err(ApiError::new(
-                        403,
-                        "origin_not_allowed",
-                        format!("origin {origin} may not call this route"),
-                    )),
-                };
+            if let Some(reply) = self.preflight(session, ctx, origin.as_deref())? {
+                return Ok(Outcome::Reply(reply));
             }
         }
 
@@ -73,10 +57,66 @@ impl Edge {
                 self.classify(ctx, &method, &path, upgrade)?
             }
         };
-        let same = origin
-            .as_deref()
-            .is_some_and(|o| self.same_origin(session, o));
-        match cors::check(&route, origin.as_deref(), self.console_origin(), same) {
+        let admin_here = self.open_to(session, ctx, &route, origin.as_deref())?;
+
+        // Beacon paths are checked (traversal, group) before anything else is done.
+        if matches!(
+            route.handler,
+            HandlerKind::BeaconProxy | HandlerKind::BeaconEvents
+        ) {
+            ctx.beacon = Some(crate::handlers::beacon::policy(
+                session.path(),
+                "/rpc/eth-beacon",
+            )?);
+        }
+
+        self.guard(session, ctx, &route, admin_here, trusted, &method)
+            .await?;
+        self.dispatch(session, ctx, &route).await
+    }
+
+    /// A CORS preflight (`OPTIONS` with an `Origin` and the method wanted): answered from
+    /// the policy of the route the real request would hit. `None`: not a preflight.
+    fn preflight<D: Downstream + ?Sized>(
+        &self,
+        session: &mut D,
+        ctx: &mut Ctx,
+        origin: Option<&str>,
+    ) -> Result<Option<Reply>, ApiError> {
+        let (Some(origin), Some(wanted)) =
+            (origin, session.header("access-control-request-method"))
+        else {
+            return Ok(None);
+        };
+        let wanted = wanted.to_string();
+        let path = NormalizedPath::parse(session.path());
+        let route = self.classify(ctx, &wanted, &path, false)?;
+        let same = self.same_origin(session, origin);
+        match cors::check(&route, Some(origin), self.console_origin(), same) {
+            cors::Verdict::Allow(mut h) => {
+                h.extend(cors::preflight_headers(&route));
+                Ok(Some(Reply::empty(204).with_headers(h)))
+            }
+            _ => Err(ApiError::new(
+                403,
+                "origin_not_allowed",
+                format!("origin {origin} may not call this route"),
+            )),
+        }
+    }
+
+    /// Whether the route is open to this request: CORS, the admin listener, the route's
+    /// switches. Returns whether the request came in on the admin listener.
+    fn open_to<D: Downstream + ?Sized>(
+        &self,
+        session: &D,
+        ctx: &mut Ctx,
+        route: &Route,
+        origin: Option<&str>,
+    ) -> Result<bool, ApiError> {
+        let st = &*self.state;
+        let same = origin.is_some_and(|o| self.same_origin(session, o));
+        match cors::check(route, origin, self.console_origin(), same) {
             cors::Verdict::Allow(h) => ctx.cors_headers = h,
             cors::Verdict::Deny if route.cors != crate::routes::spec::CorsPolicy::None => {
                 return Err(ApiError::new(
@@ -121,17 +161,23 @@ impl Edge {
             }
         }
 
-        // Beacon paths are checked (traversal, group) before anything else is done.
-        if matches!(
-            route.handler,
-            HandlerKind::BeaconProxy | HandlerKind::BeaconEvents
-        ) {
-            ctx.beacon = Some(crate::handlers::beacon::policy(
-                session.path(),
-                "/rpc/eth-beacon",
-            )?);
-        }
+        Ok(admin_here)
+    }
 
+    /// Authenticate, authorize and limit: the principal recorded in `ctx` (a refusal
+    /// still counts in the key's usage), the session refreshed, the route's rate
+    /// category counted unless JSON-RPC counts per call.
+    async fn guard<D: Downstream + ?Sized>(
+        &self,
+        session: &mut D,
+        ctx: &mut Ctx,
+        route: &Arc<Route>,
+        admin_here: bool,
+        trusted: bool,
+        method: &str,
+    ) -> Result<(), ApiError> {
+        let st = &*self.state;
+        let peer = session.client_ip();
         // Only routes an admin may call ask where the request came from (the header
         // lookups stay off the other routes' path).
         let admin_origin = route
@@ -146,7 +192,7 @@ impl Edge {
                         .iter()
                         .any(|h| session.header(h).is_some()),
             });
-        let principal = self.authenticate(session, &route, admin_origin).await?;
+        let principal = self.authenticate(session, route, admin_origin).await?;
         let mut category = route.rate.clone();
         if let Some((_, pol)) = &ctx.beacon {
             if let Principal::Key(rec) = &principal {
@@ -156,7 +202,7 @@ impl Edge {
         }
         if let Principal::User(s) = &principal {
             // SPEC order: session first (401), then the double-submit CSRF check (403).
-            crate::console::check_csrf(&method, s.csrf.as_deref(), session.header("x-csrf-token"))?;
+            crate::console::check_csrf(method, s.csrf.as_deref(), session.header("x-csrf-token"))?;
             let cookies = session.cookies();
             let token = crate::console::cookie(cookies.as_deref(), crate::console::SESSION_COOKIE);
             ctx.cookies = st.console.refresh(s, self.secure(session), token).await;
@@ -171,7 +217,7 @@ impl Edge {
             let units = st.compute_units.route(&route.name) as u64;
             self.limit(session, ctx, &principal, category, units)?;
         }
-        self.dispatch(session, ctx, &route).await
+        Ok(())
     }
 
     /// Record a matched route in the context; traversal outside tail routes is refused.
