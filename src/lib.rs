@@ -36,6 +36,7 @@
 pub mod parsers {
     pub use crate::front::request::{Head, Parsed};
     pub use crate::handlers::beacon::policy as beacon_policy;
+    pub use crate::handlers::registry::names as handler_names;
     pub use crate::handlers::relay::check as relay_check;
     pub use crate::jsonrpc::methods::{block_need, classify, MethodClass};
     pub use crate::jsonrpc::quantity::batch_len;

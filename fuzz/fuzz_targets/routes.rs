@@ -5,7 +5,7 @@
 #![no_main]
 
 use chainedge::config;
-use chainedge::parsers::{beacon_policy, load_routes, relay_check, Match, Matcher, NormalizedPath, RouteContext};
+use chainedge::parsers::{beacon_policy, handler_names, load_routes, relay_check, Match, Matcher, NormalizedPath, RouteContext};
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;
 
@@ -16,8 +16,10 @@ fn matcher() -> &'static Matcher {
             .map(String::from)
             .to_vec();
         let pools = config::POOL_NAMES.to_vec();
+        let handlers = handler_names();
         let ctx = RouteContext {
             plans: &plans,
+            handlers: &handlers,
             pools: &pools,
             switches: config::SWITCHES,
             base_edge: true,

@@ -81,8 +81,10 @@ pub fn load(
     };
     let matcher = app.as_ref().and_then(|app| {
         let pools: Vec<&str> = config::POOL_NAMES.to_vec();
+        let handler_names = handlers::registry::names();
         let ctx = routes::RouteContext {
             plans: &app.app.plans,
+            handlers: &handler_names,
             pools: &pools,
             switches: config::SWITCHES,
             base_edge: app.app.base_mode == config::BaseMode::Edge,

@@ -9,7 +9,6 @@
 //!   `X-Forwarded-Proto: https`. Under half the lifetime left,
 //!   any authenticated request pushes the expiry and re-issues both cookies.
 
-pub mod api;
 pub mod email;
 pub mod google;
 pub mod page;

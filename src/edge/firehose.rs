@@ -28,8 +28,7 @@ use tokio::sync::broadcast;
 use tokio_tungstenite::tungstenite::Message;
 
 /// The pool and chain behind the channels.
-const POOL: &str = "polygon_bor";
-const CHAIN: &str = "polygon";
+use crate::handlers::firehose::{CHAIN, POOL};
 
 impl Edge {
     /// Check an upgrade to a firehose channel: the handshake, the token (signature,
@@ -69,7 +68,7 @@ impl Edge {
         })?;
         let grant = firehose::verify(secret.expose().as_bytes(), token, channel, firehose::now())
             .map_err(firehose::Refused::error)?;
-        self.firehose_source_ready(channel)?;
+        crate::handlers::firehose::source_ready(&st.mempools, &st.pools, channel)?;
         let conf = &st.config.app.streams.websocket;
         let cap = conf.max_connections(&grant.plan);
         let slot = st
@@ -92,24 +91,6 @@ impl Edge {
             grant: Some((grant.key_id.clone(), grant.expires as i64)),
             _slot: slot,
         })
-    }
-
-    /// 503 when the channel's source is not configured here.
-    pub(super) fn firehose_source_ready(&self, channel: &str) -> Result<(), ApiError> {
-        let st = &*self.state;
-        match channel {
-            "mempool" if !st.mempools.watches(CHAIN) => Err(ApiError::new(
-                503,
-                "mempool_not_configured",
-                "the polygon mempool is not watched here (config `mempool.polygon`)",
-            )),
-            "logs" if st.pools.get(POOL).is_none() => Err(ApiError::new(
-                503,
-                "pool_not_configured",
-                format!("no {POOL} pool is configured"),
-            )),
-            _ => Ok(()),
-        }
     }
 }
 

@@ -16,3 +16,7 @@ pub fn serve() -> Reply {
     r.content_type = Some("text/html; charset=utf-8");
     r.with_headers(vec![("Cache-Control", "public, max-age=3600".into())])
 }
+
+pub const HANDLERS: &[super::Handler] = &[super::Handler::new("base_page", |_, _| {
+    Box::pin(async { Ok(serve()) })
+})];

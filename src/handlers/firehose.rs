@@ -139,6 +139,77 @@ pub fn now() -> u64 {
         .unwrap_or(0)
 }
 
+pub const HANDLERS: &[super::Handler] = &[super::Handler::new("polygon_firehose_info", |s, r| {
+    Box::pin(info_route(s, r))
+})];
+
+/// The pool the logs channel follows, and the chain whose mempool the other carries.
+pub const POOL: &str = "polygon_bor";
+pub const CHAIN: &str = "polygon";
+
+/// Whether a channel's source runs here: 503 naming what to configure when not.
+pub fn source_ready(
+    mempools: &crate::capture::mempool::Mempools,
+    pools: &crate::pools::Pools,
+    channel: &str,
+) -> Result<(), ApiError> {
+    match channel {
+        "mempool" if !mempools.watches(CHAIN) => Err(ApiError::new(
+            503,
+            "mempool_not_configured",
+            "the polygon mempool is not watched here (config `mempool.polygon`)",
+        )),
+        "logs" if pools.get(POOL).is_none() => Err(ApiError::new(
+            503,
+            "pool_not_configured",
+            format!("no {POOL} pool is configured"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Where clients open the channels: `streams.firehose.public_url`, else the console's
+/// origin with a WebSocket scheme.
+pub fn public_url(app: &crate::config::AppConfig) -> String {
+    if let Some(u) = &app.streams.firehose.public_url {
+        return u.clone();
+    }
+    match app.console.origin.as_deref() {
+        Some(o) if o.starts_with("https://") => format!("wss://{}", &o[8..]),
+        Some(o) => format!("ws://{}", o.trim_start_matches("http://")),
+        None => "ws://127.0.0.1".into(),
+    }
+}
+
+/// The info route of either channel (its route name says which).
+async fn info_route(s: &super::Services<'_>, req: &Request<'_>) -> Result<Reply, ApiError> {
+    let channel = if req.route.ends_with(".mempool") {
+        "mempool"
+    } else {
+        "logs"
+    };
+    source_ready(s.mempools, s.pools, channel)?;
+    // A token outlives the request: it is issued only on the key as the store has it
+    // now, never on a cached (perhaps revoked) record.
+    if let Some(key) = req.key() {
+        match s.keys.fresh(&key.secret_sha256).await? {
+            Some(rec) => crate::auth::check_standing(&rec, crate::store::now())?,
+            None => return Err(ApiError::new(401, "unauthorized", "unknown API key")),
+        }
+    }
+    let app = &s.config.app;
+    info(
+        s.config
+            .firehose_secret
+            .as_ref()
+            .map(|k| k.expose().as_bytes()),
+        app.streams.firehose.token_ttl_secs,
+        &public_url(app),
+        channel,
+        req,
+    )
+}
+
 /// `GET /v1/polygon/firehose/{channel}`: where the channel is and a token to open it.
 pub fn info(
     secret: Option<&[u8]>,

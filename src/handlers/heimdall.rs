@@ -17,7 +17,6 @@ use super::Request;
 use crate::errors::ApiError;
 use crate::pools::{Host, Pool, Service};
 use crate::reply::Reply;
-use crate::routes::spec::HandlerKind;
 use crate::upstream::UpstreamClient;
 use base64::Engine;
 use serde_json::{json, Map, Value};
@@ -27,24 +26,47 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 /// Largest answer read (a validator set of a few hundred entries is well below it).
 const MAX_ANSWER: usize = 4 << 20;
 
-pub async fn serve(
-    client: &UpstreamClient,
-    pool: &Pool,
+pub const HANDLERS: &[super::Handler] = &[
+    super::Handler::new("polygon_checkpoint", |s, r| {
+        Box::pin(serve(s, Resource::Checkpoint, r))
+    })
+    .pool("polygon_heimdall"),
+    super::Handler::new("polygon_span", |s, r| Box::pin(serve(s, Resource::Span, r)))
+        .pool("polygon_heimdall"),
+    super::Handler::new("polygon_validators", |s, r| {
+        Box::pin(serve(s, Resource::Validators, r))
+    })
+    .pool("polygon_heimdall"),
+];
+
+/// What a heimdall route asks for.
+#[derive(Clone, Copy)]
+enum Resource {
+    Checkpoint,
+    Span,
+    Validators,
+}
+
+/// The parameters checked first (400 whether or not heimdall is configured), then the
+/// resource asked of the pool's hosts and put in SPEC's shape.
+async fn serve(
+    services: &super::Services<'_>,
+    resource: Resource,
     req: &Request<'_>,
 ) -> Result<Reply, ApiError> {
-    let (paths, what): (Vec<String>, &str) = match req.kind {
-        HandlerKind::PolygonCheckpoint => {
+    let (paths, what): (Vec<String>, &str) = match resource {
+        Resource::Checkpoint => {
             let id = id_param(req)?;
             (vec![format!("checkpoints/{id}")], "checkpoint")
         }
-        HandlerKind::PolygonSpan => {
+        Resource::Span => {
             let id = id_param(req)?;
             (
                 vec![format!("bor/spans/{id}"), format!("bor/span/{id}")],
                 "span",
             )
         }
-        _ => (
+        Resource::Validators => (
             vec![
                 "stake/validators-set".into(),
                 "staking/validator-set".into(),
@@ -52,11 +74,12 @@ pub async fn serve(
             "validator set",
         ),
     };
+    let (client, pool) = (&services.gateway.client, services.pool()?);
     let (answer, host) = fetch(client, pool, &paths, what, req.request_id).await?;
-    let resource = match req.kind {
-        HandlerKind::PolygonCheckpoint => checkpoint(&answer),
-        HandlerKind::PolygonSpan => span(&answer),
-        _ => validator_set(&answer),
+    let resource = match resource {
+        Resource::Checkpoint => checkpoint(&answer),
+        Resource::Span => span(&answer),
+        Resource::Validators => validator_set(&answer),
     }
     .ok_or_else(|| {
         ApiError::new(

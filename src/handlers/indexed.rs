@@ -31,6 +31,68 @@ pub const MAX_TOKENS: usize = 500;
 pub const MAX_NFT_MOVES: usize = 100_000;
 
 /// What the handlers need: the chain's name in the index, its pool, the store.
+pub const HANDLERS: &[super::Handler] = &[
+    super::Handler::new("eth_wallet_history", |s, r| {
+        Box::pin(page(s, "eth", Page::History, r))
+    })
+    .pool("eth_el"),
+    super::Handler::new("eth_wallet_tokens", |s, r| {
+        Box::pin(page(s, "eth", Page::Tokens, r))
+    })
+    .pool("eth_el"),
+    super::Handler::new("eth_wallet_nfts", |s, r| {
+        Box::pin(page(s, "eth", Page::Nfts, r))
+    })
+    .pool("eth_el"),
+    super::Handler::new("polygon_wallet_history", |s, r| {
+        Box::pin(page(s, "polygon", Page::History, r))
+    })
+    .pool("polygon_bor"),
+    super::Handler::new("polygon_wallet_tokens", |s, r| {
+        Box::pin(page(s, "polygon", Page::Tokens, r))
+    })
+    .pool("polygon_bor"),
+    super::Handler::new("polygon_wallet_nfts", |s, r| {
+        Box::pin(page(s, "polygon", Page::Nfts, r))
+    })
+    .pool("polygon_bor"),
+];
+
+/// Which wallet page a route answers.
+#[derive(Clone, Copy)]
+enum Page {
+    History,
+    Tokens,
+    Nfts,
+}
+
+/// A wallet route answered from the chain index (503 when the chain is not indexed).
+async fn page(
+    s: &super::Services<'_>,
+    chain: &str,
+    page: Page,
+    req: &Request<'_>,
+) -> Result<Reply, ApiError> {
+    if !s.config.app.index.contains_key(chain) {
+        return Err(ApiError::new(
+            503,
+            "index_not_configured",
+            format!("the {chain} chain is not indexed here (config `index.{chain}`)"),
+        ));
+    }
+    let ix = Indexed {
+        chain,
+        pool: s.pool()?,
+        gateway: s.gateway,
+        store: s.store,
+    };
+    match page {
+        Page::History => history(&ix, req).await,
+        Page::Tokens => tokens(&ix, req).await,
+        Page::Nfts => nfts(&ix, req).await,
+    }
+}
+
 pub struct Indexed<'a> {
     pub chain: &'a str,
     pub pool: &'a Pool,

@@ -14,7 +14,7 @@ use super::rest_read::first_answer;
 use super::Request;
 use crate::config::FAMILIES;
 use crate::errors::ApiError;
-use crate::pools::{Host, Pool};
+use crate::pools::Host;
 use crate::reply::Reply;
 use crate::store::Store;
 use crate::upstream::UpstreamClient;
@@ -40,12 +40,14 @@ pub const STATUSES: &[&str] = &[
     "withdrawal_done",
 ];
 
+/// The validator index checked first (400 whether or not a beacon pool is configured),
+/// then the validator's state from the pool's beacon nodes.
 pub async fn validator(
-    client: &UpstreamClient,
-    pool: &Pool,
+    services: &super::Services<'_>,
     req: &Request<'_>,
 ) -> Result<Reply, ApiError> {
     let index = index_param(req.params.first().map(String::as_str).unwrap_or(""))?;
+    let (client, pool) = (&services.gateway.client, services.pool()?);
     let missing = ApiError::new(
         404,
         "invalid_params",
@@ -214,6 +216,11 @@ fn validator_state(answer: &Value) -> Option<Value> {
         "exit_epoch": if exit == FAR_FUTURE_EPOCH { Value::Null } else { json!(int64(exit)?) },
     }))
 }
+
+pub const HANDLERS: &[super::Handler] = &[
+    super::Handler::new("eth_validator_series", |s, r| Box::pin(series(s.store, r))),
+    super::Handler::new("eth_validator_intel", |s, r| Box::pin(validator(s, r))).pool("eth_cl"),
+];
 
 #[cfg(test)]
 mod tests {

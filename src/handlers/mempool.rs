@@ -9,17 +9,33 @@ use super::Request;
 use crate::capture::mempool::{Mempools, WINDOWS};
 use crate::errors::ApiError;
 use crate::reply::Reply;
-use crate::routes::spec::HandlerKind;
 use serde_json::json;
 
 pub const DEFAULT_SNAPSHOT: usize = 100;
 pub const MAX_SNAPSHOT: usize = 500;
 
-pub fn serve(mempools: &Mempools, chain: &str, req: &Request<'_>) -> Result<Reply, ApiError> {
-    let stats = matches!(
-        req.kind,
-        HandlerKind::EthMempoolStats | HandlerKind::PolygonMempoolStats
-    );
+pub const HANDLERS: &[super::Handler] = &[
+    super::Handler::new("eth_mempool_snapshot", |s, r| {
+        Box::pin(async move { serve(s.mempools, "eth", false, r) })
+    }),
+    super::Handler::new("eth_mempool_stats", |s, r| {
+        Box::pin(async move { serve(s.mempools, "eth", true, r) })
+    }),
+    super::Handler::new("polygon_mempool_snapshot", |s, r| {
+        Box::pin(async move { serve(s.mempools, "polygon", false, r) })
+    }),
+    super::Handler::new("polygon_mempool_stats", |s, r| {
+        Box::pin(async move { serve(s.mempools, "polygon", true, r) })
+    }),
+];
+
+/// A chain's snapshot, or its stats over a window (`stats`).
+fn serve(
+    mempools: &Mempools,
+    chain: &str,
+    stats: bool,
+    req: &Request<'_>,
+) -> Result<Reply, ApiError> {
     // Parameters first: a bad one is a 400 whether or not the chain is watched.
     let window = if stats {
         let name = req.query_param("window").unwrap_or_else(|| "1m".into());

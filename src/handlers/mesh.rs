@@ -3,7 +3,6 @@
 use crate::pools::health::HealthState;
 use crate::pools::{Host, Pools};
 use crate::reply::Reply;
-use crate::routes::spec::HandlerKind;
 use serde_json::{json, Map, Value};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -16,12 +15,19 @@ pub struct Mesh {
 /// The mesh routes (`mesh_health`, `polygon_mesh_health`, `mesh_hosts` in
 /// `plugins/admin.yaml`): JSON
 /// from the live fleet state, never cached by intermediaries.
-pub fn serve(pools: &Pools, kind: HandlerKind) -> Reply {
-    let (body, source) = match kind {
-        HandlerKind::PolygonMeshHealth => (health(pools, &POLYGON), POLYGON.source),
-        HandlerKind::MeshHosts => (hosts(pools), ETH.source),
-        _ => (health(pools, &ETH), ETH.source),
-    };
+pub const HANDLERS: &[super::Handler] = &[
+    super::Handler::new("mesh_health", |s, _| {
+        Box::pin(async move { Ok(answer(health(s.pools, &ETH), ETH.source)) })
+    }),
+    super::Handler::new("polygon_mesh_health", |s, _| {
+        Box::pin(async move { Ok(answer(health(s.pools, &POLYGON), POLYGON.source)) })
+    }),
+    super::Handler::new("mesh_hosts", |s, _| {
+        Box::pin(async move { Ok(answer(hosts(s.pools), ETH.source)) })
+    }),
+];
+
+fn answer(body: Value, source: &str) -> Reply {
     Reply::json(200, serde_json::to_vec(&body).unwrap_or_default()).with_headers(vec![
         ("X-Mesh-Source", source.to_string()),
         ("Cache-Control", "no-store".to_string()),

@@ -11,7 +11,6 @@ use crate::errors::ApiError;
 use crate::pools::{Host, Pools};
 use crate::reply::Reply;
 use crate::routes::matcher::percent_decode;
-use crate::routes::spec::HandlerKind;
 use crate::scrub::scrub;
 use crate::store::KeyRecord;
 use crate::upstream::{Call, UpstreamClient};
@@ -82,16 +81,21 @@ pub fn is_pprof(raw_path: &str) -> bool {
 
 /// The mirror route of either chain: resolve the host (SPEC's refusals in order), then
 /// the cached or freshly scraped, scrubbed metrics.
-pub async fn serve(
+pub const HANDLERS: &[super::Handler] = &[
+    super::Handler::new("metrics_mirror", |s, r| {
+        Box::pin(serve(s.metrics_cache, s.pools, Chain::Eth, r))
+    }),
+    super::Handler::new("polygon_metrics_mirror", |s, r| {
+        Box::pin(serve(s.metrics_cache, s.pools, Chain::Polygon, r))
+    }),
+];
+
+async fn serve(
     cache: &MetricsCache,
     pools: &Pools,
+    chain: Chain,
     req: &Request<'_>,
 ) -> Result<Reply, ApiError> {
-    let chain = if req.kind == HandlerKind::PolygonMetricsMirror {
-        Chain::Polygon
-    } else {
-        Chain::Eth
-    };
     let host = resolve(
         chain,
         pools,

@@ -1,16 +1,21 @@
 //! Local handlers: routes answered by the edge itself rather than passed through.
 //!
-//! **The handler contract.** A handler is a function of a plain [`Request`] (and the
-//! services it needs: the gateway, the pools, a store) that returns
-//! `Result<Reply, ApiError>`. It never sees a socket or a Pingora session: the edge has
-//! already matched the route, authenticated and authorized the caller, counted the rate
-//! limit and read the body within the route's bound, and it writes the answer (adding
-//! `Server`, `X-Request-Id`, CORS and rate headers) on whichever server took the request.
-//! Errors are `ApiError`s; the edge renders them in the route's envelope. The recipe for
-//! a new handler is in CONTRIBUTING.md.
+//! **The handler contract.** A handler is an async function of the [`Services`] it may
+//! use (the gateway, the pools, the store, what capture keeps) and a plain [`Request`],
+//! returning `Result<Reply, ApiError>`. It never sees a socket or a Pingora session: the
+//! edge has already matched the route, authenticated and authorized the caller, counted
+//! the rate limit and read the body within the route's bound, and it writes the answer
+//! (adding `Server`, `X-Request-Id`, CORS and rate headers) on whichever server took the
+//! request. Errors are `ApiError`s; the edge renders them in the route's envelope.
+//!
+//! **The registry.** Each handler file declares its handlers once, in a `HANDLERS` table,
+//! by the name a manifest's `handler:` uses (`registry.rs` lists the tables); the route
+//! table resolves every name when it loads (`chainedge -t` refuses one it does not know),
+//! and the edge calls the entry. The recipe for a new handler is in CONTRIBUTING.md.
 
 pub mod base_page;
 pub mod beacon;
+pub mod console;
 pub mod firehose;
 pub mod heimdall;
 pub mod indexed;
@@ -21,6 +26,7 @@ pub mod metrics_mirror;
 pub mod mev_share;
 pub mod openapi;
 pub mod peer_graph;
+pub mod registry;
 pub mod relay;
 pub mod rest_read;
 pub mod sender;
@@ -30,15 +36,16 @@ pub mod trace;
 pub mod usage;
 pub mod wallet;
 
+pub use registry::{Handler, Services};
+
 use crate::auth::{ConsoleSession, Principal};
-use crate::routes::spec::HandlerKind;
 use crate::store::KeyRecord;
 use bytes::Bytes;
 
 /// What a local handler is given.
 pub struct Request<'a> {
-    /// Which handler the route names (one function may serve several kinds).
-    pub kind: HandlerKind,
+    /// The route's name (`polygon.firehose.logs`), for handlers that serve several.
+    pub route: &'a str,
     /// Routes are matched per method, so no handler branches on it yet; it is part of
     /// the contract for the one that will.
     #[allow(dead_code)]

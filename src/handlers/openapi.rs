@@ -7,3 +7,7 @@ pub fn serve(document: &bytes::Bytes) -> Reply {
     Reply::json(200, document.clone())
         .with_headers(vec![("Cache-Control", "public, max-age=300".into())])
 }
+
+pub const HANDLERS: &[super::Handler] = &[super::Handler::new("openapi", |s, _| {
+    Box::pin(async move { Ok(serve(s.openapi)) })
+})];

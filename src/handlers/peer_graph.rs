@@ -306,6 +306,17 @@ pub async fn host(gateway: &Gateway, pool: &Pool, req: &Request<'_>) -> Result<R
     Ok(Reply::json(200, body.to_string()).served_by(Some(host.id.clone())))
 }
 
+pub const HANDLERS: &[super::Handler] = &[
+    super::Handler::new("eth_peer_graph", |s, r| {
+        Box::pin(async move { graph(s.peer_graphs, s.gateway, s.pool()?, r).await })
+    })
+    .pool("eth_el"),
+    super::Handler::new("eth_peer_graph_host", |s, r| {
+        Box::pin(async move { host(s.gateway, s.pool()?, r).await })
+    })
+    .pool("eth_el"),
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;

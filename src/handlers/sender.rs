@@ -11,7 +11,6 @@ use crate::errors::ApiError;
 use crate::jsonrpc::{self, ErrorObject, Id, Response};
 use crate::pools::{Pool, Pools};
 use crate::reply::Reply;
-use crate::routes::spec::HandlerKind;
 use crate::rpc::{Gateway, BUILDER_METHODS, PRIVATE_TX_METHODS};
 use crate::signed_tx::{self, SignedTx};
 use serde::Deserialize;
@@ -194,9 +193,10 @@ pub async fn bundle(
 pub async fn endpoint(
     gateway: &Gateway,
     pools: &Pools,
+    builder: bool,
     req: &Request<'_>,
 ) -> Result<Reply, ApiError> {
-    let (pool_name, allow) = if req.kind == HandlerKind::BuilderRpc {
+    let (pool_name, allow) = if builder {
         ("eth_mev_builder", BUILDER_METHODS)
     } else {
         ("eth_private_rpc", PRIVATE_TX_METHODS)
@@ -311,6 +311,24 @@ pub fn bundle_call(body: &[u8]) -> Result<jsonrpc::Request, ApiError> {
         json!([{"txs": b.txs, "blockNumber": block}]),
     ))
 }
+
+pub const HANDLERS: &[super::Handler] = &[
+    super::Handler::new("eth_sender_raw", |s, r| {
+        Box::pin(raw(s.gateway, s.pools, s.sent, r))
+    }),
+    super::Handler::new("polygon_sender_raw", |s, r| {
+        Box::pin(polygon_raw(s.gateway, s.pools, s.sent, r))
+    }),
+    super::Handler::new("eth_sender_bundle", |s, r| {
+        Box::pin(bundle(s.gateway, s.pools, r))
+    }),
+    super::Handler::new("builder_rpc", |s, r| {
+        Box::pin(endpoint(s.gateway, s.pools, true, r))
+    }),
+    super::Handler::new("private_rpc", |s, r| {
+        Box::pin(endpoint(s.gateway, s.pools, false, r))
+    }),
+];
 
 #[cfg(test)]
 mod tests {

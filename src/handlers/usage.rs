@@ -231,3 +231,7 @@ pub async fn export(store: &Store, req: &Request<'_>, now: i64) -> Result<Reply,
         serde_json::to_vec(&body).unwrap_or_default(),
     )))
 }
+
+pub const HANDLERS: &[super::Handler] = &[super::Handler::new("admin_usage", |s, r| {
+    Box::pin(export(s.store, r, crate::store::now()))
+})];

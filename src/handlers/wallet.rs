@@ -131,6 +131,17 @@ pub fn address(raw: &str) -> Result<&str, ApiError> {
     }
 }
 
+pub const HANDLERS: &[super::Handler] = &[
+    super::Handler::new("eth_wallet_balance", |s, r| {
+        Box::pin(async move { balance(s.gateway, s.pool()?, "eth", r).await })
+    })
+    .pool("eth_el"),
+    super::Handler::new("polygon_wallet_balance", |s, r| {
+        Box::pin(async move { balance(s.gateway, s.pool()?, "matic", r).await })
+    })
+    .pool("polygon_bor"),
+];
+
 /// The native balance: `{address, wei, <unit>, block}`, `unit` being `eth` or `matic`.
 pub async fn balance(
     gateway: &Gateway,

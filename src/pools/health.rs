@@ -12,11 +12,11 @@
 //!      pool head (the highest head seen this round), or slower than `slow_ms`.
 //!   3. available.
 
-use super::{Host, Pool, Pools};
+use super::{Host, Pool, Pools, Service};
 use crate::config::HealthConf;
 use crate::jsonrpc::{Id, Payload, Request, Response};
 use crate::observe::metrics;
-use crate::upstream::UpstreamClient;
+use crate::upstream::{UpstreamClient, UpstreamResponse};
 use async_trait::async_trait;
 use bytes::Bytes;
 use pingora_core::server::ShutdownWatch;
@@ -180,21 +180,134 @@ pub async fn probe(
     host: &Host,
     timeout: Duration,
 ) -> Result<Observation, String> {
-    let rid = "chainedge-health-check";
-    let get = |path: String| async move {
-        client
-            .send(host.call("GET", &path, rid), timeout, 1 << 20)
+    let p = Prober {
+        client,
+        host,
+        timeout,
+    };
+    let base = host.addr.path.trim_end_matches('/');
+    let follows = |head| Observation {
+        head: Some(head),
+        syncing: false,
+    };
+    let answers = Observation {
+        head: None,
+        syncing: false,
+    };
+    match ProbeKind::for_family(&host.family) {
+        ProbeKind::Execution => {
+            let v = p
+                .post(vec![
+                    Request::new(Id::index(1), "eth_blockNumber", json!([])),
+                    Request::new(Id::index(2), "eth_syncing", json!([])),
+                ])
+                .await?;
+            let head = result_by_id(&v, 1)?
+                .as_str()
+                .and_then(parse_hex)
+                .ok_or("eth_blockNumber: not a hex quantity")?;
+            let syncing = !matches!(result_by_id(&v, 2)?, Value::Bool(false));
+            Ok(Observation {
+                syncing,
+                ..follows(head)
+            })
+        }
+        ProbeKind::Solana => {
+            let v = p
+                .post(vec![
+                    Request::new(Id::index(1), "getHealth", json!([])),
+                    Request::new(Id::index(2), "getSlot", json!([])),
+                ])
+                .await?;
+            let healthy = result_by_id(&v, 1).is_ok_and(|r| r == "ok");
+            let slot = result_by_id(&v, 2)?
+                .as_u64()
+                .ok_or("getSlot: not a number")?;
+            Ok(Observation {
+                syncing: !healthy,
+                ..follows(slot)
+            })
+        }
+        ProbeKind::BlockEngine => {
+            let call = Request::new(Id::index(1), "getTipAccounts", json!([]));
+            if !result_by_id(&p.post(vec![call]).await?, 1)?.is_array() {
+                return Err("getTipAccounts: not a list of accounts".into());
+            }
+            Ok(answers)
+        }
+        ProbeKind::Beacon => {
+            let v = p
+                .json(Service::Main, format!("{base}/eth/v1/node/syncing"))
+                .await?;
+            let head = v["data"]["head_slot"]
+                .as_str()
+                .and_then(|s| s.parse().ok())
+                .ok_or("syncing: no data.head_slot")?;
+            Ok(Observation {
+                syncing: v["data"]["is_syncing"].as_bool().unwrap_or(false),
+                ..follows(head)
+            })
+        }
+        ProbeKind::Heimdall => {
+            // `/status` is Tendermint RPC's, on its own port when the host has `rpc_url`.
+            let (rpc, _) = host.service(Service::Rpc);
+            let path = format!("{}/status", rpc.path.trim_end_matches('/'));
+            let v = p.json(Service::Rpc, path).await?;
+            let info = &v["result"]["sync_info"];
+            let head = info["latest_block_height"]
+                .as_str()
+                .and_then(|s| s.parse().ok())
+                .ok_or("status: no latest_block_height")?;
+            Ok(Observation {
+                syncing: info["catching_up"].as_bool().unwrap_or(false),
+                ..follows(head)
+            })
+        }
+        ProbeKind::Relay => {
+            let r = p.get(format!("{base}/eth/v1/builder/status")).await?;
+            if r.status != 200 {
+                return Err(format!("HTTP {}", r.status));
+            }
+            Ok(answers)
+        }
+        ProbeKind::AnyHttp => {
+            let r = p.get(format!("{base}/")).await?;
+            if r.status >= 500 {
+                return Err(format!("HTTP {}", r.status));
+            }
+            Ok(answers)
+        }
+    }
+}
+
+/// One host's health-check calls, each bounded by the check's timeout and 1 MiB.
+struct Prober<'a> {
+    client: &'a UpstreamClient,
+    host: &'a Host,
+    timeout: Duration,
+}
+
+const PROBE_ID: &str = "chainedge-health-check";
+
+impl Prober<'_> {
+    async fn get(&self, path: String) -> Result<UpstreamResponse, String> {
+        self.client
+            .send(
+                self.host.call("GET", &path, PROBE_ID),
+                self.timeout,
+                1 << 20,
+            )
             .await
             .map_err(|e| e.to_string())
-    };
-    let post = |calls: Vec<Request>| async move {
-        let r = client
+    }
+
+    /// A GET on one of the host's services whose answer must be 200 and JSON.
+    async fn json(&self, service: Service, path: String) -> Result<Value, String> {
+        let r = self
+            .client
             .send(
-                host.post_json(
-                    Bytes::from(serde_json::to_vec(&calls).unwrap_or_default()),
-                    rid,
-                ),
-                timeout,
+                self.host.call_on(service, "GET", &path, PROBE_ID),
+                self.timeout,
                 1 << 20,
             )
             .await
@@ -202,118 +315,22 @@ pub async fn probe(
         if r.status != 200 {
             return Err(format!("HTTP {}", r.status));
         }
+        serde_json::from_slice(&r.body).map_err(|e| format!("bad JSON: {e}"))
+    }
+
+    /// A JSON-RPC batch.
+    async fn post(&self, calls: Vec<Request>) -> Result<Vec<Response>, String> {
+        let body = Bytes::from(serde_json::to_vec(&calls).unwrap_or_default());
+        let r = self
+            .client
+            .send(self.host.post_json(body, PROBE_ID), self.timeout, 1 << 20)
+            .await
+            .map_err(|e| e.to_string())?;
+        if r.status != 200 {
+            return Err(format!("HTTP {}", r.status));
+        }
         serde_json::from_slice::<Vec<Response>>(&r.body)
             .map_err(|e| format!("not a JSON-RPC batch answer: {e}"))
-    };
-    let base = host.addr.path.trim_end_matches('/').to_string();
-    match ProbeKind::for_family(&host.family) {
-        ProbeKind::Execution => {
-            let v = post(vec![
-                Request::new(Id::index(1), "eth_blockNumber", json!([])),
-                Request::new(Id::index(2), "eth_syncing", json!([])),
-            ])
-            .await?;
-            let head = result_by_id(&v, 1)?
-                .as_str()
-                .and_then(parse_hex)
-                .ok_or("eth_blockNumber: not a hex quantity")?;
-            let syncing = !matches!(result_by_id(&v, 2)?, Value::Bool(false));
-            Ok(Observation {
-                head: Some(head),
-                syncing,
-            })
-        }
-        ProbeKind::Solana => {
-            let v = post(vec![
-                Request::new(Id::index(1), "getHealth", json!([])),
-                Request::new(Id::index(2), "getSlot", json!([])),
-            ])
-            .await?;
-            let healthy = result_by_id(&v, 1).is_ok_and(|r| r == "ok");
-            let slot = result_by_id(&v, 2)?
-                .as_u64()
-                .ok_or("getSlot: not a number")?;
-            Ok(Observation {
-                head: Some(slot),
-                syncing: !healthy,
-            })
-        }
-        ProbeKind::BlockEngine => {
-            let v = post(vec![Request::new(
-                Id::index(1),
-                "getTipAccounts",
-                json!([]),
-            )])
-            .await?;
-            if !result_by_id(&v, 1)?.is_array() {
-                return Err("getTipAccounts: not a list of accounts".into());
-            }
-            Ok(Observation {
-                head: None,
-                syncing: false,
-            })
-        }
-        ProbeKind::Beacon => {
-            let r = get(format!("{base}/eth/v1/node/syncing")).await?;
-            if r.status != 200 {
-                return Err(format!("HTTP {}", r.status));
-            }
-            let v: Value = serde_json::from_slice(&r.body).map_err(|e| format!("bad JSON: {e}"))?;
-            let head = v["data"]["head_slot"]
-                .as_str()
-                .and_then(|s| s.parse().ok())
-                .ok_or("syncing: no data.head_slot")?;
-            Ok(Observation {
-                head: Some(head),
-                syncing: v["data"]["is_syncing"].as_bool().unwrap_or(false),
-            })
-        }
-        ProbeKind::Heimdall => {
-            // `/status` is Tendermint RPC's, on its own port when the host has `rpc_url`.
-            let (rpc, _) = host.service(super::Service::Rpc);
-            let path = format!("{}/status", rpc.path.trim_end_matches('/'));
-            let r = client
-                .send(
-                    host.call_on(super::Service::Rpc, "GET", &path, rid),
-                    timeout,
-                    1 << 20,
-                )
-                .await
-                .map_err(|e| e.to_string())?;
-            if r.status != 200 {
-                return Err(format!("HTTP {}", r.status));
-            }
-            let v: Value = serde_json::from_slice(&r.body).map_err(|e| format!("bad JSON: {e}"))?;
-            let info = &v["result"]["sync_info"];
-            let head = info["latest_block_height"]
-                .as_str()
-                .and_then(|s| s.parse().ok())
-                .ok_or("status: no latest_block_height")?;
-            Ok(Observation {
-                head: Some(head),
-                syncing: info["catching_up"].as_bool().unwrap_or(false),
-            })
-        }
-        ProbeKind::Relay => {
-            let r = get(format!("{base}/eth/v1/builder/status")).await?;
-            if r.status != 200 {
-                return Err(format!("HTTP {}", r.status));
-            }
-            Ok(Observation {
-                head: None,
-                syncing: false,
-            })
-        }
-        ProbeKind::AnyHttp => {
-            let r = get(format!("{base}/")).await?;
-            if r.status >= 500 {
-                return Err(format!("HTTP {}", r.status));
-            }
-            Ok(Observation {
-                head: None,
-                syncing: false,
-            })
-        }
     }
 }
 

@@ -8,7 +8,7 @@ use crate::errors::Envelope;
 use matcher::{parse_pattern, Matcher, Seg};
 use spec::{CorsPolicy, Credential, HandlerKind, HttpMethod, Manifest};
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The surfaces the product has; each has exactly one manifest.
@@ -74,6 +74,8 @@ impl Route {
 /// What manifests may refer to, taken from the app config.
 pub struct RouteContext<'a> {
     pub plans: &'a [String],
+    /// The local handlers' names, in registry order (`handlers::registry::names`).
+    pub handlers: &'a [&'a str],
     pub pools: &'a [&'a str],
     pub switches: &'a [&'a str],
     /// An edge deployment: `edge_only` routes (the Base page and `/rpc/base` upgrades)
@@ -88,168 +90,29 @@ pub fn load(dir: &Path, ctx: &RouteContext) -> Result<Matcher, Vec<ConfigError>>
     let mut routes: Vec<Arc<Route>> = Vec::new();
     let mut origin: Vec<(String, usize)> = Vec::new(); // (file, index in file) per route
     let mut names = HashSet::new();
-
-    let mut files: Vec<_> = match std::fs::read_dir(dir) {
-        Ok(rd) => rd
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
-            .collect(),
-        Err(e) => {
-            return Err(vec![ConfigError::new(
-                dir,
-                "",
-                format!("cannot read plugins directory: {e}"),
-            )])
-        }
-    };
-    files.sort();
     let mut seen_surfaces = HashSet::new();
-
-    for file in &files {
-        let text = match std::fs::read_to_string(file) {
-            Ok(t) => t,
-            Err(e) => {
-                errors.push(ConfigError::new(file, "", format!("cannot read: {e}")));
-                continue;
-            }
+    for file in manifest_files(dir)? {
+        let Some(manifest) = read_manifest(&file, &mut errors) else {
+            continue;
         };
-        let manifest: Manifest = match crate::config::parse_yaml(&text) {
-            Ok(m) => m,
-            Err((key, reason)) => {
-                errors.push(ConfigError::new(file, &key, reason));
-                continue;
-            }
-        };
-        let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("");
-        if manifest.surface != stem {
-            errors.push(ConfigError::new(
-                file,
-                "surface",
-                format!(
-                    "surface '{}' must match the file name '{stem}'",
-                    manifest.surface
-                ),
-            ));
-        }
-        if !SURFACES.contains(&manifest.surface.as_str()) {
-            errors.push(ConfigError::new(
-                file,
-                "surface",
-                format!(
-                    "unknown surface '{}'; expected one of {SURFACES:?}",
-                    manifest.surface
-                ),
-            ));
-        }
         seen_surfaces.insert(manifest.surface.clone());
-
+        let defaults = Defaults {
+            surface: &manifest.surface,
+            envelope: manifest.envelope,
+            cors: manifest.cors,
+            credential: manifest.credential,
+        };
         for (i, spec) in manifest.routes.into_iter().enumerate() {
-            let key = |k: &str| format!("routes[{i}].{k}");
-            let mut bad =
-                |k: &str, reason: String| errors.push(ConfigError::new(file, &key(k), reason));
+            let mut bad = |k: &str, reason: String| {
+                errors.push(ConfigError::new(&file, &format!("routes[{i}].{k}"), reason))
+            };
             if !names.insert(spec.name.clone()) {
                 bad("name", format!("route name '{}' is used twice", spec.name));
             }
-            let segments = match parse_pattern(&spec.path) {
-                Ok(s) => s,
-                Err(reason) => {
-                    bad("path", format!("'{}': {reason}", spec.path));
-                    continue;
-                }
-            };
-            if spec.methods.is_empty() && !spec.websocket {
-                bad("methods", "at least one method is required".into());
+            if let Some(route) = route_of(spec, &defaults, ctx, &mut bad) {
+                origin.push((file.display().to_string(), i));
+                routes.push(Arc::new(route));
             }
-            let min_plan = match &spec.tier {
-                Some(t) => match ctx.plans.iter().position(|p| p == t) {
-                    Some(rank) => Some(rank),
-                    None => {
-                        bad(
-                            "tier",
-                            format!("unknown plan '{t}'; plans are {:?}", ctx.plans),
-                        );
-                        None
-                    }
-                },
-                None => None,
-            };
-            // SPEC: the MEV-Share stream is "Scale plan only", while a route's tier means
-            // "this plan and above": that holds only while its plan is the highest.
-            if spec.handler == HandlerKind::MevShareSse {
-                if let Some(rank) = min_plan.filter(|r| r + 1 < ctx.plans.len()) {
-                    bad(
-                        "tier",
-                        format!(
-                            "the MEV-Share stream is for one plan only (SPEC), so its tier must be the highest plan; plans above '{}': {:?}",
-                            ctx.plans[rank],
-                            &ctx.plans[rank + 1..]
-                        ),
-                    );
-                }
-            }
-            if let Some(p) = &spec.pool {
-                if !ctx.pools.contains(&p.as_str()) {
-                    bad(
-                        "pool",
-                        format!("unknown pool '{p}'; pools are {:?}", ctx.pools),
-                    );
-                }
-            }
-            if spec.handler == HandlerKind::Passthrough && spec.pool.is_none() {
-                bad(
-                    "pool",
-                    "a passthrough route needs the pool it forwards to".into(),
-                );
-            }
-            if let Some(s) = &spec.switch {
-                if !ctx.switches.contains(&s.as_str()) {
-                    bad(
-                        "switch",
-                        format!("unknown switch '{s}'; switches are {:?}", ctx.switches),
-                    );
-                }
-            }
-            let param_names = segments
-                .iter()
-                .filter_map(|s| match s {
-                    Seg::Param(n) | Seg::Tail(n) => Some(n.clone()),
-                    Seg::Lit(_) => None,
-                })
-                .collect();
-            if spec.edge_only && !ctx.base_edge {
-                continue;
-            }
-            let mut methods = spec.methods.clone();
-            methods.sort();
-            methods.dedup();
-            let allow = methods
-                .iter()
-                .map(|m| m.as_str())
-                .collect::<Vec<_>>()
-                .join(", ");
-            origin.push((file.display().to_string(), i));
-            routes.push(Arc::new(Route {
-                name: spec.name,
-                surface: manifest.surface.clone(),
-                methods,
-                path: spec.path,
-                segments,
-                param_names,
-                handler: spec.handler,
-                credential: spec.credential.unwrap_or(manifest.credential),
-                min_plan,
-                min_plan_name: spec.tier,
-                scopes: spec.scopes,
-                features: spec.features,
-                rate: spec.rate,
-                pool: spec.pool,
-                envelope: spec.envelope.unwrap_or(manifest.envelope),
-                cors: spec.cors.unwrap_or(manifest.cors),
-                websocket: spec.websocket,
-                switch: spec.switch,
-                enabled: spec.enabled,
-                allow,
-            }));
         }
     }
     for s in SURFACES {
@@ -283,5 +146,181 @@ pub fn load(dir: &Path, ctx: &RouteContext) -> Result<Matcher, Vec<ConfigError>>
                 )
             })
             .collect()
+    })
+}
+
+/// The manifests of `dir` (`*.yaml`, `*.yml`), in name order.
+fn manifest_files(dir: &Path) -> Result<Vec<PathBuf>, Vec<ConfigError>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| {
+            vec![ConfigError::new(
+                dir,
+                "",
+                format!("cannot read plugins directory: {e}"),
+            )]
+        })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+/// One manifest, its surface checked against its file name and the known surfaces.
+fn read_manifest(file: &Path, errors: &mut Vec<ConfigError>) -> Option<Manifest> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| errors.push(ConfigError::new(file, "", format!("cannot read: {e}"))))
+        .ok()?;
+    let manifest: Manifest = crate::config::parse_yaml(&text)
+        .map_err(|(key, reason)| errors.push(ConfigError::new(file, &key, reason)))
+        .ok()?;
+    let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+    if manifest.surface != stem {
+        errors.push(ConfigError::new(
+            file,
+            "surface",
+            format!(
+                "surface '{}' must match the file name '{stem}'",
+                manifest.surface
+            ),
+        ));
+    }
+    if !SURFACES.contains(&manifest.surface.as_str()) {
+        errors.push(ConfigError::new(
+            file,
+            "surface",
+            format!(
+                "unknown surface '{}'; expected one of {SURFACES:?}",
+                manifest.surface
+            ),
+        ));
+    }
+    Some(manifest)
+}
+
+/// What a manifest sets for each of its routes.
+struct Defaults<'a> {
+    surface: &'a str,
+    envelope: Envelope,
+    cors: CorsPolicy,
+    credential: Credential,
+}
+
+/// One route with every default resolved, its problems reported on `bad`; `None` when
+/// its path does not parse or it only exists at the edge (`edge_only`, origin mode).
+fn route_of(
+    spec: spec::RouteSpec,
+    defaults: &Defaults,
+    ctx: &RouteContext,
+    bad: &mut dyn FnMut(&str, String),
+) -> Option<Route> {
+    let Some(handler) = HandlerKind::resolve(&spec.handler, ctx.handlers) else {
+        bad(
+            "handler",
+            format!(
+                "unknown handler '{}': neither a transport nor a handler this binary has",
+                spec.handler
+            ),
+        );
+        return None;
+    };
+    let segments = match parse_pattern(&spec.path) {
+        Ok(s) => s,
+        Err(reason) => {
+            bad("path", format!("'{}': {reason}", spec.path));
+            return None;
+        }
+    };
+    if spec.methods.is_empty() && !spec.websocket {
+        bad("methods", "at least one method is required".into());
+    }
+    let min_plan = match &spec.tier {
+        Some(t) => match ctx.plans.iter().position(|p| p == t) {
+            Some(rank) => Some(rank),
+            None => {
+                bad(
+                    "tier",
+                    format!("unknown plan '{t}'; plans are {:?}", ctx.plans),
+                );
+                None
+            }
+        },
+        None => None,
+    };
+    // SPEC: the MEV-Share stream is "Scale plan only", while a route's tier means
+    // "this plan and above": that holds only while its plan is the highest.
+    if handler == HandlerKind::MevShareSse {
+        if let Some(rank) = min_plan.filter(|r| r + 1 < ctx.plans.len()) {
+            bad(
+                "tier",
+                format!(
+                    "the MEV-Share stream is for one plan only (SPEC), so its tier must be the highest plan; plans above '{}': {:?}",
+                    ctx.plans[rank],
+                    &ctx.plans[rank + 1..]
+                ),
+            );
+        }
+    }
+    if let Some(p) = &spec.pool {
+        if !ctx.pools.contains(&p.as_str()) {
+            bad(
+                "pool",
+                format!("unknown pool '{p}'; pools are {:?}", ctx.pools),
+            );
+        }
+    }
+    if handler == HandlerKind::Passthrough && spec.pool.is_none() {
+        bad(
+            "pool",
+            "a passthrough route needs the pool it forwards to".into(),
+        );
+    }
+    if let Some(s) = &spec.switch {
+        if !ctx.switches.contains(&s.as_str()) {
+            bad(
+                "switch",
+                format!("unknown switch '{s}'; switches are {:?}", ctx.switches),
+            );
+        }
+    }
+    let param_names = segments
+        .iter()
+        .filter_map(|s| match s {
+            Seg::Param(n) | Seg::Tail(n) => Some(n.clone()),
+            Seg::Lit(_) => None,
+        })
+        .collect();
+    if spec.edge_only && !ctx.base_edge {
+        return None;
+    }
+    let mut methods = spec.methods.clone();
+    methods.sort();
+    methods.dedup();
+    let allow = methods
+        .iter()
+        .map(|m| m.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    Some(Route {
+        name: spec.name,
+        surface: defaults.surface.to_string(),
+        methods,
+        path: spec.path,
+        segments,
+        param_names,
+        handler,
+        credential: spec.credential.unwrap_or(defaults.credential),
+        min_plan,
+        min_plan_name: spec.tier,
+        scopes: spec.scopes,
+        features: spec.features,
+        rate: spec.rate,
+        pool: spec.pool,
+        envelope: spec.envelope.unwrap_or(defaults.envelope),
+        cors: spec.cors.unwrap_or(defaults.cors),
+        websocket: spec.websocket,
+        switch: spec.switch,
+        enabled: spec.enabled,
+        allow,
     })
 }

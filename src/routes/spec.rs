@@ -32,7 +32,8 @@ pub struct RouteSpec {
     pub methods: Vec<HttpMethod>,
     /// Segments: literal, `{param}`, or a final `{*tail}` that takes the rest of the path.
     pub path: String,
-    pub handler: HandlerKind,
+    /// A transport or a local handler's name (`HandlerKind::resolve`).
+    pub handler: String,
     #[serde(default)]
     pub credential: Option<Credential>,
     /// Lowest plan admitted ("and above"); plans are ordered in the app config.
@@ -153,122 +154,54 @@ pub enum CorsPolicy {
     None,
 }
 
-/// What serves a route. The manifest names one of these; `chainedge -t` refuses any other.
-/// Kinds not built yet answer 501 `not_implemented` in the route's envelope.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
-#[serde(rename_all = "snake_case")]
+/// What serves a route: one of the edge's own transports, or a local handler of the
+/// registry (`handlers::registry`) by its place there. The manifest names either; a name
+/// that is neither is a configuration error (`chainedge -t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum HandlerKind {
-    // Transports and passthroughs.
     JsonRpc,
     BeaconProxy,
     BeaconEvents,
     MevShareSse,
     RelayData,
-    BuilderRpc,
-    PrivateRpc,
     HostRpc,
     HeimdallProxy,
     /// The route's `{*tail}` (and query) to its pool as it is: an operator's own
     /// passthrough to any node API (`pool` required).
     Passthrough,
     BasePortalWs,
-    BasePage,
-    /// `GET /openapi.json`: the API's contract.
-    Openapi,
     FirehoseWs,
     SolWatchlistWs,
-    // Console.
-    ConsoleMe,
-    ConsoleLogout,
-    ConsoleKeysList,
-    ConsoleKeysCreate,
-    ConsoleKeysRevoke,
-    ConsoleKeysRotate,
-    ConsoleKeysUsage,
-    ConsoleEmailStart,
-    ConsoleEmailVerify,
-    ConsoleGoogleStart,
-    ConsoleGoogleCallback,
-    ConsoleWalletChallenge,
-    ConsoleWalletVerify,
-    ConsolePage,
-    // Admin and fleet.
-    MeshHealth,
-    PolygonMeshHealth,
-    MeshHosts,
-    MetricsMirror,
-    PolygonMetricsMirror,
-    AdminUsage,
-    // Ethereum product endpoints.
-    EthWalletBalance,
-    EthWalletTokens,
-    EthWalletNfts,
-    EthWalletHistory,
-    EthMempoolSnapshot,
-    EthMempoolStats,
-    EthSenderRaw,
-    EthSenderBundle,
-    EthValidatorIntel,
-    EthValidatorSeries,
-    EthPeerGraph,
-    EthPeerGraphHost,
-    // Polygon product endpoints.
-    PolygonWalletBalance,
-    PolygonWalletTokens,
-    PolygonWalletNfts,
-    PolygonWalletHistory,
-    PolygonMempoolSnapshot,
-    PolygonMempoolStats,
-    PolygonValidators,
-    PolygonCheckpoint,
-    PolygonSpan,
-    PolygonTraceReplay,
-    PolygonTraceCall,
-    PolygonSenderRaw,
-    PolygonFirehoseInfo,
-    // Solana product endpoints.
-    SolWatchlistList,
-    SolWatchlistCreate,
-    SolWatchlistGet,
-    SolWatchlistDelete,
-    SolWatchlistDeadLetters,
-    SolAccountSnapshot,
-    SolStakeLatest,
-    SolStakeEpoch,
-    SolStakeByVoter,
-    SolStakeHistory,
-    SolWalletBalance,
-    SolWalletTokens,
-    SolWalletNfts,
-    SolWalletHistory,
-    SolMevCacheHosts,
-    SolMevCacheLeaderboard,
-    SolMevCacheHostMetrics,
-    SolMevCacheHostSeries,
-    SolSenderTx,
-    SolSenderBundle,
-    SolMempoolSnapshot,
-    SolMempoolStats,
+    /// A local handler: its index in the registry.
+    Local(u16),
 }
 
+/// The transports' manifest names.
+const TRANSPORTS: &[(&str, HandlerKind)] = &[
+    ("json_rpc", HandlerKind::JsonRpc),
+    ("beacon_proxy", HandlerKind::BeaconProxy),
+    ("beacon_events", HandlerKind::BeaconEvents),
+    ("mev_share_sse", HandlerKind::MevShareSse),
+    ("relay_data", HandlerKind::RelayData),
+    ("host_rpc", HandlerKind::HostRpc),
+    ("heimdall_proxy", HandlerKind::HeimdallProxy),
+    ("passthrough", HandlerKind::Passthrough),
+    ("base_portal_ws", HandlerKind::BasePortalWs),
+    ("firehose_ws", HandlerKind::FirehoseWs),
+    ("sol_watchlist_ws", HandlerKind::SolWatchlistWs),
+];
+
 impl HandlerKind {
-    /// The console JSON API routes (`/v1/auth/*`, `/v1/keys*`), answered by `console::api`.
-    pub fn is_console_api(self) -> bool {
-        matches!(
-            self,
-            HandlerKind::ConsoleMe
-                | HandlerKind::ConsoleLogout
-                | HandlerKind::ConsoleKeysList
-                | HandlerKind::ConsoleKeysCreate
-                | HandlerKind::ConsoleKeysRevoke
-                | HandlerKind::ConsoleKeysRotate
-                | HandlerKind::ConsoleKeysUsage
-                | HandlerKind::ConsoleEmailStart
-                | HandlerKind::ConsoleEmailVerify
-                | HandlerKind::ConsoleWalletChallenge
-                | HandlerKind::ConsoleWalletVerify
-                | HandlerKind::ConsoleGoogleStart
-                | HandlerKind::ConsoleGoogleCallback
-        )
+    /// The kind a manifest's `handler:` names: a transport, else the local handler of
+    /// that name in `handlers` (the registry's names, in order).
+    pub fn resolve(name: &str, handlers: &[&str]) -> Option<HandlerKind> {
+        TRANSPORTS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, k)| *k)
+            .or_else(|| {
+                let at = handlers.iter().position(|h| *h == name)?;
+                u16::try_from(at).ok().map(HandlerKind::Local)
+            })
     }
 }

@@ -8,10 +8,11 @@ use crate::errors::ApiError;
 use crate::jsonrpc::methods::MethodClass;
 use crate::jsonrpc::{Id, Payload, Request, Response};
 use crate::observe::metrics;
-use crate::pools::Pool;
+use crate::pools::{Host, Pool};
 use crate::signed_tx::tx_hash;
 use bytes::Bytes;
 use serde_json::{json, Value};
+use std::sync::Arc;
 
 /// An upstream's way of saying "I already have this transaction".
 pub(super) const ALREADY_KNOWN_PATTERNS: &[&str] =
@@ -43,61 +44,9 @@ impl Gateway {
             ));
         }
         let body = call.to_bytes();
-        let answers: Vec<(String, Result<Bytes, String>)> = match self.conf.write_policy {
-            WritePolicy::Broadcast => {
-                let mut tasks = Vec::new();
-                for host in hosts {
-                    let (client, body, rid, conf) = (
-                        self.client.clone(),
-                        body.clone(),
-                        rid.to_string(),
-                        self.conf.clone(),
-                    );
-                    tasks.push(tokio::spawn(async move {
-                        metrics::upstream_attempt(&host.pool, &host.id);
-                        let r = client
-                            .send(
-                                host.post_json(body, &rid),
-                                conf.timeout,
-                                conf.max_response_bytes,
-                            )
-                            .await;
-                        let r = match r {
-                            Ok(r) if r.status < 500 => Ok(r.body),
-                            Ok(r) => Err(format!("HTTP {}", r.status)),
-                            Err(e) => Err(e.to_string()),
-                        };
-                        if let Err(e) = &r {
-                            host.record_failure(e);
-                            metrics::upstream_failure(&host.pool, &host.id, "transport");
-                        }
-                        (host.id.clone(), r)
-                    }));
-                }
-                let mut out = Vec::new();
-                for t in tasks {
-                    if let Ok(a) = t.await {
-                        out.push(a);
-                    }
-                }
-                out
-            }
-            WritePolicy::FirstAccepting => {
-                let mut out = Vec::new();
-                for host in hosts.iter().take(self.conf.max_attempts) {
-                    let r = self
-                        .attempt(host, body.clone(), rid, self.conf.timeout)
-                        .await;
-                    let accepted = r
-                        .as_ref()
-                        .is_ok_and(|b| write_outcome(b) != WriteOutcome::Rejected);
-                    out.push((host.id.clone(), r));
-                    if accepted {
-                        break;
-                    }
-                }
-                out
-            }
+        let answers = match self.conf.write_policy {
+            WritePolicy::Broadcast => self.broadcast(&hosts, body, rid).await,
+            WritePolicy::FirstAccepting => self.first_accepting(&hosts, body, rid).await,
         };
         // Prefer an acceptance; an "already known" counts as one (the resend is idempotent).
         let mut first_rejection: Option<(Response, String)> = None;
@@ -140,6 +89,74 @@ impl Gateway {
                 "no host answered the transaction",
             )),
         }
+    }
+
+    /// The write to every host at once; each host's answer (or why it gave none).
+    async fn broadcast(
+        &self,
+        hosts: &[Arc<Host>],
+        body: Bytes,
+        rid: &str,
+    ) -> Vec<(String, Result<Bytes, String>)> {
+        let mut tasks = Vec::new();
+        for host in hosts.iter().cloned() {
+            let (client, body, rid, conf) = (
+                self.client.clone(),
+                body.clone(),
+                rid.to_string(),
+                self.conf.clone(),
+            );
+            tasks.push(tokio::spawn(async move {
+                metrics::upstream_attempt(&host.pool, &host.id);
+                let r = client
+                    .send(
+                        host.post_json(body, &rid),
+                        conf.timeout,
+                        conf.max_response_bytes,
+                    )
+                    .await;
+                let r = match r {
+                    Ok(r) if r.status < 500 => Ok(r.body),
+                    Ok(r) => Err(format!("HTTP {}", r.status)),
+                    Err(e) => Err(e.to_string()),
+                };
+                if let Err(e) = &r {
+                    host.record_failure(e);
+                    metrics::upstream_failure(&host.pool, &host.id, "transport");
+                }
+                (host.id.clone(), r)
+            }));
+        }
+        let mut out = Vec::new();
+        for t in tasks {
+            if let Ok(a) = t.await {
+                out.push(a);
+            }
+        }
+        out
+    }
+
+    /// The write to host after host until one accepts it.
+    async fn first_accepting(
+        &self,
+        hosts: &[Arc<Host>],
+        body: Bytes,
+        rid: &str,
+    ) -> Vec<(String, Result<Bytes, String>)> {
+        let mut out = Vec::new();
+        for host in hosts.iter().take(self.conf.max_attempts) {
+            let r = self
+                .attempt(host, body.clone(), rid, self.conf.timeout)
+                .await;
+            let accepted = r
+                .as_ref()
+                .is_ok_and(|b| write_outcome(b) != WriteOutcome::Rejected);
+            out.push((host.id.clone(), r));
+            if accepted {
+                break;
+            }
+        }
+        out
     }
 
     /// Whether some node of the pool knows a transaction with this hash.

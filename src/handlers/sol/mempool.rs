@@ -3,10 +3,9 @@
 //! public mempool).
 
 use super::{int_param, Request};
-use crate::capture::sol::mempool::{now_ms, Fate, SolMempool, WINDOW};
+use crate::capture::sol::mempool::{now_ms, Fate, WINDOW};
 use crate::errors::ApiError;
 use crate::reply::Reply;
-use crate::routes::spec::HandlerKind;
 use serde_json::json;
 
 pub const SNAPSHOT_DEFAULT: i64 = 100;
@@ -21,14 +20,33 @@ fn nearest_rank(v: &[i64], q: f64) -> Option<i64> {
     Some(v[rank - 1])
 }
 
-pub fn serve(mempool: &SolMempool, req: &Request<'_>) -> Result<Reply, ApiError> {
+pub const HANDLERS: &[super::super::Handler] = &[
+    super::super::Handler::new("sol_mempool_snapshot", |s, r| {
+        Box::pin(async move { serve(s, true, r) })
+    })
+    .pool("sol_rpc"),
+    super::super::Handler::new("sol_mempool_stats", |s, r| {
+        Box::pin(async move { serve(s, false, r) })
+    })
+    .pool("sol_rpc"),
+];
+
+/// What the senders' transactions came to: the pending ones (`snapshot`), or the stats.
+fn serve(
+    services: &super::super::Services<'_>,
+    snapshot: bool,
+    req: &Request<'_>,
+) -> Result<Reply, ApiError> {
+    // Without a Solana pool nothing is sent, so nothing is followed.
+    services.pool()?;
+    let mempool = services.sol_mempool;
     // A tenant sees what its own keys sent; an admin sees every tenant's.
     let seen = match req.caller {
         crate::auth::Principal::Admin => mempool.window_of(None),
         _ => mempool.window_of(Some(req.key().map_or("", |k| k.tenant_id.as_str()))),
     };
     let window_secs = WINDOW.as_secs();
-    let body = if req.kind == HandlerKind::SolMempoolSnapshot {
+    let body = if snapshot {
         let limit = int_param(req, "limit", SNAPSHOT_DEFAULT, 1, SNAPSHOT_MAX)? as usize;
         let now = now_ms();
         let pending: Vec<_> = seen.iter().filter(|s| s.fate == Fate::Pending).collect();

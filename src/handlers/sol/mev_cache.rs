@@ -8,7 +8,6 @@ use crate::capture::sol::mev_cache::Snapshots;
 use crate::errors::ApiError;
 use crate::pools::Pool;
 use crate::reply::Reply;
-use crate::routes::spec::HandlerKind;
 use crate::store::Store;
 use serde_json::{json, Value};
 
@@ -43,121 +42,161 @@ fn rate(increase: i64, covered_ms: i64) -> Option<f64> {
         .then(|| (increase as f64 * 1000.0 / covered_ms as f64 * 1000.0).round() / 1000.0)
 }
 
-pub async fn serve(
-    store: &Store,
-    snapshots: &Snapshots,
-    pool: &Pool,
+pub const HANDLERS: &[super::super::Handler] = &[
+    super::super::Handler::new("sol_mev_cache_hosts", |s, r| {
+        Box::pin(serve(s, Asked::Hosts, r))
+    })
+    .pool("sol_mev_cache"),
+    super::super::Handler::new("sol_mev_cache_leaderboard", |s, r| {
+        Box::pin(serve(s, Asked::Leaderboard, r))
+    })
+    .pool("sol_mev_cache"),
+    super::super::Handler::new("sol_mev_cache_host_metrics", |s, r| {
+        Box::pin(serve(s, Asked::HostMetrics, r))
+    })
+    .pool("sol_mev_cache"),
+    super::super::Handler::new("sol_mev_cache_host_series", |s, r| {
+        Box::pin(serve(s, Asked::HostSeries, r))
+    })
+    .pool("sol_mev_cache"),
+];
+
+/// What an MEV-cache route asks.
+#[derive(Clone, Copy)]
+enum Asked {
+    Hosts,
+    Leaderboard,
+    HostMetrics,
+    HostSeries,
+}
+
+async fn serve(
+    services: &super::super::Services<'_>,
+    asked: Asked,
     req: &Request<'_>,
 ) -> Result<Reply, ApiError> {
-    let body = match req.kind {
-        HandlerKind::SolMevCacheHosts => {
-            let recent = store
-                .mev_cache_hits_since(now_ms() - WINDOW_DEFAULT * 1000)
-                .await
-                .map_err(store_error)?;
-            let hosts: Vec<Value> = pool
-                .hosts
-                .iter()
-                .map(|h| {
-                    let r = recent.iter().find(|r| r.host == h.id);
-                    json!({
-                        "host_id": h.id,
-                        "family": h.family,
-                        "state": h.health.state().as_str(),
-                        "last_sampled_at": snapshots.get(&h.id).map(|s| s.sampled_at / 1000),
-                        "hits_per_sec_5m": r.and_then(|r| rate(r.increase, r.covered_ms)),
-                    })
-                })
-                .collect();
-            json!({"hosts": hosts})
-        }
-        HandlerKind::SolMevCacheLeaderboard => {
-            let window = int_param(req, "window_secs", WINDOW_DEFAULT, WINDOW_MIN, WINDOW_MAX)?;
-            let mut rows = store
-                .mev_cache_hits_since(now_ms() - window * 1000)
-                .await
-                .map_err(store_error)?;
-            rows.retain(|r| pool.host(&r.host).is_some() && r.covered_ms > 0);
-            rows.sort_by(|a, b| {
-                let (ra, rb) = (
-                    a.increase as f64 / a.covered_ms as f64,
-                    b.increase as f64 / b.covered_ms as f64,
-                );
-                rb.total_cmp(&ra).then_with(|| a.host.cmp(&b.host))
-            });
-            let items: Vec<Value> = rows
-                .iter()
-                .enumerate()
-                .map(|(i, r)| {
-                    json!({
-                        "rank": i + 1,
-                        "host_id": r.host,
-                        "hits_per_sec": rate(r.increase, r.covered_ms),
-                        "hits": r.increase,
-                        "samples": r.samples,
-                        "covered_secs": r.covered_ms / 1000,
-                    })
-                })
-                .collect();
-            let unranked: Vec<&str> = pool
-                .hosts
-                .iter()
-                .filter(|h| !rows.iter().any(|r| r.host == h.id))
-                .map(|h| h.id.as_str())
-                .collect();
-            json!({"window_secs": window, "items": items, "unranked": unranked})
-        }
-        HandlerKind::SolMevCacheHostMetrics => {
-            let host = known_host(pool, req)?;
-            let s = snapshots.get(host).ok_or_else(|| {
-                ApiError::new(
-                    503,
-                    "not_sampled_yet",
-                    format!("no scrape of {host} has succeeded yet"),
-                )
-            })?;
-            json!({
-                "host_id": host,
-                "sampled_at": s.sampled_at / 1000,
-                "truncated": s.truncated,
-                "metrics": s.series,
-            })
-        }
-        _ => {
-            let host = known_host(pool, req)?;
-            // `to` is exclusive: by default the next second, so the latest sample is in.
-            let now = now_ms() / 1000 + 1;
-            let to = int_param(req, "to", now, 0, i64::MAX / 2000)?;
-            let from = int_param(req, "from", to - SERIES_SPAN_DEFAULT, 0, i64::MAX / 2000)?;
-            if from >= to || to - from > SERIES_SPAN_MAX {
-                return Err(ApiError::invalid_params(format!(
-                    "from must be before to, at most {SERIES_SPAN_MAX} seconds apart"
-                )));
-            }
-            let samples = store
-                .mev_cache_series(host, from * 1000, to * 1000, SERIES_POINTS_MAX)
-                .await
-                .map_err(store_error)?;
-            let points: Vec<Value> = samples
-                .iter()
-                .map(|s| {
-                    json!({
-                        "at": s.at / 1000,
-                        "hits_total": s.hits_total,
-                        "hits_per_sec": rate(s.increase, s.interval_ms),
-                    })
-                })
-                .collect();
-            json!({
-                "host_id": host,
-                "from": from,
-                "to": to,
-                "truncated": points.len() as i64 >= SERIES_POINTS_MAX,
-                "points": points,
-            })
-        }
+    let (store, snapshots, pool) = (services.store, services.mev_cache, services.pool()?);
+    let body = match asked {
+        Asked::Hosts => hosts(store, snapshots, pool).await?,
+        Asked::Leaderboard => leaderboard(store, pool, req).await?,
+        Asked::HostMetrics => host_metrics(snapshots, pool, req)?,
+        Asked::HostSeries => host_series(store, pool, req).await?,
     };
     Ok(Reply::json(200, body.to_string()))
+}
+
+/// Every host with its state, last scrape and recent hit rate.
+async fn hosts(store: &Store, snapshots: &Snapshots, pool: &Pool) -> Result<Value, ApiError> {
+    let recent = store
+        .mev_cache_hits_since(now_ms() - WINDOW_DEFAULT * 1000)
+        .await
+        .map_err(store_error)?;
+    let hosts: Vec<Value> = pool
+        .hosts
+        .iter()
+        .map(|h| {
+            let r = recent.iter().find(|r| r.host == h.id);
+            json!({
+                "host_id": h.id,
+                "family": h.family,
+                "state": h.health.state().as_str(),
+                "last_sampled_at": snapshots.get(&h.id).map(|s| s.sampled_at / 1000),
+                "hits_per_sec_5m": r.and_then(|r| rate(r.increase, r.covered_ms)),
+            })
+        })
+        .collect();
+    Ok(json!({"hosts": hosts}))
+}
+
+/// The hosts ranked by hit rate over `window_secs`; those without samples unranked.
+async fn leaderboard(store: &Store, pool: &Pool, req: &Request<'_>) -> Result<Value, ApiError> {
+    let window = int_param(req, "window_secs", WINDOW_DEFAULT, WINDOW_MIN, WINDOW_MAX)?;
+    let mut rows = store
+        .mev_cache_hits_since(now_ms() - window * 1000)
+        .await
+        .map_err(store_error)?;
+    rows.retain(|r| pool.host(&r.host).is_some() && r.covered_ms > 0);
+    rows.sort_by(|a, b| {
+        let (ra, rb) = (
+            a.increase as f64 / a.covered_ms as f64,
+            b.increase as f64 / b.covered_ms as f64,
+        );
+        rb.total_cmp(&ra).then_with(|| a.host.cmp(&b.host))
+    });
+    let items: Vec<Value> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            json!({
+                "rank": i + 1,
+                "host_id": r.host,
+                "hits_per_sec": rate(r.increase, r.covered_ms),
+                "hits": r.increase,
+                "samples": r.samples,
+                "covered_secs": r.covered_ms / 1000,
+            })
+        })
+        .collect();
+    let unranked: Vec<&str> = pool
+        .hosts
+        .iter()
+        .filter(|h| !rows.iter().any(|r| r.host == h.id))
+        .map(|h| h.id.as_str())
+        .collect();
+    Ok(json!({"window_secs": window, "items": items, "unranked": unranked}))
+}
+
+/// One host's last scrape.
+fn host_metrics(snapshots: &Snapshots, pool: &Pool, req: &Request<'_>) -> Result<Value, ApiError> {
+    let host = known_host(pool, req)?;
+    let s = snapshots.get(host).ok_or_else(|| {
+        ApiError::new(
+            503,
+            "not_sampled_yet",
+            format!("no scrape of {host} has succeeded yet"),
+        )
+    })?;
+    Ok(json!({
+        "host_id": host,
+        "sampled_at": s.sampled_at / 1000,
+        "truncated": s.truncated,
+        "metrics": s.series,
+    }))
+}
+
+/// One host's hits over `[from, to)`.
+async fn host_series(store: &Store, pool: &Pool, req: &Request<'_>) -> Result<Value, ApiError> {
+    let host = known_host(pool, req)?;
+    // `to` is exclusive: by default the next second, so the latest sample is in.
+    let now = now_ms() / 1000 + 1;
+    let to = int_param(req, "to", now, 0, i64::MAX / 2000)?;
+    let from = int_param(req, "from", to - SERIES_SPAN_DEFAULT, 0, i64::MAX / 2000)?;
+    if from >= to || to - from > SERIES_SPAN_MAX {
+        return Err(ApiError::invalid_params(format!(
+            "from must be before to, at most {SERIES_SPAN_MAX} seconds apart"
+        )));
+    }
+    let samples = store
+        .mev_cache_series(host, from * 1000, to * 1000, SERIES_POINTS_MAX)
+        .await
+        .map_err(store_error)?;
+    let points: Vec<Value> = samples
+        .iter()
+        .map(|s| {
+            json!({
+                "at": s.at / 1000,
+                "hits_total": s.hits_total,
+                "hits_per_sec": rate(s.increase, s.interval_ms),
+            })
+        })
+        .collect();
+    Ok(json!({
+        "host_id": host,
+        "from": from,
+        "to": to,
+        "truncated": points.len() as i64 >= SERIES_POINTS_MAX,
+        "points": points,
+    }))
 }
 
 fn known_host<'a>(pool: &'a Pool, req: &Request<'_>) -> Result<&'a str, ApiError> {

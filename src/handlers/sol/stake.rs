@@ -5,7 +5,6 @@
 use super::{address_param, int_param, Request};
 use crate::errors::ApiError;
 use crate::reply::Reply;
-use crate::routes::spec::HandlerKind;
 use crate::store::sol_stake::{EpochCapture, StakeRow};
 use crate::store::Store;
 use serde_json::{json, Value};
@@ -47,16 +46,40 @@ fn no_snapshot(what: String) -> ApiError {
     ApiError::new(404, "snapshot_not_found", what)
 }
 
-pub async fn serve(store: &Store, req: &Request<'_>) -> Result<Reply, ApiError> {
-    let body = match req.kind {
-        HandlerKind::SolStakeLatest => {
+pub const HANDLERS: &[super::super::Handler] = &[
+    super::super::Handler::new("sol_stake_latest", |s, r| {
+        Box::pin(serve(s.store, Asked::Latest, r))
+    }),
+    super::super::Handler::new("sol_stake_epoch", |s, r| {
+        Box::pin(serve(s.store, Asked::Epoch, r))
+    }),
+    super::super::Handler::new("sol_stake_by_voter", |s, r| {
+        Box::pin(serve(s.store, Asked::ByVoter, r))
+    }),
+    super::super::Handler::new("sol_stake_history", |s, r| {
+        Box::pin(serve(s.store, Asked::History, r))
+    }),
+];
+
+/// What a stake route asks.
+#[derive(Clone, Copy)]
+enum Asked {
+    Latest,
+    Epoch,
+    ByVoter,
+    History,
+}
+
+async fn serve(store: &Store, asked: Asked, req: &Request<'_>) -> Result<Reply, ApiError> {
+    let body = match asked {
+        Asked::Latest => {
             let (limit, offset) = paging(req)?;
             let epoch = store.stake_epoch(None).await.map_err(store_error)?;
             let epoch =
                 epoch.ok_or_else(|| no_snapshot("no epoch has been captured yet".into()))?;
             snapshot(store, &epoch, limit, offset).await?
         }
-        HandlerKind::SolStakeEpoch => {
+        Asked::Epoch => {
             let raw = req.params.first().map(String::as_str).unwrap_or("");
             let n = raw
                 .parse::<i64>()
@@ -74,7 +97,7 @@ pub async fn serve(store: &Store, req: &Request<'_>) -> Result<Reply, ApiError> 
                 epoch.ok_or_else(|| no_snapshot(format!("epoch {n} has no complete snapshot")))?;
             snapshot(store, &epoch, limit, offset).await?
         }
-        HandlerKind::SolStakeByVoter => {
+        Asked::ByVoter => {
             let voter = address_param(req, 0, "vote_pubkey")?;
             let (limit, offset) = paging(req)?;
             let (rows, total) = store
@@ -89,7 +112,7 @@ pub async fn serve(store: &Store, req: &Request<'_>) -> Result<Reply, ApiError> 
                 "offset": offset,
             })
         }
-        _ => {
+        Asked::History => {
             let pubkey = address_param(req, 0, "pubkey")?;
             let rows = store
                 .stake_history(&pubkey, HISTORY_MAX)

@@ -356,6 +356,29 @@ pub async fn history(gateway: &Gateway, pool: &Pool, req: &Request<'_>) -> Resul
     ))
 }
 
+pub const HANDLERS: &[super::super::Handler] = &[
+    super::super::Handler::new("sol_account_snapshot", |s, r| {
+        Box::pin(async move { account(s.gateway, s.pool()?, r).await })
+    })
+    .pool("sol_rpc"),
+    super::super::Handler::new("sol_wallet_balance", |s, r| {
+        Box::pin(async move { balance(s.gateway, s.pool()?, r).await })
+    })
+    .pool("sol_rpc"),
+    super::super::Handler::new("sol_wallet_tokens", |s, r| {
+        Box::pin(async move { tokens(s.gateway, s.pool()?, r).await })
+    })
+    .pool("sol_rpc"),
+    super::super::Handler::new("sol_wallet_nfts", |s, r| {
+        Box::pin(async move { nfts(s.gateway, s.pool()?, r).await })
+    })
+    .pool("sol_rpc"),
+    super::super::Handler::new("sol_wallet_history", |s, r| {
+        Box::pin(async move { history(s.gateway, s.pool()?, r).await })
+    })
+    .pool("sol_rpc"),
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,6 @@ use super::Request;
 use crate::capture::sol::watch::{webhook, SolWatch};
 use crate::errors::ApiError;
 use crate::reply::Reply;
-use crate::routes::spec::HandlerKind;
 use crate::sol_tx;
 use crate::store::sol_watchlist::WatchEntry;
 use crate::store::Store;
@@ -77,17 +76,50 @@ fn not_found(id: &str) -> ApiError {
     )
 }
 
-pub async fn serve(store: &Store, watch: &SolWatch, req: &Request<'_>) -> Result<Reply, ApiError> {
+pub const HANDLERS: &[super::super::Handler] = &[
+    super::super::Handler::new("sol_watchlist_list", |s, r| {
+        Box::pin(serve(s.store, s.sol_watch, Asked::List, r))
+    }),
+    super::super::Handler::new("sol_watchlist_create", |s, r| {
+        Box::pin(serve(s.store, s.sol_watch, Asked::Create, r))
+    }),
+    super::super::Handler::new("sol_watchlist_get", |s, r| {
+        Box::pin(serve(s.store, s.sol_watch, Asked::Get, r))
+    }),
+    super::super::Handler::new("sol_watchlist_delete", |s, r| {
+        Box::pin(serve(s.store, s.sol_watch, Asked::Delete, r))
+    }),
+    super::super::Handler::new("sol_watchlist_dead_letters", |s, r| {
+        Box::pin(serve(s.store, s.sol_watch, Asked::DeadLetters, r))
+    }),
+];
+
+/// What a watchlist route asks.
+#[derive(Clone, Copy)]
+enum Asked {
+    List,
+    Create,
+    Get,
+    Delete,
+    DeadLetters,
+}
+
+async fn serve(
+    store: &Store,
+    watch: &SolWatch,
+    asked: Asked,
+    req: &Request<'_>,
+) -> Result<Reply, ApiError> {
     let tenant = tenant(req)?;
     let id = req.params.first().map(String::as_str).unwrap_or("");
-    match req.kind {
-        HandlerKind::SolWatchlistList => {
+    match asked {
+        Asked::List => {
             let entries = store.watch_entries(tenant).await.map_err(store_error)?;
             let list: Vec<Value> = entries.iter().map(entry_json).collect();
             Ok(Reply::json(200, Value::Array(list).to_string()))
         }
-        HandlerKind::SolWatchlistCreate => create(store, watch, tenant, req).await,
-        HandlerKind::SolWatchlistGet => {
+        Asked::Create => create(store, watch, tenant, req).await,
+        Asked::Get => {
             let e = store
                 .watch_entry(tenant, id)
                 .await
@@ -95,7 +127,7 @@ pub async fn serve(store: &Store, watch: &SolWatch, req: &Request<'_>) -> Result
                 .ok_or_else(|| not_found(id))?;
             Ok(Reply::json(200, entry_json(&e).to_string()))
         }
-        HandlerKind::SolWatchlistDelete => {
+        Asked::Delete => {
             if !store
                 .delete_watch_entry(tenant, id)
                 .await
@@ -106,7 +138,7 @@ pub async fn serve(store: &Store, watch: &SolWatch, req: &Request<'_>) -> Result
             watch.removed(id);
             Ok(Reply::empty(204))
         }
-        _ => {
+        Asked::DeadLetters => {
             store
                 .watch_entry(tenant, id)
                 .await

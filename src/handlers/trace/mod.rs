@@ -415,6 +415,17 @@ fn node_refused(method: &str, e: ErrorObject) -> ApiError {
     )
 }
 
+pub const HANDLERS: &[super::Handler] = &[
+    super::Handler::new("polygon_trace_replay", |s, r| {
+        Box::pin(async move { replay_tx(s.gateway, s.pool()?, r).await })
+    })
+    .pool("polygon_bor"),
+    super::Handler::new("polygon_trace_call", |s, r| {
+        Box::pin(async move { call(s.gateway, s.pool()?, r).await })
+    })
+    .pool("polygon_bor"),
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -52,127 +52,175 @@ pub struct Driver {
     pub changes: mpsc::Sender<Change>,
 }
 
+/// The link's side of the registry: what is watched, under which node subscription,
+/// on which node.
+struct Linked {
+    watched: HashMap<Key, Watched>,
+    by_sub: HashMap<u64, Key>,
+    link: Option<NodeLink>,
+    /// The host a link just failed on, passed over when the next one opens.
+    avoid: Option<String>,
+    backoff: Duration,
+}
+
+impl Linked {
+    /// Give up the link (its host is avoided next).
+    fn drop_link(&mut self) {
+        self.avoid = self.link.take().map(|l| l.host.id.clone());
+    }
+}
+
+/// How opening a link went.
+enum Opened {
+    Up,
+    /// Not now: try again (the wait, if any, is over).
+    Retry,
+    /// The registry has gone away: stop.
+    Closed,
+}
+
 impl Driver {
     pub async fn run(mut self) {
-        let mut watched: HashMap<Key, Watched> = HashMap::new();
-        let mut by_sub: HashMap<u64, Key> = HashMap::new();
-        let mut link: Option<NodeLink> = None;
-        let mut avoid: Option<String> = None;
-        let mut backoff = Duration::from_millis(200);
+        let mut s = Linked {
+            watched: HashMap::new(),
+            by_sub: HashMap::new(),
+            link: None,
+            avoid: None,
+            backoff: Duration::from_millis(200),
+        };
         loop {
-            if link.is_none() && !watched.is_empty() {
-                if let Some(pool) = self.pools.get(POOL) {
-                    link = NodeLink::open(pool, avoid.as_deref()).await;
-                }
-                match link.as_mut() {
-                    Some(l) => {
-                        backoff = Duration::from_millis(200);
-                        by_sub.clear();
-                        let keys: Vec<Key> = watched.keys().cloned().collect();
-                        let mut failed = false;
-                        for key in keys {
-                            match subscribe(l, &key).await {
-                                Ok(id) => {
-                                    by_sub.insert(id, key.clone());
-                                    if let Some(w) = watched.get_mut(&key) {
-                                        w.sub = Some(id);
-                                    }
-                                }
-                                Err(e) => {
-                                    log::warn!("watchlist: accountSubscribe on {}: {e}", l.host.id);
-                                    failed = true;
-                                    break;
-                                }
-                            }
-                        }
-                        if failed {
-                            avoid = link.take().map(|l| l.host.id.clone());
-                            continue;
-                        }
-                        // Fill the gap: what changed while no subscription was up.
-                        for (key, w) in watched.iter_mut() {
-                            if let Some(change) = self.read_now(key, w).await {
-                                let _ = self.changes.send(change).await;
-                            }
-                        }
-                    }
-                    None => {
-                        // No host takes a link now: wait, still taking commands.
-                        let sleep = tokio::time::sleep(backoff);
-                        tokio::pin!(sleep);
-                        backoff = (backoff * 2).min(Duration::from_secs(5));
-                        loop {
-                            tokio::select! {
-                                _ = &mut sleep => break,
-                                cmd = self.commands.recv() => match cmd {
-                                    None => return,
-                                    Some(cmd) => self.apply_offline(cmd, &mut watched).await,
-                                },
-                            }
-                        }
-                        continue;
-                    }
+            if s.link.is_none() && !s.watched.is_empty() {
+                match self.open_link(&mut s).await {
+                    Opened::Up => {}
+                    Opened::Retry => continue,
+                    Opened::Closed => return,
                 }
             }
-            let Some(l) = link.as_mut() else {
+            let Some(l) = s.link.as_mut() else {
                 // Nothing watched: wait for the first command.
                 match self.commands.recv().await {
                     None => return,
-                    Some(cmd) => self.apply_offline(cmd, &mut watched).await,
+                    Some(cmd) => self.apply_offline(cmd, &mut s.watched).await,
                 }
                 continue;
             };
             tokio::select! {
                 cmd = self.commands.recv() => match cmd {
                     None => return,
-                    Some(Command::Watch(key)) => {
-                        if watched.contains_key(&key) {
-                            continue;
-                        }
-                        let mut w = Watched { sub: None, last: None };
-                        self.baseline(&key, &mut w).await;
-                        match subscribe(l, &key).await {
-                            Ok(id) => {
-                                w.sub = Some(id);
-                                by_sub.insert(id, key.clone());
-                            }
-                            Err(e) => {
-                                log::warn!("watchlist: accountSubscribe on {}: {e}", l.host.id);
-                                avoid = link.take().map(|l| l.host.id.clone());
-                            }
-                        }
-                        watched.insert(key, w);
-                    }
-                    Some(Command::Unwatch(key)) => {
-                        if let Some(w) = watched.remove(&key) {
-                            if let Some(id) = w.sub {
-                                by_sub.remove(&id);
-                                if l.call("accountUnsubscribe", json!([id])).await.is_err() {
-                                    avoid = link.take().map(|l| l.host.id.clone());
-                                }
-                            }
-                        }
-                    }
+                    Some(cmd) => self.apply(cmd, &mut s).await,
                 },
                 note = l.notification() => match note {
-                    Ok(v) => {
-                        let params = &v["params"];
-                        let Some(key) = params["subscription"].as_u64().and_then(|id| by_sub.get(&id)) else {
-                            continue;
-                        };
-                        let result = &params["result"];
-                        if let Some(w) = watched.get_mut(key) {
-                            if let Some(change) = changed(key, w, result["context"]["slot"].as_u64(), &result["value"]) {
-                                let _ = self.changes.send(change).await;
-                            }
-                        }
-                    }
+                    Ok(v) => self.notified(&v, &mut s).await,
                     Err(e) => {
                         log::info!("watchlist: link to {} ended ({e}); moving", l.host.id);
                         l.host.record_failure(&format!("pubsub: {e}"));
-                        avoid = link.take().map(|l| l.host.id.clone());
+                        s.drop_link();
                     }
                 },
+            }
+        }
+    }
+
+    /// Open a link to a host of the pool and subscribe every watched account on it, then
+    /// fill the gap (what changed while no subscription was up). With no host to take
+    /// it, wait (still taking commands), backing off.
+    async fn open_link(&mut self, s: &mut Linked) -> Opened {
+        if let Some(pool) = self.pools.get(POOL) {
+            s.link = NodeLink::open(pool, s.avoid.as_deref()).await;
+        }
+        let Some(l) = s.link.as_mut() else {
+            let sleep = tokio::time::sleep(s.backoff);
+            tokio::pin!(sleep);
+            s.backoff = (s.backoff * 2).min(Duration::from_secs(5));
+            loop {
+                tokio::select! {
+                    _ = &mut sleep => return Opened::Retry,
+                    cmd = self.commands.recv() => match cmd {
+                        None => return Opened::Closed,
+                        Some(cmd) => self.apply_offline(cmd, &mut s.watched).await,
+                    },
+                }
+            }
+        };
+        s.backoff = Duration::from_millis(200);
+        s.by_sub.clear();
+        let keys: Vec<Key> = s.watched.keys().cloned().collect();
+        for key in keys {
+            match subscribe(l, &key).await {
+                Ok(id) => {
+                    s.by_sub.insert(id, key.clone());
+                    if let Some(w) = s.watched.get_mut(&key) {
+                        w.sub = Some(id);
+                    }
+                }
+                Err(e) => {
+                    log::warn!("watchlist: accountSubscribe on {}: {e}", l.host.id);
+                    s.drop_link();
+                    return Opened::Retry;
+                }
+            }
+        }
+        for (key, w) in s.watched.iter_mut() {
+            if let Some(change) = self.read_now(key, w).await {
+                let _ = self.changes.send(change).await;
+            }
+        }
+        Opened::Up
+    }
+
+    /// A command while the link is up: subscribe or unsubscribe on it.
+    async fn apply(&self, cmd: Command, s: &mut Linked) {
+        let Some(l) = s.link.as_mut() else {
+            return self.apply_offline(cmd, &mut s.watched).await;
+        };
+        match cmd {
+            Command::Watch(key) => {
+                if s.watched.contains_key(&key) {
+                    return;
+                }
+                let mut w = Watched {
+                    sub: None,
+                    last: None,
+                };
+                self.baseline(&key, &mut w).await;
+                match subscribe(l, &key).await {
+                    Ok(id) => {
+                        w.sub = Some(id);
+                        s.by_sub.insert(id, key.clone());
+                    }
+                    Err(e) => {
+                        log::warn!("watchlist: accountSubscribe on {}: {e}", l.host.id);
+                        s.drop_link();
+                    }
+                }
+                s.watched.insert(key, w);
+            }
+            Command::Unwatch(key) => {
+                if let Some(id) = s.watched.remove(&key).and_then(|w| w.sub) {
+                    s.by_sub.remove(&id);
+                    if l.call("accountUnsubscribe", json!([id])).await.is_err() {
+                        s.drop_link();
+                    }
+                }
+            }
+        }
+    }
+
+    /// A node notification: the change, when the account differs from what was
+    /// delivered last.
+    async fn notified(&self, v: &Value, s: &mut Linked) {
+        let params = &v["params"];
+        let Some(key) = params["subscription"]
+            .as_u64()
+            .and_then(|id| s.by_sub.get(&id))
+        else {
+            return;
+        };
+        let result = &params["result"];
+        if let Some(w) = s.watched.get_mut(key) {
+            let slot = result["context"]["slot"].as_u64();
+            if let Some(change) = changed(key, w, slot, &result["value"]) {
+                let _ = self.changes.send(change).await;
             }
         }
     }

@@ -1,13 +1,14 @@
-//! Console route handlers: `/v1/auth/*` and `/v1/keys*`. Errors use the console
-//! envelope (`{"error": code}`); see docs/api.md for each route's payloads.
+//! The console's routes: the page, `/v1/auth/*` and `/v1/keys*`, over the sign-in
+//! machinery of `crate::console`. Errors use the console envelope (`{"error": code}`);
+//! see docs/api.md for each route's payloads.
 
-use super::{clear_cookies, db, email, wallet, Console, ConsoleSession};
+use super::Handler;
+use super::Request;
 use crate::address::client_bucket;
 use crate::auth::keys::KeyAuth;
+use crate::console::{clear_cookies, db, email, wallet, Console, ConsoleSession};
 use crate::errors::ApiError;
-use crate::handlers::Request;
 use crate::reply::Reply;
-use crate::routes::spec::HandlerKind;
 use crate::store::console::{
     Challenge, ChallengeBounds, CodeBounds, CodeCheck, GuessGuard, Identity, Issued, UserRow,
 };
@@ -21,69 +22,118 @@ use std::time::{Duration, UNIX_EPOCH};
 /// `/v1/auth/me`.
 pub use crate::auth::{DEFAULT_SCOPES, SCOPES};
 
-pub async fn handle(
+pub const HANDLERS: &[Handler] = &[
+    Handler::new("console_page", |_, r| {
+        Box::pin(async move { crate::console::page::serve(r.tail()) })
+    }),
+    Handler::new("console_me", |s, r| {
+        Box::pin(async move { me(s.console, session(r)?).await })
+    })
+    .form(),
+    Handler::new("console_logout", |s, r| Box::pin(logout(s.console, r))).form(),
+    Handler::new("console_keys_list", |s, r| {
+        Box::pin(keys_list(s.console, r))
+    })
+    .form(),
+    Handler::new("console_keys_create", |s, r| {
+        Box::pin(create_key(s.console, r))
+    })
+    .form(),
+    Handler::new("console_keys_revoke", |s, r| {
+        Box::pin(keys_revoke(s.console, s.keys, r))
+    })
+    .form(),
+    Handler::new("console_keys_rotate", |s, r| {
+        Box::pin(keys_rotate(s.console, s.keys, r))
+    })
+    .form(),
+    Handler::new("console_keys_usage", |s, r| {
+        Box::pin(keys_usage(s.console, r))
+    })
+    .form(),
+    Handler::new("console_email_start", |s, r| {
+        Box::pin(email_start(s.console, r))
+    })
+    .form(),
+    Handler::new("console_email_verify", |s, r| {
+        Box::pin(email_verify(s.console, r))
+    })
+    .form(),
+    Handler::new("console_wallet_challenge", |s, r| {
+        Box::pin(wallet_challenge(s.console, r))
+    })
+    .form(),
+    Handler::new("console_wallet_verify", |s, r| {
+        Box::pin(wallet_verify(s.console, r))
+    })
+    .form(),
+    Handler::new("console_google_start", |s, r| {
+        Box::pin(google_start(s.console, r))
+    })
+    .form(),
+    Handler::new("console_google_callback", |s, r| {
+        Box::pin(google_callback(s.console, r))
+    })
+    .form(),
+];
+
+async fn logout(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
+    let hash = session(req)?.token_hash;
+    db(console.store.revoke_session(&hash)).await?;
+    Ok(Reply::empty(204).with_headers(set_cookies(clear_cookies(req.secure))))
+}
+
+async fn keys_list(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
+    let uid = session(req)?.user_id.clone();
+    let list = db(console.store.user_keys(&uid)).await?;
+    json_reply(
+        200,
+        json!({"keys": list.iter().map(key_json).collect::<Vec<_>>()}),
+    )
+}
+
+async fn keys_revoke(
     console: &Console,
     keys: &KeyAuth,
     req: &Request<'_>,
 ) -> Result<Reply, ApiError> {
-    match req.kind {
-        HandlerKind::ConsoleMe => me(console, session(req)?).await,
-        HandlerKind::ConsoleLogout => {
-            let hash = session(req)?.token_hash;
-            db(console.store.revoke_session(&hash)).await?;
-            Ok(Reply::empty(204).with_headers(set_cookies(clear_cookies(req.secure))))
+    let uid = session(req)?.user_id.clone();
+    let id = req.params.first().cloned().unwrap_or_default();
+    match db(console.store.revoke_user_key(&uid, &id)).await? {
+        Some(hash) => {
+            keys.revoked(&hash);
+            Ok(Reply::empty(204))
         }
-        HandlerKind::ConsoleKeysList => {
-            let uid = session(req)?.user_id.clone();
-            let list = db(console.store.user_keys(&uid)).await?;
-            json_reply(
-                200,
-                json!({"keys": list.iter().map(key_json).collect::<Vec<_>>()}),
-            )
-        }
-        HandlerKind::ConsoleKeysCreate => create_key(console, req).await,
-        HandlerKind::ConsoleKeysRevoke => {
-            let uid = session(req)?.user_id.clone();
-            let id = req.params.first().cloned().unwrap_or_default();
-            match db(console.store.revoke_user_key(&uid, &id)).await? {
-                Some(hash) => {
-                    keys.revoked(&hash);
-                    Ok(Reply::empty(204))
-                }
-                None => Err(not_found()),
-            }
-        }
-        HandlerKind::ConsoleKeysRotate => {
-            let user = user_of(console, session(req)?).await?;
-            let id = req.params.first().cloned().unwrap_or_default();
-            match db(console.store.rotate_user_key(&user, &id)).await? {
-                Some((k, raw, old_hash)) => {
-                    keys.revoked(&old_hash);
-                    let mut v = key_json(&k);
-                    v["raw"] = json!(raw);
-                    json_reply(200, v)
-                }
-                None => Err(not_found()),
-            }
-        }
-        HandlerKind::ConsoleKeysUsage => {
-            let uid = session(req)?.user_id.clone();
-            let id = req.params.first().cloned().unwrap_or_default();
-            if !db(console.store.key_of_user(&id, &uid)).await? {
-                return Err(not_found());
-            }
-            let window = req.query_param("window");
-            crate::handlers::usage::key_series(&console.store, &id, window.as_deref(), store::now())
-                .await
-        }
-        HandlerKind::ConsoleEmailStart => email_start(console, req).await,
-        HandlerKind::ConsoleEmailVerify => email_verify(console, req).await,
-        HandlerKind::ConsoleWalletChallenge => wallet_challenge(console, req).await,
-        HandlerKind::ConsoleWalletVerify => wallet_verify(console, req).await,
-        HandlerKind::ConsoleGoogleStart => google_start(console, req).await,
-        HandlerKind::ConsoleGoogleCallback => google_callback(console, req).await,
-        _ => Err(ApiError::not_implemented("console route")),
+        None => Err(not_found()),
     }
+}
+
+async fn keys_rotate(
+    console: &Console,
+    keys: &KeyAuth,
+    req: &Request<'_>,
+) -> Result<Reply, ApiError> {
+    let user = user_of(console, session(req)?).await?;
+    let id = req.params.first().cloned().unwrap_or_default();
+    match db(console.store.rotate_user_key(&user, &id)).await? {
+        Some((k, raw, old_hash)) => {
+            keys.revoked(&old_hash);
+            let mut v = key_json(&k);
+            v["raw"] = json!(raw);
+            json_reply(200, v)
+        }
+        None => Err(not_found()),
+    }
+}
+
+async fn keys_usage(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
+    let uid = session(req)?.user_id.clone();
+    let id = req.params.first().cloned().unwrap_or_default();
+    if !db(console.store.key_of_user(&id, &uid)).await? {
+        return Err(not_found());
+    }
+    let window = req.query_param("window");
+    super::usage::key_series(&console.store, &id, window.as_deref(), store::now()).await
 }
 
 fn session<'a>(req: &'a Request<'_>) -> Result<&'a ConsoleSession, ApiError> {
@@ -465,7 +515,7 @@ async fn wallet_verify(console: &Console, req: &Request<'_>) -> Result<Reply, Ap
     sign_in(console, id, req.secure).await
 }
 
-fn oidc(console: &Console) -> Result<&super::google::Oidc, ApiError> {
+fn oidc(console: &Console) -> Result<&crate::console::google::Oidc, ApiError> {
     console
         .oidc
         .as_ref()
@@ -476,22 +526,22 @@ fn state_cookie(value: &str, max_age: i64, secure: bool) -> String {
     let sec = if secure { "; Secure" } else { "" };
     format!(
         "{}={value}; Path=/v1/auth/google; Max-Age={max_age}; HttpOnly; SameSite=Lax{sec}",
-        super::google::STATE_COOKIE
+        crate::console::google::STATE_COOKIE
     )
 }
 
 /// `GET /v1/auth/google/start`: 302 to the provider with state, nonce and a PKCE challenge.
 async fn google_start(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
     let oidc = oidc(console)?;
-    let state = super::random_token(16);
-    let nonce = super::random_token(16);
-    let verifier = super::random_token(32);
+    let state = crate::console::random_token(16);
+    let nonce = crate::console::random_token(16);
+    let verifier = crate::console::random_token(32);
     let location = oidc.authorize_url(&state, &nonce, &verifier);
     let flow = Challenge {
         kind: "google".into(),
         subject: nonce,
         message: verifier,
-        expires_at: store::now() + super::google::FLOW_TTL_SECS,
+        expires_at: store::now() + crate::console::google::FLOW_TTL_SECS,
     };
     let s = state.clone();
     issued(
@@ -508,7 +558,7 @@ async fn google_start(console: &Console, req: &Request<'_>) -> Result<Reply, Api
         ("Cache-Control", "no-store".into()),
         (
             "Set-Cookie",
-            state_cookie(&state, super::google::FLOW_TTL_SECS, req.secure),
+            state_cookie(&state, crate::console::google::FLOW_TTL_SECS, req.secure),
         ),
     ]))
 }
@@ -516,14 +566,15 @@ async fn google_start(console: &Console, req: &Request<'_>) -> Result<Reply, Api
 /// `GET /v1/auth/google/callback?code&state`: check the state against the browser's
 /// cookie, exchange the code, verify the ID token, sign in, 302 to the console.
 async fn google_callback(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
-    use super::google::query_param;
+    use crate::console::google::query_param;
     let oidc = oidc(console)?;
     if query_param(req.query, "error").is_some() {
         return Err(bad("oauth_denied", "the provider did not grant sign-in"));
     }
     let state = query_param(req.query, "state").unwrap_or_default();
     let code = query_param(req.query, "code").unwrap_or_default();
-    let bound = super::cookie(req.cookies, super::google::STATE_COOKIE).unwrap_or("");
+    let bound =
+        crate::console::cookie(req.cookies, crate::console::google::STATE_COOKIE).unwrap_or("");
     if state.is_empty()
         || code.is_empty()
         || !crate::crypto::secret_eq(state.as_bytes(), bound.as_bytes())
