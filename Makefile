@@ -10,14 +10,15 @@ build: setup
 demo: build
 	bash scripts/demo.sh
 
-# Every test: unit tests and the integration tests that start the real binary.
+# Every test tier: unit and pipeline tests, and the scenario tests that start the real
+# binary (`cargo test` alone runs the first two, with no external tool).
 test: build
-	cargo test --release -- --test-threads=2
+	cargo test --release --features scenario -- --test-threads=2
 
 lint: setup
-	python3 scripts/check_shape.py --no-sizes
+	python3 scripts/check_shape.py
 	cargo fmt --all -- --check
-	cargo clippy --release --all-targets -- -D warnings
+	cargo clippy --release --all-targets --features scenario -- -D warnings
 
 # Each fuzz target for 30 s on the stable toolchain, from the committed seeds with a fixed
 # libFuzzer seed (CI runs this after the tests; longer runs: fuzz/run.sh, docs/fuzzing.md).

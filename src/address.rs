@@ -1,6 +1,7 @@
 //! Node addresses: a parsed `http(s)://host:port/path` (or `ws(s)://`) URL and the peer
 //! Pingora connects to. A leaf: configuration checks, pools and the sign-in client use it.
 
+use crate::net_policy::Cidr;
 use pingora_core::upstreams::peer::HttpPeer;
 use std::net::{IpAddr, ToSocketAddrs};
 use std::time::Duration;
@@ -187,47 +188,29 @@ pub fn client_bucket(ip: Option<IpAddr>) -> String {
 /// addresses or CIDR ranges (`10.0.0.0/8`, `fd00::/8`).
 #[derive(Debug, Clone, Default)]
 pub struct TrustedProxies {
-    ranges: Vec<(IpAddr, u8)>,
+    ranges: Vec<Cidr>,
 }
 
 impl TrustedProxies {
     /// Parse the configured entries; the first one that is neither an address nor a
     /// range is the error.
     pub fn parse<S: AsRef<str>>(entries: &[S]) -> Result<TrustedProxies, String> {
-        let mut ranges = Vec::with_capacity(entries.len());
-        for e in entries {
-            let e = e.as_ref().trim();
-            let (ip, bits) = match e.split_once('/') {
-                Some((ip, bits)) => (ip, Some(bits)),
-                None => (e, None),
-            };
-            let ip: IpAddr = ip
-                .parse()
-                .map_err(|_| format!("'{e}' is not an IP address or CIDR range"))?;
-            let max = if ip.is_ipv4() { 32 } else { 128 };
-            let bits = match bits {
-                None => max,
-                Some(b) => b
-                    .parse::<u8>()
-                    .ok()
-                    .filter(|b| *b <= max)
-                    .ok_or_else(|| format!("'{e}': prefix length must be 0-{max}"))?,
-            };
-            ranges.push((ip, bits));
-        }
+        let ranges = entries
+            .iter()
+            .map(|e| {
+                let e = e.as_ref().trim();
+                Cidr::parse(e).ok_or_else(|| {
+                    format!(
+                        "'{e}' is not an IP address or CIDR range (prefix 0-32, or 0-128 for IPv6)"
+                    )
+                })
+            })
+            .collect::<Result<_, _>>()?;
         Ok(TrustedProxies { ranges })
     }
 
     pub fn contains(&self, ip: IpAddr) -> bool {
-        let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-            v4 => v4,
-        };
-        self.ranges.iter().any(|&(net, bits)| match (net, ip) {
-            (IpAddr::V4(n), IpAddr::V4(a)) => prefix_eq(&n.octets(), &a.octets(), bits),
-            (IpAddr::V6(n), IpAddr::V6(a)) => prefix_eq(&n.octets(), &a.octets(), bits),
-            _ => false,
-        })
+        self.ranges.iter().any(|r| r.contains(ip))
     }
 
     /// The client behind `peer`: when `peer` is trusted, the right-most address of
@@ -255,15 +238,6 @@ impl TrustedProxies {
         }
         client
     }
-}
-
-fn prefix_eq(a: &[u8], b: &[u8], bits: u8) -> bool {
-    let full = (bits / 8) as usize;
-    if a[..full] != b[..full] {
-        return false;
-    }
-    let rest = bits % 8;
-    rest == 0 || (a[full] ^ b[full]) & (0xffu8 << (8 - rest)) == 0
 }
 
 #[cfg(test)]

@@ -4,50 +4,31 @@
 //! DNS answer that changes between the check and the connect (a rebind) cannot reach
 //! the inside.
 
+use ipnet::IpNet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-/// An address range, `a.b.c.d/n` or `x:y::/n` (a bare address is a /32 or /128).
+/// An address range, `a.b.c.d/n` or `x:y::/n` (a bare address is a /32 or /128),
+/// matched with IPv4-mapped IPv6 addresses as the IPv4 address they carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cidr {
-    net: IpAddr,
-    prefix: u8,
-}
+pub struct Cidr(IpNet);
 
 impl Cidr {
     pub fn parse(text: &str) -> Option<Cidr> {
-        let (addr, prefix) = match text.split_once('/') {
-            Some((a, p)) => (a, Some(p)),
-            None => (text, None),
+        let text = text.trim();
+        let net = match text.parse::<IpAddr>() {
+            Ok(addr) => IpNet::from(addr),
+            Err(_) => text.parse::<IpNet>().ok()?,
         };
-        let net: IpAddr = addr.trim().parse().ok()?;
-        let max = if net.is_ipv4() { 32 } else { 128 };
-        let prefix = match prefix {
-            Some(p) if !p.is_empty() && p.len() <= 3 && p.bytes().all(|b| b.is_ascii_digit()) => {
-                p.parse::<u8>().ok().filter(|p| *p <= max)?
-            }
-            Some(_) => return None,
-            None => max,
-        };
-        Some(Cidr { net, prefix })
+        Some(Cidr(net))
     }
 
     pub fn contains(&self, ip: IpAddr) -> bool {
-        match (self.net, canonical(ip)) {
-            (IpAddr::V4(n), IpAddr::V4(a)) => {
-                let mask = u32::MAX.checked_shl(32 - self.prefix as u32).unwrap_or(0);
-                u32::from(n) & mask == u32::from(a) & mask
-            }
-            (IpAddr::V6(n), IpAddr::V6(a)) => {
-                let mask = u128::MAX.checked_shl(128 - self.prefix as u32).unwrap_or(0);
-                u128::from(n) & mask == u128::from(a) & mask
-            }
-            _ => false,
-        }
+        self.0.contains(&canonical(ip))
     }
 }
 
 /// IPv4-mapped IPv6 (`::ffff:a.b.c.d`) is the IPv4 address it carries.
-fn canonical(ip: IpAddr) -> IpAddr {
+pub fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,

@@ -113,7 +113,7 @@ fn test_flag_validates_app_config_and_plugins() {
     );
     assert!(!ok);
     assert!(
-        err.contains("eth.yaml: routes[7].handler:") && err.contains("unknown variant `teleport`"),
+        err.contains("eth.yaml: routes[7].handler:") && err.contains("unknown handler 'teleport'"),
         "{err}"
     );
 

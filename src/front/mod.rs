@@ -16,6 +16,7 @@
 //! Connections that chose HTTP/2 by ALPN go to Pingora whole (h2 frames them).
 
 mod admission;
+mod answer;
 mod client_io;
 mod conn;
 mod hand_over;
@@ -23,7 +24,7 @@ mod prefixed;
 mod proxy;
 pub mod request;
 
-use crate::edge::{each_header, handshake_headers, Ctx, Edge, Outcome, PreMatch, WsUpgrade};
+use crate::edge::{Ctx, Edge, Outcome, PreMatch, WsUpgrade};
 use crate::errors::ApiError;
 use crate::observe::metrics;
 use crate::reply::EventStream;
@@ -31,6 +32,7 @@ use crate::reply::Reply;
 use crate::routes::matcher::NormalizedPath;
 use crate::routes::spec::HandlerKind;
 use admission::Admission;
+use answer::{date_header, header, local_answer, status_line, switching_protocols};
 use async_trait::async_trait;
 use bytes::BytesMut;
 use client_io::ClientIo;
@@ -471,25 +473,6 @@ impl LeanFront {
     }
 }
 
-/// A local answer on the wire, head and body in one buffer.
-fn local_answer(ctx: &Ctx, reply: &Reply, closing: bool, head_only: bool) -> Vec<u8> {
-    let mut out = Vec::with_capacity(256 + reply.body.len());
-    status_line(&mut out, reply.status, "");
-    date_header(&mut out);
-    let Ok(()) = each_header(ctx, reply, |k, v| {
-        header(&mut out, k, v.as_bytes());
-        Ok::<(), std::convert::Infallible>(())
-    });
-    if closing {
-        header(&mut out, "Connection", b"close");
-    }
-    out.extend_from_slice(b"\r\n");
-    if !head_only {
-        out.extend_from_slice(&reply.body);
-    }
-    out
-}
-
 impl StreamJob {
     /// Write the stream as it comes, chunk by chunk (chunked framing), until the producer
     /// ends, the client goes away or the server shuts down; then its access-log line, and
@@ -560,47 +543,4 @@ async fn write_stream(
         .await
         .err()
         .map(|e| format!("write to client: {e}"))
-}
-
-/// The 101 of an accepted WebSocket upgrade, with the edge's headers.
-fn switching_protocols(ctx: &Ctx, up: &WsUpgrade) -> Vec<u8> {
-    let mut out = Vec::with_capacity(256);
-    status_line(&mut out, 101, "");
-    for (k, v) in ctx.edge_headers() {
-        header(&mut out, k, v.as_bytes());
-    }
-    for (k, v) in handshake_headers(up) {
-        header(&mut out, k, v.as_bytes());
-    }
-    out.extend_from_slice(b"\r\n");
-    out
-}
-
-pub(crate) fn status_line(out: &mut Vec<u8>, status: u16, reason: &str) {
-    let reason = if reason.is_empty() {
-        http::StatusCode::from_u16(status)
-            .ok()
-            .and_then(|s| s.canonical_reason())
-            .unwrap_or("Unknown")
-    } else {
-        reason
-    };
-    out.extend_from_slice(b"HTTP/1.1 ");
-    out.extend_from_slice(status.to_string().as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(reason.as_bytes());
-    out.extend_from_slice(b"\r\n");
-}
-
-/// `Date` (RFC 9110 §6.6.1), from Pingora's once-a-second cache.
-pub(crate) fn date_header(out: &mut Vec<u8>) {
-    let date = pingora_core::protocols::http::date::get_cached_date();
-    header(out, "Date", date.as_bytes());
-}
-
-pub(crate) fn header(out: &mut Vec<u8>, name: &str, value: &[u8]) {
-    out.extend_from_slice(name.as_bytes());
-    out.extend_from_slice(b": ");
-    out.extend_from_slice(value);
-    out.extend_from_slice(b"\r\n");
 }

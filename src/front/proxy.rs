@@ -10,8 +10,9 @@
 //! failed connect moves to the next host; a failure after sending (no answer, or a
 //! malformed head) moves on only for GET and HEAD, before anything reached the client.
 
+use super::answer::{date_header, header, status_line};
 use super::request::LeanRequest;
-use super::{date_header, header, status_line, LeanFront};
+use super::LeanFront;
 use crate::address::plain_inet;
 use crate::edge::retry::{self, Failure};
 use crate::edge::{

@@ -110,6 +110,14 @@ fn target_is_valid(target: &[u8]) -> bool {
     path.iter().all(|&b| PATH[b as usize]) && query.iter().all(|&b| QUERY[b as usize])
 }
 
+/// What a head's fields said about its framing, counted while they are read.
+struct Framing {
+    lengths: usize,
+    hosts: usize,
+    codings: usize,
+    chunked: bool,
+}
+
 impl Head {
     /// Parse the head at the start of `buf` (ranges are offsets into `buf`).
     pub fn parse(buf: &[u8]) -> Parsed {
@@ -194,33 +202,48 @@ impl Head {
             head.headers.push((at(name.as_bytes()), at(h.value)));
         }
         head.upgrade &= upgrade_header;
-        if lengths > 1 {
-            refuse(Refusal::Malformed("repeated Content-Length"), &mut head);
+        head.check_framing(
+            Framing {
+                lengths,
+                hosts,
+                codings,
+                chunked,
+            },
+            version,
+        );
+        Parsed::Complete(head)
+    }
+
+    /// The framing rules of RFC 9112 on what the header fields said: one
+    /// Content-Length, never with Transfer-Encoding, chunked the only coding (and not on
+    /// HTTP/1.0), one Host on HTTP/1.1. The first broken rule is the refusal.
+    fn check_framing(&mut self, seen: Framing, version: u8) {
+        let refuse = |r: Refusal, head: &mut Head| {
+            head.refusal.get_or_insert(r);
+        };
+        if seen.lengths > 1 {
+            refuse(Refusal::Malformed("repeated Content-Length"), self);
         }
-        if codings > 0 {
-            if lengths > 0 {
+        if seen.codings > 0 {
+            if seen.lengths > 0 {
                 refuse(
                     Refusal::Malformed("both Content-Length and Transfer-Encoding"),
-                    &mut head,
+                    self,
                 );
             } else if version == 0 {
                 refuse(
                     Refusal::Malformed("Transfer-Encoding in an HTTP/1.0 request"),
-                    &mut head,
+                    self,
                 );
-            } else if codings > 1 || !chunked {
-                refuse(Refusal::UnknownCoding, &mut head);
+            } else if seen.codings > 1 || !seen.chunked {
+                refuse(Refusal::UnknownCoding, self);
             }
-            head.chunked = head.refusal.is_none();
+            self.chunked = self.refusal.is_none();
         }
         // RFC 9112 §3.2: exactly one Host in HTTP/1.1; at most one in HTTP/1.0.
-        if hosts > 1 || (hosts == 0 && version == 1) {
-            refuse(
-                Refusal::Malformed("missing or repeated Host header"),
-                &mut head,
-            );
+        if seen.hosts > 1 || (seen.hosts == 0 && version == 1) {
+            refuse(Refusal::Malformed("missing or repeated Host header"), self);
         }
-        Parsed::Complete(head)
     }
 
     /// How the body after this head is framed.

@@ -2,8 +2,8 @@
 //! tokens that open its channels (`/ws/polygon/{logs,mempool}`).
 //!
 //! A token is short-lived (`streams.firehose.token_ttl_secs`, 60 s by default), bound
-//! to one channel and to the key it was issued to (its id, tenant and plan), and signed
-//! with HMAC-SHA256 under `streams.firehose.secret`. It is presented at connect time in
+//! to one channel and to the key it was issued to (its id, tenant and plan): a JWT
+//! signed with HS256 under `streams.firehose.secret`. It is presented at connect time in
 //! `Authorization: Bearer <token>` or, from a browser, as the second WebSocket
 //! subprotocol after `chainedge.firehose.v1`; never in the URL, which ends up in logs
 //! and referrers. The channel checks the signature (in constant time), the channel
@@ -14,12 +14,8 @@
 use super::Request;
 use crate::errors::ApiError;
 use crate::reply::Reply;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine;
-use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use sha2::Sha256;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The WebSocket subprotocol a browser offers, followed by the token.
@@ -32,18 +28,17 @@ const MAX_TOKEN: usize = 1024;
 /// What a token grants: one channel, to one key, until `expires` (Unix seconds).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Grant {
-    #[serde(rename = "c")]
+    #[serde(rename = "channel")]
     pub channel: String,
-    #[serde(rename = "k")]
+    /// The key it was issued to.
+    #[serde(rename = "sub")]
     pub key_id: String,
-    #[serde(rename = "t")]
     pub tenant: String,
-    #[serde(rename = "p")]
     pub plan: String,
-    #[serde(rename = "e")]
+    #[serde(rename = "exp")]
     pub expires: u64,
     /// Makes two tokens issued in the same second differ.
-    #[serde(rename = "n")]
+    #[serde(rename = "jti")]
     pub nonce: String,
 }
 
@@ -71,38 +66,30 @@ impl Refused {
     }
 }
 
-type HmacSha256 = Hmac<Sha256>;
-
-fn mac(secret: &[u8]) -> HmacSha256 {
-    HmacSha256::new_from_slice(secret).expect("HMAC takes a key of any length")
-}
-
-/// `base64url(grant JSON) "." base64url(HMAC-SHA256(secret, first part))`.
+/// A JWT (RFC 7519) signed with HS256 under the firehose secret.
 pub fn issue(secret: &[u8], grant: &Grant) -> String {
-    let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(grant).unwrap_or_default());
-    let mut m = mac(secret);
-    m.update(payload.as_bytes());
-    let sig = URL_SAFE_NO_PAD.encode(m.finalize().into_bytes());
-    format!("{payload}.{sig}")
+    let key = jsonwebtoken::EncodingKey::from_secret(secret);
+    jsonwebtoken::encode(&jsonwebtoken::Header::default(), grant, &key).unwrap_or_default()
 }
 
-/// The grant of a token for `channel`, if it is genuine and not expired at `now`.
+/// The grant of a token for `channel`, if it is genuine (HS256 under `secret`, no other
+/// algorithm) and not expired at `now`.
 pub fn verify(secret: &[u8], token: &str, channel: &str, now: u64) -> Result<Grant, Refused> {
+    use jsonwebtoken::errors::ErrorKind;
     if token.len() > MAX_TOKEN {
         return Err(Refused::Malformed);
     }
-    let (payload, sig) = token.split_once('.').ok_or(Refused::Malformed)?;
-    let sig = URL_SAFE_NO_PAD
-        .decode(sig)
-        .map_err(|_| Refused::Malformed)?;
-    let mut m = mac(secret);
-    m.update(payload.as_bytes());
-    m.verify_slice(&sig).map_err(|_| Refused::BadSignature)?;
-    let grant: Grant = URL_SAFE_NO_PAD
-        .decode(payload)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .ok_or(Refused::Malformed)?;
+    let mut rules = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::HS256);
+    // The expiry is checked below against `now`, with no leeway.
+    rules.validate_exp = false;
+    rules.required_spec_claims.clear();
+    let key = jsonwebtoken::DecodingKey::from_secret(secret);
+    let grant = jsonwebtoken::decode::<Grant>(token, &key, &rules)
+        .map_err(|e| match e.kind() {
+            ErrorKind::InvalidSignature => Refused::BadSignature,
+            _ => Refused::Malformed,
+        })?
+        .claims;
     if grant.channel != channel {
         return Err(Refused::OtherChannel);
     }
@@ -257,6 +244,8 @@ pub fn info(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine;
 
     fn grant(expires: u64) -> Grant {
         Grant {
@@ -284,12 +273,18 @@ mod tests {
             Err(Refused::BadSignature)
         );
         // A changed grant (a later expiry, another plan) no longer matches its signature.
-        let (payload, sig) = t.split_once('.').unwrap();
+        let parts: Vec<&str> = t.split('.').collect();
         let longer = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&grant(9_999)).unwrap());
+        let tampered = format!("{}.{longer}.{}", parts[0], parts[2]);
         assert_eq!(
-            verify(&secret, &format!("{longer}.{sig}"), "logs", 999),
+            verify(&secret, &tampered, "logs", 999),
             Err(Refused::BadSignature)
         );
+        // Unsigned ("alg": "none") or another algorithm is never taken.
+        let none = URL_SAFE_NO_PAD.encode(br#"{"alg":"none","typ":"JWT"}"#);
+        let unsigned = format!("{none}.{}.", parts[1]);
+        assert!(verify(&secret, &unsigned, "logs", 999).is_err());
+        let payload = parts[1];
         for bad in [
             "",
             "x",

@@ -139,7 +139,7 @@ impl ProbeKind {
 }
 
 /// A good check: the host's head (when its protocol has one) and whether it is syncing.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Observation {
     pub head: Option<u64>,
     pub syncing: bool,
@@ -174,6 +174,15 @@ impl Rules {
     }
 }
 
+impl Observation {
+    fn at(head: u64) -> Self {
+        Observation {
+            head: Some(head),
+            syncing: false,
+        }
+    }
+}
+
 /// Probe one host with its own protocol.
 pub async fn probe(
     client: &UpstreamClient,
@@ -186,14 +195,8 @@ pub async fn probe(
         timeout,
     };
     let base = host.addr.path.trim_end_matches('/');
-    let follows = |head| Observation {
-        head: Some(head),
-        syncing: false,
-    };
-    let answers = Observation {
-        head: None,
-        syncing: false,
-    };
+    // A host that follows a chain (its head), and one that only answers.
+    let (follows, answers) = (Observation::at, Observation::default());
     match ProbeKind::for_family(&host.family) {
         ProbeKind::Execution => {
             let v = p
@@ -230,10 +233,10 @@ pub async fn probe(
         }
         ProbeKind::BlockEngine => {
             let call = Request::new(Id::index(1), "getTipAccounts", json!([]));
-            if !result_by_id(&p.post(vec![call]).await?, 1)?.is_array() {
-                return Err("getTipAccounts: not a list of accounts".into());
-            }
-            Ok(answers)
+            let accounts = result_by_id(&p.post(vec![call]).await?, 1)?.is_array();
+            accounts
+                .then_some(answers)
+                .ok_or_else(|| "getTipAccounts: not a list".into())
         }
         ProbeKind::Beacon => {
             let v = p

@@ -234,6 +234,57 @@ fn route_of(
     if spec.methods.is_empty() && !spec.websocket {
         bad("methods", "at least one method is required".into());
     }
+    let min_plan = check_policy(&spec, handler, ctx, bad);
+    let param_names = segments
+        .iter()
+        .filter_map(|s| match s {
+            Seg::Param(n) | Seg::Tail(n) => Some(n.clone()),
+            Seg::Lit(_) => None,
+        })
+        .collect();
+    if spec.edge_only && !ctx.base_edge {
+        return None;
+    }
+    let mut methods = spec.methods.clone();
+    methods.sort();
+    methods.dedup();
+    let allow = methods
+        .iter()
+        .map(|m| m.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    Some(Route {
+        name: spec.name,
+        surface: defaults.surface.to_string(),
+        methods,
+        path: spec.path,
+        segments,
+        param_names,
+        handler,
+        credential: spec.credential.unwrap_or(defaults.credential),
+        min_plan,
+        min_plan_name: spec.tier,
+        scopes: spec.scopes,
+        features: spec.features,
+        rate: spec.rate,
+        pool: spec.pool,
+        envelope: spec.envelope.unwrap_or(defaults.envelope),
+        cors: spec.cors.unwrap_or(defaults.cors),
+        websocket: spec.websocket,
+        switch: spec.switch,
+        enabled: spec.enabled,
+        allow,
+    })
+}
+
+/// The route's policy against what the configuration has: its tier (the plan's rank),
+/// pool and switch; the MEV-Share stream's one-plan rule; a passthrough's pool.
+fn check_policy(
+    spec: &spec::RouteSpec,
+    handler: HandlerKind,
+    ctx: &RouteContext,
+    bad: &mut dyn FnMut(&str, String),
+) -> Option<usize> {
     let min_plan = match &spec.tier {
         Some(t) => match ctx.plans.iter().position(|p| p == t) {
             Some(rank) => Some(rank),
@@ -283,44 +334,5 @@ fn route_of(
             );
         }
     }
-    let param_names = segments
-        .iter()
-        .filter_map(|s| match s {
-            Seg::Param(n) | Seg::Tail(n) => Some(n.clone()),
-            Seg::Lit(_) => None,
-        })
-        .collect();
-    if spec.edge_only && !ctx.base_edge {
-        return None;
-    }
-    let mut methods = spec.methods.clone();
-    methods.sort();
-    methods.dedup();
-    let allow = methods
-        .iter()
-        .map(|m| m.as_str())
-        .collect::<Vec<_>>()
-        .join(", ");
-    Some(Route {
-        name: spec.name,
-        surface: defaults.surface.to_string(),
-        methods,
-        path: spec.path,
-        segments,
-        param_names,
-        handler,
-        credential: spec.credential.unwrap_or(defaults.credential),
-        min_plan,
-        min_plan_name: spec.tier,
-        scopes: spec.scopes,
-        features: spec.features,
-        rate: spec.rate,
-        pool: spec.pool,
-        envelope: spec.envelope.unwrap_or(defaults.envelope),
-        cors: spec.cors.unwrap_or(defaults.cors),
-        websocket: spec.websocket,
-        switch: spec.switch,
-        enabled: spec.enabled,
-        allow,
-    })
+    min_plan
 }

@@ -114,41 +114,7 @@ impl ChunkedScanner {
                     space,
                     ext,
                     len,
-                } => {
-                    if len >= MAX_SIZE_LINE {
-                        return Err("chunk size line too long");
-                    }
-                    let next = |space, ext| State::Size {
-                        value,
-                        digits,
-                        space,
-                        ext,
-                        len: len + 1,
-                    };
-                    match b {
-                        b'\r' if digits > 0 => State::SizeLf { value },
-                        // A bare LF or other control byte in an extension could end the
-                        // line for one parser and not another.
-                        c if ext && is_ctl(c) => return Err("bad chunk extension"),
-                        _ if ext => next(false, true),
-                        b';' if digits > 0 => next(false, true),
-                        b' ' | b'\t' if digits > 0 => next(true, false),
-                        _ if space => return Err("bad chunk size line"),
-                        _ => {
-                            let d = (b as char).to_digit(16).ok_or("bad chunk size")?;
-                            if digits >= 15 {
-                                return Err("chunk size too large");
-                            }
-                            State::Size {
-                                value: value * 16 + d as u64,
-                                digits: digits + 1,
-                                space,
-                                ext,
-                                len: len + 1,
-                            }
-                        }
-                    }
-                }
+                } => size_line_byte(value, digits, space, ext, len, b)?,
                 State::SizeLf { value } => match b {
                     b'\n' if value == 0 => State::Trailer { line: 0, total: 0 },
                     b'\n' => State::Data { left: value },
@@ -213,6 +179,52 @@ impl ChunkedScanner {
             Scan::More
         })
     }
+}
+
+/// The next state after one byte of a chunk-size line (`value` in hex `digits`, then
+/// optional whitespace or a `;` extension, up to CRLF).
+#[inline]
+fn size_line_byte(
+    value: u64,
+    digits: usize,
+    space: bool,
+    ext: bool,
+    len: usize,
+    b: u8,
+) -> Result<State, &'static str> {
+    if len >= MAX_SIZE_LINE {
+        return Err("chunk size line too long");
+    }
+    let next = |space, ext| State::Size {
+        value,
+        digits,
+        space,
+        ext,
+        len: len + 1,
+    };
+    Ok(match b {
+        b'\r' if digits > 0 => State::SizeLf { value },
+        // A bare LF or other control byte in an extension could end the
+        // line for one parser and not another.
+        c if ext && is_ctl(c) => return Err("bad chunk extension"),
+        _ if ext => next(false, true),
+        b';' if digits > 0 => next(false, true),
+        b' ' | b'\t' if digits > 0 => next(true, false),
+        _ if space => return Err("bad chunk size line"),
+        _ => {
+            let d = (b as char).to_digit(16).ok_or("bad chunk size")?;
+            if digits >= 15 {
+                return Err("chunk size too large");
+            }
+            State::Size {
+                value: value * 16 + d as u64,
+                digits: digits + 1,
+                space,
+                ext,
+                len: len + 1,
+            }
+        }
+    })
 }
 
 /// A trailer section (field lines, each ending in CRLF) must be header fields as

@@ -13,6 +13,8 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod attempts;
+
 /// A client request as a server would give it to the pipeline.
 struct Fake {
     method: &'static str,
@@ -116,6 +118,16 @@ impl Drop for TempDir {
 }
 
 async fn setup() -> Setup {
+    setup_with(
+        "limits:\n  burst: 1\n  categories:\n    eth_rpc: {free: 2}\n\
+         rpc:\n  max_batch: 3\n  max_body_bytes: 4096\n\
+         pools:\n  eth_el:\n    hosts:\n      - {id: el-0, url: \"http://127.0.0.1:9\", family: el-anvil}\n",
+    )
+    .await
+}
+
+/// A state from the base configuration and `sections` (limits, rpc, pools...).
+async fn setup_with(sections: &str) -> Setup {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let dir = std::env::temp_dir().join(format!(
         "chainedge-pipeline-{}-{}",
@@ -129,10 +141,7 @@ async fn setup() -> Setup {
         &app_path,
         format!(
             "plugins: {plugins}\nlisten:\n  http: [\"127.0.0.1:1\"]\nmetrics:\n  listen: \"127.0.0.1:1\"\n\
-             store:\n  path: {store}\nplans: [free, basic, pro, business, enterprise, scale]\n\
-             limits:\n  burst: 1\n  categories:\n    eth_rpc: {{free: 2}}\n\
-             rpc:\n  max_batch: 3\n  max_body_bytes: 4096\n\
-             pools:\n  eth_el:\n    hosts:\n      - {{id: el-0, url: \"http://127.0.0.1:9\", family: el-anvil}}\n",
+             store:\n  path: {store}\nplans: [free, basic, pro, business, enterprise, scale]\n{sections}",
             plugins = root.join("plugins").display(),
             store = dir.join("store.db").display(),
         ),

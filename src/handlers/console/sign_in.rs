@@ -1,155 +1,19 @@
-//! The console's routes: the page, `/v1/auth/*` and `/v1/keys*`, over the sign-in
-//! machinery of `crate::console`. Errors use the console envelope (`{"error": code}`);
-//! see docs/api.md for each route's payloads.
+//! Sign-in routes: email codes, wallet challenges and signatures, Google OIDC. Each ends
+//! in a session cookie (`sign_in`).
 
-use super::Handler;
-use super::Request;
+use super::*;
 use crate::address::client_bucket;
-use crate::auth::keys::KeyAuth;
-use crate::console::{clear_cookies, db, email, wallet, Console, ConsoleSession};
+use crate::console::{db, email, wallet, Console};
 use crate::errors::ApiError;
+use crate::handlers::Request;
 use crate::reply::Reply;
 use crate::store::console::{
-    Challenge, ChallengeBounds, CodeBounds, CodeCheck, GuessGuard, Identity, Issued, UserRow,
+    Challenge, ChallengeBounds, CodeBounds, CodeCheck, GuessGuard, Identity, Issued,
 };
-use crate::store::{self, KeyInfo};
-use bytes::Bytes;
+use crate::store::{self};
 use serde::Deserialize;
-use serde_json::{json, Value};
-use std::time::{Duration, UNIX_EPOCH};
+use serde_json::json;
 
-/// Scopes a console user may put on a key, and those of the default key made by
-/// `/v1/auth/me`.
-pub use crate::auth::{DEFAULT_SCOPES, SCOPES};
-
-pub const HANDLERS: &[Handler] = &[
-    Handler::new("console_page", |_, r| {
-        Box::pin(async move { crate::console::page::serve(r.tail()) })
-    }),
-    Handler::new("console_me", |s, r| {
-        Box::pin(async move { me(s.console, session(r)?).await })
-    })
-    .form(),
-    Handler::new("console_logout", |s, r| Box::pin(logout(s.console, r))).form(),
-    Handler::new("console_keys_list", |s, r| {
-        Box::pin(keys_list(s.console, r))
-    })
-    .form(),
-    Handler::new("console_keys_create", |s, r| {
-        Box::pin(create_key(s.console, r))
-    })
-    .form(),
-    Handler::new("console_keys_revoke", |s, r| {
-        Box::pin(keys_revoke(s.console, s.keys, r))
-    })
-    .form(),
-    Handler::new("console_keys_rotate", |s, r| {
-        Box::pin(keys_rotate(s.console, s.keys, r))
-    })
-    .form(),
-    Handler::new("console_keys_usage", |s, r| {
-        Box::pin(keys_usage(s.console, r))
-    })
-    .form(),
-    Handler::new("console_email_start", |s, r| {
-        Box::pin(email_start(s.console, r))
-    })
-    .form(),
-    Handler::new("console_email_verify", |s, r| {
-        Box::pin(email_verify(s.console, r))
-    })
-    .form(),
-    Handler::new("console_wallet_challenge", |s, r| {
-        Box::pin(wallet_challenge(s.console, r))
-    })
-    .form(),
-    Handler::new("console_wallet_verify", |s, r| {
-        Box::pin(wallet_verify(s.console, r))
-    })
-    .form(),
-    Handler::new("console_google_start", |s, r| {
-        Box::pin(google_start(s.console, r))
-    })
-    .form(),
-    Handler::new("console_google_callback", |s, r| {
-        Box::pin(google_callback(s.console, r))
-    })
-    .form(),
-];
-
-async fn logout(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
-    let hash = session(req)?.token_hash;
-    db(console.store.revoke_session(&hash)).await?;
-    Ok(Reply::empty(204).with_headers(set_cookies(clear_cookies(req.secure))))
-}
-
-async fn keys_list(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
-    let uid = session(req)?.user_id.clone();
-    let list = db(console.store.user_keys(&uid)).await?;
-    json_reply(
-        200,
-        json!({"keys": list.iter().map(key_json).collect::<Vec<_>>()}),
-    )
-}
-
-async fn keys_revoke(
-    console: &Console,
-    keys: &KeyAuth,
-    req: &Request<'_>,
-) -> Result<Reply, ApiError> {
-    let uid = session(req)?.user_id.clone();
-    let id = req.params.first().cloned().unwrap_or_default();
-    match db(console.store.revoke_user_key(&uid, &id)).await? {
-        Some(hash) => {
-            keys.revoked(&hash);
-            Ok(Reply::empty(204))
-        }
-        None => Err(not_found()),
-    }
-}
-
-async fn keys_rotate(
-    console: &Console,
-    keys: &KeyAuth,
-    req: &Request<'_>,
-) -> Result<Reply, ApiError> {
-    let user = user_of(console, session(req)?).await?;
-    let id = req.params.first().cloned().unwrap_or_default();
-    match db(console.store.rotate_user_key(&user, &id)).await? {
-        Some((k, raw, old_hash)) => {
-            keys.revoked(&old_hash);
-            let mut v = key_json(&k);
-            v["raw"] = json!(raw);
-            json_reply(200, v)
-        }
-        None => Err(not_found()),
-    }
-}
-
-async fn keys_usage(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
-    let uid = session(req)?.user_id.clone();
-    let id = req.params.first().cloned().unwrap_or_default();
-    if !db(console.store.key_of_user(&id, &uid)).await? {
-        return Err(not_found());
-    }
-    let window = req.query_param("window");
-    super::usage::key_series(&console.store, &id, window.as_deref(), store::now()).await
-}
-
-fn session<'a>(req: &'a Request<'_>) -> Result<&'a ConsoleSession, ApiError> {
-    req.session()
-        .ok_or_else(|| ApiError::new(401, "unauthenticated", "no valid session"))
-}
-
-fn not_found() -> ApiError {
-    ApiError::new(404, "not_found", "no such key")
-}
-
-fn bad(code: &'static str, message: &str) -> ApiError {
-    ApiError::new(400, code, message)
-}
-
-/// 429 with `Retry-After`: a sign-in bound was reached.
 fn too_many(code: &'static str, message: &str, retry_after: i64) -> ApiError {
     ApiError::new(429, code, message).with_header("Retry-After", retry_after.max(1).to_string())
 }
@@ -178,126 +42,13 @@ fn issued(i: Issued) -> Result<(), ApiError> {
     }
 }
 
-fn json_reply(status: u16, v: Value) -> Result<Reply, ApiError> {
-    Ok(
-        Reply::json(status, serde_json::to_vec(&v).unwrap_or_default())
-            .with_headers(vec![("Cache-Control", "no-store".into())]),
-    )
-}
-
-fn set_cookies(cookies: Vec<String>) -> Vec<(&'static str, String)> {
-    cookies.into_iter().map(|c| ("Set-Cookie", c)).collect()
-}
-
-fn parse<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, ApiError> {
-    serde_json::from_slice(body)
-        .map_err(|_| bad("invalid_request", "body is not the expected JSON"))
-}
-
-fn rfc3339(unix: i64) -> String {
-    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(unix.max(0) as u64))
-        .to_string()
-}
-
-fn key_json(k: &KeyInfo) -> Value {
-    json!({
-        "id": k.id,
-        "name": k.name,
-        "key_prefix": k.key_prefix,
-        "scopes": k.scopes,
-        "is_default": k.is_default,
-        "created_at": rfc3339(k.created_at),
-    })
-}
-
-fn user_json(u: &UserRow) -> Value {
-    let mut v = json!({
-        "id": u.id,
-        "created_at": rfc3339(u.created_at),
-        "updated_at": rfc3339(u.updated_at),
-    });
-    for (k, val) in [
-        ("email", &u.email),
-        ("display_name", &u.display_name),
-        ("avatar_url", &u.avatar_url),
-    ] {
-        if let Some(x) = val {
-            v[k] = json!(x);
-        }
-    }
-    v
-}
-
-async fn user_of(console: &Console, s: &ConsoleSession) -> Result<UserRow, ApiError> {
-    let uid = s.user_id.clone();
-    db(console.store.user(&uid))
-        .await?
-        .ok_or_else(|| ApiError::internal("session without a user"))
-}
-
-/// `GET /v1/auth/me`: the user, the sign-in provider, and the default key — created on
-/// the first call (and after the default was revoked or rotated), with `raw` once.
-async fn me(console: &Console, s: &ConsoleSession) -> Result<Reply, ApiError> {
-    let user = user_of(console, s).await?;
-    let mut body = json!({"user": user_json(&user), "provider": s.provider});
-    let u = user.clone();
-    let scopes: Vec<String> = DEFAULT_SCOPES.iter().map(|s| s.to_string()).collect();
-    // A failed bootstrap leaves `default_key` out; a later call returns it.
-    if let Ok((k, raw)) = db(console.store.bootstrap_default_key(&u, &scopes)).await {
-        let mut dk = json!({
-            "id": k.id,
-            "key_prefix": k.key_prefix,
-            "scopes": k.scopes,
-            "is_default": true,
-        });
-        if let Some(raw) = raw {
-            dk["raw"] = json!(raw);
-            dk["created"] = json!(true);
-        }
-        body["default_key"] = dk;
-    }
-    json_reply(200, body)
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NewKey {
-    name: String,
-    #[serde(default)]
-    scopes: Option<Vec<String>>,
-}
-
-async fn create_key(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
-    let user = user_of(console, session(req)?).await?;
-    let new: NewKey = parse(&req.body)?;
-    let name = new.name.trim().to_string();
-    if name.is_empty() || name.chars().count() > 64 || name.chars().any(char::is_control) {
-        return Err(bad(
-            "invalid_request",
-            "name must be 1 to 64 printable characters",
-        ));
-    }
-    let scopes = new.scopes.unwrap_or_else(|| vec!["rpc:read".into()]);
-    if scopes.len() > SCOPES.len() || scopes.iter().any(|s| !SCOPES.contains(&s.as_str())) {
-        return Err(bad("invalid_request", "unknown scope"));
-    }
-    match db(console.store.create_user_key(&user, &name, &scopes)).await? {
-        Some((k, raw)) => {
-            let mut v = key_json(&k);
-            v["raw"] = json!(raw);
-            json_reply(201, v)
-        }
-        None => Err(ApiError::new(409, "too_many_keys", "revoke a key first")),
-    }
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct EmailStart {
     email: String,
 }
 
-async fn email_start(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
+pub(super) async fn email_start(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
     let start: EmailStart = parse(&req.body)?;
     if !console.mailer.enabled() {
         return Err(ApiError::new(
@@ -352,7 +103,7 @@ struct EmailVerify {
     code: String,
 }
 
-async fn email_verify(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
+pub(super) async fn email_verify(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
     let v: EmailVerify = parse(&req.body)?;
     let addr =
         email::normalize(&v.email).ok_or_else(|| bad("invalid_email", "not an email address"))?;
@@ -422,7 +173,10 @@ struct ChallengeReq {
     address: String,
 }
 
-async fn wallet_challenge(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
+pub(super) async fn wallet_challenge(
+    console: &Console,
+    req: &Request<'_>,
+) -> Result<Reply, ApiError> {
     let chain = wallet_chain(req)?;
     let c: ChallengeReq = parse(&req.body)?;
     let address = wallet::canonical_address(chain, c.address.trim())
@@ -476,7 +230,7 @@ struct VerifyReq {
     signature: String,
 }
 
-async fn wallet_verify(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
+pub(super) async fn wallet_verify(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
     let chain = wallet_chain(req)?;
     let v: VerifyReq = parse(&req.body)?;
     let nonce = wallet::nonce_of(&v.message)
@@ -531,7 +285,7 @@ fn state_cookie(value: &str, max_age: i64, secure: bool) -> String {
 }
 
 /// `GET /v1/auth/google/start`: 302 to the provider with state, nonce and a PKCE challenge.
-async fn google_start(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
+pub(super) async fn google_start(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
     let oidc = oidc(console)?;
     let state = crate::console::random_token(16);
     let nonce = crate::console::random_token(16);
@@ -565,7 +319,10 @@ async fn google_start(console: &Console, req: &Request<'_>) -> Result<Reply, Api
 
 /// `GET /v1/auth/google/callback?code&state`: check the state against the browser's
 /// cookie, exchange the code, verify the ID token, sign in, 302 to the console.
-async fn google_callback(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
+pub(super) async fn google_callback(
+    console: &Console,
+    req: &Request<'_>,
+) -> Result<Reply, ApiError> {
     use crate::console::google::query_param;
     let oidc = oidc(console)?;
     if query_param(req.query, "error").is_some() {

@@ -1,0 +1,261 @@
+//! The schema, version by version.
+
+/// Schema versions, applied in order at open (SQLite tracks progress in `user_version`,
+/// PostgreSQL in `schema_version`). Written in SQL both run; `Dialect::render` maps the
+/// two type names PostgreSQL spells differently. Append only: a version once released
+/// is never edited.
+pub(super) const MIGRATIONS: &[&str] = &[
+    r#"
+CREATE TABLE tenants (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    plan TEXT NOT NULL,
+    trial_ends_at INTEGER,
+    subscription_ends_at INTEGER,
+    features TEXT NOT NULL DEFAULT '[]',
+    created_at INTEGER NOT NULL
+);
+CREATE TABLE users (
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL REFERENCES tenants(id),
+    email TEXT UNIQUE,
+    display_name TEXT,
+    avatar_url TEXT,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+);
+CREATE TABLE api_keys (
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL REFERENCES tenants(id),
+    user_id TEXT REFERENCES users(id),
+    name TEXT NOT NULL,
+    prefix TEXT NOT NULL,
+    secret_sha256 BLOB NOT NULL UNIQUE,
+    scopes TEXT NOT NULL DEFAULT '[]',
+    is_default INTEGER NOT NULL DEFAULT 0,
+    created_at INTEGER NOT NULL,
+    revoked_at INTEGER
+);
+CREATE INDEX api_keys_tenant ON api_keys(tenant_id);
+"#,
+    r#"
+ALTER TABLE users ADD COLUMN wallet_evm TEXT;
+ALTER TABLE users ADD COLUMN wallet_solana TEXT;
+CREATE UNIQUE INDEX users_wallet_evm ON users(wallet_evm) WHERE wallet_evm IS NOT NULL;
+CREATE UNIQUE INDEX users_wallet_solana ON users(wallet_solana) WHERE wallet_solana IS NOT NULL;
+CREATE INDEX api_keys_user ON api_keys(user_id);
+-- At most one active default key per user, whatever races the application loses.
+CREATE UNIQUE INDEX api_keys_one_default ON api_keys(user_id)
+    WHERE is_default = 1 AND revoked_at IS NULL;
+CREATE TABLE sessions (
+    token_sha256 BLOB PRIMARY KEY,
+    user_id TEXT NOT NULL REFERENCES users(id),
+    provider TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    revoked_at INTEGER
+);
+CREATE TABLE login_codes (
+    id TEXT PRIMARY KEY,
+    email TEXT NOT NULL,
+    code_sha256 BLOB NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    used_at INTEGER
+);
+CREATE INDEX login_codes_email ON login_codes(email, created_at);
+CREATE TABLE challenges (
+    nonce TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    message TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    used_at INTEGER
+);
+"#,
+    r#"
+ALTER TABLE users ADD COLUMN google_sub TEXT;
+CREATE UNIQUE INDEX users_google_sub ON users(google_sub) WHERE google_sub IS NOT NULL;
+"#,
+    // Creation order within one second, without SQLite's `rowid` (rows from before this
+    // version sort first, as `rowid` had them).
+    r#"
+ALTER TABLE api_keys ADD COLUMN created_us INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE login_codes ADD COLUMN created_us INTEGER NOT NULL DEFAULT 0;
+"#,
+    // The chain index (`src/index/`, `store/index.rs`): the last committed block per chain,
+    // the recent blocks' hashes (to find a reorg's common ancestor), one row per wallet
+    // and transfer, and token metadata.
+    r#"
+CREATE TABLE index_cursor (
+    chain TEXT PRIMARY KEY,
+    number INTEGER NOT NULL,
+    hash TEXT NOT NULL,
+    updated_at INTEGER NOT NULL
+);
+CREATE TABLE index_blocks (
+    chain TEXT NOT NULL,
+    number INTEGER NOT NULL,
+    hash TEXT NOT NULL,
+    parent_hash TEXT NOT NULL,
+    PRIMARY KEY (chain, number)
+);
+CREATE TABLE wallet_transfers (
+    chain TEXT NOT NULL,
+    address TEXT NOT NULL,
+    block INTEGER NOT NULL,
+    tx_index INTEGER NOT NULL,
+    log_index INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    direction TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    token TEXT NOT NULL,
+    counterparty TEXT NOT NULL,
+    token_id TEXT,
+    amount TEXT NOT NULL,
+    tx_hash TEXT NOT NULL,
+    ts INTEGER NOT NULL,
+    PRIMARY KEY (chain, address, block, tx_index, log_index, seq)
+);
+CREATE INDEX wallet_transfers_block ON wallet_transfers(chain, block);
+CREATE TABLE tokens (
+    chain TEXT NOT NULL,
+    address TEXT NOT NULL,
+    name TEXT,
+    symbol TEXT,
+    decimals INTEGER,
+    fetched_at INTEGER NOT NULL,
+    PRIMARY KEY (chain, address)
+);
+"#,
+    // The consensus-layer capacity series (`src/capacity.rs`, `store/capacity.rs`): per
+    // minute and host, the most requests it served in one second, and the minute's totals.
+    r#"
+CREATE TABLE cl_capacity (
+    minute INTEGER NOT NULL,
+    host TEXT NOT NULL,
+    family TEXT NOT NULL,
+    peak_rps INTEGER NOT NULL,
+    requests INTEGER NOT NULL,
+    failures INTEGER NOT NULL,
+    PRIMARY KEY (minute, host)
+);
+"#,
+    // Solana epoch stake snapshots (`src/sol_stake.rs`, `store/sol_stake.rs`): one row per
+    // captured epoch (its cursor: the last vote account done, and when it was complete),
+    // and the stake accounts delegated in that epoch.
+    r#"
+CREATE TABLE sol_stake_epochs (
+    epoch INTEGER PRIMARY KEY,
+    slot INTEGER NOT NULL,
+    started_at INTEGER NOT NULL,
+    last_voter TEXT NOT NULL,
+    completed_at INTEGER,
+    accounts INTEGER NOT NULL
+);
+CREATE TABLE sol_stake_accounts (
+    epoch INTEGER NOT NULL,
+    pubkey TEXT NOT NULL,
+    voter TEXT NOT NULL,
+    stake INTEGER NOT NULL,
+    activation_epoch INTEGER NOT NULL,
+    deactivation_epoch INTEGER,
+    PRIMARY KEY (epoch, pubkey)
+);
+CREATE INDEX sol_stake_by_voter ON sol_stake_accounts(voter, pubkey, epoch);
+CREATE INDEX sol_stake_by_pubkey ON sol_stake_accounts(pubkey, epoch);
+"#,
+    // Solana watchlists (`store/sol_watchlist.rs`): entries per tenant, and the deliveries
+    // that failed every attempt (dead letters), readable by the entry's tenant.
+    r#"
+CREATE TABLE sol_watchlist (
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    pubkey TEXT NOT NULL,
+    commitment TEXT NOT NULL,
+    callback_type TEXT NOT NULL,
+    callback_url TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE INDEX sol_watchlist_by_tenant ON sol_watchlist(tenant_id, created_at);
+CREATE TABLE sol_watchlist_dead_letters (
+    id TEXT PRIMARY KEY,
+    entry_id TEXT NOT NULL,
+    tenant_id TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    last_error TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE INDEX sol_dead_letters_by_entry ON sol_watchlist_dead_letters(entry_id, created_at);
+"#,
+    // Solana MEV-cache samples (`src/mev_cache.rs`, `store/mev_cache.rs`).
+    r#"
+CREATE TABLE sol_mev_cache_samples (
+    host TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    hits_total INTEGER NOT NULL,
+    increase INTEGER NOT NULL,
+    interval_ms INTEGER NOT NULL,
+    PRIMARY KEY (host, at)
+);
+CREATE INDEX sol_mev_cache_by_time ON sol_mev_cache_samples(at);
+"#,
+    // Per-key usage (`src/usage/`, `store/usage.rs`): counts per key and minute, and
+    // the same rolled up per hour (written together, kept for different spans).
+    r#"
+CREATE TABLE key_usage_minutes (
+    key_id TEXT NOT NULL,
+    minute INTEGER NOT NULL,
+    tenant_id TEXT NOT NULL,
+    calls INTEGER NOT NULL,
+    compute_units INTEGER NOT NULL,
+    errors INTEGER NOT NULL,
+    rate_limited INTEGER NOT NULL,
+    PRIMARY KEY (key_id, minute)
+);
+CREATE INDEX key_usage_minutes_by_time ON key_usage_minutes(minute);
+CREATE TABLE key_usage_hours (
+    key_id TEXT NOT NULL,
+    hour INTEGER NOT NULL,
+    tenant_id TEXT NOT NULL,
+    calls INTEGER NOT NULL,
+    compute_units INTEGER NOT NULL,
+    errors INTEGER NOT NULL,
+    rate_limited INTEGER NOT NULL,
+    PRIMARY KEY (key_id, hour)
+);
+CREATE INDEX key_usage_hours_by_time ON key_usage_hours(hour);
+CREATE INDEX key_usage_hours_by_tenant ON key_usage_hours(tenant_id, hour);
+"#,
+    // Sign-in abuse bounds (`console/api.rs`): codes and challenges remember the client
+    // address that asked (outstanding ones are bounded per client), and each email
+    // address keeps a budget of wrong guesses that a new code does not reset.
+    r#"
+ALTER TABLE login_codes ADD COLUMN client TEXT NOT NULL DEFAULT '';
+CREATE INDEX login_codes_client ON login_codes(client, created_at);
+ALTER TABLE challenges ADD COLUMN client TEXT NOT NULL DEFAULT '';
+CREATE INDEX challenges_client ON challenges(client, expires_at);
+CREATE INDEX challenges_subject ON challenges(subject, expires_at);
+CREATE TABLE login_guards (
+    email TEXT PRIMARY KEY,
+    failures INTEGER NOT NULL,
+    last_failure INTEGER NOT NULL,
+    locked_until INTEGER NOT NULL
+);
+-- Scopes are enforced from this version on: a key made without any (the CLI's old
+-- default) keeps what it could do, reads and writes.
+UPDATE api_keys SET scopes = '["rpc:read","rpc:write"]' WHERE scopes = '[]';
+"#,
+    // Each instance's usage journal (`src/usage/journal.rs`): the last batch whose counts
+    // are in the usage rows, moved in the same transaction as the rows.
+    r#"
+CREATE TABLE usage_journals (
+    journal_id TEXT PRIMARY KEY,
+    seq INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+);
+"#,
+];
