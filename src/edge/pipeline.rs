@@ -258,6 +258,14 @@ impl Edge {
                 ctx.route = Some(first.clone());
                 ctx.envelope = first.envelope;
                 if method == "GET" && routes.iter().any(|r| r.websocket) {
+                    // A channel switched off is off for every request, upgrade or not.
+                    if let Some(off) = routes.iter().find(|r| r.websocket && !r.enabled) {
+                        return Err(ApiError::new(
+                            503,
+                            "route_disabled",
+                            format!("{} is switched off", off.name),
+                        ));
+                    }
                     return Err(ApiError::new(
                         426,
                         "upgrade_required",

@@ -234,7 +234,10 @@ pub fn info(
         "url": format!("{public_url}/ws/polygon/{channel}"),
         "token": token,
         "protocol": PROTOCOL,
-        "expires_at": httpdate::fmt_http_date(UNIX_EPOCH + std::time::Duration::from_secs(expires)),
+        "expires_at": humantime::format_rfc3339_seconds(
+            UNIX_EPOCH + std::time::Duration::from_secs(expires)
+        )
+        .to_string(),
         "expires_in_secs": ttl_secs,
     });
     // A bearer credential: never cached by anything in between.
