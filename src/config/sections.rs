@@ -267,7 +267,7 @@ fn d_mirror_max() -> usize {
     8 << 20
 }
 
-/// A mempool watcher (`src/mempool/`): which pool it polls, how often, how much it keeps.
+/// A mempool watcher (`src/capture/mempool/`): which pool it polls, how often, how much it keeps.
 #[derive(Debug, Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct MempoolConf {
@@ -297,7 +297,7 @@ impl MempoolConf {
     }
 }
 
-/// The chain indexer (`src/index/`): which EVM chains to follow, from where, how close to
+/// The chain indexer (`src/capture/index/`): which EVM chains to follow, from where, how close to
 /// the head. A chain not listed is not indexed (its history, tokens and NFT routes then
 /// answer 503 `index_not_configured`).
 #[derive(Debug, Deserialize, Clone)]
@@ -362,7 +362,7 @@ pub struct SolanaConf {
     pub mev_cache: MevCacheConf,
 }
 
-/// MEV-cache analytics (`src/mev_cache.rs`): how the `sol_mev_cache` hosts are sampled.
+/// MEV-cache analytics (`src/capture/sol/mev_cache.rs`): how the `sol_mev_cache` hosts are sampled.
 #[derive(Debug, Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct MevCacheConf {
@@ -391,7 +391,7 @@ fn d_hits_metric() -> String {
     "mev_cache_hits_total".into()
 }
 
-/// Watchlists and their push (`src/sol_watch/`).
+/// Watchlists and their push (`src/capture/sol/watch/`).
 #[derive(Debug, Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct WatchlistConf {
@@ -480,7 +480,7 @@ fn d_webhook_pending() -> usize {
     10_000
 }
 
-/// Epoch stake snapshots (`src/sol_stake.rs`): captured from the `sol_rpc` pool once per
+/// Epoch stake snapshots (`src/capture/sol/stake.rs`): captured from the `sol_rpc` pool once per
 /// epoch into the store.
 #[derive(Debug, Deserialize, Clone)]
 #[serde(deny_unknown_fields)]

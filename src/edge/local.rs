@@ -10,8 +10,8 @@ use crate::routes::Route;
 use bytes::Bytes;
 use std::sync::Arc;
 
-/// Console forms are small JSON objects.
-const CONSOLE_MAX_BODY: usize = 16 * 1024;
+/// A form handler's body (`Handler::form`: the console's) is a small JSON object.
+const FORM_MAX_BODY: usize = 16 * 1024;
 
 impl Edge {
     pub(super) async fn dispatch_local<D: Downstream + ?Sized>(
@@ -67,7 +67,7 @@ impl Edge {
             handlers::registry::get(index).ok_or_else(|| ApiError::not_implemented(&route.name))?;
         let body = match session.method() {
             "GET" | "HEAD" => Bytes::new(),
-            _ if handler.form => session.read_body(CONSOLE_MAX_BODY).await?,
+            _ if handler.form => session.read_body(FORM_MAX_BODY).await?,
             _ => session.read_body(st.config.app.rpc.max_body_bytes).await?,
         };
         let principal = ctx

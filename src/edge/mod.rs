@@ -71,14 +71,14 @@ pub struct State {
     pub pools: Arc<Pools>,
     pub gateway: Arc<Gateway>,
     pub keys: Arc<crate::auth::keys::KeyAuth>,
-    /// What the mempool watchers keep (`src/mempool/`).
+    /// What the mempool watchers keep (`src/capture/mempool/`).
     pub mempools: Arc<crate::capture::mempool::Mempools>,
     /// The store, for handlers that read it (the chain index).
     pub store: crate::store::Store,
     pub limiter: crate::limits::Limiter,
     /// What calls and routes cost, for compute-unit limits and usage.
     pub compute_units: crate::rpc::compute_units::ComputeUnits,
-    /// Per-key usage gathered in memory (`src/usage/` journals and flushes it).
+    /// Per-key usage gathered in memory (`src/capture/usage/` journals and flushes it).
     pub usage: Arc<crate::usage::Usage>,
     pub metrics_cache: Arc<crate::handlers::metrics_mirror::MetricsCache>,
     pub console: Arc<crate::console::Console>,
@@ -96,9 +96,9 @@ pub struct State {
     pub peer_graphs: Arc<crate::handlers::peer_graph::PeerGraphs>,
     /// Solana watchlist push: the registry handlers update, the WebSocket channels' feed.
     pub sol_watch: Arc<crate::capture::sol::watch::SolWatch>,
-    /// The MEV-cache hosts' last scrapes (`src/mev_cache.rs`).
+    /// The MEV-cache hosts' last scrapes (`src/capture/sol/mev_cache.rs`).
     pub mev_cache: Arc<crate::capture::sol::mev_cache::Snapshots>,
-    /// What the Solana senders submitted, followed until it lands (`src/sol_mempool.rs`).
+    /// What the Solana senders submitted, followed until it lands (`src/capture/sol/mempool.rs`).
     pub sol_mempool: Arc<crate::capture::sol::mempool::SolMempool>,
 }
 

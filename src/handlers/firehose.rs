@@ -67,9 +67,10 @@ impl Refused {
 }
 
 /// A JWT (RFC 7519) signed with HS256 under the firehose secret.
-pub fn issue(secret: &[u8], grant: &Grant) -> String {
+pub fn issue(secret: &[u8], grant: &Grant) -> Result<String, ApiError> {
     let key = jsonwebtoken::EncodingKey::from_secret(secret);
-    jsonwebtoken::encode(&jsonwebtoken::Header::default(), grant, &key).unwrap_or_default()
+    jsonwebtoken::encode(&jsonwebtoken::Header::default(), grant, &key)
+        .map_err(|e| ApiError::internal(format!("firehose token not signed: {e}")))
 }
 
 /// The grant of a token for `channel`, if it is genuine (HS256 under `secret`, no other
@@ -228,16 +229,13 @@ pub fn info(
         expires,
         nonce: format!("{:016x}", rand::random::<u64>()),
     };
-    let token = issue(secret, &grant);
+    let token = issue(secret, &grant)?;
     let body = json!({
         "channel": channel,
         "url": format!("{public_url}/ws/polygon/{channel}"),
         "token": token,
         "protocol": PROTOCOL,
-        "expires_at": humantime::format_rfc3339_seconds(
-            UNIX_EPOCH + std::time::Duration::from_secs(expires)
-        )
-        .to_string(),
+        "expires_at": super::rfc3339(expires as i64),
         "expires_in_secs": ttl_secs,
     });
     // A bearer credential: never cached by anything in between.
@@ -264,7 +262,7 @@ mod tests {
     #[test]
     fn a_token_opens_its_channel_until_it_expires_and_nothing_else() {
         let secret = [7u8; 32];
-        let t = issue(&secret, &grant(1_000));
+        let t = issue(&secret, &grant(1_000)).unwrap();
         assert_eq!(verify(&secret, &t, "logs", 999), Ok(grant(1_000)));
         assert_eq!(verify(&secret, &t, "logs", 1_000), Err(Refused::Expired));
         assert_eq!(

@@ -1,4 +1,4 @@
-//! Wallet endpoints answered from the chain index (`src/index/`): history, ERC-20
+//! Wallet endpoints answered from the chain index (`src/capture/index/`): history, ERC-20
 //! balances and NFT holdings, for `eth` and `polygon`.
 //!
 //! - History: newest first, `limit` (1–200, default 50) and an opaque `cursor` naming the

@@ -4,7 +4,7 @@
 //! validator state.
 //!
 //! `GET /v1/eth/intel/validator/series`: the capacity series the edge samples itself
-//! (`src/capacity.rs` defines the measure), read from the store in bounded ranges.
+//! (`src/capture/capacity.rs` defines the measure), read from the store in bounded ranges.
 //!
 //! The index is checked first (decimal, 0 to 2^63−1; anything else is SPEC's 404
 //! `invalid_params` and reaches no node). A beacon node's 404 means no such validator

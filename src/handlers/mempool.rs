@@ -1,5 +1,5 @@
 //! `GET /v1/{eth,polygon}/mempool/snapshot` and `…/mempool/stats`, answered from what
-//! the chain's mempool watcher keeps in memory (`src/mempool/`): no node is called.
+//! the chain's mempool watcher keeps in memory (`src/capture/mempool/`): no node is called.
 //!
 //! - Snapshot: pending transactions, highest gas price first; `limit` 1–500 (default 100).
 //! - Stats: over `window` (`1m` default, `5m`, `15m`, `1h`): arrivals per second, gas

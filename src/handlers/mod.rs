@@ -70,6 +70,12 @@ pub struct Request<'a> {
     pub client: Option<std::net::IpAddr>,
 }
 
+/// Unix seconds as an RFC 3339 UTC time (`2026-11-26T05:00:00Z`), as answers carry times.
+pub fn rfc3339(unix_secs: i64) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(unix_secs.max(0) as u64);
+    humantime::format_rfc3339_seconds(at).to_string()
+}
+
 impl Request<'_> {
     /// The last `{param}` (a tail route's tail), or "".
     pub fn tail(&self) -> &str {

@@ -4,7 +4,7 @@
 //! loads (`names`), so a request finds its handler by index, and a name the binary does
 //! not know is a configuration error, not a 501.
 
-use super::{Request, *};
+use super::*;
 use crate::auth::keys::KeyAuth;
 use crate::capture::mempool::Mempools;
 use crate::capture::sol::mempool::SolMempool;

@@ -10,7 +10,7 @@ use crate::store::usage::{Counts, ExportQuery, Grain};
 use crate::store::Store;
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::UNIX_EPOCH;
 
 /// A chart's span, the width of each of its points, and the rows it reads.
 struct Window {
@@ -49,11 +49,6 @@ const WINDOWS: &[Window] = &[
 
 /// An export answers at most this many rows; a wider ask is refused with the bound.
 pub const MAX_EXPORT_ROWS: i64 = 50_000;
-
-fn rfc3339(unix: i64) -> String {
-    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(unix.max(0) as u64))
-        .to_string()
-}
 
 fn counts_json(c: &Counts) -> Value {
     json!({
@@ -100,7 +95,7 @@ pub async fn key_series(
             let c = by_start.get(&start).copied().unwrap_or_default();
             totals.add(&c);
             let mut p = counts_json(&c);
-            p["start"] = json!(rfc3339(start));
+            p["start"] = json!(super::rfc3339(start));
             p
         })
         .collect();
@@ -108,8 +103,8 @@ pub async fn key_series(
         "key_id": key_id,
         "window": w.name,
         "step_sec": w.step,
-        "from": rfc3339(from),
-        "to": rfc3339(to),
+        "from": super::rfc3339(from),
+        "to": super::rfc3339(to),
         "totals": counts_json(&totals),
         "points": points,
     });
@@ -201,7 +196,7 @@ pub async fn export(store: &Store, req: &Request<'_>, now: i64) -> Result<Reply,
             let c = &r.counts;
             out.push_str(&format!(
                 "{},{},{},{},{},{},{}\n",
-                rfc3339(r.start),
+                super::rfc3339(r.start),
                 r.key_id,
                 r.tenant_id,
                 c.calls,
@@ -215,12 +210,12 @@ pub async fn export(store: &Store, req: &Request<'_>, now: i64) -> Result<Reply,
         return Ok(no_store_cache(reply));
     }
     let body = json!({
-        "from": rfc3339(from),
-        "to": rfc3339(to),
+        "from": super::rfc3339(from),
+        "to": super::rfc3339(to),
         "step": step_name,
         "rows": rows.iter().map(|r| {
             let mut v = counts_json(&r.counts);
-            v["start"] = json!(rfc3339(r.start));
+            v["start"] = json!(super::rfc3339(r.start));
             v["key_id"] = json!(r.key_id);
             v["tenant_id"] = json!(r.tenant_id);
             v

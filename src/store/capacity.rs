@@ -1,4 +1,4 @@
-//! The consensus-layer capacity series (`src/capacity.rs` samples it): one row per
+//! The consensus-layer capacity series (`src/capture/capacity.rs` samples it): one row per
 //! (minute, host) with the most requests the host served in one second of that minute
 //! and the minute's totals. Several instances on one store add their totals; the peak
 //! kept is the highest one instance saw.

@@ -1,4 +1,4 @@
-//! MEV-cache samples (`src/mev_cache.rs` takes them): per host and scrape, the hits
+//! MEV-cache samples (`src/capture/sol/mev_cache.rs` takes them): per host and scrape, the hits
 //! counter, its increase since the host's previous scrape and the time between the two.
 
 use super::sql::{params, StoreError};

@@ -85,7 +85,7 @@ CREATE UNIQUE INDEX users_google_sub ON users(google_sub) WHERE google_sub IS NO
 ALTER TABLE api_keys ADD COLUMN created_us INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE login_codes ADD COLUMN created_us INTEGER NOT NULL DEFAULT 0;
 "#,
-    // The chain index (`src/index/`, `store/index.rs`): the last committed block per chain,
+    // The chain index (`src/capture/index/`, `store/index.rs`): the last committed block per chain,
     // the recent blocks' hashes (to find a reorg's common ancestor), one row per wallet
     // and transfer, and token metadata.
     r#"
@@ -130,7 +130,7 @@ CREATE TABLE tokens (
     PRIMARY KEY (chain, address)
 );
 "#,
-    // The consensus-layer capacity series (`src/capacity.rs`, `store/capacity.rs`): per
+    // The consensus-layer capacity series (`src/capture/capacity.rs`, `store/capacity.rs`): per
     // minute and host, the most requests it served in one second, and the minute's totals.
     r#"
 CREATE TABLE cl_capacity (
@@ -143,7 +143,7 @@ CREATE TABLE cl_capacity (
     PRIMARY KEY (minute, host)
 );
 "#,
-    // Solana epoch stake snapshots (`src/sol_stake.rs`, `store/sol_stake.rs`): one row per
+    // Solana epoch stake snapshots (`src/capture/sol/stake.rs`, `store/sol_stake.rs`): one row per
     // captured epoch (its cursor: the last vote account done, and when it was complete),
     // and the stake accounts delegated in that epoch.
     r#"
@@ -191,7 +191,7 @@ CREATE TABLE sol_watchlist_dead_letters (
 );
 CREATE INDEX sol_dead_letters_by_entry ON sol_watchlist_dead_letters(entry_id, created_at);
 "#,
-    // Solana MEV-cache samples (`src/mev_cache.rs`, `store/mev_cache.rs`).
+    // Solana MEV-cache samples (`src/capture/sol/mev_cache.rs`, `store/mev_cache.rs`).
     r#"
 CREATE TABLE sol_mev_cache_samples (
     host TEXT NOT NULL,
@@ -230,7 +230,7 @@ CREATE TABLE key_usage_hours (
 CREATE INDEX key_usage_hours_by_time ON key_usage_hours(hour);
 CREATE INDEX key_usage_hours_by_tenant ON key_usage_hours(tenant_id, hour);
 "#,
-    // Sign-in abuse bounds (`console/api.rs`): codes and challenges remember the client
+    // Sign-in abuse bounds (`handlers/console/sign_in.rs`): codes and challenges remember the client
     // address that asked (outstanding ones are bounded per client), and each email
     // address keeps a budget of wrong guesses that a new code does not reset.
     r#"
@@ -249,7 +249,7 @@ CREATE TABLE login_guards (
 -- default) keeps what it could do, reads and writes.
 UPDATE api_keys SET scopes = '["rpc:read","rpc:write"]' WHERE scopes = '[]';
 "#,
-    // Each instance's usage journal (`src/usage/journal.rs`): the last batch whose counts
+    // Each instance's usage journal (`src/capture/usage/journal.rs`): the last batch whose counts
     // are in the usage rows, moved in the same transaction as the rows.
     r#"
 CREATE TABLE usage_journals (

@@ -1,4 +1,4 @@
-//! Solana epoch stake snapshots (`src/sol_stake.rs` captures them): per epoch, every
+//! Solana epoch stake snapshots (`src/capture/sol/stake.rs` captures them): per epoch, every
 //! stake account delegated to a vote account, written vote account by vote account. Each
 //! vote account's rows commit with the epoch's cursor (the last vote account done), so a
 //! capture killed at any point resumes after the last vote account it finished, with no

@@ -13,7 +13,6 @@ use crate::store::{self, KeyInfo};
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use std::time::{Duration, UNIX_EPOCH};
 
 /// Scopes a console user may put on a key, and those of the default key made by
 /// `/v1/auth/me`.
@@ -167,11 +166,6 @@ pub(super) fn parse<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, Api
         .map_err(|_| bad("invalid_request", "body is not the expected JSON"))
 }
 
-pub(super) fn rfc3339(unix: i64) -> String {
-    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(unix.max(0) as u64))
-        .to_string()
-}
-
 pub(super) fn key_json(k: &KeyInfo) -> Value {
     json!({
         "id": k.id,
@@ -179,15 +173,15 @@ pub(super) fn key_json(k: &KeyInfo) -> Value {
         "key_prefix": k.key_prefix,
         "scopes": k.scopes,
         "is_default": k.is_default,
-        "created_at": rfc3339(k.created_at),
+        "created_at": super::rfc3339(k.created_at),
     })
 }
 
 pub(super) fn user_json(u: &UserRow) -> Value {
     let mut v = json!({
         "id": u.id,
-        "created_at": rfc3339(u.created_at),
-        "updated_at": rfc3339(u.updated_at),
+        "created_at": super::rfc3339(u.created_at),
+        "updated_at": super::rfc3339(u.updated_at),
     });
     for (k, val) in [
         ("email", &u.email),

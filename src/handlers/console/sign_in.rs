@@ -198,8 +198,8 @@ pub(super) async fn wallet_challenge(
         &origin,
         &address,
         &nonce,
-        &rfc3339(now),
-        &rfc3339(expires_at),
+        &crate::handlers::rfc3339(now),
+        &crate::handlers::rfc3339(expires_at),
     );
     let challenge = Challenge {
         kind: chain.as_str().into(),
@@ -219,7 +219,7 @@ pub(super) async fn wallet_challenge(
     )?;
     json_reply(
         200,
-        json!({"message": message, "nonce": nonce, "expires_at": rfc3339(expires_at)}),
+        json!({"message": message, "nonce": nonce, "expires_at": crate::handlers::rfc3339(expires_at)}),
     )
 }
 

@@ -1,5 +1,5 @@
 //! `GET /v1/sol/mempool/snapshot` and `/stats`, from the transactions this instance's
-//! senders accepted for the caller's own tenant (`src/sol_mempool.rs`; Solana has no
+//! senders accepted for the caller's own tenant (`src/capture/sol/mempool.rs`; Solana has no
 //! public mempool).
 
 use super::{int_param, Request};

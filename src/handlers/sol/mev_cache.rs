@@ -1,4 +1,4 @@
-//! MEV-cache analytics (`/v1/sol/mev-cache/*`), from the samples `src/mev_cache.rs`
+//! MEV-cache analytics (`/v1/sol/mev-cache/*`), from the samples `src/capture/sol/mev_cache.rs`
 //! takes of the `sol_mev_cache` hosts' own metrics (the measure is defined there and in
 //! docs/solana.md): the host list, the leaderboard by hits per second over a window, a
 //! host's last scrape, and its series.
@@ -43,46 +43,26 @@ fn rate(increase: i64, covered_ms: i64) -> Option<f64> {
 }
 
 pub const HANDLERS: &[super::super::Handler] = &[
-    super::super::Handler::new("sol_mev_cache_hosts", |s, r| {
-        Box::pin(serve(s, Asked::Hosts, r))
+    super::super::Handler::new("sol_mev_cache_hosts", |s, _| {
+        Box::pin(async move { json(hosts(s.store, s.mev_cache, s.pool()?).await) })
     })
     .pool("sol_mev_cache"),
     super::super::Handler::new("sol_mev_cache_leaderboard", |s, r| {
-        Box::pin(serve(s, Asked::Leaderboard, r))
+        Box::pin(async move { json(leaderboard(s.store, s.pool()?, r).await) })
     })
     .pool("sol_mev_cache"),
     super::super::Handler::new("sol_mev_cache_host_metrics", |s, r| {
-        Box::pin(serve(s, Asked::HostMetrics, r))
+        Box::pin(async move { json(host_metrics(s.mev_cache, s.pool()?, r)) })
     })
     .pool("sol_mev_cache"),
     super::super::Handler::new("sol_mev_cache_host_series", |s, r| {
-        Box::pin(serve(s, Asked::HostSeries, r))
+        Box::pin(async move { json(host_series(s.store, s.pool()?, r).await) })
     })
     .pool("sol_mev_cache"),
 ];
 
-/// What an MEV-cache route asks.
-#[derive(Clone, Copy)]
-enum Asked {
-    Hosts,
-    Leaderboard,
-    HostMetrics,
-    HostSeries,
-}
-
-async fn serve(
-    services: &super::super::Services<'_>,
-    asked: Asked,
-    req: &Request<'_>,
-) -> Result<Reply, ApiError> {
-    let (store, snapshots, pool) = (services.store, services.mev_cache, services.pool()?);
-    let body = match asked {
-        Asked::Hosts => hosts(store, snapshots, pool).await?,
-        Asked::Leaderboard => leaderboard(store, pool, req).await?,
-        Asked::HostMetrics => host_metrics(snapshots, pool, req)?,
-        Asked::HostSeries => host_series(store, pool, req).await?,
-    };
-    Ok(Reply::json(200, body.to_string()))
+fn json(body: Result<Value, ApiError>) -> Result<Reply, ApiError> {
+    Ok(Reply::json(200, body?.to_string()))
 }
 
 /// Every host with its state, last scrape and recent hit rate.

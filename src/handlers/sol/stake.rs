@@ -1,4 +1,4 @@
-//! Stake snapshots, read from the store (captured per epoch by `src/sol_stake.rs`, never
+//! Stake snapshots, read from the store (captured per epoch by `src/capture/sol/stake.rs`, never
 //! the live chain): `GET /v1/sol/snapshot/stake/latest`, `/epoch/{epoch}`,
 //! `/by-voter/{vote_pubkey}` (SPEC's page) and `/account/{pubkey}/history`.
 

@@ -1,7 +1,7 @@
 //! Watchlist entries (SPEC "SolWatchlistEntry"): `GET/POST /v1/sol/watchlist`,
 //! `GET/DELETE /v1/sol/watchlist/{id}`, and `GET /v1/sol/watchlist/{id}/dead-letters`.
 //! The tenant is the credential's; another tenant's id is 404, as an unknown one is.
-//! Push itself is `src/sol_watch/`.
+//! Push itself is `src/capture/sol/watch/`.
 
 use super::Request;
 use crate::capture::sol::watch::{webhook, SolWatch};
@@ -40,16 +40,8 @@ fn entry_json(e: &WatchEntry) -> Value {
         "commitment": e.commitment,
         "callback_type": e.callback_type,
         "callback_url": e.callback_url,
-        "created_at": httpdate_rfc3339(e.created_at),
+        "created_at": super::super::rfc3339(e.created_at),
     })
-}
-
-/// Unix seconds as RFC 3339 (`2026-11-24T10:32:09Z`).
-fn httpdate_rfc3339(secs: i64) -> String {
-    humantime::format_rfc3339_seconds(
-        std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs.max(0) as u64),
-    )
-    .to_string()
 }
 
 /// A `ws` entry's client identifier: what the tenant's channel connects with.
@@ -152,7 +144,7 @@ async fn serve(
                         "id": d.id,
                         "attempts": d.attempts,
                         "last_error": d.last_error,
-                        "created_at": httpdate_rfc3339(d.created_at),
+                        "created_at": super::super::rfc3339(d.created_at),
                         "payload": serde_json::from_str::<Value>(&d.payload).unwrap_or(Value::Null),
                     })
                 })

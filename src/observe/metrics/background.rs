@@ -81,7 +81,7 @@ fn chain_counter(name: &str, help: &str) -> IntCounterVec {
     register(IntCounterVec::new(Opts::new(name, help), &["chain"]).unwrap())
 }
 
-/// The chain index (`src/index/`), per chain.
+/// The chain index (`src/capture/index/`), per chain.
 pub static INDEX_HEAD: Lazy<IntGaugeVec> =
     Lazy::new(|| chain_gauge("chainedge_index_head", "Last block committed to the index"));
 pub static INDEX_LAG: Lazy<IntGaugeVec> = Lazy::new(|| {
