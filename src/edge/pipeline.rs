@@ -257,16 +257,16 @@ impl Edge {
                 let first = routes[0];
                 ctx.route = Some(first.clone());
                 ctx.envelope = first.envelope;
-                // A path whose every route is switched off is off for every request,
-                // whatever its method, upgrade or not.
-                if routes.iter().all(|r| !r.enabled) {
-                    return Err(ApiError::new(
-                        503,
-                        "route_disabled",
-                        format!("{} is switched off", first.name),
-                    ));
-                }
                 if method == "GET" && routes.iter().any(|r| r.websocket) {
+                    // A switched-off channel is off for its GET, upgrade or not; a method
+                    // it never takes stays 405.
+                    if let Some(off) = routes.iter().find(|r| r.websocket && !r.enabled) {
+                        return Err(ApiError::new(
+                            503,
+                            "route_disabled",
+                            format!("{} is switched off", off.name),
+                        ));
+                    }
                     return Err(ApiError::new(
                         426,
                         "upgrade_required",
