@@ -44,7 +44,7 @@ pub mod parsers {
     pub use crate::routes::{load as load_routes, RouteContext};
     pub use crate::rpc::compute_units::{error_answers, ComputeUnits};
     pub use crate::rpc::{
-        method_of, need_at, tx_hash, write_outcome, CallView, Need, WriteOutcome,
+        method_of, need_at, tx_hash, write_outcome, CallView, Incoming, Need, WriteOutcome,
     };
     pub use crate::scrub::scrub;
     pub use crate::signed_tx::decode as decode_signed_tx;

@@ -8,7 +8,7 @@ use chainedge::config::usage::ComputeUnitsConf;
 use chainedge::parsers::batch_len;
 use chainedge::parsers::{error_answers, ComputeUnits};
 use chainedge::parsers::{block_need, classify, MethodClass};
-use chainedge::parsers::{method_of, need_at, tx_hash, write_outcome, CallView};
+use chainedge::parsers::{method_of, need_at, tx_hash, write_outcome, CallView, Incoming};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
@@ -18,7 +18,8 @@ fuzz_target!(|body: &[u8]| {
     // Compute units are charged for exactly the calls the limiter counts.
     static UNITS: std::sync::OnceLock<ComputeUnits> = std::sync::OnceLock::new();
     let units = UNITS.get_or_init(|| ComputeUnits::new(&ComputeUnitsConf::default()));
-    assert_eq!(units.of_body(body).calls, counted);
+    let incoming = Incoming::parse(body);
+    assert_eq!(incoming.cost(units).calls, counted);
     // An answer's errors are never more than its answers.
     assert!(error_answers(body) <= counted);
     // An upstream's answer is untrusted input too.
@@ -32,6 +33,7 @@ fuzz_target!(|body: &[u8]| {
     // What the fast path reads is what the general path reads.
     if let Some(v) = &view {
         assert_eq!(method_of(&parsed).ok(), Some(v.method));
+        assert_eq!(incoming.method(), Some(v.method));
         // `"params": null` reads as no params.
         let params = parsed.get("params").filter(|p| !p.is_null());
         assert_eq!(v.params.as_ref(), params);

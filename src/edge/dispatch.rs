@@ -10,9 +10,8 @@ use crate::pools::{Host, Pool, Service};
 use crate::reply::{EventStream, Reply};
 use crate::routes::spec::HandlerKind;
 use crate::routes::Route;
-use crate::rpc::id_of;
+use crate::rpc::{id_of, Entered, Incoming, RpcReply};
 use crate::streams::events::{topics_of, EventsRequest};
-use bytes::Bytes;
 use std::sync::Arc;
 
 impl Edge {
@@ -191,8 +190,8 @@ impl Edge {
         })
     }
 
-    /// A JSON-RPC body through the gateway: bounded read, each call of a batch counted
-    /// against the rate limit, per-family plans for the caller.
+    /// A JSON-RPC body through the gateway's one entry: bounded read, the caller's
+    /// minimum block, then priced, capped and limited per call (`rpc::Gateway::enter`).
     pub(super) async fn json_rpc<D: Downstream + ?Sized>(
         &self,
         session: &mut D,
@@ -202,8 +201,32 @@ impl Edge {
     ) -> Result<Reply, ApiError> {
         let st = &*self.state;
         let body = session.read_body(st.config.app.rpc.max_body_bytes).await?;
-        match self.json_rpc_calls(session, ctx, route, pool, &body).await {
-            Ok(reply) => Ok(reply),
+        let incoming = Incoming::parse(&body);
+        let principal = ctx.principal.clone().unwrap_or(Principal::Anonymous);
+        let mut caller = self.rpc_caller(&principal);
+        let entered = match min_block(session.header(MIN_BLOCK_HEADER)) {
+            Ok(floor) => {
+                caller.min_block = floor;
+                let client = ctx.client(session.client_ip());
+                let limit = |cost| match route.rate.as_deref() {
+                    Some(category) => self.limit(client, &principal, category, cost),
+                    None => Ok(Vec::new()),
+                };
+                let prices = &st.compute_units;
+                st.gateway
+                    .enter(pool, incoming, &caller, &ctx.request_id, prices, limit)
+                    .await
+            }
+            Err(e) => Entered {
+                cost: incoming.cost(&st.compute_units),
+                admitted: None,
+                reply: Err(e),
+            },
+        };
+        ctx.usage = Some(entered.cost);
+        ctx.rate_headers = entered.admitted.unwrap_or_default();
+        match entered.reply {
+            Ok(reply) => Ok(self.rpc_answer(ctx, &principal, reply)),
             // On `/rpc/eth` a refusal is the JSON-RPC error answer to the call, with its
             // id (a batch refused whole gets one answer with a null id).
             Err(e) if route.envelope == Envelope::JsonRpc => {
@@ -217,29 +240,8 @@ impl Edge {
         }
     }
 
-    async fn json_rpc_calls<D: Downstream + ?Sized>(
-        &self,
-        session: &mut D,
-        ctx: &mut Ctx,
-        route: &Route,
-        pool: &Pool,
-        body: &Bytes,
-    ) -> Result<Reply, ApiError> {
-        let st = &*self.state;
-        let cost = st.compute_units.of_body(body);
-        ctx.usage = Some(cost);
-        crate::rpc::check_batch_size(cost.calls as usize, st.config.app.rpc.max_batch)?;
-        let min_block = min_block(session.header(MIN_BLOCK_HEADER))?;
-        if let (Some(category), Some(principal)) = (&route.rate, ctx.principal.clone()) {
-            self.limit_weighted(session, ctx, &principal, category, cost)?;
-        }
-        let principal = ctx.principal.clone().unwrap_or(Principal::Anonymous);
-        let mut caller = self.rpc_caller(&principal);
-        caller.min_block = min_block;
-        let reply = st
-            .gateway
-            .handle(pool, body, &ctx.request_id, &caller)
-            .await?;
+    /// The gateway's answer over HTTP: which block it is from, how the cache took part.
+    fn rpc_answer(&self, ctx: &mut Ctx, principal: &Principal, reply: RpcReply) -> Reply {
         ctx.upstream = reply.upstream;
         if matches!(principal, Principal::Key(_)) {
             ctx.error_answers = crate::rpc::compute_units::error_answers(&reply.body);
@@ -256,7 +258,7 @@ impl Edge {
                 .headers
                 .push(("X-Cache-Reason", note.reason.to_string()));
         }
-        Ok(answer)
+        answer
     }
 }
 

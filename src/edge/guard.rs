@@ -150,42 +150,13 @@ impl Edge {
         Ok(())
     }
 
-    /// The tier × category rate limit for one request costing `units` compute units;
-    /// admins are not limited.
-    pub(super) fn limit<D: Downstream + ?Sized>(
-        &self,
-        session: &D,
-        ctx: &mut Ctx,
-        principal: &Principal,
-        category: &str,
-        units: u64,
-    ) -> Result<(), ApiError> {
-        let cost = Cost {
-            calls: 1,
-            compute_units: units,
-        };
-        self.limit_weighted(session, ctx, principal, category, cost)
-    }
-
-    /// Each call of a JSON-RPC batch counts, and weighs what its method costs.
-    pub(super) fn limit_weighted<D: Downstream + ?Sized>(
-        &self,
-        session: &D,
-        ctx: &mut Ctx,
-        principal: &Principal,
-        category: &str,
-        cost: Cost,
-    ) -> Result<(), ApiError> {
-        let client = ctx.client(session.client_ip());
-        ctx.rate_headers = self.charge(client, principal, category, cost)?;
-        Ok(())
-    }
-
-    /// Count the calls of `cost` in `category`, then its compute units, against the
-    /// caller's plan: the `X-RateLimit-*` (and `X-ComputeUnits-*`) headers when
-    /// admitted, the 429 otherwise. A request refused on units gives its calls back.
-    /// Every way in (HTTP, each WebSocket message) is counted here.
-    pub(super) fn charge(
+    /// The limit stage, the one for every way in (a route's request, a JSON-RPC body,
+    /// a WebSocket upgrade and each of its messages): count the calls of `cost` in
+    /// `category`, then its compute units, against the caller's plan. The
+    /// `X-RateLimit-*` (and `X-ComputeUnits-*`) headers when admitted, the 429
+    /// otherwise; a request refused on units gives its calls back. Admins and console
+    /// users are not limited.
+    pub(super) fn limit(
         &self,
         client_ip: Option<IpAddr>,
         principal: &Principal,

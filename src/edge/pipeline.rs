@@ -8,6 +8,7 @@ use crate::reply::Reply;
 use crate::routes::matcher::{Match, NormalizedPath};
 use crate::routes::spec::HandlerKind;
 use crate::routes::Route;
+use crate::rpc::compute_units::Cost;
 use std::sync::Arc;
 
 /// Headers by which a proxy says it is one.
@@ -207,15 +208,17 @@ impl Edge {
             let token = crate::console::cookie(cookies.as_deref(), crate::console::SESSION_COOKIE);
             ctx.cookies = st.console.refresh(s, self.secure(session), token).await;
         }
-        // JSON-RPC counts each call of a batch, after the batch cap (a batch that can
-        // never be served costs nothing); a WebSocket upgrade counts once, then each
-        // message counts its calls.
+        // The limit stage (`Edge::limit`): here for a route priced per request; a
+        // JSON-RPC body is priced by its calls when it enters the gateway
+        // (`rpc::Gateway::enter`, after the batch cap), and a WebSocket upgrade counts
+        // once, then each message counts its calls.
         // The principal is recorded first so a refusal still counts in the key's usage.
         ctx.principal = Some(principal.clone());
         let per_call = matches!(route.handler, HandlerKind::JsonRpc | HandlerKind::HostRpc);
         if let Some(category) = category.as_deref().filter(|_| !per_call) {
-            let units = st.compute_units.route(&route.name) as u64;
-            self.limit(session, ctx, &principal, category, units)?;
+            let cost = Cost::request(st.compute_units.route(&route.name));
+            let client = ctx.client(session.client_ip());
+            ctx.rate_headers = self.limit(client, &principal, category, cost)?;
         }
         Ok(())
     }

@@ -13,6 +13,7 @@ use crate::auth::Principal;
 use crate::capture::sol::watch::WsPush;
 use crate::errors::ApiError;
 use crate::routes::Route;
+use crate::rpc::compute_units::Cost;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -52,8 +53,9 @@ impl Edge {
                 )
             })?;
         if let Some(category) = &route.rate {
-            let units = st.compute_units.route(&route.name) as u64;
-            self.limit(session, ctx, &Principal::Key(key.clone()), category, units)?;
+            let cost = Cost::request(st.compute_units.route(&route.name));
+            let client = ctx.client(session.client_ip());
+            ctx.rate_headers = self.limit(client, &Principal::Key(key.clone()), category, cost)?;
         }
         let conf = &st.config.app.streams.websocket;
         let cap = conf.max_connections(&key.plan);

@@ -20,7 +20,7 @@ use crate::jsonrpc::Response;
 use crate::observe::{access_log, metrics};
 use crate::routes::Route;
 use crate::rpc::compute_units::{error_answers, Cost};
-use crate::rpc::{check_batch_size, refusal_of, CallView};
+use crate::rpc::{refusal_of, CallView, Incoming};
 use crate::streams::subscriptions::{ClientSubscriptions, Ended, KINDS};
 use crate::usage::Tally;
 use bytes::Bytes;
@@ -85,10 +85,10 @@ impl Edge {
         let pool = route.pool.clone().unwrap_or_else(|| "eth_el".into());
         self.pool(&pool)?;
         let principal = ctx.principal.clone().unwrap_or(Principal::Anonymous);
-        if let Some(category) = &route.rate {
-            self.limit(session, ctx, &principal, category, 0)?;
-        }
         let client_ip = ctx.client(session.client_ip());
+        if let Some(category) = &route.rate {
+            ctx.rate_headers = self.limit(client_ip, &principal, category, Cost::request(0))?;
+        }
         let conf = &st.config.app.streams.websocket;
         let (owner, plan) = owner_and_plan(&principal, client_ip);
         let cap = conf.max_connections(plan);
@@ -117,22 +117,21 @@ impl Edge {
         })
     }
 
-    /// The batch cap, then the rate category counted per call and the calls' compute
-    /// units: the message's cost when admitted, else the refusal as the JSON-RPC answer
-    /// (counted in the key's usage here).
-    fn admit(&self, up: &WsUpgrade, body: &[u8]) -> Result<Cost, Answered> {
-        let cost = self.state.compute_units.of_body(body);
-        let refuse = |e: ApiError| {
-            self.count_usage(&up.principal, Tally::of(cost.calls, 0, e.status, 0));
-            Answered::refused(body, &e)
-        };
-        check_batch_size(cost.calls as usize, self.state.config.app.rpc.max_batch)
-            .map_err(refuse)?;
-        if let Some(category) = &up.category {
-            self.charge(up.client_ip, &up.principal, category, cost)
-                .map_err(refuse)?;
+    /// The way in's limit stage for a message's calls (none when the route has no
+    /// rate category).
+    fn limit_message(&self, up: &WsUpgrade, cost: Cost) -> Result<(), ApiError> {
+        match &up.category {
+            Some(category) => self
+                .limit(up.client_ip, &up.principal, category, cost)
+                .map(drop),
+            None => Ok(()),
         }
-        Ok(cost)
+    }
+
+    /// A refused message: its calls in the key's usage, the refusal as its answer.
+    fn refuse(&self, up: &WsUpgrade, cost: Cost, body: &[u8], e: &ApiError) -> Answered {
+        self.count_usage(&up.principal, Tally::of(cost.calls, 0, e.status, 0));
+        Answered::refused(body, e)
     }
 
     /// An answered message in the key's usage: its calls, their units, its errors.
@@ -143,9 +142,13 @@ impl Edge {
     }
 
     /// Whether a message is `eth_subscribe` / `eth_unsubscribe` (served in order, on the
-    /// connection's own subscriptions) rather than a call the gateway answers.
+    /// connection's own subscriptions) rather than a call the gateway answers. The
+    /// view only reads a method without escapes, so a body without the name in it is
+    /// not one, and ordinary calls are not parsed here.
     fn is_subscription_call(body: &[u8]) -> bool {
-        CallView::of(body).is_some_and(|v| matches!(v.method, "eth_subscribe" | "eth_unsubscribe"))
+        memchr::memmem::find(body, b"subscribe").is_some()
+            && CallView::of(body)
+                .is_some_and(|v| matches!(v.method, "eth_subscribe" | "eth_unsubscribe"))
     }
 
     /// One call or batch, answered as the same body over HTTP would be; `None` when
@@ -159,28 +162,23 @@ impl Edge {
     }
 
     async fn ws_answer(&self, up: &WsUpgrade, body: &Bytes, request_id: &str) -> Answered {
-        let cost = match self.admit(up, body) {
-            Ok(cost) => cost,
-            Err(refused) => return refused,
-        };
-        let refuse = |e: ApiError| {
-            self.count_usage(&up.principal, Tally::of(cost.calls, 0, e.status, 0));
-            Answered::refused(body, &e)
-        };
+        let st = &*self.state;
+        let incoming = Incoming::parse(body);
         let pool = match self.pool(&up.pool) {
             Ok(p) => p,
-            Err(e) => return refuse(e),
+            Err(e) => return self.refuse(up, incoming.cost(&st.compute_units), body, &e),
         };
         let caller = self.rpc_caller(&up.principal);
-        match self
-            .state
+        let limit = |cost| self.limit_message(up, cost);
+        let prices = &st.compute_units;
+        let entered = st
             .gateway
-            .handle(pool, body, request_id, &caller)
-            .await
-        {
+            .enter(pool, incoming, &caller, request_id, prices, limit)
+            .await;
+        match entered.reply {
             Ok(r) => {
                 let answer = (!r.body.is_empty()).then_some(r.body);
-                self.count_answer(up, cost, answer.as_deref());
+                self.count_answer(up, entered.cost, answer.as_deref());
                 Answered {
                     body: answer,
                     status: 200,
@@ -188,7 +186,7 @@ impl Edge {
                     error: None,
                 }
             }
-            Err(e) => refuse(e),
+            Err(e) => self.refuse(up, entered.cost, body, &e),
         }
     }
 
@@ -246,18 +244,20 @@ impl Edge {
         subs: &mut ClientSubscriptions,
         body: &[u8],
     ) -> Answered {
-        let cost = match self.admit(up, body) {
-            Ok(cost) => cost,
-            Err(refused) => return refused,
-        };
-        let Some(view) = CallView::of(body) else {
+        let incoming = Incoming::parse(body);
+        let cost = incoming.cost(&self.state.compute_units);
+        if let Err(e) = self.limit_message(up, cost) {
+            return self.refuse(up, cost, body, &e);
+        }
+        let Some(method) = incoming.method() else {
             return Answered::refused(body, &ApiError::invalid_params("not a subscription call"));
         };
-        let id = crate::rpc::id_of(body);
+        let id = incoming.id();
         let caller = self.rpc_caller(&up.principal);
-        let params = view.params.unwrap_or(Value::Array(Vec::new()));
+        let no_params = Value::Array(Vec::new());
+        let params = incoming.params().unwrap_or(&no_params);
         let (answer, status, error) = match self
-            .subscription_call(up, subs, view.method, &params, &caller)
+            .subscription_call(up, subs, method, params, &caller)
             .await
         {
             Ok(result) => (Response::result(id, result), 200, None),

@@ -60,6 +60,32 @@ pub struct Host {
 }
 
 impl Host {
+    /// A host of `pool` at a local address nothing listens on, for unit tests that
+    /// never send to it.
+    #[cfg(test)]
+    pub(crate) fn for_test(pool: &str, id: &str) -> Host {
+        let addr = HostAddr::parse("http://127.0.0.1:9").expect("a test address");
+        let peer = addr.peer(None).expect("a test peer");
+        Host {
+            id: id.to_string(),
+            pool: pool.to_string(),
+            family: "geth".to_string(),
+            role: "full".to_string(),
+            capabilities: Vec::new(),
+            addr,
+            peer,
+            headers: Vec::new(),
+            metrics: None,
+            ws: None,
+            rpc: None,
+            set_aside_until_ms: AtomicU64::new(0),
+            latency: LatencyHistogram::default(),
+            races_lost: AtomicU32::new(0),
+            health: HostHealth::default(),
+            fingerprint: [0; 32],
+        }
+    }
+
     /// Where a request goes: the WebSocket endpoint for an upgrade when the host has one.
     pub fn endpoint(&self, upgrade: bool) -> (&HostAddr, &HttpPeer) {
         match (&self.ws, upgrade) {

@@ -13,8 +13,11 @@ use crate::pools::{Host, Pool};
 use crate::upstream::UpstreamError;
 use bytes::Bytes;
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+// Tokio's clock, so the policy's timing can be tested on paused time.
+use tokio::time::Instant;
 
 /// Node-state errors: the host cannot answer *now*; another host may.
 pub(super) const NODE_STATE_PATTERNS: &[&str] = &[
@@ -129,15 +132,8 @@ impl Gateway {
         Ok(hosts)
     }
 
-    /// Hosts in order, within the retry budget and the call's deadline, until one gives
-    /// an answer worth returning; `on_node_state` says what a "cannot answer now" error
-    /// (lagging, or a missing method or namespace) does.
-    ///
-    /// Each attempt has its own share of the budget, so a host that never answers costs
-    /// one attempt, not the call. A hedged call also gives the next host the same call
-    /// when the first has been silent past its recent answer times: the first answer
-    /// worth returning wins and the other attempt is dropped (its connection closed).
-    /// After a failure the next host is tried at once.
+    /// Hosts in order under the call's attempt policy (`Attempts::run`), each attempt
+    /// one call to one host.
     pub(super) async fn try_hosts(
         &self,
         hosts: &[Arc<Host>],
@@ -146,58 +142,17 @@ impl Gateway {
         on_node_state: NodeState,
         budget: Budget,
     ) -> Result<RpcReply, ApiError> {
-        let deadline = Instant::now() + budget.total;
-        let mut queue = hosts.iter().take(self.conf.max_attempts);
-        let launch = |host: &Arc<Host>| {
-            let (host, body) = (host.clone(), body.clone());
-            async move {
-                let began = Instant::now();
-                let share = deadline
-                    .saturating_duration_since(began)
-                    .min(budget.attempt);
-                let outcome = self.attempt(&host, body, rid, share).await;
-                (host, began, outcome)
-            }
+        let policy = Attempts {
+            max: self.conf.max_attempts,
+            budget,
+            on_node_state,
         };
-        let mut running = FuturesUnordered::new();
-        let mut race = Race::new(on_node_state);
-        let mut hedge_at = None;
-        // Each turn of the loop begins with the next host's attempt: the first, a hedge,
-        // or the one after a failure.
-        loop {
-            let now = Instant::now();
-            match queue.next() {
-                Some(host) if now < deadline => {
-                    if let (Some(delay), false) = (budget.hedge, race.hedged) {
-                        hedge_at = Some(now + delay.for_host(host));
-                    }
-                    race.first_began.get_or_insert(now);
-                    race.in_flight.push((host.clone(), now));
-                    running.push(launch(host));
-                }
-                _ if running.is_empty() => break,
-                _ => {}
-            }
-            let hedge_timer = async {
-                match hedge_at {
-                    Some(at) => tokio::time::sleep_until(at.into()).await,
-                    None => std::future::pending().await,
-                }
-            };
-            let (host, began, outcome) = tokio::select! {
-                biased;
-                Some(done) = running.next() => done,
-                _ = hedge_timer => {
-                    // The first host is still silent: the next one gets the call too.
-                    (hedge_at, race.hedged) = (None, true);
-                    continue;
-                }
-            };
-            if let Some(answer) = race.settle(host, began, outcome) {
-                return Ok(answer);
-            }
-        }
-        race.give_up(hosts)
+        policy
+            .run(hosts, |host, share| {
+                let body = body.clone();
+                async move { self.attempt(&host, body, rid, share).await }
+            })
+            .await
     }
 
     /// One call to one host; transport errors, timeouts and 5xx/429 count as failures.
@@ -274,6 +229,88 @@ pub(super) fn node_state_error(body: &[u8]) -> Option<String> {
         Some(format!("{code} {msg}"))
     } else {
         None
+    }
+}
+
+/// The attempt policy of one call, as a value: how many hosts it may try, its budget (a
+/// deadline over every attempt, each attempt's share, the hedge), and what a node's
+/// "cannot answer now" error does.
+#[derive(Clone, Copy)]
+pub(super) struct Attempts {
+    pub(super) max: usize,
+    pub(super) budget: Budget,
+    pub(super) on_node_state: NodeState,
+}
+
+impl Attempts {
+    /// Hosts in order, within the retry budget and the call's deadline, until one gives
+    /// an answer worth returning. `attempt` makes one call to one host within the time
+    /// it is given (the transport enforces it).
+    ///
+    /// Each attempt has its own share of the budget, so a host that never answers costs
+    /// one attempt, not the call. A hedged call also gives the next host the same call
+    /// when the first has been silent past its recent answer times: the first answer
+    /// worth returning wins and the other attempt is dropped (its connection closed).
+    /// After a failure the next host is tried at once.
+    pub(super) async fn run<F, Fut>(
+        self,
+        hosts: &[Arc<Host>],
+        attempt: F,
+    ) -> Result<RpcReply, ApiError>
+    where
+        F: Fn(Arc<Host>, Duration) -> Fut,
+        Fut: Future<Output = Result<Bytes, String>>,
+    {
+        let budget = self.budget;
+        let deadline = Instant::now() + budget.total;
+        let mut queue = hosts.iter().take(self.max);
+        let launch = |host: &Arc<Host>, began: Instant| {
+            let share = deadline
+                .saturating_duration_since(began)
+                .min(budget.attempt);
+            let call = attempt(host.clone(), share);
+            let host = host.clone();
+            async move { (host, began, call.await) }
+        };
+        let mut running = FuturesUnordered::new();
+        let mut race = Race::new(self.on_node_state);
+        let mut hedge_at = None;
+        // Each turn of the loop begins with the next host's attempt: the first, a hedge,
+        // or the one after a failure.
+        loop {
+            let now = Instant::now();
+            match queue.next() {
+                Some(host) if now < deadline => {
+                    if let (Some(delay), false) = (budget.hedge, race.hedged) {
+                        hedge_at = Some(now + delay.for_host(host));
+                    }
+                    race.first_began.get_or_insert(now);
+                    race.in_flight.push((host.clone(), now));
+                    running.push(launch(host, now));
+                }
+                _ if running.is_empty() => break,
+                _ => {}
+            }
+            let hedge_timer = async {
+                match hedge_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let (host, began, outcome) = tokio::select! {
+                biased;
+                Some(done) = running.next() => done,
+                _ = hedge_timer => {
+                    // The first host is still silent: the next one gets the call too.
+                    (hedge_at, race.hedged) = (None, true);
+                    continue;
+                }
+            };
+            if let Some(answer) = race.settle(host, began, outcome) {
+                return Ok(answer);
+            }
+        }
+        race.give_up(hosts)
     }
 }
 

@@ -3,7 +3,7 @@
 
 use crate::errors::ApiError;
 use crate::jsonrpc::methods::MethodClass;
-use crate::jsonrpc::{ErrorObject, Id, Response};
+use crate::jsonrpc::{ErrorObject, Id, Request, Response};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -21,8 +21,9 @@ pub struct CallView<'a> {
     pub params: Option<Value>,
     #[serde(default, rename = "jsonrpc", borrow)]
     _jsonrpc: Option<&'a str>,
-    #[serde(default, rename = "id")]
-    _id: Option<Value>,
+    /// Present when the call has one, null included (a call without is a notification).
+    #[serde(default, deserialize_with = "crate::jsonrpc::present")]
+    id: Option<Value>,
 }
 
 impl<'a> CallView<'a> {
@@ -35,6 +36,22 @@ impl<'a> CallView<'a> {
             return None;
         }
         serde_json::from_str(std::str::from_utf8(body).ok()?).ok()
+    }
+
+    /// The call as the general path's `Request` (a write, a filter), without parsing the
+    /// body again.
+    pub(super) fn into_request(self) -> Result<Request, ApiError> {
+        let id = match self.id {
+            None => None,
+            Some(id) => Some(Id::deserialize(id).map_err(|_| {
+                ApiError::invalid_params("a JSON-RPC id is a number, a string or null")
+            })?),
+        };
+        Ok(Request {
+            id,
+            method: self.method.to_string(),
+            params: self.params,
+        })
     }
 }
 

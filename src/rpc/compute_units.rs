@@ -8,7 +8,6 @@
 
 use crate::config::usage::ComputeUnitsConf;
 use serde::Deserialize;
-use std::borrow::Cow;
 use std::collections::HashMap;
 
 /// Built-in cost per method; a method not listed costs `compute_units.default`.
@@ -92,11 +91,14 @@ pub struct Cost {
     pub compute_units: u64,
 }
 
-/// The one field of a call the cost needs; the rest is skipped, not built.
-#[derive(Deserialize)]
-struct MethodOnly<'a> {
-    #[serde(borrow, default)]
-    method: Option<Cow<'a, str>>,
+impl Cost {
+    /// One request (not JSON-RPC) costing `units`.
+    pub fn request(units: u32) -> Cost {
+        Cost {
+            calls: 1,
+            compute_units: units as u64,
+        }
+    }
 }
 
 impl ComputeUnits {
@@ -122,31 +124,10 @@ impl ComputeUnits {
         self.routes.get(route).copied().unwrap_or(self.rest)
     }
 
-    /// The calls of a JSON-RPC body (one call or a batch) and what they cost together.
-    /// A body that is not JSON-RPC counts one call at the default cost (the gateway
-    /// refuses it; the limiter still counts the attempt).
-    pub fn of_body(&self, body: &[u8]) -> Cost {
-        let single = |m: Option<&str>| m.map_or(self.default, |m| self.method(m)) as u64;
-        if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
-            if let Ok(calls) = serde_json::from_slice::<Vec<MethodOnly>>(body) {
-                return Cost {
-                    calls: calls.len().clamp(1, u32::MAX as usize) as u32,
-                    compute_units: calls.iter().map(|c| single(c.method.as_deref())).sum(),
-                };
-            }
-        } else if let Ok(call) = serde_json::from_slice::<MethodOnly>(body) {
-            return Cost {
-                calls: 1,
-                compute_units: single(call.method.as_deref()),
-            };
-        }
-        // Elements that are not calls (the gateway answers each with an error) still
-        // count, at the default cost: the same number the gateway will answer.
-        let calls = crate::jsonrpc::quantity::batch_len(body);
-        Cost {
-            calls,
-            compute_units: calls as u64 * self.default as u64,
-        }
+    /// What a call costs whose method cannot be read (the gateway refuses it; the
+    /// limiter still counts the attempt).
+    pub fn default_cost(&self) -> u32 {
+        self.default
     }
 }
 
@@ -184,40 +165,11 @@ mod tests {
     }
 
     #[test]
-    fn single_calls_batches_and_bad_bodies_are_priced() {
+    fn methods_and_routes_are_priced() {
         let cu = units();
-        let one = br#"{"jsonrpc":"2.0","id":1,"method":"eth_getLogs","params":[{"x":[1,{"method":"eth_call"}]}]}"#;
-        assert_eq!(
-            cu.of_body(one),
-            Cost {
-                calls: 1,
-                compute_units: 75
-            }
-        );
-        let batch = br#" [{"method":"eth_blockNumber","id":1},{"id":2,"method":"eth_call"},{"method":"x_unknown"},{"id":3}]"#;
-        assert_eq!(
-            cu.of_body(batch),
-            Cost {
-                calls: 4,
-                compute_units: 10 + 30 + 20 + 20
-            }
-        );
-        // Escaped method names are read as the node would read them.
-        assert_eq!(
-            cu.of_body(br#"{"method":"eth_ge\u0074Logs"}"#)
-                .compute_units,
-            75
-        );
-        assert_eq!(cu.of_body(b"not json").calls, 1);
-        // Elements that are not calls count as calls at the default cost.
-        assert_eq!(
-            cu.of_body(br#"[1, {"method": 7}, {"method":"eth_call"}]"#),
-            Cost {
-                calls: 3,
-                compute_units: 60
-            }
-        );
-        assert_eq!(cu.of_body(b"[]").calls, 1);
+        assert_eq!(cu.method("eth_call"), 30);
+        assert_eq!(cu.method("eth_getLogs"), 75);
+        assert_eq!(cu.method("x_unknown"), cu.default_cost());
         assert_eq!(cu.route("eth.wallet.balance"), 40);
         assert_eq!(cu.route("eth.mempool.stats"), 20);
     }

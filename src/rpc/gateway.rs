@@ -2,7 +2,7 @@
 //! sent to hosts in order of what they can serve, with fallback on node-state errors.
 
 use super::cache::{self, CacheNote};
-use super::call::{id_of, CallView, ReadCall};
+use super::call::{id_of, ReadCall};
 use super::logs::GET_LOGS;
 
 /// A logs filter: its range meets the `eth_getLogs` guard when it is made.
@@ -27,46 +27,6 @@ pub(super) struct CacheSlot {
 }
 
 impl Gateway {
-    pub async fn handle(
-        &self,
-        pool: &Pool,
-        body: &[u8],
-        request_id: &str,
-        caller: &Caller<'_>,
-    ) -> Result<RpcReply, ApiError> {
-        // Most bodies are one read call: classified from a borrowed view, no `Value` tree
-        // (a dozen allocations per request). Anything else takes the general path below.
-        if let Some(view) = CallView::of(body) {
-            let class = classify_on(&pool.methods, view.method);
-            if class.is_plain_read() {
-                let call = ReadCall {
-                    method: view.method,
-                    class,
-                    params: view.params.as_ref(),
-                };
-                return self.single_read(pool, call, body, request_id, caller).await;
-            }
-        }
-        let parsed: Value = serde_json::from_slice(body).map_err(|e| {
-            ApiError::invalid_params(format!("body is not JSON: {e}"))
-                .with_field("jsonrpc_code", -32700)
-        })?;
-        // The general path is boxed: its futures (a batch's, a write's broadcast) would
-        // otherwise size the fast path's, and with it every connection's task.
-        match parsed {
-            Value::Array(calls) => Box::pin(self.batch(pool, calls, request_id, caller)).await,
-            call @ Value::Object(_) => {
-                let call: Request = serde_json::from_value(call).map_err(|_| {
-                    ApiError::invalid_params("each JSON-RPC call needs a string 'method'")
-                })?;
-                Box::pin(self.single(pool, &call, body, request_id, caller)).await
-            }
-            _ => Err(ApiError::invalid_params(
-                "a JSON-RPC request is an object or a non-empty array",
-            )),
-        }
-    }
-
     pub(super) async fn single(
         &self,
         pool: &Pool,

@@ -2,12 +2,15 @@
 //! fallback, dispatch writes by policy.
 
 mod attempts;
+#[cfg(test)]
+mod attempts_tests;
 mod batch;
 mod beacon_finality;
 mod cache;
 mod call;
 mod coalesce;
 pub mod compute_units;
+mod entry;
 mod filters;
 mod forward;
 mod gateway;
@@ -19,6 +22,7 @@ pub use crate::signed_tx::tx_hash;
 pub use cache::{CacheNote, ResponseCache, Tracker as CacheTracker};
 pub use call::{error_from, id_of, method_of, refusal_of, CallView};
 pub use coalesce::InFlight;
+pub use entry::{Entered, Incoming};
 pub use filters::FilterHosts;
 pub use forward::{BUILDER_METHODS, PRIVATE_TX_METHODS};
 pub use need::{need_at, Need};

@@ -4,13 +4,15 @@
 //! check's batch like an execution client and each other call as their role says.
 
 use super::{run, setup_with, Fake};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 /// How a fake node answers calls other than the health check.
 #[derive(Clone, Copy)]
-enum Role {
+pub(super) enum Role {
     Answers,
     /// Accepts the call and never answers it.
     Silent,
@@ -22,13 +24,22 @@ enum Role {
 
 /// A node on a loopback port; its address.
 async fn node(role: Role) -> String {
+    counting_node(role).await.0
+}
+
+/// A node on a loopback port: its address, and how many calls other than the health
+/// check it has taken.
+pub(super) async fn counting_node(role: Role) -> (String, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
     tokio::spawn(async move {
         loop {
             let Ok((mut sock, _)) = listener.accept().await else {
                 return;
             };
+            let calls = counted.clone();
             tokio::spawn(async move {
                 let mut buf = Vec::new();
                 let mut chunk = [0u8; 4096];
@@ -41,6 +52,9 @@ async fn node(role: Role) -> String {
                         continue;
                     };
                     let health = body.contains("eth_syncing");
+                    if !health {
+                        calls.fetch_add(1, Ordering::Relaxed);
+                    }
                     buf.clear();
                     let (status, answer) = match role {
                         _ if health => (
@@ -71,7 +85,7 @@ async fn node(role: Role) -> String {
             });
         }
     });
-    format!("http://{addr}")
+    (format!("http://{addr}"), calls)
 }
 
 /// The body of the first complete request in `buf` (heads carry a Content-Length).

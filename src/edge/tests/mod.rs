@@ -13,6 +13,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod admission;
 mod attempts;
 
 /// A client request as a server would give it to the pipeline.
@@ -23,6 +24,7 @@ struct Fake {
     body: Bytes,
     /// Set when the pipeline read the body (it must not, for what it refuses first).
     body_read: bool,
+    upgrade: bool,
 }
 
 impl Fake {
@@ -33,12 +35,24 @@ impl Fake {
             headers: vec![("host", "edge.test".into())],
             body: Bytes::new(),
             body_read: false,
+            upgrade: false,
         }
     }
 
     fn key(mut self, key: &str) -> Self {
         self.headers
             .push(("authorization", format!("Bearer {key}")));
+        self
+    }
+
+    /// A WebSocket handshake (RFC 6455's sample key).
+    fn websocket(mut self) -> Self {
+        self.upgrade = true;
+        self.headers.push(("upgrade", "websocket".into()));
+        self.headers.push(("connection", "Upgrade".into()));
+        self.headers
+            .push(("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==".into()));
+        self.headers.push(("sec-websocket-version", "13".into()));
         self
     }
 
@@ -83,7 +97,7 @@ impl Downstream for Fake {
         self.header("host")
     }
     fn is_upgrade(&self) -> bool {
-        false
+        self.upgrade
     }
     fn client_ip(&self) -> Option<IpAddr> {
         Some(IpAddr::from([192, 0, 2, 7]))

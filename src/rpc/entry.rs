@@ -1,0 +1,247 @@
+//! The one way a JSON-RPC body enters the gateway, over HTTP or as a WebSocket message:
+//! parsed once, priced, held to the batch cap, charged to the caller's limit, then served.
+//!
+//! Most bodies are one plain call and are read through the borrowed `CallView` (no
+//! `Value` tree); anything else is parsed once into a tree that the cost, the batch cap
+//! and the general path all read.
+
+use super::call::{id_of, CallView, ReadCall};
+use super::compute_units::{ComputeUnits, Cost};
+use super::{Caller, Gateway, RpcReply};
+use crate::errors::ApiError;
+use crate::jsonrpc::methods::classify_on;
+use crate::jsonrpc::{Id, Request};
+use crate::pools::Pool;
+use serde::Deserialize;
+use serde_json::Value;
+
+/// A JSON-RPC body as it came in, parsed once.
+pub struct Incoming<'a> {
+    raw: &'a [u8],
+    form: Form<'a>,
+}
+
+enum Form<'a> {
+    /// One call the borrowed view can read (the common case).
+    View(CallView<'a>),
+    /// A batch, or a call the view cannot read (escapes, other members).
+    Tree(Value),
+    /// Not JSON: refused, but still counted.
+    NotJson(String),
+}
+
+impl<'a> Incoming<'a> {
+    pub fn parse(raw: &'a [u8]) -> Self {
+        let form = match CallView::of(raw) {
+            Some(view) => Form::View(view),
+            None => match serde_json::from_slice::<Value>(raw) {
+                Ok(tree) => Form::Tree(tree),
+                Err(e) => Form::NotJson(e.to_string()),
+            },
+        };
+        Incoming { raw, form }
+    }
+
+    /// The method of a single call; `None` for a batch or what is not a call.
+    pub fn method(&self) -> Option<&str> {
+        match &self.form {
+            Form::View(v) => Some(v.method),
+            Form::Tree(t) => t.get("method").and_then(Value::as_str),
+            Form::NotJson(_) => None,
+        }
+    }
+
+    /// The params of a single call.
+    pub fn params(&self) -> Option<&Value> {
+        match &self.form {
+            Form::View(v) => v.params.as_ref(),
+            Form::Tree(t) => t.get("params").filter(|p| !p.is_null()),
+            Form::NotJson(_) => None,
+        }
+    }
+
+    /// The id a refusal answers with: the single call's, null for a batch.
+    pub fn id(&self) -> Id {
+        id_of(self.raw)
+    }
+
+    /// The calls of the body and what they cost together. Elements that are not calls
+    /// count at the default cost (the gateway answers each with an error), and a body
+    /// that is not JSON counts as many calls as it seems to hold: the limiter counts
+    /// what the caller tried.
+    pub fn cost(&self, prices: &ComputeUnits) -> Cost {
+        let one = |call: &Value| {
+            call.get("method")
+                .and_then(Value::as_str)
+                .map_or(prices.default_cost(), |m| prices.method(m)) as u64
+        };
+        match &self.form {
+            Form::View(v) => Cost {
+                calls: 1,
+                compute_units: prices.method(v.method) as u64,
+            },
+            Form::Tree(Value::Array(calls)) => Cost {
+                calls: calls.len().clamp(1, u32::MAX as usize) as u32,
+                compute_units: calls.iter().map(one).sum(),
+            },
+            Form::Tree(call) => Cost {
+                calls: 1,
+                compute_units: one(call),
+            },
+            Form::NotJson(_) => {
+                let calls = crate::jsonrpc::quantity::batch_len(self.raw);
+                Cost {
+                    calls,
+                    compute_units: calls as u64 * prices.default_cost() as u64,
+                }
+            }
+        }
+    }
+}
+
+/// What became of a body: what it cost (counted in usage whether or not it was
+/// served), what the limit stage gave back when it admitted it, and the answer.
+pub struct Entered<T> {
+    pub cost: Cost,
+    pub admitted: Option<T>,
+    pub reply: Result<RpcReply, ApiError>,
+}
+
+impl Gateway {
+    /// A body from `caller`: priced, the batch cap (a batch that can never be served
+    /// costs nothing), then `limit` (the way in's limit stage, given the cost), then
+    /// served.
+    pub async fn enter<T>(
+        &self,
+        pool: &Pool,
+        body: Incoming<'_>,
+        caller: &Caller<'_>,
+        request_id: &str,
+        prices: &ComputeUnits,
+        limit: impl FnOnce(Cost) -> Result<T, ApiError>,
+    ) -> Entered<T> {
+        let cost = body.cost(prices);
+        let admitted = super::check_batch_size(cost.calls as usize, self.conf.max_batch)
+            .and_then(|()| limit(cost));
+        match admitted {
+            Ok(admitted) => Entered {
+                cost,
+                reply: self.serve(pool, body, request_id, caller).await,
+                admitted: Some(admitted),
+            },
+            Err(e) => Entered {
+                cost,
+                admitted: None,
+                reply: Err(e),
+            },
+        }
+    }
+
+    /// An admitted body: a plain single read takes the fast path; batches, writes,
+    /// filters and calls the view cannot read take the general one.
+    async fn serve(
+        &self,
+        pool: &Pool,
+        body: Incoming<'_>,
+        rid: &str,
+        caller: &Caller<'_>,
+    ) -> Result<RpcReply, ApiError> {
+        let raw = body.raw;
+        let call = match body.form {
+            Form::View(view) => {
+                let class = classify_on(&pool.methods, view.method);
+                if class.is_plain_read() {
+                    let call = ReadCall {
+                        method: view.method,
+                        class,
+                        params: view.params.as_ref(),
+                    };
+                    return self.single_read(pool, call, raw, rid, caller).await;
+                }
+                view.into_request()?
+            }
+            Form::NotJson(e) => {
+                return Err(ApiError::invalid_params(format!("body is not JSON: {e}"))
+                    .with_field("jsonrpc_code", -32700))
+            }
+            // The general path is boxed: its futures (a batch's, a write's broadcast)
+            // would otherwise size the fast path's, and with it every connection's task.
+            Form::Tree(Value::Array(calls)) => {
+                return Box::pin(self.batch(pool, calls, rid, caller)).await
+            }
+            Form::Tree(call @ Value::Object(_)) => Request::deserialize(call).map_err(|_| {
+                ApiError::invalid_params("each JSON-RPC call needs a string 'method'")
+            })?,
+            Form::Tree(_) => {
+                return Err(ApiError::invalid_params(
+                    "a JSON-RPC request is an object or a non-empty array",
+                ))
+            }
+        };
+        Box::pin(self.single(pool, &call, raw, rid, caller)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::usage::ComputeUnitsConf;
+
+    fn prices() -> ComputeUnits {
+        let mut conf = ComputeUnitsConf::default();
+        conf.methods.insert("eth_call".into(), 30);
+        ComputeUnits::new(&conf)
+    }
+
+    fn cost(body: &[u8]) -> Cost {
+        Incoming::parse(body).cost(&prices())
+    }
+
+    #[test]
+    fn single_calls_batches_and_bad_bodies_are_priced() {
+        let one = br#"{"jsonrpc":"2.0","id":1,"method":"eth_getLogs","params":[{"x":[1,{"method":"eth_call"}]}]}"#;
+        assert_eq!(
+            cost(one),
+            Cost {
+                calls: 1,
+                compute_units: 75
+            }
+        );
+        let batch = br#" [{"method":"eth_blockNumber","id":1},{"id":2,"method":"eth_call"},{"method":"x_unknown"},{"id":3}]"#;
+        assert_eq!(
+            cost(batch),
+            Cost {
+                calls: 4,
+                compute_units: 10 + 30 + 20 + 20
+            }
+        );
+        // Escaped method names are read as the node would read them.
+        assert_eq!(cost(br#"{"method":"eth_ge\u0074Logs"}"#).compute_units, 75);
+        assert_eq!(cost(b"not json").calls, 1);
+        // Elements that are not calls count as calls at the default cost.
+        assert_eq!(
+            cost(br#"[1, {"method": 7}, {"method":"eth_call"}]"#),
+            Cost {
+                calls: 3,
+                compute_units: 20 + 20 + 30
+            }
+        );
+        assert_eq!(cost(b"[]").calls, 1);
+    }
+
+    #[test]
+    fn a_body_is_read_once_and_keeps_what_a_refusal_needs() {
+        let view = Incoming::parse(br#"{"id":7,"method":"eth_chainId","params":[]}"#);
+        assert!(matches!(view.form, Form::View(_)));
+        assert_eq!(view.method(), Some("eth_chainId"));
+        assert_eq!(view.id(), Id::Number(7.into()));
+        let escaped = Incoming::parse(br#"{"id":"a","method":"eth_chain\u0049d"}"#);
+        assert!(matches!(escaped.form, Form::Tree(_)));
+        assert_eq!(escaped.method(), Some("eth_chainId"));
+        assert_eq!(escaped.id(), Id::String("a".into()));
+        let batch = Incoming::parse(br#"[{"id":1,"method":"eth_chainId"}]"#);
+        assert_eq!(batch.method(), None);
+        assert_eq!(batch.id(), Id::Null);
+        assert!(matches!(Incoming::parse(b"{").form, Form::NotJson(_)));
+    }
+}
