@@ -205,6 +205,10 @@ pub struct HostConf {
     pub role: String,
     #[serde(default)]
     pub capabilities: Vec<String>,
+    /// The host's share of the calls its pool starts (1 to 100, default 1): a host of
+    /// weight 3 is tried first three times as often as one of weight 1.
+    #[serde(default = "d_weight")]
+    pub weight: u16,
     #[serde(default)]
     pub metrics_url: Option<String>,
     /// The node's WebSocket endpoint when it is not `url` (geth and erigon serve WS on
@@ -225,6 +229,10 @@ pub struct HostConf {
     /// `metrics_url`. A key written into a URL is refused.
     #[serde(default)]
     pub url_key: Option<SecretRef>,
+}
+
+fn d_weight() -> u16 {
+    1
 }
 
 fn d_role() -> String {

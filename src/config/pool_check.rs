@@ -16,6 +16,9 @@ pub struct HostSecrets {
     pub url_key: Option<Secret>,
 }
 
+/// Hosts in one pool (each is a selection token numbered in 16 bits, `pools::Rotation`).
+const MAX_HOSTS: usize = 1024;
+
 /// Per pool, per host: the resolved secrets. Problems go to `bad(key, reason)`.
 /// For `Purpose::Operate` the secrets are not read (the CLI sends nothing to nodes).
 pub(super) fn check_pools(
@@ -37,6 +40,12 @@ pub(super) fn check_pools(
                 bad(&format!("pools.{name}.methods"), format!("'{m}': {why}"));
             }
         }
+        if pool.hosts.len() > MAX_HOSTS {
+            bad(
+                &format!("pools.{name}.hosts"),
+                format!("a pool has at most {MAX_HOSTS} hosts"),
+            );
+        }
         if let Some(m) = pool.methods.allow.intersection(&pool.methods.deny).next() {
             bad(
                 &format!("pools.{name}.methods"),
@@ -54,44 +63,7 @@ pub(super) fn check_pools(
                 );
             }
             ids.push(&h.id);
-            if let Err(e) = crate::address::HostAddr::parse(&h.url) {
-                bad(&key("url"), e);
-            }
-            if let Some(w) = &h.ws_url {
-                if let Err(e) = crate::address::HostAddr::parse_ws(w) {
-                    bad(&key("ws_url"), e);
-                }
-            }
-            if let Some(m) = &h.metrics_url {
-                if let Err(e) = crate::address::HostAddr::parse(m) {
-                    bad(&key("metrics_url"), e);
-                }
-            }
-            if let Some(r) = &h.rpc_url {
-                if h.family != "heimdall" {
-                    bad(
-                        &key("rpc_url"),
-                        "only a heimdall host has a Tendermint RPC of its own".into(),
-                    );
-                } else if let Err(e) = crate::address::HostAddr::parse(r) {
-                    bad(&key("rpc_url"), e);
-                }
-            }
-            if h.capabilities.iter().any(|c| c == "metrics") && h.metrics_url.is_none() {
-                bad(
-                    &key("metrics_url"),
-                    "a host with the metrics capability needs a metrics_url".into(),
-                );
-            }
-            if !FAMILIES.contains(&h.family.as_str()) {
-                bad(
-                    &key("family"),
-                    format!(
-                        "unknown client family '{}'; families are {FAMILIES:?}",
-                        h.family
-                    ),
-                );
-            }
+            check_host(h, &key, bad);
             let mut resolved = Vec::new();
             for (hn, r) in &h.headers {
                 if http::HeaderName::from_bytes(hn.as_bytes()).is_err() {
@@ -117,6 +89,55 @@ pub(super) fn check_pools(
         host_headers.insert(name.clone(), pool_headers);
     }
     host_headers
+}
+
+/// One host's addresses, weight, capabilities and family.
+fn check_host(
+    h: &super::HostConf,
+    key: &impl Fn(&str) -> String,
+    bad: &mut impl FnMut(&str, String),
+) {
+    if let Err(e) = crate::address::HostAddr::parse(&h.url) {
+        bad(&key("url"), e);
+    }
+    if let Some(w) = &h.ws_url {
+        if let Err(e) = crate::address::HostAddr::parse_ws(w) {
+            bad(&key("ws_url"), e);
+        }
+    }
+    if let Some(m) = &h.metrics_url {
+        if let Err(e) = crate::address::HostAddr::parse(m) {
+            bad(&key("metrics_url"), e);
+        }
+    }
+    if let Some(r) = &h.rpc_url {
+        if h.family != "heimdall" {
+            bad(
+                &key("rpc_url"),
+                "only a heimdall host has a Tendermint RPC of its own".into(),
+            );
+        } else if let Err(e) = crate::address::HostAddr::parse(r) {
+            bad(&key("rpc_url"), e);
+        }
+    }
+    if !(1..=100).contains(&h.weight) {
+        bad(&key("weight"), "a weight is 1 to 100".into());
+    }
+    if h.capabilities.iter().any(|c| c == "metrics") && h.metrics_url.is_none() {
+        bad(
+            &key("metrics_url"),
+            "a host with the metrics capability needs a metrics_url".into(),
+        );
+    }
+    if !FAMILIES.contains(&h.family.as_str()) {
+        bad(
+            &key("family"),
+            format!(
+                "unknown client family '{}'; families are {FAMILIES:?}",
+                h.family
+            ),
+        );
+    }
 }
 
 /// `url_key` and the `{key}` place in the host's URLs go together; the key resolves and
@@ -177,4 +198,54 @@ fn is_path_segment(v: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~'))
         && v != "."
         && v != ".."
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{load, Purpose};
+
+    /// The problems `-t` reports for a configuration with these pools.
+    fn problems(pools: &str) -> String {
+        let dir = std::env::temp_dir().join(format!("chainedge-pool-check-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("app.yaml");
+        std::fs::write(
+            &path,
+            format!(
+                "plugins: {}/plugins\nlisten:\n  http: [\"127.0.0.1:1\"]\nmetrics:\n  listen: \"127.0.0.1:1\"\nstore:\n  path: /nonexistent/store.db\nplans: [free]\npools:\n{pools}",
+                env!("CARGO_MANIFEST_DIR")
+            ),
+        )
+        .unwrap();
+        let out = match load(&path, Purpose::Operate) {
+            Ok(_) => String::new(),
+            Err(errors) => errors
+                .iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        };
+        let _ = std::fs::remove_dir_all(&dir);
+        out
+    }
+
+    #[test]
+    fn a_host_weight_is_one_to_a_hundred() {
+        let host = |w: &str| {
+            format!("  eth_el:\n    hosts:\n      - {{id: a, url: \"http://127.0.0.1:8545\", family: el-anvil{w}}}\n")
+        };
+        assert!(
+            !problems(&host("")).contains("weight"),
+            "{}",
+            problems(&host(""))
+        );
+        assert!(!problems(&host(", weight: 100")).contains("weight"));
+        for bad in [", weight: 0", ", weight: 101"] {
+            let out = problems(&host(bad));
+            assert!(
+                out.contains("pools.eth_el.hosts[0].weight: a weight is 1 to 100"),
+                "{out}"
+            );
+        }
+    }
 }

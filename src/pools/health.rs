@@ -81,6 +81,15 @@ impl Default for HostHealth {
 }
 
 impl HostHealth {
+    /// A host as after a good check (unit tests).
+    #[cfg(test)]
+    pub(crate) fn available() -> Self {
+        let h = HostHealth::default();
+        h.state
+            .store(HealthState::Available as u8, Ordering::Relaxed);
+        h
+    }
+
     pub fn state(&self) -> HealthState {
         HealthState::from_u8(self.state.load(Ordering::Relaxed))
     }

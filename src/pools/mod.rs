@@ -14,9 +14,12 @@ use crate::upstream::Call;
 use bytes::Bytes;
 use health::{HealthState, HostHealth};
 use latency::LatencyHistogram;
+use pingora_core::protocols::l4::socket::SocketAddr as SelectionToken;
 use pingora_core::upstreams::peer::HttpPeer;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use pingora_load_balancing::selection::{BackendIter, BackendSelection};
+use pingora_load_balancing::Backend;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -38,6 +41,8 @@ pub struct Host {
     pub family: String,
     pub role: String,
     pub capabilities: Vec<String>,
+    /// Its share of the calls its pool starts (`hosts[].weight`).
+    pub weight: u16,
     pub addr: HostAddr,
     pub peer: HttpPeer,
     pub headers: Vec<(String, Secret)>,
@@ -60,8 +65,8 @@ pub struct Host {
 }
 
 impl Host {
-    /// A host of `pool` at a local address nothing listens on, for unit tests that
-    /// never send to it.
+    /// An available host of `pool` at a local address nothing listens on, for unit
+    /// tests that never send to it.
     #[cfg(test)]
     pub(crate) fn for_test(pool: &str, id: &str) -> Host {
         let addr = HostAddr::parse("http://127.0.0.1:9").expect("a test address");
@@ -72,6 +77,7 @@ impl Host {
             family: "geth".to_string(),
             role: "full".to_string(),
             capabilities: Vec::new(),
+            weight: 1,
             addr,
             peer,
             headers: Vec::new(),
@@ -81,7 +87,7 @@ impl Host {
             set_aside_until_ms: AtomicU64::new(0),
             latency: LatencyHistogram::default(),
             races_lost: AtomicU32::new(0),
-            health: HostHealth::default(),
+            health: HostHealth::available(),
             fingerprint: [0; 32],
         }
     }
@@ -209,7 +215,8 @@ pub struct Pool {
     pub name: String,
     /// Sorted by id.
     pub hosts: Vec<Arc<Host>>,
-    next: AtomicUsize,
+    /// Which host a call starts on: weighted round-robin over `hosts` by index.
+    rotation: Arc<Rotation>,
     /// The highest head seen in the last health round.
     pub head: AtomicU64,
     pub max_lag: Option<u64>,
@@ -220,7 +227,7 @@ pub struct Pool {
 }
 
 impl Pool {
-    /// Hosts to try, in order: available ones (round-robin), then degraded ones (least
+    /// Hosts to try, in order: available ones (weighted round-robin), then degraded ones (least
     /// lag first), then those in a passive cool-down; quarantined hosts never.
     /// `capability` filters out hosts that lack it.
     pub fn candidates(&self, capability: Option<&str>) -> Vec<Arc<Host>> {
@@ -231,7 +238,7 @@ impl Pool {
         if self.pinned {
             return self.hosts.clone();
         }
-        let start = self.next.fetch_add(1, Ordering::Relaxed) % n;
+        let start = self.rotation.iter(&[]).next().map_or(0, token_index) % n;
         let mut available = Vec::with_capacity(n);
         let mut degraded = Vec::new();
         let mut aside = Vec::new();
@@ -264,7 +271,7 @@ impl Pool {
         Pool {
             name: self.name.clone(),
             hosts: vec![host.clone()],
-            next: AtomicUsize::new(0),
+            rotation: rotation(std::slice::from_ref(host)),
             head: AtomicU64::new(self.head.load(Ordering::Relaxed)),
             max_lag: self.max_lag,
             methods: self.methods.clone(),
@@ -275,6 +282,29 @@ impl Pool {
     pub fn host(&self, id: &str) -> Option<&Arc<Host>> {
         self.hosts.iter().find(|h| h.id == id)
     }
+}
+
+/// Which host a pool's call starts on: pingora-load-balancing's weighted round-robin
+/// over one selection token per host. A token is the host's index in its pool (as the
+/// token's port): the selection needs only identity and weight, and hosts are URLs
+/// that may share a socket address, so their addresses cannot be the tokens.
+type Rotation = pingora_load_balancing::selection::RoundRobin;
+
+fn rotation(hosts: &[Arc<Host>]) -> Arc<Rotation> {
+    let tokens: BTreeSet<Backend> = hosts
+        .iter()
+        .enumerate()
+        .map(|(i, h)| Backend {
+            addr: SelectionToken::Inet(std::net::SocketAddr::from(([0, 0, 0, 0], i as u16))),
+            weight: h.weight.max(1) as usize,
+            ext: Default::default(),
+        })
+        .collect();
+    Arc::new(Rotation::build(&tokens))
+}
+
+fn token_index(token: &Backend) -> usize {
+    token.addr.as_inet().map_or(0, |a| a.port() as usize)
 }
 
 #[derive(Default)]
@@ -336,6 +366,7 @@ impl Pools {
                     family: hc.family.clone(),
                     role: hc.role.clone(),
                     capabilities: hc.capabilities.clone(),
+                    weight: hc.weight,
                     addr,
                     peer,
                     headers: secrets.headers,
@@ -354,8 +385,8 @@ impl Pools {
                 name.clone(),
                 Arc::new(Pool {
                     name: name.clone(),
+                    rotation: rotation(&hosts),
                     hosts,
-                    next: AtomicUsize::new(0),
                     head: AtomicU64::new(0),
                     max_lag: pc.max_lag,
                     methods: Arc::new(pc.methods.clone()),
@@ -379,7 +410,7 @@ impl Pools {
             let Some(before) = old.get(name) else {
                 continue;
             };
-            let hosts = pool
+            let hosts: Vec<Arc<Host>> = pool
                 .hosts
                 .iter()
                 .map(|h| {
@@ -392,8 +423,8 @@ impl Pools {
                 .collect();
             *pool = Arc::new(Pool {
                 name: pool.name.clone(),
+                rotation: rotation(&hosts),
                 hosts,
-                next: AtomicUsize::new(0),
                 head: AtomicU64::new(before.head.load(Ordering::Relaxed)),
                 max_lag: pool.max_lag,
                 methods: pool.methods.clone(),
@@ -411,6 +442,30 @@ impl Pools {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn calls_start_on_hosts_in_proportion_to_their_weight() {
+        let host = |id: &str, weight| {
+            let mut h = Host::for_test("eth_el", id);
+            h.weight = weight;
+            Arc::new(h)
+        };
+        let pool = Pool {
+            name: "eth_el".into(),
+            rotation: rotation(&[host("a", 3), host("b", 1)]),
+            hosts: vec![host("a", 3), host("b", 1)],
+            head: AtomicU64::new(0),
+            max_lag: None,
+            methods: Default::default(),
+            pinned: false,
+        };
+        let firsts: Vec<String> = (0..8)
+            .map(|_| pool.candidates(None)[0].id.clone())
+            .collect();
+        assert_eq!(firsts, ["a", "a", "a", "b", "a", "a", "a", "b"]);
+        // Every host is still a candidate, after the first.
+        assert_eq!(pool.candidates(None).len(), 2);
+    }
 
     #[test]
     fn parses_urls_and_refuses_secrets_in_them() {

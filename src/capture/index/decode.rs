@@ -5,18 +5,40 @@
 
 pub use crate::jsonrpc::quantity::{quantity, u256_decimal};
 use crate::store::index::{IndexedBlock, Transfer};
+use alloy_primitives::{Address, B256, U256};
+use alloy_sol_types::abi::AbiDecoderConfig;
+use alloy_sol_types::SolEvent;
 use serde_json::Value;
 
-/// `Transfer(address,address,uint256)`: ERC-20 (3 topics) and ERC-721 (4 topics).
-pub const TRANSFER: &str = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef";
-/// `TransferSingle(address,address,address,uint256,uint256)`.
-pub const TRANSFER_SINGLE: &str =
-    "0xc3d58168c5ae7397731d063d5bbf3d657854427343f4c083240f7aacaa2d0f62";
-/// `TransferBatch(address,address,address,uint256[],uint256[])`.
-pub const TRANSFER_BATCH: &str =
-    "0x4a39dc06d4c0dbc64b70af90fd698a233a518aa5d07e595d983b8c0526c8f7fb";
+/// The standard transfer events, as their interfaces declare them: the topic hashes
+/// and the ABI decoding come from `sol!`.
+mod events {
+    alloy_sol_types::sol! {
+        /// ERC-20: the amount in the data.
+        event Transfer(address indexed from, address indexed to, uint256 value);
+        /// ERC-1155.
+        event TransferSingle(address indexed operator, address indexed from, address indexed to, uint256 id, uint256 value);
+        event TransferBatch(address indexed operator, address indexed from, address indexed to, uint256[] ids, uint256[] values);
+    }
+
+    /// ERC-721: the same signature (and topic) as ERC-20's, with the token id indexed.
+    pub mod erc721 {
+        alloy_sol_types::sol! {
+            event Transfer(address indexed from, address indexed to, uint256 indexed tokenId);
+        }
+    }
+}
+
 /// Most entries taken from one `TransferBatch` (a log could claim millions).
 pub const MAX_BATCH_ENTRIES: usize = 1024;
+
+/// Strict ABI: padding, offsets and lengths exactly as a compiler writes them, no
+/// trailing bytes, addresses with zero upper bytes. A log that is not so is not a
+/// standard transfer and is skipped (a token may emit anything under these names).
+/// The memory bound keeps a `TransferBatch` that claims huge arrays from being built.
+const STRICT: AbiDecoderConfig = AbiDecoderConfig::new()
+    .strict(true)
+    .memory_limit(2 * 32 * (MAX_BATCH_ENTRIES + 2));
 
 /// Why a block could not be read (the node's answer is not a block).
 #[derive(Debug)]
@@ -98,12 +120,13 @@ pub fn block(block: &Value, receipts: &Value) -> Result<IndexedBlock, NotABlock>
 
 /// The transfers one log records (none if it is not a standard transfer event).
 fn log_transfers(tx_index: u64, tx_hash: &str, log: &Value) -> Vec<Transfer> {
-    let topics: Vec<&str> = log
+    let topics: Option<Vec<B256>> = log
         .get("topics")
         .and_then(Value::as_array)
-        .map(|t| t.iter().filter_map(Value::as_str).collect())
+        .map(|t| t.iter().map(|t| t.as_str()?.parse().ok()).collect())
         .unwrap_or_default();
-    let (Some(token), Some(log_index), Some(data)) = (
+    let (Some(topics), Some(token), Some(log_index), Some(data)) = (
+        topics,
         log.get("address").and_then(Value::as_str),
         log.get("logIndex")
             .and_then(Value::as_str)
@@ -113,122 +136,79 @@ fn log_transfers(tx_index: u64, tx_hash: &str, log: &Value) -> Vec<Transfer> {
         return Vec::new();
     };
     let token = token.to_ascii_lowercase();
-    let one = |kind, from: String, to: String, token_id, amount| Transfer {
-        tx_index,
-        log_index: log_index as i64,
-        seq: 0,
-        kind,
-        token: token.clone(),
-        from,
-        to,
-        token_id,
-        amount,
-        tx_hash: tx_hash.to_string(),
-    };
-    let topic0 = topics.first().map(|t| t.to_ascii_lowercase());
-    match (topic0.as_deref(), topics.len()) {
-        (Some(TRANSFER), 3) if data.len() == 32 => {
-            let (Some(from), Some(to)) = (topic_address(topics[1]), topic_address(topics[2]))
-            else {
-                return Vec::new();
-            };
-            vec![one("erc20", from, to, None, word_decimal(&data[..32]))]
+    let one =
+        |kind, from: &Address, to: &Address, token_id: Option<&U256>, amount: &U256| Transfer {
+            tx_index,
+            log_index: log_index as i64,
+            seq: 0,
+            kind,
+            token: token.clone(),
+            from: lower_hex(from),
+            to: lower_hex(to),
+            token_id: token_id.map(U256::to_string),
+            amount: amount.to_string(),
+            tx_hash: tx_hash.to_string(),
+        };
+    let topic0 = topics.first().copied().unwrap_or_default();
+    let (topics, data) = (topics.iter().copied(), data.as_slice());
+    if topic0 == events::Transfer::SIGNATURE_HASH {
+        // ERC-20 and ERC-721 share the topic; the number of topics tells them apart.
+        if let Ok(t) = events::Transfer::decode_raw_log_with_config(topics.clone(), data, STRICT) {
+            return vec![one("erc20", &t.from, &t.to, None, &t.value)];
         }
-        (Some(TRANSFER), 4) if data.is_empty() => {
-            let (Some(from), Some(to), Some(id)) = (
-                topic_address(topics[1]),
-                topic_address(topics[2]),
-                u256_decimal(topics[3]),
-            ) else {
-                return Vec::new();
-            };
-            vec![one("erc721", from, to, Some(id), "1".into())]
+        if let Ok(t) = events::erc721::Transfer::decode_raw_log_with_config(topics, data, STRICT) {
+            return vec![one(
+                "erc721",
+                &t.from,
+                &t.to,
+                Some(&t.tokenId),
+                &U256::from(1),
+            )];
         }
-        (Some(TRANSFER_SINGLE), 4) if data.len() == 64 => {
-            let (Some(from), Some(to)) = (topic_address(topics[2]), topic_address(topics[3]))
-            else {
-                return Vec::new();
-            };
-            let id = word_decimal(&data[..32]);
-            vec![one(
-                "erc1155",
-                from,
-                to,
-                Some(id),
-                word_decimal(&data[32..64]),
-            )]
+    } else if topic0 == events::TransferSingle::SIGNATURE_HASH {
+        if let Ok(t) = events::TransferSingle::decode_raw_log_with_config(topics, data, STRICT) {
+            return vec![one("erc1155", &t.from, &t.to, Some(&t.id), &t.value)];
         }
-        (Some(TRANSFER_BATCH), 4) => {
-            let (Some(from), Some(to)) = (topic_address(topics[2]), topic_address(topics[3]))
-            else {
-                return Vec::new();
-            };
-            let (Some(ids), Some(values)) = (word_array(&data, 0), word_array(&data, 1)) else {
-                return Vec::new();
-            };
-            if ids.len() != values.len() {
+    } else if topic0 == events::TransferBatch::SIGNATURE_HASH {
+        if let Ok(t) = events::TransferBatch::decode_raw_log_with_config(topics, data, STRICT) {
+            if t.ids.len() != t.values.len() || t.ids.len() > MAX_BATCH_ENTRIES {
                 return Vec::new();
             }
-            ids.iter()
-                .zip(&values)
+            return t
+                .ids
+                .iter()
+                .zip(&t.values)
                 .enumerate()
                 .map(|(seq, (id, value))| Transfer {
                     seq: seq as u64,
-                    ..one(
-                        "erc1155",
-                        from.clone(),
-                        to.clone(),
-                        Some(word_decimal(id)),
-                        word_decimal(value),
-                    )
+                    ..one("erc1155", &t.from, &t.to, Some(id), value)
                 })
-                .collect()
+                .collect();
         }
-        _ => Vec::new(),
     }
+    Vec::new()
 }
 
 pub fn hex_bytes(hex: &str) -> Option<Vec<u8>> {
     hex::decode(hex.strip_prefix("0x")?).ok()
 }
 
-/// An address in a 32-byte topic (its 12 leading bytes zero).
-fn topic_address(topic: &str) -> Option<String> {
-    let b = hex_bytes(topic)?;
-    if b.len() != 32 || b[..12].iter().any(|&x| x != 0) {
-        return None;
-    }
-    Some(format!("0x{}", hex::encode(&b[12..])))
-}
-
-fn word_decimal(word: &[u8]) -> String {
-    u256_decimal(&format!("0x{}", hex::encode(word))).unwrap_or_else(|| "0".into())
-}
-
-/// A 32-byte word as a bounded offset or length.
-fn word_usize(word: &[u8]) -> Option<usize> {
-    if word.len() != 32 || word[..24].iter().any(|&x| x != 0) {
-        return None;
-    }
-    usize::try_from(u64::from_be_bytes(word[24..].try_into().ok()?)).ok()
-}
-
-/// The `n`th head word of ABI data, taken as the offset of a `uint256[]`.
-fn word_array(data: &[u8], n: usize) -> Option<Vec<&[u8]>> {
-    let offset = word_usize(data.get(n * 32..n * 32 + 32)?)?;
-    let len = word_usize(data.get(offset..offset.checked_add(32)?)?)?;
-    if len > MAX_BATCH_ENTRIES {
-        return None;
-    }
-    let start = offset + 32;
-    let body = data.get(start..start.checked_add(len * 32)?)?;
-    Some(body.chunks(32).collect())
+fn lower_hex(address: &Address) -> String {
+    format!("0x{}", hex::encode(address))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    const TRANSFER: B256 = events::Transfer::SIGNATURE_HASH;
+    const TRANSFER_SINGLE: B256 = events::TransferSingle::SIGNATURE_HASH;
+    const TRANSFER_BATCH: B256 = events::TransferBatch::SIGNATURE_HASH;
+
+    fn t0(topic: B256) -> String {
+        format!("{topic:#x}")
+    }
 
     fn topic(addr: &str) -> String {
         format!("0x{:0>64}", addr.trim_start_matches("0x"))
@@ -255,13 +235,13 @@ mod tests {
                              {"hash": "0xt2", "from": a, "to": b, "value": "0x9"}]});
         let receipts = json!([
             {"status": "0x1", "logs": [
-                {"address": "0xC0", "logIndex": "0x0", "topics": [TRANSFER, topic(a), topic(b)], "data": format!("0x{}", word(42))},
-                {"address": "0xC1", "logIndex": "0x1", "topics": [TRANSFER, topic(a), topic(b), format!("0x{}", word(9))], "data": "0x"},
-                {"address": "0xC2", "logIndex": "0x2", "topics": [TRANSFER_SINGLE, topic(a), topic(a), topic(b)], "data": format!("0x{}{}", word(3), word(4))},
-                {"address": "0xC2", "logIndex": "0x3", "topics": [TRANSFER_BATCH, topic(a), topic(a), topic(b)], "data": batch_data},
+                {"address": "0xC0", "logIndex": "0x0", "topics": [t0(TRANSFER), topic(a), topic(b)], "data": format!("0x{}", word(42))},
+                {"address": "0xC1", "logIndex": "0x1", "topics": [t0(TRANSFER), topic(a), topic(b), format!("0x{}", word(9))], "data": "0x"},
+                {"address": "0xC2", "logIndex": "0x2", "topics": [t0(TRANSFER_SINGLE), topic(a), topic(a), topic(b)], "data": format!("0x{}{}", word(3), word(4))},
+                {"address": "0xC2", "logIndex": "0x3", "topics": [t0(TRANSFER_BATCH), topic(a), topic(a), topic(b)], "data": batch_data},
                 // Not standard: wrong data length, a topic that is not an address.
-                {"address": "0xC3", "logIndex": "0x4", "topics": [TRANSFER, topic(a), topic(b)], "data": "0x01"},
-                {"address": "0xC3", "logIndex": "0x5", "topics": [TRANSFER, format!("0x{}", "f".repeat(64)), topic(b)], "data": format!("0x{}", word(1))},
+                {"address": "0xC3", "logIndex": "0x4", "topics": [t0(TRANSFER), topic(a), topic(b)], "data": "0x01"},
+                {"address": "0xC3", "logIndex": "0x5", "topics": [t0(TRANSFER), format!("0x{}", "f".repeat(64)), topic(b)], "data": format!("0x{}", word(1))},
             ]},
             {"status": "0x0", "logs": []}
         ]);
@@ -297,16 +277,43 @@ mod tests {
     }
 
     #[test]
+    fn the_topics_are_the_standards_own() {
+        // keccak256 of each signature, as EIP-20, EIP-721 and EIP-1155 give them.
+        let hex = |t: B256| format!("{t:#x}");
+        assert_eq!(
+            hex(TRANSFER),
+            "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef"
+        );
+        assert_eq!(events::erc721::Transfer::SIGNATURE_HASH, TRANSFER);
+        assert_eq!(
+            hex(TRANSFER_SINGLE),
+            "0xc3d58168c5ae7397731d063d5bbf3d657854427343f4c083240f7aacaa2d0f62"
+        );
+        assert_eq!(
+            hex(TRANSFER_BATCH),
+            "0x4a39dc06d4c0dbc64b70af90fd698a233a518aa5d07e595d983b8c0526c8f7fb"
+        );
+    }
+
+    #[test]
     fn batch_arrays_are_bounded() {
+        let a = topic("0x1111111111111111111111111111111111111111");
         let word = |n: u64| format!("{n:064x}");
-        let huge = hex_bytes(&format!(
-            "0x{}{}{}",
-            word(64),
-            word(96),
-            word(u32::MAX as u64)
-        ))
-        .unwrap();
-        assert!(word_array(&huge, 0).is_none());
-        assert!(word_array(&[0u8; 10], 0).is_none());
+        let log = |data: String| {
+            json!({"address": "0xC2", "logIndex": "0x0",
+                   "topics": [t0(TRANSFER_BATCH), a, a, a], "data": data})
+        };
+        // Arrays claiming 2^32 entries in a few words: refused, nothing built.
+        let huge = format!("0x{}{}{}", word(64), word(96), word(u32::MAX as u64));
+        assert!(log_transfers(0, "0xt", &log(huge)).is_empty());
+        // More entries than the index takes from one log.
+        let n = MAX_BATCH_ENTRIES as u64 + 1;
+        let mut many = format!("0x{}{}{}", word(64), word(64 + 32 * (n + 1)), word(n));
+        many += &word(1).repeat(n as usize);
+        many += &word(n);
+        many += &word(1).repeat(n as usize);
+        assert!(log_transfers(0, "0xt", &log(many)).is_empty());
+        // Too short to hold its head.
+        assert!(log_transfers(0, "0xt", &log("0x00".into())).is_empty());
     }
 }
