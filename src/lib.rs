@@ -84,6 +84,7 @@ mod contract;
 mod limits;
 mod routes;
 pub mod store;
+mod tracking;
 mod usage;
 
 // Leaves.

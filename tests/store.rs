@@ -13,6 +13,7 @@ use chainedge::store::mev_cache::Sample;
 use chainedge::store::sol_stake::StakeRow;
 use chainedge::store::sol_watchlist::{DeadLetter, WatchEntry, DEAD_LETTERS_KEPT};
 use chainedge::store::sql::Dialect;
+use chainedge::store::txs::{NewTx, TxChange, FINAL, INCLUDED, PENDING, REPLACED};
 use chainedge::store::usage::{Counts, ExportQuery, Grain, UsageRow};
 use chainedge::store::{sha256, Store, Target};
 use common::*;
@@ -34,6 +35,134 @@ async fn suite(target: Target, dialect: Dialect) {
     watchlists(&store).await;
     mev_cache_samples(&store).await;
     key_usage(&store).await;
+    followed_txs(&store).await;
+}
+
+/// Followed transactions: one row per chain, hash and tenant; a resend changes nothing;
+/// each tenant keeps its newest rows; a change moves every tenant's row of a hash; only
+/// settled ones are pruned.
+async fn followed_txs(store: &Store) {
+    let tx = |hash: &str, tenant: &str, nonce: i64, at: i64| NewTx {
+        chain: "eth".into(),
+        hash: hash.into(),
+        tenant_id: tenant.into(),
+        key_id: format!("k-{tenant}"),
+        sender: "0xs".into(),
+        nonce,
+        raw: "0x01".into(),
+        submitted_at: at,
+    };
+    store
+        .track_txs(
+            &[
+                tx("0xa", "t1", 0, 100),
+                tx("0xa", "t2", 0, 100),
+                tx("0xb", "t1", 0, 101),
+            ],
+            10,
+        )
+        .await
+        .unwrap();
+    // Sent again: nothing changes.
+    store
+        .track_txs(&[tx("0xa", "t1", 0, 500)], 10)
+        .await
+        .unwrap();
+    let a = store.tracked_tx("eth", "0xa", "t1").await.unwrap().unwrap();
+    assert_eq!(
+        (a.status.as_str(), a.submitted_at, a.resends),
+        (PENDING, 100, 0)
+    );
+    assert!(store
+        .tracked_tx("eth", "0xa", "t3")
+        .await
+        .unwrap()
+        .is_none());
+    assert!(store
+        .tracked_tx("polygon", "0xa", "t1")
+        .await
+        .unwrap()
+        .is_none());
+    // One row per hash among the open ones, whoever sent it.
+    let open: Vec<String> = store
+        .open_txs("eth", 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.hash)
+        .collect();
+    assert_eq!(open, ["0xa", "0xb"]);
+    assert_eq!(
+        store.same_nonce("eth", "0xs", 0, "0xa").await.unwrap(),
+        ["0xb"]
+    );
+    let included = TxChange {
+        status: INCLUDED.into(),
+        block_number: Some(7),
+        block_hash: Some("0xh".into()),
+        tx_index: Some(0),
+        included_at: Some(102),
+        ..TxChange::default()
+    };
+    store.update_tx("eth", "0xb", &included, 103).await.unwrap();
+    let replaced = TxChange {
+        status: REPLACED.into(),
+        replaced_by: Some("0xb".into()),
+        ..TxChange::default()
+    };
+    store.update_tx("eth", "0xa", &replaced, 104).await.unwrap();
+    for tenant in ["t1", "t2"] {
+        let a = store
+            .tracked_tx("eth", "0xa", tenant)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (a.status.as_str(), a.replaced_by.as_deref(), a.updated_at),
+            (REPLACED, Some("0xb"), 104)
+        );
+    }
+    let b = store.tracked_tx("eth", "0xb", "t1").await.unwrap().unwrap();
+    assert_eq!(
+        (b.block_number, b.block_hash.as_deref(), b.included_at),
+        (Some(7), Some("0xh"), Some(102))
+    );
+    assert_eq!(store.open_txs("eth", 10).await.unwrap().len(), 1);
+    // Settled and old: pruned; open: kept whatever its age.
+    store
+        .update_tx(
+            "eth",
+            "0xb",
+            &TxChange {
+                status: FINAL.into(),
+                ..included
+            },
+            105,
+        )
+        .await
+        .unwrap();
+    store
+        .track_txs(&[tx("0xc", "t1", 1, 50)], 10)
+        .await
+        .unwrap();
+    assert_eq!(store.prune_txs(1000).await.unwrap(), 3);
+    assert!(store
+        .tracked_tx("eth", "0xc", "t1")
+        .await
+        .unwrap()
+        .is_some());
+    // A tenant keeps its newest rows.
+    let many: Vec<NewTx> = (0..5)
+        .map(|i| tx(&format!("0xd{i}"), "t4", i, 200 + i))
+        .collect();
+    store.track_txs(&many, 3).await.unwrap();
+    for (i, kept) in [(0, false), (1, false), (2, true), (4, true)] {
+        let row = store
+            .tracked_tx("eth", &format!("0xd{i}"), "t4")
+            .await
+            .unwrap();
+        assert_eq!(row.is_some(), kept, "0xd{i}");
+    }
 }
 
 /// Per-key usage: minutes and their hours written together, added to on conflict

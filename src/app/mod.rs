@@ -330,6 +330,7 @@ pub(crate) fn edge_state(
         filters: Arc::new(rpc::FilterHosts::new(link)),
         in_flight: Default::default(),
         cache: Arc::new(rpc::ResponseCache::new(&app.app.rpc.cache, &pools)),
+        txlog: Arc::new(crate::tracking::TxLog::new(app.app.tx_tracking.enabled)),
     });
     let metrics_cache = Arc::new(handlers::metrics_mirror::MetricsCache::new(
         app.app.metrics_mirror.clone(),
@@ -436,6 +437,7 @@ pub(crate) fn reloaded_state(
         conf: rpc::RpcSettings::new(&app.app.rpc, &app.app.plans, &app.app.upgrade_url),
         filters: old.gateway.filters.clone(),
         in_flight: old.gateway.in_flight.clone(),
+        txlog: old.gateway.txlog.clone(),
         cache,
     });
     Ok(edge::State {

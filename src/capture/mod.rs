@@ -8,6 +8,8 @@
 //! - `capacity`: the consensus-layer capacity series.
 //! - `sol`: Solana's producers: epoch stake snapshots, watchlist push, the senders'
 //!   transactions followed until they land, MEV-cache samples.
+//! - `txs`: transactions accepted through the edge, stored and followed until they
+//!   settle (`GET /v1/{eth|polygon}/tx/{hash}`), sent again when every node lost them.
 //! - `usage`: the per-key usage journal and its flusher to the store.
 //!
 //! Which producers run is `producers`' answer for a configuration; the server adds each
@@ -17,6 +19,7 @@ pub mod capacity;
 pub mod index;
 pub mod mempool;
 pub mod sol;
+pub mod txs;
 pub mod usage;
 
 use crate::config::Loaded;
@@ -107,6 +110,26 @@ pub fn producers(i: &Inputs) -> Vec<Arc<dyn Producer>> {
     }
     if app.solana.watchlist.push && has(sol::watch::upstream::POOL) {
         all.push(Arc::new(sol::watch::Push(i.sol_watch.clone())));
+    }
+    if app.tx_tracking.enabled {
+        all.push(Arc::new(txs::Recorder {
+            conf: app.tx_tracking.clone(),
+            store: i.store.clone(),
+            queue: std::sync::Mutex::new(i.gateway.txlog.take_receiver()),
+        }));
+        for chain in ["eth", "polygon"] {
+            let Some(pool) = crate::tracking::pool_of_chain(chain).filter(|p| has(p)) else {
+                continue;
+            };
+            all.push(Arc::new(txs::Follower {
+                chain,
+                pool,
+                conf: app.tx_tracking.clone(),
+                pools: i.pools.clone(),
+                gateway: i.gateway.clone(),
+                store: i.store.clone(),
+            }));
+        }
     }
     if let Some(durable) = i.usage {
         let conf = &app.usage;

@@ -429,6 +429,9 @@ pub(super) fn plans_and_policy(app: &AppConfig, bad: &mut Bad) {
     for (key, reason) in app.usage.problems() {
         bad(&key, reason);
     }
+    for (key, reason) in app.tx_tracking.problems() {
+        bad(&key, reason);
+    }
     for k in app.switches.keys() {
         if !SWITCHES.contains(&k.as_str()) {
             bad(

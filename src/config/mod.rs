@@ -165,6 +165,9 @@ pub struct AppConfig {
     /// Per-key usage counted off the hot path and kept in the store.
     #[serde(default)]
     pub usage: usage::UsageConf,
+    /// Accepted transactions followed until they settle.
+    #[serde(default)]
+    pub tx_tracking: usage::TxTrackingConf,
     #[serde(default)]
     pub health: HealthConf,
     #[serde(default)]

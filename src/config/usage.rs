@@ -125,3 +125,108 @@ impl UsageConf {
         out
     }
 }
+
+/// `tx_tracking:` transactions accepted through the edge followed until they settle
+/// (`GET /v1/{eth|polygon}/tx/{hash}`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TxTrackingConf {
+    #[serde(default = "d_true")]
+    pub enabled: bool,
+    /// How often the open transactions of each chain are looked at.
+    #[serde(default = "d_follow")]
+    pub follow_interval_ms: u64,
+    /// Open transactions looked at per chain and round at most (the least recently
+    /// looked at first).
+    #[serde(default = "d_per_round")]
+    pub per_round: u32,
+    /// A transaction no healthy node holds, not mined and not replaced, is sent again
+    /// to every healthy node after this long...
+    #[serde(default = "d_resend_after")]
+    pub resend_after_secs: u64,
+    /// ...at most this many times; then it is `dropped`.
+    #[serde(default = "d_max_resends")]
+    pub max_resends: u32,
+    /// Transactions kept per tenant (the oldest go first).
+    #[serde(default = "d_per_tenant")]
+    pub per_tenant: u32,
+    /// How long a settled transaction (final, failed, replaced, dropped) is kept.
+    #[serde(default = "d_retention")]
+    pub retention_hours: u64,
+}
+
+impl Default for TxTrackingConf {
+    fn default() -> Self {
+        TxTrackingConf {
+            enabled: true,
+            follow_interval_ms: d_follow(),
+            per_round: d_per_round(),
+            resend_after_secs: d_resend_after(),
+            max_resends: d_max_resends(),
+            per_tenant: d_per_tenant(),
+            retention_hours: d_retention(),
+        }
+    }
+}
+
+fn d_follow() -> u64 {
+    2000
+}
+fn d_per_round() -> u32 {
+    200
+}
+fn d_resend_after() -> u64 {
+    24
+}
+fn d_max_resends() -> u32 {
+    5
+}
+fn d_per_tenant() -> u32 {
+    10_000
+}
+fn d_retention() -> u64 {
+    7 * 24
+}
+
+impl TxTrackingConf {
+    /// What is wrong with it: (key, reason).
+    pub fn problems(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        let mut check = |key: &str, ok: bool, reason: &str| {
+            if !ok {
+                out.push((format!("tx_tracking.{key}"), reason.to_string()));
+            }
+        };
+        check(
+            "follow_interval_ms",
+            (100..=60_000).contains(&self.follow_interval_ms),
+            "must be between 100 and 60000",
+        );
+        check(
+            "per_round",
+            (1..=10_000).contains(&self.per_round),
+            "must be between 1 and 10000",
+        );
+        check(
+            "resend_after_secs",
+            (1..=3600).contains(&self.resend_after_secs),
+            "must be between 1 and 3600",
+        );
+        check(
+            "max_resends",
+            self.max_resends <= 100,
+            "must be 100 or less",
+        );
+        check(
+            "per_tenant",
+            (1..=1_000_000).contains(&self.per_tenant),
+            "must be between 1 and 1000000",
+        );
+        check(
+            "retention_hours",
+            (1..=24 * 365).contains(&self.retention_hours),
+            "must be between 1 and 8760",
+        );
+        out
+    }
+}

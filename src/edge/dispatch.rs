@@ -272,6 +272,10 @@ impl Edge {
                 scopes: Some(k.scopes.as_slice()),
                 min_block: 0,
                 owner: k.tenant_id.as_str(),
+                submitter: Some(crate::tracking::Submitter {
+                    tenant: &k.tenant_id,
+                    key_id: &k.key_id,
+                }),
             },
             // Admins (per-host RPC) are not bound by plans.
             Principal::Admin => crate::rpc::Caller {
@@ -280,6 +284,7 @@ impl Edge {
                 scopes: None,
                 min_block: 0,
                 owner: "admin",
+                submitter: None,
             },
             Principal::User(_) | Principal::Anonymous => crate::rpc::Caller {
                 rank: 0,
@@ -287,6 +292,7 @@ impl Edge {
                 scopes: None,
                 min_block: 0,
                 owner: crate::config::limits::ANONYMOUS,
+                submitter: None,
             },
         }
     }

@@ -33,6 +33,7 @@ pub mod sender;
 pub mod sent;
 pub mod sol;
 pub mod trace;
+pub mod tx;
 pub mod usage;
 pub mod wallet;
 

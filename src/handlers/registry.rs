@@ -105,6 +105,7 @@ const TABLES: &[&[Handler]] = &[
     usage::HANDLERS,
     metrics_mirror::HANDLERS,
     sender::HANDLERS,
+    tx::HANDLERS,
     wallet::HANDLERS,
     indexed::HANDLERS,
     mempool::HANDLERS,

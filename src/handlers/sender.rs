@@ -7,12 +7,14 @@
 
 use super::sent::{Accepted, SentTransactions};
 use super::Request;
+use crate::auth::Principal;
 use crate::errors::ApiError;
 use crate::jsonrpc::{self, ErrorObject, Id, Response};
 use crate::pools::{Pool, Pools};
 use crate::reply::Reply;
 use crate::rpc::{Gateway, BUILDER_METHODS, PRIVATE_TX_METHODS};
 use crate::signed_tx::{self, SignedTx};
+use crate::tracking::Submitter;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -53,7 +55,12 @@ pub async fn raw(
                 accepted_or_refused(node_answer(&r.body), "private", r.upstream)
             } else {
                 let (answer, host) = gateway
-                    .write(pool(pools, "eth_el")?, &call, req.request_id)
+                    .write(
+                        pool(pools, "eth_el")?,
+                        &call,
+                        req.request_id,
+                        submitter(req),
+                    )
                     .await?;
                 accepted_or_refused(answer, "public", host)
             }
@@ -109,7 +116,10 @@ pub async fn polygon_raw(
             let mut refusal = None;
             let mut unreachable = None;
             for (path, pool) in routes {
-                match gateway.write(pool, &call, req.request_id).await {
+                match gateway
+                    .write(pool, &call, req.request_id, submitter(req))
+                    .await
+                {
                     Ok((answer, host)) => match accepted_or_refused(answer, path, host) {
                         Ok(a) => return Ok(a),
                         Err(e) => refusal = Some(e),
@@ -123,6 +133,17 @@ pub async fn polygon_raw(
         })
         .await?;
     Ok(sender_result(&tx, accepted))
+}
+
+/// The key a transaction is followed for (`GET /v1/{eth|polygon}/tx/{hash}`).
+fn submitter<'r>(req: &'r Request<'_>) -> Option<Submitter<'r>> {
+    match req.caller {
+        Principal::Key(k) => Some(Submitter {
+            tenant: &k.tenant_id,
+            key_id: &k.key_id,
+        }),
+        _ => None,
+    }
 }
 
 fn send_call(raw: &str) -> jsonrpc::Request {

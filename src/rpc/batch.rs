@@ -124,7 +124,7 @@ impl Gateway {
             MethodClass::Write | MethodClass::Filter => {
                 let filter = call.params.as_ref().and_then(|p| p.get(0));
                 let answered = if class == MethodClass::Write {
-                    self.write(pool, &call, rid).await
+                    self.write(pool, &call, rid, caller.submitter).await
                 } else if let Err(e) = (method == NEW_FILTER)
                     .then(|| self.logs_range(pool, method, filter, caller))
                     .transpose()

@@ -44,7 +44,7 @@ impl Gateway {
             MethodClass::Unknown => Err(method_unknown(method)),
             MethodClass::Subscription => Err(needs_websocket(method)),
             MethodClass::Write => {
-                let (answer, host) = self.write(pool, call, rid).await?;
+                let (answer, host) = self.write(pool, call, rid, caller.submitter).await?;
                 Ok(RpcReply {
                     body: answer.to_bytes(),
                     upstream: host,

@@ -494,6 +494,7 @@ mod tests {
                 scopes: None,
                 min_block: 0,
                 owner: "",
+                submitter: None,
             })
         };
         assert_eq!(at(0, "anonymous"), 100);

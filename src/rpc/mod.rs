@@ -44,6 +44,8 @@ pub struct Gateway {
     pub in_flight: Arc<InFlight>,
     /// Answers kept for as long as what they depend on cannot change.
     pub cache: Arc<ResponseCache>,
+    /// Accepted transactions, queued for the follower (`capture::txs`).
+    pub txlog: Arc<crate::tracking::TxLog>,
 }
 
 #[derive(Clone)]
@@ -187,6 +189,8 @@ pub struct Caller<'a> {
     /// Whose filters the caller may poll: the key's tenant, or one name for admins and
     /// one for anonymous callers.
     pub owner: &'a str,
+    /// The key and tenant its transactions are followed for (keys only).
+    pub submitter: Option<crate::tracking::Submitter<'a>>,
 }
 
 /// The gateway's answer: a JSON body, and which host served it (for the access log).

@@ -10,6 +10,7 @@ use crate::jsonrpc::{Id, Payload, Request, Response};
 use crate::observe::metrics;
 use crate::pools::{Host, Pool};
 use crate::signed_tx::tx_hash;
+use crate::tracking::Submitter;
 use bytes::Bytes;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -20,7 +21,23 @@ pub(super) const ALREADY_KNOWN_PATTERNS: &[&str] =
 
 impl Gateway {
     /// Dispatch `eth_sendRawTransaction`. Each host receives the write at most once.
+    /// An accepted transaction of a key (`by`) is queued to be followed.
     pub async fn write(
+        &self,
+        pool: &Pool,
+        call: &Request,
+        rid: &str,
+        by: Option<Submitter<'_>>,
+    ) -> Result<(Response, Option<String>), ApiError> {
+        let answer = self.dispatch_write(pool, call, rid).await?;
+        if let (Some(by), Payload::Result(Value::String(hash))) = (by, &answer.0.payload) {
+            let raw = call.param(0).and_then(Value::as_str).unwrap_or_default();
+            self.txlog.accepted(&pool.name, hash, raw, by);
+        }
+        Ok(answer)
+    }
+
+    async fn dispatch_write(
         &self,
         pool: &Pool,
         call: &Request,

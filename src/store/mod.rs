@@ -19,6 +19,7 @@ pub mod sol_watchlist;
 pub mod sql;
 pub mod sqlite;
 pub mod tenants;
+pub mod txs;
 pub mod usage;
 
 /// How secrets (API keys, session tokens, codes) are hashed before the store sees them.

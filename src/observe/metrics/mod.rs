@@ -10,7 +10,9 @@ use prometheus::{
 };
 
 mod background;
+mod txs;
 pub use background::*;
+pub use txs::*;
 
 pub static REGISTRY: Lazy<Registry> = Lazy::new(Registry::new);
 

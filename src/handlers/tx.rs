@@ -1,0 +1,102 @@
+//! What became of a transaction sent through the edge: `GET /v1/eth/tx/{hash}` and
+//! `GET /v1/polygon/tx/{hash}`, answered from what `capture::txs` followed, for the
+//! tenant whose key sent it. Another tenant's transaction is not found, as an unknown
+//! hash is: the answer does not tell whether anyone sent it.
+
+use super::{Request, Services};
+use crate::auth::Principal;
+use crate::errors::ApiError;
+use crate::reply::Reply;
+use crate::store::txs::TrackedTx;
+use serde_json::json;
+
+pub const HANDLERS: &[super::Handler] = &[
+    super::Handler::new("eth_tx_status", |s, r| Box::pin(status(s, r, "eth"))).pool("eth_el"),
+    super::Handler::new("polygon_tx_status", |s, r| {
+        Box::pin(status(s, r, "polygon"))
+    })
+    .pool("polygon_bor"),
+];
+
+async fn status(s: &Services<'_>, req: &Request<'_>, chain: &str) -> Result<Reply, ApiError> {
+    let hash = tx_hash(req.params.first().map(String::as_str).unwrap_or(""))?;
+    let Principal::Key(key) = req.caller else {
+        return Err(ApiError::new(401, "unauthorized", "an API key is required"));
+    };
+    let tx = s
+        .store
+        .tracked_tx(chain, &hash, &key.tenant_id)
+        .await
+        .map_err(|e| e.to_api_error())?
+        .ok_or_else(|| {
+            ApiError::new(
+                404,
+                "tx_not_found",
+                format!(
+                    "no transaction {hash} sent with this tenant's keys is followed on {chain}"
+                ),
+            )
+        })?;
+    // Confirmations against the head the pool's health checks saw last.
+    let head = s
+        .pool_name
+        .and_then(|p| s.pools.get(p))
+        .map(|p| p.head.load(std::sync::atomic::Ordering::Relaxed))
+        .filter(|h| *h > 0);
+    Ok(Reply::json(200, answer(&tx, head).to_string()))
+}
+
+/// `0x` and 64 hex digits, lower-cased.
+fn tx_hash(raw: &str) -> Result<String, ApiError> {
+    let ok =
+        raw.len() == 66 && raw.starts_with("0x") && raw[2..].bytes().all(|b| b.is_ascii_hexdigit());
+    if !ok {
+        return Err(ApiError::invalid_params(
+            "hash must be a transaction hash: 0x and 64 hex digits",
+        ));
+    }
+    Ok(raw.to_ascii_lowercase())
+}
+
+fn answer(tx: &TrackedTx, head: Option<u64>) -> serde_json::Value {
+    let confirmations = match (tx.block_number, head) {
+        (Some(block), Some(head)) => Some((head as i64 - block + 1).max(1)),
+        _ => None,
+    };
+    json!({
+        "hash": tx.hash,
+        "chain": tx.chain,
+        "status": tx.status,
+        "from": tx.sender,
+        "nonce": tx.nonce,
+        "block_number": tx.block_number,
+        "block_hash": tx.block_hash,
+        "transaction_index": tx.tx_index,
+        "confirmations": confirmations,
+        "replaced_by": tx.replaced_by,
+        "resends": tx.resends,
+        "submitted_at": super::rfc3339(tx.submitted_at),
+        "updated_at": super::rfc3339(tx.updated_at),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashes_are_checked_before_the_store_is_asked() {
+        let h = format!("0x{}", "Ab".repeat(32));
+        assert_eq!(tx_hash(&h).unwrap(), h.to_ascii_lowercase());
+        for bad in [
+            "",
+            "0x",
+            "0xzz",
+            &h[..65],
+            &format!("{h}0"),
+            &h.replace("0x", "00"),
+        ] {
+            assert_eq!(tx_hash(bad).unwrap_err().code, "invalid_params", "{bad}");
+        }
+    }
+}

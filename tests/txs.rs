@@ -1,0 +1,242 @@
+//! Transactions sent through the edge, followed until they settle, on real nodes
+//! (anvil): mined and then final, reverted, replaced by the same sender and nonce,
+//! dropped by every node and sent again by the edge; asked for by the tenant whose key
+//! sent them (another tenant is told nothing).
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+use tungstenite::client::IntoClientRequest;
+use tungstenite::Message;
+
+/// anvil's first dev account (unlocked, funded).
+const DEV: &str = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266";
+const TO: &str = "0x000000000000000000000000000000000000dEaD";
+
+fn gateway(node: &Anvil) -> Gateway {
+    Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-anvil}}\n",
+            node.url()
+        ),
+        extra_yaml: format!(
+            "{UNLIMITED}tx_tracking:\n  follow_interval_ms: 150\n  resend_after_secs: 1\n  max_resends: 2\n"
+        ),
+        ..Default::default()
+    })
+}
+
+/// A transaction anvil signs for its dev account (the edge only ever sees the bytes).
+fn signed(node: &Anvil, fields: Value) -> String {
+    let mut tx = json!({"from": DEV, "to": TO, "value": "0x1", "gas": "0x186a0", "chainId": "0x1"});
+    for (k, v) in fields.as_object().unwrap() {
+        tx[k] = v.clone();
+    }
+    let raw = node.call("eth_signTransaction", json!([tx]));
+    raw.as_str().expect("anvil signs").to_string()
+}
+
+/// `eth_sendRawTransaction` through `/rpc/eth` with `key`: the hash.
+fn send(gw: &Gateway, key: &str, raw: &str) -> String {
+    let call =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "eth_sendRawTransaction", "params": [raw]});
+    let r = rpc(gw.port, "/rpc/eth", Some(key), &call);
+    let answer = r.json();
+    answer["result"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not accepted: {answer}"))
+        .to_string()
+}
+
+/// The same over a WebSocket on `/rpc/eth`.
+fn send_over_websocket(gw: &Gateway, key: &str, raw: &str) -> String {
+    let stream = TcpStream::connect(("127.0.0.1", gw.port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut req = format!("ws://127.0.0.1:{}/rpc/eth", gw.port)
+        .into_client_request()
+        .unwrap();
+    req.headers_mut().insert("x-token", key.parse().unwrap());
+    let (mut ws, _) = tungstenite::client(req, stream).expect("upgrade");
+    let call =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "eth_sendRawTransaction", "params": [raw]});
+    ws.send(Message::text(call.to_string())).unwrap();
+    loop {
+        if let Message::Text(t) = ws.read().expect("an answer") {
+            let answer: Value = serde_json::from_str(&t).unwrap();
+            return answer["result"]
+                .as_str()
+                .unwrap_or_else(|| panic!("not accepted: {answer}"))
+                .to_string();
+        }
+    }
+}
+
+/// The same through the REST sender.
+fn send_over_rest(gw: &Gateway, key: &str, raw: &str) -> String {
+    let body = json!({"raw_tx": raw}).to_string();
+    let r = request(
+        gw.port,
+        "POST",
+        "/v1/eth/sender/raw",
+        &[("Content-Type", "application/json"), ("x-token", key)],
+        body.as_bytes(),
+    )
+    .expect("an answer");
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()["tx_hash"].as_str().unwrap().to_string()
+}
+
+fn status(gw: &Gateway, key: &str, hash: &str) -> Resp {
+    gw.get(&format!("/v1/eth/tx/{hash}"), &[("x-token", key)])
+}
+
+/// Ask until the transaction reaches `want` (the follower looks every 150 ms).
+fn until_status(gw: &Gateway, key: &str, hash: &str, want: &str) -> Value {
+    let until = Instant::now() + Duration::from_secs(15);
+    loop {
+        let r = status(gw, key, hash);
+        if r.status == 200 && r.json()["status"] == want {
+            return r.json();
+        }
+        assert!(
+            Instant::now() < until,
+            "never {want}: {} {}",
+            r.status,
+            r.text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_sent_transaction_is_followed_until_final_for_its_tenant_only() {
+    // Finality two blocks behind the head (an epoch of one slot), so it can be reached.
+    let node = Anvil::start(1, &["--slots-in-an-epoch", "1"]);
+    let gw = gateway(&node);
+    let alice = gw.key("basic", &["rpc:read", "rpc:write"]);
+    let bob = gw.key("basic", &["rpc:read", "rpc:write"]);
+    let hash = send(&gw, &alice, &signed(&node, json!({"nonce": "0x0"})));
+
+    let included = until_status(&gw, &alice, &hash, "included");
+    assert_eq!(included["from"], DEV.to_ascii_lowercase());
+    assert_eq!(
+        (included["nonce"].clone(), included["chain"].clone()),
+        (json!(0), json!("eth"))
+    );
+    let receipt = node.call("eth_getTransactionReceipt", json!([hash]));
+    let block = u64::from_str_radix(
+        receipt["blockNumber"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("0x"),
+        16,
+    )
+    .unwrap();
+    assert_eq!(included["block_number"], block, "{included}");
+    assert_eq!(included["block_hash"], receipt["blockHash"], "{included}");
+    node.mine(4);
+    let last = until_status(&gw, &alice, &hash, "final");
+    assert_eq!(last["block_hash"], included["block_hash"]);
+    assert_eq!(last["resends"], 0);
+
+    // Every way in is followed: a WebSocket message, the REST sender.
+    let over_ws = send_over_websocket(&gw, &alice, &signed(&node, json!({"nonce": "0x1"})));
+    let over_rest = send_over_rest(&gw, &alice, &signed(&node, json!({"nonce": "0x2"})));
+    for hash in [&over_ws, &over_rest] {
+        let t = until_status(&gw, &alice, hash, "included");
+        assert_eq!(t["from"], DEV.to_ascii_lowercase());
+    }
+
+    // Another tenant, a hash nobody sent, and what is not a hash.
+    let r = status(&gw, &bob, &hash);
+    assert_eq!(
+        (r.status, r.json()["error"].clone()),
+        (404, json!("tx_not_found"))
+    );
+    let r = status(&gw, &alice, &format!("0x{}", "ab".repeat(32)));
+    assert_eq!(r.status, 404);
+    let r = status(&gw, &alice, "0x1234");
+    assert_eq!(
+        (r.status, r.json()["error"].clone()),
+        (400, json!("invalid_params"))
+    );
+    let r = gw.get(&format!("/v1/eth/tx/{hash}"), &[]);
+    assert_eq!(r.status, 401);
+}
+
+#[test]
+fn reverted_replaced_and_lost_transactions() {
+    // Blocks only when the test mines them: transactions wait in the node's pool.
+    let node = Anvil::start(1, &["--no-mining"]);
+    let gw = gateway(&node);
+    let key = gw.key("basic", &["rpc:read", "rpc:write"]);
+
+    // A contract whose every call reverts (runtime: PUSH1 0 PUSH1 0 REVERT).
+    let deploy = signed(
+        &node,
+        json!({"to": null, "value": "0x0", "nonce": "0x0", "data": "0x600580600b6000396000f360006000fd"}),
+    );
+    let deployed = send(&gw, &key, &deploy);
+    node.mine(1);
+    let contract = node.call("eth_getTransactionReceipt", json!([deployed]))["contractAddress"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let reverts = send(
+        &gw,
+        &key,
+        &signed(
+            &node,
+            json!({"to": contract, "value": "0x0", "nonce": "0x1"}),
+        ),
+    );
+    node.mine(1);
+    let failed = until_status(&gw, &key, &reverts, "failed");
+    assert!(failed["block_number"].is_u64(), "{failed}");
+
+    // The same nonce again at a higher price: the node keeps the second.
+    let low = signed(&node, json!({"nonce": "0x2", "gasPrice": "0x3b9aca00"}));
+    let high = signed(&node, json!({"nonce": "0x2", "gasPrice": "0x77359400"}));
+    let first = send(&gw, &key, &low);
+    let second = send(&gw, &key, &high);
+    node.mine(1);
+    until_status(&gw, &key, &second, "included");
+    let replaced = until_status(&gw, &key, &first, "replaced");
+    assert_eq!(replaced["replaced_by"], second);
+
+    // Every node drops it: the edge sends it again, and it is mined.
+    let lost = send(&gw, &key, &signed(&node, json!({"nonce": "0x3"})));
+    node.call("anvil_dropTransaction", json!([lost]));
+    assert!(node
+        .call("eth_getTransactionByHash", json!([lost]))
+        .is_null());
+    let until = Instant::now() + Duration::from_secs(15);
+    while node
+        .call("eth_getTransactionByHash", json!([lost]))
+        .is_null()
+    {
+        assert!(Instant::now() < until, "never sent again");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    node.mine(1);
+    let back = until_status(&gw, &key, &lost, "included");
+    assert_eq!(back["resends"], 1, "{back}");
+
+    // Dropped for good once the re-sends are spent: the node refuses it each time.
+    let doomed = send(&gw, &key, &signed(&node, json!({"nonce": "0x4"})));
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        node.call("anvil_dropTransaction", json!([doomed]));
+        let r = status(&gw, &key, &doomed).json();
+        if r["status"] == "dropped" {
+            assert_eq!(r["resends"], 2, "{r}");
+            break;
+        }
+        assert!(Instant::now() < until, "never dropped: {r}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
