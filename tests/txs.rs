@@ -240,3 +240,36 @@ fn reverted_replaced_and_lost_transactions() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn a_reorg_that_removes_its_block_puts_it_back_to_pending_and_it_lands_again() {
+    let node = Anvil::start(1, &[]);
+    let gw = gateway(&node);
+    let key = gw.key("basic", &["rpc:read", "rpc:write"]);
+    let hash = send(&gw, &key, &signed(&node, json!({"nonce": "0x0"})));
+    let before = until_status(&gw, &key, &hash, "included");
+    // The block that held it is replaced by an empty one: the node forgets it.
+    node.call("anvil_reorg", json!([1, []]));
+    assert!(node
+        .call("eth_getTransactionReceipt", json!([hash]))
+        .is_null());
+    let until = Instant::now() + Duration::from_secs(15);
+    let after = loop {
+        let r = status(&gw, &key, &hash).json();
+        if r["status"] == "included" && r["block_hash"] != before["block_hash"] {
+            break r;
+        }
+        assert!(Instant::now() < until, "never included again: {r}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(after["resends"], 1, "{after}");
+    let metrics = request(gw.metrics_port, "GET", "/metrics", &[], b"")
+        .unwrap()
+        .text();
+    assert!(
+        metrics.contains("chainedge_tx_status_total{chain=\"eth\",status=\"pending\"} 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("chainedge_tx_resends_total{chain=\"eth\"} 1"));
+    assert!(metrics.contains("chainedge_tx_inclusion_seconds_count{chain=\"eth\"} 1"));
+}

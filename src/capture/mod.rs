@@ -117,11 +117,18 @@ pub fn producers(i: &Inputs) -> Vec<Arc<dyn Producer>> {
             store: i.store.clone(),
             queue: std::sync::Mutex::new(i.gateway.txlog.take_receiver()),
         }));
+        let link = i
+            .config
+            .cluster_redis
+            .as_ref()
+            .map(|url| Arc::new(crate::cluster::link::Link::new(url.expose())));
+        let leases = Arc::new(crate::cluster::leases::Leases::new(link));
         for chain in ["eth", "polygon"] {
             let Some(pool) = crate::tracking::pool_of_chain(chain).filter(|p| has(p)) else {
                 continue;
             };
             all.push(Arc::new(txs::Follower {
+                leases: leases.clone(),
                 chain,
                 pool,
                 conf: app.tx_tracking.clone(),

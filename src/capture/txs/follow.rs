@@ -4,9 +4,11 @@
 //! a receipt, a node holding it keeps it `pending`; a sender whose nonce moved past it
 //! means another transaction took its place (`replaced`); held by no node, it is sent
 //! again to every healthy node after `resend_after_secs`, at most `max_resends` times,
-//! then `dropped`.
+//! then `dropped`. With several instances on one store, the one holding the chain's
+//! lease (Redis) follows it.
 
 use crate::capture::{Health, Producer};
+use crate::cluster::leases::{Leases, Place};
 use crate::config::usage::TxTrackingConf;
 use crate::jsonrpc::quantity::quantity;
 use crate::jsonrpc::{Id, Request};
@@ -25,6 +27,8 @@ use std::time::Duration;
 const PRUNE_EVERY_SECS: i64 = 3600;
 
 pub struct Follower {
+    /// Clustered, one instance follows a chain at a time: the one holding its lease.
+    pub leases: Arc<Leases>,
     pub chain: &'static str,
     pub pool: &'static str,
     pub conf: TxTrackingConf,
@@ -281,10 +285,19 @@ impl Producer for Follower {
         let mut tick = tokio::time::interval(Duration::from_millis(self.conf.follow_interval_ms));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut pruned_at = 0i64;
+        let mut lease = None;
         loop {
             tokio::select! {
                 _ = shutdown.changed() => return,
                 _ = tick.tick() => {}
+            }
+            // Several instances share the store: one of them follows (and re-sends);
+            // a killed one's lease lapses within `LEASE_TTL` and another takes over.
+            if lease.is_none() {
+                match self.leases.take("txs_follow", self.chain, 1).await {
+                    Place::Granted(held) => lease = Some(held),
+                    Place::Full => continue,
+                }
             }
             health.round(self.round().await);
             let now = unix_now();
