@@ -1,21 +1,32 @@
 //! The embedded store: one SQLite file, nothing to install.
 //!
-//! One connection, used by one statement at a time on tokio's blocking threads (SQLite
-//! calls block). A transaction holds the connection's gate from `BEGIN IMMEDIATE` to
-//! `COMMIT`, so its statements never interleave with another caller's.
+//! One writing connection, used by one statement at a time on tokio's blocking threads
+//! (SQLite calls block). A transaction holds the connection's gate from `BEGIN IMMEDIATE`
+//! to `COMMIT`, so its statements never interleave with another caller's.
+//!
+//! Reads outside a transaction go to read-only connections beside it (`READERS`): in WAL
+//! mode they run at the same time as each other and as the writer, each seeing what was
+//! committed when it began, so a page of wallet history never waits for an indexer
+//! commit or for another reader.
 
 use super::sql::{Backend, Dialect, ErrorKind, Result, Row, StoreError, Tx, Value};
 use async_trait::async_trait;
 use rusqlite::types::ValueRef;
-use rusqlite::Connection;
+use rusqlite::{Connection, OpenFlags};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use tokio::sync::OwnedMutexGuard;
+
+/// Read-only connections: reads at once, at most (each keeps its own page cache).
+const READERS: usize = 4;
 
 pub struct Sqlite {
     conn: Arc<Mutex<Connection>>,
     /// Held by a transaction (or a single statement) for as long as it uses `conn`.
     gate: Arc<tokio::sync::Mutex<()>>,
+    readers: Arc<[Mutex<Connection>]>,
+    /// One per reader: a read holds one while it uses a reader.
+    reading: Arc<tokio::sync::Semaphore>,
 }
 
 impl Sqlite {
@@ -33,10 +44,50 @@ impl Sqlite {
             .map_err(error)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(error)?;
+        // Opened after the writer: the file exists and is in WAL mode.
+        let readers = (0..READERS)
+            .map(|_| {
+                let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+                let reader = Connection::open_with_flags(path, flags).map_err(error)?;
+                reader
+                    .busy_timeout(std::time::Duration::from_secs(5))
+                    .map_err(error)?;
+                Ok(Mutex::new(reader))
+            })
+            .collect::<Result<Vec<_>>>()?;
         Ok(Sqlite {
             conn: Arc::new(Mutex::new(conn)),
             gate: Arc::new(tokio::sync::Mutex::new(())),
+            readers: readers.into(),
+            reading: Arc::new(tokio::sync::Semaphore::new(READERS)),
         })
+    }
+
+    /// Run `f` on a free reader on a blocking thread.
+    async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let _turn = self
+            .reading
+            .acquire()
+            .await
+            .map_err(|_| StoreError::other("sqlite readers closed"))?;
+        let readers = self.readers.clone();
+        tokio::task::spawn_blocking(move || {
+            // A turn guarantees a reader that no one holds; the first found is taken.
+            for reader in readers.iter() {
+                if let Ok(c) = reader.try_lock() {
+                    return f(&c);
+                }
+            }
+            let c = readers[0]
+                .lock()
+                .map_err(|_| StoreError::other("sqlite reader lock poisoned"))?;
+            f(&c)
+        })
+        .await
+        .map_err(|e| StoreError::other(format!("store task: {e}")))?
     }
 }
 
@@ -163,9 +214,8 @@ impl Backend for Sqlite {
     }
 
     async fn query(&self, sql: &str, params: Vec<Value>) -> Result<Vec<Row>> {
-        let _gate = self.gate.lock().await;
         let sql = sql.to_string();
-        blocking(&self.conn, move |c| query_on(c, &sql, &params)).await
+        self.read(move |c| query_on(c, &sql, &params)).await
     }
 
     async fn begin(&self) -> Result<Box<dyn Tx>> {
