@@ -20,6 +20,17 @@ lint: setup
 	cargo fmt --all -- --check
 	cargo clippy --release --all-targets --features scenario -- -D warnings
 
+# Every bench script in turn (loopback only, about an hour on 2 cores); each rewrites its
+# bench/RESULTS*.md with the date and the box (docs/benchmarks.md says how to read them).
+bench: build
+	bash bench/run.sh
+	bash bench/rpc.sh
+	bash bench/index.sh
+	STORE=postgres bash bench/index.sh
+	bash bench/ws.sh
+	bash bench/sse.sh
+	bash bench/cluster.sh
+
 # Each fuzz target for 30 s on the stable toolchain, from the committed seeds with a fixed
 # libFuzzer seed (CI runs this after the tests; longer runs: fuzz/run.sh, docs/fuzzing.md).
 fuzz-smoke: setup

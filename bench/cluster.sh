@@ -15,6 +15,7 @@
 #   PROFILE=dist  build and run the fat-LTO production build (default: release)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 secs=${1:-10}
 conns=${2:-64}
 rounds=${ROUNDS:-3}
@@ -30,7 +31,7 @@ bin=target/$profile/chainedge
 
 work=$(mktemp -d /tmp/chainedge-cluster-bench.XXXXXX)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; sleep 0.5; rm -rf "$work"; }
+cleanup() { stop_all; rm -rf "$work"; }
 trap cleanup EXIT
 
 UP=19201; REDIS=19202; HA1=19203; HA2=19204

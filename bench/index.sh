@@ -12,6 +12,7 @@
 # and wrk at 64 connections against history (50 items), tokens and `/console/app.js`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 blocks=${1:-2000}
 per_block=${2:-10}
 command -v wrk >/dev/null || { SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo; $SUDO apt-get install -y -qq wrk >/dev/null; }
@@ -24,9 +25,9 @@ NODE=19401; CE=19402; CEM=19403; PG=19404
 work=$(mktemp -d /tmp/chainedge-index-bench.XXXXXX)
 pids=()
 cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  stop_all
   [ -n "${pgdata:-}" ] && su postgres -c "/usr/lib/postgresql/15/bin/pg_ctl -D $pgdata stop -m immediate" >/dev/null 2>&1 || true
-  sleep 0.5; rm -rf "$work"
+  rm -rf "$work"
 }
 trap cleanup EXIT
 
@@ -136,7 +137,7 @@ h_peak=$(peak "$hist"); t_peak=$(peak "$toks"); l_peak=$(peak "$local")
 rows=$(curl -s -H "x-token: $key" "$hist" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))')
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f", a/b}'; }
-cat <<MD
+publish "RESULTS-index${STORE:+-$STORE}.md" <<MD
 # Chain index rows ($(date -u +%Y-%m-%d), \`bench/index.sh $blocks $per_block\`, ${STORE:-sqlite} store, batch_blocks ${BATCH:-50})
 
 Chain: $head blocks on one anvil, $per_block ERC-20 and $per_block native transfers per block

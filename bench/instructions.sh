@@ -13,13 +13,14 @@
 # request and the ratio against the baseline.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 base=$1; bin=${2:-target/dist/chainedge}; n=${3:-20000}
 for tool in valgrind nginx oha curl; do command -v $tool >/dev/null || { echo "instructions: needs $tool" >&2; exit 2; }; done
 [ -z "${CLUSTER_REDIS:-}" ] || command -v redis-server >/dev/null || { echo "instructions: needs redis-server" >&2; exit 2; }
 UP=19201; CE=19203; CEM=19204
 work=$(mktemp -d /tmp/chainedge-instr.XXXXXX)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; sleep 0.5; rm -rf "$work"; }
+cleanup() { stop_all; rm -rf "$work"; }
 trap cleanup EXIT
 cat > "$work/up.conf" <<NGINX
 worker_processes 1;

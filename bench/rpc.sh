@@ -5,6 +5,9 @@
 #        the gateway path
 #   (d2) chainedge /rpc/eth, a cached read (eth_chainId: kept forever after the first)
 #   (d3) chainedge /rpc/eth, a batch of 10 cached reads (each kept after its first call)
+#   (d4) chainedge /rpc/eth, distinct reads (eth_getBalance of a new address each time, at
+#        `pending`): neither kept nor coalesced, the path every distinct read takes (wrk,
+#        whose script writes each body)
 #   (e)  chainedge local handler (/console/app.js from memory)
 # each with oha at 64 connections; then, against a counting node (bench/rpc_upstream.py):
 # a thundering herd (200 identical eth_getBalance at once, 5 waves: node calls per wave)
@@ -14,11 +17,13 @@
 #   bench/rpc.sh [seconds per run, default 10]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 secs=${1:-10}
 conns=64
 workers=2
 command -v nginx >/dev/null || { SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo; $SUDO apt-get install -y -qq nginx >/dev/null; }
 command -v oha >/dev/null || cargo install oha --locked -q
+command -v wrk >/dev/null || { SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo; $SUDO apt-get install -y -qq wrk >/dev/null; }
 cargo build --profile ${BENCH_PROFILE:-dist} -q --bin chainedge
 bin=target/${BENCH_PROFILE:-dist}/chainedge
 [ "${BENCH_PROFILE:-dist}" = dev ] && bin=target/debug/chainedge
@@ -27,12 +32,7 @@ work=$(mktemp -d /tmp/chainedge-rpcbench.XXXXXX)
 pids=()
 # SIGINT: a fast stop for chainedge (SIGTERM would wait out its graceful period) and
 # nginx; whatever is left half a second later is killed.
-cleanup() {
-  for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null || true; done
-  sleep 0.5
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
+cleanup() { stop_all; rm -rf "$work"; }
 trap cleanup EXIT
 UP=19201; NGX=19202; CE=19203; CEM=19204; NODE=19205; CE2=19206; CEM2=19207
 for p in $UP $NGX $CE $CEM $NODE $CE2 $CEM2; do
@@ -142,20 +142,42 @@ d_status=$(curl -s -D - -o /dev/null -H "x-token: $key" -H "Content-Type: applic
 d3_status=$(curl -s -D - -o /dev/null -H "x-token: $key" -H "Content-Type: application/json" -d "$batch10" "http://127.0.0.1:$CE/rpc/eth" | awk -F': ' 'tolower($1)=="x-cache-status" {print $2}' | tr -d '\r')
 echo "bench: (d) is '$d_status', (d2) is '$d2_status', (d3) is '$d3_status'" >&2
 
+# distinct NAME -> "rps p50_ms p99_ms": wrk, each request a read of an address not asked
+# before (so no answer is kept or shared).
+cat > "$work/distinct.lua" <<LUA
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["x-token"] = "$key"
+local n = 0
+request = function()
+  n = n + 1
+  local body = string.format('{"jsonrpc":"2.0","id":%d,"method":"eth_getBalance","params":["0x%08x%032x","pending"]}', n, math.random(0, 0x7fffffff), n)
+  return wrk.format(nil, nil, nil, body)
+end
+LUA
+distinct() {
+  wrk -t 2 -c $conns -d "${secs}s" --latency -s "$work/distinct.lua" "http://127.0.0.1:$CE/rpc/eth" > "$work/$1.txt" 2>&1 || true
+  awk '/Requests\/sec/ {r=$2} $1=="50%" {p50=$2} $1=="99%" {p99=$2}
+       function ms(v) { if (v ~ /us$/) return v/1000; if (v ~ /ms$/) return v+0; if (v ~ /s$/) return v*1000; return v }
+       END { printf "%.0f %.3f %.3f\n", r, ms(p50), ms(p99) }' "$work/$1.txt"
+}
+
 # Interleaved rounds; each row its median round.
 median() { printf '%s\n' "$@" | sort -g -k1,1 | awk -v n=$# 'NR == int((n + 1) / 2)'; }
-bs=(); ds=(); d2s=(); d3s=(); es=()
+bs=(); ds=(); d2s=(); d3s=(); d4s=(); es=()
 for round in 1 2 3; do
   bs+=("$(load "nginx_$round" "http://127.0.0.1:$NGX/" "$chain_id")")
   ds+=("$(load "rpc_$round" "http://127.0.0.1:$CE/rpc/eth" "$pending" "x-token: $key")")
   d2s+=("$(load "cached_$round" "http://127.0.0.1:$CE/rpc/eth" "$chain_id" "x-token: $key")")
   d3s+=("$(load "batch_$round" "http://127.0.0.1:$CE/rpc/eth" "$batch10" "x-token: $key")")
+  d4s+=("$(distinct "distinct_$round")")
   es+=("$(load "local_$round" "http://127.0.0.1:$CE/console/app.js" "")")
 done
 read -r br bp50 bp99 <<<"$(median "${bs[@]}")"
 read -r dr dp50 dp99 <<<"$(median "${ds[@]}")"
 read -r d2r d2p50 d2p99 <<<"$(median "${d2s[@]}")"
 read -r d3r d3p50 d3p99 <<<"$(median "${d3s[@]}")"
+read -r d4r d4p50 d4p99 <<<"$(median "${d4s[@]}")"
 read -r er ep50 ep99 <<<"$(median "${es[@]}")"
 
 # The herd and getLogs, against the counting node.
@@ -201,7 +223,7 @@ cat > bench/RESULTS-rpc.md <<MD
 # JSON-RPC benchmark: cache, coalescing, eth_getLogs
 
 \`bench/rpc.sh $secs\` on 2 cores, $(date -u +%Y-%m-%dT%H:%MZ), loopback only. oha, $conns connections,
-${secs}s per run, (b)/(d)/(d2)/(d3)/(e) interleaved over 3 rounds, each row its median round. nginx: 2
+${secs}s per run, (b)/(d)/(d2)/(d3)/(d4)/(e) interleaved over 3 rounds, each row its median round. nginx: 2
 workers, keep-alive to a static upstream (nginx \`return 200\`); chainedge: 2 worker threads,
 profile \`${BENCH_PROFILE:-dist}\`. The load generator, the upstream and the proxy share the two cores.
 
@@ -211,13 +233,15 @@ profile \`${BENCH_PROFILE:-dist}\`. The load generator, the upstream and the pro
 | (d) chainedge /rpc/eth, a read never kept (\`eth_getBalance\` at \`pending\`: X-Cache-Status $d_status) | $dr | $dp50 | $dp99 |
 | (d2) chainedge /rpc/eth, a cached read (\`eth_chainId\`: X-Cache-Status $d2_status) | $d2r | $d2p50 | $d2p99 |
 | (d3) chainedge /rpc/eth, a batch of 10 cached reads (X-Cache-Status $d3_status) | $d3r | $d3p50 | $d3p99 |
+| (d4) chainedge /rpc/eth, distinct reads (a new address each, at \`pending\`: wrk) | $d4r | $d4p50 | $d4p99 |
 | (e) chainedge local handler (\`/console/app.js\`) | $er | $ep50 | $ep99 |
 
 | ratio | value | goal |
 |---|---|---|
 | (d2)/(b) requests/s: a cache hit against nginx proxying | $(ratio "$d2r" "$br") | ≥ 1.5 |
 | (d2) − (e) p50: a cache hit against a local handler | $(diff_ms "$d2p50" "$ep50") ms | ≤ 0.2 ms |
-| (d)/(b) requests/s: the gateway path against nginx | $(ratio "$dr" "$br") | — |
+| (d)/(b) requests/s: one read repeated (coalesced) against nginx | $(ratio "$dr" "$br") | — |
+| (d4)/(b) requests/s: distinct reads, the gateway path, against nginx | $(ratio "$d4r" "$br") | ≥ 0.95 |
 | (d3)×10/(d2) calls/s: cached reads in a batch of 10 against one per request | $(ratio "$(awk -v x="$d3r" 'BEGIN{ print x * 10 }')" "$d2r") | — |
 
 **Thundering herd** (200 identical \`eth_getBalance\` at \`latest\` released at once, against a

@@ -16,6 +16,7 @@
 #                                same rounds: an A/B of two builds in one run
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 secs=${1:-10}
 conns=${2:-64}
 rounds=${ROUNDS:-3}
@@ -33,7 +34,7 @@ nofile=$(ulimit -n)
 
 work=$(mktemp -d /tmp/chainedge-bench.XXXXXX)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; sleep 0.5; rm -rf "$work"; }
+cleanup() { stop_all; rm -rf "$work"; }
 trap cleanup EXIT
 
 UP=19101; NGX=19102; CE=19103; CEM=19104; BARE=19105; SSE=19106; NGX0=19107; FLOOR=19108; HYPER=19109

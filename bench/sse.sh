@@ -9,6 +9,7 @@
 # keep-alive comment every 10 s), and the node connections each proxy holds for them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 n=${1:-1000}
 command -v nginx >/dev/null || { echo "sse: needs nginx" >&2; exit 2; }
 bin=${BIN:-target/dist/chainedge}
@@ -17,7 +18,7 @@ ulimit -n 65536 2>/dev/null || true
 NODE=19401; NGX=19402; CE=19403; CEM=19404
 work=$(mktemp -d /tmp/chainedge-sse.XXXXXX)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; sleep 0.5; rm -rf "$work"; }
+cleanup() { stop_all; rm -rf "$work"; }
 trap cleanup EXIT
 
 python3 bench/sse_upstream.py $NODE &
@@ -107,7 +108,7 @@ ce=$(held ce "$ce_pid" $CE "/rpc/eth-beacon/eth/v1/events?topics=head" "x-token:
 sleep 2
 ngx=$(held ngx "$(nginx_pids)" $NGX "/eth/v1/events?topics=head")
 col() { echo "$1" | cut -d'|' -f"$2"; }
-cat <<MD
+publish RESULTS-sse.md <<MD
 Beacon events (SSE), $n clients, $(date -u +%Y-%m-%d) ($(basename "$bin"), 2 worker threads; nginx 2 workers):
 
 | | chainedge | nginx |

@@ -11,6 +11,7 @@
 # to all clients when the node makes `heads` blocks at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 n=${1:-1000}; heads=${2:-200}
 command -v nginx >/dev/null || { echo "ws: needs nginx" >&2; exit 2; }
 [ -x .venv/bin/python ] || bash scripts/setup.sh
@@ -22,7 +23,7 @@ ulimit -n 65536 2>/dev/null || true
 NODE=19301; NGX=19302; CE=19303; CEM=19304
 work=$(mktemp -d /tmp/chainedge-ws.XXXXXX)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; sleep 0.5; rm -rf "$work"; }
+cleanup() { stop_all; rm -rf "$work"; }
 trap cleanup EXIT
 
 $anvil --port $NODE --silent >/dev/null 2>&1 &
@@ -136,7 +137,7 @@ start_ce
 ce_sub=$(run ce_sub "$ce_pid" "ws://127.0.0.1:$CE/rpc/eth" subscribe "x-token: $key")
 ngx_sub=$(run ngx_sub "$(nginx_pids)" "ws://127.0.0.1:$NGX/" subscribe)
 col() { echo "$1" | cut -d'|' -f"$2"; }
-cat <<MD
+publish RESULTS-ws.md <<MD
 WebSocket JSON-RPC, $n clients, $(date -u +%Y-%m-%d) ($(basename "$bin"), 2 worker threads; nginx 2 workers):
 
 | | chainedge (terminates, shared subscriptions) | nginx (proxies to the node) |

@@ -206,7 +206,8 @@ fn every_manifest_route_is_classified_in_its_envelope() {
                     | "console_keys_create"
                     | "console_keys_revoke"
                     | "console_keys_rotate"
-                    | "console_keys_usage" => (401, "unauthenticated"),
+                    | "console_keys_usage"
+                    | "console_keys_txs" => (401, "unauthenticated"),
                     // Loopback is admin: the last day's usage, empty here.
                     "admin_usage" => (200, ""),
                     // This gateway has no consensus-layer pool.

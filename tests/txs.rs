@@ -273,3 +273,56 @@ fn a_reorg_that_removes_its_block_puts_it_back_to_pending_and_it_lands_again() {
     assert!(metrics.contains("chainedge_tx_resends_total{chain=\"eth\"} 1"));
     assert!(metrics.contains("chainedge_tx_inclusion_seconds_count{chain=\"eth\"} 1"));
 }
+
+#[test]
+fn the_console_lists_a_keys_transactions_to_its_owner_only() {
+    let node = Anvil::start(1, &[]);
+    let outbox = tempdir("txs-console").join("outbox.jsonl");
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-anvil}}\n",
+            node.url()
+        ),
+        console_yaml: format!("  email:\n    outbox: {}\n", outbox.display()),
+        extra_yaml: format!("{UNLIMITED}tx_tracking:\n  follow_interval_ms: 150\n"),
+        ..Default::default()
+    });
+    let mut owner = Browser::new(gw.port);
+    assert_eq!(
+        sign_in(&mut owner, &outbox, "owner@example.com").status,
+        200
+    );
+    let made = owner.send(
+        "POST",
+        "/v1/keys",
+        Some(json!({"name": "sender", "scopes": ["rpc:read", "rpc:write"]})),
+        None,
+    );
+    assert_eq!(made.status, 201, "{}", made.text());
+    let (id, raw_key) = (
+        made.json()["id"].as_str().unwrap().to_string(),
+        made.json()["raw"].as_str().unwrap().to_string(),
+    );
+    let listed = owner.send("GET", &format!("/v1/keys/{id}/txs"), None, None);
+    assert_eq!((listed.status, listed.json()), (200, json!({"txs": []})));
+
+    let hash = send(&gw, &raw_key, &signed(&node, json!({"nonce": "0x0"})));
+    until_status(&gw, &raw_key, &hash, "included");
+    let listed = owner
+        .send("GET", &format!("/v1/keys/{id}/txs"), None, None)
+        .json();
+    assert_eq!(listed["txs"][0]["hash"], hash, "{listed}");
+    assert_eq!(listed["txs"][0]["status"], "included", "{listed}");
+
+    // Another user does not see it, nor learns the key exists.
+    let mut other = Browser::new(gw.port);
+    assert_eq!(
+        sign_in(&mut other, &outbox, "other@example.com").status,
+        200
+    );
+    let r = other.send("GET", &format!("/v1/keys/{id}/txs"), None, None);
+    assert_eq!(
+        (r.status, r.json()["error"].clone()),
+        (404, json!("not_found"))
+    );
+}

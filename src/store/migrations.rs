@@ -284,5 +284,6 @@ CREATE TABLE tracked_txs (
 CREATE INDEX tracked_txs_open ON tracked_txs(chain, status, updated_at);
 CREATE INDEX tracked_txs_tenant ON tracked_txs(tenant_id, submitted_at);
 CREATE INDEX tracked_txs_sender ON tracked_txs(chain, sender, nonce);
+CREATE INDEX tracked_txs_key ON tracked_txs(key_id, submitted_at);
 "#,
 ];

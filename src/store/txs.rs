@@ -156,6 +156,21 @@ impl Store {
         rows.first().map(tracked).transpose()
     }
 
+    /// The transactions one key sent, the newest first, at most `limit`.
+    pub async fn key_txs(&self, key_id: &str, limit: i64) -> Result<Vec<TrackedTx>, StoreError> {
+        let rows = self
+            .db
+            .query(
+                &format!(
+                    "SELECT {COLUMNS} FROM tracked_txs WHERE key_id = $1 \
+                     ORDER BY submitted_at DESC, hash LIMIT $2"
+                ),
+                params![key_id, limit],
+            )
+            .await?;
+        rows.iter().map(tracked).collect()
+    }
+
     /// A chain's transactions not settled yet (pending or included), the least recently
     /// looked at first, one row per hash, at most `limit`.
     pub async fn open_txs(&self, chain: &str, limit: i64) -> Result<Vec<TrackedTx>, StoreError> {

@@ -119,6 +119,10 @@ try {
     console.log(`usage chart ${window}: ${totals}; screenshot ${pixels.width}x${pixels.height}, ${pixels.blue} blue and ${pixels.red} red pixels`);
   }
 
+  // Transactions: none sent with the default key yet (the list is asked for with it).
+  await page.waitForSelector("#txs-empty", { state: "visible" });
+  assert.equal(await page.locator("#txs tr").count(), 0);
+
   // Create, rotate, revoke.
   await page.fill("#key-name", "browser-key");
   await page.click("#create-key");

@@ -104,6 +104,28 @@ async function showUsage() {
   const t = u.totals;
   $("usage-totals").textContent = t.calls + " calls · " + t.compute_units + " compute units · " +
     t.errors + " errors · " + t.rate_limited + " rate-limited";
+  await showTxs(id);
+}
+
+// The key's recent transactions, one row each.
+async function showTxs(id) {
+  const { txs } = await api("GET", "/v1/keys/" + encodeURIComponent(id) + "/txs");
+  const tbody = $("txs");
+  tbody.replaceChildren();
+  for (const t of txs) {
+    const tr = document.createElement("tr");
+    tr.title = t.hash + (t.replaced_by ? " (replaced by " + t.replaced_by + ")" : "");
+    const cells = [t.hash.slice(0, 10) + "…" + t.hash.slice(-6), t.chain, t.status,
+      t.block_number ?? "", t.confirmations ?? "", t.updated_at.replace("T", " ").replace("Z", "")];
+    for (const c of cells) {
+      const td = document.createElement("td");
+      td.textContent = String(c);
+      tr.append(td);
+    }
+    tr.className = "tx-" + t.status;
+    tbody.append(tr);
+  }
+  $("txs-empty").hidden = txs.length > 0;
 }
 
 function drawUsage(svg, u) {
