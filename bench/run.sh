@@ -14,6 +14,8 @@
 #   BASELINE=/path/chainedge bench/run.sh ...   also runs that binary (an earlier build)
 #                                on the same config, its (c) and (d) interleaved in the
 #                                same rounds: an A/B of two builds in one run
+#   BASELINE_REV=<git rev>       the baseline's own manifests (plugins/ at that revision),
+#                                for a baseline that lacks handlers added since
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -118,11 +120,14 @@ pids+=($!)
 
 # The product's route table plus one operator route: a plain passthrough (no key, no
 # rate limit) to the static upstream, the same request nginx proxies in (b).
-mkdir -p "$work/plugins"
-cp plugins/*.yaml "$work/plugins/"
-cat >> "$work/plugins/eth.yaml" <<'ROUTE'
+bench_plugins() { # bench_plugins DIR: the manifests already in DIR, plus the bench route
+  cat >> "$1/eth.yaml" <<'ROUTE'
   - {name: bench.plain, methods: [GET, POST], path: "/bench/plain/{*rest}", handler: passthrough, credential: none, pool: eth_el}
 ROUTE
+}
+mkdir -p "$work/plugins"
+cp plugins/*.yaml "$work/plugins/"
+bench_plugins "$work/plugins"
 cat > "$work/app.yaml" <<YAML
 plugins: $work/plugins
 listen:
@@ -166,7 +171,14 @@ if [ -n "${BASELINE:-}" ]; then
   # The same config on other ports and a copy of the store (the same key works); the
   # connection caps are left out, in case the baseline predates them.
   cp "$work/store.db" "$work/store_old.db"
-  sed -e "s/127.0.0.1:$CE\"/127.0.0.1:$CE_OLD\"/; s/127.0.0.1:$CEM\"/127.0.0.1:$CEM_OLD\"/; s#$work/store.db#$work/store_old.db#; /max_connections/d" \
+  old_plugins="$work/plugins"
+  if [ -n "${BASELINE_REV:-}" ]; then
+    old_plugins="$work/plugins_old"
+    mkdir -p "$old_plugins"
+    git archive "$BASELINE_REV" plugins | tar -x -C "$work" --transform "s#^plugins#plugins_old#"
+    bench_plugins "$old_plugins"
+  fi
+  sed -e "s/127.0.0.1:$CE\"/127.0.0.1:$CE_OLD\"/; s/127.0.0.1:$CEM\"/127.0.0.1:$CEM_OLD\"/; s#$work/store.db#$work/store_old.db#; s#^plugins: .*#plugins: $old_plugins#; /max_connections/d" \
     "$work/app.yaml" > "$work/app_old.yaml"
   sed -e "s#$work/chainedge.pid#$work/chainedge_old.pid#; s#$work/upgrade.sock#$work/upgrade_old.sock#" \
     "$work/pingora.yaml" > "$work/pingora_old.yaml"

@@ -5,6 +5,7 @@
 import { chromium } from "playwright-core";
 import { readFileSync, existsSync, writeFileSync } from "node:fs";
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 
 const [base, outbox, screenshotFile] = process.argv.slice(2);
 const email = "browser@example.com";
@@ -69,7 +70,18 @@ try {
   await page.waitForSelector("#keys tr");
   assert.equal(await page.locator("#keys tr").count(), 1);
 
-  // Usage: calls made with the default key (5 answered, 2 refused by the method table)
+  // Start here: the endpoints of this origin, and a request that works as shown, with
+  // the default key filled in while its secret is on screen.
+  assert.equal(await page.textContent("#endpoint-http"), base + "/rpc/eth");
+  assert.equal(await page.textContent("#endpoint-ws"), base.replace(/^http/, "ws") + "/rpc/eth");
+  const snippet = await page.textContent("#snippet-curl");
+  assert.ok(snippet.includes(raw), snippet);
+  const answered = JSON.parse(execFileSync("bash", ["-c", snippet], { encoding: "utf8" }));
+  assert.equal(answered.jsonrpc, "2.0", JSON.stringify(answered));
+  assert.ok("result" in answered, JSON.stringify(answered));
+
+  // Usage: calls made with the default key (the snippet's, 5 more answered, 2 refused by
+  // the method table)
   // show in the chart once flushed. The screenshot's pixels must hold the bars' colours:
   // blue for answered calls, red for the refused ones.
   const rpc = (method) =>
@@ -86,12 +98,12 @@ try {
       await button.click();
       await page.waitForFunction(() => document.getElementById("usage-totals").textContent !== "");
       const totals = await page.textContent("#usage-totals");
-      if (totals.startsWith("7 calls")) break;
-      assert.ok(i < 50, `usage never showed 7 calls: ${totals}`);
+      if (totals.startsWith("8 calls")) break;
+      assert.ok(i < 50, `usage never showed 8 calls: ${totals}`);
       await page.waitForTimeout(100);
     }
     const totals = await page.textContent("#usage-totals");
-    assert.match(totals, /^7 calls · 50 compute units · 2 errors · 0 rate-limited$/);
+    assert.match(totals, /^8 calls · 60 compute units · 2 errors · 0 rate-limited$/);
     const png = await page.locator("#usage-chart").screenshot();
     writeFileSync(screenshotFile, png);
     const pixels = await page.evaluate(async (b64) => {
@@ -113,7 +125,7 @@ try {
       }
       return { blue, red, width: c.width, height: c.height };
     }, png.toString("base64"));
-    // 5 of 7 calls in blue over most of the chart's height, 2 in red above them.
+    // 6 of 8 calls in blue over most of the chart's height, 2 in red above them.
     assert.ok(pixels.blue > 100 && pixels.red > 30, `${window}: ${JSON.stringify(pixels)}`);
     assert.ok(pixels.blue > pixels.red, `${window}: ${JSON.stringify(pixels)}`);
     console.log(`usage chart ${window}: ${totals}; screenshot ${pixels.width}x${pixels.height}, ${pixels.blue} blue and ${pixels.red} red pixels`);
@@ -123,10 +135,14 @@ try {
   await page.waitForSelector("#txs-empty", { state: "visible" });
   assert.equal(await page.locator("#txs tr").count(), 0);
 
-  // Create, rotate, revoke.
+  // Create (with the scopes chosen), rotate, revoke (each asks first: accepted here).
+  page.on("dialog", (d) => d.accept());
   await page.fill("#key-name", "browser-key");
+  await page.check('#key-scopes input[value="rpc:write"]');
   await page.click("#create-key");
   await page.waitForFunction(() => document.querySelectorAll("#keys tr").length === 2);
+  const scopesCell = await page.locator("#keys tr", { hasText: "browser-key" }).locator("td").nth(2).textContent();
+  assert.equal(scopesCell, "rpc:read, rpc:write");
   const created = await page.textContent("#new-raw");
   assert.match(created, /^ce_/);
   const row = page.locator("#keys tr", { hasText: "browser-key" });

@@ -45,7 +45,29 @@ async function load() {
     $("default-raw").textContent = dk.raw;
     $("default-raw-wrap").hidden = false;
   }
+  showEndpoints(dk && dk.raw);
   await listKeys();
+}
+
+// Where to call, from this page's own origin, and a request that works as shown (with
+// the default key's secret while it is on screen, else a placeholder).
+function showEndpoints(raw) {
+  const origin = location.origin;
+  const ws = origin.replace(/^http/, "ws");
+  $("endpoint-http").textContent = origin + "/rpc/eth";
+  $("endpoint-ws").textContent = ws + "/rpc/eth";
+  $("endpoint-rest").textContent = origin + "/v1/eth";
+  const key = raw || "YOUR_KEY";
+  $("snippet-curl").textContent =
+    "curl -s " + origin + "/rpc/eth -H 'content-type: application/json' -H 'x-token: " + key + "' \\\n" +
+    "  -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_blockNumber\",\"params\":[]}'";
+}
+
+for (const b of document.querySelectorAll("button.copy")) {
+  b.onclick = () => act(async () => {
+    await navigator.clipboard.writeText($(b.dataset.copy).textContent);
+    status("Copied.");
+  });
 }
 
 let usageWindow = "24h";
@@ -58,7 +80,8 @@ async function listKeys() {
   for (const k of keys) {
     const tr = document.createElement("tr");
     tr.dataset.id = k.id;
-    for (const t of [k.name + (k.is_default ? " (default)" : ""), k.key_prefix + "…", k.scopes.join(", ")]) {
+    const created = (k.created_at || "").slice(0, 10);
+    for (const t of [k.name + (k.is_default ? " (default)" : ""), k.key_prefix + "…", k.scopes.join(", "), created]) {
       const td = document.createElement("td");
       td.textContent = t;
       tr.append(td);
@@ -67,11 +90,18 @@ async function listKeys() {
     const rotate = document.createElement("button");
     rotate.textContent = "Rotate";
     rotate.className = "rotate";
-    rotate.onclick = () => act(async () => showRaw(await api("POST", "/v1/keys/" + k.id + "/rotate")));
+    rotate.onclick = () => act(async () => {
+      if (!confirm("Rotate " + k.name + "? The old secret stops working now.")) return;
+      showRaw(await api("POST", "/v1/keys/" + k.id + "/rotate"));
+    });
     const revoke = document.createElement("button");
     revoke.textContent = "Revoke";
     revoke.className = "revoke";
-    revoke.onclick = () => act(async () => { await api("DELETE", "/v1/keys/" + k.id); await listKeys(); });
+    revoke.onclick = () => act(async () => {
+      if (!confirm("Revoke " + k.name + "? Calls with it are refused from now on.")) return;
+      await api("DELETE", "/v1/keys/" + k.id);
+      await listKeys();
+    });
     actions.append(rotate, " ", revoke);
     tr.append(actions);
     tbody.append(tr);
@@ -202,7 +232,9 @@ $("code-form").onsubmit = (ev) => {
 };
 
 $("wallet-evm").onclick = () => act(async () => {
-  if (!window.ethereum) throw new Error("no injected wallet found");
+  if (!window.ethereum) {
+    throw new Error("no wallet extension in this browser: install one (MetaMask, Rabby…) or sign in with an email code");
+  }
   const [address] = await window.ethereum.request({ method: "eth_requestAccounts" });
   const ch = await api("POST", "/v1/auth/wallet/evm/challenge", { address });
   const signature = await window.ethereum.request({ method: "personal_sign", params: [ch.message, address] });
@@ -212,7 +244,11 @@ $("wallet-evm").onclick = () => act(async () => {
 
 $("create-form").onsubmit = (ev) => {
   ev.preventDefault();
-  act(async () => showRaw(await api("POST", "/v1/keys", { name: $("key-name").value, scopes: ["rpc:read"] })));
+  const scopes = [...document.querySelectorAll("#key-scopes input:checked")].map((i) => i.value);
+  act(async () => {
+    if (scopes.length === 0) throw new Error("choose at least one scope");
+    showRaw(await api("POST", "/v1/keys", { name: $("key-name").value, scopes }));
+  });
 };
 
 $("logout").onclick = () => act(async () => {
