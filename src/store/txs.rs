@@ -136,6 +136,18 @@ impl Store {
         tx.commit().await
     }
 
+    /// Rows of `tracked_txs` matching `filter` (the SQL after `WHERE`, with its order
+    /// and limit), every column read.
+    async fn txs_where(
+        &self,
+        filter: &str,
+        params: Vec<super::sql::Value>,
+    ) -> Result<Vec<TrackedTx>, StoreError> {
+        let sql = format!("SELECT {COLUMNS} FROM tracked_txs WHERE {filter}");
+        let rows = self.db.query(&sql, params).await?;
+        rows.iter().map(tracked).collect()
+    }
+
     /// One tenant's transaction, if that tenant sent it.
     pub async fn tracked_tx(
         &self,
@@ -143,48 +155,24 @@ impl Store {
         hash: &str,
         tenant_id: &str,
     ) -> Result<Option<TrackedTx>, StoreError> {
-        let rows = self
-            .db
-            .query(
-                &format!(
-                    "SELECT {COLUMNS} FROM tracked_txs WHERE chain = $1 AND hash = $2 \
-                     AND tenant_id = $3"
-                ),
-                params![chain, hash, tenant_id],
-            )
-            .await?;
-        rows.first().map(tracked).transpose()
+        let filter = "chain = $1 AND hash = $2 AND tenant_id = $3";
+        let found = self.txs_where(filter, params![chain, hash, tenant_id]);
+        Ok(found.await?.into_iter().next())
     }
 
     /// The transactions one key sent, the newest first, at most `limit`.
     pub async fn key_txs(&self, key_id: &str, limit: i64) -> Result<Vec<TrackedTx>, StoreError> {
-        let rows = self
-            .db
-            .query(
-                &format!(
-                    "SELECT {COLUMNS} FROM tracked_txs WHERE key_id = $1 \
-                     ORDER BY submitted_at DESC, hash LIMIT $2"
-                ),
-                params![key_id, limit],
-            )
-            .await?;
-        rows.iter().map(tracked).collect()
+        let filter = "key_id = $1 ORDER BY submitted_at DESC, hash LIMIT $2";
+        self.txs_where(filter, params![key_id, limit]).await
     }
 
     /// A chain's transactions not settled yet (pending or included), the least recently
     /// looked at first, one row per hash, at most `limit`.
     pub async fn open_txs(&self, chain: &str, limit: i64) -> Result<Vec<TrackedTx>, StoreError> {
-        let rows = self
-            .db
-            .query(
-                &format!(
-                    "SELECT {COLUMNS} FROM tracked_txs WHERE chain = $1 AND status IN ($2, $3) \
-                     ORDER BY updated_at, hash LIMIT $4"
-                ),
-                params![chain, PENDING, INCLUDED, limit],
-            )
+        let filter = "chain = $1 AND status IN ($2, $3) ORDER BY updated_at, hash LIMIT $4";
+        let mut out = self
+            .txs_where(filter, params![chain, PENDING, INCLUDED, limit])
             .await?;
-        let mut out: Vec<TrackedTx> = rows.iter().map(tracked).collect::<Result<_, _>>()?;
         out.dedup_by(|a, b| a.hash == b.hash);
         Ok(out)
     }
