@@ -65,7 +65,7 @@ impl TxLog {
             raw: raw.to_string(),
             tenant: by.tenant.to_string(),
             key_id: by.key_id.to_string(),
-            at: unix_now(),
+            at: crate::store::now(),
         };
         if self.sender.try_send(record).is_err() {
             metrics::TX_TRACKING_DROPPED.inc();
@@ -98,13 +98,6 @@ pub fn pool_of_chain(chain: &str) -> Option<&'static str> {
         "polygon" => Some("polygon_bor"),
         _ => None,
     }
-}
-
-fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! `GET /v1/polygon/tx/{hash}`, answered from what `capture::txs` followed, for the
 //! tenant whose key sent it. Another tenant's transaction is not found, as an unknown
 //! hash is: the answer does not tell whether anyone sent it. The console lists a key's
-//! recent ones (`GET /v1/keys/{id}/txs`).
+//! recent ones in the same shape (`console::key_txs`).
 
 use super::{Request, Services};
 use crate::auth::Principal;
@@ -17,35 +17,7 @@ pub const HANDLERS: &[super::Handler] = &[
         Box::pin(status(s, r, "polygon"))
     })
     .pool("polygon_bor"),
-    super::Handler::new("console_keys_txs", |s, r| Box::pin(key_txs(s, r))).form(),
 ];
-
-/// Transactions one key sent, newest first, in a console list.
-const KEY_TXS_SHOWN: i64 = 50;
-
-/// `GET /v1/keys/{id}/txs`: the signed-in user's key's recent transactions.
-async fn key_txs(s: &Services<'_>, req: &Request<'_>) -> Result<Reply, ApiError> {
-    let user = super::console::session(req)?.user_id.clone();
-    let id = req.params.first().cloned().unwrap_or_default();
-    let store_error = |e: crate::store::sql::StoreError| e.to_api_error();
-    if !s.store.key_of_user(&id, &user).await.map_err(store_error)? {
-        return Err(super::console::not_found());
-    }
-    let txs = s
-        .store
-        .key_txs(&id, KEY_TXS_SHOWN)
-        .await
-        .map_err(store_error)?;
-    let head = |chain: &str| {
-        crate::tracking::pool_of_chain(chain)
-            .and_then(|p| s.pools.get(p))
-            .map(|p| p.head.load(std::sync::atomic::Ordering::Relaxed))
-            .filter(|h| *h > 0)
-    };
-    let items: Vec<_> = txs.iter().map(|t| answer(t, head(&t.chain))).collect();
-    Ok(Reply::json(200, json!({ "txs": items }).to_string())
-        .with_headers(vec![("Cache-Control", "no-store".into())]))
-}
 
 async fn status(s: &Services<'_>, req: &Request<'_>, chain: &str) -> Result<Reply, ApiError> {
     let hash = tx_hash(req.params.first().map(String::as_str).unwrap_or(""))?;
@@ -87,7 +59,8 @@ fn tx_hash(raw: &str) -> Result<String, ApiError> {
     Ok(raw.to_ascii_lowercase())
 }
 
-fn answer(tx: &TrackedTx, head: Option<u64>) -> serde_json::Value {
+/// A followed transaction as the API answers it (`confirmations` from `head`).
+pub(super) fn answer(tx: &TrackedTx, head: Option<u64>) -> serde_json::Value {
     let confirmations = match (tx.block_number, head) {
         (Some(block), Some(head)) => Some((head as i64 - block + 1).max(1)),
         _ => None,

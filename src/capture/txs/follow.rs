@@ -44,13 +44,6 @@ struct Chain<'a> {
     now: i64,
 }
 
-fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-}
-
 impl Follower {
     fn rid(&self) -> String {
         format!("txs-{}", self.chain)
@@ -73,7 +66,7 @@ impl Follower {
         let chain = Chain {
             pool,
             finalized: self.finalized(pool).await,
-            now: unix_now(),
+            now: crate::store::now(),
         };
         for tx in &open {
             let change = self
@@ -300,7 +293,7 @@ impl Producer for Follower {
                 }
             }
             health.round(self.round().await);
-            let now = unix_now();
+            let now = crate::store::now();
             if now - pruned_at >= PRUNE_EVERY_SECS {
                 pruned_at = now;
                 let before = now - self.conf.retention_hours as i64 * 3600;

@@ -47,6 +47,7 @@ pub const HANDLERS: &[Handler] = &[
         Box::pin(keys_rotate(s.console, s.keys, r))
     })
     .form(),
+    Handler::new("console_keys_txs", |s, r| Box::pin(key_txs(s, r))).form(),
     Handler::new("console_keys_usage", |s, r| {
         Box::pin(keys_usage(s.console, r))
     })
@@ -134,6 +135,36 @@ async fn keys_usage(console: &Console, req: &Request<'_>) -> Result<Reply, ApiEr
     }
     let window = req.query_param("window");
     super::usage::key_series(&console.store, &id, window.as_deref(), store::now()).await
+}
+
+/// Transactions one key sent, newest first, in a console list.
+const KEY_TXS_SHOWN: i64 = 50;
+
+/// `GET /v1/keys/{id}/txs`: the signed-in user's key's recent transactions.
+async fn key_txs(s: &super::Services<'_>, req: &Request<'_>) -> Result<Reply, ApiError> {
+    let user = session(req)?.user_id.clone();
+    let id = req.params.first().cloned().unwrap_or_default();
+    let store_error = |e: crate::store::sql::StoreError| e.to_api_error();
+    if !s.store.key_of_user(&id, &user).await.map_err(store_error)? {
+        return Err(not_found());
+    }
+    let txs = s
+        .store
+        .key_txs(&id, KEY_TXS_SHOWN)
+        .await
+        .map_err(store_error)?;
+    let head = |chain: &str| {
+        crate::tracking::pool_of_chain(chain)
+            .and_then(|p| s.pools.get(p))
+            .map(|p| p.head.load(std::sync::atomic::Ordering::Relaxed))
+            .filter(|h| *h > 0)
+    };
+    let items: Vec<_> = txs
+        .iter()
+        .map(|t| super::tx::answer(t, head(&t.chain)))
+        .collect();
+    Ok(Reply::json(200, json!({ "txs": items }).to_string())
+        .with_headers(vec![("Cache-Control", "no-store".into())]))
 }
 
 pub(super) fn session<'a>(req: &'a Request<'_>) -> Result<&'a ConsoleSession, ApiError> {
