@@ -7,6 +7,8 @@
 //! `chainedge_tx_tracking_dropped_total`), never the transaction.
 
 use crate::observe::metrics;
+use crate::store::txs::TrackedTx;
+use serde_json::{json, Value};
 use std::sync::Mutex;
 use tokio::sync::mpsc;
 
@@ -98,6 +100,34 @@ pub fn pool_of_chain(chain: &str) -> Option<&'static str> {
         "polygon" => Some("polygon_bor"),
         _ => None,
     }
+}
+
+/// A followed transaction as the API answers it and its pushes carry it
+/// (`confirmations` counted from `head`, when known).
+pub fn status_json(tx: &TrackedTx, head: Option<u64>) -> Value {
+    let confirmations = match (tx.block_number, head) {
+        (Some(block), Some(head)) => Some((head as i64 - block + 1).max(1)),
+        _ => None,
+    };
+    let time = |unix: i64| {
+        let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(unix.max(0) as u64);
+        humantime::format_rfc3339_seconds(at).to_string()
+    };
+    json!({
+        "hash": tx.hash,
+        "chain": tx.chain,
+        "status": tx.status,
+        "from": tx.sender,
+        "nonce": tx.nonce,
+        "block_number": tx.block_number,
+        "block_hash": tx.block_hash,
+        "transaction_index": tx.tx_index,
+        "confirmations": confirmations,
+        "replaced_by": tx.replaced_by,
+        "resends": tx.resends,
+        "submitted_at": time(tx.submitted_at),
+        "updated_at": time(tx.updated_at),
+    })
 }
 
 #[cfg(test)]

@@ -237,10 +237,11 @@ fn every_manifest_route_is_classified_in_its_envelope() {
                     }
                     // Solana: the watchlist is read from the store (empty here); an
                     // entry body is required; sampled ids are no one's entry.
-                    "sol_watchlist_list" => (200, ""),
+                    "sol_watchlist_list" | "tx_hooks_list" => (200, ""),
                     // The contract: served to anyone.
                     "openapi" => (200, ""),
-                    "sol_watchlist_create" => (400, "invalid_params"),
+                    "sol_watchlist_create" | "tx_hooks_create" => (400, "invalid_params"),
+                    "tx_hooks_delete" | "tx_hooks_dead_letters" => (404, "not_found"),
                     "sol_watchlist_get" | "sol_watchlist_delete" | "sol_watchlist_dead_letters" => {
                         (404, "not_found")
                     }
@@ -277,7 +278,7 @@ fn every_manifest_route_is_classified_in_its_envelope() {
                         }
                     } else if handler == "admin_usage" {
                         assert_eq!(r.json()["rows"], json!([]), "{}", ctx(method));
-                    } else if handler == "sol_watchlist_list" {
+                    } else if handler == "sol_watchlist_list" || handler == "tx_hooks_list" {
                         assert_eq!(r.json(), json!([]), "{}", ctx(method));
                     } else {
                         assert!(r.json()["generated_at"].is_string(), "{}", ctx(method));

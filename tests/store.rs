@@ -11,8 +11,9 @@ use chainedge::store::console::{
 };
 use chainedge::store::mev_cache::Sample;
 use chainedge::store::sol_stake::StakeRow;
-use chainedge::store::sol_watchlist::{DeadLetter, WatchEntry, DEAD_LETTERS_KEPT};
+use chainedge::store::sol_watchlist::{DeadLetter, Letters, WatchEntry, DEAD_LETTERS_KEPT};
 use chainedge::store::sql::Dialect;
+use chainedge::store::tx_push::TxHook;
 use chainedge::store::txs::{NewTx, TxChange, FINAL, INCLUDED, PENDING, REPLACED};
 use chainedge::store::usage::{Counts, ExportQuery, Grain, UsageRow};
 use chainedge::store::{sha256, Store, Target};
@@ -104,13 +105,19 @@ async fn followed_txs(store: &Store) {
         included_at: Some(102),
         ..TxChange::default()
     };
-    store.update_tx("eth", "0xb", &included, 103).await.unwrap();
+    store
+        .update_tx("eth", "0xb", &included, 103, Some(r#"{"n":1}"#))
+        .await
+        .unwrap();
     let replaced = TxChange {
         status: REPLACED.into(),
         replaced_by: Some("0xb".into()),
         ..TxChange::default()
     };
-    store.update_tx("eth", "0xa", &replaced, 104).await.unwrap();
+    store
+        .update_tx("eth", "0xa", &replaced, 104, Some(r#"{"n":2}"#))
+        .await
+        .unwrap();
     for tenant in ["t1", "t2"] {
         let a = store
             .tracked_tx("eth", "0xa", tenant)
@@ -138,6 +145,7 @@ async fn followed_txs(store: &Store) {
                 ..included
             },
             105,
+            None,
         )
         .await
         .unwrap();
@@ -145,7 +153,48 @@ async fn followed_txs(store: &Store) {
         .track_txs(&[tx("0xc", "t1", 1, 50)], 10)
         .await
         .unwrap();
+    // Each change of a status went on every owner's push, in order.
+    let events = store.tx_events_after(0, 10).await.unwrap();
+    let seen: Vec<(i64, &str, &str, &str, &str)> = events
+        .iter()
+        .map(|e| {
+            (
+                e.id,
+                e.tenant_id.as_str(),
+                e.key_id.as_str(),
+                e.hash.as_str(),
+                e.body.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (1, "t1", "k-t1", "0xb", r#"{"n":1}"#),
+            (2, "t1", "k-t1", "0xa", r#"{"n":2}"#),
+            (3, "t2", "k-t2", "0xa", r#"{"n":2}"#)
+        ]
+    );
+    assert_eq!(events[1].status, REPLACED);
+    assert_eq!(store.tx_events_after(1, 1).await.unwrap()[0].id, 2);
+    let t2: Vec<i64> = store
+        .tenant_tx_events_after("t2", 0, 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.id)
+        .collect();
+    assert_eq!(t2, [3]);
+    assert_eq!(store.last_tx_event().await.unwrap(), 3);
+    assert_eq!(store.push_cursor("hooks").await.unwrap(), None);
+    for at in [2, 3] {
+        store.set_push_cursor("hooks", at).await.unwrap();
+        assert_eq!(store.push_cursor("hooks").await.unwrap(), Some(at));
+    }
     assert_eq!(store.prune_txs(1000).await.unwrap(), 3);
+    // The newest change outlives the retention: ids never start over.
+    assert_eq!(store.last_tx_event().await.unwrap(), 3);
+    assert_eq!(store.tx_events_after(0, 10).await.unwrap().len(), 1);
     assert!(store
         .tracked_tx("eth", "0xc", "t1")
         .await
@@ -371,19 +420,25 @@ async fn watchlists(store: &Store) {
     assert!(store.watch_entry("tenant-w", &id).await.unwrap().is_some());
     for i in 0..(DEAD_LETTERS_KEPT + 5) {
         store
-            .add_dead_letter(&DeadLetter {
-                id: format!("d{i:04}"),
-                entry_id: id.clone(),
-                tenant_id: "tenant-w".into(),
-                payload: "{}".into(),
-                attempts: 5,
-                last_error: "HTTP 500".into(),
-                created_at: i,
-            })
+            .add_dead_letter(
+                Letters::SolWatchlist,
+                &DeadLetter {
+                    id: format!("d{i:04}"),
+                    entry_id: id.clone(),
+                    tenant_id: "tenant-w".into(),
+                    payload: "{}".into(),
+                    attempts: 5,
+                    last_error: "HTTP 500".into(),
+                    created_at: i,
+                },
+            )
             .await
             .unwrap();
     }
-    let letters = store.dead_letters(&id).await.unwrap();
+    let letters = store
+        .dead_letters(Letters::SolWatchlist, &id)
+        .await
+        .unwrap();
     assert_eq!(letters.len() as i64, DEAD_LETTERS_KEPT);
     assert_eq!(
         letters[0].id,
@@ -391,8 +446,70 @@ async fn watchlists(store: &Store) {
         "newest first"
     );
     assert!(store.delete_watch_entry("tenant-w", &id).await.unwrap());
-    assert!(store.dead_letters(&id).await.unwrap().is_empty());
+    assert!(store
+        .dead_letters(Letters::SolWatchlist, &id)
+        .await
+        .unwrap()
+        .is_empty());
     assert_eq!(store.all_watch_entries().await.unwrap().len(), 2);
+
+    // Transaction hooks: bounded per tenant, each tenant's own, their dead letters apart
+    // from the watchlist's and gone with them.
+    let hook = |id: &str, tenant: &str, at: i64| TxHook {
+        id: id.into(),
+        tenant_id: tenant.into(),
+        callback_url: format!("https://example.com/{id}"),
+        created_at: at,
+    };
+    assert!(store.add_tx_hook(&hook("h2", "t-h", 2), 2).await.unwrap());
+    assert!(store.add_tx_hook(&hook("h1", "t-h", 1), 2).await.unwrap());
+    assert!(!store.add_tx_hook(&hook("h3", "t-h", 3), 2).await.unwrap());
+    assert!(store
+        .add_tx_hook(&hook("h4", "t-other", 4), 2)
+        .await
+        .unwrap());
+    let ids: Vec<String> = store
+        .tx_hooks("t-h")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|h| h.id)
+        .collect();
+    assert_eq!(ids, ["h1", "h2"]);
+    assert!(store.tx_hook("t-other", "h1").await.unwrap().is_none());
+    assert_eq!(
+        store.tx_hook("t-h", "h1").await.unwrap(),
+        Some(hook("h1", "t-h", 1))
+    );
+    let letter = DeadLetter {
+        id: "tx-1-h1".into(),
+        entry_id: "h1".into(),
+        tenant_id: "t-h".into(),
+        payload: "{}".into(),
+        attempts: 2,
+        last_error: "HTTP 500".into(),
+        created_at: 9,
+    };
+    store
+        .add_dead_letter(Letters::TxHooks, &letter)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.dead_letters(Letters::TxHooks, "h1").await.unwrap(),
+        [letter]
+    );
+    assert!(store
+        .dead_letters(Letters::SolWatchlist, "h1")
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(!store.delete_tx_hook("t-other", "h1").await.unwrap());
+    assert!(store.delete_tx_hook("t-h", "h1").await.unwrap());
+    assert!(store
+        .dead_letters(Letters::TxHooks, "h1")
+        .await
+        .unwrap()
+        .is_empty());
 }
 
 /// Stake snapshots: a capture killed between vote accounts resumes after the last one

@@ -1,12 +1,14 @@
 //! Transactions sent through the edge, followed until they settle, on real nodes
 //! (anvil): mined and then final, reverted, replaced by the same sender and nonce,
 //! dropped by every node and sent again by the edge; asked for by the tenant whose key
-//! sent them (another tenant is told nothing).
+//! sent them (another tenant is told nothing); each change pushed on the tenant's
+//! channel (`/ws/txs`) and to its webhooks (a real HTTPS receiver, signatures checked).
 mod common;
 
 use common::*;
 use serde_json::{json, Value};
 use std::net::TcpStream;
+use std::path::Path;
 use std::time::{Duration, Instant};
 use tungstenite::client::IntoClientRequest;
 use tungstenite::Message;
@@ -26,6 +28,65 @@ fn gateway(node: &Anvil) -> Gateway {
         ),
         ..Default::default()
     })
+}
+
+const HOOK_SECRET: &str = "0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/// A gateway whose hooks may reach the receivers on 127.0.0.1 (trusting their
+/// certificate in `dir`).
+fn pushing_gateway(node: &Anvil, dir: &Path) -> Gateway {
+    Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-anvil}}\n",
+            node.url()
+        ),
+        extra_yaml: format!(
+            "{UNLIMITED}tx_tracking:\n  follow_interval_ms: 150\n  push_interval_ms: 100\n  signing_secret: env:CHAINEDGE_TX_HOOK_SECRET\n  webhook: {{allow_private: [\"127.0.0.0/8\"], ca_file: \"{}\", backoff_ms: 100, max_attempts: 2, timeout_ms: 2000}}\n",
+            dir.join("cert.pem").display()
+        ),
+        env: vec![("CHAINEDGE_TX_HOOK_SECRET".into(), HOOK_SECRET.into())],
+        ..Default::default()
+    })
+}
+
+/// The tenant's transaction channel, opened with `key` (replaying after `since`).
+fn channel(gw: &Gateway, key: &str, since: Option<&str>) -> tungstenite::WebSocket<TcpStream> {
+    let stream = TcpStream::connect(("127.0.0.1", gw.port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    let query = since.map(|s| format!("?since={s}")).unwrap_or_default();
+    let mut req = format!("ws://127.0.0.1:{}/ws/txs{query}", gw.port)
+        .into_client_request()
+        .unwrap();
+    req.headers_mut().insert("x-token", key.parse().unwrap());
+    tungstenite::client(req, stream)
+        .expect("channel handshake")
+        .0
+}
+
+fn next_change(ws: &mut tungstenite::WebSocket<TcpStream>) -> Value {
+    loop {
+        match ws.read().expect("a change") {
+            Message::Text(t) => return serde_json::from_str(&t).unwrap(),
+            Message::Close(c) => panic!("closed: {c:?}"),
+            _ => {}
+        }
+    }
+}
+
+fn hooks(gw: &Gateway, key: &str, method: &str, path: &str, body: Option<Value>) -> Resp {
+    let text = body.map(|b| b.to_string()).unwrap_or_default();
+    let h = [("Content-Type", "application/json"), ("x-token", key)];
+    request(gw.port, method, path, &h, text.as_bytes()).unwrap()
+}
+
+fn wait_until<F: Fn() -> bool>(what: &str, f: F) {
+    let until = Instant::now() + Duration::from_secs(20);
+    while !f() {
+        assert!(Instant::now() < until, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// A transaction anvil signs for its dev account (the edge only ever sees the bytes).
@@ -246,6 +307,7 @@ fn a_reorg_that_removes_its_block_puts_it_back_to_pending_and_it_lands_again() {
     let node = Anvil::start(1, &[]);
     let gw = gateway(&node);
     let key = gw.key("basic", &["rpc:read", "rpc:write"]);
+    let mut changes = channel(&gw, &key, None);
     let hash = send(&gw, &key, &signed(&node, json!({"nonce": "0x0"})));
     let before = until_status(&gw, &key, &hash, "included");
     // The block that held it is replaced by an empty one: the node forgets it.
@@ -263,6 +325,29 @@ fn a_reorg_that_removes_its_block_puts_it_back_to_pending_and_it_lands_again() {
         std::thread::sleep(Duration::from_millis(100));
     };
     assert_eq!(after["resends"], 1, "{after}");
+    // The channel told each step: in a block, out of it (reorged), in another.
+    let seen: Vec<Value> = (0..3).map(|_| next_change(&mut changes)).collect();
+    let steps: Vec<(Value, Value, Value)> = seen
+        .iter()
+        .map(|c| {
+            (
+                c["previous_status"].clone(),
+                c["tx"]["status"].clone(),
+                c["reorged"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        vec![
+            (json!("pending"), json!("included"), json!(false)),
+            (json!("included"), json!("pending"), json!(true)),
+            (json!("pending"), json!("included"), json!(false)),
+        ],
+        "{seen:?}"
+    );
+    assert_eq!(seen[0]["tx"]["block_hash"], before["block_hash"]);
+    assert_eq!(seen[2]["tx"]["block_hash"], after["block_hash"]);
     let metrics = request(gw.metrics_port, "GET", "/metrics", &[], b"")
         .unwrap()
         .text();
@@ -324,5 +409,184 @@ fn the_console_lists_a_keys_transactions_to_its_owner_only() {
     assert_eq!(
         (r.status, r.json()["error"].clone()),
         (404, json!("not_found"))
+    );
+}
+
+#[test]
+fn status_changes_are_pushed_to_the_tenants_channel_and_signed_hooks_only() {
+    let node = Anvil::start(1, &["--slots-in-an-epoch", "1"]);
+    let dir = tempdir("txs-push");
+    localhost_cert(&dir);
+    let receiver = Receiver::start(&dir, 200);
+    let failing = Receiver::start(&dir, 500);
+    let gw = pushing_gateway(&node, &dir);
+    let alice = gw.key("basic", &["rpc:read", "rpc:write"]);
+    let bob = gw.key("basic", &["rpc:read", "rpc:write"]);
+
+    // Hooks are checked whole before anything is stored.
+    for (body, code) in [
+        (json!({}), "invalid_params"),
+        (
+            json!({"callback_url": "http://localhost/hook"}),
+            "callback_not_allowed",
+        ),
+        (
+            json!({"callback_url": "https://169.254.169.254/latest"}),
+            "callback_not_allowed",
+        ),
+        (
+            json!({"callback_url": receiver.url(), "extra": 1}),
+            "invalid_params",
+        ),
+    ] {
+        let r = hooks(&gw, &alice, "POST", "/v1/tx/hooks", Some(body.clone()));
+        assert_eq!(
+            (r.status, r.json()["error"].clone()),
+            (400, json!(code)),
+            "{body}"
+        );
+    }
+    let made = hooks(
+        &gw,
+        &alice,
+        "POST",
+        "/v1/tx/hooks",
+        Some(json!({"callback_url": receiver.url()})),
+    );
+    assert_eq!(made.status, 201, "{}", made.text());
+    let (hook, secret) = (
+        made.json()["id"].as_str().unwrap().to_string(),
+        made.json()["signing_secret"].as_str().unwrap().to_string(),
+    );
+    assert_eq!(secret.len(), 64);
+    let dead = hooks(
+        &gw,
+        &alice,
+        "POST",
+        "/v1/tx/hooks",
+        Some(json!({"callback_url": failing.url()})),
+    );
+    let dead = dead.json()["id"].as_str().unwrap().to_string();
+    let listed = hooks(&gw, &alice, "GET", "/v1/tx/hooks", None).json();
+    assert_eq!(listed.as_array().unwrap().len(), 2, "{listed}");
+    assert!(listed[0].get("signing_secret").is_none(), "{listed}");
+    // Another tenant sees none of them and cannot touch them.
+    assert_eq!(
+        hooks(&gw, &bob, "GET", "/v1/tx/hooks", None).json(),
+        json!([])
+    );
+    for (method, path) in [
+        ("DELETE", format!("/v1/tx/hooks/{hook}")),
+        ("GET", format!("/v1/tx/hooks/{dead}/dead-letters")),
+    ] {
+        assert_eq!(
+            hooks(&gw, &bob, method, &path, None).status,
+            404,
+            "{method} {path}"
+        );
+    }
+
+    let mut alices = channel(&gw, &alice, None);
+    let mut bobs = channel(&gw, &bob, None);
+    let hash = send(&gw, &alice, &signed(&node, json!({"nonce": "0x0"})));
+    let included = next_change(&mut alices);
+    node.mine(4);
+    let last = next_change(&mut alices);
+    for (change, previous, now) in [
+        (&included, "pending", "included"),
+        (&last, "included", "final"),
+    ] {
+        assert_eq!(change["type"], "tx_status", "{change}");
+        assert_eq!(change["tx"]["hash"], hash, "{change}");
+        assert_eq!(
+            (
+                change["previous_status"].as_str(),
+                change["tx"]["status"].as_str()
+            ),
+            (Some(previous), Some(now)),
+            "{change}"
+        );
+        assert!(
+            change["key_id"].as_str().is_some_and(|k| !k.is_empty()),
+            "{change}"
+        );
+    }
+    assert!(last["event_id"].as_i64() > included["event_id"].as_i64());
+    assert_eq!(status(&gw, &alice, &hash).json()["status"], "final");
+
+    // The hook got both, signed with its secret, each with a stable delivery id.
+    wait_until("two deliveries", || receiver.hits().len() >= 2);
+    let hits = receiver.hits();
+    for (hit, change) in hits.iter().zip([&included, &last]) {
+        verify(&secret, hit);
+        let body: Value = serde_json::from_str(&hit.body).unwrap();
+        assert_eq!(body["event_id"], change["event_id"], "{body}");
+        assert_eq!(body["tx"], change["tx"], "{body}");
+        let id = format!("tx-{}-{hook}", change["event_id"]);
+        assert_eq!(body["delivery_id"], id.as_str());
+        assert_eq!(hit.header("X-Chainedge-Delivery"), Some(id.as_str()));
+    }
+    // The failing one kept each change as a dead letter after its attempts.
+    let letters = format!("/v1/tx/hooks/{dead}/dead-letters");
+    wait_until("two dead letters", || {
+        hooks(&gw, &alice, "GET", &letters, None).json()["items"]
+            .as_array()
+            .is_some_and(|i| i.len() == 2)
+    });
+    let kept = hooks(&gw, &alice, "GET", &letters, None).json();
+    assert_eq!(kept["items"][0]["attempts"], 2, "{kept}");
+    assert!(
+        kept["items"][0]["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("500"),
+        "{kept}"
+    );
+    assert_eq!(failing.hits().len(), 4);
+
+    // Bob's channel heard nothing of Alice's transaction.
+    bobs.get_ref()
+        .set_read_timeout(Some(Duration::from_millis(800)))
+        .unwrap();
+    match bobs.read() {
+        Err(tungstenite::Error::Io(e)) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        Err(tungstenite::Error::Io(e)) if e.kind() == std::io::ErrorKind::TimedOut => {}
+        other => panic!("bob heard: {other:?}"),
+    }
+    // A client back after a disconnect replays what it missed, in order.
+    let mut again = channel(&gw, &alice, Some("0"));
+    let replayed: Vec<Value> = (0..2)
+        .map(|_| next_change(&mut again)["event_id"].clone())
+        .collect();
+    assert_eq!(
+        replayed,
+        vec![included["event_id"].clone(), last["event_id"].clone()]
+    );
+    let after_first = included["event_id"].to_string();
+    let mut later = channel(&gw, &alice, Some(&after_first));
+    assert_eq!(next_change(&mut later)["event_id"], last["event_id"]);
+    let bad = format!("ws://127.0.0.1:{}/ws/txs?since=yesterday", gw.port);
+    let mut req = bad.into_client_request().unwrap();
+    req.headers_mut().insert("x-token", alice.parse().unwrap());
+    let stream = TcpStream::connect(("127.0.0.1", gw.port)).unwrap();
+    match tungstenite::client(req, stream) {
+        Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(r))) => {
+            assert_eq!(r.status(), 400)
+        }
+        other => panic!("since=yesterday opened: {:?}", other.map(|_| ())),
+    }
+
+    assert_eq!(
+        hooks(&gw, &alice, "DELETE", &format!("/v1/tx/hooks/{dead}"), None).status,
+        204
+    );
+    assert_eq!(hooks(&gw, &alice, "GET", &letters, None).status, 404);
+    assert_eq!(
+        hooks(&gw, &alice, "GET", "/v1/tx/hooks", None)
+            .json()
+            .as_array()
+            .unwrap()
+            .len(),
+        1
     );
 }

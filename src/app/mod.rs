@@ -293,6 +293,7 @@ fn add_capture(
         mempools: &state.mempools,
         subscriptions: &state.subscriptions,
         sol_watch: &state.sol_watch,
+        tx_push: &state.tx_push,
         sol_mempool: &state.sol_mempool,
         mev_cache: &state.mev_cache,
         usage: durable_usage.as_ref(),
@@ -310,6 +311,27 @@ fn add_capture(
 /// The edge's state from a checked configuration and an open store: pools, the gateway,
 /// console, keys, limits, stream caps and shared subscriptions; and, when clustered, the
 /// service that shares limits and notices over Redis (the caller runs it).
+/// With Redis, limits and revocations are shared with the other instances.
+fn join_cluster(
+    app: &config::Loaded,
+    limiter: &mut limits::Limiter,
+    keys: &Arc<auth::keys::KeyAuth>,
+) -> Option<cluster::Cluster> {
+    let url = app.cluster_redis.as_ref()?;
+    let shared = Arc::new(limits::shared::SharedCounts::new(
+        app.app.limits.horizon_secs,
+    ));
+    limiter.share(shared.clone());
+    let (cluster, notices) = cluster::Cluster::new(
+        url.expose().to_string(),
+        std::time::Duration::from_millis(app.app.cluster.sync_interval_ms),
+        shared,
+        keys.clone(),
+    );
+    keys.announce_to(notices);
+    Some(cluster)
+}
+
 pub(crate) fn edge_state(
     app: config::Loaded,
     matcher: routes::matcher::Matcher,
@@ -356,21 +378,7 @@ pub(crate) fn edge_state(
         std::time::Duration::from_secs(app.app.auth.key_stale_secs),
     ));
     let mut limiter = limits::Limiter::new(&app.app.limits, &app.app.plans);
-    // With Redis, limits and revocations are shared with the other instances.
-    let cluster = app.cluster_redis.as_ref().map(|url| {
-        let shared = Arc::new(limits::shared::SharedCounts::new(
-            app.app.limits.horizon_secs,
-        ));
-        limiter.share(shared.clone());
-        let (cluster, notices) = cluster::Cluster::new(
-            url.expose().to_string(),
-            std::time::Duration::from_millis(app.app.cluster.sync_interval_ms),
-            shared,
-            keys.clone(),
-        );
-        keys.announce_to(notices);
-        cluster
-    });
+    let cluster = join_cluster(&app, &mut limiter, &keys);
     let sol_watch = sol::watch::SolWatch::new(
         app.app.solana.watchlist.clone(),
         app.watchlist_secret.clone(),
@@ -378,9 +386,15 @@ pub(crate) fn edge_state(
         pools.clone(),
         gateway.clone(),
     );
+    let tx_push = capture::txs::push::TxPush::new(
+        app.app.tx_tracking.clone(),
+        app.tx_hook_secret.clone(),
+        store.clone(),
+    );
     let state = Arc::new(edge::State {
         openapi,
         sol_watch,
+        tx_push,
         mev_cache: Default::default(),
         sol_mempool: Default::default(),
         limiter,
@@ -449,6 +463,7 @@ pub(crate) fn reloaded_state(
         gateway,
         config: app,
         sol_watch: old.sol_watch.clone(),
+        tx_push: old.tx_push.clone(),
         mev_cache: old.mev_cache.clone(),
         sol_mempool: old.sol_mempool.clone(),
         usage: old.usage.clone(),

@@ -21,6 +21,7 @@ pub mod mempool;
 pub mod sol;
 pub mod txs;
 pub mod usage;
+pub mod webhook;
 
 use crate::config::Loaded;
 use crate::observe::metrics;
@@ -45,6 +46,7 @@ pub struct Inputs<'a> {
     pub mempools: &'a Arc<mempool::Mempools>,
     pub subscriptions: &'a Arc<Hub>,
     pub sol_watch: &'a Arc<sol::watch::SolWatch>,
+    pub tx_push: &'a Arc<txs::push::TxPush>,
     pub sol_mempool: &'a Arc<sol::mempool::SolMempool>,
     pub mev_cache: &'a Arc<sol::mev_cache::Snapshots>,
     /// The usage journal, when usage is counted.
@@ -123,6 +125,10 @@ pub fn producers(i: &Inputs) -> Vec<Arc<dyn Producer>> {
             .as_ref()
             .map(|url| Arc::new(crate::cluster::link::Link::new(url.expose())));
         let leases = Arc::new(crate::cluster::leases::Leases::new(link));
+        all.push(Arc::new(txs::push::Push {
+            push: i.tx_push.clone(),
+            leases: leases.clone(),
+        }));
         for chain in ["eth", "polygon"] {
             let Some(pool) = crate::tracking::pool_of_chain(chain).filter(|p| has(p)) else {
                 continue;

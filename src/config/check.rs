@@ -101,43 +101,65 @@ pub(super) fn admin(
     (admin_listen, admin_token)
 }
 
-/// `solana.watchlist`: the webhook signing secret and the private ranges callbacks may
-/// reach.
-pub(super) fn solana(app: &AppConfig, serving: &Serving, bad: &mut Bad) -> Option<Secret> {
-    let watchlist_secret = match &app.solana.watchlist.signing_secret {
-        Some(r) => match serving(r) {
-            Ok(None) => None,
-            Ok(Some(s)) if s.expose().len() >= 32 => Some(s),
-            Ok(Some(_)) => {
-                bad(
-                    "solana.watchlist.signing_secret",
-                    "must be at least 32 bytes (e.g. 64 hex digits)".into(),
-                );
-                None
-            }
-            Err(e) => {
-                bad("solana.watchlist.signing_secret", e);
-                None
-            }
-        },
-        None => None,
+/// A push's webhook signing secret (at least 32 bytes) and the private ranges its
+/// callbacks may reach, under `at` (`solana.watchlist`, `tx_tracking`).
+fn webhook_push(
+    at: &str,
+    secret: Option<&super::secrets::SecretRef>,
+    webhook: &super::WebhookConf,
+    serving: &Serving,
+    bad: &mut Bad,
+) -> Option<Secret> {
+    let key = format!("{at}.signing_secret");
+    let resolved = match secret.map(serving) {
+        Some(Ok(Some(s))) if s.expose().len() >= 32 => Some(s),
+        Some(Ok(Some(_))) => {
+            bad(
+                &key,
+                "must be at least 32 bytes (e.g. 64 hex digits)".into(),
+            );
+            None
+        }
+        Some(Err(e)) => {
+            bad(&key, e);
+            None
+        }
+        Some(Ok(None)) | None => None,
     };
-    for (i, cidr) in app
-        .solana
-        .watchlist
-        .webhook
-        .allow_private
-        .iter()
-        .enumerate()
-    {
+    for (i, cidr) in webhook.allow_private.iter().enumerate() {
         if crate::net_policy::Cidr::parse(cidr).is_none() {
             bad(
-                &format!("solana.watchlist.webhook.allow_private[{i}]"),
+                &format!("{at}.webhook.allow_private[{i}]"),
                 format!("'{cidr}' is not an address range (a.b.c.d/n or an IPv6 /n)"),
             );
         }
     }
-    watchlist_secret
+    resolved
+}
+
+/// `solana.watchlist` and `tx_tracking`: their webhook signing secrets.
+pub(super) fn pushes(
+    app: &AppConfig,
+    serving: &Serving,
+    bad: &mut Bad,
+) -> (Option<Secret>, Option<Secret>) {
+    let w = &app.solana.watchlist;
+    let watchlist = webhook_push(
+        "solana.watchlist",
+        w.signing_secret.as_ref(),
+        &w.webhook,
+        serving,
+        bad,
+    );
+    let t = &app.tx_tracking;
+    let txs = webhook_push(
+        "tx_tracking",
+        t.signing_secret.as_ref(),
+        &t.webhook,
+        serving,
+        bad,
+    );
+    (watchlist, txs)
 }
 
 /// `streams`: the firehose's secret, token lifetime and public URL; the stream bounds.

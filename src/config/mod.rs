@@ -264,6 +264,9 @@ pub struct Loaded {
     /// The key watchlist webhook signing secrets derive from
     /// (`solana.watchlist.signing_secret`).
     pub watchlist_secret: Option<Secret>,
+    /// The key transaction hooks' signing secrets derive from
+    /// (`tx_tracking.signing_secret`).
+    pub tx_hook_secret: Option<Secret>,
     /// SMTP user name and password, resolved from their references.
     pub smtp_credentials: Option<(Secret, Secret)>,
     /// `console.google.client_secret`, resolved.
@@ -318,7 +321,7 @@ pub fn load(path: &Path, purpose: Purpose) -> Result<Loaded, Vec<ConfigError>> {
 
     check::listeners(&app, &rel, &mut bad);
     let (admin_listen, admin_token) = check::admin(&app, &serving, &mut bad);
-    let watchlist_secret = check::solana(&app, &serving, &mut bad);
+    let (watchlist_secret, tx_hook_secret) = check::pushes(&app, &serving, &mut bad);
     let firehose_secret = check::streams(&app, &serving, &mut bad);
     let (smtp_credentials, google_secret) = check::console(&app, &serving, &mut bad);
     let (store_postgres, state_dir) = check::store(&app, &rel, &mut bad);
@@ -354,6 +357,7 @@ pub fn load(path: &Path, purpose: Purpose) -> Result<Loaded, Vec<ConfigError>> {
         admin_listen,
         firehose_secret,
         watchlist_secret,
+        tx_hook_secret,
         smtp_credentials,
         google_secret,
         email_outbox: app.console.email.outbox.as_deref().map(rel),

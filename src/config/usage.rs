@@ -150,9 +150,22 @@ pub struct TxTrackingConf {
     /// Transactions kept per tenant (the oldest go first).
     #[serde(default = "d_per_tenant")]
     pub per_tenant: u32,
-    /// How long a settled transaction (final, failed, replaced, dropped) is kept.
+    /// How long a settled transaction (final, failed, replaced, dropped) is kept, and
+    /// its pushed status changes.
     #[serde(default = "d_retention")]
     pub retention_hours: u64,
+    /// How often each instance reads new status changes for its channels and hooks.
+    #[serde(default = "d_push_interval")]
+    pub push_interval_ms: u64,
+    /// Webhooks (`/v1/tx/hooks`) one tenant may hold.
+    #[serde(default = "d_max_hooks")]
+    pub max_hooks_per_tenant: i64,
+    /// Secret reference (≥ 32 bytes) each hook's signing secret derives from; without
+    /// it hooks are refused (the `/ws/txs` channel still works).
+    #[serde(default)]
+    pub signing_secret: Option<super::secrets::SecretRef>,
+    #[serde(default)]
+    pub webhook: super::WebhookConf,
 }
 
 impl Default for TxTrackingConf {
@@ -165,6 +178,10 @@ impl Default for TxTrackingConf {
             max_resends: d_max_resends(),
             per_tenant: d_per_tenant(),
             retention_hours: d_retention(),
+            push_interval_ms: d_push_interval(),
+            max_hooks_per_tenant: d_max_hooks(),
+            signing_secret: None,
+            webhook: super::WebhookConf::default(),
         }
     }
 }
@@ -187,6 +204,12 @@ fn d_per_tenant() -> u32 {
 fn d_retention() -> u64 {
     7 * 24
 }
+fn d_push_interval() -> u64 {
+    500
+}
+fn d_max_hooks() -> i64 {
+    10
+}
 
 impl TxTrackingConf {
     /// What is wrong with it: (key, reason).
@@ -201,6 +224,16 @@ impl TxTrackingConf {
             "follow_interval_ms",
             (100..=60_000).contains(&self.follow_interval_ms),
             "must be between 100 and 60000",
+        );
+        check(
+            "push_interval_ms",
+            (50..=60_000).contains(&self.push_interval_ms),
+            "must be between 50 and 60000",
+        );
+        check(
+            "max_hooks_per_tenant",
+            (0..=1000).contains(&self.max_hooks_per_tenant),
+            "must be between 0 and 1000",
         );
         check(
             "per_round",

@@ -44,6 +44,12 @@ impl Edge {
                     .await
                     .map(|up| Outcome::WebSocket(Box::new(up)))
             }
+            // A tenant's transaction status changes (`tx_ws.rs`).
+            HandlerKind::TxStatusWs if session.is_upgrade() => {
+                Box::pin(self.tx_channel_upgrade(session, ctx, route))
+                    .await
+                    .map(|up| Outcome::WebSocket(Box::new(up)))
+            }
             // One node stream per topic set, shared by every client (`streams::events`).
             HandlerKind::BeaconEvents => Box::pin(self.beacon_events(session, ctx, route))
                 .await

@@ -102,6 +102,7 @@ impl Edge {
             peer_graphs: &st.peer_graphs,
             mempools: &st.mempools,
             sol_watch: &st.sol_watch,
+            tx_push: &st.tx_push,
             mev_cache: &st.mev_cache,
             sol_mempool: &st.sol_mempool,
             pool_name: route.pool.as_deref().or(handler.pool),

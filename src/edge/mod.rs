@@ -38,6 +38,7 @@ mod respond;
 pub(crate) mod retry;
 mod servers;
 mod sol_watch_ws;
+mod tx_ws;
 mod websocket;
 mod ws_conn;
 mod ws_upgrade;
@@ -96,6 +97,8 @@ pub struct State {
     pub peer_graphs: Arc<crate::handlers::peer_graph::PeerGraphs>,
     /// Solana watchlist push: the registry handlers update, the WebSocket channels' feed.
     pub sol_watch: Arc<crate::capture::sol::watch::SolWatch>,
+    /// Status changes of followed transactions, for `/ws/txs` and the hooks.
+    pub tx_push: Arc<crate::capture::txs::push::TxPush>,
     /// The MEV-cache hosts' last scrapes (`src/capture/sol/mev_cache.rs`).
     pub mev_cache: Arc<crate::capture::sol::mev_cache::Snapshots>,
     /// What the Solana senders submitted, followed until it lands (`src/capture/sol/mempool.rs`).

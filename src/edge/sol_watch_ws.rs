@@ -7,13 +7,11 @@
 //!
 //! The key's connection cap applies; the rest of the bounds are `push_channel`'s.
 
-use super::ws_upgrade::{connection_cap_reached, handshake_accept, Item, PushSource, WsUpgrade};
+use super::ws_upgrade::{Item, PushSource, WsUpgrade};
 use super::{Ctx, Downstream, Edge};
-use crate::auth::Principal;
 use crate::capture::sol::watch::WsPush;
 use crate::errors::ApiError;
 use crate::routes::Route;
-use crate::rpc::compute_units::Cost;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -37,53 +35,29 @@ impl Edge {
         ctx: &mut Ctx,
         route: &Route,
     ) -> Result<WsUpgrade, ApiError> {
-        let st = &*self.state;
-        let accept = handshake_accept(session)?;
-        let Some(Principal::Key(key)) = ctx.principal.clone() else {
-            return Err(ApiError::new(401, "unauthorized", "an API key is required"));
-        };
-        let client_id = crate::routes::matcher::query_param(session.query(), "client")
-            .filter(|c| {
-                (1..=64).contains(&c.len())
-                    && c.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
-            })
-            .ok_or_else(|| {
-                ApiError::invalid_params(
-                    "client is required: the identifier your ws entries name as callback_url (1 to 64 of A-Z a-z 0-9 . _ -)",
-                )
-            })?;
-        if let Some(category) = &route.rate {
-            let cost = Cost::request(st.compute_units.route(&route.name));
-            let client = ctx.client(session.client_ip());
-            ctx.rate_headers = self.limit(client, &Principal::Key(key.clone()), category, cost)?;
-        }
-        let conf = &st.config.app.streams.websocket;
-        let cap = conf.max_connections(&key.plan);
-        let slot = st
-            .ws_connections
-            .take(format!("key:{}", key.key_id), cap)
-            .await
-            .ok_or_else(|| connection_cap_reached(cap))?;
-        Ok(WsUpgrade {
-            accept,
-            protocol: None,
-            // Subscribed before the 101: no delivery after it is missed.
-            push: Some(Box::new(Deliveries {
-                feed: st.sol_watch.ws_feed(),
-                channel: WatchChannel {
-                    tenant_id: key.tenant_id.clone(),
-                    client_id,
-                },
-            })),
-            pool: String::new(),
-            client_ip: ctx.client(session.client_ip()),
-            principal: Principal::Key(key),
-            category: None,
-            request_id: ctx.request_id.clone(),
-            route: ctx.route.clone(),
-            grant: None,
-            _slot: slot,
-        })
+        let mut client_id = String::new();
+        let admitted = self.key_channel(session, ctx, route, |s: &D| {
+            client_id = crate::routes::matcher::query_param(s.query(), "client")
+                .filter(|c| {
+                    (1..=64).contains(&c.len())
+                        && c.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+                })
+                .ok_or_else(|| {
+                    ApiError::invalid_params(
+                        "client is required: the identifier your ws entries name as callback_url (1 to 64 of A-Z a-z 0-9 . _ -)",
+                    )
+                })?;
+            Ok(())
+        });
+        let channel = admitted.await?;
+        let feed = Box::new(Deliveries {
+            feed: self.state.sol_watch.ws_feed(),
+            channel: WatchChannel {
+                tenant_id: channel.key.tenant_id.clone(),
+                client_id,
+            },
+        });
+        Ok(channel.open(session, ctx, feed))
     }
 }
 

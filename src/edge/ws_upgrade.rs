@@ -51,6 +51,72 @@ impl WsUpgrade {
     }
 }
 
+/// A tenant's push channel, opened with one of its keys: the key's rate limit and
+/// connection cap passed.
+pub(super) struct KeyChannel {
+    pub accept: String,
+    pub key: Arc<crate::store::KeyRecord>,
+    slot: OwnerPlace,
+}
+
+impl super::Edge {
+    /// Admit a push channel opened with an API key (the watchlist's, the transactions'):
+    /// the handshake, the key, the route's rate category, the key's connection cap.
+    /// `check` runs on the request before anything is counted (its own parameters).
+    pub(super) async fn key_channel<D: Downstream + ?Sized>(
+        &self,
+        session: &D,
+        ctx: &mut super::Ctx,
+        route: &Route,
+        check: impl FnOnce(&D) -> Result<(), ApiError>,
+    ) -> Result<KeyChannel, ApiError> {
+        let st = &*self.state;
+        let accept = handshake_accept(session)?;
+        let Some(Principal::Key(key)) = ctx.principal.clone() else {
+            return Err(ApiError::new(401, "unauthorized", "an API key is required"));
+        };
+        check(session)?;
+        if let Some(category) = &route.rate {
+            let cost =
+                crate::rpc::compute_units::Cost::request(st.compute_units.route(&route.name));
+            let client = ctx.client(session.client_ip());
+            ctx.rate_headers = self.limit(client, &Principal::Key(key.clone()), category, cost)?;
+        }
+        let cap = st.config.app.streams.websocket.max_connections(&key.plan);
+        let slot = st
+            .ws_connections
+            .take(format!("key:{}", key.key_id), cap)
+            .await
+            .ok_or_else(|| connection_cap_reached(cap))?;
+        Ok(KeyChannel { accept, key, slot })
+    }
+}
+
+impl KeyChannel {
+    /// The upgrade, carrying `feed` (subscribed before the 101: nothing sent after it
+    /// is missed).
+    pub(super) fn open<D: Downstream + ?Sized>(
+        self,
+        session: &D,
+        ctx: &super::Ctx,
+        feed: Box<dyn PushSource>,
+    ) -> WsUpgrade {
+        WsUpgrade {
+            accept: self.accept,
+            protocol: None,
+            push: Some(feed),
+            pool: String::new(),
+            client_ip: ctx.client(session.client_ip()),
+            principal: Principal::Key(self.key),
+            category: None,
+            request_id: ctx.request_id.clone(),
+            route: ctx.route.clone(),
+            grant: None,
+            _slot: self.slot,
+        }
+    }
+}
+
 /// The refusal of a connection past the key's cap.
 pub(super) fn connection_cap_reached(cap: usize) -> ApiError {
     ApiError::new(

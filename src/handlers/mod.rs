@@ -34,6 +34,7 @@ pub mod sent;
 pub mod sol;
 pub mod trace;
 pub mod tx;
+pub mod tx_hooks;
 pub mod usage;
 pub mod wallet;
 

@@ -76,6 +76,7 @@ pub struct Services<'a> {
     pub peer_graphs: &'a peer_graph::PeerGraphs,
     pub mempools: &'a Mempools,
     pub sol_watch: &'a SolWatch,
+    pub tx_push: &'a crate::capture::txs::push::TxPush,
     pub mev_cache: &'a Snapshots,
     pub sol_mempool: &'a SolMempool,
     /// The route's pool: the manifest's `pool:`, else the handler's own.
@@ -106,6 +107,7 @@ const TABLES: &[&[Handler]] = &[
     metrics_mirror::HANDLERS,
     sender::HANDLERS,
     tx::HANDLERS,
+    tx_hooks::HANDLERS,
     wallet::HANDLERS,
     indexed::HANDLERS,
     mempool::HANDLERS,

@@ -9,7 +9,6 @@ use crate::auth::Principal;
 use crate::errors::ApiError;
 use crate::reply::Reply;
 use crate::store::txs::TrackedTx;
-use serde_json::json;
 
 pub const HANDLERS: &[super::Handler] = &[
     super::Handler::new("eth_tx_status", |s, r| Box::pin(status(s, r, "eth"))).pool("eth_el"),
@@ -61,25 +60,7 @@ fn tx_hash(raw: &str) -> Result<String, ApiError> {
 
 /// A followed transaction as the API answers it (`confirmations` from `head`).
 pub(super) fn answer(tx: &TrackedTx, head: Option<u64>) -> serde_json::Value {
-    let confirmations = match (tx.block_number, head) {
-        (Some(block), Some(head)) => Some((head as i64 - block + 1).max(1)),
-        _ => None,
-    };
-    json!({
-        "hash": tx.hash,
-        "chain": tx.chain,
-        "status": tx.status,
-        "from": tx.sender,
-        "nonce": tx.nonce,
-        "block_number": tx.block_number,
-        "block_hash": tx.block_hash,
-        "transaction_index": tx.tx_index,
-        "confirmations": confirmations,
-        "replaced_by": tx.replaced_by,
-        "resends": tx.resends,
-        "submitted_at": super::rfc3339(tx.submitted_at),
-        "updated_at": super::rfc3339(tx.updated_at),
-    })
+    crate::tracking::status_json(tx, head)
 }
 
 #[cfg(test)]

@@ -172,6 +172,7 @@ pub enum HandlerKind {
     BasePortalWs,
     FirehoseWs,
     SolWatchlistWs,
+    TxStatusWs,
     /// A local handler: its index in the registry.
     Local(u16),
 }
@@ -189,6 +190,7 @@ const TRANSPORTS: &[(&str, HandlerKind)] = &[
     ("base_portal_ws", HandlerKind::BasePortalWs),
     ("firehose_ws", HandlerKind::FirehoseWs),
     ("sol_watchlist_ws", HandlerKind::SolWatchlistWs),
+    ("tx_status_ws", HandlerKind::TxStatusWs),
 ];
 
 impl HandlerKind {

@@ -19,6 +19,7 @@ pub mod sol_watchlist;
 pub mod sql;
 pub mod sqlite;
 pub mod tenants;
+pub mod tx_push;
 pub mod txs;
 pub mod usage;
 

@@ -1,5 +1,6 @@
-//! Solana watchlist entries (SPEC "SolWatchlistEntry"), per tenant, and their dead
-//! letters: deliveries that failed every attempt, kept for the tenant to read (the newest
+//! Solana watchlist entries (SPEC "SolWatchlistEntry"), per tenant, and the dead
+//! letters of every webhook push (watchlist entries and transaction hooks): deliveries
+//! that failed every attempt, kept for the tenant to read (the newest
 //! [`DEAD_LETTERS_KEPT`] per entry).
 
 use super::sql::{params, Row, StoreError};
@@ -18,6 +19,22 @@ pub struct WatchEntry {
     pub callback_url: String,
     /// Unix seconds.
     pub created_at: i64,
+}
+
+/// Whose dead letters: each push keeps its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Letters {
+    SolWatchlist,
+    TxHooks,
+}
+
+impl Letters {
+    fn table(self) -> &'static str {
+        match self {
+            Letters::SolWatchlist => "sol_watchlist_dead_letters",
+            Letters::TxHooks => "tx_hook_dead_letters",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,12 +168,15 @@ impl Store {
 
     /// Keep a delivery that failed every attempt, and only the newest
     /// [`DEAD_LETTERS_KEPT`] of its entry.
-    pub async fn add_dead_letter(&self, d: &DeadLetter) -> Result<(), StoreError> {
+    pub async fn add_dead_letter(&self, of: Letters, d: &DeadLetter) -> Result<(), StoreError> {
+        let table = of.table();
         let mut tx = self.db.begin().await?;
         tx.execute(
-            "INSERT INTO sol_watchlist_dead_letters \
-             (id, entry_id, tenant_id, payload, attempts, last_error, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            &format!(
+                "INSERT INTO {table} \
+                 (id, entry_id, tenant_id, payload, attempts, last_error, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)"
+            ),
             params![
                 &d.id,
                 &d.entry_id,
@@ -169,9 +189,11 @@ impl Store {
         )
         .await?;
         tx.execute(
-            "DELETE FROM sol_watchlist_dead_letters WHERE entry_id = $1 AND id NOT IN \
-             (SELECT id FROM sol_watchlist_dead_letters WHERE entry_id = $1 \
-              ORDER BY created_at DESC, id DESC LIMIT $2)",
+            &format!(
+                "DELETE FROM {table} WHERE entry_id = $1 AND id NOT IN \
+                 (SELECT id FROM {table} WHERE entry_id = $1 \
+                  ORDER BY created_at DESC, id DESC LIMIT $2)"
+            ),
             params![&d.entry_id, DEAD_LETTERS_KEPT],
         )
         .await?;
@@ -179,16 +201,17 @@ impl Store {
     }
 
     /// An entry's dead letters, newest first (the caller checked the tenant owns it).
-    pub async fn dead_letters(&self, entry_id: &str) -> Result<Vec<DeadLetter>, StoreError> {
-        let rows = self
-            .db
-            .query(
-                "SELECT id, entry_id, tenant_id, payload, attempts, last_error, created_at \
-                 FROM sol_watchlist_dead_letters WHERE entry_id = $1 \
-                 ORDER BY created_at DESC, id DESC",
-                params![entry_id],
-            )
-            .await?;
+    pub async fn dead_letters(
+        &self,
+        of: Letters,
+        entry_id: &str,
+    ) -> Result<Vec<DeadLetter>, StoreError> {
+        let sql = format!(
+            "SELECT id, entry_id, tenant_id, payload, attempts, last_error, created_at \
+             FROM {} WHERE entry_id = $1 ORDER BY created_at DESC, id DESC",
+            of.table()
+        );
+        let rows = self.db.query(&sql, params![entry_id]).await?;
         rows.iter()
             .map(|r| {
                 Ok(DeadLetter {

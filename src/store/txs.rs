@@ -198,40 +198,92 @@ impl Store {
         rows.iter().map(|r| r.text(0)).collect()
     }
 
-    /// Record what became of `hash` on `chain` (every tenant's row of it), at `now`.
+    /// Record what became of `hash` on `chain` (every tenant's row of it), at `now`;
+    /// with `event` (a status change, as JSON), the change goes on every owner's push in
+    /// the same transaction: a change is never stored without its push, nor pushed twice.
     pub async fn update_tx(
         &self,
         chain: &str,
         hash: &str,
         change: &TxChange,
         now: i64,
+        event: Option<&str>,
     ) -> Result<(), StoreError> {
-        self.db
-            .execute(
-                "UPDATE tracked_txs SET status = $3, block_number = $4, block_hash = $5, \
-                 tx_index = $6, replaced_by = $7, missing_since = $8, included_at = $9, \
-                 resends = $10, updated_at = $11 WHERE chain = $1 AND hash = $2",
-                params![
-                    chain,
-                    hash,
-                    &change.status,
-                    change.block_number,
-                    change.block_hash.as_deref(),
-                    change.tx_index,
-                    change.replaced_by.as_deref(),
-                    change.missing_since,
-                    change.included_at,
-                    change.resends,
-                    now
-                ],
+        let mut tx = self.db.begin().await?;
+        tx.execute(
+            "UPDATE tracked_txs SET status = $3, block_number = $4, block_hash = $5, \
+             tx_index = $6, replaced_by = $7, missing_since = $8, included_at = $9, \
+             resends = $10, updated_at = $11 WHERE chain = $1 AND hash = $2",
+            params![
+                chain,
+                hash,
+                &change.status,
+                change.block_number,
+                change.block_hash.as_deref(),
+                change.tx_index,
+                change.replaced_by.as_deref(),
+                change.missing_since,
+                change.included_at,
+                change.resends,
+                now
+            ],
+        )
+        .await?;
+        if let Some(body) = event {
+            let owners = tx
+                .query(
+                    "SELECT tenant_id, key_id FROM tracked_txs WHERE chain = $1 AND hash = $2 \
+                     ORDER BY tenant_id",
+                    params![chain, hash],
+                )
+                .await?;
+            // Ids in commit order: one follower writes per chain, and two writers at
+            // once (a lease changing hands) collide on the key and one retries.
+            let last = tx
+                .query("SELECT COALESCE(MAX(id), 0) FROM tx_events", vec![])
+                .await?
+                .first()
+                .map(|r| r.int(0))
+                .transpose()?
+                .unwrap_or(0);
+            let rows = owners
+                .iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    Ok(params![
+                        last + 1 + i as i64,
+                        r.text(0)?,
+                        r.text(1)?,
+                        chain,
+                        hash,
+                        &change.status,
+                        body,
+                        now
+                    ])
+                })
+                .collect::<Result<Vec<_>, StoreError>>()?;
+            tx.execute_many(
+                "INSERT INTO tx_events (id, tenant_id, key_id, chain, hash, status, body, \
+                 created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                rows,
             )
-            .await
-            .map(drop)
+            .await?;
+        }
+        tx.commit().await
     }
 
     /// Forget settled transactions (final, failed, replaced, dropped) last changed before
-    /// `before` (Unix seconds).
+    /// `before` (Unix seconds), and the pushed changes older than that.
     pub async fn prune_txs(&self, before: i64) -> Result<u64, StoreError> {
+        // The newest change stays whatever its age: the next id counts on from it, so
+        // a cursor never meets an id again.
+        self.db
+            .execute(
+                "DELETE FROM tx_events WHERE created_at < $1 \
+                 AND id < (SELECT MAX(id) FROM tx_events)",
+                params![before],
+            )
+            .await?;
         self.db
             .execute(
                 "DELETE FROM tracked_txs WHERE status IN ($1, $2, $3, $4) AND updated_at < $5",

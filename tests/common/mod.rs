@@ -7,6 +7,7 @@ mod fixture;
 mod postgres;
 mod redis;
 mod solana;
+mod webhooks;
 #[allow(unused_imports)]
 pub use browser::{outbox_code, sign_in, Browser};
 #[allow(unused_imports)]
@@ -17,6 +18,8 @@ pub use postgres::PgServer;
 pub use redis::RedisServer;
 #[allow(unused_imports)]
 pub use solana::SolNode;
+#[allow(unused_imports)]
+pub use webhooks::{localhost_cert, verify, Hit, Receiver};
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};

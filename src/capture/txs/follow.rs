@@ -85,8 +85,10 @@ impl Follower {
                         .observe((at - tx.submitted_at).max(0) as f64);
                 }
             }
+            let event = super::push::worth_pushing(tx, &change)
+                .then(|| super::push::event_body(tx, &change, chain.now));
             self.store
-                .update_tx(self.chain, &tx.hash, &change, chain.now)
+                .update_tx(self.chain, &tx.hash, &change, chain.now, event.as_deref())
                 .await
                 .map_err(|e| e.to_string())?;
         }

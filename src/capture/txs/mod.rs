@@ -1,9 +1,11 @@
 //! Transactions accepted through the edge, followed until they settle: the recorder
 //! stores what the write path queued (`tracking::TxLog`), decoding each transaction's
 //! sender and nonce; one follower per chain (`follow.rs`) reads each open transaction's
-//! fate from the nodes and sends again what every node lost.
+//! fate from the nodes and sends again what every node lost; each change is pushed to the
+//! tenant's channel and hooks (`push.rs`).
 
 mod follow;
+pub mod push;
 
 pub use follow::Follower;
 

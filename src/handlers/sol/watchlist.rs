@@ -4,11 +4,12 @@
 //! Push itself is `src/capture/sol/watch/`.
 
 use super::Request;
-use crate::capture::sol::watch::{webhook, SolWatch};
+use crate::capture::sol::watch::SolWatch;
+use crate::capture::webhook;
 use crate::errors::ApiError;
 use crate::reply::Reply;
 use crate::sol_tx;
-use crate::store::sol_watchlist::WatchEntry;
+use crate::store::sol_watchlist::{DeadLetter, Letters, WatchEntry};
 use crate::store::Store;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -136,25 +137,31 @@ async fn serve(
                 .await
                 .map_err(store_error)?
                 .ok_or_else(|| not_found(id))?;
-            let letters = store.dead_letters(id).await.map_err(store_error)?;
-            let items: Vec<Value> = letters
-                .iter()
-                .map(|d| {
-                    json!({
-                        "id": d.id,
-                        "attempts": d.attempts,
-                        "last_error": d.last_error,
-                        "created_at": super::super::rfc3339(d.created_at),
-                        "payload": serde_json::from_str::<Value>(&d.payload).unwrap_or(Value::Null),
-                    })
-                })
-                .collect();
-            Ok(Reply::json(
-                200,
-                json!({"entry_id": id, "items": items}).to_string(),
-            ))
+            let letters = store
+                .dead_letters(Letters::SolWatchlist, id)
+                .await
+                .map_err(store_error)?;
+            let answer = dead_letters_json(id, &letters);
+            Ok(Reply::json(200, answer.to_string()))
         }
     }
+}
+
+/// An entry's dead letters as the API answers them (the transaction hooks' too).
+pub(in crate::handlers) fn dead_letters_json(entry_id: &str, letters: &[DeadLetter]) -> Value {
+    let items: Vec<Value> = letters
+        .iter()
+        .map(|d| {
+            json!({
+                "id": d.id,
+                "attempts": d.attempts,
+                "last_error": d.last_error,
+                "created_at": super::super::rfc3339(d.created_at),
+                "payload": serde_json::from_str::<Value>(&d.payload).unwrap_or(Value::Null),
+            })
+        })
+        .collect();
+    json!({"entry_id": entry_id, "items": items})
 }
 
 /// `POST /v1/sol/watchlist`: checked whole before anything is stored; a webhook's URL
@@ -192,9 +199,7 @@ async fn create(
                     "webhook delivery is not configured here (solana.watchlist.signing_secret); use callback_type ws",
                 ));
             }
-            let target = webhook::parse(&c.callback_url)
-                .map_err(|why| ApiError::new(400, "callback_not_allowed", why))?;
-            webhook::resolve(&target, watch.allow())
+            webhook::check_callback(&c.callback_url, watch.allow())
                 .await
                 .map_err(|why| ApiError::new(400, "callback_not_allowed", why))?;
         }

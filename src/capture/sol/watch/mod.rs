@@ -15,14 +15,14 @@
 //! arrive out of order when one is retried: `slot` orders them.
 
 pub mod upstream;
-pub mod webhook;
 
+use crate::capture::webhook;
 use crate::capture::{Health, Producer};
 use crate::config::secrets::Secret;
 use crate::config::WatchlistConf;
 use crate::pools::Pools;
 use crate::rpc::Gateway;
-use crate::store::sol_watchlist::{DeadLetter, WatchEntry};
+use crate::store::sol_watchlist::{DeadLetter, Letters, WatchEntry};
 use crate::store::Store;
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -127,7 +127,7 @@ impl SolWatch {
     pub fn entry_secret(&self, entry_id: &str) -> Option<String> {
         self.secret
             .as_ref()
-            .map(|m| webhook::entry_secret(m, entry_id))
+            .map(|m| webhook::entry_secret(m, webhook::SOL_WATCHLIST, entry_id))
     }
 
     /// The ranges callbacks may resolve to besides public addresses.
@@ -244,47 +244,17 @@ impl SolWatch {
             return;
         };
         let bytes = Bytes::from(body.clone());
-        let attempts = self.conf.webhook.max_attempts.max(1);
-        let mut wait = Duration::from_millis(self.conf.webhook.backoff_ms);
-        let mut last = String::new();
-        for n in 1..=attempts {
-            let ts = unix_now();
-            let headers = [
-                (
-                    "X-Chainedge-Signature".to_string(),
-                    Secret::not_secret(&webhook::signature(&secret, ts, &bytes)),
-                ),
-                (
-                    "X-Chainedge-Timestamp".to_string(),
-                    Secret::not_secret(&ts.to_string()),
-                ),
-                (
-                    "X-Chainedge-Delivery".to_string(),
-                    Secret::not_secret(&delivery_id),
-                ),
-                (
-                    "X-Chainedge-Attempt".to_string(),
-                    Secret::not_secret(&n.to_string()),
-                ),
-            ];
-            match self
-                .sender
-                .attempt(&entry.callback_url, &bytes, &headers, &delivery_id)
-                .await
-            {
-                Ok(()) => return,
-                Err(e) => last = e,
-            }
-            if n < attempts {
-                tokio::time::sleep(wait).await;
-                wait = wait.saturating_mul(2);
-            }
+        let sent = self
+            .sender
+            .deliver(&entry.callback_url, &bytes, &secret, &delivery_id)
+            .await;
+        if let Err((attempts, last)) = sent {
+            log::info!(
+                "watchlist: delivery {delivery_id} of entry {} failed {attempts} times: {last}",
+                entry.id
+            );
+            self.dead_letter(&entry, body, attempts as i64, &last).await;
         }
-        log::info!(
-            "watchlist: delivery {delivery_id} of entry {} failed {attempts} times: {last}",
-            entry.id
-        );
-        self.dead_letter(&entry, body, attempts as i64, &last).await;
     }
 
     async fn dead_letter(&self, entry: &WatchEntry, payload: String, attempts: i64, why: &str) {
@@ -297,7 +267,7 @@ impl SolWatch {
             last_error: why.chars().take(500).collect(),
             created_at: unix_now(),
         };
-        if let Err(e) = self.store.add_dead_letter(&d).await {
+        if let Err(e) = self.store.add_dead_letter(Letters::SolWatchlist, &d).await {
             log::warn!(
                 "watchlist: keeping a dead letter of entry {}: {e}",
                 entry.id

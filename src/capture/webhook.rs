@@ -1,6 +1,6 @@
-//! Webhook deliveries of watchlist push: HTTPS only, to public addresses only (unless
-//! an operator allows a range), signed, retried with backoff, dead-lettered after the
-//! last attempt.
+//! Webhook deliveries (Solana watchlist push, transaction status hooks): HTTPS only, to
+//! public addresses only (unless an operator allows a range), signed, retried with
+//! backoff; the caller dead-letters what failed every attempt.
 //!
 //! **Where a callback may point.** The URL must be `https://` with a host and no user
 //! information. Its name is resolved for every attempt and every address checked
@@ -8,9 +8,10 @@
 //! URL's host), so a DNS answer that changes after the check cannot redirect it inside.
 //! Redirects are never followed: a 3xx is a failed attempt.
 //!
-//! **Signing.** Each entry has its own secret, derived from `solana.watchlist.
-//! signing_secret` and the entry id (nothing secret is stored), given to the tenant when
-//! the entry is created. Every delivery carries `X-Chainedge-Timestamp` (Unix seconds)
+//! **Signing.** Each entry (a watchlist entry, a transaction hook) has its own secret,
+//! derived from its push's master secret (`solana.watchlist.signing_secret`,
+//! `tx_tracking.signing_secret`), the push's domain and the entry id (nothing secret is
+//! stored), given to the tenant when the entry is created. Every delivery carries `X-Chainedge-Timestamp` (Unix seconds)
 //! and `X-Chainedge-Signature: v1=<hex HMAC-SHA256(entry secret, "<timestamp>.<body>")>`;
 //! a receiver recomputes it and refuses old timestamps.
 
@@ -91,11 +92,22 @@ pub async fn resolve(target: &Target, allow: &[Cidr]) -> Result<Vec<SocketAddr>,
     Ok(addrs)
 }
 
-/// An entry's signing secret (hex), derived from the master secret and the entry id.
-pub fn entry_secret(master: &Secret, entry_id: &str) -> String {
+/// Whether a tenant's callback URL may be stored: its form, and where it resolves now
+/// (checked again at every delivery).
+pub async fn check_callback(url: &str, allow: &[Cidr]) -> Result<(), String> {
+    resolve(&parse(url)?, allow).await.map(drop)
+}
+
+/// Whose entries a secret signs for: one push's entries never share another's secrets.
+pub const SOL_WATCHLIST: &str = "chainedge/sol-watchlist/";
+pub const TX_HOOKS: &str = "chainedge/tx-hooks/";
+
+/// An entry's signing secret (hex), derived from the master secret, the push's domain
+/// and the entry id.
+pub fn entry_secret(master: &Secret, domain: &str, entry_id: &str) -> String {
     let mut mac = Hmac::<Sha256>::new_from_slice(master.expose().as_bytes())
         .expect("HMAC takes any key length");
-    mac.update(b"chainedge/sol-watchlist/");
+    mac.update(domain.as_bytes());
     mac.update(entry_id.as_bytes());
     hex::encode(mac.finalize().into_bytes())
 }
@@ -115,6 +127,8 @@ pub struct Sender {
     client: UpstreamClient,
     allow: Vec<Cidr>,
     timeout: Duration,
+    attempts: u32,
+    backoff: Duration,
 }
 
 impl Sender {
@@ -131,7 +145,42 @@ impl Sender {
                 .filter_map(|c| Cidr::parse(c))
                 .collect(),
             timeout: Duration::from_millis(conf.timeout_ms.max(100)),
+            attempts: conf.max_attempts.max(1),
+            backoff: Duration::from_millis(conf.backoff_ms),
         }
+    }
+
+    /// Every attempt of one delivery, signed with `entry_secret`, the wait doubling
+    /// between attempts; `Err` with the attempts made and the last failure when none
+    /// was answered 2xx.
+    pub async fn deliver(
+        &self,
+        url: &str,
+        body: &Bytes,
+        entry_secret: &str,
+        delivery_id: &str,
+    ) -> Result<(), (u32, String)> {
+        let mut wait = self.backoff;
+        let mut last = String::new();
+        for n in 1..=self.attempts {
+            let ts = crate::store::now();
+            let header = |name: &str, value: &str| (name.to_string(), Secret::not_secret(value));
+            let headers = [
+                header("X-Chainedge-Signature", &signature(entry_secret, ts, body)),
+                header("X-Chainedge-Timestamp", &ts.to_string()),
+                header("X-Chainedge-Delivery", delivery_id),
+                header("X-Chainedge-Attempt", &n.to_string()),
+            ];
+            match self.attempt(url, body, &headers, delivery_id).await {
+                Ok(()) => return Ok(()),
+                Err(e) => last = e,
+            }
+            if n < self.attempts {
+                tokio::time::sleep(wait).await;
+                wait = wait.saturating_mul(2);
+            }
+        }
+        Err((self.attempts, last))
     }
 
     pub fn allow(&self) -> &[Cidr] {
@@ -233,8 +282,9 @@ mod tests {
     #[test]
     fn signatures_cover_the_timestamp_and_the_body() {
         let master = Secret::not_secret(&"k".repeat(32));
-        let a = entry_secret(&master, "entry-a");
-        assert_ne!(a, entry_secret(&master, "entry-b"));
+        let a = entry_secret(&master, SOL_WATCHLIST, "entry-a");
+        assert_ne!(a, entry_secret(&master, SOL_WATCHLIST, "entry-b"));
+        assert_ne!(a, entry_secret(&master, TX_HOOKS, "entry-a"));
         assert_eq!(a.len(), 64);
         let s = signature(&a, 1700000000, b"{}");
         assert!(s.starts_with("v1="));
