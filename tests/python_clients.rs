@@ -85,6 +85,52 @@ fn web3_py_over_two_anvil_nodes_one_lagging_one_killed() {
     assert!(v["ok"].as_u64().unwrap() > 20);
 }
 
+/// web3.py's send-and-wait sees a transaction mined although every node dropped it:
+/// the edge's follower finds no node holding it and sends it again.
+#[test]
+fn web3_py_send_and_wait_lands_a_transaction_every_node_lost() {
+    let nodes = [
+        Anvil::start(1, &["--no-mining"]),
+        Anvil::start(1, &["--no-mining"]),
+    ];
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-anvil}}\n      - {{id: el-2, url: \"{}\", family: el-anvil}}\n",
+            nodes[0].url(),
+            nodes[1].url()
+        ),
+        extra_yaml: format!(
+            "rpc:\n  write_policy: broadcast\n{UNLIMITED}tx_tracking:\n  follow_interval_ms: 200\n  resend_after_secs: 1\n"
+        ),
+        ..Default::default()
+    });
+    let key = gw.key("basic", &["rpc:read", "rpc:write"]);
+    let out = std::process::Command::new(python())
+        .arg(root().join("tests/py/send_and_wait.py"))
+        .arg(format!("http://127.0.0.1:{}/rpc/eth", gw.port))
+        .arg(&key)
+        .arg(nodes[0].url())
+        .arg(nodes[1].url())
+        .output()
+        .expect("python");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let landed: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let hash = landed["tx_hash"].as_str().unwrap();
+    let followed = gw
+        .get(&format!("/v1/eth/tx/{hash}"), &[("x-token", &key)])
+        .json();
+    assert!(followed["resends"].as_i64() >= Some(1), "{followed}");
+    assert!(
+        matches!(followed["status"].as_str(), Some("pending" | "included")),
+        "{followed}"
+    );
+}
+
 #[test]
 fn web3_py_websocket_subscription_through_the_edge() {
     let node = Anvil::start(1, &[]);

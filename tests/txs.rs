@@ -360,6 +360,39 @@ fn a_reorg_that_removes_its_block_puts_it_back_to_pending_and_it_lands_again() {
 }
 
 #[test]
+fn a_node_restarted_without_its_txpool_is_sent_the_transaction_again() {
+    let node = Anvil::start(1, &["--no-mining"]);
+    let port = node.port;
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-anvil}}\n",
+            node.url()
+        ),
+        extra_yaml: format!(
+            "health:\n  interval_ms: 200\n  timeout_ms: 1000\n{UNLIMITED}tx_tracking:\n  follow_interval_ms: 150\n  resend_after_secs: 1\n"
+        ),
+        ..Default::default()
+    });
+    let key = gw.key("basic", &["rpc:read", "rpc:write"]);
+    let hash = send(&gw, &key, &signed(&node, json!({"nonce": "0x0"})));
+    until_status(&gw, &key, &hash, "pending");
+    // The node goes down and comes back on its port with an empty pool.
+    drop(node);
+    let node = Anvil::start_on(port, 1, &["--no-mining"]);
+    assert!(node
+        .call("eth_getTransactionByHash", json!([hash]))
+        .is_null());
+    wait_until("the edge to send it again", || {
+        !node
+            .call("eth_getTransactionByHash", json!([hash]))
+            .is_null()
+    });
+    node.mine(1);
+    let landed = until_status(&gw, &key, &hash, "included");
+    assert!(landed["resends"].as_i64() >= Some(1), "{landed}");
+}
+
+#[test]
 fn the_console_lists_a_keys_transactions_to_its_owner_only() {
     let node = Anvil::start(1, &[]);
     let outbox = tempdir("txs-console").join("outbox.jsonl");
