@@ -124,6 +124,7 @@ pub fn status_json(tx: &TrackedTx, head: Option<u64>) -> Value {
         "transaction_index": tx.tx_index,
         "confirmations": confirmations,
         "replaced_by": tx.replaced_by,
+        "revert_reason": tx.revert_reason,
         "resends": tx.resends,
         "submitted_at": time(tx.submitted_at),
         "updated_at": time(tx.updated_at),

@@ -236,10 +236,16 @@ fn reverted_replaced_and_lost_transactions() {
     let gw = gateway(&node);
     let key = gw.key("basic", &["rpc:read", "rpc:write"]);
 
-    // A contract whose every call reverts (runtime: PUSH1 0 PUSH1 0 REVERT).
+    // A contract whose every call reverts with Error("nope") (runtime: the ABI-encoded
+    // error written to memory, then REVERT).
+    let runtime = format!(
+        "7f08c379a0{z}600052602060045260046024527f6e6f7065{z}60445260646000fd",
+        z = "00".repeat(28)
+    );
+    let init = format!("0x60{:02x}80600b6000396000f3{runtime}", runtime.len() / 2);
     let deploy = signed(
         &node,
-        json!({"to": null, "value": "0x0", "nonce": "0x0", "data": "0x600580600b6000396000f360006000fd"}),
+        json!({"to": null, "value": "0x0", "nonce": "0x0", "data": init, "gas": "0x30d40"}),
     );
     let deployed = send(&gw, &key, &deploy);
     node.mine(1);
@@ -258,6 +264,7 @@ fn reverted_replaced_and_lost_transactions() {
     node.mine(1);
     let failed = until_status(&gw, &key, &reverts, "failed");
     assert!(failed["block_number"].is_u64(), "{failed}");
+    assert_eq!(failed["revert_reason"], "revert: nope", "{failed}");
 
     // The same nonce again at a higher price: the node keeps the second.
     let low = signed(&node, json!({"nonce": "0x2", "gasPrice": "0x3b9aca00"}));

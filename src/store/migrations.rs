@@ -324,4 +324,8 @@ CREATE TABLE push_cursors (
     last_id INTEGER NOT NULL
 );
 "#,
+    // Why a failed followed transaction reverted (`capture/txs/revert.rs`).
+    r#"
+ALTER TABLE tracked_txs ADD COLUMN revert_reason TEXT;
+"#,
 ];

@@ -48,6 +48,8 @@ pub struct TrackedTx {
     /// When no node was seen holding it, while it is neither mined nor replaced.
     pub missing_since: Option<i64>,
     pub included_at: Option<i64>,
+    /// Why it reverted, when it `failed` and the node says.
+    pub revert_reason: Option<String>,
 }
 
 /// What the follower learnt of one transaction (every tenant's row of it moves).
@@ -61,11 +63,12 @@ pub struct TxChange {
     pub missing_since: Option<i64>,
     pub included_at: Option<i64>,
     pub resends: i64,
+    pub revert_reason: Option<String>,
 }
 
 const COLUMNS: &str = "chain, hash, tenant_id, key_id, sender, nonce, raw, status, block_number, \
      block_hash, tx_index, replaced_by, resends, submitted_at, updated_at, missing_since, \
-     included_at";
+     included_at, revert_reason";
 
 fn tracked(r: &super::sql::Row) -> Result<TrackedTx, StoreError> {
     Ok(TrackedTx {
@@ -86,6 +89,7 @@ fn tracked(r: &super::sql::Row) -> Result<TrackedTx, StoreError> {
         updated_at: r.int(14)?,
         missing_since: r.opt_int(15)?,
         included_at: r.opt_int(16)?,
+        revert_reason: r.opt_text(17)?,
     })
 }
 
@@ -213,7 +217,7 @@ impl Store {
         tx.execute(
             "UPDATE tracked_txs SET status = $3, block_number = $4, block_hash = $5, \
              tx_index = $6, replaced_by = $7, missing_since = $8, included_at = $9, \
-             resends = $10, updated_at = $11 WHERE chain = $1 AND hash = $2",
+             resends = $10, updated_at = $11, revert_reason = $12 WHERE chain = $1 AND hash = $2",
             params![
                 chain,
                 hash,
@@ -225,7 +229,8 @@ impl Store {
                 change.missing_since,
                 change.included_at,
                 change.resends,
-                now
+                now,
+                change.revert_reason.as_deref()
             ],
         )
         .await?;

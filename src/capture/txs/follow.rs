@@ -136,12 +136,21 @@ impl Follower {
             ..TxChange::default()
         };
         if let Some(included) = included(&receipt) {
-            let status = if receipt.get("status").and_then(Value::as_str) == Some("0x0") {
+            let failed = super::revert::reverted(&receipt);
+            let status = if failed {
                 FAILED
             } else if chain.finalized.is_some_and(|f| f >= included.0) {
                 FINAL
             } else {
                 INCLUDED
+            };
+            // Asked once, as it fails (a failed transaction is not looked at again).
+            let revert_reason = match failed {
+                true => {
+                    super::revert::reason(&self.gateway, chain.pool, &tx.hash, included.0, &rid)
+                        .await
+                }
+                false => None,
             };
             return Ok(TxChange {
                 status: status.to_string(),
@@ -149,6 +158,7 @@ impl Follower {
                 block_hash: Some(included.1),
                 tx_index: Some(included.2 as i64),
                 included_at: kept.included_at.or(Some(chain.now)),
+                revert_reason,
                 ..kept
             });
         }

@@ -6,6 +6,7 @@
 
 mod follow;
 pub mod push;
+mod revert;
 
 pub use follow::Follower;
 

@@ -59,6 +59,7 @@ pub fn event_body(before: &TrackedTx, change: &TxChange, now: i64) -> String {
         tx_index: change.tx_index,
         replaced_by: change.replaced_by.clone(),
         resends: change.resends,
+        revert_reason: change.revert_reason.clone(),
         updated_at: now,
         ..before.clone()
     };
