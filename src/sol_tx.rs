@@ -43,6 +43,8 @@ pub struct SolTx {
     pub fee_payer: String,
     /// `legacy`, `0` or `1`.
     pub version: &'static str,
+    /// The blockhash it was signed against, base58: it expires with it.
+    pub recent_blockhash: String,
     /// The transaction as it goes on the wire.
     pub wire: Vec<u8>,
 }
@@ -105,11 +107,13 @@ pub fn decode_wire(wire: Vec<u8>) -> Result<SolTx, String> {
         solana_transaction::versioned::TransactionVersion::Number(0) => "0",
         solana_transaction::versioned::TransactionVersion::Number(_) => "1",
     };
+    let recent_blockhash = tx.message.recent_blockhash().to_string();
     Ok(SolTx {
         signature: signatures[0].clone(),
         signatures,
         fee_payer,
         version,
+        recent_blockhash,
         wire,
     })
 }

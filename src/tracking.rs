@@ -1,7 +1,7 @@
 //! Transactions the edge accepted, handed from the write path to the background: the
 //! write path only puts what it knows (chain, hash, the signed bytes, whose key sent it)
 //! on a bounded queue; `capture::txs` decodes, stores and follows each one until it is
-//! final (`GET /v1/{eth|polygon}/tx/{hash}`).
+//! final (`GET /v1/{eth|polygon|sol}/tx/{hash}`).
 //!
 //! Nothing here waits: a full queue drops the record (counted in
 //! `chainedge_tx_tracking_dropped_total`), never the transaction.
@@ -27,9 +27,10 @@ pub struct Submitter<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Submitted {
     pub chain: &'static str,
-    /// 0x-prefixed, lower case.
+    /// EVM: 0x-prefixed, lower case; Solana: the first signature, base58.
     pub hash: String,
-    /// The signed transaction as sent (0x-hex): re-sent from here when it is lost.
+    /// The signed transaction as sent (EVM: 0x-hex; Solana: the wire bytes in base64):
+    /// re-sent from here when it is lost.
     pub raw: String,
     pub tenant: String,
     pub key_id: String,
@@ -63,7 +64,11 @@ impl TxLog {
         };
         let record = Submitted {
             chain,
-            hash: hash.to_ascii_lowercase(),
+            // Base58 is case-sensitive; hex is not.
+            hash: match chain {
+                "sol" => hash.to_string(),
+                _ => hash.to_ascii_lowercase(),
+            },
             raw: raw.to_string(),
             tenant: by.tenant.to_string(),
             key_id: by.key_id.to_string(),
@@ -84,11 +89,12 @@ impl TxLog {
 }
 
 /// The chain whose transactions a pool takes, when the edge follows them: Ethereum's
-/// execution pool, Polygon's bor pool and its sender routes.
+/// execution pool, Polygon's bor pool and its sender routes, Solana's RPC pool.
 pub fn chain_of_pool(pool: &str) -> Option<&'static str> {
     match pool {
         "eth_el" => Some("eth"),
         "polygon_bor" | "polygon_sender_anon" | "polygon_sender_no_auth" => Some("polygon"),
+        "sol_rpc" => Some("sol"),
         _ => None,
     }
 }
@@ -98,6 +104,7 @@ pub fn pool_of_chain(chain: &str) -> Option<&'static str> {
     match chain {
         "eth" => Some("eth_el"),
         "polygon" => Some("polygon_bor"),
+        "sol" => Some("sol_rpc"),
         _ => None,
     }
 }

@@ -224,7 +224,9 @@ fn every_manifest_route_is_classified_in_its_envelope() {
                     "builder_rpc" | "private_rpc" => (503, "pool_not_configured"),
                     // Senders with an empty body; `{hash}` is sampled as "x1", not a hash.
                     "eth_sender_raw" | "eth_sender_bundle" | "polygon_sender_raw"
-                    | "eth_tx_status" | "polygon_tx_status" => (400, "invalid_params"),
+                    | "eth_tx_status" | "polygon_tx_status" | "sol_tx_status" => {
+                        (400, "invalid_params")
+                    }
                     // `relay_path` is sampled as "x1": not one of the three data endpoints.
                     "relay_data" => (404, "route_not_found"),
                     // Google sign-in is not configured in this gateway.

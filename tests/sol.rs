@@ -740,3 +740,97 @@ fn the_solana_mempool_is_what_the_senders_submitted_until_it_lands() {
     let basic = gw.key("basic", &[]);
     assert_eq!(get(&gw, &basic, "/v1/sol/mempool/stats").status, 403);
 }
+
+/// Until `path` answers 200 with `status` (the follower looks every 150 ms).
+fn until_tx_status(gw: &Gateway, key: &str, path: &str, status: &str) -> Value {
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = get(gw, key, path);
+        if r.status == 200 && r.json()["status"] == status {
+            return r.json();
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "never {status}: {} {}",
+            r.status,
+            r.text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_sent_transaction_lost_on_the_way_lands_when_sent_again_and_one_expires_with_its_blockhash() {
+    let node = SolNode::start(100, 32);
+    let fx = node.fixture();
+    let gw = sol_gateway(
+        &[&node],
+        "tx_tracking:\n  follow_interval_ms: 150\n  solana_max_resends: 50\n",
+    );
+    let (alice, bob) = (gw.key("basic", &[]), gw.key("basic", &[]));
+    let payer = fx["payer_secret"].as_str().unwrap();
+    let to = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin";
+
+    // The node answers the signature but the leader never gets it: only the edge's
+    // sending it again lands it.
+    node.call("shim_dropSends", json!([1]));
+    let tx = node.signed_transfer(payer, to, 2_000_000);
+    let r = post(
+        &gw,
+        &alice,
+        "/v1/sol/sender/tx",
+        &json!({"transaction": tx}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let sig = r.json()["signature"].as_str().unwrap().to_string();
+    let path = format!("/v1/sol/tx/{sig}");
+    let landed = until_tx_status(&gw, &alice, &path, "final");
+    assert_eq!(balance(&node, to), 2_000_000);
+    assert!(landed["resends"].as_i64() >= Some(1), "{landed}");
+    assert!(landed["block_number"].as_u64().is_some(), "{landed}");
+    assert_eq!(landed["chain"], "sol");
+    // The fee payer, as the node's own record of it says.
+    let recorded = node.call("getTransaction", json!([sig, {"encoding": "base64"}]));
+    assert!(recorded["result"]["slot"].is_u64(), "{recorded}");
+    assert_eq!(
+        landed["block_number"], recorded["result"]["slot"],
+        "{landed}"
+    );
+    let from = landed["from"].as_str().unwrap();
+    assert!((32..=44).contains(&from.len()), "{landed}");
+    // Another tenant, a signature nobody sent, what is not a signature.
+    assert_eq!(get(&gw, &bob, &path).status, 404);
+    let r = get(&gw, &alice, "/v1/sol/tx/0xabc");
+    assert_eq!(
+        (r.status, r.json()["error"].clone()),
+        (400, json!("invalid_params"))
+    );
+
+    // Every send lost, then its blockhash expires: it can never land.
+    node.call("shim_dropSends", json!([1_000_000]));
+    let doomed = node.signed_transfer(payer, to, 3_000_000);
+    let r = post(
+        &gw,
+        &alice,
+        "/v1/sol/sender/tx",
+        &json!({"transaction": doomed}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let sig = r.json()["signature"].as_str().unwrap().to_string();
+    let path = format!("/v1/sol/tx/{sig}");
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    while get(&gw, &alice, &path).json()["resends"].as_i64() < Some(2) {
+        assert!(std::time::Instant::now() < until, "never sent again");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    node.call("shim_expireBlockhash", json!([]));
+    let expired = until_tx_status(&gw, &alice, &path, "expired");
+    let resends = expired["resends"].as_i64().unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(
+        get(&gw, &alice, &path).json()["resends"].as_i64(),
+        Some(resends),
+        "never sent again once expired"
+    );
+    assert_eq!(balance(&node, to), 2_000_000);
+}

@@ -50,6 +50,7 @@ async fn followed_txs(store: &Store) {
         key_id: format!("k-{tenant}"),
         sender: "0xs".into(),
         nonce,
+        recent_blockhash: (tenant == "t2").then(|| "Bh".to_string()),
         raw: "0x01".into(),
         submitted_at: at,
     };
@@ -73,6 +74,11 @@ async fn followed_txs(store: &Store) {
     assert_eq!(
         (a.status.as_str(), a.submitted_at, a.resends),
         (PENDING, 100, 0)
+    );
+    let a2 = store.tracked_tx("eth", "0xa", "t2").await.unwrap().unwrap();
+    assert_eq!(
+        (a.recent_blockhash, a2.recent_blockhash.as_deref()),
+        (None, Some("Bh"))
     );
     assert!(store
         .tracked_tx("eth", "0xa", "t3")

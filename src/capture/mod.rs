@@ -129,7 +129,7 @@ pub fn producers(i: &Inputs) -> Vec<Arc<dyn Producer>> {
             push: i.tx_push.clone(),
             leases: leases.clone(),
         }));
-        for chain in ["eth", "polygon"] {
+        for chain in ["eth", "polygon", "sol"] {
             let Some(pool) = crate::tracking::pool_of_chain(chain).filter(|p| has(p)) else {
                 continue;
             };

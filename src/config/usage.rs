@@ -157,6 +157,10 @@ pub struct TxTrackingConf {
     /// How often each instance reads new status changes for its channels and hooks.
     #[serde(default = "d_push_interval")]
     pub push_interval_ms: u64,
+    /// Solana: times a transaction without a status is sent again (once a round) while
+    /// its blockhash is valid.
+    #[serde(default = "d_sol_resends")]
+    pub solana_max_resends: u32,
     /// Webhooks (`/v1/tx/hooks`) one tenant may hold.
     #[serde(default = "d_max_hooks")]
     pub max_hooks_per_tenant: i64,
@@ -179,6 +183,7 @@ impl Default for TxTrackingConf {
             per_tenant: d_per_tenant(),
             retention_hours: d_retention(),
             push_interval_ms: d_push_interval(),
+            solana_max_resends: d_sol_resends(),
             max_hooks_per_tenant: d_max_hooks(),
             signing_secret: None,
             webhook: super::WebhookConf::default(),
@@ -203,6 +208,9 @@ fn d_per_tenant() -> u32 {
 }
 fn d_retention() -> u64 {
     7 * 24
+}
+fn d_sol_resends() -> u32 {
+    30
 }
 fn d_push_interval() -> u64 {
     500
@@ -229,6 +237,11 @@ impl TxTrackingConf {
             "push_interval_ms",
             (50..=60_000).contains(&self.push_interval_ms),
             "must be between 50 and 60000",
+        );
+        check(
+            "solana_max_resends",
+            self.solana_max_resends <= 1000,
+            "must be at most 1000",
         );
         check(
             "max_hooks_per_tenant",

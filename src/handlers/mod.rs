@@ -89,6 +89,15 @@ impl Request<'_> {
         crate::routes::matcher::query_param(self.query, name)
     }
 
+    /// The key a transaction sent by this request is followed for
+    /// (`GET /v1/{chain}/tx/{hash}`), when the caller is a key.
+    pub fn submitter(&self) -> Option<crate::tracking::Submitter<'_>> {
+        self.key().map(|k| crate::tracking::Submitter {
+            tenant: &k.tenant_id,
+            key_id: &k.key_id,
+        })
+    }
+
     /// The caller's API key, when the caller is one.
     pub fn key(&self) -> Option<&KeyRecord> {
         match self.caller {

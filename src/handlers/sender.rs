@@ -7,14 +7,12 @@
 
 use super::sent::{Accepted, SentTransactions};
 use super::Request;
-use crate::auth::Principal;
 use crate::errors::ApiError;
 use crate::jsonrpc::{self, ErrorObject, Id, Response};
 use crate::pools::{Pool, Pools};
 use crate::reply::Reply;
 use crate::rpc::{Gateway, BUILDER_METHODS, PRIVATE_TX_METHODS};
 use crate::signed_tx::{self, SignedTx};
-use crate::tracking::Submitter;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -59,7 +57,7 @@ pub async fn raw(
                         pool(pools, "eth_el")?,
                         &call,
                         req.request_id,
-                        submitter(req),
+                        req.submitter(),
                     )
                     .await?;
                 accepted_or_refused(answer, "public", host)
@@ -117,7 +115,7 @@ pub async fn polygon_raw(
             let mut unreachable = None;
             for (path, pool) in routes {
                 match gateway
-                    .write(pool, &call, req.request_id, submitter(req))
+                    .write(pool, &call, req.request_id, req.submitter())
                     .await
                 {
                     Ok((answer, host)) => match accepted_or_refused(answer, path, host) {
@@ -133,17 +131,6 @@ pub async fn polygon_raw(
         })
         .await?;
     Ok(sender_result(&tx, accepted))
-}
-
-/// The key a transaction is followed for (`GET /v1/{eth|polygon}/tx/{hash}`).
-fn submitter<'r>(req: &'r Request<'_>) -> Option<Submitter<'r>> {
-    match req.caller {
-        Principal::Key(k) => Some(Submitter {
-            tenant: &k.tenant_id,
-            key_id: &k.key_id,
-        }),
-        _ => None,
-    }
 }
 
 fn send_call(raw: &str) -> jsonrpc::Request {

@@ -1,5 +1,6 @@
-//! What became of a transaction sent through the edge: `GET /v1/eth/tx/{hash}` and
-//! `GET /v1/polygon/tx/{hash}`, answered from what `capture::txs` followed, for the
+//! What became of a transaction sent through the edge: `GET /v1/eth/tx/{hash}`,
+//! `GET /v1/polygon/tx/{hash}` and `GET /v1/sol/tx/{signature}`, answered from what
+//! `capture::txs` followed, for the
 //! tenant whose key sent it. Another tenant's transaction is not found, as an unknown
 //! hash is: the answer does not tell whether anyone sent it. The console lists a key's
 //! recent ones in the same shape (`console::key_txs`).
@@ -16,10 +17,15 @@ pub const HANDLERS: &[super::Handler] = &[
         Box::pin(status(s, r, "polygon"))
     })
     .pool("polygon_bor"),
+    super::Handler::new("sol_tx_status", |s, r| Box::pin(status(s, r, "sol"))).pool("sol_rpc"),
 ];
 
 async fn status(s: &Services<'_>, req: &Request<'_>, chain: &str) -> Result<Reply, ApiError> {
-    let hash = tx_hash(req.params.first().map(String::as_str).unwrap_or(""))?;
+    let raw = req.params.first().map(String::as_str).unwrap_or("");
+    let hash = match chain {
+        "sol" => sol_signature(raw)?,
+        _ => tx_hash(raw)?,
+    };
     let Principal::Key(key) = req.caller else {
         return Err(ApiError::new(401, "unauthorized", "an API key is required"));
     };
@@ -37,9 +43,11 @@ async fn status(s: &Services<'_>, req: &Request<'_>, chain: &str) -> Result<Repl
                 ),
             )
         })?;
-    // Confirmations against the head the pool's health checks saw last.
+    // Confirmations against the head the pool's health checks saw last (blocks; a
+    // Solana slot count is not a confirmation count).
     let head = s
         .pool_name
+        .filter(|_| chain != "sol")
         .and_then(|p| s.pools.get(p))
         .map(|p| p.head.load(std::sync::atomic::Ordering::Relaxed))
         .filter(|h| *h > 0);
@@ -56,6 +64,16 @@ fn tx_hash(raw: &str) -> Result<String, ApiError> {
         ));
     }
     Ok(raw.to_ascii_lowercase())
+}
+
+/// A Solana transaction's id: its first signature, base58 (64 bytes).
+fn sol_signature(raw: &str) -> Result<String, ApiError> {
+    if !crate::sol_tx::is_signature(raw) {
+        return Err(ApiError::invalid_params(
+            "signature must be a transaction signature: base58, 64 bytes",
+        ));
+    }
+    Ok(raw.to_string())
 }
 
 /// A followed transaction as the API answers it (`confirmations` from `head`).

@@ -328,4 +328,8 @@ CREATE TABLE push_cursors (
     r#"
 ALTER TABLE tracked_txs ADD COLUMN revert_reason TEXT;
 "#,
+    // A Solana transaction's recent blockhash: it expires with it.
+    r#"
+ALTER TABLE tracked_txs ADD COLUMN recent_blockhash TEXT;
+"#,
 ];

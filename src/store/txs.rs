@@ -12,6 +12,8 @@ pub const FINAL: &str = "final";
 pub const FAILED: &str = "failed";
 pub const REPLACED: &str = "replaced";
 pub const DROPPED: &str = "dropped";
+/// Solana: its blockhash expired before it landed.
+pub const EXPIRED: &str = "expired";
 
 /// A transaction to follow, decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +24,8 @@ pub struct NewTx {
     pub key_id: String,
     pub sender: String,
     pub nonce: i64,
+    /// Solana: the blockhash it was signed against.
+    pub recent_blockhash: Option<String>,
     pub raw: String,
     /// Unix seconds.
     pub submitted_at: i64,
@@ -50,6 +54,8 @@ pub struct TrackedTx {
     pub included_at: Option<i64>,
     /// Why it reverted, when it `failed` and the node says.
     pub revert_reason: Option<String>,
+    /// Solana: the blockhash it was signed against.
+    pub recent_blockhash: Option<String>,
 }
 
 /// What the follower learnt of one transaction (every tenant's row of it moves).
@@ -68,7 +74,7 @@ pub struct TxChange {
 
 const COLUMNS: &str = "chain, hash, tenant_id, key_id, sender, nonce, raw, status, block_number, \
      block_hash, tx_index, replaced_by, resends, submitted_at, updated_at, missing_since, \
-     included_at, revert_reason";
+     included_at, revert_reason, recent_blockhash";
 
 fn tracked(r: &super::sql::Row) -> Result<TrackedTx, StoreError> {
     Ok(TrackedTx {
@@ -90,6 +96,7 @@ fn tracked(r: &super::sql::Row) -> Result<TrackedTx, StoreError> {
         missing_since: r.opt_int(15)?,
         included_at: r.opt_int(16)?,
         revert_reason: r.opt_text(17)?,
+        recent_blockhash: r.opt_text(18)?,
     })
 }
 
@@ -114,13 +121,15 @@ impl Store {
                     t.nonce,
                     &t.raw,
                     PENDING,
-                    t.submitted_at
+                    t.submitted_at,
+                    t.recent_blockhash.as_deref()
                 ]
             })
             .collect();
         tx.execute_many(
             "INSERT INTO tracked_txs (chain, hash, tenant_id, key_id, sender, nonce, raw, status, \
-             resends, submitted_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, $9, $9) \
+             resends, submitted_at, updated_at, recent_blockhash) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, $9, $9, $10) \
              ON CONFLICT (chain, hash, tenant_id) DO NOTHING",
             rows,
         )

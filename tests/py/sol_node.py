@@ -67,6 +67,10 @@ class Chain:
         self.by_address = {}  # address -> [record], oldest first
         self.by_signature = {}  # signature -> record
         self.bundles = {}  # bundle id -> "Landed" | "Failed"
+        # sendTransaction calls still to be answered but never executed (a leader that
+        # never got the transaction), and the blockhashes expired by shim_expireBlockhash.
+        self.drop_sends = 0
+        self.expired = set()
         self.calls = {}
         # PubSub: subscription id -> [websocket, pubkey, encoding, last state sent]
         self.subs = {}
@@ -141,6 +145,9 @@ class Chain:
             tx = VersionedTransaction.from_bytes(raw)
         except Exception as e:  # noqa: BLE001 - any decode failure is the caller's
             raise RpcError(-32602, f"failed to deserialize VersionedTransaction: {e}")
+        if str(tx.message.recent_blockhash) in self.expired:
+            raise RpcError(-32002, "Transaction simulation failed: Blockhash not found",
+                           {"err": "BlockhashNotFound", "logs": []})
         if str(tx.signatures[0]) in self.by_signature:
             raise RpcError(-32002, "Transaction simulation failed: This transaction has already been processed",
                            {"err": "AlreadyProcessed", "logs": []})
@@ -349,8 +356,20 @@ def rpc(chain, method, params):
                          "preTokenBalances": [], "postTokenBalances": [], "rewards": []}}
     if method == "sendTransaction":
         raw = decode_tx(p[0] if p else "", opts(p, 1))
+        if chain.drop_sends > 0:
+            chain.drop_sends -= 1
+            return str(VersionedTransaction.from_bytes(raw).signatures[0])
         _, sig = chain.execute(raw)
         return sig
+    if method == "isBlockhashValid":
+        return chain.context(bool(p) and p[0] not in chain.expired)
+    if method == "shim_dropSends":
+        chain.drop_sends = int(p[0]) if p else 1
+        return chain.drop_sends
+    if method == "shim_expireBlockhash":
+        chain.expired.add(str(chain.svm.latest_blockhash()))
+        chain.svm.expire_blockhash()
+        return str(chain.svm.latest_blockhash())
     if method == "shim_setHealthy":
         chain.healthy = bool(p[0]) if p else True
         return chain.healthy

@@ -45,7 +45,7 @@ struct Chain<'a> {
 }
 
 impl Follower {
-    fn rid(&self) -> String {
+    pub(super) fn rid(&self) -> String {
         format!("txs-{}", self.chain)
     }
 
@@ -63,36 +63,50 @@ impl Follower {
             .pools
             .get(self.pool)
             .ok_or_else(|| format!("no {} pool", self.pool))?;
+        let now = crate::store::now();
+        if self.chain == "sol" {
+            return self.sol_round(pool, &open, now).await;
+        }
         let chain = Chain {
             pool,
             finalized: self.finalized(pool).await,
-            now: crate::store::now(),
+            now,
         };
         for tx in &open {
             let change = self
                 .fate(&chain, tx)
                 .await
                 .map_err(|e| format!("{}: {}", tx.hash, e.message))?;
-            if change.status != tx.status {
-                metrics::TX_STATUS
-                    .with_label_values(&[self.chain, &change.status])
-                    .inc();
-            }
-            if tx.included_at.is_none() {
-                if let Some(at) = change.included_at {
-                    metrics::TX_INCLUSION
-                        .with_label_values(&[self.chain])
-                        .observe((at - tx.submitted_at).max(0) as f64);
-                }
-            }
-            let event = super::push::worth_pushing(tx, &change)
-                .then(|| super::push::event_body(tx, &change, chain.now));
-            self.store
-                .update_tx(self.chain, &tx.hash, &change, chain.now, event.as_deref())
-                .await
-                .map_err(|e| e.to_string())?;
+            self.record(tx, &change, now).await?;
         }
         Ok(())
+    }
+
+    /// Store what became of `tx` (its status change pushed with it) and count it.
+    pub(super) async fn record(
+        &self,
+        tx: &TrackedTx,
+        change: &TxChange,
+        now: i64,
+    ) -> Result<(), String> {
+        if change.status != tx.status {
+            metrics::TX_STATUS
+                .with_label_values(&[self.chain, &change.status])
+                .inc();
+        }
+        if tx.included_at.is_none() {
+            if let Some(at) = change.included_at {
+                metrics::TX_INCLUSION
+                    .with_label_values(&[self.chain])
+                    .observe((at - tx.submitted_at).max(0) as f64);
+            }
+        }
+        let event = super::push::worth_pushing(tx, change)
+            .then(|| super::push::event_body(tx, change, now));
+        self.store
+            .update_tx(self.chain, &tx.hash, change, now, event.as_deref())
+            .await
+            .map_err(|e| e.to_string())
     }
 
     /// The chain's finalized block, when its nodes know one.

@@ -7,6 +7,7 @@
 mod follow;
 pub mod push;
 mod revert;
+mod sol;
 
 pub use follow::Follower;
 
@@ -70,17 +71,31 @@ impl Recorder {
     }
 }
 
-/// A queued transaction with its sender and nonce (the write path checked nothing of
-/// it beyond its hash; what does not decode is not followed).
+/// A queued transaction with its sender and nonce, or on Solana its fee payer and
+/// recent blockhash (what does not decode is not followed).
 fn decoded(s: Submitted) -> Option<NewTx> {
-    let tx = crate::signed_tx::decode(&s.raw).ok()?;
+    let (sender, nonce, recent_blockhash) = match s.chain {
+        "sol" => {
+            use base64::Engine;
+            let wire = base64::engine::general_purpose::STANDARD
+                .decode(&s.raw)
+                .ok()?;
+            let tx = crate::sol_tx::decode_wire(wire).ok()?;
+            (tx.fee_payer, 0, Some(tx.recent_blockhash))
+        }
+        _ => {
+            let tx = crate::signed_tx::decode(&s.raw).ok()?;
+            (tx.from, tx.nonce as i64, None)
+        }
+    };
     Some(NewTx {
         chain: s.chain.to_string(),
         hash: s.hash,
         tenant_id: s.tenant,
         key_id: s.key_id,
-        sender: tx.from,
-        nonce: tx.nonce as i64,
+        sender,
+        nonce,
+        recent_blockhash,
         raw: s.raw,
         submitted_at: s.at,
     })

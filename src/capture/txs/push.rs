@@ -63,7 +63,9 @@ pub fn event_body(before: &TrackedTx, change: &TxChange, now: i64) -> String {
         updated_at: now,
         ..before.clone()
     };
-    let reorged = before.block_hash.is_some() && before.block_hash != change.block_hash;
+    let in_block = before.block_hash.is_some() || before.block_number.is_some();
+    let reorged = in_block
+        && (before.block_hash != change.block_hash || before.block_number != change.block_number);
     json!({
         "previous_status": before.status,
         "reorged": reorged,
@@ -74,7 +76,9 @@ pub fn event_body(before: &TrackedTx, change: &TxChange, now: i64) -> String {
 
 /// Whether `change` is one the tenant hears about: a new status, or a new block.
 pub fn worth_pushing(before: &TrackedTx, change: &TxChange) -> bool {
-    change.status != before.status || change.block_hash != before.block_hash
+    change.status != before.status
+        || change.block_hash != before.block_hash
+        || change.block_number != before.block_number
 }
 
 /// `event` as a message, with `extra` fields (a webhook's ids).

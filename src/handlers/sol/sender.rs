@@ -94,6 +94,7 @@ pub async fn tx(
         })
         .await?;
     mempool.record(tenant_of(req), &tx.signature, &tx.fee_payer, "sender");
+    follow(gateway, &pool.name, &tx, req);
     Ok(Reply::json(
         200,
         json!({"signature": tx.signature, "fee_payer": tx.fee_payer}).to_string(),
@@ -183,6 +184,17 @@ pub async fn bundle(
         json!({"bundle_id": id, "signatures": signatures}).to_string(),
     )
     .served_by(host))
+}
+
+/// An accepted transaction is followed until it lands or its blockhash expires
+/// (`capture::txs`), for the key that sent it. (Not a bundle's: sent again one by one,
+/// its transactions would lose the all-or-none the block engine gives them.)
+fn follow(gateway: &Gateway, pool: &str, tx: &SolTx, req: &Request<'_>) {
+    if let Some(by) = req.submitter() {
+        gateway
+            .txlog
+            .accepted(pool, &tx.signature, &wire_base64(tx), by);
+    }
 }
 
 /// The tenant a sent transaction is shown to (the senders need a key).
