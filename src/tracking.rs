@@ -15,6 +15,13 @@ use tokio::sync::mpsc;
 /// Records waiting to be stored, at most.
 pub const QUEUE: usize = 4096;
 
+/// How a transaction went out, which decides how it may be sent again: to the chain's
+/// nodes (`public`), to the private relay only, never to a public node (`private`), or
+/// as part of a builder bundle, never alone (`bundle`: not sent again at all).
+pub const PUBLIC: &str = "public";
+pub const PRIVATE: &str = "private";
+pub const BUNDLE: &str = "bundle";
+
 /// Who sent a transaction: the key and its tenant (only keys' transactions are followed:
 /// only a tenant can ask for them).
 #[derive(Debug, Clone, Copy)]
@@ -27,6 +34,8 @@ pub struct Submitter<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Submitted {
     pub chain: &'static str,
+    /// [`PUBLIC`], [`PRIVATE`] or [`BUNDLE`].
+    pub route: &'static str,
     /// EVM: 0x-prefixed, lower case; Solana: the first signature, base58.
     pub hash: String,
     /// The signed transaction as sent (EVM: 0x-hex; Solana: the wire bytes in base64):
@@ -59,11 +68,26 @@ impl TxLog {
     /// A transaction `by` sent on `pool` was accepted: queue it for the recorder when its
     /// pool is a chain the edge follows.
     pub fn accepted(&self, pool: &str, hash: &str, raw: &str, by: Submitter<'_>) {
-        let Some(chain) = chain_of_pool(pool).filter(|_| self.enabled) else {
+        if let Some(chain) = chain_of_pool(pool) {
+            self.accepted_on(chain, PUBLIC, hash, raw, by);
+        }
+    }
+
+    /// A transaction `by` sent to `chain` by `route` was accepted: queue it.
+    pub fn accepted_on(
+        &self,
+        chain: &'static str,
+        route: &'static str,
+        hash: &str,
+        raw: &str,
+        by: Submitter<'_>,
+    ) {
+        if !self.enabled {
             return;
-        };
+        }
         let record = Submitted {
             chain,
+            route,
             // Base58 is case-sensitive; hex is not.
             hash: match chain {
                 "sol" => hash.to_string(),
@@ -130,6 +154,7 @@ pub fn status_json(tx: &TrackedTx, head: Option<u64>) -> Value {
         "block_hash": tx.block_hash,
         "transaction_index": tx.tx_index,
         "confirmations": confirmations,
+        "route": tx.route,
         "replaced_by": tx.replaced_by,
         "revert_reason": tx.revert_reason,
         "resends": tx.resends,

@@ -51,6 +51,7 @@ async fn followed_txs(store: &Store) {
         sender: "0xs".into(),
         nonce,
         recent_blockhash: (tenant == "t2").then(|| "Bh".to_string()),
+        route: if tenant == "t2" { "private" } else { "public" }.into(),
         raw: "0x01".into(),
         submitted_at: at,
     };
@@ -80,6 +81,7 @@ async fn followed_txs(store: &Store) {
         (a.recent_blockhash, a2.recent_blockhash.as_deref()),
         (None, Some("Bh"))
     );
+    assert_eq!((a.route.as_str(), a2.route.as_str()), ("public", "private"));
     assert!(store
         .tracked_tx("eth", "0xa", "t3")
         .await

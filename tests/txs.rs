@@ -9,6 +9,8 @@ use common::*;
 use serde_json::{json, Value};
 use std::net::TcpStream;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tungstenite::client::IntoClientRequest;
 use tungstenite::Message;
@@ -629,4 +631,116 @@ fn status_changes_are_pushed_to_the_tenants_channel_and_signed_hooks_only() {
             .len(),
         1
     );
+}
+
+/// A relay in front of `node` (a private RPC, a builder): every body goes on to the node,
+/// except `eth_sendBundle`, which it takes and never lands. Counts the sends it gets.
+fn relay(node: &Anvil, sends: Arc<AtomicUsize>) -> Fixture {
+    let port = node.port;
+    Fixture::start(move |req| {
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+        match body["method"].as_str() {
+            Some("eth_sendBundle") => {
+                sends.fetch_add(1, Ordering::SeqCst);
+                let hash = format!("0x{}", "bb".repeat(32));
+                let answer = json!({"bundleHash": hash});
+                return FixtureResponse::json(
+                    json!({"jsonrpc": "2.0", "id": body["id"], "result": answer}),
+                );
+            }
+            Some("eth_sendRawTransaction") => {
+                sends.fetch_add(1, Ordering::SeqCst);
+            }
+            _ => {}
+        }
+        let h = [("Content-Type", "application/json")];
+        let r = request(port, "POST", "/", &h, &req.body).unwrap();
+        FixtureResponse::json(serde_json::from_slice(&r.body).unwrap())
+    })
+}
+
+#[test]
+fn private_transactions_are_sent_again_privately_and_bundled_ones_never_alone() {
+    let node = Anvil::start(1, &["--no-mining"]);
+    // The public pool's node sits behind a counting relay too: the edge's public sends
+    // are counted there.
+    let (public_sends, private_sends) = (Arc::default(), Arc::default());
+    let public = relay(&node, Arc::clone(&public_sends));
+    let private = relay(&node, Arc::clone(&private_sends));
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-anvil}}\n\
+             \x20 eth_private_rpc:\n    hosts:\n      - {{id: private-1, url: \"{}\", family: el-anvil}}\n\
+             \x20 eth_mev_builder:\n    hosts:\n      - {{id: builder-1, url: \"{}\", family: builder}}\n",
+            public.url(),
+            private.url(),
+            private.url()
+        ),
+        extra_yaml: format!(
+            "{UNLIMITED}tx_tracking:\n  follow_interval_ms: 150\n  resend_after_secs: 1\n  max_resends: 2\n"
+        ),
+        ..Default::default()
+    });
+    let key = gw.key("pro", &["rpc:read", "rpc:write"]);
+    let post = |path: &str, body: Value| {
+        let h = [
+            ("Content-Type", "application/json"),
+            ("x-token", key.as_str()),
+        ];
+        request(gw.port, "POST", path, &h, body.to_string().as_bytes()).unwrap()
+    };
+
+    // Private: the relay hands it to a builder (here the node); the node loses it; the
+    // edge sends it again to the relay, never to a public node.
+    let raw = signed(&node, json!({"nonce": "0x0"}));
+    let r = post(
+        "/v1/eth/sender/raw",
+        json!({"raw_tx": raw, "preferred_path": "private"}),
+    );
+    assert_eq!(
+        (r.status, r.json()["path_used"].clone()),
+        (200, json!("private")),
+        "{}",
+        r.text()
+    );
+    let hash = r.json()["tx_hash"].as_str().unwrap().to_string();
+    until_status(&gw, &key, &hash, "pending");
+    node.call("anvil_dropTransaction", json!([hash]));
+    wait_until("a private resend", || {
+        private_sends.load(Ordering::SeqCst) >= 2
+    });
+    node.mine(1);
+    let landed = until_status(&gw, &key, &hash, "included");
+    assert_eq!(landed["route"], "private", "{landed}");
+    assert!(landed["resends"].as_i64() >= Some(1), "{landed}");
+    assert_eq!(
+        public_sends.load(Ordering::SeqCst),
+        0,
+        "a private transaction went public"
+    );
+
+    // A bundle the builder never lands: followed, given up, never sent alone.
+    let bundled = signed(&node, json!({"nonce": "0x1"}));
+    let r = post(
+        "/v1/eth/sender/bundle",
+        json!({"txs": [bundled], "block_number": 100}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let bytes = hex::decode(bundled.trim_start_matches("0x")).unwrap();
+    let hash = format!("0x{}", hex::encode(alloy_primitives::keccak256(bytes)));
+    let sends = private_sends.load(Ordering::SeqCst);
+    let pending = until_status(&gw, &key, &hash, "pending");
+    assert_eq!(pending["route"], "bundle", "{pending}");
+    // Given up after as long as a public one is sent again: 1 s × (2 + 1).
+    let dropped = until_status(&gw, &key, &hash, "dropped");
+    assert_eq!(dropped["resends"], 0, "{dropped}");
+    assert_eq!(
+        private_sends.load(Ordering::SeqCst),
+        sends,
+        "a bundled transaction was sent alone"
+    );
+    assert_eq!(public_sends.load(Ordering::SeqCst), 0);
+    assert!(node
+        .call("eth_getTransactionByHash", json!([hash]))
+        .is_null());
 }

@@ -61,8 +61,8 @@ pub(super) struct KeyChannel {
 
 impl super::Edge {
     /// Admit a push channel opened with an API key (the watchlist's, the transactions'):
+    /// its own parameters (`check`, first: a bad one is a 400 even without an upgrade),
     /// the handshake, the key, the route's rate category, the key's connection cap.
-    /// `check` runs on the request before anything is counted (its own parameters).
     pub(super) async fn key_channel<D: Downstream + ?Sized>(
         &self,
         session: &D,
@@ -71,11 +71,12 @@ impl super::Edge {
         check: impl FnOnce(&D) -> Result<(), ApiError>,
     ) -> Result<KeyChannel, ApiError> {
         let st = &*self.state;
+        // Its own parameters first: a bad one is a 400 however the request came.
+        check(session)?;
         let accept = handshake_accept(session)?;
         let Some(Principal::Key(key)) = ctx.principal.clone() else {
             return Err(ApiError::new(401, "unauthorized", "an API key is required"));
         };
-        check(session)?;
         if let Some(category) = &route.rate {
             let cost =
                 crate::rpc::compute_units::Cost::request(st.compute_units.route(&route.name));

@@ -13,6 +13,7 @@ use crate::pools::{Pool, Pools};
 use crate::reply::Reply;
 use crate::rpc::{Gateway, BUILDER_METHODS, PRIVATE_TX_METHODS};
 use crate::signed_tx::{self, SignedTx};
+use crate::tracking;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -64,6 +65,11 @@ pub async fn raw(
             }
         })
         .await?;
+    // The public path was queued by the gateway's write; the private one is queued here.
+    if let (Some(by), "private") = (req.submitter(), accepted.path_used) {
+        let log = &gateway.txlog;
+        log.accepted_on("eth", tracking::PRIVATE, &tx.hash, &raw, by);
+    }
     Ok(sender_result(&tx, accepted))
 }
 
@@ -170,7 +176,7 @@ pub async fn bundle(
     pools: &Pools,
     req: &Request<'_>,
 ) -> Result<Reply, ApiError> {
-    let call = bundle_call(&req.body)?;
+    let (call, txs) = bundle_call(&req.body)?;
     let pool = pool(pools, "eth_mev_builder")?;
     let r = gateway
         .forward(
@@ -187,7 +193,15 @@ pub async fn bundle(
         .and_then(|v| v.get("bundleHash"))
         .and_then(Value::as_str)
     {
-        Some(h) => Ok(json_reply(json!({"bundle_hash": h})).served_by(r.upstream)),
+        Some(h) => {
+            if let Some(by) = req.submitter() {
+                for (tx, raw) in &txs {
+                    let log = &gateway.txlog;
+                    log.accepted_on("eth", tracking::BUNDLE, &tx.hash, raw, by);
+                }
+            }
+            Ok(json_reply(json!({"bundle_hash": h})).served_by(r.upstream))
+        }
         None => Err(ApiError::new(
             400,
             "bundle_rejected",
@@ -293,7 +307,8 @@ pub fn parse_raw<'p>(
 }
 
 /// The `eth_sendBundle` call for a bundle request.
-pub fn bundle_call(body: &[u8]) -> Result<jsonrpc::Request, ApiError> {
+/// `eth_sendBundle` for a bundle body, with each of its transactions decoded.
+pub fn bundle_call(body: &[u8]) -> Result<(jsonrpc::Request, Vec<(SignedTx, String)>), ApiError> {
     let b: BundleRequest =
         serde_json::from_slice(body).map_err(|e| ApiError::invalid_params(format!("body: {e}")))?;
     if b.txs.is_empty() || b.txs.len() > MAX_BUNDLE {
@@ -301,9 +316,11 @@ pub fn bundle_call(body: &[u8]) -> Result<jsonrpc::Request, ApiError> {
             "a bundle holds 1 to {MAX_BUNDLE} signed transactions"
         )));
     }
-    for tx in &b.txs {
-        check_raw(tx)?;
-    }
+    let decoded = b
+        .txs
+        .iter()
+        .map(|raw| Ok((check_raw(raw)?, raw.clone())))
+        .collect::<Result<Vec<_>, ApiError>>()?;
     let block = match &b.block_number {
         Value::Number(n) => n.as_u64().map(|n| format!("0x{n:x}")),
         Value::String(s) if s.starts_with("0x") => u64::from_str_radix(&s[2..], 16)
@@ -313,11 +330,12 @@ pub fn bundle_call(body: &[u8]) -> Result<jsonrpc::Request, ApiError> {
         _ => None,
     }
     .ok_or_else(|| ApiError::invalid_params("block_number is a block number"))?;
-    Ok(jsonrpc::Request::new(
+    let call = jsonrpc::Request::new(
         Id::index(1),
         "eth_sendBundle",
         json!([{"txs": b.txs, "blockNumber": block}]),
-    ))
+    );
+    Ok((call, decoded))
 }
 
 pub const HANDLERS: &[super::Handler] = &[
@@ -370,9 +388,10 @@ mod tests {
         assert!(parse_raw(moon.as_bytes(), &polygon).is_err());
         let extra = format!(r#"{{"raw_tx":"{typed}","gas":1}}"#);
         assert!(parse_raw(extra.as_bytes(), &polygon).is_err());
-        let call =
+        let (call, txs) =
             bundle_call(format!(r#"{{"txs":["{typed}"],"block_number":17}}"#).as_bytes()).unwrap();
         assert_eq!(call.param(0).unwrap()["blockNumber"], "0x11");
+        assert_eq!((txs.len(), txs[0].1.as_str()), (1, typed));
         assert!(bundle_call(br#"{"txs":[],"block_number":1}"#).is_err());
         let filler_bundle = format!(r#"{{"txs":["{filler}"],"block_number":17}}"#);
         assert!(bundle_call(filler_bundle.as_bytes()).is_err());

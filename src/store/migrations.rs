@@ -328,8 +328,10 @@ CREATE TABLE push_cursors (
     r#"
 ALTER TABLE tracked_txs ADD COLUMN revert_reason TEXT;
 "#,
-    // A Solana transaction's recent blockhash: it expires with it.
+    // A Solana transaction's recent blockhash (it expires with it); how a transaction
+    // went out (`tracking::PUBLIC`, `PRIVATE`, `BUNDLE`).
     r#"
 ALTER TABLE tracked_txs ADD COLUMN recent_blockhash TEXT;
+ALTER TABLE tracked_txs ADD COLUMN route TEXT NOT NULL DEFAULT 'public';
 "#,
 ];

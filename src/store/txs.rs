@@ -19,6 +19,8 @@ pub const EXPIRED: &str = "expired";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewTx {
     pub chain: String,
+    /// How it went out (`tracking::PUBLIC`, `PRIVATE`, `BUNDLE`).
+    pub route: String,
     pub hash: String,
     pub tenant_id: String,
     pub key_id: String,
@@ -56,6 +58,8 @@ pub struct TrackedTx {
     pub revert_reason: Option<String>,
     /// Solana: the blockhash it was signed against.
     pub recent_blockhash: Option<String>,
+    /// How it went out (`tracking::PUBLIC`, `PRIVATE`, `BUNDLE`).
+    pub route: String,
 }
 
 /// What the follower learnt of one transaction (every tenant's row of it moves).
@@ -74,7 +78,7 @@ pub struct TxChange {
 
 const COLUMNS: &str = "chain, hash, tenant_id, key_id, sender, nonce, raw, status, block_number, \
      block_hash, tx_index, replaced_by, resends, submitted_at, updated_at, missing_since, \
-     included_at, revert_reason, recent_blockhash";
+     included_at, revert_reason, recent_blockhash, route";
 
 fn tracked(r: &super::sql::Row) -> Result<TrackedTx, StoreError> {
     Ok(TrackedTx {
@@ -97,6 +101,7 @@ fn tracked(r: &super::sql::Row) -> Result<TrackedTx, StoreError> {
         included_at: r.opt_int(16)?,
         revert_reason: r.opt_text(17)?,
         recent_blockhash: r.opt_text(18)?,
+        route: r.text(19)?,
     })
 }
 
@@ -122,14 +127,15 @@ impl Store {
                     &t.raw,
                     PENDING,
                     t.submitted_at,
-                    t.recent_blockhash.as_deref()
+                    t.recent_blockhash.as_deref(),
+                    &t.route
                 ]
             })
             .collect();
         tx.execute_many(
             "INSERT INTO tracked_txs (chain, hash, tenant_id, key_id, sender, nonce, raw, status, \
-             resends, submitted_at, updated_at, recent_blockhash) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, $9, $9, $10) \
+             resends, submitted_at, updated_at, recent_blockhash, route) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, $9, $9, $10, $11) \
              ON CONFLICT (chain, hash, tenant_id) DO NOTHING",
             rows,
         )

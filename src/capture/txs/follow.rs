@@ -17,6 +17,7 @@ use crate::pools::{Pool, Pools};
 use crate::rpc::Gateway;
 use crate::store::txs::{TrackedTx, TxChange, DROPPED, FAILED, FINAL, INCLUDED, PENDING, REPLACED};
 use crate::store::Store;
+use crate::tracking;
 use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
 use serde_json::{json, Value};
@@ -181,7 +182,8 @@ impl Follower {
             status: PENDING.to_string(),
             ..kept
         };
-        if self.held_by_a_node(chain.pool, &tx.hash).await {
+        // A private or bundled transaction is in no public pool by design.
+        if tx.route == tracking::PUBLIC && self.held_by_a_node(chain.pool, &tx.hash).await {
             return Ok(pending);
         }
         let (count, _) = self
@@ -216,19 +218,39 @@ impl Follower {
                 ..pending
             };
         }
-        if tx.resends >= self.conf.max_resends as i64 {
+        // A bundle's transaction is never sent alone: it is given up after as long as
+        // a public one is followed before it is.
+        let waited_out = match tx.route.as_str() {
+            tracking::BUNDLE => {
+                let patience = self.conf.resend_after_secs * (self.conf.max_resends as u64 + 1);
+                chain.now - since >= patience as i64
+            }
+            _ => tx.resends >= self.conf.max_resends as i64,
+        };
+        if waited_out {
             return TxChange {
                 status: DROPPED.to_string(),
                 missing_since: Some(since),
                 ..pending
             };
         }
+        if tx.route == tracking::BUNDLE {
+            return TxChange {
+                missing_since: Some(since),
+                ..pending
+            };
+        }
         let call = Request::new(Id::index(1), "eth_sendRawTransaction", json!([tx.raw]));
-        // Not followed again as a new submission: this row goes on.
-        let sent = self
-            .gateway
-            .write(chain.pool, &call, &self.rid(), None)
-            .await;
+        // Not followed again as a new submission: this row goes on. A private one goes
+        // to the private relay only: a public node would show it to everyone.
+        let sent = match tx.route.as_str() {
+            tracking::PRIVATE => self.send_private(&call).await,
+            _ => self
+                .gateway
+                .write(chain.pool, &call, &self.rid(), None)
+                .await
+                .map(drop),
+        };
         metrics::TX_RESENDS.with_label_values(&[self.chain]).inc();
         if let Err(e) = sent {
             log::warn!("txs/{}: re-sending {}: {}", self.chain, tx.hash, e.message);
@@ -239,6 +261,20 @@ impl Follower {
             missing_since: Some(chain.now),
             ..pending
         }
+    }
+
+    /// `call` to the private relay (`eth_private_rpc`), its hosts in health order.
+    async fn send_private(&self, call: &Request) -> Result<(), crate::errors::ApiError> {
+        let pool = self.pools.get("eth_private_rpc").ok_or_else(|| {
+            crate::errors::ApiError::new(503, "pool_not_configured", "no eth_private_rpc pool")
+        })?;
+        let hosts = pool.candidates(None);
+        let methods = crate::rpc::PRIVATE_TX_METHODS;
+        let rid = self.rid();
+        self.gateway
+            .forward(hosts, &call.to_bytes(), methods, &rid)
+            .await
+            .map(drop)
     }
 
     /// The followed transaction of the same sender and nonce that a block included.

@@ -90,6 +90,7 @@ fn decoded(s: Submitted) -> Option<NewTx> {
     };
     Some(NewTx {
         chain: s.chain.to_string(),
+        route: s.route.to_string(),
         hash: s.hash,
         tenant_id: s.tenant,
         key_id: s.key_id,
