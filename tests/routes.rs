@@ -221,7 +221,8 @@ fn every_manifest_route_is_classified_in_its_envelope() {
                     "host_rpc" | "eth_peer_graph_host" => (404, "unknown_host"),
                     // No eth_el host here has the admin capability.
                     "eth_peer_graph" => (503, "no_upstream"),
-                    "builder_rpc" | "private_rpc" => (503, "pool_not_configured"),
+                    // The call is checked before the pool: an empty body is not one.
+                    "builder_rpc" | "private_rpc" => (400, "invalid_params"),
                     // Senders with an empty body; `{hash}` is sampled as "x1", not a hash.
                     "eth_sender_raw" | "eth_sender_bundle" | "polygon_sender_raw"
                     | "eth_tx_status" | "polygon_tx_status" | "sol_tx_status" => {
@@ -443,4 +444,46 @@ fn cors_per_route_policy() {
     )
     .unwrap();
     assert_eq!(r.header("access-control-allow-origin"), Some("*"));
+}
+
+/// SPEC's order: the call is checked before the endpoint's pool, so a method the builder
+/// or private endpoint never serves is a 403 `method_unknown` even where neither pool is
+/// configured (and a served one is then the pool's 503).
+#[test]
+fn builder_and_private_endpoints_check_the_call_before_their_pool() {
+    let gw = Gateway::start(GatewayOpts {
+        extra_yaml: UNLIMITED.into(),
+        ..GatewayOpts::default()
+    });
+    let key = gw.key("business", &["rpc:write"]);
+    for (path, served) in [
+        ("/v1/eth/mev/builder", "eth_sendBundle"),
+        ("/v1/eth/mev/private-rpc", "eth_sendPrivateTransaction"),
+    ] {
+        for (method, want) in [
+            ("eth_getBalance", (403, "method_unknown")),
+            (served, (503, "pool_not_configured")),
+        ] {
+            let call =
+                serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": []});
+            let r = request(
+                gw.port,
+                "POST",
+                path,
+                &[("Content-Type", "application/json"), ("x-token", &key)],
+                call.to_string().as_bytes(),
+            )
+            .unwrap();
+            let got = (
+                r.status,
+                r.json()["error"].as_str().unwrap_or("").to_string(),
+            );
+            assert_eq!(
+                (got.0, got.1.as_str()),
+                want,
+                "{path} {method}: {}",
+                r.text()
+            );
+        }
+    }
 }

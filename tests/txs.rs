@@ -402,6 +402,39 @@ fn a_node_restarted_without_its_txpool_is_sent_the_transaction_again() {
 }
 
 #[test]
+fn following_resumes_after_the_edge_is_killed_or_stopped() {
+    let node = Anvil::start(1, &["--no-mining"]);
+    let mut gw = gateway(&node);
+    let key = gw.key("basic", &["rpc:read", "rpc:write"]);
+    let first = send(&gw, &key, &signed(&node, json!({"nonce": "0x0"})));
+    until_status(&gw, &key, &first, "pending");
+    // Killed; while it is down the node loses the transaction.
+    let mut dead = gw.proc.take().unwrap();
+    dead.signal("KILL");
+    assert!(dead.exited_within(Duration::from_secs(5)));
+    node.call("anvil_dropTransaction", json!([first]));
+    gw.proc = Some(gw.spawn(false));
+    gw.wait_ready(Duration::from_secs(20));
+    // The new process finds it open in the store, held by no node, and sends it again.
+    wait_until("the restarted edge to send it again", || {
+        !node
+            .call("eth_getTransactionByHash", json!([first]))
+            .is_null()
+    });
+    // Accepted just before a graceful stop: stored on the way out, followed after.
+    let second = send(&gw, &key, &signed(&node, json!({"nonce": "0x1"})));
+    let mut old = gw.proc.take().unwrap();
+    old.signal("TERM");
+    assert!(old.exited_within(Duration::from_secs(30)));
+    gw.proc = Some(gw.spawn(false));
+    gw.wait_ready(Duration::from_secs(20));
+    node.mine(1);
+    for hash in [&first, &second] {
+        until_status(&gw, &key, hash, "included");
+    }
+}
+
+#[test]
 fn the_console_lists_a_keys_transactions_to_its_owner_only() {
     let node = Anvil::start(1, &[]);
     let outbox = tempdir("txs-console").join("outbox.jsonl");

@@ -223,6 +223,8 @@ pub async fn endpoint(
     } else {
         ("eth_private_rpc", PRIVATE_TX_METHODS)
     };
+    // The call first (SPEC's order): an unknown method is a 403 with or without a pool.
+    gateway.check_forwarded(&req.body, allow)?;
     let pool = pool(pools, pool_name)?;
     let r = gateway
         .forward(pool.candidates(None), &req.body, allow, req.request_id)

@@ -27,16 +27,10 @@ pub const PRIVATE_TX_METHODS: &[&str] = &[
 ];
 
 impl Gateway {
-    /// Forward a call (or batch) whose every method is in `allow` to the hosts in order
-    /// until one answers; for builder and private-transaction endpoints, whose methods
-    /// are not part of the general method table.
-    pub async fn forward(
-        &self,
-        hosts: Vec<Arc<Host>>,
-        body: &[u8],
-        allow: &[&str],
-        rid: &str,
-    ) -> Result<RpcReply, ApiError> {
+    /// Whether `body` is a call (or a bounded batch) whose every method is in `allow`:
+    /// checked before any pool is looked at, so a bad call is a 400 or 403 whether or
+    /// not the endpoint's pool is configured.
+    pub fn check_forwarded(&self, body: &[u8], allow: &[&str]) -> Result<(), ApiError> {
         let parsed: Value = serde_json::from_slice(body)
             .map_err(|e| ApiError::invalid_params(format!("body is not JSON: {e}")))?;
         let calls: Vec<&Value> = match &parsed {
@@ -60,6 +54,20 @@ impl Gateway {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Forward a call (or batch) whose every method is in `allow` to the hosts in order
+    /// until one answers; for builder and private-transaction endpoints, whose methods
+    /// are not part of the general method table.
+    pub async fn forward(
+        &self,
+        hosts: Vec<Arc<Host>>,
+        body: &[u8],
+        allow: &[&str],
+        rid: &str,
+    ) -> Result<RpcReply, ApiError> {
+        self.check_forwarded(body, allow)?;
         if hosts.is_empty() {
             return Err(ApiError::new(
                 503,
