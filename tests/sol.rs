@@ -806,6 +806,24 @@ fn a_sent_transaction_lost_on_the_way_lands_when_sent_again_and_one_expires_with
         (400, json!("invalid_params"))
     );
 
+    // A bundle's transaction is followed too, never sent again alone.
+    let carol = gw.key("pro", &[]);
+    let in_bundle = node.signed_transfer(payer, to, 1_000_000);
+    let r = post(
+        &gw,
+        &carol,
+        "/v1/sol/sender/bundle",
+        &json!({"transactions": [in_bundle]}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let sig = r.json()["signatures"][0].as_str().unwrap().to_string();
+    let bundled = until_tx_status(&gw, &carol, &format!("/v1/sol/tx/{sig}"), "final");
+    assert_eq!(
+        (bundled["route"].as_str(), bundled["resends"].as_i64()),
+        (Some("bundle"), Some(0)),
+        "{bundled}"
+    );
+
     // Every send lost, then its blockhash expires: it can never land.
     node.call("shim_dropSends", json!([1_000_000]));
     let doomed = node.signed_transfer(payer, to, 3_000_000);
@@ -832,5 +850,5 @@ fn a_sent_transaction_lost_on_the_way_lands_when_sent_again_and_one_expires_with
         Some(resends),
         "never sent again once expired"
     );
-    assert_eq!(balance(&node, to), 2_000_000);
+    assert_eq!(balance(&node, to), 3_000_000);
 }

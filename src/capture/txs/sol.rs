@@ -4,7 +4,8 @@
 //! blockhash the node no longer takes (`isBlockhashValid`) has `expired`: it can never
 //! land. One still valid is sent again to every healthy node each round (as Helius and
 //! Jito advise: the leader may never have got it), at most `solana_max_resends` times;
-//! a signature is processed once, so a copy that arrives twice lands once.
+//! a signature is processed once, so a copy that arrives twice lands once. A bundle's
+//! transaction is only watched: it lands with its bundle or expires.
 
 use super::Follower;
 use crate::pools::Pool;
@@ -86,6 +87,8 @@ impl Follower {
             },
             // The node cannot say now: looked at again next round.
             None => pending,
+            // A bundle's transaction is never sent alone; nor more than the bound.
+            Some(true) if tx.route == crate::tracking::BUNDLE => pending,
             Some(true) if tx.resends >= self.conf.solana_max_resends as i64 => pending,
             Some(true) => {
                 self.sol_send_again(pool, tx).await;

@@ -13,6 +13,7 @@ use crate::pools::Pool;
 use crate::reply::Reply;
 use crate::rpc::Gateway;
 use crate::sol_tx::{self, Encoding, SolTx};
+use crate::tracking;
 use base64::Engine;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -94,7 +95,7 @@ pub async fn tx(
         })
         .await?;
     mempool.record(tenant_of(req), &tx.signature, &tx.fee_payer, "sender");
-    follow(gateway, &pool.name, &tx, req);
+    follow(gateway, tracking::PUBLIC, &tx, req);
     Ok(Reply::json(
         200,
         json!({"signature": tx.signature, "fee_payer": tx.fee_payer}).to_string(),
@@ -177,6 +178,7 @@ pub async fn bundle(
     };
     for t in &txs {
         mempool.record(tenant_of(req), &t.signature, &t.fee_payer, "bundle");
+        follow(gateway, tracking::BUNDLE, t, req);
     }
     let signatures: Vec<&str> = txs.iter().map(|t| t.signature.as_str()).collect();
     Ok(Reply::json(
@@ -187,13 +189,14 @@ pub async fn bundle(
 }
 
 /// An accepted transaction is followed until it lands or its blockhash expires
-/// (`capture::txs`), for the key that sent it. (Not a bundle's: sent again one by one,
-/// its transactions would lose the all-or-none the block engine gives them.)
-fn follow(gateway: &Gateway, pool: &str, tx: &SolTx, req: &Request<'_>) {
+/// (`capture::txs`), for the key that sent it. A bundle's are never sent again one by
+/// one: they would lose the all-or-none the block engine gives them.
+fn follow(gateway: &Gateway, route: &'static str, tx: &SolTx, req: &Request<'_>) {
     if let Some(by) = req.submitter() {
+        let raw = wire_base64(tx);
         gateway
             .txlog
-            .accepted(pool, &tx.signature, &wire_base64(tx), by);
+            .accepted_on("sol", route, &tx.signature, &raw, by);
     }
 }
 
