@@ -117,6 +117,18 @@ fn two_instances_on_one_postgres_share_sign_ins_sessions_and_keys() {
     on_a.cookies = on_b.cookies.clone();
     let me_a = on_a.send("GET", "/v1/auth/me", None, None);
     assert_eq!(me_a.status, 200, "{}", me_a.text());
+    // The tenant's plan, with the limits this gateway gives it.
+    let plan = &me_a.json()["plan"];
+    assert_eq!(
+        (
+            plan["name"].as_str(),
+            plan["requests_per_second"].as_f64(),
+            plan["categories"]["eth_rpc"].as_f64(),
+            plan["categories"].as_object().map(|c| c.len())
+        ),
+        (Some("free"), Some(1.0), Some(1000.0), Some(1)),
+        "{plan}"
+    );
     let raw = me_a.json()["default_key"]["raw"]
         .as_str()
         .unwrap()

@@ -80,6 +80,10 @@ try {
   assert.equal(answered.jsonrpc, "2.0", JSON.stringify(answered));
   assert.ok("result" in answered, JSON.stringify(answered));
 
+  // Plan: the tenant's, with the rate it allows and the burst over it.
+  const plan = await page.textContent("#plan");
+  assert.match(plan, /^[a-z]+: (\d+(\.\d+)? requests\/s|no limit set) \(bursts to [\d.]+\u00d7\)/, plan);
+
   // Usage: calls made with the default key (the snippet's, 5 more answered, 2 refused by
   // the method table)
   // show in the chart once flushed. The screenshot's pixels must hold the bars' colours:

@@ -46,7 +46,30 @@ async function load() {
     $("default-raw-wrap").hidden = false;
   }
   showEndpoints(dk && dk.raw);
+  showPlan(me.plan);
   await listKeys();
+}
+
+// The tenant's plan and what it allows: requests/s (the default and each category that
+// sets its own), the burst over it, compute units/s.
+function showPlan(plan) {
+  const list = $("plan-categories");
+  list.replaceChildren();
+  if (!plan) {
+    $("plan").textContent = "Plan not available.";
+    return;
+  }
+  const rate = (r) => (r == null ? "no limit set" : r + " requests/s");
+  let text = plan.name + ": " + rate(plan.requests_per_second) +
+    " (bursts to " + plan.burst + "\u00d7)";
+  if (plan.compute_units_per_second != null) text += ", " + plan.compute_units_per_second + " compute units/s";
+  if (plan.trial_ends_at) text += "; trial until " + plan.trial_ends_at;
+  $("plan").textContent = text;
+  for (const [category, r] of Object.entries(plan.categories || {})) {
+    const li = document.createElement("li");
+    li.textContent = category + ": " + rate(r);
+    list.appendChild(li);
+  }
 }
 
 // Where to call, from this page's own origin, and a request that works as shown (with

@@ -27,7 +27,7 @@ pub const HANDLERS: &[Handler] = &[
         Box::pin(async move { crate::console::page::serve(r.tail()) })
     }),
     Handler::new("console_me", |s, r| {
-        Box::pin(async move { me(s.console, session(r)?).await })
+        Box::pin(async move { me(s.console, &s.config.app.limits, session(r)?).await })
     })
     .form(),
     Handler::new("console_logout", |s, r| Box::pin(logout(s.console, r))).form(),
@@ -233,11 +233,19 @@ pub(super) async fn user_of(console: &Console, s: &ConsoleSession) -> Result<Use
         .ok_or_else(|| ApiError::internal("session without a user"))
 }
 
-/// `GET /v1/auth/me`: the user, the sign-in provider, and the default key — created on
-/// the first call (and after the default was revoked or rotated), with `raw` once.
-pub(super) async fn me(console: &Console, s: &ConsoleSession) -> Result<Reply, ApiError> {
+/// `GET /v1/auth/me`: the user, the sign-in provider, the tenant's plan and what it
+/// allows, and the default key — created on the first call (and after the default was
+/// revoked or rotated), with `raw` once.
+pub(super) async fn me(
+    console: &Console,
+    limits: &crate::config::limits::LimitsConf,
+    s: &ConsoleSession,
+) -> Result<Reply, ApiError> {
     let user = user_of(console, s).await?;
     let mut body = json!({"user": user_json(&user), "provider": s.provider});
+    if let Some(tenant) = db(console.store.tenant(&user.tenant_id)).await? {
+        body["plan"] = plan_json(limits, &tenant);
+    }
     let u = user.clone();
     let scopes: Vec<String> = DEFAULT_SCOPES.iter().map(|s| s.to_string()).collect();
     // A failed bootstrap leaves `default_key` out; a later call returns it.
@@ -255,6 +263,27 @@ pub(super) async fn me(console: &Console, s: &ConsoleSession) -> Result<Reply, A
         body["default_key"] = dk;
     }
     json_reply(200, body)
+}
+
+/// A tenant's plan as the console shows it: the request rate of every rate category
+/// (the default, and the categories that set their own), the burst over it, the compute
+/// units per second, the trial's end and the features switched on.
+fn plan_json(limits: &crate::config::limits::LimitsConf, t: &store::tenants::TenantInfo) -> Value {
+    let plan = t.plan.as_str();
+    let categories: std::collections::BTreeMap<&str, f64> = limits
+        .categories
+        .iter()
+        .filter_map(|(category, per_plan)| Some((category.as_str(), *per_plan.get(plan)?)))
+        .collect();
+    json!({
+        "name": plan,
+        "requests_per_second": limits.default.get(plan),
+        "burst": limits.burst,
+        "categories": categories,
+        "compute_units_per_second": limits.compute_units.get(plan),
+        "trial_ends_at": t.trial_ends_at.map(super::rfc3339),
+        "features": t.features,
+    })
 }
 
 #[derive(Deserialize)]
