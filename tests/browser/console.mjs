@@ -79,6 +79,13 @@ try {
   const answered = JSON.parse(execFileSync("bash", ["-c", snippet], { encoding: "utf8" }));
   assert.equal(answered.jsonrpc, "2.0", JSON.stringify(answered));
   assert.ok("result" in answered, JSON.stringify(answered));
+  // The library snippets, run once the usage below is counted (their calls are theirs).
+  const librarySnippets = {
+    web3py: await page.textContent("#snippet-web3py"),
+    ethers: await page.textContent("#snippet-ethers"),
+    viem: await page.textContent("#snippet-viem"),
+  };
+  for (const code of Object.values(librarySnippets)) assert.ok(code.includes(raw), code);
 
   // Plan: the tenant's, with the rate it allows and the burst over it.
   const plan = await page.textContent("#plan");
@@ -134,6 +141,21 @@ try {
     assert.ok(pixels.blue > pixels.red, `${window}: ${JSON.stringify(pixels)}`);
     console.log(`usage chart ${window}: ${totals}; screenshot ${pixels.width}x${pixels.height}, ${pixels.blue} blue and ${pixels.red} red pixels`);
   }
+
+  // The web3.py, ethers and viem snippets work as shown: each prints the node's block
+  // number (0x10 from this test's node).
+  const root = new URL("../../", import.meta.url).pathname;
+  const python = root + ".venv/bin/python";
+  const ran = {
+    web3py: execFileSync(python, ["-c", librarySnippets.web3py], { encoding: "utf8", cwd: root }),
+    ethers: execFileSync("node", ["--input-type=module", "-e", librarySnippets.ethers], { encoding: "utf8", cwd: root }),
+    viem: execFileSync("node", ["--input-type=module", "-e", librarySnippets.viem], { encoding: "utf8", cwd: root }),
+  };
+  assert.deepEqual(
+    Object.fromEntries(Object.entries(ran).map(([k, v]) => [k, v.trim()])),
+    { web3py: "16", ethers: "16", viem: "16n" },
+  );
+  console.log("library snippets: web3.py, ethers and viem answered block 16");
 
   // Transactions: none sent with the default key yet (the list is asked for with it).
   await page.waitForSelector("#txs-empty", { state: "visible" });

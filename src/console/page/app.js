@@ -84,6 +84,31 @@ function showEndpoints(raw) {
   $("snippet-curl").textContent =
     "curl -s " + origin + "/rpc/eth -H 'content-type: application/json' -H 'x-token: " + key + "' \\\n" +
     "  -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_blockNumber\",\"params\":[]}'";
+  const url = JSON.stringify(origin + "/rpc/eth");
+  const secret = JSON.stringify(key);
+  $("snippet-web3py").textContent = [
+    "from web3 import Web3",
+    "",
+    "w3 = Web3(Web3.HTTPProvider(" + url + ", request_kwargs={\"headers\": {\"x-token\": " + secret + "}}))",
+    "print(w3.eth.block_number)",
+  ].join("\n");
+  $("snippet-ethers").textContent = [
+    "import { ethers } from \"ethers\";",
+    "",
+    "const request = new ethers.FetchRequest(" + url + ");",
+    "request.setHeader(\"x-token\", " + secret + ");",
+    "const provider = new ethers.JsonRpcProvider(request);",
+    "console.log(await provider.getBlockNumber());",
+    "provider.destroy();",
+  ].join("\n");
+  $("snippet-viem").textContent = [
+    "import { createPublicClient, http } from \"viem\";",
+    "",
+    "const client = createPublicClient({",
+    "  transport: http(" + url + ", { fetchOptions: { headers: { \"x-token\": " + secret + " } } }),",
+    "});",
+    "console.log(await client.getBlockNumber());",
+  ].join("\n");
 }
 
 for (const b of document.querySelectorAll("button.copy")) {
