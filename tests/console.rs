@@ -498,7 +498,41 @@ fn email_sign_in_cookies_csrf_default_key_and_keys() {
     assert_eq!((r.status, r.json()), (404, json!({"error": "not_found"})));
     let r = eve.send("POST", &format!("/v1/keys/{ci_id}/rotate"), None, None);
     assert_eq!(r.status, 404);
+    let rename = |name: &str| Some(json!({ "name": name }));
+    let r = eve.send("PATCH", &format!("/v1/keys/{ci_id}"), rename("mine"), None);
+    assert_eq!((r.status, r.json()), (404, json!({"error": "not_found"})));
     assert_eq!(rpc_status(gw.port, &ci_raw), 200);
+
+    // Rename: the owner's key only, a printable name of 1 to 64 characters.
+    for bad in ["", "   ", &"x".repeat(65), "tab\there"] {
+        let r = b.send("PATCH", &format!("/v1/keys/{ci_id}"), rename(bad), None);
+        assert_eq!(r.status, 400, "{bad:?}: {}", r.text());
+    }
+    let r = b.send(
+        "PATCH",
+        &format!("/v1/keys/{ci_id}"),
+        rename("  deploys "),
+        None,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        (r.json()["id"].as_str(), r.json()["name"].as_str()),
+        (Some(ci_id), Some("deploys"))
+    );
+    let listed = b.send("GET", "/v1/keys", None, None).json();
+    assert!(
+        listed["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|k| k["name"] == "deploys"),
+        "{listed}"
+    );
+    assert_eq!(
+        rpc_status(gw.port, &ci_raw),
+        200,
+        "a rename keeps the secret"
+    );
 
     // Rotate: a new secret once; the old one stops working at once (it was cached).
     let r = b.send("POST", &format!("/v1/keys/{ci_id}/rotate"), None, None);

@@ -205,6 +205,7 @@ fn every_manifest_route_is_classified_in_its_envelope() {
                     | "console_keys_list"
                     | "console_keys_create"
                     | "console_keys_revoke"
+                    | "console_keys_rename"
                     | "console_keys_rotate"
                     | "console_keys_usage"
                     | "console_keys_txs" => (401, "unauthenticated"),

@@ -252,6 +252,34 @@ impl Store {
 
     /// Revoke one of the user's active keys; returns its hash (for the key cache), or
     /// `None` when the user has no such active key.
+    /// Rename one of the user's active keys: the key as it is now, or `None` when the
+    /// user has no such active key.
+    pub async fn rename_user_key(
+        &self,
+        user_id: &str,
+        key_id: &str,
+        name: &str,
+    ) -> Result<Option<KeyInfo>, StoreError> {
+        let changed = self
+            .db
+            .execute(
+                "UPDATE api_keys SET name = $3 WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL",
+                params![key_id, user_id, name],
+            )
+            .await?;
+        if changed == 0 {
+            return Ok(None);
+        }
+        let rows = self
+            .db
+            .query(
+                &format!("{KEY_COLUMNS} WHERE id = $1 AND user_id = $2"),
+                params![key_id, user_id],
+            )
+            .await?;
+        rows.first().map(key_info).transpose()
+    }
+
     pub async fn revoke_user_key(
         &self,
         user_id: &str,

@@ -161,8 +161,9 @@ try {
   await page.waitForSelector("#txs-empty", { state: "visible" });
   assert.equal(await page.locator("#txs tr").count(), 0);
 
-  // Create (with the scopes chosen), rotate, revoke (each asks first: accepted here).
-  page.on("dialog", (d) => d.accept());
+  // Create (with the scopes chosen), rename, rotate, revoke (each asks first: accepted
+  // here; the rename prompt answered with the new name).
+  page.on("dialog", (d) => (d.type() === "prompt" ? d.accept("renamed-key") : d.accept()));
   await page.fill("#key-name", "browser-key");
   await page.check('#key-scopes input[value="rpc:write"]');
   await page.click("#create-key");
@@ -171,12 +172,15 @@ try {
   assert.equal(scopesCell, "rpc:read, rpc:write");
   const created = await page.textContent("#new-raw");
   assert.match(created, /^ce_/);
-  const row = page.locator("#keys tr", { hasText: "browser-key" });
+  await page.locator("#keys tr", { hasText: "browser-key" }).locator("button.rename").click();
+  await page.waitForSelector("#keys tr:has-text('renamed-key')");
+  assert.equal(await page.locator("#keys tr", { hasText: "browser-key" }).count(), 0);
+  const row = page.locator("#keys tr", { hasText: "renamed-key" });
   await row.locator("button.rotate").click();
   await page.waitForFunction((old) => document.getElementById("new-raw").textContent !== old, created);
   const rotated = await page.textContent("#new-raw");
   assert.notEqual(rotated, created);
-  await page.locator("#keys tr", { hasText: "browser-key" }).locator("button.revoke").click();
+  await page.locator("#keys tr", { hasText: "renamed-key" }).locator("button.revoke").click();
   await page.waitForFunction(() => document.querySelectorAll("#keys tr").length === 1);
 
   // A forged cross-site POST: another site auto-submits a form to /v1/keys. The session

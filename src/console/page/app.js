@@ -135,6 +135,15 @@ async function listKeys() {
       tr.append(td);
     }
     const actions = document.createElement("td");
+    const rename = document.createElement("button");
+    rename.textContent = "Rename";
+    rename.className = "rename";
+    rename.onclick = () => act(async () => {
+      const name = prompt("New name for " + k.name, k.name);
+      if (name === null || name.trim() === "" || name.trim() === k.name) return;
+      await api("PATCH", "/v1/keys/" + k.id, { name: name.trim() });
+      await listKeys();
+    });
     const rotate = document.createElement("button");
     rotate.textContent = "Rotate";
     rotate.className = "rotate";
@@ -150,7 +159,7 @@ async function listKeys() {
       await api("DELETE", "/v1/keys/" + k.id);
       await listKeys();
     });
-    actions.append(rotate, " ", revoke);
+    actions.append(rename, " ", rotate, " ", revoke);
     tr.append(actions);
     tbody.append(tr);
   }

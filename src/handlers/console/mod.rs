@@ -39,6 +39,10 @@ pub const HANDLERS: &[Handler] = &[
         Box::pin(create_key(s.console, r))
     })
     .form(),
+    Handler::new("console_keys_rename", |s, r| {
+        Box::pin(keys_rename(s.console, r))
+    })
+    .form(),
     Handler::new("console_keys_revoke", |s, r| {
         Box::pin(keys_revoke(s.console, s.keys, r))
     })
@@ -91,6 +95,35 @@ async fn keys_list(console: &Console, req: &Request<'_>) -> Result<Reply, ApiErr
         200,
         json!({"keys": list.iter().map(key_json).collect::<Vec<_>>()}),
     )
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Rename {
+    name: String,
+}
+
+/// `PATCH /v1/keys/{id}` `{"name"}`: a new name for one of the user's active keys.
+async fn keys_rename(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
+    let uid = session(req)?.user_id.clone();
+    let id = req.params.first().cloned().unwrap_or_default();
+    let name = key_name(&parse::<Rename>(&req.body)?.name)?;
+    match db(console.store.rename_user_key(&uid, &id, &name)).await? {
+        Some(k) => json_reply(200, key_json(&k)),
+        None => Err(not_found()),
+    }
+}
+
+/// A key's name: 1 to 64 printable characters, trimmed.
+fn key_name(raw: &str) -> Result<String, ApiError> {
+    let name = raw.trim().to_string();
+    if name.is_empty() || name.chars().count() > 64 || name.chars().any(char::is_control) {
+        return Err(bad(
+            "invalid_request",
+            "name must be 1 to 64 printable characters",
+        ));
+    }
+    Ok(name)
 }
 
 async fn keys_revoke(
@@ -297,13 +330,7 @@ struct NewKey {
 async fn create_key(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
     let user = user_of(console, session(req)?).await?;
     let new: NewKey = parse(&req.body)?;
-    let name = new.name.trim().to_string();
-    if name.is_empty() || name.chars().count() > 64 || name.chars().any(char::is_control) {
-        return Err(bad(
-            "invalid_request",
-            "name must be 1 to 64 printable characters",
-        ));
-    }
+    let name = key_name(&new.name)?;
     let scopes = new.scopes.unwrap_or_else(|| vec!["rpc:read".into()]);
     if scopes.len() > SCOPES.len() || scopes.iter().any(|s| !SCOPES.contains(&s.as_str())) {
         return Err(bad("invalid_request", "unknown scope"));
