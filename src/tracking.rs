@@ -140,10 +140,7 @@ pub fn status_json(tx: &TrackedTx, head: Option<u64>) -> Value {
         (Some(block), Some(head)) => Some((head as i64 - block + 1).max(1)),
         _ => None,
     };
-    let time = |unix: i64| {
-        let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(unix.max(0) as u64);
-        humantime::format_rfc3339_seconds(at).to_string()
-    };
+    let time = crate::store::rfc3339;
     json!({
         "hash": tx.hash,
         "chain": tx.chain,

@@ -72,10 +72,27 @@ pub struct Request<'a> {
     pub client: Option<std::net::IpAddr>,
 }
 
-/// Unix seconds as an RFC 3339 UTC time (`2026-11-26T05:00:00Z`), as answers carry times.
-pub fn rfc3339(unix_secs: i64) -> String {
-    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(unix_secs.max(0) as u64);
-    humantime::format_rfc3339_seconds(at).to_string()
+pub use crate::store::rfc3339;
+
+/// A push entry's dead letters as the API answers them (watchlist entries, transaction
+/// hooks).
+pub fn dead_letters_json(
+    entry_id: &str,
+    letters: &[crate::store::sol_watchlist::DeadLetter],
+) -> serde_json::Value {
+    let items: Vec<serde_json::Value> = letters
+        .iter()
+        .map(|d| {
+            serde_json::json!({
+                "id": d.id,
+                "attempts": d.attempts,
+                "last_error": d.last_error,
+                "created_at": rfc3339(d.created_at),
+                "payload": serde_json::from_str::<serde_json::Value>(&d.payload).unwrap_or(serde_json::Value::Null),
+            })
+        })
+        .collect();
+    serde_json::json!({"entry_id": entry_id, "items": items})
 }
 
 impl Request<'_> {

@@ -116,6 +116,6 @@ async fn dead_letters(s: &Services<'_>, req: &Request<'_>) -> Result<Reply, ApiE
         .ok_or_else(|| not_found(id))?;
     let letters = s.store.dead_letters(Letters::TxHooks, id).await;
     let letters = letters.map_err(|e| e.to_api_error())?;
-    let answer = super::sol::watchlist::dead_letters_json(id, &letters);
+    let answer = super::dead_letters_json(id, &letters);
     Ok(Reply::json(200, answer.to_string()))
 }

@@ -356,6 +356,12 @@ pub fn now() -> i64 {
         .unwrap_or(0)
 }
 
+/// Unix seconds as an RFC 3339 UTC time (`2026-11-26T05:00:00Z`), as answers carry times.
+pub fn rfc3339(unix_secs: i64) -> String {
+    let at = UNIX_EPOCH + std::time::Duration::from_secs(unix_secs.max(0) as u64);
+    humantime::format_rfc3339_seconds(at).to_string()
+}
+
 /// A new API key: `ce_` + 256 random bits, base64url. Returned once, stored hashed.
 pub fn new_key_secret() -> String {
     use base64::Engine;

@@ -160,12 +160,10 @@ impl Follower {
                 INCLUDED
             };
             // Asked once, as it fails (a failed transaction is not looked at again).
-            let revert_reason = match failed {
-                true => {
-                    super::revert::reason(&self.gateway, chain.pool, &tx.hash, included.0, &rid)
-                        .await
-                }
-                false => None,
+            let revert_reason = if failed {
+                super::revert::reason(&self.gateway, chain.pool, &tx.hash, included.0, &rid).await
+            } else {
+                None
             };
             return Ok(TxChange {
                 status: status.to_string(),

@@ -281,6 +281,8 @@ impl Producer for Push {
         let push = &self.push;
         let mut tick = tokio::time::interval(Duration::from_millis(push.conf.push_interval_ms));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Where this instance's channels and (while it holds the lease) the webhooks got
+        // to; `None` until read (again, for the webhooks, after the lease changes hands).
         let mut tail = None;
         let mut hooks_at = None;
         let mut lease = None;
@@ -289,18 +291,7 @@ impl Producer for Push {
                 _ = shutdown.changed() => return,
                 _ = tick.tick() => {}
             }
-            let mut round = Ok(());
-            let at = match tail {
-                Some(at) => Ok(at),
-                None => push.store.last_tx_event().await.map_err(|e| e.to_string()),
-            };
-            match at {
-                Ok(at) => match push.tail(at).await {
-                    Ok(next) => tail = Some(next),
-                    Err(e) => round = Err(e),
-                },
-                Err(e) => round = Err(e),
-            }
+            let mut round = self.tail_round(&mut tail).await;
             if push.webhooks_enabled() {
                 if lease.is_none() {
                     if let Place::Granted(held) = self.leases.take("tx_push", "webhooks", 1).await {
@@ -309,20 +300,37 @@ impl Producer for Push {
                     }
                 }
                 if lease.is_some() {
-                    let at = match hooks_at {
-                        Some(at) => Ok(at),
-                        None => self.webhook_cursor().await,
-                    };
-                    match at {
-                        Ok(at) => match push.deliver_after(at).await {
-                            Ok(next) => hooks_at = Some(next),
-                            Err(e) => round = round.and(Err(e)),
-                        },
-                        Err(e) => round = round.and(Err(e)),
-                    }
+                    round = round.and(self.webhook_round(&mut hooks_at).await);
                 }
             }
             health.round(round);
         }
+    }
+}
+
+impl Push {
+    /// The channels' part of a round: from `at` (the newest change at start).
+    async fn tail_round(&self, at: &mut Option<i64>) -> Result<(), String> {
+        let from = match *at {
+            Some(at) => at,
+            None => self
+                .push
+                .store
+                .last_tx_event()
+                .await
+                .map_err(|e| e.to_string())?,
+        };
+        *at = Some(self.push.tail(from).await?);
+        Ok(())
+    }
+
+    /// The webhooks' part of a round: from `at` (the stored cursor when unknown).
+    async fn webhook_round(&self, at: &mut Option<i64>) -> Result<(), String> {
+        let from = match *at {
+            Some(at) => at,
+            None => self.webhook_cursor().await?,
+        };
+        *at = Some(self.push.deliver_after(from).await?);
+        Ok(())
     }
 }

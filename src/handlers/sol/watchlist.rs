@@ -9,7 +9,7 @@ use crate::capture::webhook;
 use crate::errors::ApiError;
 use crate::reply::Reply;
 use crate::sol_tx;
-use crate::store::sol_watchlist::{DeadLetter, Letters, WatchEntry};
+use crate::store::sol_watchlist::{Letters, WatchEntry};
 use crate::store::Store;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -141,27 +141,10 @@ async fn serve(
                 .dead_letters(Letters::SolWatchlist, id)
                 .await
                 .map_err(store_error)?;
-            let answer = dead_letters_json(id, &letters);
+            let answer = super::super::dead_letters_json(id, &letters);
             Ok(Reply::json(200, answer.to_string()))
         }
     }
-}
-
-/// An entry's dead letters as the API answers them (the transaction hooks' too).
-pub(in crate::handlers) fn dead_letters_json(entry_id: &str, letters: &[DeadLetter]) -> Value {
-    let items: Vec<Value> = letters
-        .iter()
-        .map(|d| {
-            json!({
-                "id": d.id,
-                "attempts": d.attempts,
-                "last_error": d.last_error,
-                "created_at": super::super::rfc3339(d.created_at),
-                "payload": serde_json::from_str::<Value>(&d.payload).unwrap_or(Value::Null),
-            })
-        })
-        .collect();
-    json!({"entry_id": entry_id, "items": items})
 }
 
 /// `POST /v1/sol/watchlist`: checked whole before anything is stored; a webhook's URL
