@@ -1,0 +1,256 @@
+"""A heimdall-v2 node: its Cosmos LCD (the gRPC gateway of 0xPolygon/heimdall-v2,
+`client/docs/swagger-ui/swagger.yaml`) on one port, and CometBFT's RPC on another.
+
+LCD: checkpoints (one acknowledged every `checkpoint_secs`, each covering 256 bor
+blocks), spans (span 0 is blocks 0-255, then 6,400 blocks each; a new one every
+`span_secs`), milestones, the validator set of five, counts, params. Errors are the
+gateway's `{code, message, details}` with gRPC codes (5 NotFound as HTTP 404,
+3 InvalidArgument as HTTP 400). CometBFT RPC: `/status`, `/health`, `/abci_info`,
+`/block?height=`, and the same as JSON-RPC POSTed to `/`.
+"""
+
+import base64
+import hashlib
+import re
+import time
+
+from stub import Answer, json_answer
+
+BOR_CHAIN_ID = "137"
+CHAIN_ID = "heimdall-137"
+VALIDATORS = 5
+
+
+def b64(data):
+    return base64.b64encode(data).decode()
+
+
+def address(i):
+    return "0x" + hashlib.sha256(f"heimdall validator {i}".encode()).hexdigest()[:40]
+
+
+def validator(i, now_epoch):
+    key = b"\x04" + hashlib.sha256(b"pk%d" % i).digest() + hashlib.sha256(b"pk2%d" % i).digest()
+    return {
+        "val_id": str(i + 1),
+        "start_epoch": "0",
+        "end_epoch": "0",
+        "nonce": str(1 + i % 3),
+        "voting_power": str(10_000 * (i + 1)),
+        "pub_key": b64(key),
+        "signer": address(i),
+        "last_updated": str(now_epoch * 100 + i),
+        "jailed": False,
+        "proposer_priority": str((i * 7_919) % 20_000 - 10_000),
+    }
+
+
+def grpc_error(status, code, message):
+    return json_answer({"code": code, "message": message, "details": []}, status)
+
+
+class Heimdall:
+    def __init__(self, start, checkpoint_secs=10.0, span_secs=60.0, block_secs=1.0):
+        self.start = start
+        self.checkpoint_secs, self.span_secs, self.block_secs = checkpoint_secs, span_secs, block_secs
+
+    def elapsed(self):
+        return max(0.0, time.time() - self.start)
+
+    def height(self):
+        return 1_000 + int(self.elapsed() / self.block_secs)
+
+    def checkpoints(self):
+        return 1 + int(self.elapsed() / self.checkpoint_secs)
+
+    def latest_span(self):
+        return 1 + int(self.elapsed() / self.span_secs)
+
+    def validators(self):
+        epoch = self.checkpoints()
+        return [validator(i, epoch) for i in range(VALIDATORS)]
+
+    def validator_set(self):
+        vals = self.validators()
+        return {
+            "validators": vals,
+            "proposer": vals[self.checkpoints() % VALIDATORS],
+            "total_voting_power": str(sum(int(v["voting_power"]) for v in vals)),
+        }
+
+    def checkpoint(self, n):
+        return {
+            "id": str(n),
+            "proposer": address(n % VALIDATORS),
+            "start_block": str((n - 1) * 256),
+            "end_block": str(n * 256 - 1),
+            "root_hash": b64(hashlib.sha256(b"checkpoint %d" % n).digest()),
+            "bor_chain_id": BOR_CHAIN_ID,
+            "timestamp": str(int(self.start + (n - 1) * self.checkpoint_secs)),
+        }
+
+    def span(self, n):
+        start = 0 if n == 0 else 256 + (n - 1) * 6_400
+        end = 255 if n == 0 else start + 6_399
+        vset = self.validator_set()
+        return {
+            "id": str(n),
+            "start_block": str(start),
+            "end_block": str(end),
+            "validator_set": vset,
+            "selected_producers": [vset["validators"][n % VALIDATORS]],
+            "bor_chain_id": BOR_CHAIN_ID,
+        }
+
+    def milestone(self):
+        n = self.height() // 4
+        return {
+            "proposer": address(n % VALIDATORS),
+            "start_block": str(n * 16),
+            "end_block": str(n * 16 + 15),
+            "hash": b64(hashlib.sha256(b"milestone %d" % n).digest()),
+            "bor_chain_id": BOR_CHAIN_ID,
+            "milestone_id": f"{hashlib.sha256(b'mid%d' % n).hexdigest()} - {address(n % VALIDATORS)}",
+            "timestamp": str(int(time.time())),
+            "total_difficulty": str(n * 16 * 7),
+        }
+
+
+def lcd(h):
+    def number(raw, kind):
+        if not re.fullmatch(r"[0-9]{1,19}", raw):
+            return None, grpc_error(400, 3, f"type mismatch, parameter: {kind}, error: strconv.ParseUint: parsing {raw!r}: invalid syntax")
+        return int(raw), None
+
+    def handle(req):
+        p = req.path.rstrip("/")
+        if p == "/checkpoints/latest":
+            return json_answer({"checkpoint": h.checkpoint(h.checkpoints())})
+        if p == "/checkpoints/count":
+            return json_answer({"ack_count": str(h.checkpoints())})
+        if p == "/bor/spans/latest":
+            return json_answer({"span": h.span(h.latest_span())})
+        if p == "/stake/validators-set":
+            return json_answer({"validator_set": h.validator_set()})
+        if p == "/stake/total-power":
+            return json_answer({"total_power": h.validator_set()["total_voting_power"]})
+        if p == "/milestones/latest":
+            return json_answer({"milestone": h.milestone()})
+        if p == "/milestones/count":
+            return json_answer({"count": str(h.height() // 4)})
+        m = re.fullmatch(r"/checkpoints/([^/]+)", p)
+        if m:
+            n, bad = number(m.group(1), "number")
+            if bad:
+                return bad
+            if not 1 <= n <= h.checkpoints():
+                return grpc_error(404, 5, f"checkpoint number {n} not found")
+            return json_answer({"checkpoint": h.checkpoint(n)})
+        m = re.fullmatch(r"/bor/spans/([^/]+)", p)
+        if m:
+            n, bad = number(m.group(1), "id")
+            if bad:
+                return bad
+            if n > h.latest_span():
+                return grpc_error(404, 5, f"span {n} not found")
+            return json_answer({"span": h.span(n)})
+        m = re.fullmatch(r"/stake/validator/([^/]+)", p)
+        if m:
+            n, bad = number(m.group(1), "id")
+            if bad:
+                return bad
+            if not 1 <= n <= VALIDATORS:
+                return grpc_error(404, 5, f"validator {n} not found")
+            return json_answer({"validator": h.validators()[n - 1]})
+        return grpc_error(501, 12, f"Not Implemented: {req.path}")
+
+    return handle
+
+
+def cometbft(h):
+    """CometBFT RPC (0.38): URI GETs and JSON-RPC POSTed to `/`, answers in its envelope."""
+
+    def status():
+        height = h.height()
+        return {
+            "node_info": {
+                "protocol_version": {"p2p": "8", "block": "11", "app": "0"},
+                "id": hashlib.sha256(b"node").hexdigest()[:40],
+                "listen_addr": "tcp://0.0.0.0:26656",
+                "network": CHAIN_ID,
+                "version": "0.38.17",
+                "channels": "40202122233038606100",
+                "moniker": "standin",
+                "other": {"tx_index": "on", "rpc_address": "tcp://0.0.0.0:26657"},
+            },
+            "sync_info": {
+                "latest_block_hash": hashlib.sha256(b"b%d" % height).hexdigest().upper(),
+                "latest_app_hash": hashlib.sha256(b"a%d" % height).hexdigest().upper(),
+                "latest_block_height": str(height),
+                "latest_block_time": time.strftime("%Y-%m-%dT%H:%M:%S.000000000Z", time.gmtime()),
+                "earliest_block_hash": hashlib.sha256(b"b0").hexdigest().upper(),
+                "earliest_app_hash": hashlib.sha256(b"a0").hexdigest().upper(),
+                "earliest_block_height": "1",
+                "earliest_block_time": time.strftime("%Y-%m-%dT%H:%M:%S.000000000Z", time.gmtime(h.start)),
+                "catching_up": False,
+            },
+            "validator_info": {
+                "address": hashlib.sha256(b"val").hexdigest()[:40].upper(),
+                "pub_key": {"type": "tendermint/PubKeySecp256k1", "value": b64(b"\x02" + hashlib.sha256(b"v").digest())},
+                "voting_power": "10000",
+            },
+        }
+
+    def block(params):
+        height = int(params.get("height") or h.height())
+        if not 1 <= height <= h.height():
+            raise LookupError(f"height {height} must be less than or equal to the current blockchain height {h.height()}")
+        bh = hashlib.sha256(b"b%d" % height).hexdigest().upper()
+        return {
+            "block_id": {"hash": bh, "parts": {"total": 1, "hash": bh}},
+            "block": {
+                "header": {
+                    "chain_id": CHAIN_ID,
+                    "height": str(height),
+                    "time": time.strftime("%Y-%m-%dT%H:%M:%S.000000000Z", time.gmtime(h.start + height * h.block_secs)),
+                    "proposer_address": hashlib.sha256(b"val").hexdigest()[:40].upper(),
+                },
+                "data": {"txs": []},
+            },
+        }
+
+    methods = {
+        "status": lambda p: status(),
+        "health": lambda p: {},
+        "abci_info": lambda p: {"response": {"data": "heimdall", "version": "0.2.0", "last_block_height": str(h.height())}},
+        "block": block,
+    }
+
+    def call(method, params, rid):
+        fn = methods.get(method)
+        if fn is None:
+            return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "Method not found", "data": ""}}
+        try:
+            return {"jsonrpc": "2.0", "id": rid, "result": fn(params if isinstance(params, dict) else {})}
+        except (LookupError, ValueError) as e:
+            return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32603, "message": "Internal error", "data": str(e)}}
+
+    def handle(req):
+        if req.method == "GET" and req.path == "/metrics":
+            height = h.height()
+            text = (
+                "# TYPE cometbft_consensus_height gauge\n"
+                f'cometbft_consensus_height{{chain_id="{CHAIN_ID}"}} {height}\n'
+                "# TYPE cometbft_p2p_peers gauge\n"
+                f'cometbft_p2p_peers{{chain_id="{CHAIN_ID}",instance="10.0.5.9:26660"}} 12\n'
+            )
+            return Answer(200, text, content_type="text/plain; version=0.0.4")
+        if req.method == "POST" and req.path in ("", "/"):
+            body = req.json()
+            if not isinstance(body, dict):
+                return json_answer({"jsonrpc": "2.0", "id": -1, "error": {"code": -32700, "message": "Parse error. Invalid JSON", "data": ""}}, 500)
+            return json_answer(call(body.get("method", ""), body.get("params") or {}, body.get("id", -1)))
+        answer = call(req.path.strip("/"), req.query, -1)
+        return json_answer(answer, 500 if "error" in answer else 200)
+
+    return handle
