@@ -5,8 +5,8 @@ LCD: checkpoints (one acknowledged every `checkpoint_secs`, each covering 256 bo
 blocks), spans (span 0 is blocks 0-255, then 6,400 blocks each; a new one every
 `span_secs`), milestones, the validator set of five, counts, params. Errors are the
 gateway's `{code, message, details}` with gRPC codes (5 NotFound as HTTP 404,
-3 InvalidArgument as HTTP 400). CometBFT RPC: `/status`, `/health`, `/abci_info`,
-`/block?height=`, and the same as JSON-RPC POSTed to `/`.
+3 InvalidArgument as HTTP 400). CometBFT RPC: `/status`, `/health`, `/abci_info`, and
+the same as JSON-RPC POSTed to `/`; Prometheus text at `/metrics`.
 """
 
 import base64
@@ -201,29 +201,13 @@ def cometbft(h):
             },
         }
 
-    def block(params):
-        height = int(params.get("height") or h.height())
-        if not 1 <= height <= h.height():
-            raise LookupError(f"height {height} must be less than or equal to the current blockchain height {h.height()}")
-        bh = hashlib.sha256(b"b%d" % height).hexdigest().upper()
-        return {
-            "block_id": {"hash": bh, "parts": {"total": 1, "hash": bh}},
-            "block": {
-                "header": {
-                    "chain_id": CHAIN_ID,
-                    "height": str(height),
-                    "time": time.strftime("%Y-%m-%dT%H:%M:%S.000000000Z", time.gmtime(h.start + height * h.block_secs)),
-                    "proposer_address": hashlib.sha256(b"val").hexdigest()[:40].upper(),
-                },
-                "data": {"txs": []},
-            },
-        }
-
     methods = {
         "status": lambda p: status(),
         "health": lambda p: {},
-        "abci_info": lambda p: {"response": {"data": "heimdall", "version": "0.2.0", "last_block_height": str(h.height())}},
-        "block": block,
+        "abci_info": lambda p: {"response": {
+            "data": "heimdall", "version": "0.2.0", "app_version": "1",
+            "last_block_height": str(h.height()),
+            "last_block_app_hash": b64(hashlib.sha256(b"a%d" % h.height()).digest())}},
     }
 
     def call(method, params, rid):

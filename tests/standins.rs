@@ -1,0 +1,23 @@
+//! Every upstream stand-in (`tests/standins/`) held to its system's official spec,
+//! vendored under `tests/standins/vendor/` (see its README): `validate.py` asks each
+//! stand-in what the edge asks and checks each answer against the spec's schema, and
+//! first checks that the checks refuse answers the specs refuse.
+mod common;
+
+use common::root;
+
+#[test]
+fn every_stand_in_answers_as_its_official_spec_says() {
+    let out = std::process::Command::new(root().join(".venv/bin/python"))
+        .arg(root().join("tests/standins/validate.py"))
+        .output()
+        .expect("python");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(said.contains("the checks refuse what the specs refuse"), "{said}");
+    assert!(said.lines().filter(|l| l.starts_with("ok ")).count() >= 50, "{said}");
+}
