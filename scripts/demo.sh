@@ -4,13 +4,18 @@
 #   eth_el   two anvil nodes (chain id 1) kept as one chain: writes are broadcast to both
 #            by the gateway and this script mines both in step with identical timestamps
 #   polygon  one anvil (137)            base  one anvil (8453)
+#   solana   the LiteSVM node (tests/standins/sol_node.py) with its Jito-style block engine
+#   and stand-ins for every other upstream (tests/standins/fleet.py, each held to its
+#   system's official spec): beacon node, heimdall-v2 (LCD + CometBFT RPC), relay data
+#   API, builder, private RPC, MEV-Share, Solana MEV-cache hosts, and geth fronts
+#   (admin_* and metrics) before both EL anvils
 # Seeds one API key per plan into .demo/keys.json and an admin token into .demo/admin-token;
 # each node's pid goes to .demo/<host id>.pid (kill one to watch failover).
 # Ctrl-C (SIGINT) or SIGTERM stops everything it started; a node dying stops nothing.
 #
 # Where it runs is a parameter, so a second demo (the tests run one) never touches the
 # first: DEMO_DIR (state, default .demo), DEMO_EDGE_PORT (8080), DEMO_METRICS_PORT
-# (9091) and DEMO_NODE_PORT (18545: the four nodes take it and the next three). The
+# (9091) and DEMO_NODE_PORT (18545: the nodes and stand-ins take it and the next 17). The
 # configuration it runs is conf/demo.yaml and conf/pingora-demo.yaml with those put in,
 # written to DEMO_DIR.
 set -euo pipefail
@@ -23,6 +28,9 @@ edge_port=${DEMO_EDGE_PORT:-8080}
 metrics_port=${DEMO_METRICS_PORT:-9091}
 node_port=${DEMO_NODE_PORT:-18545}
 el1=$node_port el2=$((node_port + 1)) bor=$((node_port + 2)) base=$((node_port + 3))
+sol=$((node_port + 4)) sol_ws=$((node_port + 5))
+py="$root/.venv/bin/python"
+[ -x "$py" ] || py=python3
 edge="http://127.0.0.1:$edge_port"
 
 pids=()
@@ -43,7 +51,7 @@ wait_port() {
   echo "demo: node on port $1 did not start" >&2; return 1
 }
 
-for port in "$edge_port" "$metrics_port" "$el1" "$el2" "$bor" "$base"; do
+for port in "$edge_port" "$metrics_port" $(seq "$node_port" $((node_port + 17))); do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
     echo "demo: port $port is already in use; stop whatever holds it first" >&2; exit 1
   fi
@@ -52,11 +60,13 @@ done
 rm -rf "$demo"/chainedge.db* "$demo"/outbox.jsonl "$demo"/usage-journal
 umask 077
 # The demo's configuration with this run's ports and state directory.
-sed -e "s|127.0.0.1:8080|127.0.0.1:$edge_port|g" -e "s|127.0.0.1:9091|127.0.0.1:$metrics_port|g" \
-    -e "s|127.0.0.1:18545|127.0.0.1:$el1|g" -e "s|127.0.0.1:18546|127.0.0.1:$el2|g" \
-    -e "s|127.0.0.1:18547|127.0.0.1:$bor|g" -e "s|127.0.0.1:18548|127.0.0.1:$base|g" \
+# Node ports 18545..18562 move by one offset, in one pass (so none is moved twice).
+python3 -c 'import re,sys; off=int(sys.argv[1]) - 18545
+print(re.sub(r"127\.0\.0\.1:(185[4-6][0-9])", lambda m: "127.0.0.1:%d" % (int(m.group(1)) + off), sys.stdin.read()), end="")' \
+  "$node_port" < conf/demo.yaml |
+  sed -e "s|127.0.0.1:8080|127.0.0.1:$edge_port|g" -e "s|127.0.0.1:9091|127.0.0.1:$metrics_port|g" \
     -e "s|\.\./\.demo/|$demo/|g" -e "s|^plugins: \.\./plugins|plugins: $root/plugins|" \
-    conf/demo.yaml > "$demo/demo.yaml"
+    > "$demo/demo.yaml"
 sed -e "s|^pid_file: .*|pid_file: $demo/chainedge.pid|" \
     -e "s|^upgrade_sock: .*|upgrade_sock: $demo/upgrade.sock|" \
     conf/pingora-demo.yaml > "$demo/pingora.yaml"
@@ -77,6 +87,22 @@ done
 "$anvil" --port "$base" --chain-id 8453 --block-time 2 --silent & pids+=($!); echo $! > "$demo/base-anvil-1.pid"
 for port in "$el1" "$el2" "$bor" "$base"; do wait_port "$port"; done
 
+# Solana: LiteSVM behind the real JSON-RPC, PubSub and a block engine (slots every 400 ms).
+"$py" tests/standins/sol_node.py --port "$sol" --ws-port "$sol_ws" --slot-ms 400 --slots-per-epoch 432 &
+pids+=($!); echo $! > "$demo/sol-litesvm-1.pid"
+# Every other upstream's stand-in, on the next ports in conf/demo.yaml's order.
+names=(beacon heimdall-lcd heimdall-rpc relay builder private-rpc mev-share mev-cache-1 mev-cache-2 front-el-1 front-el-2 front-bor)
+args=()
+for i in "${!names[@]}"; do args+=(--port "${names[$i]}=$((node_port + 6 + i))"); done
+"$py" tests/standins/fleet.py "${args[@]}" --node "el-1=http://127.0.0.1:$el1" \
+  --node "el-2=http://127.0.0.1:$el2" --node "bor=http://127.0.0.1:$bor" --mev-share-idle-secs 3 &
+pids+=($!); echo $! > "$demo/standins.pid"
+for _ in $(seq 1 100); do
+  curl -s -m 1 -o /dev/null "http://127.0.0.1:$((node_port + 6))/eth/v1/node/syncing" &&
+    rpc "$sol" '{"jsonrpc":"2.0","id":1,"method":"getHealth"}' >/dev/null 2>&1 && break
+  sleep 0.1
+done
+
 # One tenant and key per plan, through the admin CLI against the demo store.
 app=(--app "$demo/demo.yaml")
 {
@@ -85,6 +111,10 @@ app=(--app "$demo/demo.yaml")
   for plan in free basic pro business enterprise scale; do
     tenant=$("$bin" "${app[@]}" tenants create --name "demo-$plan" --plan "$plan")
     key=$("$bin" "${app[@]}" keys create --tenant "$tenant" --name "demo-$plan" --scopes "rpc:read,rpc:write,sol_watchlist,sol_gpa_snapshot" 2>/dev/null)
+    # The chain metrics mirror is a feature; the top plans have it in the demo.
+    case $plan in enterprise|scale)
+      "$bin" "${app[@]}" tenants set-features --tenant "$tenant" --features eth.chain_metrics_el,eth.chain_metrics_cl ;;
+    esac
     printf '%s"%s": "%s"' "$sep" "$plan" "$key"
     sep=", "
   done

@@ -33,7 +33,7 @@ if [ ! -x node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil ] || [ ! -d node_
 fi
 
 # Python test clients (web3.py, eth-account) and the API contract tester (schemathesis) in a venv.
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import web3, eth_account, aiosmtpd, nacl, sseclient, solders, websockets, schemathesis' 2>/dev/null; then
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import web3, eth_account, aiosmtpd, nacl, sseclient, solders, websockets, schemathesis, yaml, jsonschema_rs' 2>/dev/null; then
   echo "setup: python venv (web3, eth-account, aiosmtpd, PyNaCl, solders, websockets, schemathesis)"
   python3 -m venv .venv
   .venv/bin/pip install -q --disable-pip-version-check -r tests/requirements.txt

@@ -1,5 +1,5 @@
 //! The Solana REST layer against a real Solana execution engine (LiteSVM behind Solana's
-//! JSON-RPC, `tests/py/sol_node.py`), driven by a wallet that signs real transactions:
+//! JSON-RPC, `tests/standins/sol_node.py`), driven by a wallet that signs real transactions:
 //! account and wallet reads, the transaction sender and the bundle sender (all or none),
 //! every refusal before any node, and reads moving off an unhealthy node.
 mod common;

@@ -1,5 +1,5 @@
 //! Solana watchlists and push against LiteSVM behind Solana's JSON-RPC and PubSub
-//! (`tests/py/sol_node.py`): webhooks to a real HTTPS receiver (signature checked),
+//! (`tests/standins/sol_node.py`): webhooks to a real HTTPS receiver (signature checked),
 //! the tenant's WebSocket channel, one node subscription for every watcher of an
 //! account, retries and dead letters, redirects not followed, SSRF refusals, tenant
 //! isolation, and the push surviving the node dropping its PubSub connection.

@@ -1,4 +1,4 @@
-//! A Solana node for the tests: `tests/py/sol_node.py` (LiteSVM behind Solana's JSON-RPC,
+//! A Solana node for the tests: `tests/standins/sol_node.py` (LiteSVM behind Solana's JSON-RPC,
 //! with a Jito-style block engine at `/api/v1/bundles`), and the wallet that drives it
 //! with real signed transactions (`tests/py/sol_client.py`).
 
@@ -22,7 +22,7 @@ impl SolNode {
         for _ in 0..3 {
             let (port, ws_port) = (free_port(), free_port());
             let child = Command::new(python())
-                .arg(root().join("tests/py/sol_node.py"))
+                .arg(root().join("tests/standins/sol_node.py"))
                 .args(["--port", &port.to_string()])
                 .args(["--ws-port", &ws_port.to_string()])
                 .args(["--slot-ms", &slot_ms.to_string()])

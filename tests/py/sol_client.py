@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A Solana wallet for the tests, speaking JSON-RPC to a node (tests/py/sol_node.py).
+"""A Solana wallet for the tests, speaking JSON-RPC to a node (tests/standins/sol_node.py).
 
     sol_client.py fixture URL          build a chain state with real transactions; print it
     sol_client.py transfer URL SECRET TO LAMPORTS [--corrupt]

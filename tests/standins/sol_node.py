@@ -29,8 +29,11 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
-import base58_codec as b58
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "py"))
+
+import base58_codec as b58  # noqa: E402
 from solders.account import Account
 from solders.clock import Clock  # noqa: F401  (the type set_clock takes)
 from solders.epoch_schedule import EpochSchedule
