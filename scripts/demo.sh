@@ -102,6 +102,12 @@ for _ in $(seq 1 100); do
     rpc "$sol" '{"jsonrpc":"2.0","id":1,"method":"getHealth"}' >/dev/null 2>&1 && break
   sleep 0.1
 done
+# A Solana chain state made of real transactions: a wallet with SOL, SPL and Token-2022
+# balances and an NFT, two vote accounts and four delegated stake accounts. Its public
+# addresses go to sol.json (the keypairs are not kept).
+"$py" tests/py/sol_client.py fixture "http://127.0.0.1:$sol" |
+  python3 -c 'import json,sys; print(json.dumps({k: v for k, v in json.load(sys.stdin).items() if not k.endswith("_secret")}))' \
+  > "$demo/sol.json"
 
 # One tenant and key per plan, through the admin CLI against the demo store.
 app=(--app "$demo/demo.yaml")

@@ -143,6 +143,8 @@ def fixture(url):
     token_account(node, payer, TOKEN_2022, m22, wallet.pubkey(), 12_345)
     nft = mint(node, payer, TOKEN, 0)
     token_account(node, payer, TOKEN, nft, wallet.pubkey(), 1)
+    for name in ("Demo leaf 1", "Demo leaf 2"):  # compressed, in the node's DAS index
+        node.call("shim_mintCompressedNft", [str(wallet.pubkey()), name])
     v1, v2 = vote_account(node, payer), vote_account(node, payer)
     stakes_v1 = [stake_account(node, payer, v1, (10 + i) * SOL) for i in range(3)]
     stake_v2 = stake_account(node, payer, v2, 7 * SOL)

@@ -124,6 +124,8 @@ def lcd(h):
 
     def handle(req):
         p = req.path.rstrip("/")
+        if req.method != "GET":
+            return grpc_error(405, 12, "Method Not Allowed")
         if p == "/checkpoints/latest":
             return json_answer({"checkpoint": h.checkpoint(h.checkpoints())})
         if p == "/checkpoints/count":
@@ -162,7 +164,7 @@ def lcd(h):
             if not 1 <= n <= VALIDATORS:
                 return grpc_error(404, 5, f"validator {n} not found")
             return json_answer({"validator": h.validators()[n - 1]})
-        return grpc_error(501, 12, f"Not Implemented: {req.path}")
+        return grpc_error(404, 5, "Not Found")  # grpc-gateway's answer to an unknown path
 
     return handle
 
@@ -234,7 +236,10 @@ def cometbft(h):
             if not isinstance(body, dict):
                 return json_answer({"jsonrpc": "2.0", "id": -1, "error": {"code": -32700, "message": "Parse error. Invalid JSON", "data": ""}}, 500)
             return json_answer(call(body.get("method", ""), body.get("params") or {}, body.get("id", -1)))
-        answer = call(req.path.strip("/"), req.query, -1)
+        method = req.path.strip("/")
+        if method not in methods:
+            return Answer(404, "404 page not found\n", content_type="text/plain; charset=utf-8")
+        answer = call(method, req.query, -1)
         return json_answer(answer, 500 if "error" in answer else 200)
 
     return handle

@@ -13,7 +13,10 @@ same chain (`sendBundle`: 1 to 5 signed transactions, all or none, in order). Th
 WebSocket is on port M (N + 1 by default, as on a validator): `accountSubscribe` / `accountUnsubscribe`,
 an `accountNotification` whenever a transaction changes a watched account.
 
-Test controls (methods no real node has): `shim_setHealthy [bool]` (getHealth answers
+The DAS read API (`getAssetsByOwner`, `getAsset`) is served on the same endpoint, as
+RPC providers serve it (das.py).
+
+Test controls (methods no real node has): `shim_mintCompressedNft [owner, name]` (das.py), `shim_setHealthy [bool]` (getHealth answers
 -32005 "Node is unhealthy" while false), `shim_warpEpochs [n]`, `shim_stats []` (calls
 served per method, subscriptions included), `shim_dropWs []` (close every PubSub
 connection, as a node restart would).
@@ -34,6 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "py"))
 
 import base58_codec as b58  # noqa: E402
+import das  # noqa: E402
 from solders.account import Account
 from solders.clock import Clock  # noqa: F401  (the type set_clock takes)
 from solders.epoch_schedule import EpochSchedule
@@ -230,6 +234,11 @@ def matches(data, filters):
 
 
 def rpc(chain, method, params):
+    if method in das.METHODS:
+        try:
+            return das.call(chain, method, params)
+        except das.DasError as e:
+            raise RpcError(e.code, e.message)
     p = params or []
     if method == "getHealth":
         if not chain.healthy:

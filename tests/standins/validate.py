@@ -332,6 +332,7 @@ def main():
                      ("/milestones/count", "/milestones/count")]:
         json_case(report, f"heimdall {path}", lcd, path, heimdall_op(op))
     json_case(report, "heimdall /checkpoints/99999 404", lcd, "/checkpoints/99999", heimdall_op("/checkpoints/{number}", "default"), 404)
+    json_case(report, "heimdall unknown path 404", lcd, "/0", heimdall_op("/checkpoints/{number}", "default"), 404)
     json_case(report, "heimdall /bor/spans/x 400", lcd, "/bor/spans/x", heimdall_op("/bor/spans/{id}", "default"), 400)
 
     # CometBFT RPC (v0.38.x openapi)
