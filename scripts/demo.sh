@@ -15,7 +15,7 @@
 #
 # Where it runs is a parameter, so a second demo (the tests run one) never touches the
 # first: DEMO_DIR (state, default .demo), DEMO_EDGE_PORT (8080), DEMO_METRICS_PORT
-# (9091) and DEMO_NODE_PORT (18545: the nodes and stand-ins take it and the next 17). The
+# (9091) and DEMO_NODE_PORT (18545: the nodes and stand-ins take it and the next 18). The
 # configuration it runs is conf/demo.yaml and conf/pingora-demo.yaml with those put in,
 # written to DEMO_DIR.
 set -euo pipefail
@@ -51,7 +51,7 @@ wait_port() {
   echo "demo: node on port $1 did not start" >&2; return 1
 }
 
-for port in "$edge_port" "$metrics_port" $(seq "$node_port" $((node_port + 17))); do
+for port in "$edge_port" "$metrics_port" $(seq "$node_port" $((node_port + 18))); do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
     echo "demo: port $port is already in use; stop whatever holds it first" >&2; exit 1
   fi
@@ -60,7 +60,7 @@ done
 rm -rf "$demo"/chainedge.db* "$demo"/outbox.jsonl "$demo"/usage-journal
 umask 077
 # The demo's configuration with this run's ports and state directory.
-# Node ports 18545..18562 move by one offset, in one pass (so none is moved twice).
+# Node ports 18545..18563 move by one offset, in one pass (so none is moved twice).
 python3 -c 'import re,sys; off=int(sys.argv[1]) - 18545
 print(re.sub(r"127\.0\.0\.1:(185[4-6][0-9])", lambda m: "127.0.0.1:%d" % (int(m.group(1)) + off), sys.stdin.read()), end="")' \
   "$node_port" < conf/demo.yaml |
@@ -76,6 +76,16 @@ CHAINEDGE_ADMIN_TOKEN=$(cat "$demo/admin-token")
 # The key firehose tokens are signed with (kept in memory only).
 export CHAINEDGE_FIREHOSE_SECRET
 CHAINEDGE_FIREHOSE_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+# The keys watchlist and transaction webhooks are signed with, likewise.
+export CHAINEDGE_WATCHLIST_SECRET CHAINEDGE_TX_HOOK_SECRET
+CHAINEDGE_WATCHLIST_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+CHAINEDGE_TX_HOOK_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+# The demo's HTTPS webhook receiver: its own certificate for 127.0.0.1, which the
+# gateway's webhook client trusts (conf/demo.yaml's webhook ca_file).
+openssl req -x509 -newkey rsa:2048 -nodes -days 7 -subj /CN=localhost \
+  -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
+  -keyout "$demo/webhook-key.pem" -out "$demo/webhook-cert.pem" 2>/dev/null
+rm -f "$demo/webhooks.jsonl"
 
 genesis_ts=$(date +%s)
 n=1
@@ -91,11 +101,12 @@ for port in "$el1" "$el2" "$bor" "$base"; do wait_port "$port"; done
 "$py" tests/standins/sol_node.py --port "$sol" --ws-port "$sol_ws" --slot-ms 400 --slots-per-epoch 432 &
 pids+=($!); echo $! > "$demo/sol-litesvm-1.pid"
 # Every other upstream's stand-in, on the next ports in conf/demo.yaml's order.
-names=(beacon heimdall-lcd heimdall-rpc relay builder private-rpc mev-share mev-cache-1 mev-cache-2 front-el-1 front-el-2 front-bor)
+names=(beacon heimdall-lcd heimdall-rpc relay builder private-rpc mev-share mev-cache-1 mev-cache-2 front-el-1 front-el-2 front-bor webhooks)
 args=()
 for i in "${!names[@]}"; do args+=(--port "${names[$i]}=$((node_port + 6 + i))"); done
 "$py" tests/standins/fleet.py "${args[@]}" --node "el-1=http://127.0.0.1:$el1" \
-  --node "el-2=http://127.0.0.1:$el2" --node "bor=http://127.0.0.1:$bor" --mev-share-idle-secs 3 &
+  --node "el-2=http://127.0.0.1:$el2" --node "bor=http://127.0.0.1:$bor" --mev-share-idle-secs 3 \
+  --tls "$demo/webhook-cert.pem,$demo/webhook-key.pem" --webhook-log "$demo/webhooks.jsonl" &
 pids+=($!); echo $! > "$demo/standins.pid"
 for _ in $(seq 1 100); do
   curl -s -m 1 -o /dev/null "http://127.0.0.1:$((node_port + 6))/eth/v1/node/syncing" &&

@@ -34,6 +34,7 @@ NODE = int(args[2]) if len(args) > 2 else 18545
 PATIENCE = float(next((a.split("=")[1] for a in sys.argv if a.startswith("--patience=")), 40))
 KEYS = json.loads((DEMO / "keys.json").read_text())
 ALICE = "0x00000000000000000000000000000000000a11ce"
+RECEIVER = f"https://localhost:{NODE + 18}"
 ALICE_CHECKSUMMED = "0x00000000000000000000000000000000000A11cE"
 
 
@@ -120,6 +121,30 @@ class Tour:
         problem = first_event(path, hdrs)
         self.seen += 1
         print(f"{'ok  ' if not problem else 'MISS'} SSE {path}  ({name}){'  ' + problem if problem else ''}", flush=True)
+        if problem:
+            self.missed.append(name)
+
+    def delivered(self, name, path, needle, poke=None):
+        """A push reached the demo's HTTPS receiver: a signed POST to `path` naming `needle`
+        (`poke`, when given, makes the change again every few seconds until it does)."""
+        deadline, problem = time.time() + PATIENCE, "nothing arrived"
+        log = DEMO / "webhooks.jsonl"
+        poked = 0.0
+        while time.time() < deadline:
+            if poke and time.time() - poked > 4:
+                poke()
+                poked = time.time()
+            for line in (log.read_text().splitlines() if log.exists() else []):
+                hit = json.loads(line)
+                if hit["path"] == path and needle in json.dumps(hit["body"]):
+                    signed = [h for h in hit["headers"] if "signature" in h]
+                    problem = "" if signed else f"unsigned: {sorted(hit['headers'])}"
+                    break
+            if problem != "nothing arrived":
+                break
+            time.sleep(0.5)
+        self.seen += 1
+        print(f"{'ok  ' if not problem else 'MISS'} HOOK {path}  ({name}){'  ' + problem if problem else ''}", flush=True)
         if problem:
             self.missed.append(name)
 
@@ -248,6 +273,7 @@ def ethereum(tour):
         raw = acct.sign_transaction(tx).raw_transaction.hex()
         return raw if raw.startswith("0x") else "0x" + raw
 
+    hook = tour.check("transaction webhook", "POST", "/v1/tx/hooks", "scale", {"callback_url": f"{RECEIVER}/tx-hooks"}, want=201, fields=["id", "signing_secret"])
     sent = tour.check("raw sender", "POST", "/v1/eth/sender/raw", "scale", {"raw_tx": signed(0)}, fields=["tx_hash"])
     tx_hash = sent.get("tx_hash", "0x" + "00" * 32) if isinstance(sent, dict) else "0x" + "00" * 32
     tour.check("transaction status", "GET", f"/v1/eth/tx/{tx_hash}", "scale", fields=["status"])
@@ -257,7 +283,10 @@ def ethereum(tour):
     builder = {"jsonrpc": "2.0", "id": 1, "method": "eth_sendBundle", "params": [{"txs": [signed(3)], "blockNumber": "0xffffff"}]}
     tour.check("builder RPC", "POST", "/v1/eth/mev/builder", "scale", builder, fields=["result.bundleHash"])
     tour.websocket("transaction channel", "/ws/txs?since=0", "scale")
-    tour.check("transaction webhooks", "GET", "/v1/tx/hooks", "scale")
+    tour.check("transaction webhooks", "GET", "/v1/tx/hooks", "scale", fields=["0.callback_url"])
+    tour.delivered("transaction pushed to the webhook", "/tx-hooks", tx_hash)
+    if isinstance(hook, dict) and "id" in hook:
+        tour.check("transaction webhook delete", "DELETE", f"/v1/tx/hooks/{hook['id']}", "scale", want=204)
 
 
 def polygon(tour):
@@ -331,6 +360,20 @@ def solana(tour):
     tour.check("mempool snapshot", "GET", "/v1/sol/mempool/snapshot", "pro")
     tour.check("mempool stats", "GET", "/v1/sol/mempool/stats", "pro")
     watched = tour.check("watchlist create", "POST", "/v1/sol/watchlist", "scale", {"pubkey": wallet, "callback_type": "ws", "callback_url": "tour"}, want=201, fields=["id"])
+    receiver = Keypair().pubkey()
+    hooked = tour.check("watchlist webhook", "POST", "/v1/sol/watchlist", "scale",
+                        {"pubkey": str(receiver), "callback_type": "webhook", "callback_url": f"{RECEIVER}/sol-watch"}, want=201, fields=["id", "signing_secret"])
+
+    def pay_receiver():
+        # The watcher subscribes to a new entry's account on its next round: a change
+        # before then is not pushed, so the tour changes the account again while it waits.
+        ix = transfer(TransferParams(from_pubkey=payer.pubkey(), to_pubkey=receiver, lamports=7_000_000 + int(time.time()) % 1000))
+        wire = base64.b64encode(bytes(solnode.sign([ix], payer, [payer]))).decode()
+        Client().call("POST", "/v1/sol/sender/tx", {"transaction": wire, "encoding": "base64"}, {"x-token": KEYS["scale"]})
+
+    tour.delivered("account change pushed to the webhook", "/sol-watch", str(receiver), poke=pay_receiver)
+    if isinstance(hooked, dict) and "id" in hooked:
+        tour.check("watchlist webhook delete", "DELETE", f"/v1/sol/watchlist/{hooked['id']}", "scale", want=204)
     wid = watched.get("id", "none") if isinstance(watched, dict) else "none"
     tour.check("watchlist", "GET", "/v1/sol/watchlist", "scale", fields=["0.pubkey"])
     tour.check("watchlist entry", "GET", f"/v1/sol/watchlist/{wid}", "scale", fields=["pubkey"])

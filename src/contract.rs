@@ -57,6 +57,10 @@ pub struct RouteContract {
     /// Error codes by status that this route's handler gives, beyond its policy's.
     #[serde(default)]
     errors: BTreeMap<u16, Vec<String>>,
+    /// A proxy route: the node's own answers pass through with the node's status, so
+    /// any status may carry the node's body instead of the edge's envelope.
+    #[serde(default)]
+    passthrough: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -426,13 +430,23 @@ fn responses(route: &Route, c: &RouteContract, method: HttpMethod, _plans: &[Str
     for (status, mut codes) in errors {
         codes.sort();
         codes.dedup();
-        let schema = error_schema(route.envelope, &codes);
+        let mut schema = error_schema(route.envelope, &codes);
+        if c.passthrough {
+            schema = json!({"anyOf": [schema, {"$ref": "#/components/schemas/AnyJson"}]});
+        }
         let body = if method == HttpMethod::HEAD {
             json!({"description": codes.join(", ")})
         } else {
             json!({"description": codes.join(", "), "content": {"application/json": {"schema": schema}}})
         };
         out.insert(status.to_string(), body);
+    }
+    if c.passthrough && method != HttpMethod::HEAD {
+        out.insert(
+            "default".into(),
+            json!({"description": "the node's own answer, with its own status, passed through",
+                   "content": {"*/*": {"schema": {"$ref": "#/components/schemas/AnyJson"}}}}),
+        );
     }
     Value::Object(out)
 }

@@ -677,11 +677,26 @@ fn mev_cache_hosts_are_ranked_by_hits_per_second_from_their_own_metrics() {
     for path in [
         "/v1/sol/mev-cache/leaderboard?window_secs=5",
         "/v1/sol/mev-cache/leaderboard?window_secs=x",
-        "/v1/sol/mev-cache/hosts/cache-fast/series?from=100&to=50",
-        "/v1/sol/mev-cache/hosts/cache-fast/series?from=0&to=9999999",
+        "/v1/sol/mev-cache/hosts/cache-fast/series?from=x",
+        "/v1/sol/mev-cache/hosts/cache-fast/series?to=-1",
     ] {
         assert_eq!(get(&gw, &key, path).status, 400, "{path}");
     }
+    // An empty span is empty; a span longer than the samples are kept is cut to them.
+    let empty = get(
+        &gw,
+        &key,
+        "/v1/sol/mev-cache/hosts/cache-fast/series?from=100&to=50",
+    );
+    assert_eq!(empty.status, 200, "{}", empty.text());
+    assert_eq!(empty.json()["points"], json!([]));
+    let long = get(
+        &gw,
+        &key,
+        "/v1/sol/mev-cache/hosts/cache-fast/series?from=0&to=9999999",
+    );
+    assert_eq!(long.status, 200, "{}", long.text());
+    assert_eq!(long.json()["from"], json!(9999999 - 7 * 86_400));
     // Pro and above.
     let basic = gw.key("basic", &[]);
     assert_eq!(

@@ -18,6 +18,12 @@ fn every_stand_in_answers_as_its_official_spec_says() {
         "{said}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(said.contains("the checks refuse what the specs refuse"), "{said}");
-    assert!(said.lines().filter(|l| l.starts_with("ok ")).count() >= 50, "{said}");
+    assert!(
+        said.contains("the checks refuse what the specs refuse"),
+        "{said}"
+    );
+    assert!(
+        said.lines().filter(|l| l.starts_with("ok ")).count() >= 50,
+        "{said}"
+    );
 }

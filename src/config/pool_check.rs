@@ -63,6 +63,15 @@ pub(super) fn check_pools(
                 );
             }
             ids.push(&h.id);
+            if !is_host_id(&h.id) {
+                bad(
+                    &key("id"),
+                    format!(
+                        "'{}': a host id is 1 to 64 of A-Z a-z 0-9 . _ : - and does not start with '.' (it is a path segment of the API)",
+                        h.id
+                    ),
+                );
+            }
             check_host(h, &key, bad);
             let mut resolved = Vec::new();
             for (hn, r) in &h.headers {
@@ -200,9 +209,40 @@ fn is_path_segment(v: &str) -> bool {
         && v != ".."
 }
 
+/// What a host id may be: it is a path segment of `/v1/*/metrics/{host_id}/…`,
+/// `/v1/eth/mesh/rpc/{host_id}` and the MEV-cache routes, so nothing a path refuses.
+pub fn is_host_id(id: &str) -> bool {
+    (1..=64).contains(&id.len())
+        && !id.starts_with('.')
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::{load, Purpose};
+    use super::is_host_id;
+
+    #[test]
+    fn host_ids_are_plain_path_segments() {
+        for ok in ["el-geth-1", "a", "cl_teku:2", "x.y"] {
+            assert!(is_host_id(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            ".hidden",
+            "a/b",
+            "a\\b",
+            "a b",
+            "é",
+            &"x".repeat(65),
+        ] {
+            assert!(!is_host_id(bad), "{bad}");
+        }
+    }
 
     /// The problems `-t` reports for a configuration with these pools.
     fn problems(pools: &str) -> String {

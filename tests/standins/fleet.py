@@ -15,6 +15,7 @@ Stand-ins, by the name given to `--port`:
   mev-cache-1, mev-cache-2  Solana MEV-cache hosts' metrics
   front-el-1, front-el-2, front-bor
                           geth's admin_* and metrics in front of `--node el-1` / `el-2` / `bor`
+  webhooks                an HTTPS webhook receiver (`--tls CERT,KEY`), logging to `--webhook-log`
 
 Prints `standins: up <name>=<port> ...` once every one listens; runs until killed.
 Every stand-in also takes `POST /standin/mode {"fail": 500, "stall_ms": 0}`.
@@ -33,6 +34,7 @@ import beacon  # noqa: E402
 import heimdall  # noqa: E402
 import mev  # noqa: E402
 import node_front  # noqa: E402
+import webhooks  # noqa: E402
 from stub import Clock, serve  # noqa: E402
 
 
@@ -44,6 +46,8 @@ def main():
     ap.add_argument("--first-slot", type=int, default=9_000_000)
     ap.add_argument("--mev-share-ping-secs", type=float, default=15.0)
     ap.add_argument("--mev-share-idle-secs", type=float, default=0.0)
+    ap.add_argument("--tls", help="CERT,KEY for the webhooks receiver")
+    ap.add_argument("--webhook-log", default="webhooks.jsonl")
     args = ap.parse_args()
     ports = dict(p.split("=", 1) for p in args.port)
     nodes = dict(n.split("=", 1) for n in args.node)
@@ -66,6 +70,7 @@ def main():
         "mev-share": lambda: mev.mev_share_app(hints, args.mev_share_ping_secs, args.mev_share_idle_secs),
         "mev-cache-1": lambda: mev.mev_cache_app("mev-cache-1", 900),
         "mev-cache-2": lambda: mev.mev_cache_app("mev-cache-2", 350),
+        "webhooks": lambda: webhooks.app(args.webhook_log),
     }
     shared_heimdall = heimdall.Heimdall(now)
     servers = []
@@ -73,7 +78,8 @@ def main():
         make = front if name.startswith("front-") else apps.get(name)
         if make is None:
             sys.exit(f"fleet.py: no stand-in named {name}")
-        servers.append(serve(make(name) if name.startswith("front-") else make(), int(port)))
+        tls = tuple(args.tls.split(",")) if name == "webhooks" and args.tls else None
+        servers.append(serve(make(name) if name.startswith("front-") else make(), int(port), tls=tls))
     print("standins: up " + " ".join(f"{n}={p}" for n, p in ports.items()), flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -7,6 +7,7 @@ byte chunks; the server writes each as it comes and stops when the client goes.
 """
 
 import json
+import ssl
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -101,8 +102,9 @@ class Mode:
             self.stall_ms = int(v.get("stall_ms") or 0)
 
 
-def serve(app, port, host="127.0.0.1"):
-    """Serve `app` on `port` in a daemon thread; returns the server."""
+def serve(app, port, host="127.0.0.1", tls=None):
+    """Serve `app` on `port` in a daemon thread; returns the server. `tls`: (cert, key)
+    files to serve HTTPS with."""
     mode = Mode()
 
     class Handler(BaseHTTPRequestHandler):
@@ -169,6 +171,11 @@ def serve(app, port, host="127.0.0.1"):
         allow_reuse_address = True
 
     server = Server((host, port), Handler)
+    if tls:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(*tls)
+        # The handshake happens in the connection's own thread, not in accept().
+        server.socket = ctx.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 

@@ -150,16 +150,18 @@ async fn host_series(store: &Store, pool: &Pool, req: &Request<'_>) -> Result<Va
     // `to` is exclusive: by default the next second, so the latest sample is in.
     let now = now_ms() / 1000 + 1;
     let to = int_param(req, "to", now, 0, i64::MAX / 2000)?;
-    let from = int_param(req, "from", to - SERIES_SPAN_DEFAULT, 0, i64::MAX / 2000)?;
-    if from >= to || to - from > SERIES_SPAN_MAX {
-        return Err(ApiError::invalid_params(format!(
-            "from must be before to, at most {SERIES_SPAN_MAX} seconds apart"
-        )));
-    }
-    let samples = store
-        .mev_cache_series(host, from * 1000, to * 1000, SERIES_POINTS_MAX)
-        .await
-        .map_err(store_error)?;
+    // A span longer than the samples are kept is cut to the kept part (the answer says
+    // which `from` was read); `from >= to` is an empty span, not an error.
+    let from = int_param(req, "from", to - SERIES_SPAN_DEFAULT, 0, i64::MAX / 2000)?
+        .max(to - SERIES_SPAN_MAX);
+    let samples = if from < to {
+        store
+            .mev_cache_series(host, from * 1000, to * 1000, SERIES_POINTS_MAX)
+            .await
+            .map_err(store_error)?
+    } else {
+        Vec::new()
+    };
     let points: Vec<Value> = samples
         .iter()
         .map(|s| {
