@@ -27,6 +27,7 @@ bench: build
 	bash bench/rpc.sh
 	bash bench/index.sh
 	STORE=postgres bash bench/index.sh
+	bash bench/sparse.sh
 	bash bench/ws.sh
 	bash bench/sse.sh
 	bash bench/cluster.sh

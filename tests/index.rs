@@ -373,6 +373,61 @@ fn a_reorg_removes_the_orphaned_branch() {
     assert_eq!(on_chain["transactions"][0]["hash"], history[0]["tx_hash"]);
 }
 
+/// A sparse chain: hundreds of empty blocks between transfers. The empty ones are
+/// committed from their headers alone, every transfer is kept in order, and a reorg met
+/// on a sparse stretch is rolled back as on a dense one.
+#[test]
+fn a_sparse_chain_is_read_from_headers_without_losing_a_transfer() {
+    let node = Anvil::start(1, &[]);
+    let mut sent = Vec::new();
+    for i in 1..=4u64 {
+        node.call("anvil_mine", json!(["0xc8"]));
+        let receipt = send(&node, Some(ALICE), "0x", &format!("0x{i:x}"));
+        sent.push(receipt["transactionHash"].as_str().unwrap().to_string());
+    }
+    node.call("anvil_mine", json!(["0x64"]));
+    let gw = indexed_gateway(
+        &node,
+        "    start_block: 0\n    poll_ms: 100\n    batch_blocks: 10\n",
+        None,
+    );
+    let key = gw.key("basic", &[]);
+    wait_indexed(&gw, node.block_number());
+    let got: Vec<String> = all_history(&gw, &key, ALICE, 50)
+        .iter()
+        .rev()
+        .map(|i| i["tx_hash"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(got, sent, "every transfer, once, in order");
+    let from_headers = metric(&gw, "chainedge_index_header_only_blocks_total").unwrap();
+    assert!(
+        from_headers > 700.0,
+        "{from_headers} blocks read from headers alone"
+    );
+
+    // A reorg on the sparse stretch: BOB's transfer is orphaned, CAROL's kept.
+    let fork = node.call("evm_snapshot", json!([]));
+    node.call("anvil_mine", json!(["0x14"]));
+    send(&node, Some(BOB), "0x", "0x7");
+    node.call("anvil_mine", json!(["0x5"]));
+    wait_indexed(&gw, node.block_number());
+    assert_eq!(all_history(&gw, &key, BOB, 50).len(), 1);
+    assert_eq!(node.call("evm_revert", json!([fork])), true);
+    node.call("anvil_mine", json!(["0x1e"]));
+    send(&node, Some(CAROL), "0x", "0x9");
+    node.call("anvil_mine", json!(["0x5"]));
+    wait_indexed(&gw, node.block_number());
+    let until = Instant::now() + Duration::from_secs(10);
+    while !all_history(&gw, &key, BOB, 50).is_empty() {
+        assert!(
+            Instant::now() < until,
+            "the orphaned transfer is still there"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(all_history(&gw, &key, CAROL, 50).len(), 1);
+}
+
 fn sigkill_mid_indexing(postgres: Option<String>) {
     let node = Anvil::start(1, &[]);
     // 150 blocks, each with one transfer to ALICE (anvil mines one per transaction).

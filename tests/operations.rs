@@ -36,6 +36,8 @@ fn check(
         .arg(dir.join("app.yaml"))
         .env("CHAINEDGE_ADMIN_TOKEN", "x")
         .env("CHAINEDGE_FIREHOSE_SECRET", "f".repeat(64))
+        .env("CHAINEDGE_WATCHLIST_SECRET", "w".repeat(64))
+        .env("CHAINEDGE_TX_HOOK_SECRET", "t".repeat(64))
         .output()
         .unwrap();
     let _ = std::fs::remove_dir_all(&dir);
@@ -186,6 +188,8 @@ fn test_flag_validates_app_config_and_plugins() {
         .arg(root().join("conf/demo.yaml"))
         .env("CHAINEDGE_ADMIN_TOKEN", "x")
         .env("CHAINEDGE_FIREHOSE_SECRET", "f".repeat(64))
+        .env("CHAINEDGE_WATCHLIST_SECRET", "w".repeat(64))
+        .env("CHAINEDGE_TX_HOOK_SECRET", "t".repeat(64))
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);

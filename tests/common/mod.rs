@@ -7,6 +7,7 @@ mod fixture;
 mod postgres;
 mod redis;
 mod solana;
+mod standins;
 mod webhooks;
 #[allow(unused_imports)]
 pub use browser::{outbox_code, sign_in, Browser};
@@ -18,6 +19,8 @@ pub use postgres::PgServer;
 pub use redis::RedisServer;
 #[allow(unused_imports)]
 pub use solana::SolNode;
+#[allow(unused_imports)]
+pub use standins::Standin;
 #[allow(unused_imports)]
 pub use webhooks::{localhost_cert, verify, Hit, Receiver};
 

@@ -10,6 +10,14 @@
 //! to the common ancestor and undoes everything above it in one transaction, then goes
 //! forward on the new branch. Caught up, it checks that its tip is still the chain's.
 //!
+//! **Sparse stretches.** Once a batch ends on an empty block, the next steps read up to
+//! `SPARSE_WINDOW` headers at once (`eth_getBlockByNumber(n, false)`): a block with no
+//! transactions needs no body and no receipts, so only the window's blocks with
+//! transactions are fetched whole, in one more batch, and the whole window is linked,
+//! reorg-checked and committed as any batch is. A window less than half empty goes back
+//! to full batches. A dense chain pays one header batch each time a batch ends empty; a
+//! sparse one is read a thousand blocks per step.
+//!
 //! Token metadata (`name`, `symbol`, `decimals`) is fetched once per token, after the
 //! block that first shows it is committed; a token that answers nothing, reverts or
 //! answers `bytes32` is recorded as it is and never holds indexing up.
@@ -27,11 +35,14 @@ use crate::store::Store;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Longest wait between attempts after failures.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// Headers asked for at once on a sparse stretch.
+const SPARSE_WINDOW: u64 = 1000;
 
 pub struct Indexer {
     chain: String,
@@ -40,6 +51,8 @@ pub struct Indexer {
     pools: Arc<Pools>,
     gateway: Arc<Gateway>,
     store: Store,
+    /// The last batch ended on an empty block: try headers first.
+    sparse: AtomicBool,
 }
 
 /// What one step did.
@@ -93,6 +106,7 @@ impl Indexer {
             pools,
             gateway,
             store,
+            sparse: AtomicBool::new(false),
         }
     }
 
@@ -181,35 +195,19 @@ impl Indexer {
             }
             return Ok(Step::CaughtUp);
         }
-        let last = target.min(next + self.conf.batch_blocks - 1);
-        let mut calls = Vec::new();
-        for n in next..=last {
-            let tag = format!("0x{n:x}");
-            calls.push(("eth_getBlockByNumber", json!([tag, true])));
-            calls.push(("eth_getBlockReceipts", json!([tag])));
-        }
-        let (answers, _) = self.gateway.read_batch(pool, &calls, &rid).await?;
-        let mut blocks: Vec<IndexedBlock> = Vec::new();
-        let mut parent = cursor.as_ref().map(|c| c.hash.clone());
-        for pair in answers.chunks(2) {
-            // A node that has not got this block yet: commit what came before it.
-            if pair[0].is_null() || pair[1].is_null() {
-                break;
+        let fetched = if self.sparse.load(Ordering::Relaxed) {
+            self.sparse_window(pool, next, target, &rid).await?
+        } else {
+            self.full_batch(pool, next, target, &rid).await?
+        };
+        let blocks = match link(cursor.as_ref(), fetched) {
+            Linked::Blocks(blocks) => blocks,
+            Linked::Reorg => {
+                let c = cursor.as_ref().expect("a parent comes from the cursor");
+                self.roll_back(pool, c).await?;
+                return Ok(Step::Advanced);
             }
-            let block = decode::block(&pair[0], &pair[1]).map_err(|e| StepError::Node(e.0))?;
-            if parent.as_ref().is_some_and(|p| *p != block.parent_hash) {
-                if blocks.is_empty() {
-                    // The chain moved under our tip.
-                    let c = cursor.as_ref().expect("a parent comes from the cursor");
-                    self.roll_back(pool, c).await?;
-                    return Ok(Step::Advanced);
-                }
-                // The chain changed within the batch: keep the linked part.
-                break;
-            }
-            parent = Some(block.hash.clone());
-            blocks.push(block);
-        }
+        };
         let Some(top) = blocks.last().map(|b| b.number) else {
             return Ok(Step::CaughtUp);
         };
@@ -236,6 +234,93 @@ impl Indexer {
         self.record_heads(Some(top), head);
         self.fetch_metadata(pool, &blocks).await;
         Ok(Step::Advanced)
+    }
+
+    /// Blocks `next..` with their receipts, `batch_blocks` at most, in one batch; a block
+    /// the node has not got yet ends it. Goes sparse when the batch ends on an empty block.
+    async fn full_batch(
+        &self,
+        pool: &crate::pools::Pool,
+        next: u64,
+        target: u64,
+        rid: &str,
+    ) -> Result<Vec<IndexedBlock>, StepError> {
+        let last = target.min(next + self.conf.batch_blocks - 1);
+        let mut calls = Vec::new();
+        for n in next..=last {
+            let tag = format!("0x{n:x}");
+            calls.push(("eth_getBlockByNumber", json!([tag, true])));
+            calls.push(("eth_getBlockReceipts", json!([tag])));
+        }
+        let (answers, _) = self.gateway.read_batch(pool, &calls, rid).await?;
+        let (mut blocks, mut ends_empty) = (Vec::new(), false);
+        for pair in answers.chunks(2) {
+            // A node that has not got this block yet: commit what came before it.
+            if pair[0].is_null() || pair[1].is_null() {
+                break;
+            }
+            blocks.push(decode::block(&pair[0], &pair[1]).map_err(|e| StepError::Node(e.0))?);
+            ends_empty = pair[0]["transactions"]
+                .as_array()
+                .is_some_and(Vec::is_empty);
+        }
+        self.sparse.store(ends_empty, Ordering::Relaxed);
+        Ok(blocks)
+    }
+
+    /// Blocks `next..`, up to `SPARSE_WINDOW`, read from their headers: only the blocks
+    /// with transactions are fetched whole, with their receipts, in a second batch. The
+    /// window ends before a block the node has not got, or one that changed between the
+    /// two batches. Stays sparse while at least half the window is empty.
+    async fn sparse_window(
+        &self,
+        pool: &crate::pools::Pool,
+        next: u64,
+        target: u64,
+        rid: &str,
+    ) -> Result<Vec<IndexedBlock>, StepError> {
+        let last = target.min(next + SPARSE_WINDOW - 1);
+        let calls: Vec<(&str, Value)> = (next..=last)
+            .map(|n| ("eth_getBlockByNumber", json!([format!("0x{n:x}"), false])))
+            .collect();
+        let (headers, _) = self.gateway.read_batch(pool, &calls, rid).await?;
+        let headers: Vec<&Value> = headers.iter().take_while(|h| !h.is_null()).collect();
+        let is_empty = |h: &Value| h["transactions"].as_array().is_some_and(Vec::is_empty);
+        let mut full = Vec::new();
+        for h in headers.iter().filter(|h| !is_empty(h)) {
+            let tag = h["number"].clone();
+            full.push(("eth_getBlockByNumber", json!([tag, true])));
+            full.push(("eth_getBlockReceipts", json!([tag])));
+        }
+        let bodies = if full.is_empty() {
+            Vec::new()
+        } else {
+            self.gateway.read_batch(pool, &full, rid).await?.0
+        };
+        let (mut bodies, no_receipts) = (bodies.chunks(2), json!([]));
+        let (mut blocks, mut header_only) = (Vec::with_capacity(headers.len()), 0);
+        for h in &headers {
+            let block = if is_empty(h) {
+                header_only += 1;
+                decode::block(h, &no_receipts)
+            } else {
+                let pair = bodies
+                    .next()
+                    .expect("a body for each block with transactions");
+                if pair[0].is_null() || pair[1].is_null() || pair[0]["hash"] != h["hash"] {
+                    break;
+                }
+                decode::block(&pair[0], &pair[1])
+            };
+            blocks.push(block.map_err(|e| StepError::Node(e.0))?);
+        }
+        let empty = headers.iter().filter(|h| is_empty(h)).count();
+        self.sparse
+            .store(2 * empty >= headers.len().max(1), Ordering::Relaxed);
+        metrics::INDEX_HEADER_ONLY
+            .with_label_values(&[&self.chain])
+            .inc_by(header_only);
+        Ok(blocks)
     }
 
     fn record_heads(&self, indexed: Option<u64>, head: u64) {
@@ -367,6 +452,31 @@ impl Producer for Indexer {
 /// `name()`, `symbol()`, `decimals()` of a token, each as the contract answers it:
 /// a string, a `bytes32`, or nothing (reverted, empty, not a contract). `None` only
 /// when the node itself could not be asked.
+/// Fetched blocks against the committed tip.
+enum Linked {
+    /// The prefix whose every block's parent is the block before it.
+    Blocks(Vec<IndexedBlock>),
+    /// The first block does not follow the committed tip: the chain moved under it.
+    Reorg,
+}
+
+fn link(cursor: Option<&IndexCursor>, fetched: Vec<IndexedBlock>) -> Linked {
+    let mut parent = cursor.map(|c| c.hash.clone());
+    let mut blocks = Vec::with_capacity(fetched.len());
+    for block in fetched {
+        if parent.as_ref().is_some_and(|p| *p != block.parent_hash) {
+            if blocks.is_empty() {
+                return Linked::Reorg;
+            }
+            // The chain changed within the batch: keep the linked part.
+            break;
+        }
+        parent = Some(block.hash.clone());
+        blocks.push(block);
+    }
+    Linked::Blocks(blocks)
+}
+
 pub async fn token_metadata(
     gateway: &Gateway,
     pool: &crate::pools::Pool,

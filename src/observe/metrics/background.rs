@@ -96,6 +96,12 @@ pub static INDEX_BLOCKS: Lazy<IntCounterVec> = Lazy::new(|| {
         "Blocks committed to the index (rate: blocks/s)",
     )
 });
+pub static INDEX_HEADER_ONLY: Lazy<IntCounterVec> = Lazy::new(|| {
+    chain_counter(
+        "chainedge_index_header_only_blocks_total",
+        "Empty blocks read from their headers alone (no body, no receipts fetched)",
+    )
+});
 pub static INDEX_TRANSFERS: Lazy<IntCounterVec> = Lazy::new(|| {
     chain_counter(
         "chainedge_index_transfers_total",
@@ -267,6 +273,7 @@ pub(super) fn init() {
     Lazy::force(&INDEX_HEAD);
     Lazy::force(&INDEX_LAG);
     Lazy::force(&INDEX_BLOCKS);
+    Lazy::force(&INDEX_HEADER_ONLY);
     Lazy::force(&INDEX_TRANSFERS);
     Lazy::force(&INDEX_REORGS);
     Lazy::force(&INDEX_ROLLBACK_DEPTH);

@@ -1,0 +1,68 @@
+//! The upstream stand-ins of `tests/standins/` (the ones `make demo` runs, each held to
+//! its system's official spec by `tests/standins.rs`), one per process, on a free port.
+
+use super::{free_port, python, request, root, Proc};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Standin {
+    pub port: u16,
+    pub proc: Proc,
+}
+
+impl Standin {
+    /// `fleet.py`'s stand-in `name` (e.g. `relay`, `beacon`), with its extra arguments.
+    pub fn start(name: &str, extra: &[&str]) -> Standin {
+        for _ in 0..3 {
+            let port = free_port();
+            let mut child = Command::new(python())
+                .arg(root().join("tests/standins/fleet.py"))
+                .args(["--port", &format!("{name}={port}")])
+                .args(extra)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn fleet.py");
+            let mut line = String::new();
+            let out = child.stdout.take().unwrap();
+            let _ = BufReader::new(out).read_line(&mut line);
+            let proc = Proc { child };
+            if line.starts_with("standins: up") {
+                return Standin { port, proc };
+            }
+        }
+        panic!("stand-in {name} did not start on any of three ports");
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Every answer a `status` (None: normal again), after `stall` each.
+    pub fn set_mode(&self, fail: Option<u16>, stall: Duration) {
+        let body = serde_json::json!({"fail": fail, "stall_ms": stall.as_millis() as u64});
+        let until = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < until {
+            if let Ok(r) = request(
+                self.port,
+                "POST",
+                "/standin/mode",
+                &[],
+                body.to_string().as_bytes(),
+            ) {
+                if r.status == 200 {
+                    return;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("the stand-in did not take its mode");
+    }
+
+    /// Requests it has answered (its control routes aside).
+    pub fn hits(&self) -> u64 {
+        let r = request(self.port, "GET", "/standin/hits", &[], b"").expect("stand-in answers");
+        r.json()["hits"].as_u64().unwrap()
+    }
+}
