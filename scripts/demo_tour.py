@@ -86,14 +86,18 @@ class Tour:
             if not problem or time.time() > deadline:
                 break
             time.sleep(1)
-        self.seen += 1
-        print(f"{'ok  ' if not problem else 'MISS'} {status} {method} {path[:90]}  ({name}){'  ' + problem if problem else ''}", flush=True)
-        if problem:
-            self.missed.append(name)
+        self.record(name, f"{status} {method} {path[:90]}", problem)
         try:
             return json.loads(data)
         except ValueError:
             return data
+
+    def record(self, name, what, problem):
+        """One item's line: ok or MISS, what was asked, and what was wrong."""
+        self.seen += 1
+        print(f"{'ok  ' if not problem else 'MISS'} {what}  ({name}){'  ' + problem if problem else ''}", flush=True)
+        if problem:
+            self.missed.append(name)
 
     @staticmethod
     def judge(status, data, want, fields):
@@ -119,10 +123,7 @@ class Tour:
         if plan:
             hdrs["x-token"] = KEYS[plan]
         problem = first_event(path, hdrs)
-        self.seen += 1
-        print(f"{'ok  ' if not problem else 'MISS'} SSE {path}  ({name}){'  ' + problem if problem else ''}", flush=True)
-        if problem:
-            self.missed.append(name)
+        self.record(name, f"SSE {path}", problem)
 
     def delivered(self, name, path, needle, poke=None):
         """A push reached the demo's HTTPS receiver: a signed POST to `path` naming `needle`
@@ -143,10 +144,7 @@ class Tour:
             if problem != "nothing arrived":
                 break
             time.sleep(0.5)
-        self.seen += 1
-        print(f"{'ok  ' if not problem else 'MISS'} HOOK {path}  ({name}){'  ' + problem if problem else ''}", flush=True)
-        if problem:
-            self.missed.append(name)
+        self.record(name, f"HOOK {path}", problem)
 
     def websocket(self, name, path, plan="scale", token=None, send=None, want_message=True):
         from websockets.sync.client import connect
@@ -166,10 +164,7 @@ class Tour:
                         problem = "empty message"
         except Exception as e:  # a refused upgrade or no message in time
             problem = f"{type(e).__name__}: {str(e)[:160]}"
-        self.seen += 1
-        print(f"{'ok  ' if not problem else 'MISS'} WS  {path}  ({name}){'  ' + problem if problem else ''}", flush=True)
-        if problem:
-            self.missed.append(name)
+        self.record(name, f"WS  {path}", problem)
 
 
 def first_event(path, headers):

@@ -246,13 +246,8 @@ impl Indexer {
         rid: &str,
     ) -> Result<Vec<IndexedBlock>, StepError> {
         let last = target.min(next + self.conf.batch_blocks - 1);
-        let mut calls = Vec::new();
-        for n in next..=last {
-            let tag = format!("0x{n:x}");
-            calls.push(("eth_getBlockByNumber", json!([tag, true])));
-            calls.push(("eth_getBlockReceipts", json!([tag])));
-        }
-        let (answers, _) = self.gateway.read_batch(pool, &calls, rid).await?;
+        let tags = (next..=last).map(|n| json!(format!("0x{n:x}")));
+        let (answers, _) = self.gateway.read_batch(pool, &whole(tags), rid).await?;
         let (mut blocks, mut ends_empty) = (Vec::new(), false);
         for pair in answers.chunks(2) {
             // A node that has not got this block yet: commit what came before it.
@@ -286,12 +281,12 @@ impl Indexer {
         let (headers, _) = self.gateway.read_batch(pool, &calls, rid).await?;
         let headers: Vec<&Value> = headers.iter().take_while(|h| !h.is_null()).collect();
         let is_empty = |h: &Value| h["transactions"].as_array().is_some_and(Vec::is_empty);
-        let mut full = Vec::new();
-        for h in headers.iter().filter(|h| !is_empty(h)) {
-            let tag = h["number"].clone();
-            full.push(("eth_getBlockByNumber", json!([tag, true])));
-            full.push(("eth_getBlockReceipts", json!([tag])));
-        }
+        let full = whole(
+            headers
+                .iter()
+                .filter(|h| !is_empty(h))
+                .map(|h| h["number"].clone()),
+        );
         let bodies = if full.is_empty() {
             Vec::new()
         } else {
@@ -452,6 +447,17 @@ impl Producer for Indexer {
 /// `name()`, `symbol()`, `decimals()` of a token, each as the contract answers it:
 /// a string, a `bytes32`, or nothing (reverted, empty, not a contract). `None` only
 /// when the node itself could not be asked.
+/// The calls for blocks whole: each block with its transactions, then its receipts.
+fn whole(tags: impl Iterator<Item = Value>) -> Vec<(&'static str, Value)> {
+    tags.flat_map(|tag| {
+        [
+            ("eth_getBlockByNumber", json!([tag.clone(), true])),
+            ("eth_getBlockReceipts", json!([tag])),
+        ]
+    })
+    .collect()
+}
+
 /// Fetched blocks against the committed tip.
 enum Linked {
     /// The prefix whose every block's parent is the block before it.
