@@ -586,10 +586,18 @@ fn demo_block(demo: &Demo, key: &str) -> std::io::Result<Resp> {
 fn start_demo() -> (Demo, serde_json::Value) {
     let dir = tempdir("demo");
     let log = dir.join("demo.log");
-    // 19 consecutive free ports for the nodes and stand-ins.
+    // 19 consecutive free ports for the nodes and stand-ins, below the kernel's ephemeral
+    // range: every other process of the run binds port 0 and connects out from that
+    // range, so none can take one of these between this check and the demo's bind.
+    let mut seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos()
+        ^ std::process::id();
     let nodes = loop {
-        let p = free_port();
-        if p < 65500 && (1..19).all(|i| std::net::TcpListener::bind(("127.0.0.1", p + i)).is_ok()) {
+        seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+        let p = 20_000 + (seed % 10_000) as u16;
+        if (0..19).all(|i| std::net::TcpListener::bind(("127.0.0.1", p + i)).is_ok()) {
             break p;
         }
     };
