@@ -11,9 +11,10 @@ demo: build
 	bash scripts/demo.sh
 
 # Every test tier: unit and pipeline tests, and the scenario tests that start the real
-# binary (`cargo test` alone runs the first two, with no external tool).
+# binary (`cargo test` alone runs the first two, with no external tool). Every test binary
+# runs even after one fails, so one run shows every failure.
 test: build
-	cargo test --release --features scenario -- --test-threads=2
+	cargo test --release --features scenario --no-fail-fast -- --test-threads=2
 
 lint: setup
 	python3 scripts/check_shape.py
