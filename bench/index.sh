@@ -80,43 +80,14 @@ if [ "${STORE:-sqlite}" = postgres ]; then
   export BENCH_PG_URL="postgres://postgres@127.0.0.1:$PG/postgres"
   store="  postgres: env:BENCH_PG_URL"
 fi
-cat > "$work/app.yaml" <<YAML
-plugins: $PWD/plugins
-listen:
-  http: ["127.0.0.1:$CE"]
-metrics:
-  listen: "127.0.0.1:$CEM"
-store:
-$store
-plans: [free, basic, pro, business, enterprise, scale]
-threads: 2
-limits:
-  default: {anonymous: 10000000, free: 10000000, basic: 10000000, pro: 10000000, business: 10000000, enterprise: 10000000, scale: 10000000}
-health:
-  interval_ms: 500
-index:
-  eth:
-    start_block: 0
-    batch_blocks: ${BATCH:-50}
-    poll_ms: 200
-pools:
-  eth_el:
-    hosts:
-      - {id: anvil, url: "http://127.0.0.1:$NODE", family: el-anvil}
-YAML
-cat > "$work/pingora.yaml" <<YAML
-version: 1
-threads: 2
-pid_file: $work/chainedge.pid
-upgrade_sock: $work/upgrade.sock
-YAML
+index_app_yaml "$store"
+pingora_yaml
 tenant=$($bin --app "$work/app.yaml" tenants create --name bench --plan scale)
 key=$($bin --app "$work/app.yaml" keys create --tenant "$tenant" 2>/dev/null)
 start=$(date +%s.%N)
 $bin -c "$work/pingora.yaml" --app "$work/app.yaml" >/dev/null 2>"$work/chainedge.log" &
 pids+=($!)
-indexed() { curl -s "http://127.0.0.1:$CEM/metrics" | awk '/^chainedge_index_head\{chain="eth"\}/ {print $2}'; }
-until [ "$(indexed)" = "$head" ]; do sleep 0.1; done
+wait_indexed "$head"
 secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.2f", b-a}')
 transfers=$(curl -s "http://127.0.0.1:$CEM/metrics" | awk '/^chainedge_index_transfers_total\{chain="eth"\}/ {print $2}')
 

@@ -25,3 +25,51 @@ publish() {
     cat
   } | tee "bench/$file"
 }
+
+# Pingora's own YAML for an edge whose state lives in $work.
+pingora_yaml() {
+  cat > "$work/pingora.yaml" <<YAML
+version: 1
+threads: 2
+pid_file: $work/chainedge.pid
+upgrade_sock: $work/upgrade.sock
+YAML
+}
+
+# The app YAML of an edge indexing the anvil at $NODE from block 0 (listening on $CE,
+# metrics on $CEM, rate limits out of the way); $1 is the `store:` section's body.
+index_app_yaml() {
+  cat > "$work/app.yaml" <<YAML
+plugins: $PWD/plugins
+listen:
+  http: ["127.0.0.1:$CE"]
+metrics:
+  listen: "127.0.0.1:$CEM"
+store:
+$1
+plans: [free, basic, pro, business, enterprise, scale]
+threads: 2
+limits:
+  default: {anonymous: 10000000, free: 10000000, basic: 10000000, pro: 10000000, business: 10000000, enterprise: 10000000, scale: 10000000}
+health:
+  interval_ms: 500
+index:
+  eth:
+    start_block: 0
+    batch_blocks: ${BATCH:-50}
+    poll_ms: 200
+pools:
+  eth_el:
+    hosts:
+      - {id: anvil, url: "http://127.0.0.1:$NODE", family: el-anvil}
+YAML
+}
+
+# Wait until the edge started last (the last of `pids`) has indexed block $1; its log
+# and a failure if it exits first.
+wait_indexed() {
+  until [ "$(curl -s "http://127.0.0.1:$CEM/metrics" | awk '/^chainedge_index_head\{chain="eth"\}/ {print $2}')" = "$1" ]; do
+    kill -0 "${pids[-1]}" 2>/dev/null || { cat "$work/chainedge.log" >&2; exit 1; }
+    sleep 0.05
+  done
+}

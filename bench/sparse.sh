@@ -53,41 +53,12 @@ PY
 )
 head=$(curl -s -H 'content-type: application/json' -d '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}' http://127.0.0.1:$NODE | python3 -c 'import json,sys;print(int(json.load(sys.stdin)["result"],16))')
 
-cat > "$work/app.yaml" <<YAML
-plugins: $PWD/plugins
-listen:
-  http: ["127.0.0.1:$CE"]
-metrics:
-  listen: "127.0.0.1:$CEM"
-store:
-  path: $work/store.db
-plans: [free, basic, pro, business, enterprise, scale]
-health:
-  interval_ms: 500
-index:
-  eth:
-    start_block: 0
-    batch_blocks: 50
-    poll_ms: 200
-pools:
-  eth_el:
-    hosts:
-      - {id: anvil, url: "http://127.0.0.1:$NODE", family: el-anvil}
-YAML
-cat > "$work/pingora.yaml" <<YAML
-version: 1
-threads: 2
-pid_file: $work/chainedge.pid
-upgrade_sock: $work/upgrade.sock
-YAML
+index_app_yaml "  path: $work/store.db"
+pingora_yaml
 start=$(date +%s.%N)
 $bin -c "$work/pingora.yaml" --app "$work/app.yaml" >/dev/null 2>"$work/chainedge.log" &
 pids+=($!)
-indexed() { curl -s "http://127.0.0.1:$CEM/metrics" | awk '/^chainedge_index_head\{chain="eth"\}/ {print $2}'; }
-until [ "$(indexed)" = "$head" ]; do
-  kill -0 "${pids[-1]}" 2>/dev/null || { cat "$work/chainedge.log" >&2; exit 1; }
-  sleep 0.05
-done
+wait_indexed "$head"
 secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.2f", b-a}')
 transfers=$(curl -s "http://127.0.0.1:$CEM/metrics" | awk '/^chainedge_index_transfers_total\{chain="eth"\}/ {print $2}')
 

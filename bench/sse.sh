@@ -65,12 +65,7 @@ pools:
     hosts:
       - {id: cl, url: "http://127.0.0.1:$NODE", family: cl-lighthouse}
 YAML
-cat > "$work/pingora.yaml" <<YAML
-version: 1
-threads: 2
-pid_file: $work/chainedge.pid
-upgrade_sock: $work/upgrade.sock
-YAML
+pingora_yaml
 tenant=$($bin --app "$work/app.yaml" tenants create --name bench --plan basic)
 key=$($bin --app "$work/app.yaml" keys create --tenant "$tenant" 2>/dev/null)
 $bin -c "$work/pingora.yaml" --app "$work/app.yaml" >/dev/null 2>>"$work/chainedge.log" &

@@ -79,12 +79,7 @@ pools:
     hosts:
       - {id: anvil, url: "http://127.0.0.1:$NODE", family: el-anvil, capabilities: [ws]}
 YAML
-cat > "$work/pingora.yaml" <<YAML
-version: 1
-threads: 2
-pid_file: $work/chainedge.pid
-upgrade_sock: $work/upgrade.sock
-YAML
+pingora_yaml
 tenant=$($bin --app "$work/app.yaml" tenants create --name bench --plan basic)
 key=$($bin --app "$work/app.yaml" keys create --tenant "$tenant" 2>/dev/null)
 # A fresh chainedge for each measurement, so one run's freed memory is not the next's.

@@ -712,18 +712,13 @@ fn the_demo_survives_a_node_dying() {
 #[test]
 fn the_demo_tour_finds_every_spec_item_answering_with_data() {
     let (demo, _) = start_demo();
-    let out = Command::new(root().join(".venv/bin/python"))
-        .arg(root().join("scripts/demo_tour.py"))
-        .arg(format!("http://127.0.0.1:{}", demo.edge))
-        .arg(&demo.dir)
-        .arg(demo.nodes.to_string())
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{said}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let said = run_python(
+        "scripts/demo_tour.py",
+        &[
+            format!("http://127.0.0.1:{}", demo.edge),
+            demo.dir.display().to_string(),
+            demo.nodes.to_string(),
+        ],
     );
     assert!(said.contains(", 0 missed"), "{said}");
 }

@@ -4,20 +4,11 @@
 //! first checks that the checks refuse answers the specs refuse.
 mod common;
 
-use common::root;
+use common::run_python;
 
 #[test]
 fn every_stand_in_answers_as_its_official_spec_says() {
-    let out = std::process::Command::new(root().join(".venv/bin/python"))
-        .arg(root().join("tests/standins/validate.py"))
-        .output()
-        .expect("python");
-    let said = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{said}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let said = run_python("tests/standins/validate.py", &[] as &[&str]);
     assert!(
         said.contains("the checks refuse what the specs refuse"),
         "{said}"

@@ -47,16 +47,9 @@ fn beacon_node(head_slot: u64) -> Fixture {
 
 /// Read `count` events with sseclient-py (`tests/py/sse_read.py`): `{event, data, t}` each.
 fn sse_client(url: &str, header: &str, value: &str, count: usize) -> Vec<Value> {
-    let out = std::process::Command::new(root().join(".venv/bin/python"))
-        .arg(root().join("tests/py/sse_read.py"))
-        .args([url, header, value, &count.to_string()])
-        .output()
-        .expect("python");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = run_python(
+        "tests/py/sse_read.py",
+        &[url, header, value, &count.to_string()],
     );
     stdout
         .lines()

@@ -41,6 +41,23 @@ pub fn python() -> std::path::PathBuf {
     p
 }
 
+/// Run a Python script of the repository (path from the root) in the venv with `args`;
+/// its stdout, once it has exited 0 (else the test fails with both outputs).
+pub fn run_python<S: AsRef<std::ffi::OsStr>>(script: &str, args: &[S]) -> String {
+    let out = Command::new(python())
+        .arg(root().join(script))
+        .args(args)
+        .output()
+        .expect("run python");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{script} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_chainedge")
 }

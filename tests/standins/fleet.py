@@ -55,31 +55,28 @@ def main():
     clock = Clock(now, args.slot_secs, args.first_slot)
     hints = mev.Hints()
     fronts = [(n, int(p)) for n, p in ports.items() if n.startswith("front-")]
-
-    def front(name):
-        node = nodes[name.removeprefix("front-")]
-        return node_front.app(node_front.Front(name, int(ports[name]), node, fronts))
-
-    apps = {
-        "beacon": lambda: beacon.app(beacon.Beacon(clock)),
-        "heimdall-lcd": lambda: heimdall.lcd(shared_heimdall),
-        "heimdall-rpc": lambda: heimdall.cometbft(shared_heimdall),
-        "relay": lambda: mev.relay_app(mev.Relay(clock, block_offset=args.first_slot)),
-        "builder": lambda: mev.builder_app(nodes.get("el-1"), hints),
-        "private-rpc": lambda: mev.private_app(nodes.get("el-1"), hints),
-        "mev-share": lambda: mev.mev_share_app(hints, args.mev_share_ping_secs, args.mev_share_idle_secs),
-        "mev-cache-1": lambda: mev.mev_cache_app("mev-cache-1", 900),
-        "mev-cache-2": lambda: mev.mev_cache_app("mev-cache-2", 350),
-        "webhooks": lambda: webhooks.app(args.webhook_log),
-    }
     shared_heimdall = heimdall.Heimdall(now)
-    servers = []
+    # Each stand-in's app, by the name given to --port (a front also needs its own name).
+    apps = {
+        "beacon": lambda name: beacon.app(beacon.Beacon(clock)),
+        "heimdall-lcd": lambda name: heimdall.lcd(shared_heimdall),
+        "heimdall-rpc": lambda name: heimdall.cometbft(shared_heimdall),
+        "relay": lambda name: mev.relay_app(mev.Relay(clock, block_offset=args.first_slot)),
+        "builder": lambda name: mev.builder_app(nodes.get("el-1"), hints),
+        "private-rpc": lambda name: mev.private_app(nodes.get("el-1"), hints),
+        "mev-share": lambda name: mev.mev_share_app(hints, args.mev_share_ping_secs, args.mev_share_idle_secs),
+        "mev-cache-1": lambda name: mev.mev_cache_app(name, 900),
+        "mev-cache-2": lambda name: mev.mev_cache_app(name, 350),
+        "webhooks": lambda name: webhooks.app(args.webhook_log),
+    }
+    for side in ("el-1", "el-2", "bor"):
+        apps[f"front-{side}"] = lambda name: node_front.app(
+            node_front.Front(name, int(ports[name]), nodes[name.removeprefix("front-")], fronts))
     for name, port in ports.items():
-        make = front if name.startswith("front-") else apps.get(name)
-        if make is None:
+        if name not in apps:
             sys.exit(f"fleet.py: no stand-in named {name}")
         tls = tuple(args.tls.split(",")) if name == "webhooks" and args.tls else None
-        servers.append(serve(make(name) if name.startswith("front-") else make(), int(port), tls=tls))
+        serve(apps[name](name), int(port), tls=tls)
     print("standins: up " + " ".join(f"{n}={p}" for n, p in ports.items()), flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -140,30 +140,22 @@ def lcd(h):
             return json_answer({"milestone": h.milestone()})
         if p == "/milestones/count":
             return json_answer({"count": str(h.height() // 4)})
-        m = re.fullmatch(r"/checkpoints/([^/]+)", p)
-        if m:
-            n, bad = number(m.group(1), "number")
+        # One object by number: (path, parameter name, object's name, lowest, highest, object).
+        by_number = [
+            (r"/checkpoints/([^/]+)", "number", "checkpoint", 1, h.checkpoints, lambda n: {"checkpoint": h.checkpoint(n)}),
+            (r"/bor/spans/([^/]+)", "id", "span", 0, h.latest_span, lambda n: {"span": h.span(n)}),
+            (r"/stake/validator/([^/]+)", "id", "validator", 1, lambda: VALIDATORS, lambda n: {"validator": h.validators()[n - 1]}),
+        ]
+        for pattern, param, what, lowest, highest, answer in by_number:
+            m = re.fullmatch(pattern, p)
+            if not m:
+                continue
+            n, bad = number(m.group(1), param)
             if bad:
                 return bad
-            if not 1 <= n <= h.checkpoints():
-                return grpc_error(404, 5, f"checkpoint number {n} not found")
-            return json_answer({"checkpoint": h.checkpoint(n)})
-        m = re.fullmatch(r"/bor/spans/([^/]+)", p)
-        if m:
-            n, bad = number(m.group(1), "id")
-            if bad:
-                return bad
-            if n > h.latest_span():
-                return grpc_error(404, 5, f"span {n} not found")
-            return json_answer({"span": h.span(n)})
-        m = re.fullmatch(r"/stake/validator/([^/]+)", p)
-        if m:
-            n, bad = number(m.group(1), "id")
-            if bad:
-                return bad
-            if not 1 <= n <= VALIDATORS:
-                return grpc_error(404, 5, f"validator {n} not found")
-            return json_answer({"validator": h.validators()[n - 1]})
+            if not lowest <= n <= highest():
+                return grpc_error(404, 5, f"{what} {n} not found")
+            return json_answer(answer(n))
         return grpc_error(404, 5, "Not Found")  # grpc-gateway's answer to an unknown path
 
     return handle

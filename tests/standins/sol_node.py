@@ -16,10 +16,10 @@ an `accountNotification` whenever a transaction changes a watched account.
 The DAS read API (`getAssetsByOwner`, `getAsset`) is served on the same endpoint, as
 RPC providers serve it (das.py).
 
-Test controls (methods no real node has): `shim_mintCompressedNft [owner, name]` (das.py), `shim_setHealthy [bool]` (getHealth answers
--32005 "Node is unhealthy" while false), `shim_warpEpochs [n]`, `shim_stats []` (calls
-served per method, subscriptions included), `shim_dropWs []` (close every PubSub
-connection, as a node restart would).
+Test controls (methods no real node has): `shim_mintCompressedNft [owner, name]`
+(das.py), `shim_setHealthy [bool]` (getHealth answers -32005 "Node is unhealthy" while
+false), `shim_warpEpochs [n]`, `shim_stats []` (calls served per method, subscriptions
+included), `shim_dropWs []` (close every PubSub connection, as a node restart would).
 """
 
 import argparse

@@ -92,12 +92,7 @@ def undeclared(schema, value, where="$"):
     if not isinstance(schema, dict):
         return []
     if "allOf" in schema:
-        merged = {"properties": {}}
-        for part in schema["allOf"]:
-            merged["properties"].update(flatten(part).get("properties", {}))
-            if flatten(part).get("items"):
-                merged["items"] = flatten(part)["items"]
-        return undeclared(merged, value, where)
+        return undeclared(flatten(schema), value, where)
     for key in ("oneOf", "anyOf"):
         if key in schema:
             fits = [s for s in schema[key] if jsonschema_rs.is_valid(s, value)]
@@ -115,6 +110,7 @@ def undeclared(schema, value, where="$"):
 
 
 def flatten(schema):
+    """An `allOf`'s parts as one object schema: their properties (and items) together."""
     if "allOf" in schema:
         merged = {"properties": {}}
         for part in schema["allOf"]:
