@@ -147,7 +147,10 @@ impl ApiError {
         match (self.status, self.code) {
             (_, "method_unknown") => -32601,
             (_, "rate_limited") | (413, _) => -32005,
-            (401, _) | (_, "tier_insufficient" | "tier_locked" | "scope_missing") => -32002,
+            (401, _)
+            | (_, "tier_insufficient" | "tier_locked" | "scope_missing" | "key_restricted") => {
+                -32002
+            }
             (400, _) => -32602,
             (404 | 405 | 411 | 415 | 426, _) => -32600,
             _ => -32603,

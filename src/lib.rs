@@ -28,7 +28,7 @@
 //!   counts in memory), `cluster` (limits and notices shared over Redis), `store`,
 //!   `config`.
 //! - **Leaves** (importing at most each other): `reply`, `errors`, `jsonrpc` (with the
-//!   method table), `signed_tx`, `sol_tx`, `net_policy`, `crypto`, `address`, `scrub`,
+//!   method table), `signed_tx`, `sol_tx`, `net_policy`, `key_restrictions` (what an owner narrowed a key to), `crypto`, `address`, `scrub`,
 //!   `shutdown`, `deadline`, `observe`.
 
 /// The parsers that face untrusted input (request heads, node answers, chunked bodies,
@@ -93,6 +93,7 @@ mod crypto;
 mod deadline;
 mod errors;
 mod jsonrpc;
+mod key_restrictions;
 mod net_policy;
 mod observe;
 mod reply;

@@ -24,6 +24,8 @@ pub struct SignedTx {
     pub chain_id: Option<u64>,
     /// The EIP-2718 type: 0 legacy, 1, 2, 3, 4.
     pub tx_type: u8,
+    /// The recipient; `None` for a contract creation.
+    pub to: Option<[u8; 20]>,
 }
 
 /// Decode a 0x-hex signed transaction. The error says what is wrong in words a client
@@ -50,6 +52,7 @@ pub fn decode(raw: &str) -> Result<SignedTx, String> {
         nonce: tx.nonce(),
         chain_id: tx.chain_id(),
         tx_type: tx.ty(),
+        to: tx.to().map(|a| a.0 .0),
     })
 }
 

@@ -869,13 +869,13 @@ async fn default_and_user_keys(store: &Store) {
     let active = store.user_keys(&u).await.unwrap().len() as i64;
     for i in active..MAX_KEYS_PER_USER {
         assert!(store
-            .create_user_key(&user, &format!("k{i}"), &scopes)
+            .create_user_key(&user, &format!("k{i}"), &scopes, &Default::default())
             .await
             .unwrap()
             .is_some());
     }
     assert!(store
-        .create_user_key(&user, "one too many", &scopes)
+        .create_user_key(&user, "one too many", &scopes, &Default::default())
         .await
         .unwrap()
         .is_none());
@@ -895,6 +895,52 @@ async fn default_and_user_keys(store: &Store) {
         .rotate_user_key(&user, "no-such-key")
         .await
         .unwrap()
+        .is_none());
+    key_restrictions(store, &user, &keys[1].id).await;
+}
+
+/// Restrictions are stored with the key, read into its record, kept by a rotation and
+/// replaced whole by an update of their owner only.
+async fn key_restrictions(store: &Store, user: &chainedge::store::console::UserRow, id: &str) {
+    use chainedge::store::RestrictionsDoc;
+    let narrow: RestrictionsDoc = serde_json::from_value(serde_json::json!({
+        "allowed_ips": ["10.0.0.0/8"], "allowed_methods": ["eth_call"], "max_rps": 5.0
+    }))
+    .unwrap();
+    assert!(store
+        .update_user_key("someone-else", id, None, Some(&narrow))
+        .await
+        .unwrap()
+        .is_none());
+    let (k, hash) = store
+        .update_user_key(&user.id, id, Some("narrow"), Some(&narrow))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((k.name.as_str(), &k.restrictions), ("narrow", &narrow));
+    let rec = store.lookup_key(&hash).await.unwrap().unwrap();
+    let r = rec.restrictions.expect("compiled restrictions");
+    assert_eq!((r.doc(), r.max_rps), (&narrow, Some(5.0)));
+    let (rotated, _, _) = store.rotate_user_key(user, id).await.unwrap().unwrap();
+    assert_eq!(rotated.restrictions, narrow);
+    let (lifted, hash) = store
+        .update_user_key(
+            &user.id,
+            &rotated.id,
+            None,
+            Some(&RestrictionsDoc::default()),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(lifted.restrictions.is_empty());
+    assert_eq!(lifted.name, "narrow");
+    assert!(store
+        .lookup_key(&hash)
+        .await
+        .unwrap()
+        .unwrap()
+        .restrictions
         .is_none());
 }
 

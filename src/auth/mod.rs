@@ -58,6 +58,18 @@ pub fn check_standing(rec: &KeyRecord, now: i64) -> Result<(), ApiError> {
     if rec.revoked {
         return Err(ApiError::new(401, "unauthorized", "API key is revoked"));
     }
+    if let Some(at) = rec
+        .restrictions
+        .as_ref()
+        .and_then(|r| r.expires_at)
+        .filter(|at| *at <= now)
+    {
+        return Err(ApiError::new(
+            401,
+            "key_expired",
+            format!("the API key expired at {}", crate::store::rfc3339(at)),
+        ));
+    }
     if let Some(end) = rec.subscription_ends_at {
         if end <= now {
             return Err(ApiError::new(

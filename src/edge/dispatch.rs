@@ -282,6 +282,7 @@ impl Edge {
                     tenant: &k.tenant_id,
                     key_id: &k.key_id,
                 }),
+                restrictions: k.restrictions.as_deref(),
             },
             // Admins (per-host RPC) are not bound by plans.
             Principal::Admin => crate::rpc::Caller {
@@ -291,6 +292,7 @@ impl Edge {
                 min_block: 0,
                 owner: "admin",
                 submitter: None,
+                restrictions: None,
             },
             Principal::User(_) | Principal::Anonymous => crate::rpc::Caller {
                 rank: 0,
@@ -299,6 +301,7 @@ impl Edge {
                 min_block: 0,
                 owner: crate::config::limits::ANONYMOUS,
                 submitter: None,
+                restrictions: None,
             },
         }
     }

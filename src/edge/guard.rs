@@ -178,9 +178,18 @@ impl Edge {
             ),
         };
         let limiter = &self.state.limiter;
+        // The key's own cap first (`max_rps`, under its tenant's plan); what a later
+        // check refuses gives it back.
+        let key_cap = self.check_key_cap(principal, tier, cost.calls)?;
+        let give_back_cap = || {
+            if let Some((id, _, _)) = &key_cap {
+                limiter.refund(&Caller::Key(id), crate::limits::KEY_CAP, cost.calls);
+            }
+        };
         let d = limiter.check_weighted(&caller, category, cost.calls);
         let limit = format_rps(d.limit_rps);
         if !d.admitted {
+            give_back_cap();
             return Err(rate_limited(
                 format!("over {limit} requests/s for {category} on plan {tier}"),
                 &d,
@@ -190,14 +199,25 @@ impl Edge {
             .with_field("limit_rps", d.limit_rps)
             .with_header("X-RateLimit-Limit", limit));
         }
-        let mut headers = vec![
-            ("X-RateLimit-Limit", limit),
-            ("X-RateLimit-Remaining", d.remaining.to_string()),
-        ];
+        // The lower of the two limits is the one the headers show.
+        let mut headers = match &key_cap {
+            Some((_, rps, k)) if *rps < d.limit_rps => vec![
+                ("X-RateLimit-Limit", format_rps(*rps)),
+                (
+                    "X-RateLimit-Remaining",
+                    k.remaining.min(d.remaining).to_string(),
+                ),
+            ],
+            _ => vec![
+                ("X-RateLimit-Limit", limit),
+                ("X-RateLimit-Remaining", d.remaining.to_string()),
+            ],
+        };
         if let Some(u) = limiter.check_compute_units(&caller, cost.compute_units) {
             let units = format_rps(u.limit_rps);
             if !u.admitted {
                 limiter.refund(&caller, category, cost.calls);
+                give_back_cap();
                 return Err(rate_limited(
                     format!(
                         "over {units} compute units/s on plan {tier} (this request costs {})",
@@ -215,6 +235,37 @@ impl Edge {
             headers.push(("X-ComputeUnits-Remaining", u.remaining.to_string()));
         }
         Ok(headers)
+    }
+
+    /// The cap a key's owner set on it (`max_rps`): `None` when there is none, the key's
+    /// id, the cap and the decision when it admitted `calls`, the 429 naming the
+    /// restriction when not.
+    fn check_key_cap<'p>(
+        &self,
+        principal: &'p Principal,
+        tier: &str,
+        calls: u32,
+    ) -> Result<Option<(&'p str, f64, Decision)>, ApiError> {
+        let Principal::Key(rec) = principal else {
+            return Ok(None);
+        };
+        let Some(rps) = rec.restrictions.as_ref().and_then(|r| r.max_rps) else {
+            return Ok(None);
+        };
+        let k = self.state.limiter.check_key_cap(&rec.key_id, rps, calls);
+        if !k.admitted {
+            let cap = format_rps(rps);
+            return Err(rate_limited(
+                format!("over {cap} requests/s, the cap set on this key"),
+                &k,
+                tier,
+                crate::limits::KEY_CAP,
+            )
+            .with_field("limit_rps", rps)
+            .with_field("restriction", "max_rps")
+            .with_header("X-RateLimit-Limit", cap));
+        }
+        Ok(Some((rec.key_id.as_str(), rps, k)))
     }
 
     /// Add a request's (or WebSocket message's) part to its key's usage; other callers

@@ -59,7 +59,7 @@ impl Lease {
                 _ = expiry(self.expires) => Woke::Expired,
             };
             match woke {
-                Woke::Notice(Ok(r)) if self.is_holder(&r) => return "API key revoked",
+                Woke::Notice(Ok(r)) if self.is_holder(&r) => return "API key revoked or changed",
                 Woke::Notice(Ok(_)) => {}
                 // Notices were missed: look at the key itself.
                 Woke::Notice(Err(RecvError::Lagged(_))) | Woke::Recheck => {

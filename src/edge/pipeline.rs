@@ -194,6 +194,17 @@ impl Edge {
                         .any(|h| session.header(h).is_some()),
             });
         let principal = self.authenticate(session, route, admin_origin).await?;
+        // The principal is recorded first so a refusal still counts in the key's usage.
+        ctx.principal = Some(principal.clone());
+        if let Principal::Key(rec) = &principal {
+            if let Some(r) = &rec.restrictions {
+                r.request(
+                    session.header("origin"),
+                    ctx.client(peer),
+                    crate::key_restrictions::chain_of_route(&route.name),
+                )?;
+            }
+        }
         let mut category = route.rate.clone();
         if let Some((_, pol)) = &ctx.beacon {
             if let Principal::Key(rec) = &principal {
@@ -212,8 +223,6 @@ impl Edge {
         // JSON-RPC body is priced by its calls when it enters the gateway
         // (`rpc::Gateway::enter`, after the batch cap), and a WebSocket upgrade counts
         // once, then each message counts its calls.
-        // The principal is recorded first so a refusal still counts in the key's usage.
-        ctx.principal = Some(principal.clone());
         let per_call = matches!(route.handler, HandlerKind::JsonRpc | HandlerKind::HostRpc);
         if let Some(category) = category.as_deref().filter(|_| !per_call) {
             let cost = Cost::request(st.compute_units.route(&route.name));

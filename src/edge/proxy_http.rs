@@ -50,7 +50,10 @@ impl ProxyHttp for Edge {
                 ctx.pass = Some(pass);
                 return Ok(false);
             }
-            Err(e) => ctx.refusal(&e),
+            Err(e) => {
+                read_rest_of_small_h2_body(session).await;
+                ctx.refusal(&e)
+            }
         };
         respond::write(session, ctx, reply).await?;
         Ok(true)
@@ -386,5 +389,29 @@ impl Edge {
                 error: ctx.error_code.or(error),
             })
         });
+    }
+}
+
+/// The most of an unread HTTP/2 request body a refusal waits for.
+const EARLY_REFUSAL_BODY: usize = 64 * 1024;
+
+/// A refusal made before the body was read (a key restriction, a limit) ends an HTTP/2
+/// stream the client is still sending on; h2 then resets it with NO_ERROR, as RFC 9113
+/// §8.1 allows, but clients that take that reset as an error (curl 7.x) lose the answer.
+/// A small body is read first, briefly, so the answer ends the exchange on its own.
+async fn read_rest_of_small_h2_body(session: &mut Session) {
+    if !session.is_http2() || session.is_body_done() {
+        return;
+    }
+    let small = session
+        .get_header("content-length")
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
+        .is_some_and(|n| n <= EARLY_REFUSAL_BODY);
+    if small {
+        let _ = tokio::time::timeout(
+            std::time::Duration::from_secs(1),
+            session.drain_request_body(),
+        )
+        .await;
     }
 }

@@ -287,7 +287,7 @@ impl Edge {
             let sub = params.get(0).and_then(Value::as_str).unwrap_or_default();
             return Ok(Value::Bool(subs.remove(sub)));
         }
-        if let Some(refused) = caller.scope_refusal(MethodClass::Subscription, method) {
+        if let Some(refused) = caller.refusal(MethodClass::Subscription, method, Some(params)) {
             return Err(refused);
         }
         self.subscription_allowed(params, caller)?;

@@ -38,6 +38,7 @@ pub async fn raw(
     req: &Request<'_>,
 ) -> Result<Reply, ApiError> {
     let (tx, raw, preferred) = parse_raw(&req.body, ETH_PATHS)?;
+    restricted(req, "eth_sendRawTransaction", &[&tx])?;
     let call = send_call(&raw);
     let accepted = sent
         .send_once(&tx.hash, || async {
@@ -86,6 +87,7 @@ pub async fn polygon_raw(
         .chain(POLYGON_ROUTES.iter().map(|(p, _)| *p))
         .collect();
     let (tx, raw, preferred) = parse_raw(&req.body, &paths)?;
+    restricted(req, "eth_sendRawTransaction", &[&tx])?;
     let routes: Vec<(&'static str, &Pool)> = if preferred == "auto" {
         POLYGON_ROUTES
             .iter()
@@ -177,6 +179,11 @@ pub async fn bundle(
     req: &Request<'_>,
 ) -> Result<Reply, ApiError> {
     let (call, txs) = bundle_call(&req.body)?;
+    restricted(
+        req,
+        "eth_sendBundle",
+        &txs.iter().map(|(tx, _)| tx).collect::<Vec<_>>(),
+    )?;
     let pool = pool(pools, "eth_mev_builder")?;
     let r = gateway
         .forward(
@@ -224,12 +231,24 @@ pub async fn endpoint(
         ("eth_private_rpc", PRIVATE_TX_METHODS)
     };
     // The call first (SPEC's order): an unknown method is a 403 with or without a pool.
-    gateway.check_forwarded(&req.body, allow)?;
+    let restrictions = req.key().and_then(|k| k.restrictions.as_deref());
+    gateway.check_forwarded(&req.body, allow, restrictions)?;
     let pool = pool(pools, pool_name)?;
     let r = gateway
         .forward(pool.candidates(None), &req.body, allow, req.request_id)
         .await?;
     Ok(Reply::json(200, r.body).served_by(r.upstream))
+}
+
+/// What the key's owner allowed: a sender counts as `eth_sendRawTransaction` (a
+/// bundle as `eth_sendBundle`), and each transaction's recipient as the contract it
+/// reaches.
+fn restricted(req: &Request<'_>, method: &str, txs: &[&SignedTx]) -> Result<(), ApiError> {
+    let Some(r) = req.key().and_then(|k| k.restrictions.as_deref()) else {
+        return Ok(());
+    };
+    r.method(method)?;
+    txs.iter().try_for_each(|tx| r.transaction(tx.to))
 }
 
 fn pool<'p>(pools: &'p Pools, name: &str) -> Result<&'p Pool, ApiError> {

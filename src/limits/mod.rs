@@ -37,6 +37,8 @@ pub enum Caller<'a> {
     Tenant { id: &'a str, rank: usize },
     /// No credential: the client address.
     Address(IpAddr),
+    /// One key under the rate cap its owner set (`max_rps`), beside its tenant's plan.
+    Key(&'a str),
 }
 
 /// The outcome of one check, with what the response headers need.
@@ -206,6 +208,13 @@ impl Limiter {
         Some(self.check_at(caller, COMPUTE_UNITS, limit, units, now, frac))
     }
 
+    /// Count `weight` requests of one key against the cap its owner set for it.
+    pub fn check_key_cap(&self, key_id: &str, max_rps: f64, weight: u32) -> Decision {
+        let (now, frac) = self.now();
+        let caller = Caller::Key(key_id);
+        self.check_at(&caller, KEY_CAP, max_rps, weight.max(1) as isize, now, frac)
+    }
+
     /// Give back what an admitted check counted, when a later check refused the same
     /// request (refusals never consume budget).
     pub fn refund(&self, caller: &Caller, category: &str, weight: u32) {
@@ -334,6 +343,10 @@ impl Limiter {
                 1u8.hash(&mut h);
                 a.hash(&mut h);
             }
+            Caller::Key(id) => {
+                3u8.hash(&mut h);
+                id.hash(&mut h);
+            }
             Caller::Address(IpAddr::V6(a)) => match a.to_ipv4_mapped() {
                 Some(v4) => {
                     1u8.hash(&mut h);
@@ -353,11 +366,14 @@ impl Limiter {
 /// The rate category compute units are counted in.
 pub const COMPUTE_UNITS: &str = "compute_units";
 
+/// The rate category of a key's own cap (`max_rps`).
+pub const KEY_CAP: &str = "key_cap";
+
 /// A caller's row in a table by plan rank (anonymous last).
 fn rank_in(caller: &Caller, table: &[f64]) -> usize {
     match caller {
         Caller::Tenant { rank, .. } => (*rank).min(table.len() - 1),
-        Caller::Address(_) => table.len() - 1,
+        Caller::Address(_) | Caller::Key(_) => table.len() - 1,
     }
 }
 
@@ -367,6 +383,7 @@ fn stable_key(caller: &Caller, category: &str) -> u64 {
         Caller::Tenant { id, .. } => {
             shared::stable_key(&[b"t", id.as_bytes(), category.as_bytes()])
         }
+        Caller::Key(id) => shared::stable_key(&[b"k", id.as_bytes(), category.as_bytes()]),
         Caller::Address(ip) => match address_bucket(ip) {
             IpAddr::V4(a) => shared::stable_key(&[b"4", &a.octets(), category.as_bytes()]),
             IpAddr::V6(a) => shared::stable_key(&[b"6", &a.octets(), category.as_bytes()]),
@@ -378,6 +395,7 @@ fn stable_key(caller: &Caller, category: &str) -> u64 {
 fn shared_name(caller: &Caller, category: &str) -> String {
     match caller {
         Caller::Tenant { id, .. } => format!("t:{id}:{category}"),
+        Caller::Key(id) => format!("k:{id}:{category}"),
         Caller::Address(ip) => format!("a:{}:{category}", address_bucket(ip)),
     }
 }

@@ -107,7 +107,7 @@ impl Gateway {
         let method = call.method.as_str();
         let class = classify_on(&pool.methods, method);
         // Each refusal is the one a single call gets, as this element's answer.
-        if let Some(refused) = caller.scope_refusal(class, method) {
+        if let Some(refused) = caller.refusal(class, method, call.params.as_ref()) {
             batch.out[at] = Some(error_from(&id, &refused));
             return;
         }

@@ -30,7 +30,12 @@ impl Gateway {
     /// Whether `body` is a call (or a bounded batch) whose every method is in `allow`:
     /// checked before any pool is looked at, so a bad call is a 400 or 403 whether or
     /// not the endpoint's pool is configured.
-    pub fn check_forwarded(&self, body: &[u8], allow: &[&str]) -> Result<(), ApiError> {
+    pub fn check_forwarded(
+        &self,
+        body: &[u8],
+        allow: &[&str],
+        restrictions: Option<&crate::key_restrictions::Restrictions>,
+    ) -> Result<(), ApiError> {
         let parsed: Value = serde_json::from_slice(body)
             .map_err(|e| ApiError::invalid_params(format!("body is not JSON: {e}")))?;
         let calls: Vec<&Value> = match &parsed {
@@ -53,6 +58,9 @@ impl Gateway {
                     format!("{method} is not served on this endpoint"),
                 ));
             }
+            if let Some(r) = restrictions {
+                r.call(method, call.get("params"))?;
+            }
         }
         Ok(())
     }
@@ -67,7 +75,7 @@ impl Gateway {
         allow: &[&str],
         rid: &str,
     ) -> Result<RpcReply, ApiError> {
-        self.check_forwarded(body, allow)?;
+        self.check_forwarded(body, allow, None)?;
         if hosts.is_empty() {
             return Err(ApiError::new(
                 503,

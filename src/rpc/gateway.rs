@@ -37,7 +37,7 @@ impl Gateway {
     ) -> Result<RpcReply, ApiError> {
         let method = call.method.as_str();
         let class = classify_on(&pool.methods, method);
-        if let Some(refused) = caller.scope_refusal(class, method) {
+        if let Some(refused) = caller.refusal(class, method, call.params.as_ref()) {
             return Err(refused);
         }
         match class {
@@ -91,7 +91,7 @@ impl Gateway {
             class,
             params,
         } = call;
-        if let Some(refused) = caller.scope_refusal(class, method) {
+        if let Some(refused) = caller.refusal(class, method, params) {
             return Err(refused);
         }
         if let Some(required) = self.conf.plan_refusal(class, caller) {

@@ -495,6 +495,7 @@ mod tests {
                 min_block: 0,
                 owner: "",
                 submitter: None,
+                restrictions: None,
             })
         };
         assert_eq!(at(0, "anonymous"), 100);

@@ -32,6 +32,7 @@ use crate::config::{RpcConf, WritePolicy};
 use crate::jsonrpc::methods::MethodClass;
 use crate::upstream::UpstreamClient;
 use bytes::Bytes;
+use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -191,6 +192,8 @@ pub struct Caller<'a> {
     pub owner: &'a str,
     /// The key and tenant its transactions are followed for (keys only).
     pub submitter: Option<crate::tracking::Submitter<'a>>,
+    /// The key's restrictions on methods and contracts (keys only).
+    pub restrictions: Option<&'a crate::key_restrictions::Restrictions>,
 }
 
 /// The gateway's answer: a JSON body, and which host served it (for the access log).
@@ -236,28 +239,33 @@ pub fn required_scope(class: MethodClass) -> &'static str {
 }
 
 impl Caller<'_> {
-    /// 403 when the caller's key lacks the scope a call of `class` needs (the same
-    /// refusal the guard gives a route's scope).
-    pub fn scope_refusal(
+    /// Whether the caller may make this call at all, before the method table and plans
+    /// are asked: the key's scope for a call of `class` (the same refusal the guard gives
+    /// a route's scope), then what its owner restricted it to (methods, contracts).
+    pub fn refusal(
         &self,
         class: MethodClass,
         method: &str,
+        params: Option<&Value>,
     ) -> Option<crate::errors::ApiError> {
-        let scopes = self.scopes?;
-        let needed = required_scope(class);
-        if class == MethodClass::Unknown || scopes.iter().any(|s| s == needed) {
-            return None;
+        if let Some(scopes) = self.scopes {
+            let needed = required_scope(class);
+            if class != MethodClass::Unknown && !scopes.iter().any(|s| s == needed) {
+                return Some(
+                    crate::errors::ApiError::new(
+                        403,
+                        "tier_insufficient",
+                        format!(
+                            "{method} needs the scope {needed}; create a key with it in the console"
+                        ),
+                    )
+                    .with_field("current_tier", self.plan)
+                    .with_field("required_tier", self.plan)
+                    .with_field("required_scope", needed),
+                );
+            }
         }
-        Some(
-            crate::errors::ApiError::new(
-                403,
-                "tier_insufficient",
-                format!("{method} needs the scope {needed}; create a key with it in the console"),
-            )
-            .with_field("current_tier", self.plan)
-            .with_field("required_tier", self.plan)
-            .with_field("required_scope", needed),
-        )
+        self.restrictions?.call(method, params).err()
     }
 }
 

@@ -4,6 +4,7 @@
 use super::sql::{params, query_opt, Row, StoreError, Tx};
 use super::{now, now_us, parse_list, KeyInfo, Store};
 use crate::crypto::sha256;
+use crate::key_restrictions::RestrictionsDoc;
 
 pub use super::sign_in::{Challenge, ChallengeBounds, CodeBounds, CodeCheck, GuessGuard, Issued};
 
@@ -191,6 +192,7 @@ impl Store {
                 "default",
                 scopes,
                 true,
+                None,
             )
             .await?;
             let k = key_by_id(tx.as_mut(), &id).await?;
@@ -220,7 +222,10 @@ impl Store {
         user: &UserRow,
         name: &str,
         scopes: &[String],
+        restrictions: &RestrictionsDoc,
     ) -> Result<Option<(KeyInfo, String)>, StoreError> {
+        let restrictions = stored(restrictions);
+        let restrictions = restrictions.as_deref();
         self.retry_conflicts(|mut tx| async move {
             let active = query_opt(
                 tx.as_mut(),
@@ -241,6 +246,7 @@ impl Store {
                 name,
                 scopes,
                 false,
+                restrictions,
             )
             .await?;
             let k = key_by_id(tx.as_mut(), &id).await?;
@@ -250,36 +256,53 @@ impl Store {
         .await
     }
 
-    /// Revoke one of the user's active keys; returns its hash (for the key cache), or
-    /// `None` when the user has no such active key.
-    /// Rename one of the user's active keys: the key as it is now, or `None` when the
-    /// user has no such active key.
-    pub async fn rename_user_key(
+    /// Rename one of the user's active keys and/or replace its restrictions: the key as
+    /// it is now and its hash (for the key cache), or `None` when the user has no such
+    /// active key.
+    pub async fn update_user_key(
         &self,
         user_id: &str,
         key_id: &str,
-        name: &str,
-    ) -> Result<Option<KeyInfo>, StoreError> {
-        let changed = self
-            .db
-            .execute(
-                "UPDATE api_keys SET name = $3 WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL",
-                params![key_id, user_id, name],
-            )
-            .await?;
-        if changed == 0 {
-            return Ok(None);
-        }
-        let rows = self
-            .db
-            .query(
-                &format!("{KEY_COLUMNS} WHERE id = $1 AND user_id = $2"),
-                params![key_id, user_id],
-            )
-            .await?;
-        rows.first().map(key_info).transpose()
+        name: Option<&str>,
+        restrictions: Option<&RestrictionsDoc>,
+    ) -> Result<Option<(KeyInfo, [u8; 32])>, StoreError> {
+        let restrictions = restrictions.map(stored);
+        self.retry_conflicts(|mut tx| {
+            let restrictions = restrictions.clone();
+            async move {
+                let hash = query_opt(
+                    tx.as_mut(),
+                    "SELECT secret_sha256 FROM api_keys WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL",
+                    params![key_id, user_id],
+                )
+                .await?
+                .map(|r| r.bytes(0))
+                .transpose()?;
+                let Some(hash) = hash else { return Ok(None) };
+                if let Some(name) = name {
+                    tx.execute(
+                        "UPDATE api_keys SET name = $2 WHERE id = $1",
+                        params![key_id, name],
+                    )
+                    .await?;
+                }
+                if let Some(r) = restrictions {
+                    tx.execute(
+                        "UPDATE api_keys SET restrictions = $2 WHERE id = $1",
+                        params![key_id, r.as_deref()],
+                    )
+                    .await?;
+                }
+                let k = key_by_id(tx.as_mut(), key_id).await?;
+                tx.commit().await?;
+                Ok(Some((k, hash.try_into().unwrap_or([0; 32]))))
+            }
+        })
+        .await
     }
 
+    /// Revoke one of the user's active keys; returns its hash (for the key cache), or
+    /// `None` when the user has no such active key.
     pub async fn revoke_user_key(
         &self,
         user_id: &str,
@@ -317,7 +340,7 @@ impl Store {
         self.retry_conflicts(|mut tx| async move {
             let old = query_opt(
                 tx.as_mut(),
-                "SELECT name, scopes, secret_sha256 FROM api_keys WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL",
+                "SELECT name, scopes, secret_sha256, restrictions FROM api_keys WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL",
                 params![key_id, &user.id],
             )
             .await?;
@@ -325,6 +348,7 @@ impl Store {
                 return Ok(None);
             };
             let (name, scopes, hash) = (old.text(0)?, old.text(1)?, old.bytes(2)?);
+            let restrictions = old.opt_text(3)?;
             tx.execute(
                 "UPDATE api_keys SET revoked_at = $2 WHERE id = $1",
                 params![key_id, now()],
@@ -337,6 +361,7 @@ impl Store {
                 &name,
                 &parse_list(&scopes),
                 false,
+                restrictions.as_deref(),
             )
             .await?;
             let k = key_by_id(tx.as_mut(), &id).await?;
@@ -420,8 +445,13 @@ async fn user_for_in(tx: &mut dyn Tx, id: &Identity, plan: &str) -> Result<Strin
     Ok(user)
 }
 
+/// A key as listed; its last use is the newest minute its usage holds, or past the
+/// minutes' retention the newest hour.
 pub(super) const KEY_COLUMNS: &str =
-    "SELECT id, name, prefix, scopes, is_default, created_at, revoked_at FROM api_keys";
+    "SELECT id, name, prefix, scopes, is_default, created_at, revoked_at, restrictions,
+        COALESCE((SELECT MAX(minute) FROM key_usage_minutes WHERE key_id = api_keys.id),
+                 (SELECT MAX(hour) FROM key_usage_hours WHERE key_id = api_keys.id))
+     FROM api_keys";
 
 /// Keys in the order they were made.
 pub(super) const KEY_ORDER: &str = "created_at, created_us, id";
@@ -435,7 +465,17 @@ pub(super) fn key_info(r: &Row) -> Result<KeyInfo, StoreError> {
         is_default: r.int(4)? != 0,
         created_at: r.int(5)?,
         revoked: !r.is_null(6)?,
+        restrictions: r
+            .opt_text(7)?
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default(),
+        last_used_at: r.opt_int(8)?,
     })
+}
+
+/// Restrictions as stored: JSON, or NULL when they restrict nothing.
+fn stored(r: &RestrictionsDoc) -> Option<String> {
+    (!r.is_empty()).then(|| serde_json::to_string(r).unwrap_or_default())
 }
 
 async fn key_by_id(tx: &mut dyn Tx, id: &str) -> Result<KeyInfo, StoreError> {
@@ -452,13 +492,14 @@ pub(super) async fn insert_key(
     name: &str,
     scopes: &[String],
     is_default: bool,
+    restrictions: Option<&str>,
 ) -> Result<(String, String), StoreError> {
     let id = uuid::Uuid::new_v4().to_string();
     let raw = super::new_key_secret();
     let prefix: String = raw.chars().take(10).collect();
     tx.execute(
-        "INSERT INTO api_keys (id, tenant_id, user_id, name, prefix, secret_sha256, scopes, is_default, created_at, created_us)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        "INSERT INTO api_keys (id, tenant_id, user_id, name, prefix, secret_sha256, scopes, is_default, created_at, created_us, restrictions)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
         params![
             &id,
             tenant,
@@ -469,7 +510,8 @@ pub(super) async fn insert_key(
             serde_json::to_string(scopes).unwrap_or_else(|_| "[]".into()),
             is_default,
             now(),
-            now_us()
+            now_us(),
+            restrictions
         ],
     )
     .await?;

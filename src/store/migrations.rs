@@ -334,4 +334,8 @@ ALTER TABLE tracked_txs ADD COLUMN revert_reason TEXT;
 ALTER TABLE tracked_txs ADD COLUMN recent_blockhash TEXT;
 ALTER TABLE tracked_txs ADD COLUMN route TEXT NOT NULL DEFAULT 'public';
 "#,
+    // What a key's owner narrowed it to (`key_restrictions`), as JSON; NULL: nothing.
+    r#"
+ALTER TABLE api_keys ADD COLUMN restrictions TEXT;
+"#,
 ];

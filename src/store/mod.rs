@@ -8,6 +8,8 @@
 
 pub mod capacity;
 pub mod console;
+/// What an owner may narrow a key to, as stored with it.
+pub use crate::key_restrictions::RestrictionsDoc;
 pub mod deadline;
 pub mod index;
 pub mod mev_cache;
@@ -205,7 +207,7 @@ impl Store {
     ) -> Result<(String, String), StoreError> {
         let mut tx = self.db.begin().await?;
         let created =
-            console::insert_key(tx.as_mut(), tenant, user, name, scopes, is_default).await?;
+            console::insert_key(tx.as_mut(), tenant, user, name, scopes, is_default, None).await?;
         tx.commit().await?;
         Ok(created)
     }
@@ -262,7 +264,7 @@ impl Store {
             .query_opt(
                 &format!(
                     "SELECT k.id, k.tenant_id, k.user_id, t.plan, k.scopes, t.features, t.trial_ends_at,
-                        t.subscription_ends_at, k.revoked_at, k.secret_sha256
+                        t.subscription_ends_at, k.revoked_at, k.secret_sha256, k.restrictions
                  FROM api_keys k JOIN tenants t ON t.id = k.tenant_id WHERE {condition}"
                 ),
                 params,
@@ -282,6 +284,7 @@ impl Store {
             subscription_ends_at: r.opt_int(7)?,
             revoked: !r.is_null(8)?,
             secret_sha256: r.bytes(9)?.try_into().unwrap_or([0; 32]),
+            restrictions: stored_restrictions(r.opt_text(10)?.as_deref())?.map(std::sync::Arc::new),
         }))
     }
 
@@ -315,6 +318,18 @@ pub fn open_blocking(target: &Target) -> Result<Store, StoreError> {
         .block_on(Store::open(target))
 }
 
+/// A key's restrictions as stored; a stored value that no longer compiles fails the
+/// lookup (the key is refused, not served unrestricted).
+fn stored_restrictions(
+    text: Option<&str>,
+) -> Result<Option<crate::key_restrictions::Restrictions>, StoreError> {
+    let Some(text) = text else { return Ok(None) };
+    let doc = serde_json::from_str(text)
+        .map_err(|e| StoreError::other(format!("stored key restrictions: {e}")))?;
+    crate::key_restrictions::Restrictions::compile(&doc)
+        .map_err(|e| StoreError::other(format!("stored key restrictions: {e}")))
+}
+
 /// Microseconds since the epoch: orders rows made within the same second.
 pub fn now_us() -> i64 {
     SystemTime::now()
@@ -336,6 +351,8 @@ pub struct KeyRecord {
     pub revoked: bool,
     /// What the key is known by in the cache and in revocation notices.
     pub secret_sha256: [u8; 32],
+    /// What its owner narrowed it to (`key_restrictions`); `None`: nothing.
+    pub restrictions: Option<std::sync::Arc<crate::key_restrictions::Restrictions>>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -347,6 +364,10 @@ pub struct KeyInfo {
     pub is_default: bool,
     pub created_at: i64,
     pub revoked: bool,
+    /// What its owner narrowed it to; empty when nothing.
+    pub restrictions: crate::key_restrictions::RestrictionsDoc,
+    /// The start of the last minute it was used in (as usage has recorded it).
+    pub last_used_at: Option<i64>,
 }
 
 pub fn now() -> i64 {

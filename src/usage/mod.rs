@@ -208,6 +208,7 @@ mod tests {
             subscription_ends_at: None,
             revoked: false,
             secret_sha256: [0; 32],
+            restrictions: None,
         }
     }
 

@@ -7,6 +7,7 @@ use super::Request;
 use crate::auth::keys::KeyAuth;
 use crate::console::{clear_cookies, db, Console, ConsoleSession};
 use crate::errors::ApiError;
+use crate::key_restrictions::{Restrictions, RestrictionsDoc};
 use crate::reply::Reply;
 use crate::store::console::UserRow;
 use crate::store::{self, KeyInfo};
@@ -40,7 +41,7 @@ pub const HANDLERS: &[Handler] = &[
     })
     .form(),
     Handler::new("console_keys_rename", |s, r| {
-        Box::pin(keys_rename(s.console, r))
+        Box::pin(keys_update(s.console, s.keys, r))
     })
     .form(),
     Handler::new("console_keys_revoke", |s, r| {
@@ -99,18 +100,59 @@ async fn keys_list(console: &Console, req: &Request<'_>) -> Result<Reply, ApiErr
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Rename {
-    name: String,
+struct KeyChange {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    restrictions: Option<RestrictionsDoc>,
 }
 
-/// `PATCH /v1/keys/{id}` `{"name"}`: a new name for one of the user's active keys.
-async fn keys_rename(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
+/// `PATCH /v1/keys/{id}` `{"name", "restrictions"}`: a new name and/or new restrictions
+/// (replacing the old ones whole) for one of the user's active keys. A restriction
+/// change applies at once on every instance: the key leaves the key caches, and its
+/// open WebSocket sessions end so they reconnect under the new rules.
+async fn keys_update(
+    console: &Console,
+    keys: &KeyAuth,
+    req: &Request<'_>,
+) -> Result<Reply, ApiError> {
     let uid = session(req)?.user_id.clone();
     let id = req.params.first().cloned().unwrap_or_default();
-    let name = key_name(&parse::<Rename>(&req.body)?.name)?;
-    match db(console.store.rename_user_key(&uid, &id, &name)).await? {
-        Some(k) => json_reply(200, key_json(&k)),
+    let change = parse::<KeyChange>(&req.body)?;
+    let name = change.name.as_deref().map(key_name).transpose()?;
+    let restrictions = change
+        .restrictions
+        .as_ref()
+        .map(|r| restrictions_of(r, store::now()))
+        .transpose()?;
+    if name.is_none() && restrictions.is_none() {
+        return Err(bad("invalid_request", "give a name or restrictions"));
+    }
+    match db(console
+        .store
+        .update_user_key(&uid, &id, name.as_deref(), restrictions.as_ref()))
+    .await?
+    {
+        Some((k, hash)) => {
+            if restrictions.is_some() {
+                keys.revoked(&hash);
+            }
+            json_reply(200, key_json(&k))
+        }
         None => Err(not_found()),
+    }
+}
+
+/// Restrictions as asked for, checked and normalised; an expiry already past is refused
+/// (it would end the key at once: revoke it instead).
+fn restrictions_of(asked: &RestrictionsDoc, now: i64) -> Result<RestrictionsDoc, ApiError> {
+    let invalid = |m: String| ApiError::new(400, "invalid_request", m);
+    match Restrictions::compile(asked).map_err(invalid)? {
+        Some(r) if r.expires_at.is_some_and(|at| at <= now) => {
+            Err(invalid("expires_at is in the past".into()))
+        }
+        Some(r) => Ok(r.doc().clone()),
+        None => Ok(RestrictionsDoc::default()),
     }
 }
 
@@ -238,6 +280,8 @@ pub(super) fn key_json(k: &KeyInfo) -> Value {
         "scopes": k.scopes,
         "is_default": k.is_default,
         "created_at": super::rfc3339(k.created_at),
+        "last_used_at": k.last_used_at.map(super::rfc3339),
+        "restrictions": k.restrictions,
     })
 }
 
@@ -325,6 +369,8 @@ struct NewKey {
     name: String,
     #[serde(default)]
     scopes: Option<Vec<String>>,
+    #[serde(default)]
+    restrictions: Option<RestrictionsDoc>,
 }
 
 async fn create_key(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
@@ -335,7 +381,17 @@ async fn create_key(console: &Console, req: &Request<'_>) -> Result<Reply, ApiEr
     if scopes.len() > SCOPES.len() || scopes.iter().any(|s| !SCOPES.contains(&s.as_str())) {
         return Err(bad("invalid_request", "unknown scope"));
     }
-    match db(console.store.create_user_key(&user, &name, &scopes)).await? {
+    let restrictions = new
+        .restrictions
+        .as_ref()
+        .map(|r| restrictions_of(r, store::now()))
+        .transpose()?
+        .unwrap_or_default();
+    match db(console
+        .store
+        .create_user_key(&user, &name, &scopes, &restrictions))
+    .await?
+    {
         Some((k, raw)) => {
             let mut v = key_json(&k);
             v["raw"] = json!(raw);

@@ -1,0 +1,304 @@
+//! What a key's owner narrowed it to: the browser origins, client addresses and chains
+//! it answers, the JSON-RPC methods and contracts it may call, a rate below the plan's,
+//! and an expiry. Stored with the key as JSON (`api_keys.restrictions`), compiled once
+//! when the key is read into the key cache, and checked on every way in from that
+//! compiled form: the guard checks the request (`request`), the gateway each call of a
+//! body, batch or WebSocket message (`call`), the senders each transaction (`transaction`).
+
+mod rules;
+mod targets;
+#[cfg(test)]
+mod tests;
+
+use crate::errors::ApiError;
+use crate::net_policy::Cidr;
+use rules::{method_matches, method_rule, origin_matches, origin_rule, MethodRule, OriginRule};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::net::IpAddr;
+use targets::{address, targets, Targets};
+
+/// Most entries in one list (contracts have their own bound).
+pub const MAX_ENTRIES: usize = 50;
+/// Most contracts one key may be narrowed to.
+pub const MAX_CONTRACTS: usize = 200;
+/// The chains a key may be narrowed to; each route belongs to one (`chain_of_route`).
+pub const CHAINS: &[&str] = &["eth", "polygon", "sol", "base"];
+
+/// The restrictions as the API takes and shows them, and as they are stored. Empty
+/// lists and absent values restrict nothing.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestrictionsDoc {
+    /// `https://app.example.com` (scheme, host, port if not the default) or
+    /// `https://*.example.com` (any subdomain, not the apex).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_origins: Vec<String>,
+    /// Client addresses or ranges: `203.0.113.7`, `203.0.113.0/24`, `2001:db8::/32`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_ips: Vec<String>,
+    /// Of [`CHAINS`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_chains: Vec<String>,
+    /// JSON-RPC methods by name, or a namespace as `eth_*`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_methods: Vec<String>,
+    /// EVM contract addresses (0x + 40 hex digits).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_contracts: Vec<String>,
+    /// Requests (JSON-RPC calls) per second for this key alone, under the plan's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rps: Option<f64>,
+    /// RFC 3339; from then on the key answers 401 `key_expired`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+}
+
+impl RestrictionsDoc {
+    pub fn is_empty(&self) -> bool {
+        *self == RestrictionsDoc::default()
+    }
+}
+
+/// The restrictions compiled for checking.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Restrictions {
+    doc: RestrictionsDoc,
+    origins: Vec<OriginRule>,
+    ips: Vec<Cidr>,
+    chains: Vec<&'static str>,
+    methods: Vec<MethodRule>,
+    contracts: Vec<[u8; 20]>,
+    pub max_rps: Option<f64>,
+    pub expires_at: Option<i64>,
+}
+
+/// The refusal of a restricted key, naming the restriction.
+fn refused(restriction: &'static str, message: String) -> ApiError {
+    ApiError::new(403, "key_restricted", message).with_field("restriction", restriction)
+}
+
+impl Restrictions {
+    /// Check and compile what an owner asked for; the error says which entry is wrong.
+    /// `Ok(None)`: nothing is restricted.
+    pub fn compile(doc: &RestrictionsDoc) -> Result<Option<Restrictions>, String> {
+        let bounded = |name: &str, n: usize, max: usize| {
+            if n > max {
+                Err(format!("{name} holds at most {max} entries"))
+            } else {
+                Ok(())
+            }
+        };
+        bounded("allowed_origins", doc.allowed_origins.len(), MAX_ENTRIES)?;
+        bounded("allowed_ips", doc.allowed_ips.len(), MAX_ENTRIES)?;
+        bounded("allowed_chains", doc.allowed_chains.len(), CHAINS.len())?;
+        bounded("allowed_methods", doc.allowed_methods.len(), MAX_ENTRIES)?;
+        bounded(
+            "allowed_contracts",
+            doc.allowed_contracts.len(),
+            MAX_CONTRACTS,
+        )?;
+        let mut out = Restrictions {
+            doc: RestrictionsDoc::default(),
+            origins: Vec::new(),
+            ips: Vec::new(),
+            chains: Vec::new(),
+            methods: Vec::new(),
+            contracts: Vec::new(),
+            max_rps: None,
+            expires_at: None,
+        };
+        let mut shown = RestrictionsDoc::default();
+        for o in &doc.allowed_origins {
+            let (rule, text) = origin_rule(o)?;
+            if !out.origins.contains(&rule) {
+                out.origins.push(rule);
+                shown.allowed_origins.push(text);
+            }
+        }
+        for ip in &doc.allowed_ips {
+            let cidr = Cidr::parse(ip)
+                .filter(|_| ip.len() <= 64)
+                .ok_or_else(|| format!("allowed_ips: '{ip}' is not an address or a range"))?;
+            if !out.ips.contains(&cidr) {
+                out.ips.push(cidr);
+                shown.allowed_ips.push(ip.trim().to_ascii_lowercase());
+            }
+        }
+        for c in &doc.allowed_chains {
+            let chain = CHAINS.iter().find(|k| **k == c.as_str()).ok_or_else(|| {
+                format!("allowed_chains: '{c}' is not one of {}", CHAINS.join(", "))
+            })?;
+            if !out.chains.contains(chain) {
+                out.chains.push(chain);
+                shown.allowed_chains.push(chain.to_string());
+            }
+        }
+        for m in &doc.allowed_methods {
+            let rule = method_rule(m)?;
+            if !out.methods.contains(&rule) {
+                out.methods.push(rule);
+                shown.allowed_methods.push(m.clone());
+            }
+        }
+        for c in &doc.allowed_contracts {
+            let a = address(c).ok_or_else(|| {
+                format!("allowed_contracts: '{c}' is not an address (0x + 40 hex digits)")
+            })?;
+            if !out.contracts.contains(&a) {
+                out.contracts.push(a);
+                shown
+                    .allowed_contracts
+                    .push(format!("0x{}", hex::encode(a)));
+            }
+        }
+        if let Some(rps) = doc.max_rps {
+            if !rps.is_finite() || rps <= 0.0 || rps > 1_000_000.0 {
+                return Err("max_rps is a number above 0 and at most 1000000".into());
+            }
+            out.max_rps = Some(rps);
+            shown.max_rps = Some(rps);
+        }
+        if let Some(at) = &doc.expires_at {
+            let secs = humantime::parse_rfc3339_weak(at)
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_secs() as i64)
+                .ok_or("expires_at is an RFC 3339 time")?;
+            out.expires_at = Some(secs);
+            shown.expires_at = Some(
+                humantime::format_rfc3339_seconds(
+                    std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs.max(0) as u64),
+                )
+                .to_string(),
+            );
+        }
+        if shown.is_empty() {
+            return Ok(None);
+        }
+        out.doc = shown;
+        Ok(Some(out))
+    }
+
+    /// The restrictions as the API shows them (normalised: lower case, no repeats).
+    pub fn doc(&self) -> &RestrictionsDoc {
+        &self.doc
+    }
+
+    /// The request as a whole: the browser's `Origin`, the client's address, the chain
+    /// of the route (`None`: a route of no chain, such as the tenant's `/ws/txs`).
+    pub fn request(
+        &self,
+        origin: Option<&str>,
+        client: Option<IpAddr>,
+        chain: Option<&str>,
+    ) -> Result<(), ApiError> {
+        if !self.origins.is_empty() {
+            let Some(origin) = origin else {
+                return Err(refused(
+                    "allowed_origins",
+                    "this key answers browsers of its allowed origins only; the request has no Origin".into(),
+                ));
+            };
+            if !self.origins.iter().any(|r| origin_matches(r, origin)) {
+                return Err(refused(
+                    "allowed_origins",
+                    format!("origin {origin} is not among this key's allowed origins"),
+                ));
+            }
+        }
+        if !self.ips.is_empty() && !client.is_some_and(|ip| self.ips.iter().any(|c| c.contains(ip)))
+        {
+            return Err(refused(
+                "allowed_ips",
+                format!(
+                    "client address {} is not among this key's allowed addresses",
+                    client.map_or("unknown".into(), |c| c.to_string())
+                ),
+            ));
+        }
+        if let (false, Some(chain)) = (self.chains.is_empty(), chain) {
+            if !self.chains.contains(&chain) {
+                return Err(refused(
+                    "allowed_chains",
+                    format!("this key is not allowed on {chain}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A JSON-RPC method by name (the REST senders count as the method they send by).
+    pub fn method(&self, method: &str) -> Result<(), ApiError> {
+        if !self.methods.is_empty() && !self.methods.iter().any(|r| method_matches(r, method)) {
+            return Err(refused(
+                "allowed_methods",
+                format!("{method} is not among this key's allowed methods"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// One JSON-RPC call: its method, and the contracts it reaches.
+    pub fn call(&self, method: &str, params: Option<&Value>) -> Result<(), ApiError> {
+        self.method(method)?;
+        if self.contracts.is_empty() {
+            return Ok(());
+        }
+        match targets(method, params) {
+            Targets::None => Ok(()),
+            Targets::Some(list) => match list.iter().find(|a| !self.contracts.contains(a)) {
+                Some(a) => Err(refused(
+                    "allowed_contracts",
+                    format!(
+                        "0x{} is not among this key's allowed contracts",
+                        hex::encode(a)
+                    ),
+                )),
+                None => Ok(()),
+            },
+            Targets::Unchecked(why) => Err(refused(
+                "allowed_contracts",
+                format!("{method}: {why}; this key may reach its allowed contracts only"),
+            )),
+        }
+    }
+
+    /// A signed transaction a sender is asked to send: `to` is its recipient (`None`:
+    /// it creates a contract).
+    pub fn transaction(&self, to: Option<[u8; 20]>) -> Result<(), ApiError> {
+        if self.contracts.is_empty() {
+            return Ok(());
+        }
+        match to {
+            Some(a) if self.contracts.contains(&a) => Ok(()),
+            Some(a) => Err(refused(
+                "allowed_contracts",
+                format!(
+                    "0x{} is not among this key's allowed contracts",
+                    hex::encode(a)
+                ),
+            )),
+            None => Err(refused(
+                "allowed_contracts",
+                "a contract creation reaches no allowed contract".into(),
+            )),
+        }
+    }
+}
+
+/// The chain a route serves, by its name (`eth.wallet.balance`, `streams.sol.watchlist`):
+/// the first part, or for streams the second; MEV-Share and beacon events are Ethereum's.
+/// `None` for routes of no one chain (the tenant's transaction channel).
+pub fn chain_of_route(name: &str) -> Option<&'static str> {
+    let mut parts = name.split('.');
+    let first = parts.next()?;
+    let chain = match first {
+        "streams" => match parts.next()? {
+            "mev_share" | "beacon_events" => "eth",
+            other => other,
+        },
+        other => other,
+    };
+    CHAINS.iter().find(|c| **c == chain).copied()
+}

@@ -1,0 +1,192 @@
+//! The rules checked one by one, without a server.
+use super::targets::address;
+use super::*;
+use serde_json::json;
+
+fn compiled(v: Value) -> Restrictions {
+    let doc: RestrictionsDoc = serde_json::from_value(v).unwrap();
+    Restrictions::compile(&doc).unwrap().unwrap()
+}
+
+fn restriction(e: ApiError) -> String {
+    assert_eq!(e.status, 403, "{}", e.message);
+    e.extra["restriction"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn origins_exact_and_subdomains_with_default_ports() {
+    let r = compiled(
+        json!({"allowed_origins": ["https://App.example.com:443/", "https://*.dapp.io", "http://localhost:5173"]}),
+    );
+    assert_eq!(
+        r.doc().allowed_origins,
+        [
+            "https://app.example.com",
+            "https://*.dapp.io",
+            "http://localhost:5173"
+        ]
+    );
+    for ok in [
+        "https://app.example.com",
+        "https://APP.example.com",
+        "https://a.dapp.io",
+        "https://x.y.dapp.io",
+        "http://localhost:5173",
+    ] {
+        assert!(r.request(Some(ok), None, None).is_ok(), "{ok}");
+    }
+    for no in [
+        "https://dapp.io",
+        "http://a.dapp.io",
+        "https://a.dapp.io:8443",
+        "https://evil-dapp.io",
+        "https://app.example.com.evil.io",
+        "http://app.example.com",
+        "null",
+        "http://localhost:5174",
+    ] {
+        assert_eq!(
+            restriction(r.request(Some(no), None, None).unwrap_err()),
+            "allowed_origins",
+            "{no}"
+        );
+    }
+    assert_eq!(
+        restriction(r.request(None, None, None).unwrap_err()),
+        "allowed_origins"
+    );
+    for bad in [
+        "example.com",
+        "https://*",
+        "https://*.com",
+        "ftp://a.b",
+        "https://a.b/path",
+        "https://a.*.b",
+        "https://u@a.b",
+    ] {
+        let doc = RestrictionsDoc {
+            allowed_origins: vec![bad.into()],
+            ..Default::default()
+        };
+        assert!(Restrictions::compile(&doc).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn addresses_chains_and_methods() {
+    let r = compiled(json!({
+        "allowed_ips": ["203.0.113.0/24", "2001:db8::/32"],
+        "allowed_chains": ["eth", "base"],
+        "allowed_methods": ["eth_getBalance", "net_*"]
+    }));
+    let ip = |s: &str| Some(s.parse().unwrap());
+    assert!(r.request(None, ip("203.0.113.9"), Some("eth")).is_ok());
+    assert!(r
+        .request(None, ip("::ffff:203.0.113.9"), Some("base"))
+        .is_ok());
+    assert!(r.request(None, ip("2001:db8::1"), None).is_ok());
+    assert_eq!(
+        restriction(
+            r.request(None, ip("198.51.100.1"), Some("eth"))
+                .unwrap_err()
+        ),
+        "allowed_ips"
+    );
+    assert_eq!(
+        restriction(r.request(None, None, Some("eth")).unwrap_err()),
+        "allowed_ips"
+    );
+    assert_eq!(
+        restriction(r.request(None, ip("203.0.113.9"), Some("sol")).unwrap_err()),
+        "allowed_chains"
+    );
+    assert!(r.call("eth_getBalance", None).is_ok());
+    assert!(r.call("net_version", None).is_ok());
+    assert_eq!(
+        restriction(r.call("eth_getBalanceX", None).unwrap_err()),
+        "allowed_methods"
+    );
+    assert_eq!(
+        restriction(r.call("eth_call", None).unwrap_err()),
+        "allowed_methods"
+    );
+    for bad in ["*", "eth*", "_*", "eth call", "", "1eth"] {
+        let doc = RestrictionsDoc {
+            allowed_methods: vec![bad.into()],
+            ..Default::default()
+        };
+        assert!(Restrictions::compile(&doc).is_err(), "{bad}");
+    }
+    assert_eq!(chain_of_route("eth.wallet.balance"), Some("eth"));
+    assert_eq!(chain_of_route("streams.sol.watchlist"), Some("sol"));
+    assert_eq!(chain_of_route("streams.mev_share"), Some("eth"));
+    assert_eq!(chain_of_route("streams.txs"), None);
+}
+
+#[test]
+fn contracts_are_checked_where_calls_name_them() {
+    let token = "0x00000000000000000000000000000000000000aa";
+    let r = compiled(json!({"allowed_contracts": ["0x00000000000000000000000000000000000000AA"]}));
+    assert_eq!(r.doc().allowed_contracts, [token]);
+    let other = "0x00000000000000000000000000000000000000bb";
+    assert!(r
+        .call(
+            "eth_call",
+            Some(&json!([{"to": token, "data": "0x"}, "latest"]))
+        )
+        .is_ok());
+    assert!(r
+        .call("eth_getLogs", Some(&json!([{"address": [token]}])))
+        .is_ok());
+    assert!(r
+        .call("eth_subscribe", Some(&json!(["logs", {"address": token}])))
+        .is_ok());
+    assert!(r.call("eth_subscribe", Some(&json!(["newHeads"]))).is_ok());
+    assert!(r.call("eth_blockNumber", None).is_ok());
+    for (m, p) in [
+        ("eth_call", json!([{"to": other}])),
+        ("eth_call", json!([{"data": "0x60"}])),
+        ("eth_estimateGas", json!([{"to": other}])),
+        ("eth_getLogs", json!([{"address": [token, other]}])),
+        ("eth_getLogs", json!([{"fromBlock": "0x1"}])),
+        ("eth_getLogs", json!([{"address": []}])),
+        ("eth_subscribe", json!(["logs", {}])),
+        ("eth_subscribe", json!(["newPendingTransactions"])),
+        ("eth_sendRawTransaction", json!(["0x00"])),
+        ("eth_simulateV1", json!([{}])),
+    ] {
+        assert_eq!(
+            restriction(r.call(m, Some(&p)).unwrap_err()),
+            "allowed_contracts",
+            "{m} {p}"
+        );
+    }
+    assert!(r.transaction(address(token)).is_ok());
+    assert!(r.transaction(address(other)).is_err());
+    assert!(r.transaction(None).is_err());
+}
+
+#[test]
+fn bounds_rate_expiry_and_nothing() {
+    assert_eq!(
+        Restrictions::compile(&RestrictionsDoc::default()).unwrap(),
+        None
+    );
+    let many = RestrictionsDoc {
+        allowed_ips: vec!["10.0.0.1".into(); MAX_ENTRIES + 1],
+        ..Default::default()
+    };
+    assert!(Restrictions::compile(&many).is_err());
+    for rps in [0.0, -1.0, f64::NAN, 2e6] {
+        let doc = RestrictionsDoc {
+            max_rps: Some(rps),
+            ..Default::default()
+        };
+        assert!(Restrictions::compile(&doc).is_err(), "{rps}");
+    }
+    let r = compiled(json!({"expires_at": "2030-01-01T00:00:00Z", "max_rps": 2.5}));
+    assert_eq!(r.expires_at, Some(1_893_456_000));
+    assert_eq!(r.doc().expires_at.as_deref(), Some("2030-01-01T00:00:00Z"));
+    let bad: Result<RestrictionsDoc, _> = serde_json::from_value(json!({"allowed_referrers": []}));
+    assert!(bad.is_err());
+}
