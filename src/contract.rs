@@ -322,6 +322,14 @@ fn unsafe_method(m: HttpMethod) -> bool {
     !matches!(m, HttpMethod::GET | HttpMethod::HEAD | HttpMethod::OPTIONS)
 }
 
+/// What a key is refused with before any route looks at it (`auth::check_standing`).
+const KEY_REFUSALS_401: [&str; 4] = [
+    "unauthorized",
+    "trial_expired",
+    "subscription_expired",
+    "key_expired",
+];
+
 /// Error codes the route's policy can answer with, by status: the same for every route
 /// with that policy (`edge/guard.rs`, `edge/pipeline.rs`).
 fn policy_errors(route: &Route, method: HttpMethod) -> BTreeMap<u16, Vec<String>> {
@@ -330,14 +338,16 @@ fn policy_errors(route: &Route, method: HttpMethod) -> BTreeMap<u16, Vec<String>
     let stream = route.envelope == Envelope::Stream;
     match route.credential {
         Credential::ApiKey | Credential::OptionalApiKey | Credential::Bearer => {
-            for code in ["unauthorized", "trial_expired", "subscription_expired"] {
+            for code in KEY_REFUSALS_401 {
                 add(401, code);
             }
+            add(403, "key_restricted");
         }
         Credential::AdminOrApiKey => {
-            for code in ["unauthorized", "trial_expired", "subscription_expired"] {
+            for code in KEY_REFUSALS_401 {
                 add(401, code);
             }
+            add(403, "key_restricted");
             add(403, "admin endpoint loopback-only");
         }
         Credential::Session => {
@@ -499,6 +509,7 @@ fn envelope_schemas() -> BTreeMap<String, Value> {
                 "category": {"type": "string", "description": "rate_limited: the rate category, or compute_units"},
                 "limit_cu_per_sec": {"type": "number", "description": "rate_limited on compute units"},
                 "compute_units": {"type": "integer", "description": "rate_limited on compute units: what the request costs"},
+                "restriction": {"type": "string", "description": "key_restricted, or rate_limited by the key's max_rps: the key restriction that refused"},
             },
         }),
     );
