@@ -176,10 +176,46 @@ try {
   await page.waitForSelector("#keys tr:has-text('renamed-key')");
   assert.equal(await page.locator("#keys tr", { hasText: "browser-key" }).count(), 0);
   const row = page.locator("#keys tr", { hasText: "renamed-key" });
+  // The default key's row says when it was last used (the calls above); the new one's, never.
+  const usedCell = (name) => page.locator("#keys tr", { hasText: name }).locator("td").nth(4).textContent();
+  assert.match(await usedCell("(default)"), /^\d{4}-\d\d-\d\d \d\d:\d\d$/);
+  assert.equal(await usedCell("renamed-key"), "never");
+
+  // Restrictions: narrowed to one method under a cap, the row says so, a call of another
+  // method is refused naming the restriction; what does not parse is explained.
+  const call = (secret, method) =>
+    fetch(base + "/rpc/eth", {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "x-token": secret },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params: [] }),
+    }).then(async (r) => [r.status, await r.json()]);
+  await row.locator("button.restrict").click();
+  await page.waitForSelector("#restrict:not([hidden])");
+  assert.equal(await page.textContent("#restrict-name"), "renamed-key");
+  await page.fill("#r-methods", "eth_blockNumber\nnet_*");
+  await page.fill("#r-rps", "50");
+  await page.click("#restrict-save");
+  await page.waitForSelector("#keys tr:has-text('methods: eth_blockNumber, net_*; 50 requests/s')");
+  assert.equal((await call(created, "eth_blockNumber"))[0], 200);
+  const [refusedStatus, refused] = await call(created, "eth_chainId");
+  assert.equal(refusedStatus, 403, JSON.stringify(refused));
+  assert.equal(refused.error.data.restriction, "allowed_methods", JSON.stringify(refused));
+  await row.locator("button.restrict").click();
+  assert.equal(await page.inputValue("#r-methods"), "eth_blockNumber\nnet_*");
+  await page.fill("#r-ips", "not-an-address");
+  await page.click("#restrict-save");
+  await page.waitForSelector("#status.error");
+  assert.match(await page.textContent("#status"), /do not parse/);
+  await page.click("#restrict-cancel");
+  assert.ok(await page.locator("#restrict").isHidden());
+  console.log("restrictions: saved from the page, enforced on the key, bad input explained");
+
   await row.locator("button.rotate").click();
   await page.waitForFunction((old) => document.getElementById("new-raw").textContent !== old, created);
   const rotated = await page.textContent("#new-raw");
   assert.notEqual(rotated, created);
+  // The rotated secret keeps the restrictions.
+  assert.equal((await call(rotated, "eth_chainId"))[0], 403);
   await page.locator("#keys tr", { hasText: "renamed-key" }).locator("button.revoke").click();
   await page.waitForFunction(() => document.querySelectorAll("#keys tr").length === 1);
 

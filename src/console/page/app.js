@@ -129,7 +129,10 @@ async function listKeys() {
     const tr = document.createElement("tr");
     tr.dataset.id = k.id;
     const created = (k.created_at || "").slice(0, 10);
-    for (const t of [k.name + (k.is_default ? " (default)" : ""), k.key_prefix + "…", k.scopes.join(", "), created]) {
+    const used = k.last_used_at ? k.last_used_at.slice(0, 16).replace("T", " ") : "never";
+    const cells = [k.name + (k.is_default ? " (default)" : ""), k.key_prefix + "…", k.scopes.join(", "),
+      created, used, describeRestrictions(k.restrictions)];
+    for (const t of cells) {
       const td = document.createElement("td");
       td.textContent = t;
       tr.append(td);
@@ -159,11 +162,75 @@ async function listKeys() {
       await api("DELETE", "/v1/keys/" + k.id);
       await listKeys();
     });
-    actions.append(rename, " ", rotate, " ", revoke);
+    const restrict = document.createElement("button");
+    restrict.textContent = "Restrictions";
+    restrict.className = "restrict";
+    restrict.onclick = () => editRestrictions(k);
+    actions.append(rename, " ", restrict, " ", rotate, " ", revoke);
     tr.append(actions);
     tbody.append(tr);
   }
 }
+
+// A key's restrictions in a few words ("none" when it has none).
+function describeRestrictions(r) {
+  const parts = [];
+  const list = (label, items) => items && items.length && parts.push(label + ": " + items.join(", "));
+  list("origins", r && r.allowed_origins);
+  list("addresses", r && r.allowed_ips);
+  list("chains", r && r.allowed_chains);
+  list("methods", r && r.allowed_methods);
+  list("contracts", r && r.allowed_contracts);
+  if (r && r.max_rps != null) parts.push(r.max_rps + " requests/s");
+  if (r && r.expires_at) parts.push("expires " + r.expires_at.replace("T", " ").replace("Z", " UTC"));
+  return parts.length ? parts.join("; ") : "none";
+}
+
+// The restrictions editor, filled with the key's; saving replaces them whole.
+let restricting = null;
+const lines = (id) => $(id).value.split("\n").map((l) => l.trim()).filter(Boolean);
+
+function editRestrictions(k) {
+  restricting = k;
+  const r = k.restrictions || {};
+  $("restrict-name").textContent = k.name;
+  $("r-origins").value = (r.allowed_origins || []).join("\n");
+  $("r-ips").value = (r.allowed_ips || []).join("\n");
+  $("r-methods").value = (r.allowed_methods || []).join("\n");
+  $("r-contracts").value = (r.allowed_contracts || []).join("\n");
+  for (const c of document.querySelectorAll("#r-chains input")) c.checked = (r.allowed_chains || []).includes(c.value);
+  $("r-rps").value = r.max_rps ?? "";
+  $("r-expires").value = r.expires_at ? r.expires_at.slice(0, 16) : "";
+  $("restrict").hidden = false;
+  $("r-origins").focus();
+}
+
+$("restrict-form").onsubmit = (ev) => {
+  ev.preventDefault();
+  act(async () => {
+    const r = {
+      allowed_origins: lines("r-origins"),
+      allowed_ips: lines("r-ips"),
+      allowed_chains: [...document.querySelectorAll("#r-chains input:checked")].map((c) => c.value),
+      allowed_methods: lines("r-methods"),
+      allowed_contracts: lines("r-contracts"),
+    };
+    if ($("r-rps").value !== "") r.max_rps = Number($("r-rps").value);
+    if ($("r-expires").value !== "") r.expires_at = $("r-expires").value + ":00Z";
+    try {
+      await api("PATCH", "/v1/keys/" + restricting.id, { restrictions: r });
+    } catch (e) {
+      throw new Error(e.message === "invalid_request"
+        ? "these restrictions do not parse: check each line (origins with https://, addresses or CIDR ranges, 0x contract addresses, an expiry in the future)"
+        : e.message);
+    }
+    $("restrict").hidden = true;
+    status("Restrictions of " + restricting.name + " saved.");
+    await listKeys();
+  });
+};
+
+$("restrict-cancel").onclick = () => { $("restrict").hidden = true; };
 
 // Usage chart: one bar per point of the window (calls), errors and 429s stacked in red.
 function fillUsageKeys(keys) {
