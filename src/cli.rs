@@ -81,6 +81,17 @@ pub enum KeyCmd {
         /// Comma-separated; without it the key gets rpc:read,rpc:write.
         #[arg(long, value_delimiter = ',')]
         scopes: Vec<String>,
+        /// What the key is narrowed to, as JSON (docs/api.md, "Key restrictions").
+        #[arg(long)]
+        restrictions: Option<String>,
+    },
+    /// Replace a key's restrictions (JSON; `{}` lifts them). Running instances apply
+    /// them at once with `cluster.redis`, else within `auth.key_cache_ttl_ms`.
+    Restrict {
+        #[arg(long)]
+        id: String,
+        #[arg(long)]
+        restrictions: String,
     },
     /// List a tenant's keys (never secrets), one JSON object per line.
     List {
@@ -235,13 +246,38 @@ async fn tenant_command(cmd: &TenantCmd, store: &Store, cfg: &Loaded) -> Result<
     Ok(())
 }
 
+/// Restrictions given on the command line, checked as the console checks them.
+fn parse_restrictions(json: &str) -> Result<crate::key_restrictions::RestrictionsDoc, String> {
+    let asked: crate::key_restrictions::RestrictionsDoc =
+        serde_json::from_str(json).map_err(|e| format!("--restrictions: {e}"))?;
+    asked
+        .checked(crate::store::now())
+        .map_err(|e| format!("--restrictions: {e}"))
+}
+
+/// A key changed (revoked, restricted): running instances drop it from their key caches
+/// at once (and end its open sessions) when the notice reaches them over Redis.
+async fn announce_key(cfg: &Loaded, hash: &[u8; 32]) {
+    if let Some(url) = &cfg.cluster_redis {
+        if let Err(e) = crate::cluster::publish_revoked(url.expose(), hash).await {
+            eprintln!("warning: change not announced ({e}); instances notice within auth.key_cache_ttl_ms");
+        }
+    }
+}
+
 async fn key_command(cmd: &KeyCmd, store: &Store, cfg: &Loaded) -> Result<(), String> {
     match cmd {
         KeyCmd::Create {
             tenant,
             name,
             scopes,
+            restrictions,
         } => {
+            let restrictions = restrictions
+                .as_deref()
+                .map(parse_restrictions)
+                .transpose()?
+                .unwrap_or_default();
             crate::auth::check_known("scope", scopes, crate::auth::SCOPES)?;
             let defaults: Vec<String> = crate::auth::DEFAULT_SCOPES
                 .iter()
@@ -250,7 +286,7 @@ async fn key_command(cmd: &KeyCmd, store: &Store, cfg: &Loaded) -> Result<(), St
             let scopes = if scopes.is_empty() { &defaults } else { scopes };
             must_exist(store, tenant).await?;
             let (id, raw) = store
-                .create_key(tenant, None, name, scopes, false)
+                .create_key(tenant, None, name, scopes, false, &restrictions)
                 .await
                 .map_err(db)?;
             eprintln!("key id {id}");
@@ -264,15 +300,24 @@ async fn key_command(cmd: &KeyCmd, store: &Store, cfg: &Loaded) -> Result<(), St
         KeyCmd::Revoke { id } => match store.revoke_key(id).await.map_err(db)? {
             Some(hash) => {
                 eprintln!("revoked {id}");
-                // Running instances drop it from their key caches at once.
-                if let Some(url) = &cfg.cluster_redis {
-                    if let Err(e) = crate::cluster::publish_revoked(url.expose(), &hash).await {
-                        eprintln!("warning: revocation not announced ({e}); instances notice within auth.key_cache_ttl_ms");
-                    }
-                }
+                announce_key(cfg, &hash).await;
             }
             None => return Err(format!("no key with id {id}")),
         },
+        KeyCmd::Restrict { id, restrictions } => {
+            let restrictions = parse_restrictions(restrictions)?;
+            match store
+                .set_key_restrictions(id, &restrictions)
+                .await
+                .map_err(db)?
+            {
+                Some(hash) => {
+                    eprintln!("restrictions of {id} replaced");
+                    announce_key(cfg, &hash).await;
+                }
+                None => return Err(format!("no active key with id {id}")),
+            }
+        }
     }
     Ok(())
 }

@@ -706,7 +706,14 @@ async fn keys(store: &Store) {
     assert!(store.tenant_exists(&t).await.unwrap());
     assert!(!store.tenant_exists("no-such-tenant").await.unwrap());
     let (id, raw) = store
-        .create_key(&t, None, "k", &["rpc:read".into()], false)
+        .create_key(
+            &t,
+            None,
+            "k",
+            &["rpc:read".into()],
+            false,
+            &Default::default(),
+        )
         .await
         .unwrap();
     assert!(raw.starts_with("ce_") && raw.len() == 46);
@@ -732,8 +739,14 @@ async fn keys(store: &Store) {
         (Some(100), None)
     );
     // Listed in the order made, even within one second.
-    let (id2, _) = store.create_key(&t, None, "k2", &[], false).await.unwrap();
-    let (id3, _) = store.create_key(&t, None, "k3", &[], false).await.unwrap();
+    let (id2, _) = store
+        .create_key(&t, None, "k2", &[], false, &Default::default())
+        .await
+        .unwrap();
+    let (id3, _) = store
+        .create_key(&t, None, "k3", &[], false, &Default::default())
+        .await
+        .unwrap();
     let listed: Vec<String> = store
         .list_keys(&t)
         .await

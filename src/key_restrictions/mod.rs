@@ -58,6 +58,18 @@ impl RestrictionsDoc {
     pub fn is_empty(&self) -> bool {
         *self == RestrictionsDoc::default()
     }
+
+    /// What an owner asked for, checked and normalised, as it is stored. An expiry
+    /// already past at `now` is refused: it would end the key at once (revoke it instead).
+    pub fn checked(&self, now: i64) -> Result<RestrictionsDoc, String> {
+        match Restrictions::compile(self)? {
+            Some(r) if r.expires_at.is_some_and(|at| at <= now) => {
+                Err("expires_at is in the past".into())
+            }
+            Some(r) => Ok(r.doc),
+            None => Ok(RestrictionsDoc::default()),
+        }
+    }
 }
 
 /// The restrictions compiled for checking.

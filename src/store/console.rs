@@ -474,7 +474,7 @@ pub(super) fn key_info(r: &Row) -> Result<KeyInfo, StoreError> {
 }
 
 /// Restrictions as stored: JSON, or NULL when they restrict nothing.
-fn stored(r: &RestrictionsDoc) -> Option<String> {
+pub(super) fn stored(r: &RestrictionsDoc) -> Option<String> {
     (!r.is_empty()).then(|| serde_json::to_string(r).unwrap_or_default())
 }
 

@@ -204,10 +204,20 @@ impl Store {
         name: &str,
         scopes: &[String],
         is_default: bool,
+        restrictions: &RestrictionsDoc,
     ) -> Result<(String, String), StoreError> {
+        let stored = console::stored(restrictions);
         let mut tx = self.db.begin().await?;
-        let created =
-            console::insert_key(tx.as_mut(), tenant, user, name, scopes, is_default, None).await?;
+        let created = console::insert_key(
+            tx.as_mut(),
+            tenant,
+            user,
+            name,
+            scopes,
+            is_default,
+            stored.as_deref(),
+        )
+        .await?;
         tx.commit().await?;
         Ok(created)
     }
@@ -244,6 +254,30 @@ impl Store {
             )
             .await?;
         Ok(hash.and_then(|h| h.try_into().ok()))
+    }
+
+    /// Replace an active key's restrictions (the CLI); its hash, for the caches.
+    pub async fn set_key_restrictions(
+        &self,
+        key_id: &str,
+        restrictions: &RestrictionsDoc,
+    ) -> Result<Option<[u8; 32]>, StoreError> {
+        let hash = self
+            .query_opt(
+                "SELECT secret_sha256 FROM api_keys WHERE id = $1 AND revoked_at IS NULL",
+                params![key_id],
+            )
+            .await?
+            .map(|r| r.bytes(0))
+            .transpose()?;
+        let Some(hash) = hash else { return Ok(None) };
+        self.db
+            .execute(
+                "UPDATE api_keys SET restrictions = $2 WHERE id = $1",
+                params![key_id, console::stored(restrictions).as_deref()],
+            )
+            .await?;
+        Ok(hash.try_into().ok())
     }
 
     pub async fn lookup_key(&self, hash: &[u8; 32]) -> Result<Option<KeyRecord>, StoreError> {
@@ -412,7 +446,14 @@ mod tests {
             .unwrap();
         let t = store.create_tenant("acme", "pro").await.unwrap();
         let (_, raw) = store
-            .create_key(&t, None, "k", &["rpc:read".into()], false)
+            .create_key(
+                &t,
+                None,
+                "k",
+                &["rpc:read".into()],
+                false,
+                &Default::default(),
+            )
             .await
             .unwrap();
         let rows = store

@@ -176,7 +176,14 @@ async fn setup_with(sections: &str) -> Setup {
         .unwrap();
     let tenant = store.create_tenant("t", "free").await.unwrap();
     let (_, free_key) = store
-        .create_key(&tenant, None, "k", &["rpc:read".to_string()], true)
+        .create_key(
+            &tenant,
+            None,
+            "k",
+            &["rpc:read".to_string()],
+            true,
+            &Default::default(),
+        )
         .await
         .unwrap();
     let (mut state, _) =

@@ -7,7 +7,7 @@ use super::Request;
 use crate::auth::keys::KeyAuth;
 use crate::console::{clear_cookies, db, Console, ConsoleSession};
 use crate::errors::ApiError;
-use crate::key_restrictions::{Restrictions, RestrictionsDoc};
+use crate::key_restrictions::RestrictionsDoc;
 use crate::reply::Reply;
 use crate::store::console::UserRow;
 use crate::store::{self, KeyInfo};
@@ -143,17 +143,11 @@ async fn keys_update(
     }
 }
 
-/// Restrictions as asked for, checked and normalised; an expiry already past is refused
-/// (it would end the key at once: revoke it instead).
+/// Restrictions as asked for, checked and normalised (`RestrictionsDoc::checked`).
 fn restrictions_of(asked: &RestrictionsDoc, now: i64) -> Result<RestrictionsDoc, ApiError> {
-    let invalid = |m: String| ApiError::new(400, "invalid_request", m);
-    match Restrictions::compile(asked).map_err(invalid)? {
-        Some(r) if r.expires_at.is_some_and(|at| at <= now) => {
-            Err(invalid("expires_at is in the past".into()))
-        }
-        Some(r) => Ok(r.doc().clone()),
-        None => Ok(RestrictionsDoc::default()),
-    }
+    asked
+        .checked(now)
+        .map_err(|m| ApiError::new(400, "invalid_request", m))
 }
 
 /// A key's name: 1 to 64 printable characters, trimmed.
