@@ -248,7 +248,7 @@ fn origins_and_client_addresses_hold_on_every_way_in() {
 #[test]
 fn methods_and_contracts_hold_per_call_in_batches_messages_and_senders() {
     let mut s = setup();
-    let (key, _) = restricted_key(
+    let (key, made) = restricted_key(
         &mut s.owner,
         json!({"allowed_methods": ["eth_blockNumber", "eth_call", "eth_getLogs", "eth_sendRawTransaction", "net_*"],
                "allowed_contracts": [ALLOWED]}),
@@ -376,6 +376,62 @@ fn methods_and_contracts_hold_per_call_in_batches_messages_and_senders() {
     .unwrap();
     assert_eq!(r.status, 403, "{}", r.text());
     assert_eq!(r.json()["restriction"], "allowed_methods");
+
+    // The key's request log shows each refusal with its code, the batch, the WebSocket
+    // messages and the REST senders, newest first; never a parameter or the secret.
+    let path = format!("/v1/keys/{}/requests", made["id"].as_str().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let log = loop {
+        let r = s.owner.send("GET", &path, None, None);
+        assert_eq!(r.status, 200, "{}", r.text());
+        let log = r.json()["requests"].clone();
+        if log
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["route"] == "eth.sender.bundle")
+        {
+            break log;
+        }
+        assert!(Instant::now() < deadline, "{log}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let entries = log.as_array().unwrap();
+    assert_eq!(entries[0]["route"], "eth.sender.bundle", "{log}");
+    assert_eq!(entries[0]["error"], "key_restricted");
+    let has = |route: &str, method: &str, status: u64, error: Option<&str>| {
+        entries.iter().any(|e| {
+            e["route"] == route
+                && e["method"] == method
+                && e["status"] == status
+                && e.get("error").and_then(Value::as_str) == error
+        })
+    };
+    assert!(
+        has("eth.rpc", "eth_chainId", 403, Some("key_restricted")),
+        "{log}"
+    );
+    assert!(has("eth.rpc", "batch", 200, None), "{log}");
+    assert!(has("eth.rpc", "eth_blockNumber", 200, None), "{log}");
+    assert!(
+        has("eth.rpc", "eth_subscribe", 403, Some("key_restricted")),
+        "{log}"
+    );
+    assert!(
+        has("eth.sender.raw", "POST", 403, Some("key_restricted")),
+        "{log}"
+    );
+    assert!(entries
+        .iter()
+        .any(|e| e["upstream"] == "el-1" && e["latency_ms"].as_f64().unwrap() > 0.0));
+    let text = log.to_string();
+    assert!(
+        !text.contains(&key) && !text.contains(OTHER) && !text.contains("0xdead"),
+        "{text}"
+    );
+    let mut eve = Browser::new(s.gw.port);
+    assert_eq!(sign_in(&mut eve, &s.outbox, "eve@example.com").status, 200);
+    assert_eq!(eve.send("GET", &path, None, None).status, 404);
 }
 
 #[test]

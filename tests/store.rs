@@ -37,6 +37,45 @@ async fn suite(target: Target, dialect: Dialect) {
     mev_cache_samples(&store).await;
     key_usage(&store).await;
     followed_txs(&store).await;
+    request_logs(&store).await;
+}
+
+/// Each key's request log keeps its newest entries, in order, cut on every write; keys
+/// do not see each other's.
+async fn request_logs(store: &Store) {
+    use chainedge::store::requests::RequestRow;
+    let row = |key: &str, at_us: i64, error: Option<&str>| RequestRow {
+        key_id: key.into(),
+        tenant_id: "t".into(),
+        at_us,
+        route: "eth.rpc".into(),
+        method: "eth_call".into(),
+        status: if error.is_some() { 403 } else { 200 },
+        error: error.map(str::to_string),
+        latency_us: 1500,
+        upstream: Some("el-1".into()),
+    };
+    let first: Vec<RequestRow> = (1..=4).map(|at| row("log-a", at, None)).collect();
+    store.add_requests(&first, 3).await.unwrap();
+    store
+        .add_requests(
+            &[
+                row("log-a", 5, Some("key_restricted")),
+                row("log-b", 1, None),
+            ],
+            3,
+        )
+        .await
+        .unwrap();
+    let a = store.key_requests("log-a", 10).await.unwrap();
+    assert_eq!(a.iter().map(|r| r.at_us).collect::<Vec<_>>(), [5, 4, 3]);
+    assert_eq!(a[0], row("log-a", 5, Some("key_restricted")));
+    assert_eq!(store.key_requests("log-a", 2).await.unwrap().len(), 2);
+    assert_eq!(
+        store.key_requests("log-b", 10).await.unwrap(),
+        [row("log-b", 1, None)]
+    );
+    assert!(store.key_requests("log-c", 10).await.unwrap().is_empty());
 }
 
 /// Followed transactions: one row per chain, hash and tenant; a resend changes nothing;

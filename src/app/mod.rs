@@ -297,6 +297,7 @@ fn add_capture(
         sol_mempool: &state.sol_mempool,
         mev_cache: &state.mev_cache,
         usage: durable_usage.as_ref(),
+        requests: &state.requests,
     });
     for producer in producers {
         let name = format!("capture {}", producer.name());
@@ -400,6 +401,10 @@ pub(crate) fn edge_state(
         limiter,
         compute_units: rpc::compute_units::ComputeUnits::new(&app.app.compute_units),
         usage: Arc::new(usage::Usage::new(app.app.usage.max_pending_keys)),
+        requests: Arc::new(usage::requests::RequestLog::new(
+            app.app.usage.request_log_buffer,
+            app.app.usage.request_log_per_key,
+        )),
         metrics_cache,
         console,
         stream_slots: Arc::new(handlers::mev_share::StreamSlots::new(leases.clone())),
@@ -467,6 +472,7 @@ pub(crate) fn reloaded_state(
         mev_cache: old.mev_cache.clone(),
         sol_mempool: old.sol_mempool.clone(),
         usage: old.usage.clone(),
+        requests: old.requests.clone(),
         metrics_cache: old.metrics_cache.clone(),
         console: old.console.clone(),
         stream_slots: old.stream_slots.clone(),

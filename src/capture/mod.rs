@@ -51,6 +51,8 @@ pub struct Inputs<'a> {
     pub mev_cache: &'a Arc<sol::mev_cache::Snapshots>,
     /// The usage journal, when usage is counted.
     pub usage: Option<&'a Arc<usage::Durable>>,
+    /// The keys' request logs.
+    pub requests: &'a Arc<crate::usage::requests::RequestLog>,
 }
 
 /// Every producer the configuration asks for: one indexer and one mempool watcher per
@@ -144,6 +146,14 @@ pub fn producers(i: &Inputs) -> Vec<Arc<dyn Producer>> {
             }));
         }
     }
+    all.extend(usage_producers(i));
+    all
+}
+
+/// The usage flusher (when usage is counted) and the keys' request-log writer.
+fn usage_producers(i: &Inputs) -> Vec<Arc<dyn Producer>> {
+    let app = &i.config.app;
+    let mut all: Vec<Arc<dyn Producer>> = Vec::new();
     if let Some(durable) = i.usage {
         let conf = &app.usage;
         all.push(Arc::new(usage::Flusher {
@@ -151,6 +161,13 @@ pub fn producers(i: &Inputs) -> Vec<Arc<dyn Producer>> {
             interval: Duration::from_millis(conf.flush_interval_ms),
             minute_retention: Duration::from_secs(conf.minute_retention_hours * 3600),
             hour_retention: Duration::from_secs(conf.hour_retention_days * 86400),
+        }));
+    }
+    if app.usage.enabled && i.requests.enabled() {
+        all.push(Arc::new(usage::requests::RequestLogWriter {
+            log: i.requests.clone(),
+            store: i.store.clone(),
+            interval: Duration::from_millis(app.usage.flush_interval_ms),
         }));
     }
     all

@@ -58,6 +58,14 @@ pub struct UsageConf {
     /// How long per-hour rows are kept (the 30-day chart and exports read them).
     #[serde(default = "d_hours")]
     pub hour_retention_days: u64,
+    /// Requests kept per key for its request log (`GET /v1/keys/{id}/requests`); 0: no
+    /// log.
+    #[serde(default = "d_log_per_key")]
+    pub request_log_per_key: usize,
+    /// Requests an instance holds between two flushes at most; past it (a flood, a
+    /// store down) new ones are not logged (`chainedge_request_log_dropped_total`).
+    #[serde(default = "d_log_buffer")]
+    pub request_log_buffer: usize,
 }
 
 impl Default for UsageConf {
@@ -69,6 +77,8 @@ impl Default for UsageConf {
             max_pending_keys: d_pending(),
             minute_retention_hours: d_minutes(),
             hour_retention_days: d_hours(),
+            request_log_per_key: d_log_per_key(),
+            request_log_buffer: d_log_buffer(),
         }
     }
 }
@@ -91,6 +101,12 @@ fn d_minutes() -> u64 {
 fn d_hours() -> u64 {
     400
 }
+fn d_log_per_key() -> usize {
+    100
+}
+fn d_log_buffer() -> usize {
+    20_000
+}
 
 impl UsageConf {
     pub fn problems(&self) -> Vec<(String, String)> {
@@ -105,6 +121,18 @@ impl UsageConf {
             out.push((
                 "usage.journal_interval_ms".into(),
                 "must be between 10 and 1000".into(),
+            ));
+        }
+        if self.request_log_per_key > 1000 {
+            out.push((
+                "usage.request_log_per_key".into(),
+                "must be at most 1000".into(),
+            ));
+        }
+        if !(1..=1_000_000).contains(&self.request_log_buffer) {
+            out.push((
+                "usage.request_log_buffer".into(),
+                "must be between 1 and 1000000".into(),
             ));
         }
         if self.max_pending_keys == 0 {

@@ -44,6 +44,8 @@ pub struct Ctx {
     pub(super) usage: Option<crate::rpc::compute_units::Cost>,
     /// JSON-RPC answers that were errors (for usage).
     pub(super) error_answers: u32,
+    /// What a key's JSON-RPC body asked for (`Incoming::label`), for its request log.
+    pub(super) rpc_method: Option<Box<str>>,
 }
 
 /// A passthrough: the hosts to try in order, and the path under each host's base path.
@@ -134,6 +136,7 @@ impl Ctx {
             forwarded_client: None,
             usage: None,
             error_answers: 0,
+            rpc_method: None,
             cookies: Vec::new(),
             beacon: None,
             pass: None,

@@ -209,6 +209,9 @@ impl Edge {
         let body = session.read_body(st.config.app.rpc.max_body_bytes).await?;
         let incoming = Incoming::parse(&body);
         let principal = ctx.principal.clone().unwrap_or(Principal::Anonymous);
+        if matches!(principal, Principal::Key(_)) && st.requests.enabled() {
+            ctx.rpc_method = Some(incoming.label().into());
+        }
         let mut caller = self.rpc_caller(&principal);
         let entered = match min_block(session.header(MIN_BLOCK_HEADER)) {
             Ok(floor) => {

@@ -278,6 +278,39 @@ impl Edge {
         }
     }
 
+    /// A finished request (or WebSocket message) of a key in its request log: what a
+    /// developer debugging it needs, never a body or a secret.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn log_key_request(
+        &self,
+        principal: Option<&Principal>,
+        route: &str,
+        method: &str,
+        status: u16,
+        error: Option<&str>,
+        latency_us: u64,
+        upstream: Option<&str>,
+    ) {
+        let st = &*self.state;
+        let Some(Principal::Key(key)) = principal else {
+            return;
+        };
+        if !st.requests.enabled() || !st.config.app.usage.enabled {
+            return;
+        }
+        st.requests.add(crate::usage::requests::RequestEntry {
+            key_id: key.key_id.clone(),
+            tenant_id: key.tenant_id.clone(),
+            at_us: crate::store::now_us(),
+            route: route.to_string(),
+            method: method.to_string(),
+            status,
+            error: error.map(str::to_string),
+            latency_us,
+            upstream: upstream.map(str::to_string),
+        });
+    }
+
     /// A finished request in its key's usage: a JSON-RPC body's calls and units (or the
     /// route's cost), by the status it was answered with.
     pub(super) fn count_request(&self, ctx: &Ctx, status: u16) {

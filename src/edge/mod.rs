@@ -81,6 +81,9 @@ pub struct State {
     pub compute_units: crate::rpc::compute_units::ComputeUnits,
     /// Per-key usage gathered in memory (`src/capture/usage/` journals and flushes it).
     pub usage: Arc<crate::usage::Usage>,
+    /// Each key's newest requests, gathered in memory (`src/capture/usage/requests.rs`
+    /// writes them to the store).
+    pub requests: Arc<crate::usage::requests::RequestLog>,
     pub metrics_cache: Arc<crate::handlers::metrics_mirror::MetricsCache>,
     pub console: Arc<crate::console::Console>,
     pub stream_slots: Arc<crate::handlers::mev_share::StreamSlots>,

@@ -358,6 +358,15 @@ impl Edge {
         let elapsed = ctx.started.elapsed().as_secs_f64();
         metrics::request_done(ctx.route_name(), status, elapsed);
         self.count_request(ctx, status);
+        self.log_key_request(
+            ctx.principal.as_ref(),
+            ctx.route_name(),
+            ctx.rpc_method.as_deref().unwrap_or(method),
+            status,
+            ctx.error_code.or(error),
+            (elapsed * 1e6).round() as u64,
+            ctx.upstream.as_deref(),
+        );
         // Behind a trusted proxy the log names the client, not the proxy.
         let forwarded = ctx.forwarded_client.map(|ip| ip.to_string());
         let client = forwarded.as_deref().unwrap_or(client);

@@ -41,6 +41,8 @@ struct Answered {
     status: u16,
     upstream: Option<String>,
     error: Option<&'static str>,
+    /// What the message asked for (`Incoming::label`), for a key's request log.
+    method: Option<Box<str>>,
 }
 
 impl Answered {
@@ -50,6 +52,7 @@ impl Answered {
             status: e.status,
             upstream: None,
             error: Some(e.code),
+            method: None,
         }
     }
 }
@@ -164,6 +167,7 @@ impl Edge {
     async fn ws_answer(&self, up: &WsUpgrade, body: &Bytes, request_id: &str) -> Answered {
         let st = &*self.state;
         let incoming = Incoming::parse(body);
+        let method = self.logged_method(up, &incoming);
         let pool = match self.pool(&up.pool) {
             Ok(p) => p,
             Err(e) => return self.refuse(up, incoming.cost(&st.compute_units), body, &e),
@@ -175,7 +179,7 @@ impl Edge {
             .gateway
             .enter(pool, incoming, &caller, request_id, prices, limit)
             .await;
-        match entered.reply {
+        let mut answered = match entered.reply {
             Ok(r) => {
                 let answer = (!r.body.is_empty()).then_some(r.body);
                 self.count_answer(up, entered.cost, answer.as_deref());
@@ -184,10 +188,19 @@ impl Edge {
                     status: 200,
                     upstream: r.upstream,
                     error: None,
+                    method: None,
                 }
             }
             Err(e) => self.refuse(up, entered.cost, body, &e),
-        }
+        };
+        answered.method = method;
+        answered
+    }
+
+    /// A message's method for its key's request log (none when nothing is logged).
+    fn logged_method(&self, up: &WsUpgrade, incoming: &Incoming<'_>) -> Option<Box<str>> {
+        (matches!(up.principal, Principal::Key(_)) && self.state.requests.enabled())
+            .then(|| incoming.label().into())
     }
 
     /// A message's access-log line: the upgrade's route and caller, the message's own
@@ -222,6 +235,17 @@ impl Edge {
                 error: a.error,
             })
         });
+        if let Some(method) = &a.method {
+            self.log_key_request(
+                Some(&up.principal),
+                route.map_or("", |r| r.name.as_str()),
+                method,
+                a.status,
+                a.error,
+                started.elapsed().as_micros() as u64,
+                a.upstream.as_deref(),
+            );
+        }
     }
 
     /// `eth_subscribe` / `eth_unsubscribe`, admitted like any call.
@@ -245,9 +269,12 @@ impl Edge {
         body: &[u8],
     ) -> Answered {
         let incoming = Incoming::parse(body);
+        let logged = self.logged_method(up, &incoming);
         let cost = incoming.cost(&self.state.compute_units);
         if let Err(e) = self.limit_message(up, cost) {
-            return self.refuse(up, cost, body, &e);
+            let mut refused = self.refuse(up, cost, body, &e);
+            refused.method = logged;
+            return refused;
         }
         let Some(method) = incoming.method() else {
             return Answered::refused(body, &ApiError::invalid_params("not a subscription call"));
@@ -270,6 +297,7 @@ impl Edge {
             status,
             upstream: None,
             error,
+            method: logged,
         }
     }
 

@@ -51,6 +51,15 @@ impl<'a> Incoming<'a> {
         }
     }
 
+    /// What the body asks for, in a word for logs: the single call's method, `batch`,
+    /// or `invalid` for what is not a call.
+    pub fn label(&self) -> &str {
+        match &self.form {
+            Form::Tree(Value::Array(_)) => "batch",
+            _ => self.method().unwrap_or("invalid"),
+        }
+    }
+
     /// The params of a single call.
     pub fn params(&self) -> Option<&Value> {
         match &self.form {

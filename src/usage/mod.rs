@@ -17,6 +17,8 @@
 //! the store did not take then is added from the journal by the next instance to start
 //! on that `store.state_dir` (docs/operations.md).
 
+pub mod requests;
+
 use crate::observe::metrics;
 use crate::store::usage::{Counts, UsageRow};
 use crate::store::KeyRecord;

@@ -258,7 +258,28 @@ async function showUsage() {
   const t = u.totals;
   $("usage-totals").textContent = t.calls + " calls · " + t.compute_units + " compute units · " +
     t.errors + " errors · " + t.rate_limited + " rate-limited";
+  await showRequests(id);
   await showTxs(id);
+}
+
+// The key's newest requests, one row each; refused ones marked.
+async function showRequests(id) {
+  const { requests } = await api("GET", "/v1/keys/" + encodeURIComponent(id) + "/requests");
+  const tbody = $("requests-list");
+  tbody.replaceChildren();
+  for (const r of requests) {
+    const tr = document.createElement("tr");
+    const cells = [r.at.slice(0, 23).replace("T", " "), r.route, r.method, r.status,
+      r.error || "", r.latency_ms.toFixed(1), r.upstream || ""];
+    for (const c of cells) {
+      const td = document.createElement("td");
+      td.textContent = String(c);
+      tr.append(td);
+    }
+    if (r.error) tr.className = "error";
+    tbody.append(tr);
+  }
+  $("requests-empty").hidden = requests.length > 0;
 }
 
 // The key's recent transactions, one row each.

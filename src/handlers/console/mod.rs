@@ -53,6 +53,14 @@ pub const HANDLERS: &[Handler] = &[
     })
     .form(),
     Handler::new("console_keys_txs", |s, r| Box::pin(key_txs(s, r))).form(),
+    Handler::new("console_keys_requests", |s, r| {
+        Box::pin(key_requests(
+            s.console,
+            s.config.app.usage.request_log_per_key,
+            r,
+        ))
+    })
+    .form(),
     Handler::new("console_keys_usage", |s, r| {
         Box::pin(keys_usage(s.console, r))
     })
@@ -204,6 +212,46 @@ async fn keys_usage(console: &Console, req: &Request<'_>) -> Result<Reply, ApiEr
     }
     let window = req.query_param("window");
     super::usage::key_series(&console.store, &id, window.as_deref(), store::now()).await
+}
+
+/// `GET /v1/keys/{id}/requests`: the signed-in user's key's newest requests.
+async fn key_requests(
+    console: &Console,
+    kept: usize,
+    req: &Request<'_>,
+) -> Result<Reply, ApiError> {
+    let uid = session(req)?.user_id.clone();
+    let id = req.params.first().cloned().unwrap_or_default();
+    if !db(console.store.key_of_user(&id, &uid)).await? {
+        return Err(not_found());
+    }
+    let rows = db(console.store.key_requests(&id, kept)).await?;
+    let requests: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            let mut v = json!({
+                "at": rfc3339_us(r.at_us),
+                "route": r.route,
+                "method": r.method,
+                "status": r.status,
+                "latency_ms": r.latency_us as f64 / 1000.0,
+            });
+            if let Some(e) = &r.error {
+                v["error"] = json!(e);
+            }
+            if let Some(u) = &r.upstream {
+                v["upstream"] = json!(u);
+            }
+            v
+        })
+        .collect();
+    json_reply(200, json!({ "requests": requests }))
+}
+
+/// Microseconds since the epoch as RFC 3339 with microseconds.
+fn rfc3339_us(us: i64) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_micros(us.max(0) as u64);
+    humantime::format_rfc3339_micros(at).to_string()
 }
 
 /// Transactions one key sent, newest first, in a console list.

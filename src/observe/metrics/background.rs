@@ -265,6 +265,20 @@ pub fn usage_dropped(calls: u64) {
     USAGE_DROPPED.inc_by(calls);
 }
 
+static REQUEST_LOG_DROPPED: Lazy<IntCounter> = Lazy::new(|| {
+    register(
+        IntCounter::new(
+            "chainedge_request_log_dropped_total",
+            "Requests not kept in their key's request log: the buffer between flushes was full, or a write failed",
+        )
+        .unwrap(),
+    )
+});
+
+pub fn request_log_dropped(n: u64) {
+    REQUEST_LOG_DROPPED.inc_by(n);
+}
+
 /// Registers the families that have series from the start.
 pub(super) fn init() {
     Lazy::force(&CAPTURE_ROUNDS);
@@ -283,4 +297,5 @@ pub(super) fn init() {
     Lazy::force(&USAGE_ROWS);
     Lazy::force(&USAGE_PENDING);
     Lazy::force(&USAGE_DROPPED);
+    Lazy::force(&REQUEST_LOG_DROPPED);
 }
