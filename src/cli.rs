@@ -68,6 +68,19 @@ pub enum TenantCmd {
         #[arg(long, value_delimiter = ',')]
         features: Vec<String>,
     },
+    /// Plan change requests from the console waiting for an operator, oldest first, one
+    /// JSON object per line.
+    PlanRequests,
+    /// Move a tenant to the plan its pending request asks for.
+    ApprovePlan {
+        #[arg(long)]
+        tenant: String,
+    },
+    /// Refuse a tenant's pending plan request (its plan stays).
+    RejectPlan {
+        #[arg(long)]
+        tenant: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -241,6 +254,26 @@ async fn tenant_command(cmd: &TenantCmd, store: &Store, cfg: &Loaded) -> Result<
             must_exist(store, tenant).await?;
             store.set_features(tenant, features).await.map_err(db)?;
             announce_tenant(cfg, tenant).await;
+        }
+        TenantCmd::PlanRequests => {
+            for r in store.pending_plan_requests().await.map_err(db)? {
+                println!("{}", serde_json::to_string(&r).unwrap_or_default());
+            }
+        }
+        TenantCmd::ApprovePlan { tenant } | TenantCmd::RejectPlan { tenant } => {
+            let approve = matches!(cmd, TenantCmd::ApprovePlan { .. });
+            let decided = store
+                .decide_plan_request(tenant, approve)
+                .await
+                .map_err(db)?
+                .ok_or_else(|| format!("tenant {tenant} has no pending plan request"))?;
+            eprintln!(
+                "{tenant}: {} {} (was {})",
+                decided.status, decided.plan, decided.from_plan
+            );
+            if approve {
+                announce_tenant(cfg, tenant).await;
+            }
         }
     }
     Ok(())

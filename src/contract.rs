@@ -47,6 +47,10 @@ pub struct RouteContract {
     /// The success status (default 200) and its body (`response_type`, default JSON).
     #[serde(default)]
     status: Option<u16>,
+    /// Other success statuses with the same body (a request applied at once, 200, or
+    /// accepted for later, 202).
+    #[serde(default)]
+    also_status: Vec<u16>,
     #[serde(default)]
     response: Option<Value>,
     #[serde(default)]
@@ -426,6 +430,9 @@ fn responses(route: &Route, c: &RouteContract, method: HttpMethod, _plans: &[Str
             json!({"description": "WebSocket upgrade accepted"}),
         );
     } else {
+        for other in &c.also_status {
+            out.insert(other.to_string(), success.clone());
+        }
         out.insert(ok.to_string(), success);
     }
     let mut errors = policy_errors(route, method);

@@ -149,10 +149,11 @@ fn credentials_standing_and_plans() {
     let body = r.json();
     assert_eq!(body["current_tier"], "free");
     assert_eq!(body["required_tier"], "basic");
+    // The console's plans page, where the tenant can ask for another plan.
     assert!(body["upgrade_url"]
         .as_str()
         .unwrap()
-        .starts_with("https://"));
+        .ends_with("/console/#plans"));
     assert_eq!(r.header("X-Required-Tier"), Some("basic"));
 
     // "And above": enterprise passes a basic route (501: not built yet, but admitted).

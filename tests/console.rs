@@ -1084,3 +1084,150 @@ fn sigkill_while_writing(postgres: Option<String>) {
         }
     }
 }
+
+/// The plans page's routes: every plan for anyone, a self-service plan applied at once,
+/// another one pending until an operator approves or rejects it with the CLI; bad or
+/// cross-site requests refused; `upgrade_url` points at the page.
+#[test]
+fn plans_are_listed_and_changed_by_request_and_approval() {
+    let node = Fixture::json_rpc();
+    let (gw, outbox) = console_gateway(&node, "  self_service_plans: [basic]\n");
+    let plans = request(gw.port, "GET", "/v1/plans", &[], b"").unwrap();
+    assert_eq!(plans.status, 200, "{}", plans.text());
+    let plans = plans.json()["plans"].clone();
+    let names: Vec<&str> = plans
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["free", "basic", "pro", "business", "enterprise", "scale"]
+    );
+    assert_eq!(plans[1]["self_service"], true);
+    assert_eq!(plans[2]["self_service"], false);
+    assert_eq!(plans[0]["requests_per_second"], 1.0);
+
+    let mut ada = Browser::new(gw.port);
+    assert_eq!(sign_in(&mut ada, &outbox, "ada@example.com").status, 200);
+    let me = ada.send("GET", "/v1/auth/me", None, None).json();
+    assert_eq!(me["plan"]["name"], "free");
+    let key = me["default_key"]["raw"].as_str().unwrap().to_string();
+    assert_eq!(
+        ada.send("GET", "/v1/plan/request", None, None).json(),
+        json!({"request": null})
+    );
+    // The refusal a free key meets points at the plans page.
+    let refused = request(
+        gw.port,
+        "POST",
+        "/v1/eth/sender/raw",
+        &[("x-token", &key), ("Content-Type", "application/json")],
+        b"{}",
+    )
+    .unwrap();
+    assert_eq!(refused.status, 403, "{}", refused.text());
+    assert_eq!(
+        refused.json()["upgrade_url"],
+        "http://console.test/console/#plans"
+    );
+
+    for (body, csrf, status) in [
+        (json!({"plan": "gold"}), None, 400),
+        (json!({"plan": "free"}), None, 400),
+        (json!({"plan": "basic", "x": 1}), None, 400),
+        (json!({"plan": "basic"}), Some(""), 403),
+    ] {
+        let r = ada.send("POST", "/v1/plan/request", Some(body.clone()), csrf);
+        assert_eq!(r.status, status, "{body}: {}", r.text());
+    }
+    // Self-service: applied at once, the tenant's keys meet it on their next request.
+    let r = ada.send(
+        "POST",
+        "/v1/plan/request",
+        Some(json!({"plan": "basic"})),
+        None,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["request"]["status"], "applied");
+    assert_eq!(
+        ada.send("GET", "/v1/auth/me", None, None).json()["plan"]["name"],
+        "basic"
+    );
+    let r = request(
+        gw.port,
+        "POST",
+        "/v1/eth/sender/raw",
+        &[("x-token", &key), ("Content-Type", "application/json")],
+        b"{}",
+    )
+    .unwrap();
+    assert_eq!(r.status, 400, "past the plan check now: {}", r.text());
+
+    // Any other plan waits for an operator.
+    let r = ada.send(
+        "POST",
+        "/v1/plan/request",
+        Some(json!({"plan": "pro"})),
+        None,
+    );
+    assert_eq!(r.status, 202, "{}", r.text());
+    let pending = ada.send("GET", "/v1/plan/request", None, None).json()["request"].clone();
+    assert_eq!(
+        (
+            pending["plan"].as_str(),
+            pending["status"].as_str(),
+            pending["from_plan"].as_str()
+        ),
+        (Some("pro"), Some("pending"), Some("basic"))
+    );
+    assert_eq!(
+        ada.send("GET", "/v1/auth/me", None, None).json()["plan"]["name"],
+        "basic"
+    );
+    let listed = gw.cli(&["tenants", "plan-requests"]);
+    let row: Value = serde_json::from_str(listed.lines().next().unwrap()).unwrap();
+    assert_eq!(row["plan"], "pro");
+    let tenant = row["tenant_id"].as_str().unwrap().to_string();
+    gw.cli(&["tenants", "approve-plan", "--tenant", &tenant]);
+    assert_eq!(
+        ada.send("GET", "/v1/auth/me", None, None).json()["plan"]["name"],
+        "pro"
+    );
+    assert_eq!(
+        ada.send("GET", "/v1/plan/request", None, None).json()["request"]["status"],
+        "approved"
+    );
+    assert!(gw.cli(&["tenants", "plan-requests"]).is_empty());
+    // A rejection leaves the plan as it is; nothing pending is nothing to decide.
+    assert_eq!(
+        ada.send(
+            "POST",
+            "/v1/plan/request",
+            Some(json!({"plan": "scale"})),
+            None
+        )
+        .status,
+        202
+    );
+    gw.cli(&["tenants", "reject-plan", "--tenant", &tenant]);
+    assert_eq!(
+        ada.send("GET", "/v1/auth/me", None, None).json()["plan"]["name"],
+        "pro"
+    );
+    let again = std::process::Command::new(bin())
+        .arg("--app")
+        .arg(&gw.app)
+        .args(["tenants", "approve-plan", "--tenant", &tenant])
+        .output()
+        .unwrap();
+    assert!(!again.status.success());
+    // Another user's request is their own tenant's.
+    let mut eve = Browser::new(gw.port);
+    assert_eq!(sign_in(&mut eve, &outbox, "eve@example.com").status, 200);
+    assert_eq!(
+        eve.send("GET", "/v1/plan/request", None, None).json(),
+        json!({"request": null})
+    );
+}

@@ -224,6 +224,14 @@ pub(super) fn console(
             );
         }
     }
+    for (i, p) in app.console.self_service_plans.iter().enumerate() {
+        if !app.plans.contains(p) {
+            bad(
+                &format!("console.self_service_plans[{i}]"),
+                format!("'{p}' is not one of plans"),
+            );
+        }
+    }
     for (i, p) in app.console.trusted_proxies.iter().enumerate() {
         if let Err(e) = crate::address::TrustedProxies::parse(&[p]) {
             bad(&format!("console.trusted_proxies[{i}]"), e);

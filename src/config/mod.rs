@@ -190,8 +190,9 @@ pub struct AppConfig {
     pub threads: Option<usize>,
 }
 
+/// Empty: the console's plans page on `console.origin` (`load` fills it in).
 fn default_upgrade_url() -> String {
-    "https://chainedge.dev/pricing".into()
+    String::new()
 }
 
 #[derive(Debug, Deserialize)]
@@ -300,8 +301,13 @@ pub enum Purpose {
 pub fn load(path: &Path, purpose: Purpose) -> Result<Loaded, Vec<ConfigError>> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| vec![ConfigError::new(path, "", format!("cannot read: {e}"))])?;
-    let app: AppConfig =
+    let mut app: AppConfig =
         parse_yaml(&text).map_err(|(key, reason)| vec![ConfigError::new(path, &key, reason)])?;
+    if app.upgrade_url.is_empty() {
+        // The plans page this gateway serves, absolute where the console's origin is known.
+        let origin = app.console.origin.as_deref().unwrap_or_default();
+        app.upgrade_url = format!("{origin}/console/#plans");
+    }
     let mut errors = Vec::new();
     let mut bad = |key: &str, reason: String| errors.push(ConfigError::new(path, key, reason));
 

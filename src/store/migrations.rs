@@ -353,4 +353,16 @@ CREATE TABLE key_requests (
 );
 CREATE INDEX key_requests_by_key ON key_requests(key_id, at_us);
 "#,
+    // Plan change requests (`store/plan_requests.rs`): each tenant's latest.
+    r#"
+CREATE TABLE plan_requests (
+    tenant_id TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    plan TEXT NOT NULL,
+    from_plan TEXT NOT NULL,
+    status TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    decided_at INTEGER
+);
+"#,
 ];

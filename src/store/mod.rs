@@ -8,6 +8,7 @@
 
 pub mod capacity;
 pub mod console;
+pub mod plan_requests;
 pub mod requests;
 /// What an owner may narrow a key to, as stored with it.
 pub use crate::key_restrictions::RestrictionsDoc;

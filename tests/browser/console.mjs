@@ -91,6 +91,17 @@ try {
   const plan = await page.textContent("#plan");
   assert.match(plan, /^[a-z]+: (\d+(\.\d+)? requests\/s|no limit set) \(bursts to [\d.]+\u00d7\)/, plan);
 
+  // Plans: every plan listed, the tenant's own marked; asking for another (not
+  // self-service here) leaves a pending request on the page.
+  await page.waitForSelector("#plans-list tr.current");
+  assert.equal(await page.locator("#plans-list tr").count(), 6);
+  assert.match(await page.textContent("#plans-list tr.current"), /^free \(yours\)/);
+  page.once("dialog", (d) => d.accept());
+  await page.locator('#plans-list tr[data-plan="pro"] button.ask-plan').click();
+  await page.waitForFunction(() => document.getElementById("plan-request").textContent.startsWith("Waiting for an operator: pro"));
+  assert.match(await page.textContent("#plans-list tr.current"), /^free/);
+  console.log("plans: listed, a request for pro pending");
+
   // Usage: calls made with the default key (the snippet's, 5 more answered, 2 refused by
   // the method table)
   // show in the chart once flushed. The screenshot's pixels must hold the bars' colours:

@@ -32,6 +32,10 @@ pub struct ConsoleConf {
     /// Google sign-in (OAuth 2.0 / OIDC authorization code with PKCE).
     #[serde(default)]
     pub google: Option<GoogleConf>,
+    /// Plans a console user may move their tenant to at once; a request for any other
+    /// plan waits for an operator (`chainedge tenants approve-plan`).
+    #[serde(default)]
+    pub self_service_plans: Vec<String>,
 }
 
 /// An OIDC provider (Google by default; endpoints configurable for tests and other IdPs).
@@ -83,6 +87,7 @@ impl Default for ConsoleConf {
             max_challenges_per_client: d_challenges_per_client(),
             max_challenges_per_subject: d_challenges_per_subject(),
             google: None,
+            self_service_plans: Vec::new(),
         }
     }
 }

@@ -47,7 +47,48 @@ async function load() {
   }
   showEndpoints(dk && dk.raw);
   showPlan(me.plan);
+  await showPlans(me.plan && me.plan.name);
   await listKeys();
+}
+
+// Every plan, the tenant's own marked; another can be asked for (applied at once where
+// the operator made it self-service, else sent for approval).
+async function showPlans(current) {
+  const [{ plans }, { request }] = await Promise.all([
+    api("GET", "/v1/plans"), api("GET", "/v1/plan/request")]);
+  const tbody = $("plans-list");
+  tbody.replaceChildren();
+  for (const p of plans) {
+    const tr = document.createElement("tr");
+    tr.dataset.plan = p.name;
+    if (p.name === current) tr.className = "current";
+    const cells = [p.name + (p.name === current ? " (yours)" : ""), p.requests_per_second ?? "no limit set",
+      p.compute_units_per_second ?? "—", p.burst + "\u00d7"];
+    for (const c of cells) {
+      const td = document.createElement("td");
+      td.textContent = String(c);
+      tr.append(td);
+    }
+    const action = document.createElement("td");
+    if (p.name !== current) {
+      const b = document.createElement("button");
+      b.className = "ask-plan";
+      b.textContent = p.self_service ? "Switch" : "Request";
+      b.onclick = () => act(async () => {
+        if (!confirm((p.self_service ? "Switch to " : "Ask an operator for ") + p.name + "?")) return;
+        const answer = await api("POST", "/v1/plan/request", { plan: p.name });
+        await load();
+        $("plan-request").textContent = answer.request.status === "applied"
+          ? "Your plan is now " + p.name + "." : $("plan-request").textContent;
+      });
+      action.append(b);
+    }
+    tr.append(action);
+    tbody.append(tr);
+  }
+  $("plan-request").textContent = request && request.status === "pending"
+    ? "Waiting for an operator: " + request.plan + " (asked " + request.requested_at.replace("T", " ").replace("Z", " UTC") + ")."
+    : request ? "Last request: " + request.plan + ", " + request.status + "." : "";
 }
 
 // The tenant's plan and what it allows: requests/s (the default and each category that

@@ -19,6 +19,7 @@ use serde_json::{json, Value};
 /// `/v1/auth/me`.
 pub use crate::auth::{DEFAULT_SCOPES, SCOPES};
 
+mod plans;
 mod sign_in;
 
 use sign_in::*;
@@ -63,6 +64,17 @@ pub const HANDLERS: &[Handler] = &[
     .form(),
     Handler::new("console_keys_usage", |s, r| {
         Box::pin(keys_usage(s.console, r))
+    })
+    .form(),
+    Handler::new("console_plans", |s, _| {
+        Box::pin(async move { plans::list(s.config) })
+    }),
+    Handler::new("console_plan_request", |s, r| {
+        Box::pin(plans::ask(s.config, s.console, s.keys, r))
+    })
+    .form(),
+    Handler::new("console_plan_request_get", |s, r| {
+        Box::pin(plans::current(s.console, r))
     })
     .form(),
     Handler::new("console_email_start", |s, r| {
@@ -384,25 +396,13 @@ pub(super) async fn me(
     json_reply(200, body)
 }
 
-/// A tenant's plan as the console shows it: the request rate of every rate category
-/// (the default, and the categories that set their own), the burst over it, the compute
-/// units per second, the trial's end and the features switched on.
+/// A tenant's plan as the console shows it: its limits (`plans::plan_limits`), the
+/// trial's end and the features switched on.
 fn plan_json(limits: &crate::config::limits::LimitsConf, t: &store::tenants::TenantInfo) -> Value {
-    let plan = t.plan.as_str();
-    let categories: std::collections::BTreeMap<&str, f64> = limits
-        .categories
-        .iter()
-        .filter_map(|(category, per_plan)| Some((category.as_str(), *per_plan.get(plan)?)))
-        .collect();
-    json!({
-        "name": plan,
-        "requests_per_second": limits.default.get(plan),
-        "burst": limits.burst,
-        "categories": categories,
-        "compute_units_per_second": limits.compute_units.get(plan),
-        "trial_ends_at": t.trial_ends_at.map(super::rfc3339),
-        "features": t.features,
-    })
+    let mut v = plans::plan_limits(limits, &t.plan);
+    v["trial_ends_at"] = json!(t.trial_ends_at.map(super::rfc3339));
+    v["features"] = json!(t.features);
+    v
 }
 
 #[derive(Deserialize)]

@@ -1,0 +1,115 @@
+//! The plans page's routes: every plan and what it allows (public, from the
+//! configuration), and a tenant's plan change request: applied at once for a plan the
+//! operator made self-service (`console.self_service_plans`), else waiting for an
+//! operator's `chainedge tenants approve-plan`.
+
+use super::{bad, json_reply, parse, session, user_of};
+use crate::auth::keys::KeyAuth;
+use crate::config::limits::LimitsConf;
+use crate::config::Loaded;
+use crate::console::{db, Console};
+use crate::errors::ApiError;
+use crate::handlers::Request;
+use crate::reply::Reply;
+use crate::store::plan_requests::PlanRequest;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+/// A plan's limits as the console shows them: the request rate of every rate category
+/// (the default, and the categories that set their own), the burst over it, the compute
+/// units per second.
+pub(super) fn plan_limits(limits: &LimitsConf, plan: &str) -> Value {
+    let categories: std::collections::BTreeMap<&str, f64> = limits
+        .categories
+        .iter()
+        .filter_map(|(category, per_plan)| Some((category.as_str(), *per_plan.get(plan)?)))
+        .collect();
+    json!({
+        "name": plan,
+        "requests_per_second": limits.default.get(plan),
+        "burst": limits.burst,
+        "categories": categories,
+        "compute_units_per_second": limits.compute_units.get(plan),
+    })
+}
+
+/// `GET /v1/plans`: every configured plan, lowest first, and whether a user may move
+/// to it without an operator.
+pub(super) fn list(config: &Loaded) -> Result<Reply, ApiError> {
+    let app = &config.app;
+    let plans: Vec<Value> = app
+        .plans
+        .iter()
+        .map(|p| {
+            let mut v = plan_limits(&app.limits, p);
+            v["self_service"] = json!(app.console.self_service_plans.contains(p));
+            v
+        })
+        .collect();
+    json_reply(200, json!({ "plans": plans }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Asked {
+    plan: String,
+}
+
+fn request_json(r: &PlanRequest) -> Value {
+    json!({
+        "plan": r.plan,
+        "from_plan": r.from_plan,
+        "status": r.status,
+        "requested_at": super::super::rfc3339(r.created_at),
+        "decided_at": r.decided_at.map(super::super::rfc3339),
+    })
+}
+
+/// `POST /v1/plan/request` `{"plan"}`: 200 with the request `applied` (a self-service
+/// plan: the tenant's keys meet it on their next request), 202 `pending` otherwise.
+pub(super) async fn ask(
+    config: &Loaded,
+    console: &Console,
+    keys: &KeyAuth,
+    req: &Request<'_>,
+) -> Result<Reply, ApiError> {
+    let user = user_of(console, session(req)?).await?;
+    let plan = parse::<Asked>(&req.body)?.plan;
+    let app = &config.app;
+    if !app.plans.contains(&plan) {
+        return Err(bad("invalid_request", "no such plan"));
+    }
+    let current = db(console.store.tenant(&user.tenant_id))
+        .await?
+        .map(|t| t.plan)
+        .unwrap_or_default();
+    if current == plan {
+        return Err(bad("invalid_request", "the tenant is on that plan already"));
+    }
+    let apply = app.console.self_service_plans.contains(&plan);
+    let asked = db(console
+        .store
+        .request_plan(&user.tenant_id, &user.id, &plan, apply))
+    .await?;
+    if apply {
+        keys.evict_tenant(&user.tenant_id);
+        if let Some(url) = &config.cluster_redis {
+            if let Err(e) =
+                crate::cluster::publish_tenant_changed(url.expose(), &user.tenant_id).await
+            {
+                log::warn!("plan change not announced ({e}); instances notice within auth.key_cache_ttl_ms");
+            }
+        }
+    }
+    json_reply(
+        if apply { 200 } else { 202 },
+        json!({ "request": request_json(&asked) }),
+    )
+}
+
+/// `GET /v1/plan/request`: the tenant's latest request (`null`: none).
+pub(super) async fn current(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
+    let user = user_of(console, session(req)?).await?;
+    let asked = db(console.store.plan_request(&user.tenant_id)).await?;
+    json_reply(200, json!({ "request": asked.as_ref().map(request_json) }))
+}
