@@ -1230,4 +1230,38 @@ fn plans_are_listed_and_changed_by_request_and_approval() {
         eve.send("GET", "/v1/plan/request", None, None).json(),
         json!({"request": null})
     );
+
+    // The audit log: each change, newest first, by whom (the operator's with no user).
+    let events = ada.send("GET", "/v1/audit", None, None).json()["events"].clone();
+    let seen: Vec<(String, String, Value)> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap().to_string(),
+                e["target"].as_str().unwrap().to_string(),
+                e["user"].clone(),
+            )
+        })
+        .collect();
+    let ada_user = json!("ada@example.com");
+    let default_key = me["default_key"]["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        seen,
+        [
+            ("plan.reject".into(), "scale".into(), Value::Null),
+            ("plan.request".into(), "scale".into(), ada_user.clone()),
+            ("plan.approve".into(), "pro".into(), Value::Null),
+            ("plan.request".into(), "pro".into(), ada_user.clone()),
+            ("plan.request".into(), "basic".into(), ada_user.clone()),
+            ("key.create".into(), default_key, ada_user),
+        ],
+        "{events}"
+    );
+    assert_eq!(events[4]["detail"], "from free: applied");
+    eve.send("GET", "/v1/auth/me", None, None);
+    let eves = eve.send("GET", "/v1/audit", None, None).json()["events"].clone();
+    assert_eq!(eves.as_array().unwrap().len(), 1, "{eves}");
+    assert_eq!(eves[0]["user"], "eve@example.com");
 }

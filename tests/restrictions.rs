@@ -581,6 +581,26 @@ fn a_cap_an_expiry_and_a_change_apply_at_once_and_only_the_owner_sees_them() {
     assert_eq!(r.status, 403);
     assert!(post(&s.gw, &open, &[], &block).json()["result"].is_string());
 
+    // The audit log has each change to the key, by its owner.
+    let events = s.owner.send("GET", "/v1/audit", None, None).json()["events"].clone();
+    let of_key: Vec<(&str, &str)> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["target"] == id.as_str())
+        .map(|e| (e["action"].as_str().unwrap(), e["detail"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        of_key,
+        [
+            ("key.restrict", "none"),
+            ("key.rename", "wide"),
+            ("key.restrict", r#"{"allowed_methods":["eth_blockNumber"]}"#),
+            ("key.create", "narrow (rpc:read, rpc:write)"),
+        ],
+        "{events}"
+    );
+
     // The list shows each key's restrictions and when it was last used.
     let deadline = Instant::now() + Duration::from_secs(10);
     let listed = loop {

@@ -1,6 +1,7 @@
 //! Console tables: users and their sign-in identities, sessions (hashed tokens), and
 //! per-user keys. One-time codes and wallet challenges are `sign_in`.
 
+use super::audit;
 use super::sql::{params, query_opt, Row, StoreError, Tx};
 use super::{now, now_us, parse_list, KeyInfo, Store};
 use crate::crypto::sha256;
@@ -195,6 +196,16 @@ impl Store {
                 None,
             )
             .await?;
+            let detail = format!("default ({})", scopes.join(", "));
+            audit::record(
+                tx.as_mut(),
+                &user.tenant_id,
+                Some(&user.id),
+                "key.create",
+                &id,
+                &detail,
+            )
+            .await?;
             let k = key_by_id(tx.as_mut(), &id).await?;
             tx.commit().await?;
             Ok((k, Some(raw)))
@@ -249,6 +260,20 @@ impl Store {
                 restrictions,
             )
             .await?;
+            let detail = format!(
+                "{name} ({}){}",
+                scopes.join(", "),
+                restrictions.map_or(String::new(), |r| format!(", restricted to {r}"))
+            );
+            audit::record(
+                tx.as_mut(),
+                &user.tenant_id,
+                Some(&user.id),
+                "key.create",
+                &id,
+                &detail,
+            )
+            .await?;
             let k = key_by_id(tx.as_mut(), &id).await?;
             tx.commit().await?;
             Ok(Some((k, raw)))
@@ -270,21 +295,24 @@ impl Store {
         self.retry_conflicts(|mut tx| {
             let restrictions = restrictions.clone();
             async move {
-                let hash = query_opt(
+                let Some(row) = query_opt(
                     tx.as_mut(),
-                    "SELECT secret_sha256 FROM api_keys WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL",
+                    "SELECT secret_sha256, tenant_id FROM api_keys WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL",
                     params![key_id, user_id],
                 )
                 .await?
-                .map(|r| r.bytes(0))
-                .transpose()?;
-                let Some(hash) = hash else { return Ok(None) };
+                else {
+                    return Ok(None);
+                };
+                let (hash, tenant) = (row.bytes(0)?, row.text(1)?);
+                let user = Some(user_id);
                 if let Some(name) = name {
                     tx.execute(
                         "UPDATE api_keys SET name = $2 WHERE id = $1",
                         params![key_id, name],
                     )
                     .await?;
+                    audit::record(tx.as_mut(), &tenant, user, "key.rename", key_id, name).await?;
                 }
                 if let Some(r) = restrictions {
                     tx.execute(
@@ -292,6 +320,8 @@ impl Store {
                         params![key_id, r.as_deref()],
                     )
                     .await?;
+                    let detail = r.as_deref().unwrap_or("none");
+                    audit::record(tx.as_mut(), &tenant, user, "key.restrict", key_id, detail).await?;
                 }
                 let k = key_by_id(tx.as_mut(), key_id).await?;
                 tx.commit().await?;
@@ -309,20 +339,22 @@ impl Store {
         key_id: &str,
     ) -> Result<Option<[u8; 32]>, StoreError> {
         self.retry_conflicts(|mut tx| async move {
-            let hash = query_opt(
+            let Some(row) = query_opt(
                 tx.as_mut(),
-                "SELECT secret_sha256 FROM api_keys WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL",
+                "SELECT secret_sha256, tenant_id, name FROM api_keys WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL",
                 params![key_id, user_id],
             )
             .await?
-            .map(|r| r.bytes(0))
-            .transpose()?;
-            let Some(hash) = hash else { return Ok(None) };
+            else {
+                return Ok(None);
+            };
+            let (hash, tenant, name) = (row.bytes(0)?, row.text(1)?, row.text(2)?);
             tx.execute(
                 "UPDATE api_keys SET revoked_at = $2 WHERE id = $1",
                 params![key_id, now()],
             )
             .await?;
+            audit::record(tx.as_mut(), &tenant, Some(user_id), "key.revoke", key_id, &name).await?;
             tx.commit().await?;
             Ok(hash.try_into().ok())
         })
@@ -364,6 +396,8 @@ impl Store {
                 restrictions.as_deref(),
             )
             .await?;
+            let detail = format!("{name}: replaced by {id}");
+            audit::record(tx.as_mut(), &user.tenant_id, Some(&user.id), "key.rotate", key_id, &detail).await?;
             let k = key_by_id(tx.as_mut(), &id).await?;
             tx.commit().await?;
             let hash: [u8; 32] = hash.try_into().unwrap_or([0; 32]);

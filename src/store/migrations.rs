@@ -365,4 +365,16 @@ CREATE TABLE plan_requests (
     decided_at INTEGER
 );
 "#,
+    // The audit log (`store/audit.rs`): changes to a tenant's keys and plan.
+    r#"
+CREATE TABLE audit_events (
+    tenant_id TEXT NOT NULL,
+    at_us INTEGER NOT NULL,
+    user_id TEXT,
+    action TEXT NOT NULL,
+    target TEXT NOT NULL,
+    detail TEXT NOT NULL
+);
+CREATE INDEX audit_events_by_tenant ON audit_events(tenant_id, at_us);
+"#,
 ];

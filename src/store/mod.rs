@@ -6,6 +6,7 @@
 //! run (`sql.rs`), with `$1` parameters; the migrations are one list. Nothing here runs
 //! on the proxying path: keys are read through the key cache (`auth::keys`) on a miss.
 
+pub mod audit;
 pub mod capacity;
 pub mod console;
 pub mod plan_requests;
@@ -220,6 +221,8 @@ impl Store {
             stored.as_deref(),
         )
         .await?;
+        let detail = format!("{name} ({})", scopes.join(", "));
+        audit::record(tx.as_mut(), tenant, user, "key.create", &created.0, &detail).await?;
         tx.commit().await?;
         Ok(created)
     }
@@ -241,21 +244,34 @@ impl Store {
 
     /// Revoke a key; returns its secret hash so caches can drop it at once.
     pub async fn revoke_key(&self, key_id: &str) -> Result<Option<[u8; 32]>, StoreError> {
-        let hash = self
-            .query_opt(
-                "SELECT secret_sha256 FROM api_keys WHERE id = $1",
-                params![key_id],
-            )
-            .await?
-            .map(|r| r.bytes(0))
-            .transpose()?;
-        self.db
-            .execute(
-                "UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL",
+        let mut tx = self.db.begin().await?;
+        let Some(row) = sql::query_opt(
+            tx.as_mut(),
+            "SELECT secret_sha256, tenant_id, name, revoked_at FROM api_keys WHERE id = $1",
+            params![key_id],
+        )
+        .await?
+        else {
+            return Ok(None);
+        };
+        if row.is_null(3)? {
+            tx.execute(
+                "UPDATE api_keys SET revoked_at = $2 WHERE id = $1",
                 params![key_id, now()],
             )
             .await?;
-        Ok(hash.and_then(|h| h.try_into().ok()))
+            audit::record(
+                tx.as_mut(),
+                &row.text(1)?,
+                None,
+                "key.revoke",
+                key_id,
+                &row.text(2)?,
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(row.bytes(0)?.try_into().ok())
     }
 
     /// Replace an active key's restrictions (the CLI); its hash, for the caches.
@@ -264,22 +280,34 @@ impl Store {
         key_id: &str,
         restrictions: &RestrictionsDoc,
     ) -> Result<Option<[u8; 32]>, StoreError> {
-        let hash = self
-            .query_opt(
-                "SELECT secret_sha256 FROM api_keys WHERE id = $1 AND revoked_at IS NULL",
-                params![key_id],
-            )
-            .await?
-            .map(|r| r.bytes(0))
-            .transpose()?;
-        let Some(hash) = hash else { return Ok(None) };
-        self.db
-            .execute(
-                "UPDATE api_keys SET restrictions = $2 WHERE id = $1",
-                params![key_id, console::stored(restrictions).as_deref()],
-            )
-            .await?;
-        Ok(hash.try_into().ok())
+        let mut tx = self.db.begin().await?;
+        let Some(row) = sql::query_opt(
+            tx.as_mut(),
+            "SELECT secret_sha256, tenant_id FROM api_keys WHERE id = $1 AND revoked_at IS NULL",
+            params![key_id],
+        )
+        .await?
+        else {
+            return Ok(None);
+        };
+        let stored = console::stored(restrictions);
+        tx.execute(
+            "UPDATE api_keys SET restrictions = $2 WHERE id = $1",
+            params![key_id, stored.as_deref()],
+        )
+        .await?;
+        let detail = stored.as_deref().unwrap_or("none");
+        audit::record(
+            tx.as_mut(),
+            &row.text(1)?,
+            None,
+            "key.restrict",
+            key_id,
+            detail,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(row.bytes(0)?.try_into().ok())
     }
 
     pub async fn lookup_key(&self, hash: &[u8; 32]) -> Result<Option<KeyRecord>, StoreError> {

@@ -72,6 +72,16 @@ impl Store {
             )
             .await?;
         }
+        let detail = format!("from {from}: {status}");
+        super::audit::record(
+            tx.as_mut(),
+            tenant,
+            Some(user),
+            "plan.request",
+            plan,
+            &detail,
+        )
+        .await?;
         let row = query_opt(
             tx.as_mut(),
             &format!("{COLUMNS} WHERE tenant_id = $1"),
@@ -135,6 +145,13 @@ impl Store {
             )
             .await?;
         }
+        let action = if approve {
+            "plan.approve"
+        } else {
+            "plan.reject"
+        };
+        let detail = format!("from {}", req.from_plan);
+        super::audit::record(tx.as_mut(), tenant, None, action, &req.plan, &detail).await?;
         tx.commit().await?;
         Ok(Some(req))
     }

@@ -243,6 +243,12 @@ try {
   assert.equal((await call(rotated, "eth_chainId"))[0], 403);
   await page.locator("#keys tr", { hasText: "renamed-key" }).locator("button.revoke").click();
   await page.waitForFunction(() => document.querySelectorAll("#keys tr").length === 1);
+  // The audit log shows each change, newest first, made by this user.
+  await page.waitForFunction(() => document.querySelector("#audit-list tr td:nth-child(3)")?.textContent === "key.revoke");
+  const audit = await page.locator("#audit-list tr td:nth-child(3)").allTextContents();
+  assert.deepEqual(audit, ["key.revoke", "key.rotate", "key.restrict", "key.rename", "key.create", "plan.request", "key.create"], audit.join(","));
+  assert.equal(await page.textContent("#audit-list tr td:nth-child(2)"), email);
+  console.log(`audit log: ${audit.join(", ")}`);
 
   // A forged cross-site POST: another site auto-submits a form to /v1/keys. The session
   // cookie (SameSite=Lax) is not sent on a cross-site POST and there is no CSRF header.

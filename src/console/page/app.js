@@ -161,8 +161,27 @@ for (const b of document.querySelectorAll("button.copy")) {
 
 let usageWindow = "24h";
 
+// The account's audit log, newest first.
+async function showAudit() {
+  const { events } = await api("GET", "/v1/audit");
+  const tbody = $("audit-list");
+  tbody.replaceChildren();
+  for (const e of events) {
+    const tr = document.createElement("tr");
+    const cells = [e.at.slice(0, 19).replace("T", " "), e.user ?? (e.user_id ? e.user_id : "operator"),
+      e.action, e.target, e.detail];
+    for (const c of cells) {
+      const td = document.createElement("td");
+      td.textContent = String(c);
+      tr.append(td);
+    }
+    tbody.append(tr);
+  }
+}
+
 async function listKeys() {
   const { keys } = await api("GET", "/v1/keys");
+  act(showAudit);
   fillUsageKeys(keys);
   const tbody = $("keys");
   tbody.replaceChildren();

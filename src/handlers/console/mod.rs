@@ -77,6 +77,7 @@ pub const HANDLERS: &[Handler] = &[
         Box::pin(plans::current(s.console, r))
     })
     .form(),
+    Handler::new("console_audit", |s, r| Box::pin(audit(s.console, r))).form(),
     Handler::new("console_email_start", |s, r| {
         Box::pin(email_start(s.console, r))
     })
@@ -258,6 +259,29 @@ async fn key_requests(
         })
         .collect();
     json_reply(200, json!({ "requests": requests }))
+}
+
+/// Audit entries one answer shows.
+const AUDIT_SHOWN: i64 = 200;
+
+/// `GET /v1/audit`: the session's tenant's audit log, newest first.
+async fn audit(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
+    let user = user_of(console, session(req)?).await?;
+    let entries = db(console.store.audit_log(&user.tenant_id, AUDIT_SHOWN)).await?;
+    let events: Vec<Value> = entries
+        .iter()
+        .map(|e| {
+            json!({
+                "at": rfc3339_us(e.at_us),
+                "user_id": e.user_id,
+                "user": e.user,
+                "action": e.action,
+                "target": e.target,
+                "detail": e.detail,
+            })
+        })
+        .collect();
+    json_reply(200, json!({ "events": events }))
 }
 
 /// Microseconds since the epoch as RFC 3339 with microseconds.
