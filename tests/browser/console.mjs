@@ -6,6 +6,23 @@ import { chromium } from "playwright-core";
 import { readFileSync, existsSync, writeFileSync } from "node:fs";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
+import { generateKeyPairSync, sign } from "node:crypto";
+
+// Base58 (Bitcoin alphabet), as Solana writes addresses.
+function base58(bytes) {
+  const alphabet = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
+  let n = BigInt("0x" + Buffer.from(bytes).toString("hex"));
+  let out = "";
+  while (n > 0n) {
+    out = alphabet[Number(n % 58n)] + out;
+    n /= 58n;
+  }
+  for (const b of bytes) {
+    if (b !== 0) break;
+    out = "1" + out;
+  }
+  return out;
+}
 
 const [base, outbox, screenshotFile] = process.argv.slice(2);
 const email = "browser@example.com";
@@ -288,6 +305,33 @@ try {
   await page.waitForSelector("#signin:not([hidden])");
   const after = await context.cookies();
   assert.ok(!after.some((c) => c.name === "nl_session"), JSON.stringify(after));
+  // The sign-in ways offered: email (an outbox is configured), wallets; no Google here.
+  assert.ok(await page.locator("#signin-email").isVisible());
+  assert.ok(await page.locator("#signin-google").isHidden());
+  // Without a Solana wallet extension, the button says what to do.
+  await page.click("#wallet-solana");
+  await page.waitForSelector("#status.error");
+  assert.match(await page.textContent("#status"), /no Solana wallet extension/);
+  // With one (an ed25519 key held by this script, as Phantom exposes it): signed in.
+  const { publicKey, privateKey } = generateKeyPairSync("ed25519");
+  const raw32 = publicKey.export({ format: "der", type: "spki" }).subarray(-32);
+  const address = base58(raw32);
+  const walletPage = await context.newPage();
+  await walletPage.exposeFunction("signWithTestKey", (bytes) =>
+    Array.from(sign(null, Buffer.from(bytes), privateKey)));
+  await walletPage.addInitScript((addr) => {
+    window.phantom = { solana: {
+      connect: async () => ({ publicKey: { toString: () => addr } }),
+      signMessage: async (bytes) => ({ signature: new Uint8Array(await window.signWithTestKey(Array.from(bytes))) }),
+    } };
+  }, address);
+  await walletPage.goto(base + "/console/");
+  await walletPage.waitForSelector("#signin:not([hidden])");
+  await walletPage.click("#wallet-solana");
+  await walletPage.waitForSelector("#app:not([hidden])");
+  assert.equal(await walletPage.textContent("#provider"), "wallet_solana");
+  console.log(`solana wallet sign-in: ${address}`);
+
   console.log("console page: all browser checks passed");
 } finally {
   await browser.close();

@@ -33,6 +33,7 @@ async function load() {
   } catch (e) {
     $("app").hidden = true;
     $("signin").hidden = false;
+    await showProviders();
     return;
   }
   $("signin").hidden = true;
@@ -435,6 +436,38 @@ $("code-form").onsubmit = (ev) => {
     await load();
   });
 };
+
+// The sign-in ways this gateway offers: email only with delivery configured, Google only
+// with its client.
+async function showProviders() {
+  try {
+    const p = await api("GET", "/v1/auth/providers");
+    $("signin-email").hidden = !p.email;
+    $("signin-google").hidden = !p.google;
+  } catch (e) {
+    // The buttons stay as they are; each says what is wrong when used.
+  }
+}
+
+// Phantom, Solflare and Backpack inject a provider with connect() and signMessage().
+function solanaWallet() {
+  return (window.phantom && window.phantom.solana) || window.solflare || window.backpack || window.solana;
+}
+
+$("wallet-solana").onclick = () => act(async () => {
+  const wallet = solanaWallet();
+  if (!wallet) {
+    throw new Error("no Solana wallet extension in this browser: install one (Phantom, Solflare, Backpack…) or sign in another way");
+  }
+  const { publicKey } = await wallet.connect();
+  const address = publicKey.toString();
+  const ch = await api("POST", "/v1/auth/wallet/solana/challenge", { address });
+  const signed = await wallet.signMessage(new TextEncoder().encode(ch.message), "utf8");
+  const bytes = signed.signature || signed;
+  const signature = btoa(String.fromCharCode(...bytes));
+  await api("POST", "/v1/auth/wallet/solana/verify", { message: ch.message, signature });
+  await load();
+});
 
 $("wallet-evm").onclick = () => act(async () => {
   if (!window.ethereum) {

@@ -78,6 +78,9 @@ pub const HANDLERS: &[Handler] = &[
     })
     .form(),
     Handler::new("console_audit", |s, r| Box::pin(audit(s.console, r))).form(),
+    Handler::new("console_providers", |s, _| {
+        Box::pin(async move { providers(s.console) })
+    }),
     Handler::new("console_email_start", |s, r| {
         Box::pin(email_start(s.console, r))
     })

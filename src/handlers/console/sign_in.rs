@@ -269,6 +269,20 @@ pub(super) async fn wallet_verify(console: &Console, req: &Request<'_>) -> Resul
     sign_in(console, id, req.secure).await
 }
 
+/// `GET /v1/auth/providers`: which ways to sign in this gateway offers, for the page's
+/// buttons (wallets need no configuration; email needs delivery, Google its client).
+pub(super) fn providers(console: &Console) -> Result<Reply, ApiError> {
+    json_reply(
+        200,
+        json!({
+            "email": console.mailer.enabled(),
+            "google": console.oidc.is_some(),
+            "wallet_evm": true,
+            "wallet_solana": true,
+        }),
+    )
+}
+
 fn oidc(console: &Console) -> Result<&crate::console::google::Oidc, ApiError> {
     console
         .oidc
