@@ -1119,14 +1119,17 @@ fn plans_are_listed_and_changed_by_request_and_approval() {
         json!({"request": null})
     );
     // The refusal a free key meets points at the plans page.
-    let refused = request(
-        gw.port,
-        "POST",
-        "/v1/eth/sender/raw",
-        &[("x-token", &key), ("Content-Type", "application/json")],
-        b"{}",
-    )
-    .unwrap();
+    let send_nothing = || {
+        request(
+            gw.port,
+            "POST",
+            "/v1/eth/sender/raw",
+            &[("x-token", &key), ("Content-Type", "application/json")],
+            b"{}",
+        )
+        .unwrap()
+    };
+    let refused = send_nothing();
     assert_eq!(refused.status, 403, "{}", refused.text());
     assert_eq!(
         refused.json()["upgrade_url"],
@@ -1155,14 +1158,7 @@ fn plans_are_listed_and_changed_by_request_and_approval() {
         ada.send("GET", "/v1/auth/me", None, None).json()["plan"]["name"],
         "basic"
     );
-    let r = request(
-        gw.port,
-        "POST",
-        "/v1/eth/sender/raw",
-        &[("x-token", &key), ("Content-Type", "application/json")],
-        b"{}",
-    )
-    .unwrap();
+    let r = send_nothing();
     assert_eq!(r.status, 400, "past the plan check now: {}", r.text());
 
     // Any other plan waits for an operator.

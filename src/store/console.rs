@@ -295,16 +295,10 @@ impl Store {
         self.retry_conflicts(|mut tx| {
             let restrictions = restrictions.clone();
             async move {
-                let Some(row) = query_opt(
-                    tx.as_mut(),
-                    "SELECT secret_sha256, tenant_id FROM api_keys WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL",
-                    params![key_id, user_id],
-                )
-                .await?
+                let Some((hash, tenant, _)) = active_user_key(tx.as_mut(), key_id, user_id).await?
                 else {
                     return Ok(None);
                 };
-                let (hash, tenant) = (row.bytes(0)?, row.text(1)?);
                 let user = Some(user_id);
                 if let Some(name) = name {
                     tx.execute(
@@ -321,7 +315,8 @@ impl Store {
                     )
                     .await?;
                     let detail = r.as_deref().unwrap_or("none");
-                    audit::record(tx.as_mut(), &tenant, user, "key.restrict", key_id, detail).await?;
+                    audit::record(tx.as_mut(), &tenant, user, "key.restrict", key_id, detail)
+                        .await?;
                 }
                 let k = key_by_id(tx.as_mut(), key_id).await?;
                 tx.commit().await?;
@@ -339,22 +334,24 @@ impl Store {
         key_id: &str,
     ) -> Result<Option<[u8; 32]>, StoreError> {
         self.retry_conflicts(|mut tx| async move {
-            let Some(row) = query_opt(
-                tx.as_mut(),
-                "SELECT secret_sha256, tenant_id, name FROM api_keys WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL",
-                params![key_id, user_id],
-            )
-            .await?
+            let Some((hash, tenant, name)) = active_user_key(tx.as_mut(), key_id, user_id).await?
             else {
                 return Ok(None);
             };
-            let (hash, tenant, name) = (row.bytes(0)?, row.text(1)?, row.text(2)?);
             tx.execute(
                 "UPDATE api_keys SET revoked_at = $2 WHERE id = $1",
                 params![key_id, now()],
             )
             .await?;
-            audit::record(tx.as_mut(), &tenant, Some(user_id), "key.revoke", key_id, &name).await?;
+            audit::record(
+                tx.as_mut(),
+                &tenant,
+                Some(user_id),
+                "key.revoke",
+                key_id,
+                &name,
+            )
+            .await?;
             tx.commit().await?;
             Ok(hash.try_into().ok())
         })
@@ -405,6 +402,22 @@ impl Store {
         })
         .await
     }
+}
+
+/// One of the user's active keys inside a transaction: its hash, tenant and name.
+async fn active_user_key(
+    tx: &mut dyn Tx,
+    key_id: &str,
+    user_id: &str,
+) -> Result<Option<(Vec<u8>, String, String)>, StoreError> {
+    let row = query_opt(
+        tx,
+        "SELECT secret_sha256, tenant_id, name FROM api_keys WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL",
+        params![key_id, user_id],
+    )
+    .await?;
+    row.map(|r| Ok((r.bytes(0)?, r.text(1)?, r.text(2)?)))
+        .transpose()
 }
 
 /// `user_for` inside its transaction.
