@@ -227,6 +227,16 @@ def console(tour):
     tour.check("key usage", "GET", f"/v1/keys/{kid}/usage", None)
     tour.check("key transactions", "GET", f"/v1/keys/{kid}/txs", None)
     tour.check("revoke key", "DELETE", f"/v1/keys/{kid}", None, want=204)
+    limits = {"allowed_methods": ["eth_blockNumber"], "max_rps": 5}
+    narrow = tour.check("restricted key", "POST", "/v1/keys", None, {"name": "narrow", "restrictions": limits}, want=201, fields=["id", "raw", "restrictions.allowed_methods"])
+    chain_id = {"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []}
+    tour.check("restriction enforced", "POST", "/rpc/eth", None, chain_id, want=403, fields=["error.data.restriction"], headers={"x-token": narrow["raw"]})
+    tour.check("key request log", "GET", f"/v1/keys/{narrow['id']}/requests", None, fields=["requests.0.error"])
+    tour.check("change restrictions", "PATCH", f"/v1/keys/{narrow['id']}", None, {"restrictions": {}}, fields=["id"])
+    tour.check("plans", "GET", "/v1/plans", None, fields=["plans.0.name"])
+    tour.check("plan request", "GET", "/v1/plan/request", None)
+    tour.check("audit log", "GET", "/v1/audit", None, fields=["events.0.action"])
+    tour.check("sign-in ways", "GET", "/v1/auth/providers", None, fields=["wallet_evm"])
     tour.check("console page", "GET", "/console/", None)
     tour.check("openapi", "GET", "/openapi.json", None, fields=["paths"])
     tour.check("logout", "POST", "/v1/auth/logout", None, {}, want=204)
