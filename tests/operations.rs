@@ -837,6 +837,8 @@ fn the_contract_holds_against_the_demo_stack() {
     ] {
         let key = keys[plan].as_str().unwrap();
         let out = Command::new(root().join(".venv/bin/schemathesis"))
+            .arg("--config-file")
+            .arg(root().join("tests/py/schemathesis.toml"))
             .args(["run", &format!("http://127.0.0.1:{}/openapi.json", demo.edge)])
             .args(["-H", &format!("x-token: {key}")])
             .args(["-H", &format!("Cookie: nl_session={session}; nl_csrf={csrf}")])
@@ -873,6 +875,8 @@ fn the_contract_holds_against_the_demo_stack() {
     // to an allowed address): no schema can generate either.
     let key = keys["scale"].as_str().unwrap();
     let out = Command::new(root().join(".venv/bin/schemathesis"))
+        .arg("--config-file")
+        .arg(root().join("tests/py/schemathesis.toml"))
         .args(["run", &format!("http://127.0.0.1:{}/openapi.json", demo.edge)])
         .args(["-H", &format!("x-token: {key}")])
         .args(["--generation-with-security-parameters", "false"])

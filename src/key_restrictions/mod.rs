@@ -18,10 +18,13 @@ use serde_json::Value;
 use std::net::IpAddr;
 use targets::{address, targets, Targets};
 
-/// Most entries in one list (contracts have their own bound).
-pub const MAX_ENTRIES: usize = 50;
+/// Most origins, address ranges or methods in one list. The bounds keep the largest
+/// restrictions within a console body (16 KiB).
+pub const MAX_ENTRIES: usize = 20;
+/// Most JSON-RPC method rules.
+pub const MAX_METHODS: usize = 30;
 /// Most contracts one key may be narrowed to.
-pub const MAX_CONTRACTS: usize = 200;
+pub const MAX_CONTRACTS: usize = 100;
 /// The chains a key may be narrowed to; each route belongs to one (`chain_of_route`).
 pub const CHAINS: &[&str] = &["eth", "polygon", "sol", "base"];
 
@@ -104,7 +107,7 @@ impl Restrictions {
         bounded("allowed_origins", doc.allowed_origins.len(), MAX_ENTRIES)?;
         bounded("allowed_ips", doc.allowed_ips.len(), MAX_ENTRIES)?;
         bounded("allowed_chains", doc.allowed_chains.len(), CHAINS.len())?;
-        bounded("allowed_methods", doc.allowed_methods.len(), MAX_ENTRIES)?;
+        bounded("allowed_methods", doc.allowed_methods.len(), MAX_METHODS)?;
         bounded(
             "allowed_contracts",
             doc.allowed_contracts.len(),
@@ -130,7 +133,7 @@ impl Restrictions {
         }
         for ip in &doc.allowed_ips {
             let cidr = Cidr::parse(ip)
-                .filter(|_| ip.len() <= 64)
+                .filter(|_| ip.len() <= 45)
                 .ok_or_else(|| format!("allowed_ips: '{ip}' is not an address or a range"))?;
             if !out.ips.contains(&cidr) {
                 out.ips.push(cidr);
@@ -165,8 +168,8 @@ impl Restrictions {
             }
         }
         if let Some(rps) = doc.max_rps {
-            if !rps.is_finite() || rps <= 0.0 || rps > 1_000_000.0 {
-                return Err("max_rps is a number above 0 and at most 1000000".into());
+            if !rps.is_finite() || !(0.01..=1_000_000.0).contains(&rps) {
+                return Err("max_rps is a number from 0.01 to 1000000".into());
             }
             out.max_rps = Some(rps);
             shown.max_rps = Some(rps);

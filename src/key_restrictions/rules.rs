@@ -25,7 +25,7 @@ pub(super) fn origin_rule(raw: &str) -> Result<(OriginRule, String), String> {
     let bad = || {
         format!("allowed_origins: '{raw}' is not an origin (https://app.example.com or https://*.example.com)")
     };
-    if raw.len() > 253 {
+    if raw.len() > 200 {
         return Err(bad());
     }
     let lower = raw.trim().trim_end_matches('/').to_ascii_lowercase();

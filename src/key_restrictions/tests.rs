@@ -177,7 +177,7 @@ fn bounds_rate_expiry_and_nothing() {
         ..Default::default()
     };
     assert!(Restrictions::compile(&many).is_err());
-    for rps in [0.0, -1.0, f64::NAN, 2e6] {
+    for rps in [0.0, 5e-324, -1.0, f64::NAN, 2e6] {
         let doc = RestrictionsDoc {
             max_rps: Some(rps),
             ..Default::default()
