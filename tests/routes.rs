@@ -208,7 +208,13 @@ fn every_manifest_route_is_classified_in_its_envelope() {
                     | "console_keys_rename"
                     | "console_keys_rotate"
                     | "console_keys_usage"
-                    | "console_keys_txs" => (401, "unauthenticated"),
+                    | "console_keys_txs"
+                    | "console_keys_requests"
+                    | "console_plan_request"
+                    | "console_plan_request_get"
+                    | "console_audit" => (401, "unauthenticated"),
+                    // Public: the plans page's table and the sign-in buttons.
+                    "console_plans" | "console_providers" => (200, ""),
                     // Loopback is admin: the last day's usage, empty here.
                     "admin_usage" => (200, ""),
                     // This gateway has no consensus-layer pool.
@@ -284,6 +290,10 @@ fn every_manifest_route_is_classified_in_its_envelope() {
                         assert_eq!(r.json()["rows"], json!([]), "{}", ctx(method));
                     } else if handler == "sol_watchlist_list" || handler == "tx_hooks_list" {
                         assert_eq!(r.json(), json!([]), "{}", ctx(method));
+                    } else if handler == "console_plans" {
+                        assert!(r.json()["plans"][0]["name"].is_string(), "{}", ctx(method));
+                    } else if handler == "console_providers" {
+                        assert_eq!(r.json()["wallet_evm"], true, "{}", ctx(method));
                     } else {
                         assert!(r.json()["generated_at"].is_string(), "{}", ctx(method));
                     }
