@@ -8,10 +8,8 @@ mod common;
 
 use common::*;
 use serde_json::{json, Value};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
-use tungstenite::client::IntoClientRequest;
-use tungstenite::{Message, WebSocket};
+use tungstenite::Message;
 
 const DEV: &str = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266";
 /// The contract a restricted key may reach (any address serves: anvil answers a call to
@@ -128,27 +126,10 @@ fn h2(gw: &Gateway, key: &str, origin: Option<&str>, body: &Value) -> (String, u
     )
 }
 
-type Ws = WebSocket<TcpStream>;
-
 fn ws(gw: &Gateway, key: &str, origin: Option<&str>) -> Result<Ws, u16> {
-    let stream = TcpStream::connect(("127.0.0.1", gw.port)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let mut req = format!("ws://127.0.0.1:{}/rpc/eth", gw.port)
-        .into_client_request()
-        .unwrap();
-    req.headers_mut().insert("x-token", key.parse().unwrap());
-    if let Some(o) = origin {
-        req.headers_mut().insert("origin", o.parse().unwrap());
-    }
-    match tungstenite::client(req, stream) {
-        Ok((ws, _)) => Ok(ws),
-        Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(r))) => {
-            Err(r.status().as_u16())
-        }
-        Err(e) => panic!("handshake: {e}"),
-    }
+    let mut headers = vec![("x-token", key)];
+    headers.extend(origin.map(|o| ("origin", o)));
+    ws_connect(gw.port, "/rpc/eth", &headers).map_err(|(status, _)| status)
 }
 
 fn ask(ws: &mut Ws, body: &Value) -> Value {

@@ -115,15 +115,7 @@ fn send(gw: &Gateway, key: &str, raw: &str) -> String {
 
 /// The same over a WebSocket on `/rpc/eth`.
 fn send_over_websocket(gw: &Gateway, key: &str, raw: &str) -> String {
-    let stream = TcpStream::connect(("127.0.0.1", gw.port)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let mut req = format!("ws://127.0.0.1:{}/rpc/eth", gw.port)
-        .into_client_request()
-        .unwrap();
-    req.headers_mut().insert("x-token", key.parse().unwrap());
-    let (mut ws, _) = tungstenite::client(req, stream).expect("upgrade");
+    let mut ws = ws_connect(gw.port, "/rpc/eth", &[("x-token", key)]).expect("upgrade");
     let call =
         json!({"jsonrpc": "2.0", "id": 1, "method": "eth_sendRawTransaction", "params": [raw]});
     ws.send(Message::text(call.to_string())).unwrap();

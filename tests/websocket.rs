@@ -11,26 +11,9 @@ use tungstenite::client::IntoClientRequest;
 use tungstenite::protocol::frame::coding::CloseCode;
 use tungstenite::{Message, WebSocket};
 
-type Ws = WebSocket<TcpStream>;
-
 /// A WebSocket client on `/rpc/eth` with `key`; the HTTP error when the upgrade is refused.
 fn connect(port: u16, key: &str) -> Result<Ws, (u16, String)> {
-    let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let mut req = format!("ws://127.0.0.1:{port}/rpc/eth")
-        .into_client_request()
-        .unwrap();
-    req.headers_mut().insert("x-token", key.parse().unwrap());
-    match tungstenite::client(req, stream) {
-        Ok((ws, _)) => Ok(ws),
-        Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(r))) => Err((
-            r.status().as_u16(),
-            String::from_utf8_lossy(r.body().as_deref().unwrap_or_default()).into_owned(),
-        )),
-        Err(e) => panic!("handshake: {e}"),
-    }
+    ws_connect(port, "/rpc/eth", &[("x-token", key)])
 }
 
 /// Send one message, read the next text answer (skipping pings).

@@ -196,14 +196,14 @@ impl Store {
                 None,
             )
             .await?;
-            let detail = format!("default ({})", scopes.join(", "));
-            audit::record(
+            audit_created(
                 tx.as_mut(),
                 &user.tenant_id,
                 Some(&user.id),
-                "key.create",
                 &id,
-                &detail,
+                "default",
+                scopes,
+                None,
             )
             .await?;
             let k = key_by_id(tx.as_mut(), &id).await?;
@@ -260,18 +260,14 @@ impl Store {
                 restrictions,
             )
             .await?;
-            let detail = format!(
-                "{name} ({}){}",
-                scopes.join(", "),
-                restrictions.map_or(String::new(), |r| format!(", restricted to {r}"))
-            );
-            audit::record(
+            audit_created(
                 tx.as_mut(),
                 &user.tenant_id,
                 Some(&user.id),
-                "key.create",
                 &id,
-                &detail,
+                name,
+                scopes,
+                restrictions,
             )
             .await?;
             let k = key_by_id(tx.as_mut(), &id).await?;
@@ -518,6 +514,24 @@ pub(super) fn key_info(r: &Row) -> Result<KeyInfo, StoreError> {
             .unwrap_or_default(),
         last_used_at: r.opt_int(8)?,
     })
+}
+
+/// A new key in its tenant's audit log: its name, scopes and restrictions.
+pub(super) async fn audit_created(
+    tx: &mut dyn Tx,
+    tenant: &str,
+    user: Option<&str>,
+    id: &str,
+    name: &str,
+    scopes: &[String],
+    restrictions: Option<&str>,
+) -> Result<(), StoreError> {
+    let detail = format!(
+        "{name} ({}){}",
+        scopes.join(", "),
+        restrictions.map_or(String::new(), |r| format!(", restricted to {r}"))
+    );
+    audit::record(tx, tenant, user, "key.create", id, &detail).await
 }
 
 /// Restrictions as stored: JSON, or NULL when they restrict nothing.

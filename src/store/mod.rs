@@ -221,8 +221,16 @@ impl Store {
             stored.as_deref(),
         )
         .await?;
-        let detail = format!("{name} ({})", scopes.join(", "));
-        audit::record(tx.as_mut(), tenant, user, "key.create", &created.0, &detail).await?;
+        console::audit_created(
+            tx.as_mut(),
+            tenant,
+            user,
+            &created.0,
+            name,
+            scopes,
+            stored.as_deref(),
+        )
+        .await?;
         tx.commit().await?;
         Ok(created)
     }

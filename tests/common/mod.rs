@@ -9,6 +9,7 @@ mod redis;
 mod solana;
 mod standins;
 mod webhooks;
+mod ws;
 #[allow(unused_imports)]
 pub use browser::{outbox_code, sign_in, Browser};
 #[allow(unused_imports)]
@@ -23,6 +24,8 @@ pub use solana::SolNode;
 pub use standins::Standin;
 #[allow(unused_imports)]
 pub use webhooks::{localhost_cert, verify, Hit, Receiver};
+#[allow(unused_imports)]
+pub use ws::{ws_connect, Ws};
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};

@@ -1,0 +1,32 @@
+//! A WebSocket client for the edge's JSON-RPC channel, shared by the tiers that open one.
+
+use std::net::TcpStream;
+use std::time::Duration;
+use tungstenite::client::IntoClientRequest;
+use tungstenite::WebSocket;
+
+pub type Ws = WebSocket<TcpStream>;
+
+/// A WebSocket on `path` of 127.0.0.1:`port` with `headers` (reads time out after 10 s);
+/// the HTTP status and body when the upgrade is refused.
+pub fn ws_connect(port: u16, path: &str, headers: &[(&str, &str)]) -> Result<Ws, (u16, String)> {
+    let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut req = format!("ws://127.0.0.1:{port}{path}")
+        .into_client_request()
+        .unwrap();
+    for (name, value) in headers {
+        let name: tungstenite::http::HeaderName = name.parse().unwrap();
+        req.headers_mut().insert(name, value.parse().unwrap());
+    }
+    match tungstenite::client(req, stream) {
+        Ok((ws, _)) => Ok(ws),
+        Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(r))) => Err((
+            r.status().as_u16(),
+            String::from_utf8_lossy(r.body().as_deref().unwrap_or_default()).into_owned(),
+        )),
+        Err(e) => panic!("handshake: {e}"),
+    }
+}
