@@ -912,43 +912,172 @@ async fn default_and_user_keys(store: &Store) {
     let (k2, raw2) = store.bootstrap_default_key(&user, &scopes).await.unwrap();
     assert_eq!((k2.id.as_str(), raw2), (k.id.as_str(), None));
     // Rotating the default: the new key is not the default, the next bootstrap makes one.
-    let (rotated, _, old) = store.rotate_user_key(&user, &k.id).await.unwrap().unwrap();
+    let t = user.tenant_id.as_str();
+    let (rotated, _, old) = store.rotate_user_key(t, &u, &k.id).await.unwrap().unwrap();
     assert_eq!(old, sha256(raw.as_deref().unwrap()));
     assert!(!rotated.is_default);
     let (k3, raw3) = store.bootstrap_default_key(&user, &scopes).await.unwrap();
     assert!(k3.id != k.id && raw3.is_some());
     // The per-user cap.
-    let active = store.user_keys(&u).await.unwrap().len() as i64;
+    let active = store.tenant_keys(t).await.unwrap().len() as i64;
     for i in active..MAX_KEYS_PER_USER {
         assert!(store
-            .create_user_key(&user, &format!("k{i}"), &scopes, &Default::default())
+            .create_user_key(t, &u, &format!("k{i}"), &scopes, &Default::default())
             .await
             .unwrap()
             .is_some());
     }
     assert!(store
-        .create_user_key(&user, "one too many", &scopes, &Default::default())
+        .create_user_key(t, &u, "one too many", &scopes, &Default::default())
         .await
         .unwrap()
         .is_none());
-    let keys = store.user_keys(&u).await.unwrap();
+    let keys = store.tenant_keys(t).await.unwrap();
     assert_eq!(keys.len() as i64, MAX_KEYS_PER_USER);
-    let hash = store.revoke_user_key(&u, &keys[0].id).await.unwrap();
+    let hash = store.revoke_user_key(t, &u, &keys[0].id).await.unwrap();
     assert!(hash.is_some());
-    assert_eq!(store.revoke_user_key(&u, &keys[0].id).await.unwrap(), None);
+    assert_eq!(
+        store.revoke_user_key(t, &u, &keys[0].id).await.unwrap(),
+        None
+    );
     assert_eq!(
         store
-            .revoke_user_key("someone-else", &keys[1].id)
+            .revoke_user_key("another-tenant", &u, &keys[1].id)
             .await
             .unwrap(),
         None
     );
     assert!(store
-        .rotate_user_key(&user, "no-such-key")
+        .rotate_user_key(t, &u, "no-such-key")
         .await
         .unwrap()
         .is_none());
     key_restrictions(store, &user, &keys[1].id).await;
+    team(store, &user).await;
+}
+
+/// Membership: an owner invites, the code joins once, roles change but a team keeps an
+/// owner, a member cannot leave its own tenant, a session switches only to a tenant its
+/// user belongs to, and a removed member's session falls back home.
+async fn team(store: &Store, owner: &chainedge::store::console::UserRow) {
+    use chainedge::store::team::{Refused, Role};
+    let t = owner.tenant_id.as_str();
+    let m = store.member(&owner.id, None).await.unwrap().unwrap();
+    assert_eq!((m.tenant_id.as_str(), m.role), (t, Role::Owner));
+    let code = sha256("inv_code");
+    let inv = store
+        .invite(t, &owner.id, "dev@example.com", Role::Developer, &code, 600)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(store.invites(t).await.unwrap().len(), 1);
+    let dev = store
+        .user_for(&Identity::Email("dev@example.com".into()), "free")
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .join(&dev, &sha256("wrong"))
+            .await
+            .unwrap()
+            .unwrap_err(),
+        Refused::NotFound
+    );
+    let joined = store.join(&dev, &code).await.unwrap().unwrap();
+    assert_eq!(
+        (joined.tenant_id.as_str(), joined.role),
+        (t, Role::Developer)
+    );
+    assert_eq!(
+        store.join(&dev, &code).await.unwrap().unwrap_err(),
+        Refused::NotFound
+    );
+    assert!(store.invites(t).await.unwrap().is_empty(), "{inv:?} used");
+    assert_eq!(
+        store
+            .invite(
+                t,
+                &owner.id,
+                "dev@example.com",
+                Role::Viewer,
+                &sha256("x"),
+                600
+            )
+            .await
+            .unwrap()
+            .unwrap_err(),
+        Refused::AlreadyMember
+    );
+    // The session acts where its user belongs, and nowhere else.
+    let session = sha256("dev-session");
+    store
+        .create_session(&session, &dev, "email", chainedge::store::now() + 600)
+        .await
+        .unwrap();
+    assert!(
+        !store.switch_tenant(&session, &owner.id, t).await.unwrap(),
+        "not its session"
+    );
+    assert!(store.switch_tenant(&session, &dev, t).await.unwrap());
+    let in_team = store.member(&dev, Some(t)).await.unwrap().unwrap();
+    assert_eq!((in_team.role, in_team.at_home()), (Role::Developer, false));
+    let mine = store.memberships(&dev).await.unwrap();
+    assert_eq!(mine.len(), 2);
+    assert!(
+        mine[0].tenant_id != t && mine[1].tenant_id == t,
+        "home first"
+    );
+    // Roles: the last owner stays one; nobody leaves home.
+    assert_eq!(
+        store
+            .set_role(t, &owner.id, &owner.id, Role::Viewer)
+            .await
+            .unwrap()
+            .unwrap_err(),
+        Refused::LastOwner
+    );
+    store
+        .set_role(t, &owner.id, &dev, Role::Viewer)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        store.member(&dev, Some(t)).await.unwrap().unwrap().role,
+        Role::Viewer
+    );
+    assert_eq!(
+        store
+            .remove_member(t, &owner.id, &owner.id)
+            .await
+            .unwrap()
+            .unwrap_err(),
+        Refused::HomeTenant
+    );
+    store
+        .remove_member(t, &owner.id, &dev)
+        .await
+        .unwrap()
+        .unwrap();
+    let back = store.member(&dev, Some(t)).await.unwrap().unwrap();
+    assert!(
+        back.at_home() && back.role == Role::Owner,
+        "removed: acts at home"
+    );
+    let actions: Vec<String> = store
+        .audit_log(t, 50)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.action)
+        .collect();
+    for a in [
+        "member.invite",
+        "member.join",
+        "member.role",
+        "member.remove",
+    ] {
+        assert!(actions.contains(&a.to_string()), "{a} audited: {actions:?}");
+    }
 }
 
 /// Restrictions are stored with the key, read into its record, kept by a rotation and
@@ -960,12 +1089,12 @@ async fn key_restrictions(store: &Store, user: &chainedge::store::console::UserR
     }))
     .unwrap();
     assert!(store
-        .update_user_key("someone-else", id, None, Some(&narrow))
+        .update_user_key("another-tenant", &user.id, id, None, Some(&narrow))
         .await
         .unwrap()
         .is_none());
     let (k, hash) = store
-        .update_user_key(&user.id, id, Some("narrow"), Some(&narrow))
+        .update_user_key(&user.tenant_id, &user.id, id, Some("narrow"), Some(&narrow))
         .await
         .unwrap()
         .unwrap();
@@ -973,10 +1102,15 @@ async fn key_restrictions(store: &Store, user: &chainedge::store::console::UserR
     let rec = store.lookup_key(&hash).await.unwrap().unwrap();
     let r = rec.restrictions.expect("compiled restrictions");
     assert_eq!((r.doc(), r.max_rps), (&narrow, Some(5.0)));
-    let (rotated, _, _) = store.rotate_user_key(user, id).await.unwrap().unwrap();
+    let (rotated, _, _) = store
+        .rotate_user_key(&user.tenant_id, &user.id, id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(rotated.restrictions, narrow);
     let (lifted, hash) = store
         .update_user_key(
+            &user.tenant_id,
             &user.id,
             &rotated.id,
             None,

@@ -49,6 +49,8 @@ pub struct ConsoleSession {
     pub user_id: String,
     pub provider: String,
     pub expires_at: i64,
+    /// The tenant it acts in (`store::team`); `None`: the user's own.
+    pub tenant_id: Option<String>,
     /// The `nl_csrf` value the browser holds (re-issued unchanged on refresh).
     pub csrf: Option<String>,
 }

@@ -65,12 +65,34 @@ impl Mailer {
 
     /// Send the code to `to` (an address already validated by `normalize`).
     pub async fn send_code(&self, to: &str, code: &str, ttl_secs: i64) -> Result<(), String> {
-        let subject = "Your chainedge sign-in code";
         let body = format!(
             "Your chainedge sign-in code is {code}\r\n\r\nIt expires in {} minutes and works once. \
              If you did not ask for it, ignore this message.\r\n",
             ttl_secs / 60
         );
+        self.send(to, "Your chainedge sign-in code", body).await
+    }
+
+    /// Send a team invitation's code to `to`. The code goes in the body only (never in a
+    /// link): the invitee signs in and pastes it under Team.
+    pub async fn send_invite(
+        &self,
+        to: &str,
+        team: &str,
+        role: &str,
+        code: &str,
+        ttl_secs: i64,
+    ) -> Result<(), String> {
+        let body = format!(
+            "You are invited to the chainedge team {team} as {role}.\r\n\r\n\
+             Sign in to the console, open Team and enter this invitation code:\r\n\r\n{code}\r\n\r\n\
+             It expires in {} days and works once. If you did not expect it, ignore this message.\r\n",
+            ttl_secs / 86_400
+        );
+        self.send(to, "Your chainedge team invitation", body).await
+    }
+
+    async fn send(&self, to: &str, subject: &str, body: String) -> Result<(), String> {
         match &self.delivery {
             Delivery::Off => Err("email delivery is not configured".into()),
             Delivery::Outbox(path) => {

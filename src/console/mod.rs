@@ -141,6 +141,7 @@ impl Console {
             user_id: row.user_id,
             provider: row.provider,
             expires_at: row.expires_at,
+            tenant_id: row.tenant_id,
             csrf: cookie(cookie_header, CSRF_COOKIE).map(str::to_string),
         })
     }

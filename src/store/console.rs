@@ -66,6 +66,8 @@ pub struct SessionRow {
     pub provider: String,
     pub expires_at: i64,
     pub revoked: bool,
+    /// The tenant it acts in (`store::team`); `None`: the user's own.
+    pub tenant_id: Option<String>,
 }
 
 /// Most keys one user may hold at once.
@@ -125,7 +127,7 @@ impl Store {
     pub async fn session(&self, token_hash: &[u8; 32]) -> Result<Option<SessionRow>, StoreError> {
         let Some(r) = self
             .query_opt(
-                "SELECT user_id, provider, expires_at, revoked_at FROM sessions WHERE token_sha256 = $1",
+                "SELECT user_id, provider, expires_at, revoked_at, tenant_id FROM sessions WHERE token_sha256 = $1",
                 params![token_hash],
             )
             .await?
@@ -137,6 +139,7 @@ impl Store {
             provider: r.text(1)?,
             expires_at: r.int(2)?,
             revoked: !r.is_null(3)?,
+            tenant_id: r.opt_text(4)?,
         }))
     }
 
@@ -213,24 +216,27 @@ impl Store {
         .await
     }
 
-    /// Active keys of one user.
-    pub async fn user_keys(&self, user_id: &str) -> Result<Vec<KeyInfo>, StoreError> {
+    /// Active keys console users made in a tenant (the operator's CLI keys are not
+    /// listed).
+    pub async fn tenant_keys(&self, tenant: &str) -> Result<Vec<KeyInfo>, StoreError> {
         let rows = self
             .db
             .query(
                 &format!(
-                    "{KEY_COLUMNS} WHERE user_id = $1 AND revoked_at IS NULL ORDER BY {KEY_ORDER}"
+                    "{KEY_COLUMNS} WHERE tenant_id = $1 AND user_id IS NOT NULL AND revoked_at IS NULL ORDER BY {KEY_ORDER}"
                 ),
-                params![user_id],
+                params![tenant],
             )
             .await?;
         rows.iter().map(key_info).collect()
     }
 
-    /// Create a key for a user; `None` when the user already holds the maximum.
+    /// Create a key for a user in a tenant; `None` when the user already holds the
+    /// maximum there.
     pub async fn create_user_key(
         &self,
-        user: &UserRow,
+        tenant: &str,
+        user_id: &str,
         name: &str,
         scopes: &[String],
         restrictions: &RestrictionsDoc,
@@ -240,8 +246,8 @@ impl Store {
         self.retry_conflicts(|mut tx| async move {
             let active = query_opt(
                 tx.as_mut(),
-                "SELECT COUNT(*) FROM api_keys WHERE user_id = $1 AND revoked_at IS NULL",
-                params![&user.id],
+                "SELECT COUNT(*) FROM api_keys WHERE user_id = $1 AND tenant_id = $2 AND revoked_at IS NULL",
+                params![user_id, tenant],
             )
             .await?
             .map(|r| r.int(0))
@@ -252,8 +258,8 @@ impl Store {
             }
             let (id, raw) = insert_key(
                 tx.as_mut(),
-                &user.tenant_id,
-                Some(&user.id),
+                tenant,
+                Some(user_id),
                 name,
                 scopes,
                 false,
@@ -262,8 +268,8 @@ impl Store {
             .await?;
             audit_created(
                 tx.as_mut(),
-                &user.tenant_id,
-                Some(&user.id),
+                tenant,
+                Some(user_id),
                 &id,
                 name,
                 scopes,
@@ -277,12 +283,13 @@ impl Store {
         .await
     }
 
-    /// Rename one of the user's active keys and/or replace its restrictions: the key as
-    /// it is now and its hash (for the key cache), or `None` when the user has no such
-    /// active key.
+    /// Rename one of a tenant's active console keys and/or replace its restrictions
+    /// (`actor` is audited): the key as it is now and its hash (for the key cache), or
+    /// `None` when the tenant has no such active key.
     pub async fn update_user_key(
         &self,
-        user_id: &str,
+        tenant: &str,
+        actor: &str,
         key_id: &str,
         name: Option<&str>,
         restrictions: Option<&RestrictionsDoc>,
@@ -291,18 +298,17 @@ impl Store {
         self.retry_conflicts(|mut tx| {
             let restrictions = restrictions.clone();
             async move {
-                let Some((hash, tenant, _)) = active_user_key(tx.as_mut(), key_id, user_id).await?
-                else {
+                let Some((hash, _)) = active_tenant_key(tx.as_mut(), key_id, tenant).await? else {
                     return Ok(None);
                 };
-                let user = Some(user_id);
+                let user = Some(actor);
                 if let Some(name) = name {
                     tx.execute(
                         "UPDATE api_keys SET name = $2 WHERE id = $1",
                         params![key_id, name],
                     )
                     .await?;
-                    audit::record(tx.as_mut(), &tenant, user, "key.rename", key_id, name).await?;
+                    audit::record(tx.as_mut(), tenant, user, "key.rename", key_id, name).await?;
                 }
                 if let Some(r) = restrictions {
                     tx.execute(
@@ -311,7 +317,7 @@ impl Store {
                     )
                     .await?;
                     let detail = r.as_deref().unwrap_or("none");
-                    audit::record(tx.as_mut(), &tenant, user, "key.restrict", key_id, detail)
+                    audit::record(tx.as_mut(), tenant, user, "key.restrict", key_id, detail)
                         .await?;
                 }
                 let k = key_by_id(tx.as_mut(), key_id).await?;
@@ -322,16 +328,16 @@ impl Store {
         .await
     }
 
-    /// Revoke one of the user's active keys; returns its hash (for the key cache), or
-    /// `None` when the user has no such active key.
+    /// Revoke one of a tenant's active console keys; returns its hash (for the key
+    /// cache), or `None` when the tenant has no such active key.
     pub async fn revoke_user_key(
         &self,
-        user_id: &str,
+        tenant: &str,
+        actor: &str,
         key_id: &str,
     ) -> Result<Option<[u8; 32]>, StoreError> {
         self.retry_conflicts(|mut tx| async move {
-            let Some((hash, tenant, name)) = active_user_key(tx.as_mut(), key_id, user_id).await?
-            else {
+            let Some((hash, name)) = active_tenant_key(tx.as_mut(), key_id, tenant).await? else {
                 return Ok(None);
             };
             tx.execute(
@@ -341,8 +347,8 @@ impl Store {
             .await?;
             audit::record(
                 tx.as_mut(),
-                &tenant,
-                Some(user_id),
+                tenant,
+                Some(actor),
                 "key.revoke",
                 key_id,
                 &name,
@@ -354,26 +360,29 @@ impl Store {
         .await
     }
 
-    /// Replace one of the user's keys by a new secret with the same name and scopes. The
-    /// old key is revoked; the new one is never the default (so `/v1/auth/me` makes a
-    /// fresh default after the default was rotated). Returns (new key, raw, old hash).
+    /// Replace one of a tenant's console keys by a new secret with the same name, scopes,
+    /// restrictions and maker. The old key is revoked; the new one is never the default
+    /// (so `/v1/auth/me` makes a fresh default after the default was rotated). Returns
+    /// (new key, raw, old hash).
     pub async fn rotate_user_key(
         &self,
-        user: &UserRow,
+        tenant: &str,
+        actor: &str,
         key_id: &str,
     ) -> Result<Option<(KeyInfo, String, [u8; 32])>, StoreError> {
         self.retry_conflicts(|mut tx| async move {
             let old = query_opt(
                 tx.as_mut(),
-                "SELECT name, scopes, secret_sha256, restrictions FROM api_keys WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL",
-                params![key_id, &user.id],
+                "SELECT name, scopes, secret_sha256, restrictions, user_id FROM api_keys
+                 WHERE id = $1 AND tenant_id = $2 AND user_id IS NOT NULL AND revoked_at IS NULL",
+                params![key_id, tenant],
             )
             .await?;
             let Some(old) = old else {
                 return Ok(None);
             };
             let (name, scopes, hash) = (old.text(0)?, old.text(1)?, old.bytes(2)?);
-            let restrictions = old.opt_text(3)?;
+            let (restrictions, maker) = (old.opt_text(3)?, old.text(4)?);
             tx.execute(
                 "UPDATE api_keys SET revoked_at = $2 WHERE id = $1",
                 params![key_id, now()],
@@ -381,8 +390,8 @@ impl Store {
             .await?;
             let (id, raw) = insert_key(
                 tx.as_mut(),
-                &user.tenant_id,
-                Some(&user.id),
+                tenant,
+                Some(&maker),
                 &name,
                 &parse_list(&scopes),
                 false,
@@ -390,7 +399,15 @@ impl Store {
             )
             .await?;
             let detail = format!("{name}: replaced by {id}");
-            audit::record(tx.as_mut(), &user.tenant_id, Some(&user.id), "key.rotate", key_id, &detail).await?;
+            audit::record(
+                tx.as_mut(),
+                tenant,
+                Some(actor),
+                "key.rotate",
+                key_id,
+                &detail,
+            )
+            .await?;
             let k = key_by_id(tx.as_mut(), &id).await?;
             tx.commit().await?;
             let hash: [u8; 32] = hash.try_into().unwrap_or([0; 32]);
@@ -400,20 +417,20 @@ impl Store {
     }
 }
 
-/// One of the user's active keys inside a transaction: its hash, tenant and name.
-async fn active_user_key(
+/// One of a tenant's active console keys inside a transaction: its hash and name.
+async fn active_tenant_key(
     tx: &mut dyn Tx,
     key_id: &str,
-    user_id: &str,
-) -> Result<Option<(Vec<u8>, String, String)>, StoreError> {
+    tenant: &str,
+) -> Result<Option<(Vec<u8>, String)>, StoreError> {
     let row = query_opt(
         tx,
-        "SELECT secret_sha256, tenant_id, name FROM api_keys WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL",
-        params![key_id, user_id],
+        "SELECT secret_sha256, name FROM api_keys
+         WHERE id = $1 AND tenant_id = $2 AND user_id IS NOT NULL AND revoked_at IS NULL",
+        params![key_id, tenant],
     )
     .await?;
-    row.map(|r| Ok((r.bytes(0)?, r.text(1)?, r.text(2)?)))
-        .transpose()
+    row.map(|r| Ok((r.bytes(0)?, r.text(1)?))).transpose()
 }
 
 /// `user_for` inside its transaction.
@@ -463,6 +480,11 @@ async fn user_for_in(tx: &mut dyn Tx, id: &Identity, plan: &str) -> Result<Strin
         params![&user, &tenant, id.value(), t],
     )
     .await?;
+    tx.execute(
+        "INSERT INTO members (tenant_id, user_id, role, created_at) VALUES ($1, $2, 'owner', $3)",
+        params![&tenant, &user, t],
+    )
+    .await?;
     if let Identity::Google {
         email,
         name,
@@ -493,7 +515,8 @@ async fn user_for_in(tx: &mut dyn Tx, id: &Identity, plan: &str) -> Result<Strin
 pub(super) const KEY_COLUMNS: &str =
     "SELECT id, name, prefix, scopes, is_default, created_at, revoked_at, restrictions,
         COALESCE((SELECT MAX(minute) FROM key_usage_minutes WHERE key_id = api_keys.id),
-                 (SELECT MAX(hour) FROM key_usage_hours WHERE key_id = api_keys.id))
+                 (SELECT MAX(hour) FROM key_usage_hours WHERE key_id = api_keys.id)),
+        user_id
      FROM api_keys";
 
 /// Keys in the order they were made.
@@ -513,6 +536,7 @@ pub(super) fn key_info(r: &Row) -> Result<KeyInfo, StoreError> {
             .and_then(|t| serde_json::from_str(&t).ok())
             .unwrap_or_default(),
         last_used_at: r.opt_int(8)?,
+        created_by: r.opt_text(9)?,
     })
 }
 

@@ -23,6 +23,7 @@ pub mod sol_stake;
 pub mod sol_watchlist;
 pub mod sql;
 pub mod sqlite;
+pub mod team;
 pub mod tenants;
 pub mod tx_push;
 pub mod txs;
@@ -440,6 +441,8 @@ pub struct KeyInfo {
     pub restrictions: crate::key_restrictions::RestrictionsDoc,
     /// The start of the last minute it was used in (as usage has recorded it).
     pub last_used_at: Option<i64>,
+    /// The console user who made it; `None`: the operator's CLI.
+    pub created_by: Option<String>,
 }
 
 pub fn now() -> i64 {

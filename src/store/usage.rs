@@ -283,13 +283,13 @@ impl Store {
             .collect()
     }
 
-    /// Whether `key_id` is one of `user_id`'s keys (revoked ones included: their usage
-    /// stays readable).
-    pub async fn key_of_user(&self, key_id: &str, user_id: &str) -> Result<bool, StoreError> {
+    /// Whether `key_id` is one of the console keys of `tenant` (revoked ones included:
+    /// their usage stays readable).
+    pub async fn key_of_tenant(&self, key_id: &str, tenant: &str) -> Result<bool, StoreError> {
         Ok(self
             .query_opt(
-                "SELECT 1 FROM api_keys WHERE id = $1 AND user_id = $2",
-                params![key_id, user_id],
+                "SELECT 1 FROM api_keys WHERE id = $1 AND tenant_id = $2 AND user_id IS NOT NULL",
+                params![key_id, tenant],
             )
             .await?
             .is_some())

@@ -10,6 +10,7 @@ use crate::errors::ApiError;
 use crate::key_restrictions::RestrictionsDoc;
 use crate::reply::Reply;
 use crate::store::console::UserRow;
+use crate::store::team::{Member, Role};
 use crate::store::{self, KeyInfo};
 use bytes::Bytes;
 use serde::Deserialize;
@@ -21,6 +22,7 @@ pub use crate::auth::{DEFAULT_SCOPES, SCOPES};
 
 mod plans;
 mod sign_in;
+mod team;
 
 use sign_in::*;
 
@@ -78,6 +80,31 @@ pub const HANDLERS: &[Handler] = &[
     })
     .form(),
     Handler::new("console_audit", |s, r| Box::pin(audit(s.console, r))).form(),
+    Handler::new("console_team", |s, r| Box::pin(team::show(s.console, r))).form(),
+    Handler::new("console_team_invite", |s, r| {
+        Box::pin(team::invite(s.console, r))
+    })
+    .form(),
+    Handler::new("console_team_invite_revoke", |s, r| {
+        Box::pin(team::revoke_invite(s.console, r))
+    })
+    .form(),
+    Handler::new("console_team_join", |s, r| {
+        Box::pin(team::join(s.console, r))
+    })
+    .form(),
+    Handler::new("console_team_role", |s, r| {
+        Box::pin(team::set_role(s.console, r))
+    })
+    .form(),
+    Handler::new("console_team_remove", |s, r| {
+        Box::pin(team::remove(s.console, r))
+    })
+    .form(),
+    Handler::new("console_team_switch", |s, r| {
+        Box::pin(team::switch(s.console, r))
+    })
+    .form(),
     Handler::new("console_providers", |s, _| {
         Box::pin(async move { providers(s.console) })
     }),
@@ -114,8 +141,8 @@ async fn logout(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError>
 }
 
 async fn keys_list(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
-    let uid = session(req)?.user_id.clone();
-    let list = db(console.store.user_keys(&uid)).await?;
+    let member = member_of(console, session(req)?).await?;
+    let list = db(console.store.tenant_keys(&member.tenant_id)).await?;
     json_reply(
         200,
         json!({"keys": list.iter().map(key_json).collect::<Vec<_>>()}),
@@ -132,7 +159,7 @@ struct KeyChange {
 }
 
 /// `PATCH /v1/keys/{id}` `{"name", "restrictions"}`: a new name and/or new restrictions
-/// (replacing the old ones whole) for one of the user's active keys. A restriction
+/// (replacing the old ones whole) for one of the tenant's active keys. A restriction
 /// change applies at once on every instance: the key leaves the key caches, and its
 /// open WebSocket sessions end so they reconnect under the new rules.
 async fn keys_update(
@@ -140,7 +167,8 @@ async fn keys_update(
     keys: &KeyAuth,
     req: &Request<'_>,
 ) -> Result<Reply, ApiError> {
-    let uid = session(req)?.user_id.clone();
+    let member = member_of(console, session(req)?).await?;
+    require(&member, Role::writes_keys, "change keys")?;
     let id = req.params.first().cloned().unwrap_or_default();
     let change = parse::<KeyChange>(&req.body)?;
     let name = change.name.as_deref().map(key_name).transpose()?;
@@ -152,9 +180,13 @@ async fn keys_update(
     if name.is_none() && restrictions.is_none() {
         return Err(bad("invalid_request", "give a name or restrictions"));
     }
-    match db(console
-        .store
-        .update_user_key(&uid, &id, name.as_deref(), restrictions.as_ref()))
+    match db(console.store.update_user_key(
+        &member.tenant_id,
+        &member.user.id,
+        &id,
+        name.as_deref(),
+        restrictions.as_ref(),
+    ))
     .await?
     {
         Some((k, hash)) => {
@@ -191,9 +223,10 @@ async fn keys_revoke(
     keys: &KeyAuth,
     req: &Request<'_>,
 ) -> Result<Reply, ApiError> {
-    let uid = session(req)?.user_id.clone();
+    let m = member_of(console, session(req)?).await?;
+    require(&m, Role::writes_keys, "revoke keys")?;
     let id = req.params.first().cloned().unwrap_or_default();
-    match db(console.store.revoke_user_key(&uid, &id)).await? {
+    match db(console.store.revoke_user_key(&m.tenant_id, &m.user.id, &id)).await? {
         Some(hash) => {
             keys.revoked(&hash);
             Ok(Reply::empty(204))
@@ -207,9 +240,10 @@ async fn keys_rotate(
     keys: &KeyAuth,
     req: &Request<'_>,
 ) -> Result<Reply, ApiError> {
-    let user = user_of(console, session(req)?).await?;
+    let m = member_of(console, session(req)?).await?;
+    require(&m, Role::writes_keys, "rotate keys")?;
     let id = req.params.first().cloned().unwrap_or_default();
-    match db(console.store.rotate_user_key(&user, &id)).await? {
+    match db(console.store.rotate_user_key(&m.tenant_id, &m.user.id, &id)).await? {
         Some((k, raw, old_hash)) => {
             keys.revoked(&old_hash);
             let mut v = key_json(&k);
@@ -221,26 +255,18 @@ async fn keys_rotate(
 }
 
 async fn keys_usage(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
-    let uid = session(req)?.user_id.clone();
-    let id = req.params.first().cloned().unwrap_or_default();
-    if !db(console.store.key_of_user(&id, &uid)).await? {
-        return Err(not_found());
-    }
+    let id = tenant_key(console, req).await?;
     let window = req.query_param("window");
     super::usage::key_series(&console.store, &id, window.as_deref(), store::now()).await
 }
 
-/// `GET /v1/keys/{id}/requests`: the signed-in user's key's newest requests.
+/// `GET /v1/keys/{id}/requests`: one of the tenant's keys' newest requests.
 async fn key_requests(
     console: &Console,
     kept: usize,
     req: &Request<'_>,
 ) -> Result<Reply, ApiError> {
-    let uid = session(req)?.user_id.clone();
-    let id = req.params.first().cloned().unwrap_or_default();
-    if !db(console.store.key_of_user(&id, &uid)).await? {
-        return Err(not_found());
-    }
+    let id = tenant_key(console, req).await?;
     let rows = db(console.store.key_requests(&id, kept)).await?;
     let requests: Vec<Value> = rows
         .iter()
@@ -269,8 +295,8 @@ const AUDIT_SHOWN: i64 = 200;
 
 /// `GET /v1/audit`: the session's tenant's audit log, newest first.
 async fn audit(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
-    let user = user_of(console, session(req)?).await?;
-    let entries = db(console.store.audit_log(&user.tenant_id, AUDIT_SHOWN)).await?;
+    let member = member_of(console, session(req)?).await?;
+    let entries = db(console.store.audit_log(&member.tenant_id, AUDIT_SHOWN)).await?;
     let events: Vec<Value> = entries
         .iter()
         .map(|e| {
@@ -296,14 +322,10 @@ fn rfc3339_us(us: i64) -> String {
 /// Transactions one key sent, newest first, in a console list.
 const KEY_TXS_SHOWN: i64 = 50;
 
-/// `GET /v1/keys/{id}/txs`: the signed-in user's key's recent transactions.
+/// `GET /v1/keys/{id}/txs`: one of the tenant's keys' recent transactions.
 async fn key_txs(s: &super::Services<'_>, req: &Request<'_>) -> Result<Reply, ApiError> {
-    let user = session(req)?.user_id.clone();
-    let id = req.params.first().cloned().unwrap_or_default();
+    let id = tenant_key(s.console, req).await?;
     let store_error = |e: crate::store::sql::StoreError| e.to_api_error();
-    if !s.store.key_of_user(&id, &user).await.map_err(store_error)? {
-        return Err(not_found());
-    }
     let txs = s
         .store
         .key_txs(&id, KEY_TXS_SHOWN)
@@ -363,6 +385,7 @@ pub(super) fn key_json(k: &KeyInfo) -> Value {
         "created_at": super::rfc3339(k.created_at),
         "last_used_at": k.last_used_at.map(super::rfc3339),
         "restrictions": k.restrictions,
+        "created_by": k.created_by,
     })
 }
 
@@ -384,11 +407,31 @@ pub(super) fn user_json(u: &UserRow) -> Value {
     v
 }
 
-pub(super) async fn user_of(console: &Console, s: &ConsoleSession) -> Result<UserRow, ApiError> {
-    let uid = s.user_id.clone();
-    db(console.store.user(&uid))
+/// The session's user in the tenant it acts in (its own unless it switched to a team
+/// it still belongs to).
+pub(super) async fn member_of(console: &Console, s: &ConsoleSession) -> Result<Member, ApiError> {
+    db(console.store.member(&s.user_id, s.tenant_id.as_deref()))
         .await?
         .ok_or_else(|| ApiError::internal("session without a user"))
+}
+
+/// 403 `role_insufficient` unless the member's role allows `doing`.
+pub(super) fn require(m: &Member, allowed: fn(Role) -> bool, doing: &str) -> Result<(), ApiError> {
+    if allowed(m.role) {
+        return Ok(());
+    }
+    let message = format!("a {} cannot {doing}", m.role.as_str());
+    Err(ApiError::new(403, "role_insufficient", &message))
+}
+
+/// The `{id}` of a key route, when it is one of the session's tenant's console keys.
+async fn tenant_key(console: &Console, req: &Request<'_>) -> Result<String, ApiError> {
+    let member = member_of(console, session(req)?).await?;
+    let id = req.params.first().cloned().unwrap_or_default();
+    if !db(console.store.key_of_tenant(&id, &member.tenant_id)).await? {
+        return Err(not_found());
+    }
+    Ok(id)
 }
 
 /// `GET /v1/auth/me`: the user, the sign-in provider, the tenant's plan and what it
@@ -399,15 +442,23 @@ pub(super) async fn me(
     limits: &crate::config::limits::LimitsConf,
     s: &ConsoleSession,
 ) -> Result<Reply, ApiError> {
-    let user = user_of(console, s).await?;
-    let mut body = json!({"user": user_json(&user), "provider": s.provider});
-    if let Some(tenant) = db(console.store.tenant(&user.tenant_id)).await? {
+    let member = member_of(console, s).await?;
+    let user = &member.user;
+    let mut body = json!({"user": user_json(user), "provider": s.provider});
+    let tenants = db(console.store.memberships(&user.id)).await?;
+    if let Some(tenant) = db(console.store.tenant(&member.tenant_id)).await? {
         body["plan"] = plan_json(limits, &tenant);
+        body["tenant"] = json!({"id": tenant.id, "name": tenant.name, "role": member.role});
     }
-    let u = user.clone();
+    body["tenants"] = json!(tenants);
+    // The default key is the user's own, made in its own tenant; in a team the team's
+    // keys are listed instead.
+    if !member.at_home() {
+        return json_reply(200, body);
+    }
     let scopes: Vec<String> = DEFAULT_SCOPES.iter().map(|s| s.to_string()).collect();
     // A failed bootstrap leaves `default_key` out; a later call returns it.
-    if let Ok((k, raw)) = db(console.store.bootstrap_default_key(&u, &scopes)).await {
+    if let Ok((k, raw)) = db(console.store.bootstrap_default_key(user, &scopes)).await {
         let mut dk = json!({
             "id": k.id,
             "key_prefix": k.key_prefix,
@@ -443,7 +494,8 @@ struct NewKey {
 }
 
 async fn create_key(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
-    let user = user_of(console, session(req)?).await?;
+    let member = member_of(console, session(req)?).await?;
+    require(&member, Role::writes_keys, "create keys")?;
     let new: NewKey = parse(&req.body)?;
     let name = key_name(&new.name)?;
     let scopes = new.scopes.unwrap_or_else(|| vec!["rpc:read".into()]);
@@ -456,9 +508,13 @@ async fn create_key(console: &Console, req: &Request<'_>) -> Result<Reply, ApiEr
         .map(|r| restrictions_of(r, store::now()))
         .transpose()?
         .unwrap_or_default();
-    match db(console
-        .store
-        .create_user_key(&user, &name, &scopes, &restrictions))
+    match db(console.store.create_user_key(
+        &member.tenant_id,
+        &member.user.id,
+        &name,
+        &scopes,
+        &restrictions,
+    ))
     .await?
     {
         Some((k, raw)) => {

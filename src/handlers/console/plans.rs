@@ -3,7 +3,7 @@
 //! operator made self-service (`console.self_service_plans`), else waiting for an
 //! operator's `chainedge tenants approve-plan`.
 
-use super::{bad, json_reply, parse, session, user_of};
+use super::{bad, json_reply, member_of, parse, require, session};
 use crate::auth::keys::KeyAuth;
 use crate::config::limits::LimitsConf;
 use crate::config::Loaded;
@@ -12,6 +12,7 @@ use crate::errors::ApiError;
 use crate::handlers::Request;
 use crate::reply::Reply;
 use crate::store::plan_requests::PlanRequest;
+use crate::store::team::Role;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -73,13 +74,15 @@ pub(super) async fn ask(
     keys: &KeyAuth,
     req: &Request<'_>,
 ) -> Result<Reply, ApiError> {
-    let user = user_of(console, session(req)?).await?;
+    let member = member_of(console, session(req)?).await?;
+    require(&member, Role::manages_team, "ask for a plan change")?;
+    let (tenant, user) = (&member.tenant_id, &member.user.id);
     let plan = parse::<Asked>(&req.body)?.plan;
     let app = &config.app;
     if !app.plans.contains(&plan) {
         return Err(bad("invalid_request", "no such plan"));
     }
-    let current = db(console.store.tenant(&user.tenant_id))
+    let current = db(console.store.tenant(tenant))
         .await?
         .map(|t| t.plan)
         .unwrap_or_default();
@@ -87,16 +90,11 @@ pub(super) async fn ask(
         return Err(bad("invalid_request", "the tenant is on that plan already"));
     }
     let apply = app.console.self_service_plans.contains(&plan);
-    let asked = db(console
-        .store
-        .request_plan(&user.tenant_id, &user.id, &plan, apply))
-    .await?;
+    let asked = db(console.store.request_plan(tenant, user, &plan, apply)).await?;
     if apply {
-        keys.evict_tenant(&user.tenant_id);
+        keys.evict_tenant(tenant);
         if let Some(url) = &config.cluster_redis {
-            if let Err(e) =
-                crate::cluster::publish_tenant_changed(url.expose(), &user.tenant_id).await
-            {
+            if let Err(e) = crate::cluster::publish_tenant_changed(url.expose(), tenant).await {
                 log::warn!("plan change not announced ({e}); instances notice within auth.key_cache_ttl_ms");
             }
         }
@@ -109,7 +107,7 @@ pub(super) async fn ask(
 
 /// `GET /v1/plan/request`: the tenant's latest request (`null`: none).
 pub(super) async fn current(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
-    let user = user_of(console, session(req)?).await?;
-    let asked = db(console.store.plan_request(&user.tenant_id)).await?;
+    let member = member_of(console, session(req)?).await?;
+    let asked = db(console.store.plan_request(&member.tenant_id)).await?;
     json_reply(200, json!({ "request": asked.as_ref().map(request_json) }))
 }
