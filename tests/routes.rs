@@ -212,7 +212,14 @@ fn every_manifest_route_is_classified_in_its_envelope() {
                     | "console_keys_requests"
                     | "console_plan_request"
                     | "console_plan_request_get"
-                    | "console_audit" => (401, "unauthenticated"),
+                    | "console_audit"
+                    | "console_team"
+                    | "console_team_invite"
+                    | "console_team_invite_revoke"
+                    | "console_team_join"
+                    | "console_team_role"
+                    | "console_team_remove"
+                    | "console_team_switch" => (401, "unauthenticated"),
                     // Public: the plans page's table and the sign-in buttons.
                     "console_plans" | "console_providers" => (200, ""),
                     // Loopback is admin: the last day's usage, empty here.

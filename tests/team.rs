@@ -1,0 +1,361 @@
+//! Teams through the real binary (issue 39): an owner invites by emailed code, members
+//! act in the team with their role, and every boundary is attacked the way an outsider
+//! (another user) or a lesser member (a viewer) would: guessed codes, switching into a
+//! tenant one does not belong to, a viewer writing keys or asking for a secret, writes
+//! without CSRF, removing the last owner.
+
+mod common;
+use common::*;
+use serde_json::{json, Value};
+
+fn team_gateway(node: &Fixture) -> (Gateway, std::path::PathBuf) {
+    let dir = tempdir("team");
+    let outbox = dir.join("outbox.jsonl");
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-geth}}\n",
+            node.url()
+        ),
+        console_yaml: format!("  email:\n    outbox: {}\n", outbox.display()),
+        ..Default::default()
+    });
+    (gw, outbox)
+}
+
+/// The invitation code mailed to `to` most recently.
+fn invite_code(outbox: &std::path::Path, to: &str) -> String {
+    let text = std::fs::read_to_string(outbox).unwrap();
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.contains(&format!("\"to\":\"{to}\"")) && l.contains("invitation"))
+        .expect("an invitation in the outbox");
+    let v: Value = serde_json::from_str(line).unwrap();
+    let body = v["body"].as_str().unwrap();
+    let at = body.find("inv_").expect("a code in the invitation");
+    body[at..]
+        .split(|c: char| c.is_whitespace())
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+fn signed_in(gw: &Gateway, outbox: &std::path::Path, email: &str) -> (Browser, Value) {
+    let mut b = Browser::new(gw.port);
+    assert_eq!(sign_in(&mut b, outbox, email).status, 200);
+    let me = b.send("GET", "/v1/auth/me", None, None).json();
+    (b, me)
+}
+
+fn error(r: &Resp) -> (u16, Value) {
+    (r.status, r.json()["error"].clone())
+}
+
+#[test]
+fn a_team_is_joined_by_code_and_each_role_holds_its_line() {
+    let node = Fixture::json_rpc();
+    let (gw, outbox) = team_gateway(&node);
+    let (mut ada, me) = signed_in(&gw, &outbox, "ada@example.com");
+    let team = me["tenant"]["id"].as_str().unwrap().to_string();
+    assert_eq!(me["tenant"]["role"], "owner");
+    assert_eq!(me["tenants"].as_array().unwrap().len(), 1);
+    let ada_id = me["user"]["id"].as_str().unwrap().to_string();
+    let shared = ada.send("POST", "/v1/keys", Some(json!({"name": "shared"})), None);
+    assert_eq!(shared.status, 201, "{}", shared.text());
+    let shared_id = shared.json()["id"].as_str().unwrap().to_string();
+
+    // Invitations: owners only, CSRF-checked, bounded input, never the code in an answer.
+    let invite = |b: &mut Browser, email: &str, role: &str, csrf: Option<&str>| {
+        b.send(
+            "POST",
+            "/v1/team/invites",
+            Some(json!({"email": email, "role": role})),
+            csrf,
+        )
+    };
+    let r = invite(&mut ada, "bob@example.com", "viewer", Some(""));
+    assert_eq!(r.status, 403, "no CSRF: {}", r.text());
+    let r = invite(&mut ada, "bob@example.com", "admin", None);
+    assert_eq!(error(&r), (400, json!("invalid_request")));
+    let r = invite(&mut ada, "not an address", "viewer", None);
+    assert_eq!(error(&r), (400, json!("invalid_email")));
+    let r = invite(&mut ada, "ada@example.com", "viewer", None);
+    assert_eq!(error(&r), (409, json!("already_member")));
+    for (who, role) in [
+        ("bob@example.com", "viewer"),
+        ("dev@example.com", "developer"),
+    ] {
+        let r = invite(&mut ada, who, role, None);
+        assert_eq!(r.status, 201, "{}", r.text());
+        assert!(!r.text().contains("inv_"), "the code is mailed only");
+    }
+    let listed = ada.send("GET", "/v1/team", None, None);
+    assert_eq!(listed.json()["invites"].as_array().unwrap().len(), 2);
+    assert!(!listed.text().contains("inv_"));
+    let bob_code = invite_code(&outbox, "bob@example.com");
+    let dev_code = invite_code(&outbox, "dev@example.com");
+
+    // An outsider: its own tenant only; no guessing, no switching in, no reaching across.
+    let (mut eve, _) = signed_in(&gw, &outbox, "eve@example.com");
+    let r = eve.send(
+        "POST",
+        "/v1/team/join",
+        Some(json!({"code": "inv_guess"})),
+        None,
+    );
+    assert_eq!(error(&r), (404, json!("invalid_invite")));
+    let r = eve.send(
+        "POST",
+        "/v1/team/switch",
+        Some(json!({"tenant_id": team})),
+        None,
+    );
+    assert_eq!(error(&r), (404, json!("not_found")));
+    let r = eve.send("GET", "/v1/team", None, None).json();
+    assert_eq!(r["members"].as_array().unwrap().len(), 1, "{r}");
+    assert!(r["tenant"]["id"] != json!(team));
+    for (method, path, body) in [
+        ("DELETE", format!("/v1/team/members/{ada_id}"), None),
+        (
+            "PATCH",
+            format!("/v1/team/members/{ada_id}"),
+            Some(json!({"role": "viewer"})),
+        ),
+        ("GET", format!("/v1/keys/{shared_id}/usage"), None),
+        ("POST", format!("/v1/keys/{shared_id}/rotate"), None),
+    ] {
+        let r = eve.send(method, &path, body, None);
+        assert_eq!(r.status, 404, "{method} {path}: {}", r.text());
+    }
+    let r = Browser::new(gw.port).send("GET", "/v1/team", None, None);
+    assert_eq!(r.status, 401);
+
+    // A viewer reads the team's keys and usage, and can neither write nor see a secret.
+    let (mut bob, _) = signed_in(&gw, &outbox, "bob@example.com");
+    let r = bob.send(
+        "POST",
+        "/v1/team/join",
+        Some(json!({"code": bob_code})),
+        Some(""),
+    );
+    assert_eq!(r.status, 403, "no CSRF: {}", r.text());
+    let r = bob.send(
+        "POST",
+        "/v1/team/join",
+        Some(json!({"code": bob_code})),
+        None,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        (r.json()["tenant_id"].clone(), r.json()["role"].clone()),
+        (json!(team), json!("viewer"))
+    );
+    let r = bob.send(
+        "POST",
+        "/v1/team/join",
+        Some(json!({"code": bob_code})),
+        None,
+    );
+    assert_eq!(
+        error(&r),
+        (404, json!("invalid_invite")),
+        "a code works once"
+    );
+    let me = bob.send("GET", "/v1/auth/me", None, None).json();
+    assert_eq!(
+        me["tenant"],
+        json!({"id": team, "name": "ada@example.com", "role": "viewer"})
+    );
+    assert!(
+        me.get("default_key").is_none(),
+        "no secret for a viewer: {me}"
+    );
+    let keys = bob.send("GET", "/v1/keys", None, None);
+    assert!(keys.text().contains(&shared_id) && !keys.text().contains("\"raw\""));
+    let r = bob.send("GET", &format!("/v1/keys/{shared_id}/usage"), None, None);
+    assert_eq!(r.status, 200, "{}", r.text());
+    for (method, path, body) in [
+        (
+            "POST",
+            "/v1/keys".to_string(),
+            Some(json!({"name": "mine"})),
+        ),
+        ("POST", format!("/v1/keys/{shared_id}/rotate"), None),
+        ("DELETE", format!("/v1/keys/{shared_id}"), None),
+        (
+            "PATCH",
+            format!("/v1/keys/{shared_id}"),
+            Some(json!({"name": "x"})),
+        ),
+        (
+            "POST",
+            "/v1/plan/request".to_string(),
+            Some(json!({"plan": "pro"})),
+        ),
+        (
+            "POST",
+            "/v1/team/invites".to_string(),
+            Some(json!({"email": "x@example.com", "role": "owner"})),
+        ),
+        (
+            "PATCH",
+            format!("/v1/team/members/{ada_id}"),
+            Some(json!({"role": "viewer"})),
+        ),
+    ] {
+        let r = bob.send(method, &path, body, None);
+        assert_eq!(
+            error(&r),
+            (403, json!("role_insufficient")),
+            "{method} {path}"
+        );
+    }
+    assert!(
+        bob.send("GET", "/v1/team", None, None).json()["invites"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "invitations are the owners'"
+    );
+
+    // A developer writes keys in the team, not its membership.
+    let (mut dev, _) = signed_in(&gw, &outbox, "dev@example.com");
+    let joined = dev.send(
+        "POST",
+        "/v1/team/join",
+        Some(json!({"code": dev_code})),
+        None,
+    );
+    let dev_id = dev.send("GET", "/v1/auth/me", None, None).json()["user"]["id"].clone();
+    assert_eq!(joined.json()["role"], "developer");
+    let made = dev.send("POST", "/v1/keys", Some(json!({"name": "ci"})), None);
+    assert_eq!(made.status, 201, "{}", made.text());
+    assert_eq!(made.json()["created_by"], dev_id);
+    let rotated = dev.send("POST", &format!("/v1/keys/{shared_id}/rotate"), None, None);
+    assert_eq!(rotated.status, 200, "{}", rotated.text());
+    assert_eq!(
+        rotated.json()["created_by"],
+        json!(ada_id),
+        "a rotation keeps the maker"
+    );
+    let r = invite(&mut dev, "x@example.com", "viewer", None);
+    assert_eq!(error(&r), (403, json!("role_insufficient")));
+
+    // Roles change; a team keeps an owner and nobody leaves home.
+    let bob_id = bob.send("GET", "/v1/auth/me", None, None).json()["user"]["id"].clone();
+    let bob_id = bob_id.as_str().unwrap();
+    let r = ada.send(
+        "PATCH",
+        &format!("/v1/team/members/{bob_id}"),
+        Some(json!({"role": "developer"})),
+        None,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = bob.send("POST", "/v1/keys", Some(json!({"name": "now I can"})), None);
+    assert_eq!(
+        r.status,
+        201,
+        "the new role holds at the next request: {}",
+        r.text()
+    );
+    let r = ada.send(
+        "PATCH",
+        &format!("/v1/team/members/{ada_id}"),
+        Some(json!({"role": "viewer"})),
+        None,
+    );
+    assert_eq!(error(&r), (409, json!("last_owner")));
+    let r = ada.send("DELETE", &format!("/v1/team/members/{ada_id}"), None, None);
+    assert_eq!(error(&r), (409, json!("home_tenant")));
+
+    // Removed, a member's session is back home at once; the team's keys stay.
+    let dev_id = dev_id.as_str().unwrap();
+    let r = ada.send("DELETE", &format!("/v1/team/members/{dev_id}"), None, None);
+    assert_eq!(r.status, 204, "{}", r.text());
+    let me = dev.send("GET", "/v1/auth/me", None, None).json();
+    assert_eq!(me["tenant"]["role"], "owner");
+    assert!(me["tenant"]["id"] != json!(team));
+    let r = dev.send("GET", &format!("/v1/keys/{shared_id}/usage"), None, None);
+    assert_eq!(r.status, 404);
+    let team_keys = ada.send("GET", "/v1/keys", None, None).text();
+    assert!(team_keys.contains("\"ci\""), "{team_keys}");
+
+    // A member leaves by its own id, and switches between its tenants.
+    let home = bob.send("GET", "/v1/auth/me", None, None).json()["tenants"][0]["tenant_id"].clone();
+    let r = bob.send(
+        "POST",
+        "/v1/team/switch",
+        Some(json!({"tenant_id": home})),
+        None,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        bob.send("GET", "/v1/auth/me", None, None).json()["tenant"]["role"],
+        "owner"
+    );
+    bob.send(
+        "POST",
+        "/v1/team/switch",
+        Some(json!({"tenant_id": team})),
+        None,
+    );
+    let r = bob.send("DELETE", &format!("/v1/team/members/{bob_id}"), None, None);
+    assert_eq!(r.status, 204, "{}", r.text());
+    let r = bob.send(
+        "POST",
+        "/v1/team/switch",
+        Some(json!({"tenant_id": team})),
+        None,
+    );
+    assert_eq!(r.status, 404, "gone from the team");
+
+    // A withdrawn invitation's code joins nobody.
+    assert_eq!(
+        invite(&mut ada, "carol@example.com", "viewer", None).status,
+        201
+    );
+    let carol_code = invite_code(&outbox, "carol@example.com");
+    let pending = ada.send("GET", "/v1/team", None, None).json()["invites"][0]["id"].clone();
+    let r = ada.send(
+        "DELETE",
+        &format!("/v1/team/invites/{}", pending.as_str().unwrap()),
+        None,
+        None,
+    );
+    assert_eq!(r.status, 204);
+    let (mut carol, _) = signed_in(&gw, &outbox, "carol@example.com");
+    let r = carol.send(
+        "POST",
+        "/v1/team/join",
+        Some(json!({"code": carol_code})),
+        None,
+    );
+    assert_eq!(error(&r), (404, json!("invalid_invite")));
+
+    // Every change is in the team's audit log, with who made it.
+    let events = ada.send("GET", "/v1/audit", None, None).json()["events"].clone();
+    let actions: Vec<&str> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    for a in [
+        "member.invite",
+        "member.join",
+        "member.role",
+        "member.remove",
+        "member.leave",
+        "invite.revoke",
+        "key.rotate",
+    ] {
+        assert!(actions.contains(&a), "{a}: {actions:?}");
+    }
+    let rotate = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["action"] == "key.rotate")
+        .unwrap();
+    assert_eq!(rotate["user"], "dev@example.com");
+}
