@@ -27,12 +27,13 @@ function base58(bytes) {
 const [base, outbox, screenshotFile] = process.argv.slice(2);
 const email = "browser@example.com";
 
-async function codeFromOutbox() {
+// The newest message to `to` whose body matches `pattern`: its first group.
+async function codeFromOutbox(to = email, pattern = /code is (\d{6})/) {
   for (let i = 0; i < 100; i++) {
     if (existsSync(outbox)) {
       const lines = readFileSync(outbox, "utf8").trim().split("\n").filter(Boolean);
-      const mine = lines.map((l) => JSON.parse(l)).filter((m) => m.to === email);
-      if (mine.length) return mine.at(-1).body.match(/code is (\d{6})/)[1];
+      const mine = lines.map((l) => JSON.parse(l)).filter((m) => m.to === to && pattern.test(m.body));
+      if (mine.length) return mine.at(-1).body.match(pattern)[1];
     }
     await new Promise((r) => setTimeout(r, 100));
   }
@@ -299,6 +300,41 @@ try {
   await page.waitForSelector("#keys tr");
   const names = await page.locator("#keys tr td:first-child").allTextContents();
   assert.ok(!names.some((n) => n.includes("pwned")), names.join(","));
+
+  // Team: the owner invites a viewer from the page; the viewer signs in elsewhere, joins
+  // with the emailed code, and is offered nothing it may not do.
+  const viewerEmail = "viewer@example.com";
+  await page.fill("#invite-email", viewerEmail);
+  await page.selectOption("#invite-role", "viewer");
+  await page.click("#invite");
+  await page.waitForSelector("#invites-wrap:not([hidden])");
+  assert.match(await page.textContent("#invites"), /viewer@example\.com/);
+  const inviteCode = await codeFromOutbox(viewerEmail, /(inv_[A-Za-z0-9_-]+)/);
+  const viewerContext = await browser.newContext();
+  const viewer = await viewerContext.newPage();
+  await viewer.goto(base + "/console/");
+  await viewer.waitForSelector("#signin:not([hidden])");
+  await viewer.fill("#email", viewerEmail);
+  await viewer.click("#send-code");
+  await viewer.waitForSelector("#code-form:not([hidden])");
+  await viewer.fill("#code", await codeFromOutbox(viewerEmail));
+  await viewer.click("#verify-code");
+  await viewer.waitForSelector("#app:not([hidden])");
+  await viewer.fill("#join-code", inviteCode);
+  await viewer.click("#join");
+  await viewer.waitForFunction(() => document.getElementById("team-role").textContent === "viewer"
+    && document.querySelectorAll("#members tr").length === 2);
+  assert.ok(await viewer.locator("#create-form").isHidden(), "a viewer creates no key");
+  assert.equal(await viewer.locator("#keys button.rotate").count(), 0, "nor rotates one");
+  assert.equal(await viewer.locator("#plans-list button.ask-plan").count(), 0);
+  assert.ok(await viewer.locator("#invite-form").isHidden());
+  assert.ok((await viewer.locator("#keys tr").count()) >= 1, "the team's keys are listed");
+  writeFileSync(screenshotFile.replace(/\.png$/, "-team.png"), await viewer.locator("#team").screenshot());
+  await viewerContext.close();
+  await page.reload();
+  await page.waitForSelector("#members tr:nth-child(2)");
+  assert.equal(await page.locator("#members select.member-role").count(), 2, "the owner sets roles");
+  console.log("team: invited, joined by code as viewer, its page offers reads only");
 
   // Sign out: back to the sign-in form, cookies gone.
   await page.click("#logout");

@@ -40,16 +40,21 @@ async function load() {
   $("app").hidden = false;
   $("who").textContent = me.user.email || me.user.id;
   $("provider").textContent = me.provider || "unknown";
+  role = me.tenant ? me.tenant.role : "owner";
+  const home = !me.tenants || !me.tenant || me.tenants[0].tenant_id === me.tenant.id;
   const dk = me.default_key;
-  $("default-key").textContent = dk ? dk.key_prefix + "… (" + dk.scopes.join(", ") + ")" : "not available yet";
+  $("default-key").textContent = dk ? dk.key_prefix + "… (" + dk.scopes.join(", ") + ")"
+    : home ? "not available yet" : "You act in the team " + me.tenant.name + ": its keys are below; your own default key is in your own account.";
   if (dk && dk.raw) {
     $("default-raw").textContent = dk.raw;
     $("default-raw-wrap").hidden = false;
   }
   showEndpoints(dk && dk.raw);
   showPlan(me.plan);
+  $("create-form").hidden = role === "viewer";
   await showPlans(me.plan && me.plan.name);
   await listKeys();
+  await showTeam(me);
 }
 
 // Every plan, the tenant's own marked; another can be asked for (applied at once where
@@ -71,7 +76,7 @@ async function showPlans(current) {
       tr.append(td);
     }
     const action = document.createElement("td");
-    if (p.name !== current) {
+    if (p.name !== current && role === "owner") {
       const b = document.createElement("button");
       b.className = "ask-plan";
       b.textContent = p.self_service ? "Switch" : "Request";
@@ -161,6 +166,8 @@ for (const b of document.querySelectorAll("button.copy")) {
 }
 
 let usageWindow = "24h";
+// The signed-in member's role in the account it acts in: what the page offers to do.
+let role = "owner";
 
 // The account's audit log, newest first.
 async function showAudit() {
@@ -227,7 +234,7 @@ async function listKeys() {
     restrict.textContent = "Restrictions";
     restrict.className = "restrict";
     restrict.onclick = () => editRestrictions(k);
-    actions.append(rename, " ", restrict, " ", rotate, " ", revoke);
+    if (role !== "viewer") actions.append(rename, " ", restrict, " ", rotate, " ", revoke);
     tr.append(actions);
     tbody.append(tr);
   }
@@ -496,4 +503,5 @@ $("logout").onclick = () => act(async () => {
   await load();
 });
 
-load();
+// After team.js has run too.
+window.addEventListener("DOMContentLoaded", load);
