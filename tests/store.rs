@@ -56,7 +56,7 @@ async fn request_logs(store: &Store) {
         upstream: Some("el-1".into()),
     };
     let first: Vec<RequestRow> = (1..=4).map(|at| row("log-a", at, None)).collect();
-    store.add_requests(&first, 3).await.unwrap();
+    store.add_requests(&first, 3, &[]).await.unwrap();
     store
         .add_requests(
             &[
@@ -64,6 +64,7 @@ async fn request_logs(store: &Store) {
                 row("log-b", 1, None),
             ],
             3,
+            &[],
         )
         .await
         .unwrap();
@@ -76,6 +77,64 @@ async fn request_logs(store: &Store) {
         [row("log-b", 1, None)]
     );
     assert!(store.key_requests("log-c", 10).await.unwrap().is_empty());
+    method_breakdown(store).await;
+}
+
+/// The per-method breakdown adds up across writes, per key, chain and method, and is read
+/// per tenant (and key) over whole slots, busiest first.
+async fn method_breakdown(store: &Store) {
+    use chainedge::store::method_usage::{Group, MethodCounts, BUCKETS};
+    let group = |key: &str, tenant: &str, slot: i64, method: &str| Group {
+        key_id: key.into(),
+        tenant_id: tenant.into(),
+        slot,
+        chain: "eth".into(),
+        method: method.into(),
+    };
+    let counts = |calls: i64, errors: i64, bucket: usize| {
+        let mut buckets = [0; BUCKETS];
+        buckets[bucket] = calls;
+        MethodCounts {
+            calls,
+            errors,
+            latency_us: calls * 1000,
+            buckets,
+        }
+    };
+    for _ in 0..2 {
+        let groups = [
+            (group("mk-a", "mt", 600, "eth_call"), counts(3, 1, 0)),
+            (group("mk-a", "mt", 1200, "eth_call"), counts(1, 0, 5)),
+            (group("mk-a", "mt", 600, "eth_getLogs"), counts(1, 0, 9)),
+            (group("mk-b", "other", 600, "eth_call"), counts(50, 0, 0)),
+        ];
+        store.add_requests(&[], 3, &groups).await.unwrap();
+    }
+    let rows = store.method_usage("mt", None, 0, 1800, 10).await.unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(
+        (
+            rows[0].method.as_str(),
+            rows[0].counts.calls,
+            rows[0].counts.errors
+        ),
+        ("eth_call", 8, 2)
+    );
+    assert_eq!(rows[0].counts.buckets[0..6], [6, 0, 0, 0, 0, 2]);
+    assert_eq!(rows[0].counts.latency_us, 8000);
+    assert_eq!(rows[1].counts.quantile_ms(0.5), Some(1000));
+    let one_slot = store
+        .method_usage("mt", Some("mk-a"), 1200, 1800, 10)
+        .await
+        .unwrap();
+    assert_eq!(one_slot.len(), 1);
+    assert_eq!(one_slot[0].counts.calls, 2);
+    assert!(store
+        .method_usage("mt", Some("mk-b"), 0, 1800, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(store.prune_method_usage(1200).await.unwrap(), 3);
 }
 
 /// Followed transactions: one row per chain, hash and tenant; a resend changes nothing;

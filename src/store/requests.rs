@@ -1,6 +1,7 @@
 //! Each key's request log (`src/usage/requests.rs` gathers it): the newest requests per
 //! key, written in batches by the background writer, each key pruned to what it keeps.
 
+use super::method_usage::{Group, MethodCounts};
 use super::sql::{params, StoreError};
 use super::Store;
 
@@ -26,10 +27,16 @@ pub struct RequestRow {
 }
 
 impl Store {
-    /// Add `rows` and cut each of their keys' logs to its newest `keep`, in one
-    /// transaction.
-    pub async fn add_requests(&self, rows: &[RequestRow], keep: usize) -> Result<(), StoreError> {
+    /// Add `rows` and cut each of their keys' logs to its newest `keep`, and add the
+    /// same requests' per-method `groups` (`method_usage`), in one transaction.
+    pub async fn add_requests(
+        &self,
+        rows: &[RequestRow],
+        keep: usize,
+        groups: &[(Group, MethodCounts)],
+    ) -> Result<(), StoreError> {
         let mut tx = self.db.begin().await?;
+        super::method_usage::add(tx.as_mut(), groups).await?;
         for r in rows {
             tx.execute(
                 "INSERT INTO key_requests (key_id, tenant_id, at_us, route, method, status, error, latency_us, upstream)

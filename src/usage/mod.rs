@@ -17,6 +17,7 @@
 //! the store did not take then is added from the journal by the next instance to start
 //! on that `store.state_dir` (docs/operations.md).
 
+pub mod breakdown;
 pub mod requests;
 
 use crate::observe::metrics;

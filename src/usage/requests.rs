@@ -4,17 +4,30 @@
 //! where each key keeps its newest `usage.request_log_per_key`. What an entry holds is
 //! what a developer debugging a failing call needs, never a body, a parameter or a secret.
 
+use super::breakdown::{Finished, Group, Groups, MethodCounts};
 use crate::observe::metrics;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 pub use crate::store::requests::RequestRow as RequestEntry;
 
-/// The entries of every key since the last flush, bounded.
+/// The entries of every key since the last flush, and the per-method breakdown of the
+/// same requests (`breakdown.rs`), each bounded.
 pub struct RequestLog {
-    entries: Mutex<Vec<RequestEntry>>,
+    gathered: Mutex<Gathered>,
     buffer: usize,
     per_key: usize,
+}
+
+struct Gathered {
+    entries: Vec<RequestEntry>,
+    groups: Groups,
+}
+
+/// What a flush takes: the entries each key keeps, and the breakdown's groups.
+pub struct Taken {
+    pub entries: Vec<RequestEntry>,
+    pub groups: Vec<(Group, MethodCounts)>,
 }
 
 impl RequestLog {
@@ -22,7 +35,10 @@ impl RequestLog {
     /// `per_key` per key (0: no log at all).
     pub fn new(buffer: usize, per_key: usize) -> RequestLog {
         RequestLog {
-            entries: Mutex::new(Vec::new()),
+            gathered: Mutex::new(Gathered {
+                entries: Vec::new(),
+                groups: Groups::new(buffer),
+            }),
             buffer: buffer.max(1),
             per_key,
         }
@@ -38,23 +54,40 @@ impl RequestLog {
     }
 
     pub fn add(&self, entry: RequestEntry) {
-        let Ok(mut entries) = self.entries.lock() else {
+        let Ok(mut g) = self.gathered.lock() else {
             return;
         };
-        if entries.len() >= self.buffer {
-            drop(entries);
-            metrics::request_log_dropped(1);
-            return;
+        let counted = g.groups.add(&Finished {
+            key_id: &entry.key_id,
+            tenant_id: &entry.tenant_id,
+            at_secs: entry.at_us.div_euclid(1_000_000),
+            route: &entry.route,
+            method: &entry.method,
+            status: entry.status,
+            error: entry.error.as_deref(),
+            latency_us: entry.latency_us,
+        });
+        let kept = g.entries.len() < self.buffer;
+        if kept {
+            g.entries.push(entry);
         }
-        entries.push(entry);
+        drop(g);
+        if !counted || !kept {
+            metrics::request_log_dropped(1);
+        }
     }
 
     /// Everything gathered since the last call, with each key's older entries beyond
     /// what the store keeps left out.
-    pub fn take(&self) -> Vec<RequestEntry> {
-        let taken = match self.entries.lock() {
-            Ok(mut e) => std::mem::take(&mut *e),
-            Err(_) => return Vec::new(),
+    pub fn take(&self) -> Taken {
+        let (taken, groups) = match self.gathered.lock() {
+            Ok(mut g) => (std::mem::take(&mut g.entries), g.groups.take()),
+            Err(_) => {
+                return Taken {
+                    entries: Vec::new(),
+                    groups: Vec::new(),
+                }
+            }
         };
         let mut seen: HashMap<&str, usize> = HashMap::new();
         let mut keep = vec![false; taken.len()];
@@ -65,11 +98,12 @@ impl RequestLog {
                 keep[i] = true;
             }
         }
-        taken
+        let entries = taken
             .into_iter()
             .zip(keep)
             .filter_map(|(e, k)| k.then_some(e))
-            .collect()
+            .collect();
+        Taken { entries, groups }
     }
 }
 
@@ -100,8 +134,14 @@ mod tests {
         log.add(entry("b", 9));
         log.add(entry("b", 10)); // over the buffer: not kept
         let taken = log.take();
-        let kept: Vec<(&str, i64)> = taken.iter().map(|e| (e.key_id.as_str(), e.at_us)).collect();
+        let kept: Vec<(&str, i64)> = taken
+            .entries
+            .iter()
+            .map(|e| (e.key_id.as_str(), e.at_us))
+            .collect();
         assert_eq!(kept, [("a", 2), ("a", 3), ("b", 9)]);
-        assert!(log.take().is_empty());
+        let calls: i64 = taken.groups.iter().map(|(_, c)| c.calls).sum();
+        assert_eq!(calls, 6, "the breakdown counts what the log could not keep");
+        assert!(log.take().entries.is_empty());
     }
 }

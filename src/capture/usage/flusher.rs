@@ -383,6 +383,11 @@ impl Flusher {
         {
             log::warn!("usage: pruning failed: {e}");
         }
+        // The breakdown answers up to 30 days back.
+        let slots_before = now - crate::usage::breakdown::KEPT_SECS;
+        if let Err(e) = self.durable.store.prune_method_usage(slots_before).await {
+            log::warn!("usage: pruning the method breakdown failed: {e}");
+        }
     }
 }
 

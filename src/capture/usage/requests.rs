@@ -20,11 +20,16 @@ pub struct RequestLogWriter {
 
 impl RequestLogWriter {
     async fn write(&self, health: &Health) {
-        let rows = self.log.take();
-        if rows.is_empty() {
+        let taken = self.log.take();
+        if taken.entries.is_empty() && taken.groups.is_empty() {
             return;
         }
-        match self.store.add_requests(&rows, self.log.per_key()).await {
+        let (rows, groups) = (&taken.entries, &taken.groups);
+        match self
+            .store
+            .add_requests(rows, self.log.per_key(), groups)
+            .await
+        {
             Ok(()) => health.ok(),
             Err(e) => {
                 metrics::request_log_dropped(rows.len() as u64);
