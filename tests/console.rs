@@ -236,11 +236,83 @@ fn key_usage_is_read_by_its_owner_alone() {
         (400, json!({"error": "invalid_request"}))
     );
 
+    // The account's breakdown: the same calls by chain and method, with latency, and a
+    // refused made-up method counted as `unknown`, never under its own name.
+    let r = rpc(
+        gw.port,
+        "/rpc/eth",
+        Some(&raw),
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "made_up_abc", "params": []}),
+    );
+    assert!(
+        r.text().contains("method_unknown") || r.text().contains("-32601"),
+        "{}",
+        r.text()
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let usage = loop {
+        let v = ada.send("GET", "/v1/usage?window=1h", None, None).json();
+        if v["totals"]["calls"] == 4
+            && v["latency_ms"]["p50"].is_number()
+            && v["by_method"].as_array().map_or(0, Vec::len) == 2
+        {
+            break v;
+        }
+        assert!(std::time::Instant::now() < deadline, "{v}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let methods = usage["by_method"].as_array().unwrap();
+    assert_eq!(methods[0]["method"], "eth_blockNumber", "{usage}");
+    assert_eq!(
+        (
+            methods[0]["chain"].clone(),
+            methods[0]["calls"].clone(),
+            methods[0]["errors"].clone()
+        ),
+        (json!("eth"), json!(3), json!(0))
+    );
+    assert_eq!(
+        (methods[1]["method"].clone(), methods[1]["errors"].clone()),
+        (json!("unknown"), json!(1))
+    );
+    assert_eq!(usage["by_chain"][0]["calls"], 4);
+    assert_eq!(usage["by_key"][0]["key_id"], json!(id));
+    assert!(!usage.to_string().contains("made_up_abc"));
+    let csv = ada.send(
+        "GET",
+        &format!("/v1/usage?window=24h&key_id={id}&format=csv"),
+        None,
+        None,
+    );
+    assert_eq!(csv.status, 200);
+    assert!(csv.header("content-type").unwrap().starts_with("text/csv"));
+    let text = csv.text();
+    assert!(
+        text.starts_with("key_id,chain,method,calls,errors,mean_ms,p50_ms,p95_ms,p99_ms\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("{id},eth,eth_blockNumber,3,0,")),
+        "{text}"
+    );
+    let r = ada.send("GET", "/v1/usage?format=xml", None, None);
+    assert_eq!(r.status, 400);
+
     // Another user, and no session at all, see nothing of it.
     let mut eve = Browser::new(gw.port);
     assert_eq!(sign_in(&mut eve, &outbox, "eve@example.com").status, 200);
     let r = eve.send("GET", &path, None, None);
     assert_eq!((r.status, r.json()), (404, json!({"error": "not_found"})));
+    let r = eve.send("GET", &format!("/v1/usage?key_id={id}"), None, None);
+    assert_eq!((r.status, r.json()), (404, json!({"error": "not_found"})));
+    let theirs = eve.send("GET", "/v1/usage?window=1h", None, None).json();
+    assert_eq!(
+        (
+            theirs["totals"]["calls"].clone(),
+            theirs["by_method"].clone()
+        ),
+        (json!(0), json!([]))
+    );
     let r = Browser::new(gw.port).send("GET", &path, None, None);
     assert_eq!(r.status, 401);
 
@@ -252,7 +324,8 @@ fn key_usage_is_read_by_its_owner_alone() {
     );
     assert_eq!(
         ada.send("GET", &path, None, None).json()["totals"]["calls"],
-        3
+        4,
+        "the three calls and the refused one"
     );
 }
 

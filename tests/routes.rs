@@ -214,6 +214,7 @@ fn every_manifest_route_is_classified_in_its_envelope() {
                     | "console_plan_request_get"
                     | "console_audit"
                     | "console_team"
+                    | "console_usage"
                     | "console_team_invite"
                     | "console_team_invite_revoke"
                     | "console_team_join"

@@ -13,14 +13,14 @@ use std::collections::HashMap;
 use std::time::UNIX_EPOCH;
 
 /// A chart's span, the width of each of its points, and the rows it reads.
-struct Window {
-    name: &'static str,
-    span: i64,
-    step: i64,
-    grain: Grain,
+pub(super) struct Window {
+    pub name: &'static str,
+    pub span: i64,
+    pub step: i64,
+    pub grain: Grain,
 }
 
-const WINDOWS: &[Window] = &[
+pub(super) const WINDOWS: &[Window] = &[
     Window {
         name: "1h",
         span: 3600,
@@ -50,7 +50,7 @@ const WINDOWS: &[Window] = &[
 /// An export answers at most this many rows; a wider ask is refused with the bound.
 pub const MAX_EXPORT_ROWS: i64 = 50_000;
 
-fn counts_json(c: &Counts) -> Value {
+pub(super) fn counts_json(c: &Counts) -> Value {
     json!({
         "calls": c.calls,
         "compute_units": c.compute_units,
@@ -59,12 +59,12 @@ fn counts_json(c: &Counts) -> Value {
     })
 }
 
-fn store_failure(e: crate::store::sql::StoreError) -> ApiError {
+pub(super) fn store_failure(e: crate::store::sql::StoreError) -> ApiError {
     log::error!("usage: store read failed: {e}");
     ApiError::internal("store failure")
 }
 
-fn no_store_cache(reply: Reply) -> Reply {
+pub(super) fn no_store_cache(reply: Reply) -> Reply {
     reply.with_headers(vec![("Cache-Control", "no-store".into())])
 }
 
@@ -76,13 +76,7 @@ pub async fn key_series(
     window: Option<&str>,
     now: i64,
 ) -> Result<Reply, ApiError> {
-    let name = window.unwrap_or("24h");
-    let w = WINDOWS.iter().find(|w| w.name == name).ok_or_else(|| {
-        ApiError::new(400, "invalid_request", "window is one of 1h, 24h, 7d, 30d")
-    })?;
-    // The current step is the last point; the window starts `span` before its end.
-    let to = (now / w.step + 1) * w.step;
-    let from = to - w.span;
+    let (w, from, to) = window_at(window, now)?;
     let rows = store
         .key_usage(key_id, w.grain, from, to, w.step)
         .await
@@ -112,6 +106,20 @@ pub async fn key_series(
         200,
         serde_json::to_vec(&body).unwrap_or_default(),
     )))
+}
+
+/// The window named (`24h` when none) and its `[from, to)` at `now`: the current step
+/// is the last point, and the window starts `span` before its end.
+pub(super) fn window_at(
+    window: Option<&str>,
+    now: i64,
+) -> Result<(&'static Window, i64, i64), ApiError> {
+    let name = window.unwrap_or("24h");
+    let w = WINDOWS.iter().find(|w| w.name == name).ok_or_else(|| {
+        ApiError::new(400, "invalid_request", "window is one of 1h, 24h, 7d, 30d")
+    })?;
+    let to = (now / w.step + 1) * w.step;
+    Ok((w, to - w.span, to))
 }
 
 /// A time as Unix seconds or RFC 3339.

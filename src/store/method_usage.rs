@@ -132,7 +132,9 @@ impl Store {
         to: i64,
         limit: i64,
     ) -> Result<Vec<MethodRow>, StoreError> {
-        let sums: Vec<String> = (0..BUCKETS).map(|i| format!("CAST(SUM(b{i}) AS BIGINT)")).collect();
+        let sums: Vec<String> = (0..BUCKETS)
+            .map(|i| format!("CAST(SUM(b{i}) AS BIGINT)"))
+            .collect();
         let sql = format!(
             "SELECT key_id, chain, method, CAST(SUM(calls) AS BIGINT), CAST(SUM(errors) AS BIGINT),
                     CAST(SUM(latency_us) AS BIGINT), {}

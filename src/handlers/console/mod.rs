@@ -23,6 +23,7 @@ pub use crate::auth::{DEFAULT_SCOPES, SCOPES};
 mod plans;
 mod sign_in;
 mod team;
+mod usage;
 
 use sign_in::*;
 
@@ -80,6 +81,10 @@ pub const HANDLERS: &[Handler] = &[
     })
     .form(),
     Handler::new("console_audit", |s, r| Box::pin(audit(s.console, r))).form(),
+    Handler::new("console_usage", |s, r| {
+        Box::pin(usage::breakdown(s.console, r))
+    })
+    .form(),
     Handler::new("console_team", |s, r| Box::pin(team::show(s.console, r))).form(),
     Handler::new("console_team_invite", |s, r| {
         Box::pin(team::invite(s.console, r))
