@@ -1,4 +1,4 @@
-//! The console page: three static files compiled into the binary (no build step, no file
+//! The console page: its static files compiled into the binary (no build step, no file
 //! system access, so no path to traverse).
 
 use crate::errors::ApiError;
@@ -7,6 +7,7 @@ use crate::reply::Reply;
 const INDEX: &str = include_str!("page/index.html");
 const APP_JS: &str = include_str!("page/app.js");
 const TEAM_JS: &str = include_str!("page/team.js");
+const BREAKDOWN_JS: &str = include_str!("page/breakdown.js");
 
 /// Scripts only from this origin, no framing, no inline script.
 const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; \
@@ -17,6 +18,7 @@ pub fn serve(file: &str) -> Result<Reply, ApiError> {
         "" | "index.html" => ("text/html; charset=utf-8", INDEX),
         "app.js" => ("text/javascript; charset=utf-8", APP_JS),
         "team.js" => ("text/javascript; charset=utf-8", TEAM_JS),
+        "breakdown.js" => ("text/javascript; charset=utf-8", BREAKDOWN_JS),
         _ => return Err(ApiError::new(404, "not_found", "no such console file")),
     };
     let mut r = Reply::json(200, body.as_bytes().to_vec());

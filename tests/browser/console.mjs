@@ -185,6 +185,18 @@ try {
   assert.ok(!requestRows.some((t) => t.includes(raw)), "a secret in the request log");
   console.log(`recent requests: ${requestRows.length} rows, refusals with their codes`);
 
+  // Account usage: the same calls by chain and method (refused unknown names together),
+  // with latency, and the CSV behind the download link.
+  await page.waitForFunction(() => [...document.querySelectorAll("#breakdown-methods tr")]
+    .some((tr) => tr.textContent.startsWith("etheth_blockNumber6")));
+  const methodRows = await page.locator("#breakdown-methods tr").allTextContents();
+  assert.ok(methodRows.some((t) => t.startsWith("ethunknown22")), methodRows.join("\n"));
+  assert.match(await page.textContent("#account-totals"), /^All keys, last 24h: 8 calls/);
+  assert.match(await page.textContent("#account-latency"), /^Latency: mean [\d.]+ ms, p50 ≤ \d+ ms/);
+  const csv = await page.evaluate(async () => (await fetch(document.getElementById("usage-csv").href)).text());
+  assert.ok(/,eth,eth_blockNumber,6,0,/.test(csv), csv);
+  console.log(`account usage: ${methodRows.length} chain and method rows, CSV ${csv.split("\n").length - 2} lines`);
+
   // The web3.py, ethers and viem snippets work as shown: each prints the node's block
   // number (0x10 from this test's node).
   const root = new URL("../../", import.meta.url).pathname;

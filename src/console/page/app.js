@@ -328,6 +328,7 @@ async function showUsage() {
     t.errors + " errors · " + t.rate_limited + " rate-limited";
   await showRequests(id);
   await showTxs(id);
+  await showBreakdown();
 }
 
 // The key's newest requests, one row each; refused ones marked.
