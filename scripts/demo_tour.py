@@ -236,9 +236,9 @@ def console(tour):
     tour.check("plans", "GET", "/v1/plans", None, fields=["plans.0.name"])
     tour.check("plan request", "GET", "/v1/plan/request", None)
     tour.check("account usage", "GET", "/v1/usage?window=1h", None, fields=["totals.calls", "latency_ms", "by_method"])
-    tour.check("team", "GET", "/v1/team", None, fields=["members.0.role", "invites"])
     mate = f"mate-{int(time.time() * 1000)}@example.org"
     tour.check("team invite", "POST", "/v1/team/invites", None, {"email": mate, "role": "viewer"}, want=201, fields=["id", "expires_at"])
+    tour.check("team", "GET", "/v1/team", None, fields=["members.0.role", "invites.0.email"])
     tour.check("audit log", "GET", "/v1/audit", None, fields=["events.0.action"])
     tour.check("sign-in ways", "GET", "/v1/auth/providers", None, fields=["wallet_evm"])
     tour.check("console page", "GET", "/console/", None)

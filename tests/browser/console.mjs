@@ -313,6 +313,26 @@ try {
   const names = await page.locator("#keys tr td:first-child").allTextContents();
   assert.ok(!names.some((n) => n.includes("pwned")), names.join(","));
 
+  // Accessibility: every control the signed-in page shows has a name a screen reader
+  // reads (a label, aria-label or its text), key buttons name their key, and a key is
+  // created with the keyboard alone.
+  const unnamed = await page.evaluate(() => {
+    const visible = (e) => !e.closest("[hidden]") && e.getClientRects().length > 0;
+    const name = (e) => (e.labels && e.labels.length && e.labels[0].textContent.trim())
+      || e.getAttribute("aria-label") || (e.tagName === "BUTTON" && e.textContent.trim());
+    return [...document.querySelectorAll("#app input, #app select, #app textarea, #app button")]
+      .filter((e) => visible(e) && !name(e)).map((e) => e.outerHTML.slice(0, 80));
+  });
+  assert.deepEqual(unnamed, [], "controls without a name");
+  const revokeNames = await page.locator("#keys button.revoke").evaluateAll((bs) => bs.map((b) => b.getAttribute("aria-label")));
+  assert.ok(revokeNames.length > 0 && revokeNames.every((n) => /^Revoke .+/.test(n)), revokeNames.join());
+  await page.focus("#key-name");
+  await page.keyboard.type("keyboard");
+  await page.keyboard.press("Enter");
+  await page.waitForFunction(() => [...document.querySelectorAll("#keys tr td:first-child")].some((td) => td.textContent === "keyboard"));
+  assert.ok(await page.locator("#new-raw-wrap").isVisible(), "the new secret shown");
+  console.log(`accessibility: every control named, ${revokeNames.length} key buttons name their key, a key created by keyboard`);
+
   // Team: the owner invites a viewer from the page; the viewer signs in elsewhere, joins
   // with the emailed code, and is offered nothing it may not do.
   const viewerEmail = "viewer@example.com";

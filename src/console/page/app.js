@@ -234,6 +234,8 @@ async function listKeys() {
     restrict.textContent = "Restrictions";
     restrict.className = "restrict";
     restrict.onclick = () => editRestrictions(k);
+    // Each button names its key for screen readers ("Revoke ci", not four "Revoke"s).
+    for (const b of [rename, restrict, rotate, revoke]) b.setAttribute("aria-label", b.textContent + " " + k.name);
     if (role !== "viewer") actions.append(rename, " ", restrict, " ", rotate, " ", revoke);
     tr.append(actions);
     tbody.append(tr);
@@ -326,6 +328,7 @@ async function showUsage() {
   const t = u.totals;
   $("usage-totals").textContent = t.calls + " calls · " + t.compute_units + " compute units · " +
     t.errors + " errors · " + t.rate_limited + " rate-limited";
+  svg.setAttribute("aria-label", "calls per interval over the last " + u.window + ": " + $("usage-totals").textContent);
   await showRequests(id);
   await showTxs(id);
   await showBreakdown();

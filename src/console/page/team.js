@@ -56,6 +56,7 @@ async function showTeam(me) {
       const b = document.createElement("button");
       b.className = "remove-member";
       b.textContent = m.you ? "Leave" : "Remove";
+      b.setAttribute("aria-label", m.you ? "Leave this team" : "Remove " + (m.name || m.user_id));
       b.onclick = () => act(async () => {
         const what = m.you ? "Leave this team?" : "Remove " + (m.name || m.user_id) + " from the team? Keys they made stay the team's.";
         if (!confirm(what)) return;
@@ -78,6 +79,7 @@ async function showTeam(me) {
     const b = document.createElement("button");
     b.className = "withdraw-invite";
     b.textContent = "Withdraw";
+    b.setAttribute("aria-label", "Withdraw the invitation of " + i.email);
     b.onclick = () => act(async () => {
       if (!confirm("Withdraw the invitation of " + i.email + "?")) return;
       await api("DELETE", "/v1/team/invites/" + i.id);
