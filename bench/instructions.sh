@@ -6,6 +6,9 @@
 #   bench/instructions.sh BASELINE_BIN [BIN, default target/dist/chainedge] [requests, default 20000]
 #   CLUSTER_REDIS=1 bench/instructions.sh BIN BIN   the same build, "this" with its limits
 #                                                   shared over a local redis-server
+#   BASELINE_REV=<git rev> bench/instructions.sh ...  the baseline's own manifests
+#                                (plugins/ at that revision) and its own store, for a
+#                                baseline that lacks handlers or migrations added since
 #
 # For each build: a static upstream (nginx `return 200`), chainedge on one worker thread
 # under callgrind, 3,000 warm-up requests per route, then counters zeroed and N requests
@@ -70,16 +73,30 @@ threads: 1
 pid_file: $work/chainedge.pid
 upgrade_sock: $work/upgrade.sock
 YAML
-# "this" run's config: the same, plus Redis-shared limits when asked.
+# "this" run's config: the same, plus Redis-shared limits when asked. The baseline's:
+# its own store, and its revision's manifests when given.
 cp "$work/app.yaml" "$work/app_this.yaml"
+sed "s#$work/store.db#$work/store_base.db#" "$work/app.yaml" > "$work/app_base.yaml"
+if [ -n "${BASELINE_REV:-}" ]; then
+  git archive "$BASELINE_REV" plugins | tar -x -C "$work" --transform "s#^plugins#plugins_base#"
+  rm -rf "$work/plugins_base/contract"
+  cp "$work/plugins/eth.yaml" "$work/plugins_base/eth.yaml.bench"
+  tail -1 "$work/plugins_base/eth.yaml.bench" >> "$work/plugins_base/eth.yaml"
+  rm "$work/plugins_base/eth.yaml.bench"
+  sed -i "s#^plugins: .*#plugins: $work/plugins_base#" "$work/app_base.yaml"
+fi
 if [ -n "${CLUSTER_REDIS:-}" ]; then
   redis-server --port 19205 --bind 127.0.0.1 --save "" --appendonly no >/dev/null 2>&1 &
   pids+=($!)
   export BENCH_REDIS_URL=redis://127.0.0.1:19205/
   printf 'cluster:\n  redis: env:BENCH_REDIS_URL\n' >> "$work/app_this.yaml"
 fi
-tenant=$("$bin" --app "$work/app.yaml" tenants create --name instr --plan basic)
-key=$("$bin" --app "$work/app.yaml" keys create --tenant "$tenant" 2>/dev/null)
+# A key of a basic tenant in a build's store: new_key BIN APP
+new_key() {
+  local tenant
+  tenant=$("$1" --app "$2" tenants create --name instr --plan basic)
+  "$1" --app "$2" keys create --tenant "$tenant" 2>/dev/null
+}
 body='{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}'
 load() { # load N ROUTE
   if [ "$2" = plain ]; then
@@ -110,7 +127,9 @@ per_request() {
   kill $vpid; wait $vpid 2>/dev/null || true
   echo "${out[@]}"
 }
-read -r bp br <<<"$(per_request baseline "$base" "$work/app.yaml")"
+key=$(new_key "$base" "$work/app_base.yaml")
+read -r bp br <<<"$(per_request baseline "$base" "$work/app_base.yaml")"
+key=$(new_key "$bin" "$work/app_this.yaml")
 read -r np nr <<<"$(per_request this "$bin" "$work/app_this.yaml")"
 ratio() { awk -v x="$1" -v y="$2" 'BEGIN{printf "%.3f", x/y}'; }
 echo "instructions per request ($n requests, 1 worker thread, callgrind):"
