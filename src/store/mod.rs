@@ -19,6 +19,7 @@ pub mod method_usage;
 pub mod mev_cache;
 mod migrations;
 pub mod postgres;
+pub mod sessions;
 pub mod sign_in;
 pub mod sol_stake;
 pub mod sol_watchlist;

@@ -6,7 +6,7 @@
 
 pub use crate::store::method_usage::{Group, MethodCounts, BUCKETS, BUCKET_BOUNDS_MS};
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 
 /// Length of a slot: the finest step the breakdown answers in.
 pub const SLOT_SECS: i64 = 600;
@@ -80,9 +80,7 @@ impl Groups {
         let slot = f.at_secs.div_euclid(SLOT_SECS) * SLOT_SECS;
         // Looked up by a hash of the borrowed parts: a group's strings are copied once,
         // when it is first seen, not on every request.
-        let mut h = self.seed.build_hasher();
-        (f.key_id, slot, chain, method).hash(&mut h);
-        let id = h.finish();
+        let id = self.seed.hash_one((f.key_id, slot, chain, method));
         let counts = MethodCounts {
             calls: 1,
             errors: (f.status >= 400 || f.status == 0 || f.error.is_some()) as i64,

@@ -45,7 +45,7 @@ fn summed<K: Ord + Clone>(
         by.entry(key(r)).or_default().add(&r.counts);
     }
     let mut out: Vec<_> = by.into_iter().collect();
-    out.sort_by(|a, b| b.1.calls.cmp(&a.1.calls));
+    out.sort_by_key(|(_, c)| std::cmp::Reverse(c.calls));
     out
 }
 
