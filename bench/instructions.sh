@@ -72,6 +72,9 @@ version: 1
 threads: 1
 pid_file: $work/chainedge.pid
 upgrade_sock: $work/upgrade.sock
+# A stop ends the run at once: nothing is in flight once the counters are read.
+grace_period_seconds: 1
+graceful_shutdown_timeout_seconds: 1
 YAML
 # "this" run's config: the same, plus Redis-shared limits when asked. The baseline's:
 # its own store, and its revision's manifests when given.

@@ -24,11 +24,15 @@ fn console_page_in_chromium() {
         extra_yaml: "usage:\n  flush_interval_ms: 200\n".into(),
         ..Default::default()
     });
+    // Screenshots of each flow, kept after the run (`target/browser-artifacts/`).
+    let artifacts = root().join("target/browser-artifacts");
+    let _ = std::fs::remove_dir_all(&artifacts);
+    std::fs::create_dir_all(&artifacts).expect("artifacts directory");
     let out = std::process::Command::new("node")
         .arg(&script)
         .arg(format!("http://127.0.0.1:{}", gw.port))
         .arg(&outbox)
-        .arg(dir.join("usage-chart.png"))
+        .arg(artifacts.join("usage-chart.png"))
         .output()
         .expect("run node");
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -298,16 +298,16 @@ impl Edge {
         if !st.requests.enabled() || !st.config.app.usage.enabled {
             return;
         }
-        st.requests.add(crate::usage::requests::RequestEntry {
-            key_id: key.key_id.clone(),
-            tenant_id: key.tenant_id.clone(),
+        st.requests.add(&crate::usage::requests::Finished {
+            key_id: &key.key_id,
+            tenant_id: &key.tenant_id,
             at_us: crate::store::now_us(),
-            route: route.to_string(),
-            method: method.to_string(),
+            route,
+            method,
             status,
-            error: error.map(str::to_string),
+            error,
             latency_us,
-            upstream: upstream.map(str::to_string),
+            upstream,
         });
     }
 

@@ -4,9 +4,10 @@
 //! its writer. Billing totals are the usage tables' (`usage/mod.rs`); this is what a
 //! developer needs to see which method fails or slows down.
 
-pub use crate::store::method_usage::{Group, MethodCounts, BUCKETS, BUCKET_BOUNDS_MS};
-use std::collections::HashMap;
-use std::hash::BuildHasher;
+use super::requests::Finished;
+#[cfg(test)]
+use crate::store::method_usage::BUCKETS;
+pub use crate::store::method_usage::{Group, MethodCounts, BUCKET_BOUNDS_MS};
 
 /// Length of a slot: the finest step the breakdown answers in.
 pub const SLOT_SECS: i64 = 600;
@@ -45,72 +46,66 @@ pub fn method_label<'a>(method: &'a str, error: Option<&str>) -> &'a str {
     }
 }
 
-/// Groups gathered since the last flush, bounded in number.
-pub struct Groups {
-    map: HashMap<u64, (Group, MethodCounts)>,
-    seed: std::collections::hash_map::RandomState,
-    max: usize,
+/// One key's groups since the last flush: (slot, chain, method) and counts, the newest
+/// last. A flush holds one or two slots and the few methods a client calls, so a short
+/// scan finds a group; past `MAX_GROUPS_PER_KEY` a new one is not counted.
+#[derive(Default)]
+pub struct KeyGroups {
+    groups: Vec<(i64, &'static str, String, MethodCounts)>,
 }
 
-/// One finished request, as the breakdown counts it.
-pub struct Finished<'a> {
-    pub key_id: &'a str,
-    pub tenant_id: &'a str,
-    pub at_secs: i64,
-    pub route: &'a str,
-    pub method: &'a str,
-    pub status: u16,
-    pub error: Option<&'a str>,
-    pub latency_us: u64,
-}
+/// Groups one key may add between flushes.
+pub const MAX_GROUPS_PER_KEY: usize = 64;
 
-impl Groups {
-    pub fn new(max: usize) -> Groups {
-        Groups {
-            map: HashMap::new(),
-            seed: Default::default(),
-            max: max.max(1),
-        }
-    }
-
-    /// Count one request; false when a new group would pass the bound (not counted).
+impl KeyGroups {
+    /// Count one request of the key; false when it would pass the bound (not counted).
     pub fn add(&mut self, f: &Finished<'_>) -> bool {
         let chain = crate::key_restrictions::chain_of_route(f.route).unwrap_or("other");
         let method = method_label(f.method, f.error);
-        let slot = f.at_secs.div_euclid(SLOT_SECS) * SLOT_SECS;
-        // Looked up by a hash of the borrowed parts: a group's strings are copied once,
-        // when it is first seen, not on every request.
-        let id = self.seed.hash_one((f.key_id, slot, chain, method));
-        let counts = MethodCounts {
-            calls: 1,
-            errors: (f.status >= 400 || f.status == 0 || f.error.is_some()) as i64,
-            latency_us: f.latency_us.min(i64::MAX as u64) as i64,
-            buckets: {
-                let mut b = [0; BUCKETS];
-                b[bucket(f.latency_us)] = 1;
-                b
-            },
+        let slot = f.at_us.div_euclid(1_000_000 * SLOT_SECS) * SLOT_SECS;
+        let failed = f.status >= 400 || f.status == 0 || f.error.is_some();
+        let found = self
+            .groups
+            .iter()
+            .rposition(|(s, c, m, _)| *s == slot && *c == chain && m == method);
+        let at = match found {
+            Some(at) => at,
+            None if self.groups.len() >= MAX_GROUPS_PER_KEY => return false,
+            None => {
+                self.groups
+                    .push((slot, chain, method.to_string(), MethodCounts::default()));
+                self.groups.len() - 1
+            }
         };
-        if let Some((_, c)) = self.map.get_mut(&id) {
-            c.add(&counts);
-            return true;
-        }
-        if self.map.len() >= self.max {
-            return false;
-        }
-        let group = Group {
-            key_id: f.key_id.to_string(),
-            tenant_id: f.tenant_id.to_string(),
-            slot,
-            chain: chain.to_string(),
-            method: method.to_string(),
-        };
-        self.map.insert(id, (group, counts));
+        let counts = &mut self.groups[at].3;
+        counts.calls += 1;
+        counts.errors += failed as i64;
+        counts.latency_us = counts
+            .latency_us
+            .saturating_add(f.latency_us.min(i64::MAX as u64) as i64);
+        counts.buckets[bucket(f.latency_us)] += 1;
         true
     }
 
-    pub fn take(&mut self) -> Vec<(Group, MethodCounts)> {
-        std::mem::take(&mut self.map).into_values().collect()
+    /// The groups as the store takes them.
+    pub fn into_groups(
+        self,
+        key_id: &str,
+        tenant_id: &str,
+    ) -> impl Iterator<Item = (Group, MethodCounts)> {
+        let (key_id, tenant_id) = (key_id.to_string(), tenant_id.to_string());
+        self.groups
+            .into_iter()
+            .map(move |(slot, chain, method, counts)| {
+                let group = Group {
+                    key_id: key_id.clone(),
+                    tenant_id: tenant_id.clone(),
+                    slot,
+                    chain: chain.to_string(),
+                    method,
+                };
+                (group, counts)
+            })
     }
 }
 
@@ -118,37 +113,53 @@ impl Groups {
 mod tests {
     use super::*;
 
-    fn finished<'a>(method: &'a str, latency_us: u64, status: u16) -> Finished<'a> {
+    fn finished(method: &str, latency_us: u64, status: u16) -> Finished<'_> {
         Finished {
             key_id: "k",
             tenant_id: "t",
-            at_secs: 1_200,
+            at_us: 1_234_000_000,
             route: "eth.rpc",
             method,
             status,
             error: None,
             latency_us,
+            upstream: None,
         }
     }
 
     #[test]
     fn groups_count_by_method_with_latency_buckets() {
-        let mut g = Groups::new(2);
+        let mut g = KeyGroups::default();
         assert!(g.add(&finished("eth_call", 800, 200)));
         assert!(g.add(&finished("eth_call", 30_000, 502)));
         assert!(g.add(&finished("eth_getLogs", 3_000_000, 200)));
-        assert!(!g.add(&finished("eth_chainId", 1, 200)), "bounded");
-        let mut rows = g.take();
+        let mut rows: Vec<_> = g.into_groups("k", "t").collect();
         rows.sort_by(|a, b| a.0.method.cmp(&b.0.method));
         let (group, call) = &rows[0];
-        assert_eq!((group.chain.as_str(), group.slot), ("eth", 1_200));
+        assert_eq!(
+            (group.chain.as_str(), group.slot, group.key_id.as_str()),
+            ("eth", 1_200, "k")
+        );
         assert_eq!((call.calls, call.errors, call.latency_us), (2, 1, 30_800));
         assert_eq!(
             (call.quantile_ms(0.5), call.quantile_ms(0.99)),
             (Some(1), Some(50))
         );
         assert_eq!(rows[1].1.quantile_ms(0.5), Some(2500), "the open bucket");
-        assert!(g.take().is_empty());
+    }
+
+    #[test]
+    fn a_key_adds_a_bounded_number_of_groups() {
+        let mut g = KeyGroups::default();
+        let names: Vec<String> = (0..=MAX_GROUPS_PER_KEY).map(|i| format!("m{i}")).collect();
+        for name in &names[..MAX_GROUPS_PER_KEY] {
+            assert!(g.add(&finished(name, 1, 200)));
+        }
+        assert!(
+            !g.add(&finished(&names[MAX_GROUPS_PER_KEY], 1, 200)),
+            "bounded"
+        );
+        assert!(g.add(&finished("m0", 1, 200)), "a known group still counts");
     }
 
     #[test]

@@ -1,43 +1,103 @@
-//! Each key's request log, gathered off the hot path: a finished request of a key adds
-//! one entry to a bounded buffer (one short lock, no I/O); the writer
-//! (`capture::usage::requests`) moves the buffer to the store every flush interval,
-//! where each key keeps its newest `usage.request_log_per_key`. What an entry holds is
-//! what a developer debugging a failing call needs, never a body, a parameter or a secret.
+//! Each key's request log, gathered off the hot path: a finished request of a key goes
+//! into its key's ring of the newest `usage.request_log_per_key` entries (one short lock,
+//! no I/O, and once a ring is full no allocation: the oldest entry's buffers are reused),
+//! and into the key's per-method breakdown (`breakdown.rs`). The writer
+//! (`capture::usage::requests`) moves both to the store every flush interval. What an
+//! entry holds is what a developer debugging a failing call needs, never a body, a
+//! parameter or a secret.
 
-use super::breakdown::{Finished, Group, Groups, MethodCounts};
+use super::breakdown::{Group, KeyGroups, MethodCounts};
 use crate::observe::metrics;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
+use std::collections::VecDeque;
 use std::sync::Mutex;
 
 pub use crate::store::requests::RequestRow as RequestEntry;
 
-/// The entries of every key since the last flush, and the per-method breakdown of the
-/// same requests (`breakdown.rs`), each bounded.
+/// One finished request (or WebSocket message) of a key, borrowed from the request.
+pub struct Finished<'a> {
+    pub key_id: &'a str,
+    pub tenant_id: &'a str,
+    pub at_us: i64,
+    pub route: &'a str,
+    pub method: &'a str,
+    pub status: u16,
+    pub error: Option<&'a str>,
+    pub latency_us: u64,
+    pub upstream: Option<&'a str>,
+}
+
+/// An entry in its key's ring: the key is the ring's.
+#[derive(Default)]
+struct Entry {
+    at_us: i64,
+    route: String,
+    method: String,
+    status: u16,
+    error: Option<String>,
+    latency_us: u64,
+    upstream: Option<String>,
+}
+
+/// Copy `from` into `into`, reusing its buffer.
+fn set(into: &mut String, from: &str) {
+    into.clear();
+    into.push_str(from);
+}
+
+fn set_opt(into: &mut Option<String>, from: Option<&str>) {
+    match (into.as_mut(), from) {
+        (Some(s), Some(f)) => set(s, f),
+        (_, f) => *into = f.map(str::to_string),
+    }
+}
+
+impl Entry {
+    fn fill(&mut self, f: &Finished<'_>) {
+        self.at_us = f.at_us;
+        set(&mut self.route, f.route);
+        set(&mut self.method, f.method);
+        self.status = f.status;
+        set_opt(&mut self.error, f.error);
+        self.latency_us = f.latency_us;
+        set_opt(&mut self.upstream, f.upstream);
+    }
+}
+
+/// One key's part since the last flush.
+struct KeyLog {
+    tenant_id: String,
+    /// Oldest first, at most `per_key`.
+    entries: VecDeque<Entry>,
+    groups: KeyGroups,
+}
+
+/// Every key's log since the last flush; `held` entries in all, at most `buffer`.
+struct Gathered {
+    keys: FxHashMap<String, KeyLog>,
+    held: usize,
+}
+
 pub struct RequestLog {
     gathered: Mutex<Gathered>,
     buffer: usize,
     per_key: usize,
 }
 
-struct Gathered {
-    entries: Vec<RequestEntry>,
-    groups: Groups,
-}
-
-/// What a flush takes: the entries each key keeps, and the breakdown's groups.
+/// What a flush takes: each key's newest entries, and the breakdown's groups.
 pub struct Taken {
     pub entries: Vec<RequestEntry>,
     pub groups: Vec<(Group, MethodCounts)>,
 }
 
 impl RequestLog {
-    /// A log holding at most `buffer` entries between flushes, of which the store keeps
-    /// `per_key` per key (0: no log at all).
+    /// A log holding at most `buffer` entries between flushes, of which each key keeps
+    /// its newest `per_key` (0: no log at all).
     pub fn new(buffer: usize, per_key: usize) -> RequestLog {
         RequestLog {
             gathered: Mutex::new(Gathered {
-                entries: Vec::new(),
-                groups: Groups::new(buffer),
+                keys: FxHashMap::default(),
+                held: 0,
             }),
             buffer: buffer.max(1),
             per_key,
@@ -53,57 +113,81 @@ impl RequestLog {
         self.per_key
     }
 
-    pub fn add(&self, entry: RequestEntry) {
+    pub fn add(&self, f: &Finished<'_>) {
         let Ok(mut g) = self.gathered.lock() else {
             return;
         };
-        let counted = g.groups.add(&Finished {
-            key_id: &entry.key_id,
-            tenant_id: &entry.tenant_id,
-            at_secs: entry.at_us.div_euclid(1_000_000),
-            route: &entry.route,
-            method: &entry.method,
-            status: entry.status,
-            error: entry.error.as_deref(),
-            latency_us: entry.latency_us,
-        });
-        let kept = g.entries.len() < self.buffer;
-        if kept {
-            g.entries.push(entry);
+        let Gathered { keys, held } = &mut *g;
+        if !keys.contains_key(f.key_id) {
+            if keys.len() >= self.buffer {
+                drop(g);
+                metrics::request_log_dropped(1);
+                return;
+            }
+            let log = KeyLog {
+                tenant_id: f.tenant_id.to_string(),
+                entries: VecDeque::new(),
+                groups: KeyGroups::default(),
+            };
+            keys.insert(f.key_id.to_string(), log);
         }
+        let Some(log) = keys.get_mut(f.key_id) else {
+            return;
+        };
+        let counted = log.groups.add(f);
+        let kept = if log.entries.len() >= self.per_key {
+            // Full: the oldest entry makes room, its buffers reused.
+            let mut e = log.entries.pop_front().unwrap_or_default();
+            e.fill(f);
+            log.entries.push_back(e);
+            true
+        } else if *held < self.buffer {
+            let mut e = Entry::default();
+            e.fill(f);
+            log.entries.push_back(e);
+            *held += 1;
+            true
+        } else {
+            false
+        };
         drop(g);
         if !counted || !kept {
             metrics::request_log_dropped(1);
         }
     }
 
-    /// Everything gathered since the last call, with each key's older entries beyond
-    /// what the store keeps left out.
+    /// Everything gathered since the last call.
     pub fn take(&self) -> Taken {
-        let (taken, groups) = match self.gathered.lock() {
-            Ok(mut g) => (std::mem::take(&mut g.entries), g.groups.take()),
-            Err(_) => {
-                return Taken {
-                    entries: Vec::new(),
-                    groups: Vec::new(),
-                }
+        let keys = match self.gathered.lock() {
+            Ok(mut g) => {
+                g.held = 0;
+                std::mem::take(&mut g.keys)
             }
+            Err(_) => FxHashMap::default(),
         };
-        let mut seen: HashMap<&str, usize> = HashMap::new();
-        let mut keep = vec![false; taken.len()];
-        for (i, e) in taken.iter().enumerate().rev() {
-            let n = seen.entry(e.key_id.as_str()).or_default();
-            if *n < self.per_key {
-                *n += 1;
-                keep[i] = true;
-            }
+        let mut taken = Taken {
+            entries: Vec::new(),
+            groups: Vec::new(),
+        };
+        for (key_id, log) in keys {
+            taken
+                .groups
+                .extend(log.groups.into_groups(&key_id, &log.tenant_id));
+            taken
+                .entries
+                .extend(log.entries.into_iter().map(|e| RequestEntry {
+                    key_id: key_id.clone(),
+                    tenant_id: log.tenant_id.clone(),
+                    at_us: e.at_us,
+                    route: e.route,
+                    method: e.method,
+                    status: e.status,
+                    error: e.error,
+                    latency_us: e.latency_us,
+                    upstream: e.upstream,
+                }));
         }
-        let entries = taken
-            .into_iter()
-            .zip(keep)
-            .filter_map(|(e, k)| k.then_some(e))
-            .collect();
-        Taken { entries, groups }
+        taken
     }
 }
 
@@ -111,15 +195,15 @@ impl RequestLog {
 mod tests {
     use super::*;
 
-    fn entry(key: &str, at_us: i64) -> RequestEntry {
-        RequestEntry {
-            key_id: key.into(),
-            tenant_id: "t".into(),
+    fn finished(key: &str, at_us: i64) -> Finished<'_> {
+        Finished {
+            key_id: key,
+            tenant_id: "t",
             at_us,
-            route: "eth.rpc".into(),
-            method: "eth_call".into(),
+            route: "eth.rpc",
+            method: "eth_call",
             status: 200,
-            error: None,
+            error: (at_us % 2 == 1).then_some("rate_limited"),
             latency_us: 10,
             upstream: None,
         }
@@ -127,19 +211,28 @@ mod tests {
 
     #[test]
     fn bounded_and_newest_per_key() {
-        let log = RequestLog::new(5, 2);
-        for at in 0..4 {
-            log.add(entry("a", at));
+        let log = RequestLog::new(3, 2);
+        for at in [1, 2, 4, 5] {
+            log.add(&finished("a", at));
         }
-        log.add(entry("b", 9));
-        log.add(entry("b", 10)); // over the buffer: not kept
+        log.add(&finished("b", 9));
+        log.add(&finished("c", 10)); // over the buffer: not kept
         let taken = log.take();
-        let kept: Vec<(&str, i64)> = taken
+        let mut kept: Vec<(&str, i64, Option<&str>)> = taken
             .entries
             .iter()
-            .map(|e| (e.key_id.as_str(), e.at_us))
+            .map(|e| (e.key_id.as_str(), e.at_us, e.error.as_deref()))
             .collect();
-        assert_eq!(kept, [("a", 2), ("a", 3), ("b", 9)]);
+        kept.sort();
+        assert_eq!(
+            kept,
+            [
+                ("a", 4, None),
+                ("a", 5, Some("rate_limited")),
+                ("b", 9, Some("rate_limited"))
+            ],
+            "a reused entry carries nothing of the one before"
+        );
         let calls: i64 = taken.groups.iter().map(|(_, c)| c.calls).sum();
         assert_eq!(calls, 6, "the breakdown counts what the log could not keep");
         assert!(log.take().entries.is_empty());

@@ -25,6 +25,9 @@ function base58(bytes) {
 }
 
 const [base, outbox, screenshotFile] = process.argv.slice(2);
+// A full-page screenshot of a flow, kept beside the chart's as a test artifact.
+const shot = async (p, name) =>
+  writeFileSync(screenshotFile.replace(/[^/]*$/, name + ".png"), await p.screenshot({ fullPage: true }));
 const email = "browser@example.com";
 
 // The newest message to `to` whose body matches `pattern`: its first group.
@@ -61,6 +64,7 @@ try {
   await page.waitForSelector("#app:not([hidden])");
   assert.equal(await page.textContent("#who"), email);
   assert.equal(await page.textContent("#provider"), "email");
+  await shot(page, "signed-in");
 
   // Cookie attributes as SPEC says (plain HTTP here, so not Secure).
   const cookies = await context.cookies();
@@ -118,6 +122,7 @@ try {
   await page.locator('#plans-list tr[data-plan="pro"] button.ask-plan').click();
   await page.waitForFunction(() => document.getElementById("plan-request").textContent.startsWith("Waiting for an operator: pro"));
   assert.match(await page.textContent("#plans-list tr.current"), /^free/);
+  await shot(page, "plans");
   console.log("plans: listed, a request for pro pending");
 
   // Usage: calls made with the default key (the snippet's, 5 more answered, 2 refused by
@@ -195,6 +200,7 @@ try {
   assert.match(await page.textContent("#account-latency"), /^Latency: mean [\d.]+ ms, p50 ≤ \d+ ms/);
   const csv = await page.evaluate(async () => (await fetch(document.getElementById("usage-csv").href)).text());
   assert.ok(/,eth,eth_blockNumber,6,0,/.test(csv), csv);
+  await shot(page, "usage");
   console.log(`account usage: ${methodRows.length} chain and method rows, CSV ${csv.split("\n").length - 2} lines`);
 
   // The web3.py, ethers and viem snippets work as shown: each prints the node's block
@@ -263,6 +269,7 @@ try {
   assert.match(await page.textContent("#status"), /do not parse/);
   await page.click("#restrict-cancel");
   assert.ok(await page.locator("#restrict").isHidden());
+  await shot(page, "keys-and-restrictions");
   console.log("restrictions: saved from the page, enforced on the key, bad input explained");
 
   await row.locator("button.rotate").click();
@@ -357,15 +364,17 @@ try {
   await viewer.waitForFunction(() => document.getElementById("team-role").textContent === "viewer"
     && document.querySelectorAll("#members tr").length === 2);
   assert.ok(await viewer.locator("#create-form").isHidden(), "a viewer creates no key");
+  assert.ok(await viewer.locator("#default-raw-wrap").isHidden(), "no secret on screen in the team");
   assert.equal(await viewer.locator("#keys button.rotate").count(), 0, "nor rotates one");
   assert.equal(await viewer.locator("#plans-list button.ask-plan").count(), 0);
   assert.ok(await viewer.locator("#invite-form").isHidden());
   assert.ok((await viewer.locator("#keys tr").count()) >= 1, "the team's keys are listed");
-  writeFileSync(screenshotFile.replace(/\.png$/, "-team.png"), await viewer.locator("#team").screenshot());
+  await shot(viewer, "team-as-viewer");
   await viewerContext.close();
   await page.reload();
   await page.waitForSelector("#members tr:nth-child(2)");
   assert.equal(await page.locator("#members select.member-role").count(), 2, "the owner sets roles");
+  await shot(page, "team-as-owner");
   console.log("team: invited, joined by code as viewer, its page offers reads only");
 
   // Sign out: back to the sign-in form, cookies gone.

@@ -45,6 +45,8 @@ async function load() {
   const dk = me.default_key;
   $("default-key").textContent = dk ? dk.key_prefix + "… (" + dk.scopes.join(", ") + ")"
     : home ? "not available yet" : "You act in the team " + me.tenant.name + ": its keys are below; your own default key is in your own account.";
+  // A secret on screen belongs to the account it was made in: gone when acting in another.
+  if (!home) $("default-raw-wrap").hidden = true;
   if (dk && dk.raw) {
     $("default-raw").textContent = dk.raw;
     $("default-raw-wrap").hidden = false;
