@@ -4,7 +4,6 @@
 //! its writer. Billing totals are the usage tables' (`usage/mod.rs`); this is what a
 //! developer needs to see which method fails or slows down.
 
-use super::requests::Finished;
 #[cfg(test)]
 use crate::store::method_usage::BUCKETS;
 pub use crate::store::method_usage::{Group, MethodCounts, BUCKET_BOUNDS_MS};
@@ -17,6 +16,19 @@ pub const KEPT_SECS: i64 = 31 * 86_400;
 
 /// Longest method name kept as it is; a longer one counts as `other`.
 const MAX_METHOD_LEN: usize = 64;
+
+/// One finished request (or WebSocket message) of a key, borrowed from the request.
+pub struct Finished<'a> {
+    pub key_id: &'a str,
+    pub tenant_id: &'a str,
+    pub at_us: i64,
+    pub route: &'a str,
+    pub method: &'a str,
+    pub status: u16,
+    pub error: Option<&'a str>,
+    pub latency_us: u64,
+    pub upstream: Option<&'a str>,
+}
 
 /// The bucket a latency falls in.
 pub fn bucket(latency_us: u64) -> usize {

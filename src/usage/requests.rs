@@ -6,6 +6,7 @@
 //! entry holds is what a developer debugging a failing call needs, never a body, a
 //! parameter or a secret.
 
+pub use super::breakdown::Finished;
 use super::breakdown::{Group, KeyGroups, MethodCounts};
 use crate::observe::metrics;
 use rustc_hash::FxHashMap;
@@ -13,19 +14,6 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 
 pub use crate::store::requests::RequestRow as RequestEntry;
-
-/// One finished request (or WebSocket message) of a key, borrowed from the request.
-pub struct Finished<'a> {
-    pub key_id: &'a str,
-    pub tenant_id: &'a str,
-    pub at_us: i64,
-    pub route: &'a str,
-    pub method: &'a str,
-    pub status: u16,
-    pub error: Option<&'a str>,
-    pub latency_us: u64,
-    pub upstream: Option<&'a str>,
-}
 
 /// An entry in its key's ring: the key is the ring's.
 #[derive(Default)]
