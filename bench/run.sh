@@ -16,6 +16,8 @@
 #                                same rounds: an A/B of two builds in one run
 #   BASELINE_REV=<git rev>       the baseline's own manifests (plugins/ at that revision),
 #                                for a baseline that lacks handlers added since
+#   BENCH_PROFILE=release ...    build with the release profile instead of dist (an A/B
+#                                against a release baseline without two fat-LTO builds)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -28,8 +30,9 @@ for tool in wrk nginx; do
 done
 command -v oha >/dev/null || cargo install oha --locked -q
 # The production build (Cargo.toml `dist`: fat LTO), references included.
-cargo build --profile dist -q --bin chainedge --example bare_proxy --example tokio_floor --example hyper_floor
-bin=target/dist/chainedge
+build_profile=${BENCH_PROFILE:-dist}
+cargo build --profile "$build_profile" -q --bin chainedge --example bare_proxy --example tokio_floor --example hyper_floor
+bin=target/$build_profile/chainedge
 # 10,000 held connections need the descriptors (both ends live on this machine).
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 nofile=$(ulimit -n)
@@ -110,12 +113,12 @@ nginx -c "$work/upstream.conf" -p "$work" -g 'daemon off;' &
 pids+=($!)
 nginx -c "$work/nginx.conf" -p "$work" -g 'daemon off;' &
 pids+=($!)
-target/dist/examples/bare_proxy 127.0.0.1:$BARE 127.0.0.1:$UP $workers >/dev/null 2>&1 &
+target/$build_profile/examples/bare_proxy 127.0.0.1:$BARE 127.0.0.1:$UP $workers >/dev/null 2>&1 &
 pids+=($!)
 bare_pid=$!
-target/dist/examples/tokio_floor 127.0.0.1:$FLOOR 127.0.0.1:$UP $workers >/dev/null 2>&1 &
+target/$build_profile/examples/tokio_floor 127.0.0.1:$FLOOR 127.0.0.1:$UP $workers >/dev/null 2>&1 &
 pids+=($!)
-target/dist/examples/hyper_floor 127.0.0.1:$HYPER 127.0.0.1:$UP $workers >/dev/null 2>&1 &
+target/$build_profile/examples/hyper_floor 127.0.0.1:$HYPER 127.0.0.1:$UP $workers >/dev/null 2>&1 &
 pids+=($!)
 
 # The product's route table plus one operator route: a plain passthrough (no key, no
@@ -349,7 +352,7 @@ wrk, $workers threads, $conns connections, ${secs}s per run, (b)/(c3)/(c)/(d) in
 upstream and the proxy share the two cores. nginx: $workers workers, keep-alive (128) to
 the upstream. Pingora (bare) and chainedge: $workers worker threads
 (chainedge \`work_stealing: ${WORK_STEALING:-false}\`). chainedge and the Rust references are built with Cargo
-profile \`dist\` (fat LTO).
+profile \`$build_profile\` (\`dist\`: fat LTO).
 
 | run | requests/s | p50 ms | p99 ms |
 |---|---|---|---|
