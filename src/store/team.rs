@@ -243,13 +243,12 @@ impl Store {
                 params![tenant, email, t],
             )
             .await?;
-            let members = count_in(tx.as_mut(), "SELECT COUNT(*) FROM members WHERE tenant_id = $1", tenant, t).await?;
+            let members = count_in(tx.as_mut(), "SELECT COUNT(*) FROM members WHERE tenant_id = $1", params![tenant]).await?;
             let pending = count_in(
                 tx.as_mut(),
                 "SELECT COUNT(*) FROM invites WHERE tenant_id = $1 AND accepted_at IS NULL
                  AND revoked_at IS NULL AND expires_at > $2",
-                tenant,
-                t,
+                params![tenant, t],
             )
             .await?;
             if pending >= MAX_PENDING_INVITES || members + pending >= MAX_MEMBERS {
@@ -483,20 +482,17 @@ async fn owners(tx: &mut dyn Tx, tenant: &str) -> Result<i64, StoreError> {
     count_in(
         tx,
         "SELECT COUNT(*) FROM members WHERE tenant_id = $1 AND role = 'owner'",
-        tenant,
-        0,
+        params![tenant],
     )
     .await
 }
 
-/// `sql`'s `COUNT(*)` with the tenant as `$1` (and, when the statement uses it, `now` as
-/// `$2`).
-async fn count_in(tx: &mut dyn Tx, sql: &str, tenant: &str, now: i64) -> Result<i64, StoreError> {
-    let params = if sql.contains("$2") {
-        params![tenant, now]
-    } else {
-        params![tenant]
-    };
+/// A `SELECT COUNT(*)` statement's count.
+async fn count_in(
+    tx: &mut dyn Tx,
+    sql: &str,
+    params: Vec<super::sql::Value>,
+) -> Result<i64, StoreError> {
     Ok(query_opt(tx, sql, params)
         .await?
         .map(|r| r.int(0))

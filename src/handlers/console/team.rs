@@ -167,17 +167,21 @@ struct Join {
 pub(super) async fn join(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
     let s = session(req)?;
     let code = parse::<Join>(&req.body)?.code;
+    let invalid = || {
+        ApiError::new(
+            404,
+            "invalid_invite",
+            "no such invitation, or it was used, withdrawn or expired",
+        )
+    };
+    // No code is that long: refused like any wrong code, without hashing it.
     if code.len() > 128 {
-        return Err(refused(Refused::NotFound));
+        return Err(invalid());
     }
     let joined = db(console.store.join(&s.user_id, &sha256(code.trim())))
         .await?
         .map_err(|r| match r {
-            Refused::NotFound => ApiError::new(
-                404,
-                "invalid_invite",
-                "no such invitation, or it was used, withdrawn or expired",
-            ),
+            Refused::NotFound => invalid(),
             other => refused(other),
         })?;
     db(console
