@@ -171,9 +171,10 @@ pids+=($ce_pid)
 for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$CE/console/" && break; sleep 0.1; done
 CE_OLD=19110; CEM_OLD=19111
 if [ -n "${BASELINE:-}" ]; then
-  # The same config on other ports and a copy of the store (the same key works); the
-  # connection caps are left out, in case the baseline predates them.
-  cp "$work/store.db" "$work/store_old.db"
+  # The same config on other ports and a store of its own, with its own key: a copy of
+  # this build's store can carry migrations the baseline does not know (its key lookup
+  # then fails and every (d) request is a 401). The connection caps are left out, in
+  # case the baseline predates them.
   old_plugins="$work/plugins"
   if [ -n "${BASELINE_REV:-}" ]; then
     old_plugins="$work/plugins_old"
@@ -185,6 +186,8 @@ if [ -n "${BASELINE:-}" ]; then
     "$work/app.yaml" > "$work/app_old.yaml"
   sed -e "s#$work/chainedge.pid#$work/chainedge_old.pid#; s#$work/upgrade.sock#$work/upgrade_old.sock#" \
     "$work/pingora.yaml" > "$work/pingora_old.yaml"
+  old_tenant=$("$BASELINE" --app "$work/app_old.yaml" tenants create --name bench --plan basic)
+  key_old=$("$BASELINE" --app "$work/app_old.yaml" keys create --tenant "$old_tenant" 2>/dev/null)
   "$BASELINE" -c "$work/pingora_old.yaml" --app "$work/app_old.yaml" >/dev/null 2>"$work/chainedge_old.log" &
   pids+=($!)
   for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$CE_OLD/console/" && break; sleep 0.1; done
@@ -206,6 +209,18 @@ wrk.body = '{"jsonrpc":"2.0","id":1,"method":"eth_getBalance","params":["0x00000
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["x-token"] = "$key"
 LUA
+sed "s/$key/${key_old:-$key}/" "$work/post-key.lua" > "$work/post-key-old.lua"
+# A row is only worth its number when the request it repeats succeeds: a refused one (a
+# key the instance does not know) is answered without the work the row stands for.
+answers_200() { # answers_200 PORT KEY
+  local status
+  status=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H 'content-type: application/json' -H "x-token: $2" \
+    -d '{"jsonrpc":"2.0","id":1,"method":"eth_getBalance","params":["0x00000000219ab540356cBB839Cbe05303d7705Fa","pending"]}' \
+    "http://127.0.0.1:$1/rpc/eth")
+  [ "$status" = 200 ] || { echo "bench: /rpc/eth on :$1 answered $status, not 200" >&2; exit 1; }
+}
+answers_200 $CE "$key"
+[ -n "${BASELINE:-}" ] && answers_200 $CE_OLD "$key_old"
 
 # run NAME URL [lua] -> "rps p50_ms p99_ms"
 run() {
@@ -235,7 +250,7 @@ nginx_pids() { local m; m=$(cat "$work/$1.pid"); echo "$m $(pgrep -P "$m" | tr '
 sum_kib() { local f=$1 total=0; shift; for p in "$@"; do total=$((total + $($f "$p"))); done; echo $total; }
 
 if [ -n "${HOLD:-}" ]; then
-  echo "upstream :$UP  nginx :$NGX  bare :$BARE  floor :$FLOOR  chainedge :$CE (pid $ce_pid)  key $key  scripts $work" >&2
+  echo "upstream :$UP  nginx :$NGX  bare :$BARE  floor :$FLOOR  chainedge :$CE (pid $ce_pid)  key $key  baseline key ${key_old:-none}  scripts $work" >&2
   # Until stopped, even if chainedge is restarted by hand (same config: $work/*.yaml).
   sleep infinity &
   pids+=($!)
@@ -268,7 +283,7 @@ for round in $(seq 1 "$rounds"); do
   [ "$round" = 1 ] && wait_perf
   if [ -n "${BASELINE:-}" ]; then
     cos+=("$(run "passthrough_old_$round" "http://127.0.0.1:$CE_OLD/bench/plain/" "$work/post.lua")")
-    dos+=("$(run "rpc_old_$round" "http://127.0.0.1:$CE_OLD/rpc/eth" "$work/post-key.lua")")
+    dos+=("$(run "rpc_old_$round" "http://127.0.0.1:$CE_OLD/rpc/eth" "$work/post-key-old.lua")")
   fi
 done
 b=$(median "${bs[@]}"); c=$(median "${cs[@]}"); d=$(median "${ds[@]}"); c3=$(median "${hs[@]}")
