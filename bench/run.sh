@@ -327,7 +327,8 @@ held_kib() { # held_kib "PIDS" PORT PATH N [headers] -> KiB of RSS added while N
   local holder=$!
   exec 7>"$fifo"
   for _ in $(seq 1 600); do grep -q '^held' "$work/held.$port" 2>/dev/null && break; ! kill -0 $holder 2>/dev/null && break; sleep 0.1; done
-  sleep 1
+  # Idle for 2 s: chainedge gives back a connection's buffers after 1 s of quiet.
+  sleep 2
   # shellcheck disable=SC2086
   after=$(sum_kib rss_kib $pids)
   local held; held=$(awk '/^held/ {print $2}' "$work/held.$port")
@@ -343,6 +344,11 @@ sleep 2
 idle=10000
 ce_idle=$(held_kib "$ce_pid" $CE /rpc/eth-beacon/eth/v1/node/version $idle "x-token: $key")
 ngx_idle=$(held_kib "$(nginx_pids nginx)" $NGX /eth/v1/node/version $idle)
+# The same again once those closed: what a connection costs when the allocator already
+# holds the memory the first ones' requests passed through (the steady state).
+sleep 2
+ce_idle2=$(held_kib "$ce_pid" $CE /rpc/eth-beacon/eth/v1/node/version $idle "x-token: $key")
+ngx_idle2=$(held_kib "$(nginx_pids nginx)" $NGX /eth/v1/node/version $idle)
 per_conn() { awk -v k="$1" -v n="$2" 'BEGIN{ if (k ~ /^-?[0-9]+$/) printf "%.1f", k/n; else print "n/a" }'; }
 
 ratio() { awk -v x="$1" -v y="$2" 'BEGIN{ if (y > 0) printf "%.3f", x/y; else print "n/a" }'; }
@@ -407,6 +413,7 @@ workers) $ngx_hwm KiB; bare Pingora $bare_hwm KiB.
 | held connections (RSS added while held) | chainedge | nginx proxy |
 |---|---|---|
 | $idle idle keep-alive client connections | $ce_idle KiB ($(per_conn "$ce_idle" $idle) KiB each) | $ngx_idle KiB ($(per_conn "$ngx_idle" $idle) KiB each) |
+| $idle idle keep-alive client connections again, after the first closed | $ce_idle2 KiB ($(per_conn "$ce_idle2" $idle) KiB each) | $ngx_idle2 KiB ($(per_conn "$ngx_idle2" $idle) KiB each) |
 | $streams open SSE streams (beacon events, upstream connection each) | $ce_sse KiB ($(per_conn "$ce_sse" $streams) KiB each) | $ngx_sse KiB ($(per_conn "$ngx_sse" $streams) KiB each) |
 MD
 cat bench/RESULTS.md

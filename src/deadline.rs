@@ -31,10 +31,16 @@ pub struct Deadline {
 
 impl Deadline {
     /// `op`, or `TimedOut` if it has not finished `limit` from now (no limit: `None`).
-    pub async fn run<T, F>(&mut self, limit: Option<Duration>, op: F) -> io::Result<T>
+    pub async fn run<T, F>(&mut self, limit: Option<Duration>, mut op: F) -> io::Result<T>
     where
         F: Future<Output = io::Result<T>>,
     {
+        // Pinned where it was passed, not moved into a second local: an async fn's state
+        // keeps a moved-from argument's room, and these nest (a connection's idle wait is
+        // two of them).
+        // SAFETY: the argument is never moved again: it lives in this future's state,
+        // which is pinned while polled, until it is dropped.
+        let mut op = unsafe { Pin::new_unchecked(&mut op) };
         let Some(limit) = limit else {
             return op.await;
         };
@@ -49,7 +55,6 @@ impl Deadline {
             }
             None => self.timer.insert(Box::pin(tokio::time::sleep_until(until))),
         };
-        let mut op = std::pin::pin!(op);
         loop {
             tokio::select! {
                 biased;

@@ -82,6 +82,14 @@ impl ClientIo {
         Box::new(HandOverIo::new(io, unread.freeze(), head_len, body))
     }
 
+    /// Until bytes can be read (a TLS stream: at once, its reads wait on their own).
+    pub async fn readable(&self) -> io::Result<()> {
+        match self {
+            ClientIo::Tcp(s) => s.readable().await,
+            ClientIo::Pingora(_) => Ok(()),
+        }
+    }
+
     /// A connection Pingora gives back, its hand-over wrapper dropped once done with.
     pub fn from_pingora(io: Stream) -> ClientIo {
         if !io.as_any().is::<HandOverIo>() {

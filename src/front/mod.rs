@@ -31,7 +31,7 @@ use crate::reply::EventStream;
 use crate::reply::Reply;
 use crate::routes::matcher::NormalizedPath;
 use crate::routes::spec::HandlerKind;
-use admission::Admission;
+use admission::{Admission, Slot};
 use answer::{date_header, header, local_answer, status_line, switching_protocols};
 use async_trait::async_trait;
 use bytes::BytesMut;
@@ -54,9 +54,10 @@ const READ_STEP: usize = 1024;
 pub const MAX_HEAD: usize = 64 * 1024;
 /// An idle keep-alive connection is closed after this (Pingora's default too).
 const KEEPALIVE_IDLE: Duration = Duration::from_secs(60);
-/// A client connection quiet this long gives the node connection it kept back to the
-/// shared pool, so idle clients never hold node connections.
-const KEEP_NODE_IDLE: Duration = Duration::from_secs(1);
+/// A client connection quiet this long gives back what only a busy connection needs:
+/// the node connection it kept (to the shared pool, so idle clients never hold node
+/// connections), and its read buffer and spare timers (`Conn::shed`).
+const QUIET: Duration = Duration::from_secs(1);
 /// A request head must be complete within this of its first byte.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 /// Largest step a body buffer grows by. It grows by at most what has already arrived
@@ -119,6 +120,9 @@ enum Served {
     Stream(Box<StreamJob>),
 }
 
+/// A future on the heap, for as long as it runs.
+type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+
 /// A held event stream and what its access-log line needs.
 struct StreamJob {
     ctx: Ctx,
@@ -152,7 +156,7 @@ impl ServerApp for LeanFront {
             })
             .unwrap_or_default();
         // Held until the connection ends; over a cap the connection closes unread.
-        let _slot = self.admission.admit(listener, peer.map(|a| a.ip())).ok()?;
+        let slot = self.admission.admit(listener, peer.map(|a| a.ip())).ok()?;
         let tls = io.get_ssl_digest().is_some();
         let (io, client) = if tls {
             // HTTP/2 is framed by Pingora's h2; HTTP/1.1 over TLS is read here like
@@ -168,55 +172,20 @@ impl ServerApp for LeanFront {
                 Err(io) => return ServerApp::process_new(&self.proxy, io, shutdown).await,
             }
         };
-        let mut conn = Conn::new(io, client, crate::shutdown::for_this_thread(shutdown));
+        let mut conn = Box::new(Conn::new(
+            io,
+            client,
+            crate::shutdown::for_this_thread(shutdown),
+        ));
         conn.tls = tls;
         conn.local = listener;
         conn.trusted_proxy = self.edge.trusts(client.map(|a| a.ip()));
-        loop {
-            match self.next_request(&mut conn).await {
-                Next::Close => break,
-                Next::Refuse(refusal) => {
-                    self.refuse(&mut conn, refusal).await;
-                    break;
-                }
-                Next::HandOver(head_len, body) => {
-                    self.release_node(&mut conn);
-                    conn = self.hand_over(conn, head_len, body).await?;
-                }
-                Next::Head(head, pre) => match self.serve(&mut conn, head, pre).await {
-                    Served::Keep => {}
-                    Served::Close => break,
-                    Served::WebSocket(up) => {
-                        self.release_node(&mut conn);
-                        // The session owns the socket from here; bytes the client sent
-                        // after the handshake are read first.
-                        let io = conn.into_prefixed_io();
-                        // A task of its own: this connection's task (Pingora's, with
-                        // this future in it: 5.8 KiB together) ends here, so a held
-                        // WebSocket costs its session alone. The admission slot goes
-                        // with it.
-                        let edge = self.edge.now();
-                        tokio::spawn(async move {
-                            let _slot = _slot;
-                            edge.serve_websocket(up, io).await;
-                        });
-                        return None;
-                    }
-                    Served::Stream(job) => {
-                        self.release_node(&mut conn);
-                        // Held for the stream's life: a task of its own, as a WebSocket
-                        // session, so the connection's task (5.8 KiB) ends here.
-                        let edge = self.edge.now();
-                        tokio::spawn(async move {
-                            let _slot = _slot;
-                            job.run(&edge, conn).await;
-                        });
-                        return None;
-                    }
-                },
-            }
-        }
-        self.release_node(&mut conn);
+        // A task of its own, sized for this loop alone: Pingora's connection task (2.5
+        // KiB, its TLS handshake state included) ends here, and each request's state is
+        // boxed for the request's length, so an idle keep-alive connection holds its
+        // socket and little more (bench/RESULTS.md: idle connections).
+        let front = self.clone();
+        tokio::spawn(front.serve_connection(conn, slot));
         None
     }
 
@@ -226,6 +195,61 @@ impl ServerApp for LeanFront {
 }
 
 impl LeanFront {
+    /// Serve one client connection's requests until it closes or a session (WebSocket,
+    /// event stream) takes it over; `_slot` is its place under the connection caps.
+    async fn serve_connection(self: Arc<Self>, mut conn: Box<Conn>, _slot: Slot) {
+        loop {
+            let next = self.next_request(&mut conn).await;
+            match self.clone().answer(conn, next).await {
+                Some(kept) => conn = kept,
+                None => return,
+            }
+        }
+    }
+
+    /// What follows a wait for a request: the connection back when it stays open. Boxed
+    /// (a plain function returning the future): a request's state (pipeline, gateway,
+    /// proxy, hand-over, a session) is allocated for the request alone, so an idle
+    /// connection's task holds only its wait for the next head.
+    fn answer(self: Arc<Self>, mut conn: Box<Conn>, next: Next) -> BoxFuture<Option<Box<Conn>>> {
+        Box::pin(async move {
+            let close = match next {
+                Next::Close => true,
+                Next::Refuse(refusal) => {
+                    self.refuse(&mut conn, refusal).await;
+                    true
+                }
+                Next::HandOver(head_len, body) => {
+                    self.release_node(&mut conn);
+                    return self.hand_over(*conn, head_len, body).await.map(Box::new);
+                }
+                Next::Head(head, pre) => match self.serve(&mut conn, head, pre).await {
+                    Served::Keep => false,
+                    Served::Close => true,
+                    Served::WebSocket(up) => {
+                        self.release_node(&mut conn);
+                        // The session owns the socket from here; bytes the client sent
+                        // after the handshake are read first.
+                        let io = (*conn).into_prefixed_io();
+                        self.edge.now().serve_websocket(up, io).await;
+                        return None;
+                    }
+                    Served::Stream(job) => {
+                        self.release_node(&mut conn);
+                        let edge = self.edge.now();
+                        job.run(&edge, *conn).await;
+                        return None;
+                    }
+                },
+            };
+            if close {
+                self.release_node(&mut conn);
+                return None;
+            }
+            Some(conn)
+        })
+    }
+
     /// The node connection a client connection kept goes back to the shared pool.
     fn release_node(&self, conn: &mut Conn) {
         if let Some(node) = conn.kept.take() {
@@ -283,22 +307,23 @@ impl LeanFront {
                 deadline.saturating_duration_since(std::time::Instant::now())
             };
             let mut shutdown = conn.shutdown.clone();
-            // A quiet client gives back the node connection it kept (`park`'s timer is
-            // moved about once per KEEP_NODE_IDLE, not per request), also one that has
-            // sent part of its next head and stalled.
-            let park_node = !grace && conn.kept.is_some() && wait > KEEP_NODE_IDLE;
+            // A quiet client gives back the node connection it kept, also one that has
+            // sent part of its next head and stalled, and an idle one its buffers
+            // (`park`'s timer is moved about once per QUIET, not per request).
+            let park = !grace && wait > QUIET && (conn.kept.is_some() || (idle && conn.can_shed()));
             let read = tokio::select! {
-                r = conn.read_more_within(wait, park_node.then_some(KEEP_NODE_IDLE)) => r,
+                r = conn.read_more_within(wait, park.then_some(QUIET)) => r,
                 _ = shutdown.changed(), if idle && !grace => {
                     grace = true;
                     continue;
                 }
             };
             match read {
-                Err(e) if park_node && e.kind() == std::io::ErrorKind::TimedOut => {
+                Err(e) if park && e.kind() == std::io::ErrorKind::TimedOut => {
                     self.release_node(conn);
                     if idle {
-                        idle_left = wait - KEEP_NODE_IDLE;
+                        conn.shed();
+                        idle_left = wait - QUIET;
                     }
                 }
                 Ok(n) if n > 0 => {}
