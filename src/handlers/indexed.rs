@@ -19,7 +19,7 @@ use crate::store::Store;
 use base64::Engine;
 use serde_json::{json, Value};
 use sha2::Digest;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 pub const DEFAULT_LIMIT: usize = 50;
 pub const MAX_LIMIT: usize = 200;
@@ -128,12 +128,16 @@ fn wallet(req: &Request<'_>) -> Result<(String, String), ApiError> {
 async fn indexed_block(ix: &Indexed<'_>) -> Result<u64, ApiError> {
     match ix.store.index_cursor(ix.chain).await.map_err(store_error)? {
         Some(c) => Ok(c.number),
-        None => Err(ApiError::new(
-            503,
-            "index_not_ready",
-            format!("the {} index has not committed a block yet", ix.chain),
-        )),
+        None => Err(index_not_ready(ix.chain)),
     }
+}
+
+fn index_not_ready(chain: &str) -> ApiError {
+    ApiError::new(
+        503,
+        "index_not_ready",
+        format!("the {chain} index has not committed a block yet"),
+    )
 }
 
 /// `GET …/history`: one page, newest first.
@@ -144,40 +148,29 @@ pub async fn history(ix: &Indexed<'_>, req: &Request<'_>) -> Result<Reply, ApiEr
         .query_param("cursor")
         .map(|c| decode_cursor(&c))
         .transpose()?;
-    let block = indexed_block(ix).await?;
     // One more than asked: whether a next page exists.
-    let mut rows = ix
+    let mut page = ix
         .store
         .wallet_history(ix.chain, &addr, before, limit + 1)
         .await
-        .map_err(store_error)?;
-    let more = rows.len() > limit;
-    rows.truncate(limit);
-    let tokens: Vec<String> = rows
-        .iter()
-        .filter(|r| !r.token.is_empty())
-        .map(|r| r.token.clone())
-        .collect();
-    let meta = ix
-        .store
-        .token_meta(ix.chain, &tokens)
-        .await
-        .map_err(store_error)?;
-    let items: Vec<Value> = rows.iter().map(|r| history_item(r, &meta)).collect();
+        .map_err(store_error)?
+        .ok_or_else(|| index_not_ready(ix.chain))?;
+    let more = page.items.len() > limit;
+    page.items.truncate(limit);
+    let items: Vec<Value> = page.items.iter().map(|(r, m)| history_item(r, m)).collect();
     let next = more
-        .then(|| rows.last().map(|r| encode_cursor(r.position)))
+        .then(|| page.items.last().map(|(r, _)| encode_cursor(r.position)))
         .flatten();
     Ok(json_reply(json!({
         "address": given,
         "chain": ix.chain,
-        "indexed_block": block,
+        "indexed_block": page.indexed_block,
         "items": items,
         "next_cursor": next,
     })))
 }
 
-fn history_item(r: &HistoryRow, meta: &HashMap<String, TokenMeta>) -> Value {
-    let m = meta.get(&r.token);
+fn history_item(r: &HistoryRow, m: &TokenMeta) -> Value {
     json!({
         "block": r.position.block,
         "timestamp": r.timestamp,
@@ -187,8 +180,8 @@ fn history_item(r: &HistoryRow, meta: &HashMap<String, TokenMeta>) -> Value {
         "direction": r.direction,
         "kind": r.kind,
         "token": (!r.token.is_empty()).then_some(&r.token),
-        "symbol": m.and_then(|m| m.symbol.as_deref()),
-        "decimals": m.and_then(|m| m.decimals),
+        "symbol": m.symbol.as_deref(),
+        "decimals": m.decimals,
         "counterparty": r.counterparty,
         "token_id": r.token_id,
         "amount": r.amount,

@@ -69,6 +69,13 @@ pub struct HistoryRow {
     pub timestamp: i64,
 }
 
+/// One page of a wallet's history (`Store::wallet_history`): the index's block when it
+/// was read, and each row with its token's metadata (empty when not fetched yet).
+pub struct HistoryPage {
+    pub indexed_block: u64,
+    pub items: Vec<(HistoryRow, TokenMeta)>,
+}
+
 /// A token's metadata as its contract answered (each part absent when it did not).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TokenMeta {
@@ -215,51 +222,72 @@ impl Store {
         tx.commit().await
     }
 
-    /// An address's transfers, newest first, strictly older than `before`.
+    /// One page of an address's history, newest first, with the index's block and each
+    /// row's token metadata, in one statement (one snapshot, one trip to the store): the
+    /// page's read is the history route's whole store cost. `None` when the index has
+    /// not committed a block yet.
     pub async fn wallet_history(
         &self,
         chain: &str,
         address: &str,
         before: Option<Position>,
         limit: usize,
-    ) -> Result<Vec<HistoryRow>, StoreError> {
+    ) -> Result<Option<HistoryPage>, StoreError> {
         const COLUMNS: &str = "block, tx_index, log_index, seq, direction, kind, token, \
                                counterparty, token_id, amount, tx_hash, ts";
         let order = "ORDER BY block DESC, tx_index DESC, log_index DESC, seq DESC";
-        let rows = match before {
-            None => {
-                self.db
-                    .query(
-                        &format!(
-                            "SELECT {COLUMNS} FROM wallet_transfers \
-                             WHERE chain = $1 AND address = $2 {order} LIMIT {limit}"
-                        ),
-                        params![chain, address],
-                    )
-                    .await?
-            }
+        let mut args = params![chain, address];
+        let after_cursor = match before {
+            None => "",
             Some(p) => {
-                self.db
-                    .query(
-                        &format!(
-                            "SELECT {COLUMNS} FROM wallet_transfers \
-                             WHERE chain = $1 AND address = $2 \
-                             AND (block, tx_index, log_index, seq) < ($3, $4, $5, $6) \
-                             {order} LIMIT {limit}"
-                        ),
-                        params![
-                            chain,
-                            address,
-                            int(p.block),
-                            int(p.tx_index),
-                            p.log_index,
-                            int(p.seq)
-                        ],
-                    )
-                    .await?
+                args.extend([
+                    int(p.block),
+                    int(p.tx_index),
+                    p.log_index.into(),
+                    int(p.seq),
+                ]);
+                "AND (block, tx_index, log_index, seq) < ($3, $4, $5, $6)"
             }
         };
-        rows.iter().map(history_row).collect()
+        // The cursor row always comes back (with no transfer: one row of NULLs after it).
+        let rows = self
+            .db
+            .query(
+                &format!(
+                    "SELECT c.number, w.block, w.tx_index, w.log_index, w.seq, w.direction, \
+                     w.kind, w.token, w.counterparty, w.token_id, w.amount, w.tx_hash, w.ts, \
+                     t.name, t.symbol, t.decimals \
+                     FROM index_cursor c \
+                     LEFT JOIN (SELECT {COLUMNS} FROM wallet_transfers \
+                       WHERE chain = $1 AND address = $2 {after_cursor} {order} LIMIT {limit}) w \
+                       ON TRUE \
+                     LEFT JOIN tokens t ON t.chain = c.chain AND t.address = w.token \
+                     WHERE c.chain = $1 \
+                     ORDER BY w.block DESC, w.tx_index DESC, w.log_index DESC, w.seq DESC"
+                ),
+                args,
+            )
+            .await?;
+        let Some(first) = rows.first() else {
+            return Ok(None);
+        };
+        let indexed_block = first.int(0)? as u64;
+        let mut items = Vec::with_capacity(rows.len());
+        for r in &rows {
+            if r.opt_int(1)?.is_none() {
+                continue;
+            }
+            let meta = TokenMeta {
+                name: r.opt_text(13)?,
+                symbol: r.opt_text(14)?,
+                decimals: r.opt_int(15)?.and_then(|d| u8::try_from(d).ok()),
+            };
+            items.push((history_row_at(r, 1)?, meta));
+        }
+        Ok(Some(HistoryPage {
+            indexed_block,
+            items,
+        }))
     }
 
     /// The tokens of `kinds` an address has sent or received (at most `limit`).
@@ -411,21 +439,22 @@ fn cursor_of(r: &Row) -> Result<IndexCursor, StoreError> {
     })
 }
 
-fn history_row(r: &Row) -> Result<HistoryRow, StoreError> {
+/// A history row whose columns start at `at`.
+fn history_row_at(r: &Row, at: usize) -> Result<HistoryRow, StoreError> {
     Ok(HistoryRow {
         position: Position {
-            block: r.int(0)? as u64,
-            tx_index: r.int(1)? as u64,
-            log_index: r.int(2)?,
-            seq: r.int(3)? as u64,
+            block: r.int(at)? as u64,
+            tx_index: r.int(at + 1)? as u64,
+            log_index: r.int(at + 2)?,
+            seq: r.int(at + 3)? as u64,
         },
-        direction: r.text(4)?,
-        kind: r.text(5)?,
-        token: r.text(6)?,
-        counterparty: r.text(7)?,
-        token_id: r.opt_text(8)?,
-        amount: r.text(9)?,
-        tx_hash: r.text(10)?,
-        timestamp: r.int(11)?,
+        direction: r.text(at + 4)?,
+        kind: r.text(at + 5)?,
+        token: r.text(at + 6)?,
+        counterparty: r.text(at + 7)?,
+        token_id: r.opt_text(at + 8)?,
+        amount: r.text(at + 9)?,
+        tx_hash: r.text(at + 10)?,
+        timestamp: r.int(at + 11)?,
     })
 }
