@@ -262,19 +262,22 @@ pub async fn nfts(ix: &Indexed<'_>, req: &Request<'_>) -> Result<Reply, ApiError
     let (given, addr) = wallet(req)?;
     let limit = bounded(req, "limit", DEFAULT_LIMIT, MAX_LIMIT)?;
     let offset = bounded(req, "offset", 0, MAX_OFFSET)?;
-    let block = indexed_block(ix).await?;
-    let moves = ix
+    let (block, moves) = ix
         .store
         .wallet_nft_moves(ix.chain, &addr, MAX_NFT_MOVES)
         .await
-        .map_err(store_error)?;
-    // (token, id as a number for ordering, id) → (kind, amount held).
-    let mut held: BTreeMap<(String, u128, String), (String, u128)> = BTreeMap::new();
-    for (kind, token, id, direction, amount) in moves {
-        let amount: u128 = amount.parse().unwrap_or(u128::MAX);
-        let key = (token, id.parse().unwrap_or(u128::MAX), id);
-        let entry = held.entry(key).or_insert((kind.clone(), 0));
-        entry.1 = match (kind.as_str(), direction.as_str()) {
+        .map_err(store_error)?
+        .ok_or_else(|| index_not_ready(ix.chain))?;
+    // (token, id as a number for ordering, id) → (kind, amount held, name, symbol).
+    type Held = (String, u128, Option<String>, Option<String>);
+    let mut held: BTreeMap<(String, u128, String), Held> = BTreeMap::new();
+    for m in moves {
+        let amount: u128 = m.amount.parse().unwrap_or(u128::MAX);
+        let key = (m.token, m.token_id.parse().unwrap_or(u128::MAX), m.token_id);
+        let entry = held
+            .entry(key)
+            .or_insert((m.kind.clone(), 0, m.name, m.symbol));
+        entry.1 = match (m.kind.as_str(), m.direction.as_str()) {
             // An ERC-721 token is held after coming in, not after going out.
             ("erc721", "in") => 1,
             ("erc721", "out") => 0,
@@ -283,26 +286,20 @@ pub async fn nfts(ix: &Indexed<'_>, req: &Request<'_>) -> Result<Reply, ApiError
             _ => entry.1,
         };
     }
-    held.retain(|_, (_, amount)| *amount > 0);
+    held.retain(|_, (_, amount, _, _)| *amount > 0);
     let total = held.len();
-    let page: Vec<_> = held.into_iter().skip(offset).take(limit).collect();
-    let tokens: Vec<String> = page.iter().map(|((t, _, _), _)| t.clone()).collect();
-    let meta = ix
-        .store
-        .token_meta(ix.chain, &tokens)
-        .await
-        .map_err(store_error)?;
-    let items: Vec<Value> = page
+    let items: Vec<Value> = held
         .into_iter()
-        .map(|((token, _, id), (kind, amount))| {
-            let m = meta.get(&token);
+        .skip(offset)
+        .take(limit)
+        .map(|((token, _, id), (kind, amount, name, symbol))| {
             json!({
                 "token": token,
                 "kind": kind,
                 "token_id": id,
                 "amount": amount.to_string(),
-                "name": m.and_then(|m| m.name.as_deref()),
-                "symbol": m.and_then(|m| m.symbol.as_deref()),
+                "name": name,
+                "symbol": symbol,
             })
         })
         .collect();

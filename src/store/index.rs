@@ -76,6 +76,17 @@ pub struct HistoryPage {
     pub items: Vec<(HistoryRow, TokenMeta)>,
 }
 
+/// One NFT movement of a wallet, with its token's name and symbol when fetched.
+pub struct NftMove {
+    pub kind: String,
+    pub token: String,
+    pub token_id: String,
+    pub direction: String,
+    pub amount: String,
+    pub name: Option<String>,
+    pub symbol: Option<String>,
+}
+
 /// A token's metadata as its contract answered (each part absent when it did not).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TokenMeta {
@@ -311,28 +322,51 @@ impl Store {
         rows.iter().map(|r| r.text(0)).collect()
     }
 
-    /// An address's NFT movements, oldest first (at most `limit`): (kind, token, id,
-    /// direction, amount).
+    /// An address's NFT movements, oldest first (at most `limit`), each with its token's
+    /// metadata, and the index's block: one statement, as `wallet_history`. `None` when
+    /// the index has not committed a block yet.
     pub async fn wallet_nft_moves(
         &self,
         chain: &str,
         address: &str,
         limit: usize,
-    ) -> Result<Vec<(String, String, String, String, String)>, StoreError> {
+    ) -> Result<Option<(u64, Vec<NftMove>)>, StoreError> {
         let rows = self
             .db
             .query(
                 &format!(
-                    "SELECT kind, token, token_id, direction, amount FROM wallet_transfers \
-                     WHERE chain = $1 AND address = $2 AND kind IN ('erc721', 'erc1155') \
-                     ORDER BY block, tx_index, log_index, seq LIMIT {limit}"
+                    "SELECT c.number, w.kind, w.token, w.token_id, w.direction, w.amount, \
+                     t.name, t.symbol \
+                     FROM index_cursor c \
+                     LEFT JOIN (SELECT kind, token, token_id, direction, amount, \
+                       block, tx_index, log_index, seq FROM wallet_transfers \
+                       WHERE chain = $1 AND address = $2 AND kind IN ('erc721', 'erc1155') \
+                       ORDER BY block, tx_index, log_index, seq LIMIT {limit}) w ON TRUE \
+                     LEFT JOIN tokens t ON t.chain = c.chain AND t.address = w.token \
+                     WHERE c.chain = $1 \
+                     ORDER BY w.block, w.tx_index, w.log_index, w.seq"
                 ),
                 params![chain, address],
             )
             .await?;
-        rows.iter()
-            .map(|r| Ok((r.text(0)?, r.text(1)?, r.text(2)?, r.text(3)?, r.text(4)?)))
-            .collect()
+        let Some(first) = rows.first() else {
+            return Ok(None);
+        };
+        let block = first.int(0)? as u64;
+        let mut moves = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let Some(kind) = r.opt_text(1)? else { continue };
+            moves.push(NftMove {
+                kind,
+                token: r.text(2)?,
+                token_id: r.text(3)?,
+                direction: r.text(4)?,
+                amount: r.text(5)?,
+                name: r.opt_text(6)?,
+                symbol: r.opt_text(7)?,
+            });
+        }
+        Ok(Some((block, moves)))
     }
 
     /// Metadata already fetched, by token.
