@@ -279,23 +279,15 @@ impl Store {
                 args,
             )
             .await?;
-        let Some(first) = rows.first() else {
-            return Ok(None);
-        };
-        let indexed_block = first.int(0)? as u64;
-        let mut items = Vec::with_capacity(rows.len());
-        for r in &rows {
-            if r.opt_int(1)?.is_none() {
-                continue;
-            }
+        let page = led_by_cursor(&rows, |r| {
             let meta = TokenMeta {
                 name: r.opt_text(13)?,
                 symbol: r.opt_text(14)?,
                 decimals: r.opt_int(15)?.and_then(|d| u8::try_from(d).ok()),
             };
-            items.push((history_row_at(r, 1)?, meta));
-        }
-        Ok(Some(HistoryPage {
+            Ok((history_row_at(r, 1)?, meta))
+        })?;
+        Ok(page.map(|(indexed_block, items)| HistoryPage {
             indexed_block,
             items,
         }))
@@ -349,24 +341,17 @@ impl Store {
                 params![chain, address],
             )
             .await?;
-        let Some(first) = rows.first() else {
-            return Ok(None);
-        };
-        let block = first.int(0)? as u64;
-        let mut moves = Vec::with_capacity(rows.len());
-        for r in &rows {
-            let Some(kind) = r.opt_text(1)? else { continue };
-            moves.push(NftMove {
-                kind,
+        led_by_cursor(&rows, |r| {
+            Ok(NftMove {
+                kind: r.text(1)?,
                 token: r.text(2)?,
                 token_id: r.text(3)?,
                 direction: r.text(4)?,
                 amount: r.text(5)?,
                 name: r.opt_text(6)?,
                 symbol: r.opt_text(7)?,
-            });
-        }
-        Ok(Some((block, moves)))
+            })
+        })
     }
 
     /// Metadata already fetched, by token.
@@ -471,6 +456,27 @@ fn cursor_of(r: &Row) -> Result<IndexCursor, StoreError> {
         number: r.int(0)? as u64,
         hash: r.text(1)?,
     })
+}
+
+/// The rows of a statement led by the index cursor (`index_cursor c LEFT JOIN` a page, so
+/// the cursor's row comes back even when the page is empty): the index's block (column
+/// 0) and each row that carries an item (column 1 not NULL), read by `item`. `None` when
+/// the index has not committed a block yet.
+fn led_by_cursor<T>(
+    rows: &[Row],
+    item: impl Fn(&Row) -> Result<T, StoreError>,
+) -> Result<Option<(u64, Vec<T>)>, StoreError> {
+    let Some(first) = rows.first() else {
+        return Ok(None);
+    };
+    let block = first.int(0)? as u64;
+    let mut items = Vec::with_capacity(rows.len());
+    for r in rows {
+        if !r.is_null(1)? {
+            items.push(item(r)?);
+        }
+    }
+    Ok(Some((block, items)))
 }
 
 /// A history row whose columns start at `at`.
