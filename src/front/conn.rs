@@ -95,8 +95,9 @@ impl Conn {
             let io = &self.io;
             self.deadline.run(Some(wait), io.readable()).await?;
         }
-        // Small steps: an idle keep-alive connection holds this buffer, and request heads
-        // are usually a few hundred bytes (`reserve` reuses the space once it is free).
+        // Small steps: a busy keep-alive connection keeps this buffer between requests
+        // (until `shed`), and request heads are usually a few hundred bytes (`reserve`
+        // reuses the space once it is free).
         if self.buf.capacity() - self.buf.len() < 512 {
             self.buf.reserve(READ_STEP);
         }

@@ -121,7 +121,7 @@ enum Served {
 }
 
 /// A future on the heap, for as long as it runs.
-type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
 /// A held event stream and what its access-log line needs.
 struct StreamJob {
@@ -200,7 +200,7 @@ impl LeanFront {
     async fn serve_connection(self: Arc<Self>, mut conn: Box<Conn>, _slot: Slot) {
         loop {
             let next = self.next_request(&mut conn).await;
-            match self.clone().answer(conn, next).await {
+            match self.answer(conn, next).await {
                 Some(kept) => conn = kept,
                 None => return,
             }
@@ -211,7 +211,7 @@ impl LeanFront {
     /// (a plain function returning the future): a request's state (pipeline, gateway,
     /// proxy, hand-over, a session) is allocated for the request alone, so an idle
     /// connection's task holds only its wait for the next head.
-    fn answer(self: Arc<Self>, mut conn: Box<Conn>, next: Next) -> BoxFuture<Option<Box<Conn>>> {
+    fn answer(&self, mut conn: Box<Conn>, next: Next) -> BoxFuture<'_, Option<Box<Conn>>> {
         Box::pin(async move {
             let close = match next {
                 Next::Close => true,
