@@ -1,69 +1,23 @@
-//! Heimdall queries (checkpoint, span, current validators) against fixtures that answer
-//! as heimdall v1 and as heimdall-v2 do: both become the same product resource; bad ids
-//! never reach a node; unknown ids are 404; a failing host is passed over.
+//! Heimdall queries (checkpoint, span, current validators) through the heimdall stand-ins
+//! (`tests/standins/heimdall.py`, held to heimdall v1's and heimdall-v2's own specs by
+//! `tests/standins.rs`): one chain read through either generation's REST server becomes
+//! the same product resource; bad ids never reach a node; unknown ids are 404 in both
+//! generations' ways of saying so; a failing host is passed over.
 mod common;
 
 use common::*;
 use serde_json::{json, Value};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use sha2::{Digest, Sha256};
 use std::sync::Arc;
 
-fn v1_validator(id: u64, signer: &str, power: u64) -> Value {
-    json!({"ID": id, "startEpoch": 0, "endEpoch": 0, "nonce": 1, "power": power,
-           "pubKey": "0x04aa", "signer": signer, "last_updated": "0", "jailed": false, "accum": -5})
-}
-
-fn v2_validator(id: u64, signer: &str, power: u64) -> Value {
-    json!({"val_id": id.to_string(), "start_epoch": "0", "end_epoch": "0", "nonce": "1",
-           "voting_power": power.to_string(), "pub_key": "BKo=", "signer": signer,
-           "last_updated": "0", "jailed": false, "proposer_priority": "-5"})
-}
-
-/// One validator as a generation writes it: (id, signer, power).
-type Validator = fn(u64, &str, u64) -> Value;
-
-/// A heimdall of generation `v` (1 or 2): checkpoint 7, span 3, two validators.
-fn heimdall(v: u8, hits: Arc<AtomicUsize>) -> Fixture {
-    Fixture::start(move |req| {
-        hits.fetch_add(1, Ordering::SeqCst);
-        let a = "0x00000000000000000000000000000000000000A1";
-        let b = "0x00000000000000000000000000000000000000b2";
-        let val: Validator = if v == 1 { v1_validator } else { v2_validator };
-        let vals = vec![val(1, a, 100), val(2, b, 50)];
-        let set = json!({"validators": vals, "proposer": val(1, a, 100)});
-        match (v, req.path.as_str()) {
-            (_, "/status") => FixtureResponse::json(json!(
-                {"result": {"sync_info": {"latest_block_height": "100", "catching_up": false}}}
-            )),
-            (1, "/checkpoints/7") => FixtureResponse::json(json!({"height": "100", "result": {
-                "id": 7, "proposer": a, "start_block": 100, "end_block": 355,
-                "root_hash": "0xdead", "bor_chain_id": "137", "timestamp": 1700000000}})),
-            (2, "/checkpoints/7") => FixtureResponse::json(json!({"checkpoint": {
-                "id": "7", "proposer": a, "start_block": "100", "end_block": "355",
-                "root_hash": "3q0=", "bor_chain_id": "137", "timestamp": "1700000000"}})),
-            (1, "/bor/span/3") => FixtureResponse::json(json!({"height": "100", "result": {
-                "span_id": 3, "start_block": 256, "end_block": 6655, "validator_set": set,
-                "selected_producers": [val(1, a, 100)], "bor_chain_id": "137"}})),
-            (2, "/bor/spans/3") => FixtureResponse::json(json!({"span": {
-                "id": "3", "start_block": "256", "end_block": "6655", "validator_set": set,
-                "selected_producers": [val(1, a, 100)], "bor_chain_id": "137"}})),
-            (1, "/staking/validator-set") => {
-                FixtureResponse::json(json!({"height": "100", "result": set}))
-            }
-            (2, "/stake/validators-set") => FixtureResponse::json(json!({"validator_set": set})),
-            _ => FixtureResponse::status(404, "not found"),
-        }
-    })
-}
-
-fn gateway(hosts: &[&Fixture]) -> Gateway {
+/// A gateway whose heimdall pool has one host per (LCD, RPC) pair, in order.
+fn gateway(hosts: &[(String, String)]) -> Gateway {
     let list: String = hosts
         .iter()
         .enumerate()
-        .map(|(i, f)| {
+        .map(|(i, (lcd, rpc))| {
             format!(
-                "      - {{id: hd-{i}, url: \"{}\", family: heimdall}}\n",
-                f.url()
+                "      - {{id: hd-{i}, url: \"{lcd}\", rpc_url: \"{rpc}\", family: heimdall}}\n"
             )
         })
         .collect();
@@ -74,65 +28,101 @@ fn gateway(hosts: &[&Fixture]) -> Gateway {
     })
 }
 
+/// One heimdall's LCD and RPC, as the gateway's host list takes them.
+fn lcd_and_rpc(hd: &Standin, lcd: &str) -> (String, String) {
+    (hd.url_of(lcd), hd.url_of("heimdall-rpc"))
+}
+
 #[test]
 fn both_heimdall_generations_give_the_same_resources() {
-    let mut answers = Vec::new();
-    for v in [1u8, 2] {
-        let node = heimdall(v, Arc::default());
-        let gw = gateway(&[&node]);
+    let hd = Standin::start_all(&["heimdall-lcd", "heimdall-v1-lcd", "heimdall-rpc"], &[]);
+    let v2 = gateway(&[lcd_and_rpc(&hd, "heimdall-lcd")]);
+    let v1 = gateway(&[lcd_and_rpc(&hd, "heimdall-v1-lcd")]);
+    let read = |gw: &Gateway, tag: &str| {
         let key = gw.key("basic", &[]);
         let get = |path: &str| {
             let r = gw.get(path, &[("x-token", &key)]);
-            assert_eq!(r.status, 200, "v{v} {path}: {}", r.text());
+            assert_eq!(r.status, 200, "{tag} {path}: {}", r.text());
             r.json()
         };
-        answers.push((
-            get("/v1/polygon/checkpoints/7"),
-            get("/v1/polygon/spans/3"),
+        let missing = |path: &str| {
+            let r = gw.get(path, &[("x-token", &key)]);
+            assert_eq!(
+                (r.status, r.json()["error"].as_str()),
+                (404, Some("not_found")),
+                "{tag} {path}: {}",
+                r.text()
+            );
+        };
+        // v1 says "no such checkpoint" with a 400 and "no such span" with a 500.
+        missing("/v1/polygon/checkpoints/99999");
+        missing("/v1/polygon/spans/99999");
+        (
+            get("/v1/polygon/checkpoints/1"),
+            get("/v1/polygon/spans/1"),
             get("/v1/polygon/validators/current"),
-        ));
-        let r = gw.get("/v1/polygon/checkpoints/8", &[("x-token", &key)]);
-        assert_eq!(
-            (r.status, r.json()["error"].as_str()),
-            (404, Some("not_found")),
-            "v{v}"
-        );
+        )
+    };
+    // The chain's proposer moves with each checkpoint (every 10 s): read both
+    // generations again if one moved between the two reads.
+    let mut answers = (read(&v2, "v2"), read(&v1, "v1"));
+    for _ in 0..2 {
+        if answers.0 == answers.1 {
+            break;
+        }
+        answers = (read(&v2, "v2"), read(&v1, "v1"));
     }
-    assert_eq!(answers[0], answers[1], "v1 and v2 normalise alike");
-    let (checkpoint, span, set) = &answers[0];
+    assert_eq!(answers.0, answers.1, "v1 and v2 normalise alike");
+    let (checkpoint, span, set) = &answers.0;
+    let root = format!("0x{}", hex::encode(Sha256::digest(b"checkpoint 1")));
     assert_eq!(
-        *checkpoint,
-        json!({"id": 7, "proposer": "0x00000000000000000000000000000000000000a1", "start_block": 100,
-               "end_block": 355, "root_hash": "0xdead", "bor_chain_id": "137", "timestamp": 1700000000})
+        (
+            &checkpoint["id"],
+            &checkpoint["start_block"],
+            &checkpoint["end_block"],
+            &checkpoint["root_hash"],
+            &checkpoint["bor_chain_id"]
+        ),
+        (
+            &json!(1),
+            &json!(0),
+            &json!(255),
+            &json!(root),
+            &json!("137")
+        )
     );
     assert_eq!(
-        (span["id"].as_i64(), span["end_block"].as_i64()),
-        (Some(3), Some(6655))
+        (&span["id"], &span["start_block"], &span["end_block"]),
+        (&json!(1), &json!(256), &json!(6655))
     );
-    assert_eq!(span["validators"].as_array().unwrap().len(), 2);
-    assert_eq!(span["selected_producers"][0]["voting_power"], 100);
-    assert_eq!(set["total_voting_power"], 150);
+    assert_eq!(span["validators"].as_array().unwrap().len(), 5);
+    assert_eq!(span["selected_producers"].as_array().unwrap().len(), 1);
+    let vals = set["validators"].as_array().unwrap();
+    let ids: Vec<&Value> = vals.iter().map(|v| &v["id"]).collect();
     assert_eq!(
-        set["validators"][1],
-        json!({"id": 2, "signer": "0x00000000000000000000000000000000000000b2", "voting_power": 50,
-               "proposer_priority": -5, "start_epoch": 0, "end_epoch": 0, "jailed": false})
+        ids,
+        [1, 2, 3, 4, 5].map(|i| json!(i)).iter().collect::<Vec<_>>()
     );
-    assert_eq!(set["proposer"]["id"], 1);
+    assert_eq!(set["total_voting_power"], 150_000, "10,000 × (1 + … + 5)");
+    assert!(vals.iter().all(|v| {
+        let s = v["signer"].as_str().unwrap();
+        s.len() == 42 && s == s.to_ascii_lowercase() && v["jailed"] == false
+    }));
+    assert!(set["proposer"]["id"].is_i64());
 }
 
 #[test]
 fn bad_ids_never_reach_a_node_and_a_failing_host_is_passed_over() {
-    let hits = Arc::new(AtomicUsize::new(0));
-    let broken = Fixture::start(|req| match req.path.as_str() {
-        "/status" => FixtureResponse::json(json!(
-            {"result": {"sync_info": {"latest_block_height": "100", "catching_up": false}}}
-        )),
-        _ => FixtureResponse::status(500, "boom"),
-    });
-    let good = heimdall(2, hits.clone());
-    let gw = gateway(&[&broken, &good]);
+    let good = Standin::start_all(&["heimdall-lcd", "heimdall-rpc"], &[]);
+    // Healthy by its RPC's /status, but every LCD answer a 500.
+    let broken = Standin::start_all(&["heimdall-lcd", "heimdall-rpc"], &[]);
+    broken.set_mode(Some(500), std::time::Duration::ZERO);
+    let gw = gateway(&[
+        lcd_and_rpc(&broken, "heimdall-lcd"),
+        lcd_and_rpc(&good, "heimdall-lcd"),
+    ]);
     let key = gw.key("basic", &[]);
-    let before = hits.load(Ordering::SeqCst);
+    let before = good.hits() + broken.hits();
     for id in ["0", "-1", "x", "1.5", "99999999999999999999", "7x"] {
         let r = gw.get(
             &format!("/v1/polygon/checkpoints/{id}"),
@@ -142,13 +132,13 @@ fn bad_ids_never_reach_a_node_and_a_failing_host_is_passed_over() {
         assert_eq!(r.json()["error"], "invalid_params");
     }
     assert_eq!(
-        hits.load(Ordering::SeqCst),
+        good.hits() + broken.hits(),
         before,
         "no node heard of a bad id"
     );
     // Whichever host comes first, the answer comes from the good one.
     for _ in 0..4 {
-        let r = gw.get("/v1/polygon/spans/3", &[("x-token", &key)]);
+        let r = gw.get("/v1/polygon/spans/1", &[("x-token", &key)]);
         assert_eq!(r.status, 200, "{}", r.text());
     }
     let free = gw.key("free", &[]);

@@ -106,6 +106,39 @@ fn wallet_and_account_reads_come_from_the_node_and_refuse_bad_input_first() {
     assert_eq!(n["nfts"][0]["mint"], fx["nft"]);
     assert_eq!(n["compressed"]["state"], "unavailable", "no DAS host here");
 
+    // The same node declared as a DAS host: the compressed NFTs come from its DAS API
+    // (`getAssetsByOwner`, whose parameters the node checks against the DAS spec).
+    let das = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  sol_rpc:\n    hosts:\n      - {{id: sol-das, url: \"{}\", family: solana, capabilities: [das]}}\n",
+            node.url()
+        ),
+        extra_yaml: UNLIMITED.into(),
+        ..Default::default()
+    });
+    let das_key = das.key("business", &[]);
+    let calls = served(&node, "getAssetsByOwner");
+    let r = get(&das, &das_key, &format!("/v1/sol/wallet/{wallet}/nfts"));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let c = &r.json()["compressed"];
+    assert_eq!(
+        (&c["state"], &c["truncated"]),
+        (&json!("available"), &json!(false)),
+        "{c}"
+    );
+    let leaves = c["items"].as_array().unwrap();
+    let names: Vec<&str> = leaves.iter().map(|l| l["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["Demo leaf 1", "Demo leaf 2"]);
+    assert_eq!(
+        (&leaves[0]["leaf_id"], &leaves[1]["leaf_id"]),
+        (&json!(0), &json!(1))
+    );
+    assert_eq!(leaves[0]["tree"], leaves[1]["tree"], "one Merkle tree");
+    assert_ne!(leaves[0]["id"], leaves[1]["id"]);
+    assert!(leaves.iter().all(|l| l["compressed"] == true));
+    assert_eq!(served(&node, "getAssetsByOwner"), calls + 1);
+    drop(das);
+
     // Account snapshot: a token mint (owned by the token program, 82 bytes of data).
     let mint = fx["mint"].as_str().unwrap();
     let r = get(&gw, &key, &format!("/v1/sol/snapshot/account/{mint}"));

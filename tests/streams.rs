@@ -791,6 +791,95 @@ fn beacon_events_are_one_node_stream_shared_across_a_node_failure() {
     );
 }
 
+/// Beacon events through the edge from the beacon stand-in (held to ethereum/beacon-APIs'
+/// event stream by `tests/standins.rs`): each event keeps the node's `event:` / `data:`
+/// framing and gains the edge's `id:`; a client back with `Last-Event-ID` is given the
+/// events after it, each once.
+#[test]
+fn beacon_events_from_the_stand_in_keep_their_framing_and_resume_by_id() {
+    let node = Standin::start("beacon", &["--slot-secs", "0.3"]);
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_cl:\n    hosts:\n      - {{id: cl-1, url: \"{}\", family: cl-lighthouse}}\n",
+            node.url()
+        ),
+        extra_yaml: UNLIMITED.into(),
+        ..Default::default()
+    });
+    let key = gw.key("basic", &[]);
+    // Complete events as (id, event, data), read until `count` arrived.
+    let read = |last_event_id: Option<&str>, count: usize| {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", gw.port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let resume = last_event_id
+            .map(|id| format!("Last-Event-ID: {id}\r\n"))
+            .unwrap_or_default();
+        write!(s, "GET /rpc/eth-beacon/eth/v1/events?topics=head,block HTTP/1.1\r\nHost: x\r\nx-token: {key}\r\nAccept: text/event-stream\r\n{resume}\r\n").unwrap();
+        let (mut raw, mut events) = (String::new(), Vec::new());
+        let started = Instant::now();
+        let mut buf = [0u8; 8192];
+        while events.len() < count && started.elapsed() < Duration::from_secs(15) {
+            if let Ok(n) = s.read(&mut buf) {
+                assert!(n > 0, "stream closed: {raw}");
+                raw.push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+            let body = raw.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+            events = body
+                .split("\n\n")
+                .filter(|b| b.lines().any(|l| l.starts_with("data: ")))
+                .map(|block| {
+                    let field = |name: &str| {
+                        block
+                            .lines()
+                            .find_map(|l| l.strip_prefix(name))
+                            .map(str::to_string)
+                    };
+                    (field("id: "), field("event: "), field("data: "))
+                })
+                .collect();
+            // The last block may be incomplete: keep only events whose block ended.
+            if !body.ends_with("\n\n") {
+                events.pop();
+            }
+        }
+        assert!(raw.starts_with("HTTP/1.1 200"), "{raw}");
+        events
+    };
+    let first = read(None, 6);
+    assert!(first.len() >= 6, "{first:?}");
+    let mut seqs = Vec::new();
+    for (id, event, data) in &first {
+        let id = id
+            .as_deref()
+            .unwrap_or_else(|| panic!("an event without id: {first:?}"));
+        let seq: u64 = id.rsplit_once('-').unwrap().1.parse().unwrap();
+        seqs.push(seq);
+        let v: Value = serde_json::from_str(data.as_deref().unwrap()).unwrap();
+        let keys: &[&str] = match event.as_deref() {
+            Some("block") => &["slot", "block", "execution_optimistic"],
+            Some("head") => &[
+                "slot",
+                "block",
+                "state",
+                "epoch_transition",
+                "execution_optimistic",
+            ],
+            other => panic!("event {other:?} is not a topic asked for"),
+        };
+        assert!(keys.iter().all(|k| v.get(k).is_some()), "{event:?} {v}");
+    }
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]),
+        "ids in order: {seqs:?}"
+    );
+    // Back after the third: the fourth comes next, then on without a repeat.
+    let resume_from = first[2].0.as_deref().unwrap();
+    let again = read(Some(resume_from), 3);
+    assert_eq!(again[0], first[3], "{again:?} after {resume_from}");
+    assert_eq!(again[1], first[4]);
+}
+
 /// The instance's stream bound is not "no healthy upstream": its own 503 with a retry.
 #[test]
 fn mev_share_instance_capacity_is_its_own_refusal() {

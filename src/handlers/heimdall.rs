@@ -195,6 +195,7 @@ async fn fetch_from(
             }
             // Either this generation has no such path, or no such object: try the other.
             404 | 400 => not_found = true,
+            500 if v1_says_missing(&r.body) => not_found = true,
             s => return Err(format!("HTTP {s}")),
         }
     }
@@ -203,6 +204,20 @@ async fn fetch_from(
     } else {
         Err("no answer".into())
     }
+}
+
+/// Heimdall v1's span querier reports a span it does not have as an internal error:
+/// HTTP 500 with `{"error": "...span N does not exist..."}` (bor/querier.go). Any other
+/// 500 is the host failing.
+fn v1_says_missing(body: &[u8]) -> bool {
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| {
+            v.get("error")?
+                .as_str()
+                .map(|e| e.contains("does not exist"))
+        })
+        .unwrap_or(false)
 }
 
 /// The object under v1's `result` or v2's named field.

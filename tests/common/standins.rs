@@ -7,18 +7,31 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub struct Standin {
+    /// The first stand-in's port: the one `set_mode` and `hits` act on.
     pub port: u16,
+    ports: Vec<(String, u16)>,
     pub proc: Proc,
 }
 
 impl Standin {
     /// `fleet.py`'s stand-in `name` (e.g. `relay`, `beacon`), with its extra arguments.
     pub fn start(name: &str, extra: &[&str]) -> Standin {
+        Standin::start_all(&[name], extra)
+    }
+
+    /// Several of `fleet.py`'s stand-ins in one process, sharing one chain (a heimdall's
+    /// LCD and RPC, say), each on a port of its own.
+    pub fn start_all(names: &[&str], extra: &[&str]) -> Standin {
         for _ in 0..3 {
-            let port = free_port();
+            let ports: Vec<(String, u16)> =
+                names.iter().map(|n| (n.to_string(), free_port())).collect();
             let mut child = Command::new(python())
                 .arg(root().join("tests/standins/fleet.py"))
-                .args(["--port", &format!("{name}={port}")])
+                .args(
+                    ports
+                        .iter()
+                        .flat_map(|(n, p)| ["--port".to_string(), format!("{n}={p}")]),
+                )
                 .args(extra)
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
@@ -29,14 +42,24 @@ impl Standin {
             let _ = BufReader::new(out).read_line(&mut line);
             let proc = Proc { child };
             if line.starts_with("standins: up") {
-                return Standin { port, proc };
+                return Standin {
+                    port: ports[0].1,
+                    ports,
+                    proc,
+                };
             }
         }
-        panic!("stand-in {name} did not start on any of three ports");
+        panic!("stand-ins {names:?} did not start on any of three port sets");
     }
 
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The URL of stand-in `name` of this process.
+    pub fn url_of(&self, name: &str) -> String {
+        let port = self.ports.iter().find(|(n, _)| n == name).expect(name).1;
+        format!("http://127.0.0.1:{port}")
     }
 
     /// Every answer a `status` (None: normal again), after `stall` each.

@@ -9,12 +9,21 @@ mint of 0 decimals held as exactly 1) are read from the chain's token accounts, 
 DAS indexer sees them. Answers follow the DAS specification's asset shape: `interface`,
 `id`, `content.metadata`, `compression`, `ownership`, `burnt`, `mutable`; pages are
 `{total, limit, page, items}` with `limit` 1-1000 and `page` from 1.
+
+Parameters given by name are first checked against the method's schema in the DAS
+specification (`vendor/das/metaplex-das-api.json`, the OpenRPC document of
+metaplex-foundation/digital-asset-standard-api): an unknown field or a wrong type is
+-32602, as the reference server (serde with unknown fields denied) answers. So a caller
+sending what the spec does not allow fails here as it would on a real DAS host.
 """
 
 import hashlib
+import json
 import struct
+from pathlib import Path
 
 import base58_codec as b58
+import jsonschema_rs
 from solders.pubkey import Pubkey
 
 TOKEN = "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA"
@@ -22,6 +31,15 @@ TOKEN_2022 = "TokenzQdBNbLqP5VEhdkAS6EPFLC1PHnBqCXEpPxuEb"
 TREE = b58.encode(hashlib.sha256(b"standin bubblegum tree").digest())
 MAX_LIMIT = 1000
 METHODS = {"getAssetsByOwner", "getAsset", "shim_mintCompressedNft"}
+SPEC = Path(__file__).resolve().parent / "vendor/das/metaplex-das-api.json"
+
+
+def spec_method(name):
+    """The DAS specification's entry for a method: its by-name parameter schema and result."""
+    return next(m for m in json.loads(SPEC.read_text())["methods"] if m["name"] == name)
+
+
+PARAMS = {name: jsonschema_rs.validator_for(spec_method(name)["params"][0]["schema"]) for name in ("getAsset", "getAssetsByOwner")}
 
 
 class DasError(Exception):
@@ -98,6 +116,10 @@ def regular(chain, owner):
 
 def call(chain, method, params):
     leaves = chain.__dict__.setdefault("das_leaves", [])
+    if method in PARAMS and isinstance(params, dict):
+        errors = [e.message for e in PARAMS[method].iter_errors(params)]
+        if errors:
+            raise DasError(-32602, f"Invalid params: {errors[0]}")
     if method == "shim_mintCompressedNft":
         owner, name = named(params, "owner", "name")
         owner = pubkey(owner, "owner")

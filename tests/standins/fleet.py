@@ -9,6 +9,7 @@ Stand-ins, by the name given to `--port`:
   beacon                  beacon node REST + events + metrics (beacon.py)
   heimdall-lcd            heimdall-v2 Cosmos LCD (heimdall.py)
   heimdall-rpc            heimdall-v2 CometBFT RPC + metrics
+  heimdall-v1-lcd         heimdall v1's REST server, on the same chain (heimdall.py)
   relay                   relay data API (mev.py)
   builder, private-rpc    bundle and private-transaction JSON-RPC; forward to `--node el-1`
   mev-share               MEV-Share hint stream (hints of what builder / private-rpc took)
@@ -61,6 +62,7 @@ def main():
         "beacon": lambda name: beacon.app(beacon.Beacon(clock)),
         "heimdall-lcd": lambda name: heimdall.lcd(shared_heimdall),
         "heimdall-rpc": lambda name: heimdall.cometbft(shared_heimdall),
+        "heimdall-v1-lcd": lambda name: heimdall.lcd_v1(shared_heimdall),
         "relay": lambda name: mev.relay_app(mev.Relay(clock, block_offset=args.first_slot)),
         "builder": lambda name: mev.builder_app(nodes.get("el-1"), hints),
         "private-rpc": lambda name: mev.private_app(nodes.get("el-1"), hints),

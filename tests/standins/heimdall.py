@@ -1,4 +1,4 @@
-"""A heimdall-v2 node: its Cosmos LCD (the gRPC gateway of 0xPolygon/heimdall-v2,
+"""A heimdall node of either generation. heimdall-v2: its Cosmos LCD (the gRPC gateway of 0xPolygon/heimdall-v2,
 `client/docs/swagger-ui/swagger.yaml`) on one port, and CometBFT's RPC on another.
 
 LCD: checkpoints (one acknowledged every `checkpoint_secs`, each covering 256 bor
@@ -7,10 +7,18 @@ blocks), spans (span 0 is blocks 0-255, then 6,400 blocks each; a new one every
 gateway's `{code, message, details}` with gRPC codes (5 NotFound as HTTP 404,
 3 InvalidArgument as HTTP 400). CometBFT RPC: `/status`, `/health`, `/abci_info`, and
 the same as JSON-RPC POSTed to `/`; Prometheus text at `/metrics`.
+
+Heimdall v1 (maticnetwork/heimdall, `server/swagger-ui/swagger.yaml`; `lcd_v1`): the same
+chain through v1's REST server. Every answer is cosmos-sdk's `{"height": "<n>", "result":
+...}` with numbers as JSON numbers and bytes as 0x-hex; errors are `{"error": "..."}`
+carrying the ABCI query's log, with v1's own statuses: a missing checkpoint is a 400, a
+missing span a 500 (its querier reports `span N does not exist` as an internal error), a
+missing validator a 400, an unknown path gorilla/mux's plain-text 404.
 """
 
 import base64
 import hashlib
+import json
 import re
 import time
 
@@ -157,6 +165,86 @@ def lcd(h):
                 return grpc_error(404, 5, f"{what} {n} not found")
             return json_answer(answer(n))
         return grpc_error(404, 5, "Not Found")  # grpc-gateway's answer to an unknown path
+
+    return handle
+
+
+def v1_validator(v):
+    """A v2 validator as v1 writes it (types/validator.go)."""
+    return {
+        "ID": int(v["val_id"]), "startEpoch": int(v["start_epoch"]), "endEpoch": int(v["end_epoch"]),
+        "nonce": int(v["nonce"]), "power": int(v["voting_power"]),
+        "pubKey": "0x" + base64.b64decode(v["pub_key"]).hex(), "signer": v["signer"],
+        "last_updated": v["last_updated"], "jailed": v["jailed"], "accum": int(v["proposer_priority"]),
+    }
+
+
+def v1_validator_set(vset):
+    """types/validator-set.go: the validators and the proposer (the total is unexported)."""
+    return {"validators": [v1_validator(v) for v in vset["validators"]], "proposer": v1_validator(vset["proposer"])}
+
+
+def v1_checkpoint(c):
+    """types/header.go `CheckpointWithID`."""
+    return {
+        "id": int(c["id"]), "proposer": c["proposer"], "start_block": int(c["start_block"]),
+        "end_block": int(c["end_block"]), "root_hash": "0x" + base64.b64decode(c["root_hash"]).hex(),
+        "bor_chain_id": c["bor_chain_id"], "timestamp": int(c["timestamp"]),
+    }
+
+
+def v1_span(sp):
+    """types/span.go."""
+    return {
+        "span_id": int(sp["id"]), "start_block": int(sp["start_block"]), "end_block": int(sp["end_block"]),
+        "validator_set": v1_validator_set(sp["validator_set"]),
+        "selected_producers": [v1_validator(v) for v in sp["selected_producers"]],
+        "bor_chain_id": sp["bor_chain_id"],
+    }
+
+
+def lcd_v1(h):
+    def ok(result):
+        return json_answer({"height": str(h.height()), "result": result})
+
+    def error(status, message, code=1):
+        log = json.dumps({"codespace": "sdk", "code": code, "message": message}, separators=(",", ":"))
+        return json_answer({"error": log}, status)
+
+    # One object by number: (path, lowest, highest, object, its answer when missing).
+    by_number = [
+        (r"/checkpoints/([^/]+)", 1, h.checkpoints, lambda n: v1_checkpoint(h.checkpoint(n)),
+         lambda n: error(400, f"could not fetch checkpoint by index {n}; Invalid checkpoint Index")),
+        (r"/bor/span/([^/]+)", 0, h.latest_span, lambda n: v1_span(h.span(n)),
+         lambda n: error(500, f"span {n} does not exist")),
+        (r"/staking/validator/([^/]+)", 1, lambda: VALIDATORS, lambda n: v1_validator(h.validators()[n - 1]),
+         lambda n: error(400, "No validator found", code=6)),
+    ]
+
+    def handle(req):
+        p = req.path
+        if req.method != "GET":
+            return Answer(405, "", content_type="text/plain; charset=utf-8")
+        if p == "/checkpoints/latest":
+            return ok(v1_checkpoint(h.checkpoint(h.checkpoints())))
+        if p == "/checkpoints/count":
+            return ok({"result": h.checkpoints()})
+        if p == "/bor/latest-span":
+            return ok(v1_span(h.span(h.latest_span())))
+        if p == "/staking/validator-set":
+            return ok(v1_validator_set(h.validator_set()))
+        if p == "/staking/totalpower":
+            return ok({"result": int(h.validator_set()["total_voting_power"])})
+        for pattern, lowest, highest, answer, missing in by_number:
+            m = re.fullmatch(pattern, p)
+            if not m:
+                continue
+            raw = m.group(1)
+            if not re.fullmatch(r"[0-9]{1,19}", raw) or int(raw) >= 1 << 64:
+                return json_answer({"error": f"'{raw}' is not a valid uint64"}, 400)
+            n = int(raw)
+            return ok(answer(n)) if lowest <= n <= highest() else missing(n)
+        return Answer(404, "404 page not found\n", content_type="text/plain; charset=utf-8")
 
     return handle
 

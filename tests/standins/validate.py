@@ -9,11 +9,15 @@ Stricter than the schemas alone: an object key the spec does not declare is an e
 Event streams: beacon events must name a topic of the spec's enum and carry exactly the
 fields of the spec's example for it, with the same JSON types; MEV-Share hints must
 match `vendor/mev-share/hint.schema.json`, transcribed from the spec's event scheme.
+Heimdall v1's swagger is go-swagger output from annotations, and three of its shapes
+disagree with the Go types that write the answers; there the types win (`heimdall_v1_doc`).
+The DAS API is checked against its OpenRPC document's result schemas.
 Prometheus text is checked by `promtool check metrics`.
 
     validate.py            prints one line per check, exits 1 on any failure
 """
 
+import hashlib
 import json
 import re
 import shutil
@@ -31,8 +35,11 @@ import yaml
 HERE = Path(__file__).resolve().parent
 VENDOR = HERE / "vendor"
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "py"))  # base58_codec, for the Solana stand-ins
 
+import base58_codec as b58  # noqa: E402
 import beacon  # noqa: E402
+import das  # noqa: E402
 import heimdall  # noqa: E402
 import mev  # noqa: E402
 import node_front  # noqa: E402
@@ -152,6 +159,39 @@ def heimdall_op(path, status="200"):
     return swagger2(inline(responses.get(status, responses["default"])["schema"], VENDOR / "heimdall-v2/swagger.yaml"))
 
 
+def heimdall_v1_doc():
+    """maticnetwork/heimdall's swagger, where it disagrees with what heimdall writes
+    corrected to the Go types: a checkpoint by id is `types.CheckpointWithID`
+    (types/header.go, with `id`); a span's producers are `selected_producers`
+    (types/span.go; the swagger says `selected_producer`); the validator set is
+    `types.ValidatorSet` (types/validator-set.go, with `proposer`)."""
+    doc = load(VENDOR / "heimdall-v1/swagger.yaml")
+    defs = doc["definitions"]
+    defs["checkpoint"]["properties"].setdefault("id", {"type": "integer", "format": "int64"})
+    span = defs["span"]["properties"]
+    if "selected_producer" in span:
+        span["selected_producers"] = span.pop("selected_producer")
+    defs["validators"]["properties"].setdefault("proposer", {"$ref": "#/definitions/validator"})
+    return doc
+
+
+def heimdall_v1_op(path):
+    """The 200 schema of a v1 REST path (the swagger declares no other status)."""
+    doc = heimdall_v1_doc()
+    response = inline(doc["paths"][path]["get"]["responses"]["200"], VENDOR / "heimdall-v1/swagger.yaml")
+    return response["schema"]
+
+
+# cosmos-sdk's `rest.ErrorResponse` (heimdall's types/rest/rest.go), which v1 writes for
+# every error: the swagger declares no error body.
+HEIMDALL_V1_ERROR = {"type": "object", "required": ["error"], "additionalProperties": False,
+                     "properties": {"code": {"type": "integer"}, "error": {"type": "string"}}}
+
+
+def das_result(method):
+    return das.spec_method(method)["result"]["schema"]
+
+
 def cometbft(name):
     return inline({"$ref": f"#/components/schemas/{name}"}, VENDOR / "cometbft/openapi.yaml")
 
@@ -243,6 +283,11 @@ def selftest(report):
     checkpoint = heimdall_op("/checkpoints/{number}")
     v1 = {"checkpoint": {"id": 1, "proposer": "0xa1", "start_block": 0, "end_block": 255, "root_hash": "0x" + "ab" * 32, "bor_chain_id": "137", "timestamp": 1}}
     problems += [] if check(checkpoint, v1) else ["heimdall v1's numbers and hex pass as v2"]
+    v2 = {"height": "100", "result": {"id": "1", "proposer": "0xa1", "start_block": "0", "end_block": "255",
+                                      "root_hash": "q80=", "bor_chain_id": "137", "timestamp": "1"}}
+    problems += [] if check(heimdall_v1_op("/checkpoints/{id}"), v2) else ["heimdall v2's strings pass as v1"]
+    asset = {"interface": "V1_NFT", "id": "x", "burnt": False, "mutable": True, "compression": {"compressed": True}}
+    problems += [] if check(das_result("getAsset"), asset) else ["a DAS asset without its compression fields passes"]
     report("the checks refuse what the specs refuse", problems)
 
 
@@ -250,16 +295,18 @@ def main():
     report = Report()
     selftest(report)
     clock = Clock(time.time() - 3 * 64 * 0.5, 0.5, 9_000_000)
-    ports = {n: free_port() for n in ("beacon", "lcd", "rpc", "relay", "front", "mev-share", "builder", "mev-cache")}
+    ports = {n: free_port() for n in ("beacon", "lcd", "lcd-v1", "rpc", "relay", "front", "mev-share", "builder", "mev-cache", "sol")}
     hints = mev.Hints()
     hd = heimdall.Heimdall(time.time() - 65, checkpoint_secs=10, span_secs=30)
     serve(beacon.app(beacon.Beacon(clock)), ports["beacon"])
     serve(heimdall.lcd(hd), ports["lcd"])
+    serve(heimdall.lcd_v1(hd), ports["lcd-v1"])
     serve(heimdall.cometbft(hd), ports["rpc"])
     serve(mev.relay_app(mev.Relay(clock, 9_000_000)), ports["relay"])
     serve(mev.builder_app(None, hints), ports["builder"])
     serve(mev.mev_share_app(hints, ping_secs=1, idle_hint_secs=0.3), ports["mev-share"])
     serve(mev.mev_cache_app("c", 100), ports["mev-cache"])
+    start_sol_node(ports["sol"])
     serve(node_front.app(node_front.Front("front-1", ports["front"], "http://127.0.0.1:9", [("front-1", ports["front"])])), ports["front"])
 
     # beacon-APIs
@@ -331,6 +378,37 @@ def main():
     json_case(report, "heimdall unknown path 404", lcd, "/0", heimdall_op("/checkpoints/{number}", "default"), 404)
     json_case(report, "heimdall /bor/spans/x 400", lcd, "/bor/spans/x", heimdall_op("/bor/spans/{id}", "default"), 400)
 
+    # heimdall v1 REST (maticnetwork/heimdall swagger 2.0, corrected to its Go types)
+    v1 = ports["lcd-v1"]
+    for path, op in [("/checkpoints/1", "/checkpoints/{id}"), ("/checkpoints/latest", "/checkpoints/latest"),
+                     ("/checkpoints/count", "/checkpoints/count"), ("/bor/span/0", "/bor/span/{id}"),
+                     ("/bor/span/2", "/bor/span/{id}"), ("/bor/latest-span", "/bor/latest-span"),
+                     ("/staking/validator-set", "/staking/validator-set"), ("/staking/totalpower", "/staking/totalpower"),
+                     ("/staking/validator/2", "/staking/validator/{id}")]:
+        json_case(report, f"heimdall v1 {path}", v1, path, heimdall_v1_op(op))
+    json_case(report, "heimdall v1 /checkpoints/99999 400", v1, "/checkpoints/99999", HEIMDALL_V1_ERROR, 400)
+    json_case(report, "heimdall v1 /bor/span/99999 500", v1, "/bor/span/99999", HEIMDALL_V1_ERROR, 500)
+    json_case(report, "heimdall v1 /bor/span/x 400", v1, "/bor/span/x", HEIMDALL_V1_ERROR, 400)
+    status, body, ctype = get(v1, "/bor/spans/1")
+    report("heimdall v1 unknown path: mux's plain 404", [] if (status, body, ctype.split(";")[0]) == (404, b"404 page not found\n", "text/plain") else [f"{status} {ctype} {body[:80]!r}"])
+
+    # Metaplex DAS (OpenRPC), served by the LiteSVM node
+    sol = ports["sol"]
+    owner, nobody = sol_address(1), sol_address(2)
+    for name in ("Leaf A", "Leaf B"):
+        rpc_call(sol, "shim_mintCompressedNft", [owner, name])
+    page = rpc_call(sol, "getAssetsByOwner", {"ownerAddress": owner, "page": 1, "limit": 1000})
+    report("das getAssetsByOwner", check(das_result("getAssetsByOwner"), page.get("result")) if "result" in page else [str(page)])
+    items = page.get("result", {}).get("items", [])
+    report("das getAssetsByOwner finds both leaves", [] if len(items) == 2 else [f"{len(items)} items"])
+    empty = rpc_call(sol, "getAssetsByOwner", {"ownerAddress": nobody})
+    report("das getAssetsByOwner, nothing owned", check(das_result("getAssetsByOwner"), empty.get("result")) if "result" in empty else [str(empty)])
+    if items:
+        one = rpc_call(sol, "getAsset", {"id": items[0]["id"]})
+        report("das getAsset", check(das_result("getAsset"), one.get("result")) if "result" in one else [str(one)])
+    bad = rpc_call(sol, "getAssetsByOwner", {"ownerAddress": owner, "pageSize": 5})
+    report("das refuses a parameter the spec does not have", [] if bad.get("error", {}).get("code") == -32602 else [str(bad)[:200]])
+
     # CometBFT RPC (v0.38.x openapi)
     rpc = ports["rpc"]
     json_case(report, "cometbft /status", rpc, "/status", cometbft("StatusResponse"))
@@ -361,6 +439,29 @@ def main():
 
     print(f"{report.failed} failed")
     sys.exit(1 if report.failed else 0)
+
+
+def start_sol_node(port):
+    """The LiteSVM node (sol_node.py), which serves the DAS API, in this process."""
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    import sol_node
+
+    server = ThreadingHTTPServer(("127.0.0.1", port), sol_node.handler_for(sol_node.Chain(32)))
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+
+def rpc_call(port, method, params):
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode()
+    _, answer, _ = get(port, "/", "POST", body, {"content-type": "application/json"})
+    return json.loads(answer)
+
+
+def sol_address(i):
+    """A Solana address nobody holds a key to (any 32 bytes will do for an owner)."""
+    return b58.encode(hashlib.sha256(b"das owner %d" % i).digest())
 
 
 def same_shape(example, value, where):
