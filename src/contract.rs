@@ -180,6 +180,11 @@ impl Contract {
         for (k, v) in &self.schemas {
             schemas.insert(k.clone(), v.clone());
         }
+        let mut paths = json!(paths);
+        let mut schemas = json!(schemas);
+        for doc in [&mut paths, &mut schemas] {
+            configured_enums(doc, plans);
+        }
         json!({
             "openapi": "3.1.0",
             "info": {
@@ -199,6 +204,22 @@ impl Contract {
                 },
             },
         })
+    }
+}
+
+/// A schema marked `x-configured: plans` takes the configured plan names as its enum:
+/// what a field accepts there is this deployment's configuration, not a fixed list.
+fn configured_enums(node: &mut Value, plans: &[String]) {
+    match node {
+        Value::Object(o) => {
+            if o.get("x-configured").and_then(Value::as_str) == Some("plans") {
+                o.remove("x-configured");
+                o.insert("enum".into(), json!(plans));
+            }
+            o.values_mut().for_each(|v| configured_enums(v, plans));
+        }
+        Value::Array(a) => a.iter_mut().for_each(|v| configured_enums(v, plans)),
+        _ => {}
     }
 }
 

@@ -1211,7 +1211,7 @@ fn plans_are_listed_and_changed_by_request_and_approval() {
 
     for (body, csrf, status) in [
         (json!({"plan": "gold"}), None, 400),
-        (json!({"plan": "free"}), None, 400),
+        (json!({"plan": "free"}), None, 409),
         (json!({"plan": "basic", "x": 1}), None, 400),
         (json!({"plan": "basic"}), Some(""), 403),
     ] {

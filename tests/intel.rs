@@ -186,16 +186,18 @@ fn the_capacity_series_counts_what_the_hosts_served() {
     assert_eq!(teku_only["points"][0]["hosts"], 1, "{teku_only}");
     assert_eq!(teku_only["client"], "cl-teku");
     assert!(total(&teku_only, "requests") < 40);
-    // A range in the past holds nothing; bad input is refused.
+    // A range in the past holds nothing; an empty range is empty; a range longer than a
+    // day is cut to the day before `to`, and the answer says so; bad input is refused.
     assert_eq!(series("?from=0&to=3600").json()["points"], json!([]));
-    for bad in [
-        "?client=el-geth",
-        "?client=prysm",
-        "?from=100&to=100",
-        "?from=0&to=90000",
-        "?from=-5",
-        "?to=abc",
-    ] {
+    let empty = series("?from=100&to=100");
+    assert_eq!((empty.status, &empty.json()["points"]), (200, &json!([])));
+    let cut = series("?from=0&to=90000").json();
+    assert_eq!(
+        (&cut["from"], &cut["to"]),
+        (&json!(90_000 - 86_400), &json!(90_000)),
+        "{cut}"
+    );
+    for bad in ["?client=el-geth", "?client=prysm", "?from=-5", "?to=abc"] {
         let r = series(bad);
         assert_eq!(
             (r.status, r.json()["error"].as_str()),

@@ -56,11 +56,12 @@ async fn serve(
 ) -> Result<Reply, ApiError> {
     let (paths, what): (Vec<String>, &str) = match resource {
         Resource::Checkpoint => {
-            let id = id_param(req)?;
+            let id = id_param(req, 1)?;
             (vec![format!("checkpoints/{id}")], "checkpoint")
         }
         Resource::Span => {
-            let id = id_param(req)?;
+            // Span 0 is bor's first (blocks 0-255); checkpoints count from 1.
+            let id = id_param(req, 0)?;
             (
                 vec![format!("bor/spans/{id}"), format!("bor/span/{id}")],
                 "span",
@@ -140,12 +141,16 @@ pub fn service_of(method: &str, tail: &str) -> Service {
     }
 }
 
-fn id_param(req: &Request<'_>) -> Result<u64, ApiError> {
+fn id_param(req: &Request<'_>, lowest: u64) -> Result<u64, ApiError> {
     let raw = req.params.first().map(String::as_str).unwrap_or("");
     raw.parse::<u64>()
         .ok()
-        .filter(|n| (1..=i64::MAX as u64).contains(n) && raw.bytes().all(|b| b.is_ascii_digit()))
-        .ok_or_else(|| ApiError::invalid_params("id must be a decimal integer from 1"))
+        .filter(|n| {
+            (lowest..=i64::MAX as u64).contains(n) && raw.bytes().all(|b| b.is_ascii_digit())
+        })
+        .ok_or_else(|| {
+            ApiError::invalid_params(format!("id must be a decimal integer from {lowest}"))
+        })
 }
 
 /// The first healthy host that answers; on each, the paths in order (v2, then v1) until

@@ -73,8 +73,9 @@ pub const MAX_RANGE_SECS: i64 = 24 * 3600;
 pub const DEFAULT_RANGE_SECS: i64 = 3600;
 
 /// `GET /v1/eth/intel/validator/series?client=&from=&to=`: per minute in `[from, to)`
-/// (Unix seconds, aligned down to the minute; default the last hour, at most a day),
-/// the sum of the hosts' RPS ceilings, all hosts or one client implementation's.
+/// (Unix seconds, aligned down to the minute; default the last hour, at most a day: a
+/// longer span is cut to the day before `to`, and `from >= to` is an empty span), the
+/// sum of the hosts' RPS ceilings, all hosts or one client implementation's.
 pub async fn series(store: &Store, req: &Request<'_>) -> Result<Reply, ApiError> {
     let client = req.query_param("client");
     if let Some(c) = &client {
@@ -105,26 +106,25 @@ pub async fn series(store: &Store, req: &Request<'_>) -> Result<Reply, ApiError>
     };
     let now = crate::store::now();
     let to = unix("to")?.unwrap_or(now + 60) / 60 * 60;
-    let from = unix("from")?.unwrap_or(to - DEFAULT_RANGE_SECS) / 60 * 60;
-    if from >= to {
-        return Err(ApiError::invalid_params("from must be before to"));
-    }
-    if to - from > MAX_RANGE_SECS {
-        return Err(ApiError::invalid_params(format!(
-            "a range is at most {MAX_RANGE_SECS} seconds (a day of minutes)"
-        )));
-    }
-    let points = store
-        .capacity_series(from, to, client.as_deref())
-        .await
-        .map_err(|e| {
-            log::warn!("capacity series: {e}");
-            ApiError::new(
-                503,
-                "store_unavailable",
-                "the capacity series cannot be read now",
-            )
-        })?;
+    // As the MEV-cache series: the answer's `from` says what was read.
+    let from = (unix("from")?.unwrap_or(to - DEFAULT_RANGE_SECS) / 60 * 60)
+        .max(to - MAX_RANGE_SECS)
+        .max(0);
+    let points = if from < to {
+        store
+            .capacity_series(from, to, client.as_deref())
+            .await
+            .map_err(|e| {
+                log::warn!("capacity series: {e}");
+                ApiError::new(
+                    503,
+                    "store_unavailable",
+                    "the capacity series cannot be read now",
+                )
+            })?
+    } else {
+        Vec::new()
+    };
     let points: Vec<Value> = points
         .iter()
         .map(|p| {

@@ -101,9 +101,11 @@ pub async fn resolve_block(
         .and_then(quantity)
     else {
         return Err(match block {
-            BlockParam::Number(n) => {
-                ApiError::invalid_params(format!("block {n} is not on the chain yet"))
-            }
+            BlockParam::Number(n) => ApiError::new(
+                404,
+                "not_found",
+                format!("block {n} is not on the chain yet"),
+            ),
             _ => ApiError::new(
                 502,
                 "upstream_unavailable",

@@ -182,7 +182,12 @@ async fn keys_update(
         .as_ref()
         .map(|r| restrictions_of(r, store::now()))
         .transpose()?;
-    if name.is_none() && restrictions.is_none() {
+    // `{}` names nothing to change; members that are all null change nothing (the key
+    // is answered as it is).
+    let members = serde_json::from_slice::<serde_json::Map<String, Value>>(&req.body)
+        .map(|m| m.len())
+        .unwrap_or(0);
+    if members == 0 {
         return Err(bad("invalid_request", "give a name or restrictions"));
     }
     match db(console.store.update_user_key(
@@ -211,10 +216,11 @@ fn restrictions_of(asked: &RestrictionsDoc, now: i64) -> Result<RestrictionsDoc,
         .map_err(|m| ApiError::new(400, "invalid_request", m))
 }
 
-/// A key's name: 1 to 64 printable characters, trimmed.
+/// A key's name: at most 64 characters as sent, none a control character, and something
+/// besides white space (which is trimmed off its ends).
 fn key_name(raw: &str) -> Result<String, ApiError> {
     let name = raw.trim().to_string();
-    if name.is_empty() || name.chars().count() > 64 || name.chars().any(char::is_control) {
+    if name.is_empty() || raw.chars().count() > 64 || raw.chars().any(char::is_control) {
         return Err(bad(
             "invalid_request",
             "name must be 1 to 64 printable characters",

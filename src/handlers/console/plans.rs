@@ -87,7 +87,11 @@ pub(super) async fn ask(
         .map(|t| t.plan)
         .unwrap_or_default();
     if current == plan {
-        return Err(bad("invalid_request", "the tenant is on that plan already"));
+        return Err(ApiError::new(
+            409,
+            "plan_unchanged",
+            "the tenant is on that plan already",
+        ));
     }
     let apply = app.console.self_service_plans.contains(&plan);
     let asked = db(console.store.request_plan(tenant, user, &plan, apply)).await?;

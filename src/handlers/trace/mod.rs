@@ -153,9 +153,10 @@ impl CallObject {
                 out.insert(name.into(), json!(v));
             }
         }
-        if self.data.is_some() && self.input.is_some() && self.data != self.input {
+        // Two names for one field: which would win is the node's guess; take one only.
+        if self.data.is_some() && self.input.is_some() {
             return Err(ApiError::invalid_params(
-                "tx.data and tx.input differ; send one",
+                "tx.data and tx.input are one field: send one of them",
             ));
         }
         if let Some(data) = self.input.or(self.data) {
@@ -456,6 +457,7 @@ mod tests {
             json!({"to": "0x70997970C51812dc3A010C7d01b50e0d17dc79C8", "value": "0x010"}),
             json!({"to": "0x70997970C51812dc3A010C7d01b50e0d17dc79C8", "data": "0x1"}),
             json!({"to": "0x70997970C51812dc3A010C7d01b50e0d17dc79C8", "data": "0x", "input": "0x00"}),
+            json!({"to": "0x70997970C51812dc3A010C7d01b50e0d17dc79C8", "data": "0x", "input": "0x"}),
             json!({"value": "0x1"}),
         ] {
             let c: CallObject = serde_json::from_value(bad.clone()).unwrap();
