@@ -8,12 +8,8 @@ mod common;
 
 use common::*;
 use serde_json::{json, Value};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
-use tungstenite::client::IntoClientRequest;
-use tungstenite::{Message, WebSocket};
-
-type Ws = WebSocket<TcpStream>;
+use tungstenite::Message;
 
 /// Open `path` presenting `token` as a Bearer header, or as a subprotocol; the HTTP
 /// status and body when the upgrade is refused.
@@ -23,37 +19,18 @@ fn open(
     token: Option<&str>,
     as_protocol: bool,
 ) -> Result<(Ws, Option<String>), (u16, String)> {
-    let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let mut req = format!("ws://127.0.0.1:{port}{path}")
-        .into_client_request()
-        .unwrap();
-    if let Some(t) = token {
-        let (name, value) = if as_protocol {
+    let header = token.map(|t| {
+        if as_protocol {
             (
                 "sec-websocket-protocol",
                 format!("chainedge.firehose.v1, {t}"),
             )
         } else {
             ("authorization", format!("Bearer {t}"))
-        };
-        req.headers_mut().insert(name, value.parse().unwrap());
-    }
-    match tungstenite::client(req, stream) {
-        Ok((ws, resp)) => Ok((
-            ws,
-            resp.headers()
-                .get("sec-websocket-protocol")
-                .map(|v| v.to_str().unwrap().to_string()),
-        )),
-        Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(r))) => Err((
-            r.status().as_u16(),
-            String::from_utf8_lossy(r.body().as_deref().unwrap_or_default()).into_owned(),
-        )),
-        Err(e) => panic!("handshake: {e}"),
-    }
+        }
+    });
+    let headers: Vec<(&str, &str)> = header.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    ws_connect_protocol(port, path, &headers)
 }
 
 /// The next text message within `within`, as JSON.

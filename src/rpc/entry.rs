@@ -160,6 +160,10 @@ impl Gateway {
             Form::View(view) => {
                 let class = classify_on(&pool.methods, view.method);
                 if class.is_plain_read() {
+                    if let Some(refused) = caller.refusal(class, view.method, view.params.as_ref())
+                    {
+                        return Err(refused);
+                    }
                     let call = ReadCall {
                         method: view.method,
                         class,

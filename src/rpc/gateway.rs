@@ -76,7 +76,8 @@ impl Gateway {
         }
     }
 
-    /// One read call (reads, trace, debug, txpool): the plan check, then the body as it
+    /// One read call (reads, trace, debug, txpool), once its caller has checked the key's
+    /// scope and restrictions (`Caller::refusal`): the plan check, then the body as it
     /// came to a host that can answer it.
     pub(super) async fn single_read(
         &self,
@@ -91,9 +92,6 @@ impl Gateway {
             class,
             params,
         } = call;
-        if let Some(refused) = caller.refusal(class, method, params) {
-            return Err(refused);
-        }
         if let Some(required) = self.conf.plan_refusal(class, caller) {
             return Err(self.tier_refusal(method, required, caller));
         }

@@ -25,7 +25,7 @@ pub use standins::Standin;
 #[allow(unused_imports)]
 pub use webhooks::{localhost_cert, verify, Hit, Receiver};
 #[allow(unused_imports)]
-pub use ws::{ws_connect, Ws};
+pub use ws::{ws_connect, ws_connect_protocol, Ws};
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};

@@ -10,6 +10,15 @@ pub type Ws = WebSocket<TcpStream>;
 /// A WebSocket on `path` of 127.0.0.1:`port` with `headers` (reads time out after 10 s);
 /// the HTTP status and body when the upgrade is refused.
 pub fn ws_connect(port: u16, path: &str, headers: &[(&str, &str)]) -> Result<Ws, (u16, String)> {
+    ws_connect_protocol(port, path, headers).map(|(ws, _)| ws)
+}
+
+/// As `ws_connect`, with the subprotocol the edge chose (`Sec-WebSocket-Protocol`).
+pub fn ws_connect_protocol(
+    port: u16,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Result<(Ws, Option<String>), (u16, String)> {
     let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
@@ -22,7 +31,12 @@ pub fn ws_connect(port: u16, path: &str, headers: &[(&str, &str)]) -> Result<Ws,
         req.headers_mut().insert(name, value.parse().unwrap());
     }
     match tungstenite::client(req, stream) {
-        Ok((ws, _)) => Ok(ws),
+        Ok((ws, resp)) => Ok((
+            ws,
+            resp.headers()
+                .get("sec-websocket-protocol")
+                .map(|v| v.to_str().unwrap().to_string()),
+        )),
         Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(r))) => Err((
             r.status().as_u16(),
             String::from_utf8_lossy(r.body().as_deref().unwrap_or_default()).into_owned(),
