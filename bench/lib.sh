@@ -1,3 +1,7 @@
+# The allocator setting the systemd unit ships (systemd/chainedge.service): the benches
+# measure the edge as it runs in production.
+export MIMALLOC_ARENA_EAGER_COMMIT="${MIMALLOC_ARENA_EAGER_COMMIT:-0}"
+
 # Shared by the bench scripts (sourced): stop every process a script started and wait
 # until each is gone, so that no node, proxy or edge outlives the script that ran it.
 #
