@@ -162,7 +162,7 @@ fn every_manifest_route_is_classified_in_its_envelope() {
                     ctx(method)
                 );
                 assert_eq!(r.header("server"), Some("chainedge"), "{}", ctx(method));
-                // Built handlers answer for real; the rest are 501 for now.
+                // Every handler is built: each answers for real, or refuses in its envelope.
                 let handler = route["handler"].as_str().unwrap();
                 let (expected, built_code) = match handler {
                     _ if disabled => (503, "route_disabled"),
