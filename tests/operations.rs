@@ -826,6 +826,30 @@ fn the_contract_holds_against_the_demo_stack() {
 
     // Each plan's key: the lower plans mostly meet their 403s and 429s, the highest
     // reaches every handler. Bounded in examples and time; a fixed seed per run.
+    // schemathesis against the demo's contract with `key` and the console session; never
+    // signing out, which would end the session the other console operations use.
+    let contract_run = |key: &str| {
+        let mut run = Command::new(root().join(".venv/bin/schemathesis"));
+        run.arg("--config-file")
+            .arg(root().join("tests/py/schemathesis.toml"))
+            .args([
+                "run",
+                &format!("http://127.0.0.1:{}/openapi.json", demo.edge),
+            ])
+            .args(["-H", &format!("x-token: {key}")])
+            .args([
+                "-H",
+                &format!("Cookie: nl_session={session}; nl_csrf={csrf}"),
+            ])
+            .args(["-H", &format!("X-CSRF-Token: {csrf}")])
+            .args(["--generation-with-security-parameters", "false"])
+            .args(["--exclude-operation-id", "console_logout"])
+            .args(["--seed", "7", "--continue-on-failure"])
+            .env("NO_COLOR", "1")
+            .env("PYTHONPATH", root().join("tests/py"))
+            .env("SCHEMATHESIS_HOOKS", "contract_hooks");
+        run
+    };
     let report = dir.join("schemathesis");
     for (plan, seconds, examples) in [
         ("free", "15", "3"),
@@ -836,27 +860,14 @@ fn the_contract_holds_against_the_demo_stack() {
         ("scale", "100", "10"),
     ] {
         let key = keys[plan].as_str().unwrap();
-        let out = Command::new(root().join(".venv/bin/schemathesis"))
-            .arg("--config-file")
-            .arg(root().join("tests/py/schemathesis.toml"))
-            .args(["run", &format!("http://127.0.0.1:{}/openapi.json", demo.edge)])
-            .args(["-H", &format!("x-token: {key}")])
-            .args(["-H", &format!("Cookie: nl_session={session}; nl_csrf={csrf}")])
-            .args(["-H", &format!("X-CSRF-Token: {csrf}")])
-            .args(["--generation-with-security-parameters", "false"])
-            // Signing out would end the session the other console operations use.
-            .args(["--exclude-operation-id", "console_logout"])
+        let out = contract_run(key)
             .args([
                 "-c",
                 "status_code_conformance,content_type_conformance,response_schema_conformance,response_headers_conformance,negative_data_rejection,unsupported_method",
             ])
             .args(["-n", examples, "--max-time", seconds, "--request-timeout", "10"])
-            .args(["--seed", "7", "--continue-on-failure"])
             .args(["--report-dir"])
             .arg(&report)
-            .env("NO_COLOR", "1")
-            .env("PYTHONPATH", root().join("tests/py"))
-            .env("SCHEMATHESIS_HOOKS", "contract_hooks")
             .output()
             .expect("schemathesis (make setup installs it)");
         let said = String::from_utf8_lossy(&out.stdout);
@@ -872,61 +883,45 @@ fn the_contract_holds_against_the_demo_stack() {
     // accepted (the formats tests/py/contract_hooks.py teaches generate real Solana keys
     // and signatures, and future times). Left out of this one check, each because no
     // schema can generate a valid request (each is tested with real values elsewhere):
-    let not_generable = [
+    let not_generable: &[&str] = &[
         // a WebSocket handshake (tests/websocket.rs, streams.rs, firehose.rs)
-        ("eth_rpc_get", "websocket"),
+        "eth_rpc_get",
         // the node decides which of its paths and event topics exist (tests/streams.rs,
         // heimdall.rs)
-        ("eth_beacon", "node's path"),
-        ("streams_beacon_events", "node's topics"),
-        ("eth_mev_relay", "node's path"),
-        ("polygon_heimdall_get", "node's path"),
-        ("polygon_heimdall_post", "node's path"),
+        "eth_beacon",
+        "streams_beacon_events",
+        "eth_mev_relay",
+        "polygon_heimdall_get",
+        "polygon_heimdall_post",
         // a signed transaction of a funded account, or a mined one (tests/txs.rs, sol.rs,
         // polygon.rs)
-        ("eth_sender_raw", "signed tx"),
-        ("eth_sender_bundle", "signed tx"),
-        ("polygon_sender_raw", "signed tx"),
-        ("sol_sender_tx", "signed tx"),
-        ("sol_sender_bundle", "signed tx"),
-        ("polygon_trace_replay_tx", "mined tx"),
+        "eth_sender_raw",
+        "eth_sender_bundle",
+        "polygon_sender_raw",
+        "sol_sender_tx",
+        "sol_sender_bundle",
+        "polygon_trace_replay_tx",
         // a URL resolving to an allowed address (tests/txs.rs, sol_watch.rs)
-        ("eth_tx_hooks_create", "callback URL"),
-        ("sol_watchlist_create", "callback URL"),
+        "eth_tx_hooks_create",
+        "sol_watchlist_create",
         // a page cursor the server issued (tests/index.rs)
-        ("eth_wallet_history", "cursor"),
-        ("polygon_wallet_history", "cursor"),
+        "eth_wallet_history",
+        "polygon_wallet_history",
         // bounds across parameters: from before to, at most 100,000 rows (tests/usage.rs)
-        ("admin_usage", "cross-parameter"),
+        "admin_usage",
         // origins, addresses and ranges parsed, not patterned (tests/restrictions.rs)
-        ("console_keys_create", "restrictions"),
-        ("console_keys_rename", "restrictions"),
+        "console_keys_create",
+        "console_keys_rename",
         // a code that was emailed, a signature over a challenge for the chain's kind of
         // address (tests/console.rs, browser.rs)
-        ("console_login_email_verify", "emailed code"),
-        ("console_login_wallet_challenge", "address of the chain"),
-        ("console_login_wallet_verify", "signed challenge"),
-        // signing out would end the session the others use
-        ("console_logout", "ends the session"),
+        "console_login_email_verify",
+        "console_login_wallet_challenge",
+        "console_login_wallet_verify",
     ];
-    let key = keys["scale"].as_str().unwrap();
-    let mut run = Command::new(root().join(".venv/bin/schemathesis"));
-    run.arg("--config-file")
-        .arg(root().join("tests/py/schemathesis.toml"))
-        .args([
-            "run",
-            &format!("http://127.0.0.1:{}/openapi.json", demo.edge),
-        ])
-        .args(["-H", &format!("x-token: {key}")])
-        .args([
-            "-H",
-            &format!("Cookie: nl_session={session}; nl_csrf={csrf}"),
-        ])
-        .args(["-H", &format!("X-CSRF-Token: {csrf}")])
-        .args(["--generation-with-security-parameters", "false"])
-        // the WebSocket channels: a handshake, as above
-        .args(["--exclude-path-regex", "^/ws/"]);
-    for (operation, _why) in not_generable {
+    let mut run = contract_run(keys["scale"].as_str().unwrap());
+    // the WebSocket channels: a handshake, as above
+    run.args(["--exclude-path-regex", "^/ws/"]);
+    for operation in not_generable {
         run.args(["--exclude-operation-id", operation]);
     }
     let out = run
@@ -938,10 +933,6 @@ fn the_contract_holds_against_the_demo_stack() {
         // formats above.
         .args(["--phases", "examples,fuzzing"])
         .args(["-n", "10", "--max-time", "200", "--request-timeout", "10"])
-        .args(["--seed", "7", "--continue-on-failure"])
-        .env("NO_COLOR", "1")
-        .env("PYTHONPATH", root().join("tests/py"))
-        .env("SCHEMATHESIS_HOOKS", "contract_hooks")
         .output()
         .expect("schemathesis");
     let said = String::from_utf8_lossy(&out.stdout);

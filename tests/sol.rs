@@ -9,12 +9,23 @@ use serde_json::{json, Value};
 use std::time::Duration;
 
 fn sol_gateway(nodes: &[&SolNode], extra: &str) -> Gateway {
+    sol_gateway_with(nodes, "", extra)
+}
+
+/// As `sol_gateway`, each `sol_rpc` host declared with `host_attrs` too (e.g.
+/// `capabilities: [das]`).
+fn sol_gateway_with(nodes: &[&SolNode], host_attrs: &str, extra: &str) -> Gateway {
+    let attrs = if host_attrs.is_empty() {
+        String::new()
+    } else {
+        format!(", {host_attrs}")
+    };
     let hosts: String = nodes
         .iter()
         .enumerate()
         .map(|(i, n)| {
             format!(
-                "      - {{id: sol-{}, url: \"{}\", family: solana}}\n",
+                "      - {{id: sol-{}, url: \"{}\", family: solana{attrs}}}\n",
                 i + 1,
                 n.url()
             )
@@ -108,14 +119,7 @@ fn wallet_and_account_reads_come_from_the_node_and_refuse_bad_input_first() {
 
     // The same node declared as a DAS host: the compressed NFTs come from its DAS API
     // (`getAssetsByOwner`, whose parameters the node checks against the DAS spec).
-    let das = Gateway::start(GatewayOpts {
-        pools: format!(
-            "  sol_rpc:\n    hosts:\n      - {{id: sol-das, url: \"{}\", family: solana, capabilities: [das]}}\n",
-            node.url()
-        ),
-        extra_yaml: UNLIMITED.into(),
-        ..Default::default()
-    });
+    let das = sol_gateway_with(&[&node], "capabilities: [das]", "");
     let das_key = das.key("business", &[]);
     let calls = served(&node, "getAssetsByOwner");
     let r = get(&das, &das_key, &format!("/v1/sol/wallet/{wallet}/nfts"));

@@ -646,32 +646,42 @@ fn relay_data_passthrough_checks_parameters_and_fails_over() {
     assert_eq!(r2.hits(), served + 6);
 }
 
-/// One SSE reader on a raw socket: the events it has read so far, as (id, tick).
+/// One SSE reader on a raw socket: the events it has read so far.
 struct EventReader {
     socket: std::net::TcpStream,
     pending: String,
+    /// The answer's status, once its head has arrived.
+    status: Option<u16>,
     closed: bool,
 }
 
+/// One event as it came: its `id:`, `event:` and `data:` fields.
+type SseEvent = (Option<String>, Option<String>, String);
+
 impl EventReader {
     fn open(port: u16, key: &str, last_event_id: Option<&str>) -> EventReader {
+        EventReader::open_topics(port, key, "head", last_event_id)
+    }
+
+    fn open_topics(port: u16, key: &str, topics: &str, last_event_id: Option<&str>) -> EventReader {
         let mut socket = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
         let resume = last_event_id
             .map(|id| format!("Last-Event-ID: {id}\r\n"))
             .unwrap_or_default();
-        write!(socket, "GET /rpc/eth-beacon/eth/v1/events?topics=head HTTP/1.1\r\nHost: x\r\nx-token: {key}\r\nAccept: text/event-stream\r\n{resume}\r\n").unwrap();
+        write!(socket, "GET /rpc/eth-beacon/eth/v1/events?topics={topics} HTTP/1.1\r\nHost: x\r\nx-token: {key}\r\nAccept: text/event-stream\r\n{resume}\r\n").unwrap();
         socket
             .set_read_timeout(Some(Duration::from_millis(50)))
             .unwrap();
         EventReader {
             socket,
             pending: String::new(),
+            status: None,
             closed: false,
         }
     }
 
-    /// Whatever arrived, as complete events `(id, tick)` (comments skipped).
-    fn poll(&mut self) -> Vec<(String, u64)> {
+    /// Whatever arrived, as complete events (comments skipped).
+    fn poll_events(&mut self) -> Vec<SseEvent> {
         let mut buf = [0u8; 16384];
         loop {
             match self.socket.read(&mut buf) {
@@ -683,18 +693,37 @@ impl EventReader {
                 Err(_) => break,
             }
         }
+        if self.status.is_none() {
+            self.status = self
+                .pending
+                .strip_prefix("HTTP/1.1 ")
+                .and_then(|rest| rest.get(..3)?.parse().ok());
+        }
         let mut out = Vec::new();
         while let Some(end) = self.pending.find("\n\n") {
             let block: String = self.pending.drain(..end + 2).collect();
-            let id = block.lines().find_map(|l| l.strip_prefix("id: "));
-            let data = block.lines().find_map(|l| l.strip_prefix("data: "));
-            if let (Some(id), Some(data)) = (id, data) {
-                let v: Value = serde_json::from_str(data).unwrap();
-                let tick = v["tick"].as_str().unwrap().parse().unwrap();
-                out.push((id.to_string(), tick));
+            let field = |name: &str| {
+                block
+                    .lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .map(str::to_string)
+            };
+            if let Some(data) = field("data: ") {
+                out.push((field("id: "), field("event: "), data));
             }
         }
         out
+    }
+
+    /// The fixture's events as `(id, tick)`.
+    fn poll(&mut self) -> Vec<(String, u64)> {
+        self.poll_events()
+            .into_iter()
+            .filter_map(|(id, _, data)| {
+                let v: Value = serde_json::from_str(&data).unwrap();
+                Some((id?, v["tick"].as_str().unwrap().parse().unwrap()))
+            })
+            .collect()
     }
 }
 
@@ -809,41 +838,12 @@ fn beacon_events_from_the_stand_in_keep_their_framing_and_resume_by_id() {
     let key = gw.key("basic", &[]);
     // Complete events as (id, event, data), read until `count` arrived.
     let read = |last_event_id: Option<&str>, count: usize| {
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", gw.port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_millis(200)))
-            .unwrap();
-        let resume = last_event_id
-            .map(|id| format!("Last-Event-ID: {id}\r\n"))
-            .unwrap_or_default();
-        write!(s, "GET /rpc/eth-beacon/eth/v1/events?topics=head,block HTTP/1.1\r\nHost: x\r\nx-token: {key}\r\nAccept: text/event-stream\r\n{resume}\r\n").unwrap();
-        let (mut raw, mut events) = (String::new(), Vec::new());
-        let started = Instant::now();
-        let mut buf = [0u8; 8192];
+        let mut reader = EventReader::open_topics(gw.port, &key, "head,block", last_event_id);
+        let (mut events, started) = (Vec::new(), Instant::now());
         while events.len() < count && started.elapsed() < Duration::from_secs(15) {
-            if let Ok(n) = s.read(&mut buf) {
-                assert!(n > 0, "stream closed: {raw}");
-                raw.push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-            let body = raw.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-            events = body
-                .split("\n\n")
-                .filter(|b| b.lines().any(|l| l.starts_with("data: ")))
-                .map(|block| {
-                    let field = |name: &str| {
-                        block
-                            .lines()
-                            .find_map(|l| l.strip_prefix(name))
-                            .map(str::to_string)
-                    };
-                    (field("id: "), field("event: "), field("data: "))
-                })
-                .collect();
-            // The last block may be incomplete: keep only events whose block ended.
-            if !body.ends_with("\n\n") {
-                events.pop();
-            }
+            events.extend(reader.poll_events());
         }
-        assert!(raw.starts_with("HTTP/1.1 200"), "{raw}");
+        assert_eq!(reader.status, Some(200), "{events:?}");
         events
     };
     let first = read(None, 6);
@@ -855,7 +855,7 @@ fn beacon_events_from_the_stand_in_keep_their_framing_and_resume_by_id() {
             .unwrap_or_else(|| panic!("an event without id: {first:?}"));
         let seq: u64 = id.rsplit_once('-').unwrap().1.parse().unwrap();
         seqs.push(seq);
-        let v: Value = serde_json::from_str(data.as_deref().unwrap()).unwrap();
+        let v: Value = serde_json::from_str(data).unwrap();
         let keys: &[&str] = match event.as_deref() {
             Some("block") => &["slot", "block", "execution_optimistic"],
             Some("head") => &[

@@ -17,6 +17,7 @@ metaplex-foundation/digital-asset-standard-api): an unknown field or a wrong typ
 sending what the spec does not allow fails here as it would on a real DAS host.
 """
 
+import functools
 import hashlib
 import json
 import struct
@@ -34,6 +35,7 @@ METHODS = {"getAssetsByOwner", "getAsset", "shim_mintCompressedNft"}
 SPEC = Path(__file__).resolve().parent / "vendor/das/metaplex-das-api.json"
 
 
+@functools.cache
 def spec_method(name):
     """The DAS specification's entry for a method: its by-name parameter schema and result."""
     return next(m for m in json.loads(SPEC.read_text())["methods"] if m["name"] == name)
