@@ -415,6 +415,9 @@ pub(super) fn capture(app: &AppConfig, bad: &mut Bad) {
         if !(1..=500).contains(&c.batch_blocks) {
             bad(&key("batch_blocks"), "between 1 and 500".into());
         }
+        if c.fetch_ahead > 8 {
+            bad(&key("fetch_ahead"), "between 0 and 8".into());
+        }
         if !(50..=60_000).contains(&c.poll_ms) {
             bad(&key("poll_ms"), "between 50 and 60000".into());
         }

@@ -315,6 +315,10 @@ pub struct ChainIndexConf {
     /// Blocks fetched per JSON-RPC batch and committed per store transaction.
     #[serde(default = "d_batch_blocks")]
     pub batch_blocks: u64,
+    /// Dense batches fetched (and decoded) ahead while the one before them commits: the
+    /// node is never idle waiting for the store. 0 fetches one batch at a time.
+    #[serde(default = "d_fetch_ahead")]
+    pub fetch_ahead: usize,
     /// How often the head is checked once caught up.
     #[serde(default = "d_index_poll_ms")]
     pub poll_ms: u64,
@@ -325,6 +329,10 @@ pub struct ChainIndexConf {
 
 fn d_batch_blocks() -> u64 {
     20
+}
+
+fn d_fetch_ahead() -> usize {
+    2
 }
 
 fn d_index_poll_ms() -> u64 {

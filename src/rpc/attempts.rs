@@ -218,9 +218,7 @@ pub(super) enum NodeState {
 /// A single response whose error says the node cannot answer now (not the call's fault).
 pub(super) fn node_state_error(body: &[u8]) -> Option<String> {
     // Nearly every answer is a result: skip parsing those.
-    if !body.windows(7).any(|w| w == b"\"error\"") {
-        return None;
-    }
+    memchr::memmem::find(body, b"\"error\"")?;
     let answer: Response = serde_json::from_slice(body).ok()?;
     let err = answer.error_object()?;
     let (code, msg) = (err.code, err.message.as_str());

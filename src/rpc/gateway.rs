@@ -304,6 +304,25 @@ impl Gateway {
         Ok((results, host))
     }
 
+    /// The calls as one JSON-RPC batch (ids are the calls' indexes) to one host, and its
+    /// answer as the node wrote it: for a reader that decodes it into its own types
+    /// (the indexer) rather than through `Value`s.
+    pub async fn read_batch_raw(
+        &self,
+        pool: &Pool,
+        calls: &[(&str, Value)],
+        rid: &str,
+    ) -> Result<RpcReply, ApiError> {
+        let body: Vec<Request> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, (method, params))| Request::new(Id::index(i), method, params.clone()))
+            .collect();
+        let body = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
+        self.read(pool, MethodClass::Read, Need::default(), body, rid)
+            .await
+    }
+
     /// As `read_batch`, with each call's own outcome: its `result`, or the message of
     /// its JSON-RPC error (a revert is one call's answer, not the batch's failure).
     pub async fn read_batch_each(
@@ -312,15 +331,7 @@ impl Gateway {
         calls: &[(&str, Value)],
         rid: &str,
     ) -> Result<(Vec<Result<Value, String>>, Option<String>), ApiError> {
-        let body: Vec<Request> = calls
-            .iter()
-            .enumerate()
-            .map(|(i, (method, params))| Request::new(Id::index(i), method, params.clone()))
-            .collect();
-        let body = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
-        let r = self
-            .read(pool, MethodClass::Read, Need::default(), body, rid)
-            .await?;
+        let r = self.read_batch_raw(pool, calls, rid).await?;
         let bad = |why: &str| ApiError::new(502, "upstream_unavailable", why.to_string());
         let answers: Vec<Response> = serde_json::from_slice(&r.body)
             .map_err(|_| bad("the node's batch answer is not a JSON-RPC array"))?;

@@ -119,13 +119,16 @@ fn numbered(sql: &str) -> String {
     out
 }
 
-fn to_sql(v: &Value) -> rusqlite::types::Value {
-    use rusqlite::types::Value as V;
-    match v {
-        Value::Null => V::Null,
-        Value::Int(n) => V::Integer(*n),
-        Value::Text(s) => V::Text(s.clone()),
-        Value::Bytes(b) => V::Blob(b.clone()),
+/// Bound by reference: a row's text and bytes are not copied to be inserted.
+impl rusqlite::ToSql for Value {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        use rusqlite::types::ToSqlOutput::Borrowed;
+        Ok(Borrowed(match self {
+            Value::Null => ValueRef::Null,
+            Value::Int(n) => ValueRef::Integer(*n),
+            Value::Text(s) => ValueRef::Text(s.as_bytes()),
+            Value::Bytes(b) => ValueRef::Blob(b),
+        }))
     }
 }
 
@@ -141,15 +144,22 @@ fn from_sql(v: ValueRef<'_>) -> Value {
 }
 
 fn execute_on(conn: &Connection, sql: &str, params: &[Value]) -> Result<u64> {
-    let params: Vec<_> = params.iter().map(to_sql).collect();
+    execute_rows(conn, sql, std::slice::from_ref(&params))
+}
+
+/// One statement, prepared once, run for each row.
+fn execute_rows<P: AsRef<[Value]>>(conn: &Connection, sql: &str, rows: &[P]) -> Result<u64> {
     let mut st = conn.prepare_cached(&numbered(sql)).map_err(error)?;
-    st.execute(rusqlite::params_from_iter(params))
-        .map(|n| n as u64)
-        .map_err(error)
+    let mut changed = 0;
+    for params in rows {
+        changed += st
+            .execute(rusqlite::params_from_iter(params.as_ref()))
+            .map_err(error)? as u64;
+    }
+    Ok(changed)
 }
 
 fn query_on(conn: &Connection, sql: &str, params: &[Value]) -> Result<Vec<Row>> {
-    let params: Vec<_> = params.iter().map(to_sql).collect();
     let mut st = conn.prepare_cached(&numbered(sql)).map_err(error)?;
     let columns = st.column_count();
     let mut rows = st
@@ -255,12 +265,7 @@ impl Tx for SqliteTx {
     async fn execute_many(&mut self, sql: &str, rows: Vec<Vec<Value>>) -> Result<u64> {
         let sql = sql.to_string();
         // One trip to the blocking pool for all rows (the statement is cached).
-        blocking(&self.conn, move |c| {
-            rows.iter()
-                .map(|params| execute_on(c, &sql, params))
-                .sum::<Result<u64>>()
-        })
-        .await
+        blocking(&self.conn, move |c| execute_rows(c, &sql, &rows)).await
     }
 
     async fn commit(mut self: Box<Self>) -> Result<()> {

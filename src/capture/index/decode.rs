@@ -8,7 +8,8 @@ use crate::store::index::{IndexedBlock, Transfer};
 use alloy_primitives::{Address, B256, U256};
 use alloy_sol_types::abi::AbiDecoderConfig;
 use alloy_sol_types::SolEvent;
-use serde_json::Value;
+use serde::de::IgnoredAny;
+use serde::Deserialize;
 
 /// The standard transfer events, as their interfaces declare them: the topic hashes
 /// and the ABI decoding come from `sol!`.
@@ -44,47 +45,99 @@ const STRICT: AbiDecoderConfig = AbiDecoderConfig::new()
 #[derive(Debug)]
 pub struct NotABlock(pub String);
 
+/// What the index reads of `eth_getBlockByNumber(n, true)`, borrowed from the node's
+/// answer; every other field is skipped unread (a block with its receipts is tens of
+/// kilobytes, and building `Value` maps of it was most of the indexer's CPU).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RpcBlock<'a> {
+    pub number: &'a str,
+    pub hash: &'a str,
+    pub parent_hash: &'a str,
+    #[serde(default)]
+    pub timestamp: Option<&'a str>,
+    #[serde(borrow)]
+    pub transactions: Vec<RpcTx<'a>>,
+}
+
+#[derive(Deserialize)]
+pub struct RpcTx<'a> {
+    #[serde(default)]
+    pub hash: Option<&'a str>,
+    #[serde(default)]
+    pub from: Option<&'a str>,
+    /// `null` for a contract creation.
+    #[serde(default)]
+    pub to: Option<&'a str>,
+    #[serde(default)]
+    pub value: Option<&'a str>,
+}
+
+/// One entry of `eth_getBlockReceipts`.
+#[derive(Deserialize)]
+pub struct RpcReceipt<'a> {
+    #[serde(default)]
+    pub status: Option<&'a str>,
+    #[serde(borrow, default)]
+    pub logs: Vec<RpcLog<'a>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RpcLog<'a> {
+    #[serde(default)]
+    pub address: Option<&'a str>,
+    #[serde(default)]
+    pub log_index: Option<&'a str>,
+    #[serde(borrow, default)]
+    pub topics: Vec<&'a str>,
+    #[serde(default)]
+    pub data: Option<&'a str>,
+}
+
+/// `eth_getBlockByNumber(n, false)`: the block's identity, and whether it has any
+/// transaction (their hashes are not read).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RpcHeader<'a> {
+    pub number: &'a str,
+    pub hash: &'a str,
+    pub parent_hash: &'a str,
+    #[serde(default)]
+    pub timestamp: Option<&'a str>,
+    pub transactions: Vec<IgnoredAny>,
+}
+
+/// A block known to have no transaction, from its header alone.
+pub fn empty_block(header: &RpcHeader<'_>) -> Result<IndexedBlock, NotABlock> {
+    Ok(IndexedBlock {
+        number: quantity(header.number).ok_or_else(|| NotABlock("bad number".into()))?,
+        hash: header.hash.to_ascii_lowercase(),
+        parent_hash: header.parent_hash.to_ascii_lowercase(),
+        timestamp: header.timestamp.and_then(quantity).unwrap_or(0),
+        transfers: Vec::new(),
+    })
+}
+
 /// The block's identity and transfers; `receipts` as `eth_getBlockReceipts` answered.
-pub fn block(block: &Value, receipts: &Value) -> Result<IndexedBlock, NotABlock> {
-    let field = |k: &str| {
-        block
-            .get(k)
-            .and_then(Value::as_str)
-            .ok_or_else(|| NotABlock(format!("block has no {k}")))
-    };
-    let number = quantity(field("number")?).ok_or_else(|| NotABlock("bad number".into()))?;
-    let hash = field("hash")?.to_ascii_lowercase();
-    let parent_hash = field("parentHash")?.to_ascii_lowercase();
-    let timestamp = quantity(field("timestamp")?).unwrap_or(0);
-    let txs = block
-        .get("transactions")
-        .and_then(Value::as_array)
-        .ok_or_else(|| NotABlock("block has no transactions".into()))?;
-    let receipts = receipts
-        .as_array()
-        .ok_or_else(|| NotABlock("receipts are not a list".into()))?;
-    if receipts.len() != txs.len() {
+pub fn block(block: &RpcBlock<'_>, receipts: &[RpcReceipt<'_>]) -> Result<IndexedBlock, NotABlock> {
+    let number = quantity(block.number).ok_or_else(|| NotABlock("bad number".into()))?;
+    if receipts.len() != block.transactions.len() {
         return Err(NotABlock(format!(
             "{} receipts for {} transactions",
             receipts.len(),
-            txs.len()
+            block.transactions.len()
         )));
     }
     let mut transfers = Vec::new();
-    for (i, (tx, receipt)) in txs.iter().zip(receipts).enumerate() {
+    for (i, (tx, receipt)) in block.transactions.iter().zip(receipts).enumerate() {
         // Failed transactions moved nothing (their logs are gone too).
-        if receipt.get("status").and_then(Value::as_str) == Some("0x0") {
+        if receipt.status == Some("0x0") {
             continue;
         }
-        let tx_hash = tx
-            .get("hash")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_ascii_lowercase();
-        let value = tx.get("value").and_then(Value::as_str).unwrap_or("0x0");
-        let to = tx.get("to").and_then(Value::as_str);
-        let from = tx.get("from").and_then(Value::as_str);
-        if let (Some(from), Some(to), Some(amount)) = (from, to, u256_decimal(value)) {
+        let tx_hash = tx.hash.unwrap_or_default().to_ascii_lowercase();
+        let value = tx.value.unwrap_or("0x0");
+        if let (Some(from), Some(to), Some(amount)) = (tx.from, tx.to, u256_decimal(value)) {
             if amount != "0" {
                 transfers.push(Transfer {
                     tx_index: i as u64,
@@ -100,38 +153,27 @@ pub fn block(block: &Value, receipts: &Value) -> Result<IndexedBlock, NotABlock>
                 });
             }
         }
-        for log in receipt
-            .get("logs")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
+        for log in &receipt.logs {
             transfers.extend(log_transfers(i as u64, &tx_hash, log));
         }
     }
     Ok(IndexedBlock {
         number,
-        hash,
-        parent_hash,
-        timestamp,
+        hash: block.hash.to_ascii_lowercase(),
+        parent_hash: block.parent_hash.to_ascii_lowercase(),
+        timestamp: block.timestamp.and_then(quantity).unwrap_or(0),
         transfers,
     })
 }
 
 /// The transfers one log records (none if it is not a standard transfer event).
-fn log_transfers(tx_index: u64, tx_hash: &str, log: &Value) -> Vec<Transfer> {
-    let topics: Option<Vec<B256>> = log
-        .get("topics")
-        .and_then(Value::as_array)
-        .map(|t| t.iter().map(|t| t.as_str()?.parse().ok()).collect())
-        .unwrap_or_default();
+fn log_transfers(tx_index: u64, tx_hash: &str, log: &RpcLog<'_>) -> Vec<Transfer> {
+    let topics: Option<Vec<B256>> = log.topics.iter().map(|t| t.parse().ok()).collect();
     let (Some(topics), Some(token), Some(log_index), Some(data)) = (
         topics,
-        log.get("address").and_then(Value::as_str),
-        log.get("logIndex")
-            .and_then(Value::as_str)
-            .and_then(quantity),
-        log.get("data").and_then(Value::as_str).and_then(hex_bytes),
+        log.address,
+        log.log_index.and_then(quantity),
+        log.data.and_then(hex_bytes),
     ) else {
         return Vec::new();
     };
@@ -200,7 +242,18 @@ fn lower_hex(address: &Address) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
+
+    /// `block` on answers given as JSON values.
+    fn block_of(b: &Value, receipts: &Value) -> Result<IndexedBlock, NotABlock> {
+        let b = RpcBlock::deserialize(b).unwrap();
+        let receipts = Vec::<RpcReceipt>::deserialize(receipts).unwrap();
+        block(&b, &receipts)
+    }
+
+    fn log_of(log: &Value) -> Vec<Transfer> {
+        log_transfers(0, "0xt", &RpcLog::deserialize(log).unwrap())
+    }
 
     const TRANSFER: B256 = events::Transfer::SIGNATURE_HASH;
     const TRANSFER_SINGLE: B256 = events::TransferSingle::SIGNATURE_HASH;
@@ -245,7 +298,7 @@ mod tests {
             ]},
             {"status": "0x0", "logs": []}
         ]);
-        let b0 = block(&block_v, &receipts).unwrap();
+        let b0 = block_of(&block_v, &receipts).unwrap();
         assert_eq!((b0.number, b0.hash.as_str()), (16, "0xab"));
         let kinds: Vec<(&str, i64, u64, Option<&str>, &str)> = b0
             .transfers
@@ -273,7 +326,7 @@ mod tests {
         );
         // The failed second transaction moved nothing.
         assert!(b0.transfers.iter().all(|t| t.tx_hash == "0xt1"));
-        assert!(block(&block_v, &json!([])).is_err());
+        assert!(block_of(&block_v, &json!([])).is_err());
     }
 
     #[test]
@@ -305,15 +358,15 @@ mod tests {
         };
         // Arrays claiming 2^32 entries in a few words: refused, nothing built.
         let huge = format!("0x{}{}{}", word(64), word(96), word(u32::MAX as u64));
-        assert!(log_transfers(0, "0xt", &log(huge)).is_empty());
+        assert!(log_of(&log(huge)).is_empty());
         // More entries than the index takes from one log.
         let n = MAX_BATCH_ENTRIES as u64 + 1;
         let mut many = format!("0x{}{}{}", word(64), word(64 + 32 * (n + 1)), word(n));
         many += &word(1).repeat(n as usize);
         many += &word(n);
         many += &word(1).repeat(n as usize);
-        assert!(log_transfers(0, "0xt", &log(many)).is_empty());
+        assert!(log_of(&log(many)).is_empty());
         // Too short to hold its head.
-        assert!(log_transfers(0, "0xt", &log("0x00".into())).is_empty());
+        assert!(log_of(&log("0x00".into())).is_empty());
     }
 }

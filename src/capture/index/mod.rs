@@ -23,6 +23,7 @@
 //! answers `bytes32` is recorded as it is and never holds indexing up.
 
 pub mod decode;
+mod fetch;
 
 use crate::capture::{Health, Producer};
 use crate::config::ChainIndexConf;
@@ -33,6 +34,7 @@ use crate::rpc::Gateway;
 use crate::store::index::{IndexCursor, IndexedBlock, TokenMeta};
 use crate::store::Store;
 use async_trait::async_trait;
+use fetch::{Ahead, Fetcher, HeadWatch, SPARSE_WINDOW};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,15 +43,11 @@ use std::time::Duration;
 
 /// Longest wait between attempts after failures.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
-/// Headers asked for at once on a sparse stretch.
-const SPARSE_WINDOW: u64 = 1000;
 
 pub struct Indexer {
     chain: String,
     conf: ChainIndexConf,
-    pool: String,
-    pools: Arc<Pools>,
-    gateway: Arc<Gateway>,
+    fetcher: Fetcher,
     store: Store,
     /// The last batch ended on an empty block: try headers first.
     sparse: AtomicBool,
@@ -65,7 +63,7 @@ enum Step {
 
 /// Why a step stopped.
 #[derive(Debug)]
-enum StepError {
+pub(crate) enum StepError {
     Node(String),
     Store(String),
 }
@@ -100,11 +98,15 @@ impl Indexer {
         store: Store,
     ) -> Indexer {
         Indexer {
-            pool: conf.pool_for(chain).to_string(),
+            fetcher: Fetcher {
+                gateway,
+                pools,
+                pool: conf.pool_for(chain).to_string(),
+                chain: chain.to_string(),
+                rid: format!("index-{chain}"),
+            },
             chain: chain.to_string(),
             conf,
-            pools,
-            gateway,
             store,
             sparse: AtomicBool::new(false),
         }
@@ -114,8 +116,9 @@ impl Indexer {
     async fn follow(&self, health: &Health, mut shutdown: pingora_core::server::ShutdownWatch) {
         let poll = Duration::from_millis(self.conf.poll_ms);
         let mut backoff = poll;
+        let (mut ahead, mut heads) = (Ahead::default(), HeadWatch::default());
         loop {
-            let wait = match self.step().await {
+            let wait = match self.step(&mut ahead, &mut heads).await {
                 Ok(step) => {
                     health.ok();
                     backoff = poll;
@@ -125,6 +128,7 @@ impl Indexer {
                     }
                 }
                 Err(e) => {
+                    ahead.clear();
                     metrics::INDEX_ERRORS
                         .with_label_values(&[&self.chain])
                         .inc();
@@ -147,25 +151,24 @@ impl Indexer {
         }
     }
 
-    fn rid(&self) -> String {
-        format!("index-{}", self.chain)
-    }
-
-    async fn step(&self) -> Result<Step, StepError> {
-        let pool = self
-            .pools
-            .get(&self.pool)
-            .ok_or_else(|| StepError::Node(format!("no pool {}", self.pool)))?;
-        let rid = self.rid();
+    /// One step: read the cursor and the head, take the next batch (fetched ahead while
+    /// the last one committed, or fetched now), queue the batches after it, link it to the
+    /// committed tip and commit it with the new cursor.
+    async fn step(&self, ahead: &mut Ahead, heads: &mut HeadWatch) -> Result<Step, StepError> {
+        let pool = self.fetcher.pool()?;
         let cursor = self.store.index_cursor(&self.chain).await?;
-        let (head, _) = self
-            .gateway
-            .read_call(pool, "eth_blockNumber", json!([]), &rid)
-            .await?;
-        let head = head
-            .as_str()
-            .and_then(decode::quantity)
-            .ok_or_else(|| StepError::Node("eth_blockNumber is not a quantity".into()))?;
+        let head = match &cursor {
+            Some(c) => {
+                let wanted = c.number + 1 + self.conf.confirmations;
+                let fresh = Duration::from_millis(self.conf.poll_ms);
+                heads.at_least(&self.fetcher, wanted, fresh).await?
+            }
+            None => {
+                heads
+                    .at_least(&self.fetcher, u64::MAX, Duration::ZERO)
+                    .await?
+            }
+        };
         let target = head.saturating_sub(self.conf.confirmations);
         let next = match &cursor {
             Some(c) => c.number + 1,
@@ -173,36 +176,37 @@ impl Indexer {
         };
         self.record_heads(cursor.as_ref().map(|c| c.number), head);
         if next > target {
-            // Caught up: is our tip still the chain's?
-            if let Some(c) = &cursor {
-                let (tip, _) = self
-                    .gateway
-                    .read_call(
-                        pool,
-                        "eth_getBlockByNumber",
-                        json!([format!("0x{:x}", c.number), false]),
-                        &rid,
-                    )
-                    .await?;
-                let hash = tip
-                    .get("hash")
-                    .and_then(Value::as_str)
-                    .map(str::to_ascii_lowercase);
-                if hash.is_some_and(|h| h != c.hash) {
-                    self.roll_back(pool, c).await?;
-                    return Ok(Step::Advanced);
-                }
-            }
-            return Ok(Step::CaughtUp);
+            ahead.clear();
+            return self.check_tip(pool, cursor.as_ref()).await;
         }
-        let fetched = if self.sparse.load(Ordering::Relaxed) {
-            self.sparse_window(pool, next, target, &rid).await?
+        let size = self.conf.batch_blocks;
+        let (batch, fetched_ahead) = if let Some(batch) = ahead.take(next).await {
+            (batch?, true)
+        } else if self.sparse.load(Ordering::Relaxed) {
+            ahead.clear();
+            let last = target.min(next + SPARSE_WINDOW - 1);
+            (self.fetcher.sparse(next, last).await?, false)
         } else {
-            self.full_batch(pool, next, target, &rid).await?
+            let last = target.min(next + size - 1);
+            (self.fetcher.dense(next, last).await?, false)
         };
-        let blocks = match link(cursor.as_ref(), fetched) {
+        self.sparse.store(batch.go_sparse, Ordering::Relaxed);
+        match batch.blocks.last() {
+            Some(b) if batch.complete && !batch.go_sparse => {
+                let depth = self.conf.fetch_ahead;
+                ahead.fill(&self.fetcher, b.number + 1, target, size, depth);
+            }
+            _ => ahead.clear(),
+        }
+        let blocks = match link(cursor.as_ref(), batch.blocks) {
             Linked::Blocks(blocks) => blocks,
+            // Fetched before the chain moved: read it again before deciding it is a reorg.
+            Linked::Reorg if fetched_ahead => {
+                ahead.clear();
+                return Ok(Step::Advanced);
+            }
             Linked::Reorg => {
+                ahead.clear();
                 let c = cursor.as_ref().expect("a parent comes from the cursor");
                 self.roll_back(pool, c).await?;
                 return Ok(Step::Advanced);
@@ -221,7 +225,8 @@ impl Indexer {
             Ok(()) => {}
             // Another instance committed this step first: start over from its cursor.
             Err(e) if e.kind == crate::store::sql::ErrorKind::Conflict => {
-                return Ok(Step::Advanced)
+                ahead.clear();
+                return Ok(Step::Advanced);
             }
             Err(e) => return Err(e.into()),
         }
@@ -236,86 +241,34 @@ impl Indexer {
         Ok(Step::Advanced)
     }
 
-    /// Blocks `next..` with their receipts, `batch_blocks` at most, in one batch; a block
-    /// the node has not got yet ends it. Goes sparse when the batch ends on an empty block.
-    async fn full_batch(
+    /// Caught up: is the committed tip still the chain's? A reorg is rolled back.
+    async fn check_tip(
         &self,
         pool: &crate::pools::Pool,
-        next: u64,
-        target: u64,
-        rid: &str,
-    ) -> Result<Vec<IndexedBlock>, StepError> {
-        let last = target.min(next + self.conf.batch_blocks - 1);
-        let tags = (next..=last).map(|n| json!(format!("0x{n:x}")));
-        let (answers, _) = self.gateway.read_batch(pool, &whole(tags), rid).await?;
-        let (mut blocks, mut ends_empty) = (Vec::new(), false);
-        for pair in answers.chunks(2) {
-            // A node that has not got this block yet: commit what came before it.
-            if pair[0].is_null() || pair[1].is_null() {
-                break;
-            }
-            blocks.push(decode::block(&pair[0], &pair[1]).map_err(|e| StepError::Node(e.0))?);
-            ends_empty = pair[0]["transactions"]
-                .as_array()
-                .is_some_and(Vec::is_empty);
-        }
-        self.sparse.store(ends_empty, Ordering::Relaxed);
-        Ok(blocks)
-    }
-
-    /// Blocks `next..`, up to `SPARSE_WINDOW`, read from their headers: only the blocks
-    /// with transactions are fetched whole, with their receipts, in a second batch. The
-    /// window ends before a block the node has not got, or one that changed between the
-    /// two batches. Stays sparse while at least half the window is empty.
-    async fn sparse_window(
-        &self,
-        pool: &crate::pools::Pool,
-        next: u64,
-        target: u64,
-        rid: &str,
-    ) -> Result<Vec<IndexedBlock>, StepError> {
-        let last = target.min(next + SPARSE_WINDOW - 1);
-        let calls: Vec<(&str, Value)> = (next..=last)
-            .map(|n| ("eth_getBlockByNumber", json!([format!("0x{n:x}"), false])))
-            .collect();
-        let (headers, _) = self.gateway.read_batch(pool, &calls, rid).await?;
-        let headers: Vec<&Value> = headers.iter().take_while(|h| !h.is_null()).collect();
-        let is_empty = |h: &Value| h["transactions"].as_array().is_some_and(Vec::is_empty);
-        let full = whole(
-            headers
-                .iter()
-                .filter(|h| !is_empty(h))
-                .map(|h| h["number"].clone()),
-        );
-        let bodies = if full.is_empty() {
-            Vec::new()
-        } else {
-            self.gateway.read_batch(pool, &full, rid).await?.0
+        cursor: Option<&IndexCursor>,
+    ) -> Result<Step, StepError> {
+        let Some(c) = cursor else {
+            return Ok(Step::CaughtUp);
         };
-        let (mut bodies, no_receipts) = (bodies.chunks(2), json!([]));
-        let (mut blocks, mut header_only) = (Vec::with_capacity(headers.len()), 0);
-        for h in &headers {
-            let block = if is_empty(h) {
-                header_only += 1;
-                decode::block(h, &no_receipts)
-            } else {
-                let pair = bodies
-                    .next()
-                    .expect("a body for each block with transactions");
-                if pair[0].is_null() || pair[1].is_null() || pair[0]["hash"] != h["hash"] {
-                    break;
-                }
-                decode::block(&pair[0], &pair[1])
-            };
-            blocks.push(block.map_err(|e| StepError::Node(e.0))?);
+        let (tip, _) = self
+            .fetcher
+            .gateway
+            .read_call(
+                pool,
+                "eth_getBlockByNumber",
+                json!([format!("0x{:x}", c.number), false]),
+                &self.fetcher.rid,
+            )
+            .await?;
+        let hash = tip
+            .get("hash")
+            .and_then(Value::as_str)
+            .map(str::to_ascii_lowercase);
+        if hash.is_some_and(|h| h != c.hash) {
+            self.roll_back(pool, c).await?;
+            return Ok(Step::Advanced);
         }
-        let empty = headers.iter().filter(|h| is_empty(h)).count();
-        self.sparse
-            .store(2 * empty >= headers.len().max(1), Ordering::Relaxed);
-        metrics::INDEX_HEADER_ONLY
-            .with_label_values(&[&self.chain])
-            .inc_by(header_only);
-        Ok(blocks)
+        Ok(Step::CaughtUp)
     }
 
     fn record_heads(&self, indexed: Option<u64>, head: u64) {
@@ -335,7 +288,7 @@ impl Indexer {
         pool: &crate::pools::Pool,
         tip: &IndexCursor,
     ) -> Result<(), StepError> {
-        let rid = self.rid();
+        let rid = &self.fetcher.rid;
         let from = tip.number.saturating_sub(self.conf.max_reorg_depth);
         let kept = self
             .store
@@ -348,7 +301,7 @@ impl Indexer {
                 .iter()
                 .map(|(n, _, _)| ("eth_getBlockByNumber", json!([format!("0x{n:x}"), false])))
                 .collect();
-            let (answers, _) = self.gateway.read_batch(pool, &calls, &rid).await?;
+            let (answers, _) = self.fetcher.gateway.read_batch(pool, &calls, rid).await?;
             let found = chunk.iter().zip(&answers).find(|((_, hash, _), block)| {
                 block
                     .get("hash")
@@ -367,21 +320,35 @@ impl Indexer {
         let ancestor = match ancestor {
             Some(a) => a,
             None => {
-                // Deeper than the kept hashes: go back to below the oldest kept block and
-                // take its recorded parent on trust.
-                let (n, _, parent) = kept
-                    .last()
-                    .cloned()
-                    .ok_or_else(|| StepError::Store("no block hashes kept".into()))?;
+                // Deeper than the kept hashes: re-index from below the oldest kept block
+                // (the tip itself when none is kept), on the chain's own block there. Its
+                // recorded parent would be the orphaned branch's, and every next batch would
+                // fail to link to it.
+                let oldest = kept.last().map_or(tip.number, |(n, _, _)| *n);
+                let number = oldest.saturating_sub(1);
                 log::error!(
                     "index {}: reorg deeper than max_reorg_depth ({}); re-indexing from {}",
                     self.chain,
                     self.conf.max_reorg_depth,
-                    n
+                    number + 1
                 );
+                let (block, _) = self
+                    .fetcher
+                    .gateway
+                    .read_call(
+                        pool,
+                        "eth_getBlockByNumber",
+                        json!([format!("0x{number:x}"), false]),
+                        rid,
+                    )
+                    .await?;
+                let hash = block
+                    .get("hash")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| StepError::Node(format!("no block {number} on the node")))?;
                 IndexCursor {
-                    number: n.saturating_sub(1),
-                    hash: parent,
+                    number,
+                    hash: hash.to_ascii_lowercase(),
                 }
             }
         };
@@ -426,7 +393,9 @@ impl Indexer {
             return;
         };
         for token in tokens.iter().filter(|t| !known.contains_key(*t)) {
-            if let Some(meta) = token_metadata(&self.gateway, pool, token, &self.rid()).await {
+            if let Some(meta) =
+                token_metadata(&self.fetcher.gateway, pool, token, &self.fetcher.rid).await
+            {
                 let _ = self.store.put_token_meta(&self.chain, token, &meta).await;
             }
         }
@@ -442,20 +411,6 @@ impl Producer for Indexer {
     async fn run(&self, health: &Health, shutdown: pingora_core::server::ShutdownWatch) {
         self.follow(health, shutdown).await
     }
-}
-
-/// `name()`, `symbol()`, `decimals()` of a token, each as the contract answers it:
-/// a string, a `bytes32`, or nothing (reverted, empty, not a contract). `None` only
-/// when the node itself could not be asked.
-/// The calls for blocks whole: each block with its transactions, then its receipts.
-fn whole(tags: impl Iterator<Item = Value>) -> Vec<(&'static str, Value)> {
-    tags.flat_map(|tag| {
-        [
-            ("eth_getBlockByNumber", json!([tag.clone(), true])),
-            ("eth_getBlockReceipts", json!([tag])),
-        ]
-    })
-    .collect()
 }
 
 /// Fetched blocks against the committed tip.
@@ -483,6 +438,9 @@ fn link(cursor: Option<&IndexCursor>, fetched: Vec<IndexedBlock>) -> Linked {
     Linked::Blocks(blocks)
 }
 
+/// `name()`, `symbol()`, `decimals()` of a token, each as the contract answers it:
+/// a string, a `bytes32`, or nothing (reverted, empty, not a contract). `None` only
+/// when the node itself could not be asked.
 pub async fn token_metadata(
     gateway: &Gateway,
     pool: &crate::pools::Pool,
