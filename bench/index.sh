@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
-# The chain index, loopback only: backfill speed over a chain with activity, and the
-# wallet endpoints' latency and peak against the local handler row, in one run.
+# The chain index, loopback only: backfill speed over a chain with activity against the
+# node alone serving the same blocks, and the wallet endpoints' latency and peak against
+# the local handler row, in one run.
 #
 #   bench/index.sh [blocks, default 2000] [transfers per block, default 10]
 #   STORE=postgres bench/index.sh ...   index into a PostgreSQL started here (default SQLite)
+#   BATCH=50 FETCH_AHEAD=2                the indexer's batch_blocks and fetch_ahead
 #
 # An anvil node (not mining by itself) gets `blocks` blocks, each with `transfers` ERC-20
-# transfers to rotating wallets and as many native transfers; then chainedge starts with
-# `index.eth.start_block: 0` and the time until `chainedge_index_head` reaches the node's
-# head gives blocks/s and transfers/s (rows committed per side). Then oha at a fixed rate
-# and wrk at 64 connections against history (50 items), tokens and `/console/app.js`.
+# transfers to rotating wallets and as many native transfers. The node alone then serves
+# every block with its receipts in the indexer's batches, FETCH_AHEAD of them at once
+# (bench/node_blocks.py); then chainedge backfills the same chain from block 0 into an
+# empty store, timed from its first commit until `chainedge_index_head` reaches the
+# node's head (rows committed per side). Both are measured twice: with the node pinned to
+# core 0 and the client, edge and store on the others (does the indexer keep up with its
+# node when each has its own CPU, as in production?), and all sharing every core (the
+# node is CPU-bound, so every cycle the indexer spends is taken from it). Then oha at a
+# fixed rate and wrk at 64 connections against history (50 items), tokens and
+# `/console/app.js`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -72,23 +80,52 @@ PY
 gen_secs=$(awk -v a="$gen_start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
 head=$(curl -s -H 'content-type: application/json' -d '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}' http://127.0.0.1:$NODE | python3 -c 'import json,sys;print(int(json.load(sys.stdin)["result"],16))')
 
-store="  path: $work/store.db"
 if [ "${STORE:-sqlite}" = postgres ]; then
   pgdata=$work/pg; mkdir -p "$pgdata"; chown postgres "$pgdata" "$work"
   su postgres -c "/usr/lib/postgresql/15/bin/initdb -D $pgdata -A trust -U postgres" >/dev/null
   su postgres -c "/usr/lib/postgresql/15/bin/pg_ctl -D $pgdata -o '-p $PG -k $pgdata -c listen_addresses=127.0.0.1' -l $pgdata/log start -w" >/dev/null
-  export BENCH_PG_URL="postgres://postgres@127.0.0.1:$PG/postgres"
-  store="  postgres: env:BENCH_PG_URL"
 fi
+# An empty store per backfill (`$1` names it), as the `store:` section in $store.
+store_for() {
+  if [ -n "${pgdata:-}" ]; then
+    psql -q -h 127.0.0.1 -p $PG -U postgres -c "CREATE DATABASE $1" >/dev/null
+    export BENCH_PG_URL="postgres://postgres@127.0.0.1:$PG/$1"
+    store=$(printf '  postgres: env:BENCH_PG_URL\n  state_dir: %s' "$work/state-$1")
+  else
+    store="  path: $work/$1.db"
+  fi
+}
+fa=${FETCH_AHEAD:-2}
+cores=$(nproc)
+others="1-$((cores - 1))"
+# The pinned pair first: the node on core 0, the client, edge and store on the others.
+pinned_node="" pinned_index=""
+if [ "$cores" -ge 2 ]; then
+  taskset -a -p -c 0 "${pids[0]}" >/dev/null
+  [ -n "${pgdata:-}" ] && for p in $(head -1 "$pgdata/postmaster.pid") $(pgrep -P "$(head -1 "$pgdata/postmaster.pid")"); do taskset -p -c "$others" "$p" >/dev/null; done
+  pinned_node=$(taskset -c "$others" python3 bench/node_blocks.py $NODE "$head" "${BATCH:-50}" "$fa")
+  store_for pinned
+  index_app_yaml "$store"
+  sed -i "s/^    poll_ms: 200$/    poll_ms: 200\n    fetch_ahead: $fa/" "$work/app.yaml"
+  pingora_yaml
+  taskset -c "$others" $bin -c "$work/pingora.yaml" --app "$work/app.yaml" >/dev/null 2>"$work/chainedge.log" &
+  pids+=($!)
+  pinned_index=$(backfill_timed "$head")
+  stop_last
+  taskset -a -p -c "0-$((cores - 1))" "${pids[0]}" >/dev/null
+  [ -n "${pgdata:-}" ] && for p in $(head -1 "$pgdata/postmaster.pid") $(pgrep -P "$(head -1 "$pgdata/postmaster.pid")"); do taskset -p -c "0-$((cores - 1))" "$p" >/dev/null; done
+fi
+# Then every core shared; this edge stays up for the endpoint rows.
+shared_node=$(python3 bench/node_blocks.py $NODE "$head" "${BATCH:-50}" "$fa")
+store_for shared
 index_app_yaml "$store"
+sed -i "s/^    poll_ms: 200$/    poll_ms: 200\n    fetch_ahead: $fa/" "$work/app.yaml"
 pingora_yaml
 tenant=$($bin --app "$work/app.yaml" tenants create --name bench --plan scale)
 key=$($bin --app "$work/app.yaml" keys create --tenant "$tenant" 2>/dev/null)
-start=$(date +%s.%N)
 $bin -c "$work/pingora.yaml" --app "$work/app.yaml" >/dev/null 2>"$work/chainedge.log" &
 pids+=($!)
-wait_indexed "$head"
-secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.2f", b-a}')
+shared_index=$(backfill_timed "$head")
 transfers=$(curl -s "http://127.0.0.1:$CEM/metrics" | awk '/^chainedge_index_transfers_total\{chain="eth"\}/ {print $2}')
 
 wallet=0x$(printf '%040x' $((0xA000 + 7)))
@@ -108,16 +145,24 @@ h_peak=$(peak "$hist"); t_peak=$(peak "$toks"); l_peak=$(peak "$local")
 rows=$(curl -s -H "x-token: $key" "$hist" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))')
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f", a/b}'; }
+node_rate() { awk -v n="$((head + 1))" -v s="$1" 'BEGIN{printf "%.0f", n/s}'; }
+index_rate() { echo "$1" | awk '{printf "%.0f", $1/$2}'; }
+backfill_row() { # label, node seconds, "blocks seconds" of the indexer
+  [ -n "$2" ] || { echo "| $1 | (one core: not measured) | | |"; return; }
+  echo "| $1 | $(node_rate "$2") | $(index_rate "$3") | $(ratio "$(index_rate "$3")" "$(node_rate "$2")") |"
+}
 publish "RESULTS-index${STORE:+-$STORE}.md" <<MD
-# Chain index rows ($(date -u +%Y-%m-%d), \`bench/index.sh $blocks $per_block\`, ${STORE:-sqlite} store, batch_blocks ${BATCH:-50})
+# Chain index rows ($(date -u +%Y-%m-%d), \`bench/index.sh $blocks $per_block\`, ${STORE:-sqlite} store, batch_blocks ${BATCH:-50}, fetch_ahead $fa)
 
 Chain: $head blocks on one anvil, $per_block ERC-20 and $per_block native transfers per block
-(generated in ${gen_secs} s); release build, 2 worker threads, $(nproc) cores shared with the node.
+(generated in ${gen_secs} s); release build, 2 worker threads, $(nproc) cores.
 
-| backfill | value |
-|---|---|
-| blocks indexed | $head in $secs s: $(awk -v n="$head" -v s="$secs" 'BEGIN{printf "%.0f", n/s}') blocks/s |
-| transfers indexed | $transfers in $secs s: $(awk -v n="$transfers" -v s="$secs" 'BEGIN{printf "%.0f", n/s}') transfers/s (two wallet rows each) |
+| backfill, blocks with receipts | node alone, blocks/s ($fa batches at once) | indexer, blocks/s (from its first commit) | indexer against the node |
+|---|---|---|---|
+$(backfill_row "node on core 0; client, edge and store on the others" "$pinned_node" "$pinned_index")
+$(backfill_row "every core shared by node, edge and store" "$shared_node" "$shared_index")
+
+Transfers indexed: $transfers (two wallet rows each), $(echo "$shared_index" | awk -v t="$transfers" -v h="$head" '{printf "%.0f", t*$1/h/$2}') transfers/s in the shared run.
 
 | endpoint | p50 / p99 ms at 500 req/s (oha) | peak req/s (wrk, 64 connections) | peak against the local handler |
 |---|---|---|---|

@@ -77,3 +77,29 @@ wait_indexed() {
     sleep 0.05
   done
 }
+
+# Wait until the edge started last has indexed block $1, timing the backfill from the first
+# block it is seen to have committed (its start-up and first batch left out, so the row is
+# the indexer's pace, not the process's start): prints "<blocks> <seconds>".
+backfill_timed() {
+  local first="" h now
+  while :; do
+    h=$(curl -s "http://127.0.0.1:$CEM/metrics" | awk '/^chainedge_index_head\{chain="eth"\}/ {print $2}')
+    now=$(date +%s.%N)
+    [ -n "$h" ] && [ -z "$first" ] && first="$h $now"
+    [ "$h" = "$1" ] && break
+    kill -0 "${pids[-1]}" 2>/dev/null || { cat "$work/chainedge.log" >&2; exit 1; }
+    sleep 0.02
+  done
+  echo "$first" | awk -v h="$1" -v t="$now" '{printf "%d %.3f\n", h - $1, t - $2}'
+}
+
+# Stop the process started last and forget it.
+stop_last() {
+  local p=${pids[-1]}
+  kill -INT "$p" 2>/dev/null || true
+  for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+  kill -9 "$p" 2>/dev/null || true
+  wait "$p" 2>/dev/null || true
+  unset 'pids[-1]'
+}
