@@ -25,6 +25,7 @@ pub mod sol_stake;
 pub mod sol_watchlist;
 pub mod sql;
 pub mod sqlite;
+mod sqlite_readers;
 pub mod team;
 pub mod tenants;
 pub mod tx_push;

@@ -9,7 +9,7 @@
 use super::sql::{Backend, Dialect, ErrorKind, Result, Row, StoreError, Tx, Value};
 use async_trait::async_trait;
 use bytes::BytesMut;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use deadpool_postgres::{ClientWrapper, Manager, ManagerConfig, Pool, RecyclingMethod};
 use std::time::Duration;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{to_sql_checked, FromSql, IsNull, ToSql, Type};
@@ -251,13 +251,15 @@ fn rows(rows: Vec<tokio_postgres::Row>) -> Result<Vec<Row>> {
         .collect()
 }
 
-async fn execute_on(c: &tokio_postgres::Client, sql: &str, params: &[Value]) -> Result<u64> {
-    let st = c.prepare(sql).await.map_err(error)?;
+// Statements are prepared once per connection (`prepare_cached`): preparing each time
+// doubled the round trips of every read.
+async fn execute_on(c: &ClientWrapper, sql: &str, params: &[Value]) -> Result<u64> {
+    let st = c.prepare_cached(sql).await.map_err(error)?;
     c.execute(&st, &refs(params)).await.map_err(error)
 }
 
-async fn query_on(c: &tokio_postgres::Client, sql: &str, params: &[Value]) -> Result<Vec<Row>> {
-    let st = c.prepare(sql).await.map_err(error)?;
+async fn query_on(c: &ClientWrapper, sql: &str, params: &[Value]) -> Result<Vec<Row>> {
+    let st = c.prepare_cached(sql).await.map_err(error)?;
     rows(c.query(&st, &refs(params)).await.map_err(error)?)
 }
 
@@ -354,7 +356,7 @@ impl Tx for PgTx {
 
     async fn execute_many(&mut self, sql: &str, rows: Vec<Vec<Value>>) -> Result<u64> {
         let c = self.client()?;
-        let st = c.prepare(sql).await.map_err(error)?;
+        let st = c.prepare_cached(sql).await.map_err(error)?;
         let mut changed = 0;
         // Sent without waiting for each answer (tokio-postgres pipelines the requests of
         // one connection), a bounded number at a time.

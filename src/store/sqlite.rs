@@ -4,12 +4,13 @@
 //! (SQLite calls block). A transaction holds the connection's gate from `BEGIN IMMEDIATE`
 //! to `COMMIT`, so its statements never interleave with another caller's.
 //!
-//! Reads outside a transaction go to read-only connections beside it (`READERS`): in WAL
-//! mode they run at the same time as each other and as the writer, each seeing what was
-//! committed when it began, so a page of wallet history never waits for an indexer
-//! commit or for another reader.
+//! Reads outside a transaction go to read-only connections beside it (`READERS`, each on
+//! a thread of its own: `sqlite_readers.rs`): in WAL mode they run at the same time as
+//! each other and as the writer, each seeing what was committed when it began, so a page
+//! of wallet history never waits for an indexer commit or for another reader.
 
 use super::sql::{Backend, Dialect, ErrorKind, Result, Row, StoreError, Tx, Value};
+use super::sqlite_readers::Readers;
 use async_trait::async_trait;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
@@ -17,16 +18,15 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use tokio::sync::OwnedMutexGuard;
 
-/// Read-only connections: reads at once, at most (each keeps its own page cache).
+/// Read-only connections: reads at once, at most (each keeps its own page cache, and
+/// its own thread).
 const READERS: usize = 4;
 
 pub struct Sqlite {
     conn: Arc<Mutex<Connection>>,
     /// Held by a transaction (or a single statement) for as long as it uses `conn`.
     gate: Arc<tokio::sync::Mutex<()>>,
-    readers: Arc<[Mutex<Connection>]>,
-    /// One per reader: a read holds one while it uses a reader.
-    reading: Arc<tokio::sync::Semaphore>,
+    readers: Readers,
 }
 
 impl Sqlite {
@@ -52,42 +52,14 @@ impl Sqlite {
                 reader
                     .busy_timeout(std::time::Duration::from_secs(5))
                     .map_err(error)?;
-                Ok(Mutex::new(reader))
+                Ok(reader)
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Sqlite {
             conn: Arc::new(Mutex::new(conn)),
             gate: Arc::new(tokio::sync::Mutex::new(())),
-            readers: readers.into(),
-            reading: Arc::new(tokio::sync::Semaphore::new(READERS)),
+            readers: Readers::start(readers)?,
         })
-    }
-
-    /// Run `f` on a free reader on a blocking thread.
-    async fn read<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
-    ) -> Result<T> {
-        let _turn = self
-            .reading
-            .acquire()
-            .await
-            .map_err(|_| StoreError::other("sqlite readers closed"))?;
-        let readers = self.readers.clone();
-        tokio::task::spawn_blocking(move || {
-            // A turn guarantees a reader that no one holds; the first found is taken.
-            for reader in readers.iter() {
-                if let Ok(c) = reader.try_lock() {
-                    return f(&c);
-                }
-            }
-            let c = readers[0]
-                .lock()
-                .map_err(|_| StoreError::other("sqlite reader lock poisoned"))?;
-            f(&c)
-        })
-        .await
-        .map_err(|e| StoreError::other(format!("store task: {e}")))?
     }
 }
 
@@ -225,7 +197,7 @@ impl Backend for Sqlite {
 
     async fn query(&self, sql: &str, params: Vec<Value>) -> Result<Vec<Row>> {
         let sql = sql.to_string();
-        self.read(move |c| query_on(c, &sql, &params)).await
+        self.readers.run(move |c| query_on(c, &sql, &params)).await
     }
 
     async fn begin(&self) -> Result<Box<dyn Tx>> {

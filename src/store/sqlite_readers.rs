@@ -1,0 +1,115 @@
+//! SQLite's read-only connections, each on a thread of its own, taking reads from one
+//! queue. Under load a reader goes from one read to the next without sleeping, and the
+//! caller's task is woken once, when its answer is ready: no blocking-pool task and no
+//! semaphore per read (that hand-off, two thread switches a read, was a third of a wallet
+//! page's time). A read never runs on a worker thread: a page cold on disk stalls one
+//! reader, never the connections of the proxy.
+
+use super::sql::{ErrorKind, Result, StoreError};
+use rusqlite::Connection;
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex};
+
+/// Reads waiting for a reader, at most: past it a read is refused (503 upstream of here)
+/// rather than queued without end behind a stalled disk.
+const MAX_WAITING: usize = 4096;
+
+type Job = Box<dyn FnOnce(&Connection) + Send>;
+
+#[derive(Default)]
+struct Queue {
+    jobs: VecDeque<Job>,
+    /// Readers asleep on the condition variable: woken only when there are some.
+    asleep: usize,
+    closed: bool,
+}
+
+type Shared = Arc<(Mutex<Queue>, Condvar)>;
+
+pub(super) struct Readers {
+    shared: Shared,
+}
+
+impl Readers {
+    /// One thread per connection; the threads end when the readers are dropped.
+    pub fn start(connections: Vec<Connection>) -> Result<Readers> {
+        let shared: Shared = Arc::default();
+        for (i, conn) in connections.into_iter().enumerate() {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name(format!("sqlite-read-{i}"))
+                .spawn(move || serve(&shared, &conn))
+                .map_err(|e| StoreError::other(format!("sqlite reader thread: {e}")))?;
+        }
+        Ok(Readers { shared })
+    }
+
+    /// Run `f` on the next free reader.
+    pub async fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let wake = {
+            let mut q = self.lock()?;
+            if q.jobs.len() >= MAX_WAITING {
+                return Err(StoreError {
+                    kind: ErrorKind::Unavailable,
+                    message: "sqlite: every reader is busy".into(),
+                });
+            }
+            q.jobs.push_back(Box::new(move |c| {
+                // The caller may have gone (its request ended): the answer is dropped.
+                let _ = answer.send(f(c));
+            }));
+            q.asleep > 0
+        };
+        if wake {
+            self.shared.1.notify_one();
+        }
+        answered
+            .await
+            .map_err(|_| StoreError::other("sqlite reader ended"))?
+    }
+
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Queue>> {
+        self.shared
+            .0
+            .lock()
+            .map_err(|_| StoreError::other("sqlite readers' queue poisoned"))
+    }
+}
+
+impl Drop for Readers {
+    fn drop(&mut self) {
+        if let Ok(mut q) = self.shared.0.lock() {
+            q.closed = true;
+        }
+        self.shared.1.notify_all();
+    }
+}
+
+/// A reader's life: the next read, or sleep until there is one.
+fn serve(shared: &Shared, conn: &Connection) {
+    let (queue, wake) = &**shared;
+    loop {
+        let job = {
+            let Ok(mut q) = queue.lock() else { return };
+            loop {
+                if let Some(job) = q.jobs.pop_front() {
+                    break job;
+                }
+                if q.closed {
+                    return;
+                }
+                q.asleep += 1;
+                q = match wake.wait(q) {
+                    Ok(q) => q,
+                    Err(_) => return,
+                };
+                q.asleep -= 1;
+            }
+        };
+        job(conn);
+    }
+}
