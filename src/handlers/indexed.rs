@@ -17,6 +17,7 @@ use crate::rpc::Gateway;
 use crate::store::index::{HistoryRow, Position, TokenMeta};
 use crate::store::Store;
 use base64::Engine;
+use serde::Serialize;
 use serde_json::{json, Value};
 use sha2::Digest;
 use std::collections::BTreeMap;
@@ -157,35 +158,65 @@ pub async fn history(ix: &Indexed<'_>, req: &Request<'_>) -> Result<Reply, ApiEr
         .ok_or_else(|| index_not_ready(ix.chain))?;
     let more = page.items.len() > limit;
     page.items.truncate(limit);
-    let items: Vec<Value> = page.items.iter().map(|(r, m)| history_item(r, m)).collect();
-    let next = more
+    let next_cursor = more
         .then(|| page.items.last().map(|(r, _)| encode_cursor(r.position)))
         .flatten();
-    Ok(json_reply(json!({
-        "address": given,
-        "chain": ix.chain,
-        "indexed_block": page.indexed_block,
-        "items": items,
-        "next_cursor": next,
-    })))
+    let body = HistoryBody {
+        address: &given,
+        chain: ix.chain,
+        indexed_block: page.indexed_block,
+        items: page.items.iter().map(|(r, m)| history_item(r, m)).collect(),
+        next_cursor,
+    };
+    let body = serde_json::to_vec(&body).map_err(|_| ApiError::internal("history page"))?;
+    Ok(Reply::json(200, body))
 }
 
-fn history_item(r: &HistoryRow, m: &TokenMeta) -> Value {
-    json!({
-        "block": r.position.block,
-        "timestamp": r.timestamp,
-        "tx_hash": r.tx_hash,
-        "tx_index": r.position.tx_index,
-        "log_index": (r.position.log_index >= 0).then_some(r.position.log_index),
-        "direction": r.direction,
-        "kind": r.kind,
-        "token": (!r.token.is_empty()).then_some(&r.token),
-        "symbol": m.symbol.as_deref(),
-        "decimals": m.decimals,
-        "counterparty": r.counterparty,
-        "token_id": r.token_id,
-        "amount": r.amount,
-    })
+/// A history page as written: serialized straight from the rows (building `Value` maps
+/// of them cost more than reading them). Fields in the order the answers have always
+/// had them (sorted).
+#[derive(Serialize)]
+struct HistoryBody<'a> {
+    address: &'a str,
+    chain: &'a str,
+    indexed_block: u64,
+    items: Vec<HistoryItem<'a>>,
+    next_cursor: Option<String>,
+}
+
+#[derive(Serialize)]
+struct HistoryItem<'a> {
+    amount: &'a str,
+    block: u64,
+    counterparty: &'a str,
+    decimals: Option<u8>,
+    direction: &'a str,
+    kind: &'a str,
+    log_index: Option<i64>,
+    symbol: Option<&'a str>,
+    timestamp: i64,
+    token: Option<&'a str>,
+    token_id: Option<&'a str>,
+    tx_hash: &'a str,
+    tx_index: u64,
+}
+
+fn history_item<'a>(r: &'a HistoryRow, m: &'a TokenMeta) -> HistoryItem<'a> {
+    HistoryItem {
+        amount: &r.amount,
+        block: r.position.block,
+        counterparty: &r.counterparty,
+        decimals: m.decimals,
+        direction: &r.direction,
+        kind: &r.kind,
+        log_index: (r.position.log_index >= 0).then_some(r.position.log_index),
+        symbol: m.symbol.as_deref(),
+        timestamp: r.timestamp,
+        token: (!r.token.is_empty()).then_some(r.token.as_str()),
+        token_id: r.token_id.as_deref(),
+        tx_hash: &r.tx_hash,
+        tx_index: r.position.tx_index,
+    }
 }
 
 /// `GET …/tokens`: ERC-20s the address has held, with balances at the indexed block.
