@@ -28,20 +28,23 @@ type Shared = Arc<(Mutex<Queue>, Condvar)>;
 
 pub(super) struct Readers {
     shared: Shared,
+    threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Readers {
     /// One thread per connection; the threads end when the readers are dropped.
     pub fn start(connections: Vec<Connection>) -> Result<Readers> {
         let shared: Shared = Arc::default();
+        let mut threads = Vec::with_capacity(connections.len());
         for (i, conn) in connections.into_iter().enumerate() {
             let shared = shared.clone();
-            std::thread::Builder::new()
+            let thread = std::thread::Builder::new()
                 .name(format!("sqlite-read-{i}"))
                 .spawn(move || serve(&shared, &conn))
                 .map_err(|e| StoreError::other(format!("sqlite reader thread: {e}")))?;
+            threads.push(thread);
         }
-        Ok(Readers { shared })
+        Ok(Readers { shared, threads })
     }
 
     /// Run `f` on the next free reader.
@@ -80,12 +83,18 @@ impl Readers {
     }
 }
 
+/// The threads finish the reads queued, then end, closing their connections: the
+/// writer, closed after them, is then the file's last connection and checkpoints the
+/// WAL into the database file (what a copy of the file alone must hold).
 impl Drop for Readers {
     fn drop(&mut self) {
         if let Ok(mut q) = self.shared.0.lock() {
             q.closed = true;
         }
         self.shared.1.notify_all();
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
     }
 }
 
