@@ -84,7 +84,8 @@ tenant=$($bin --app "$work/app.yaml" tenants create --name bench --plan basic)
 key=$($bin --app "$work/app.yaml" keys create --tenant "$tenant" 2>/dev/null)
 # A fresh chainedge for each measurement, so one run's freed memory is not the next's.
 start_ce() {
-  [ -z "${ce_pid:-}" ] || { kill "$ce_pid"; wait "$ce_pid" 2>/dev/null || true; }
+  # SIGINT: Pingora's fast shutdown (SIGTERM would wait out its 5-minute grace period).
+  [ -z "${ce_pid:-}" ] || { kill -INT "$ce_pid"; wait "$ce_pid" 2>/dev/null || true; }
   $bin -c "$work/pingora.yaml" --app "$work/app.yaml" >/dev/null 2>>"$work/chainedge.log" &
   ce_pid=$!; pids+=($ce_pid)
   for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$CE) 2>/dev/null && break; sleep 0.1; done
