@@ -45,20 +45,24 @@ const STRICT: AbiDecoderConfig = AbiDecoderConfig::new()
 #[derive(Debug)]
 pub struct NotABlock(pub String);
 
-/// What the index reads of `eth_getBlockByNumber(n, true)`, borrowed from the node's
-/// answer; every other field is skipped unread (a block with its receipts is tens of
-/// kilobytes, and building `Value` maps of it was most of the indexer's CPU).
+/// What the index reads of `eth_getBlockByNumber(n, true)` (`T` = `RpcTx`) or of
+/// `eth_getBlockByNumber(n, false)` (`T` = `IgnoredAny`: only whether there are any),
+/// borrowed from the node's answer; every other field is skipped unread (a block with
+/// its receipts is tens of kilobytes, and building `Value` maps of it was most of the
+/// indexer's CPU).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RpcBlock<'a> {
+pub struct RpcBlock<'a, T> {
     pub number: &'a str,
     pub hash: &'a str,
     pub parent_hash: &'a str,
     #[serde(default)]
     pub timestamp: Option<&'a str>,
-    #[serde(borrow)]
-    pub transactions: Vec<RpcTx<'a>>,
+    pub transactions: Vec<T>,
 }
+
+/// A block's header: its transactions as hashes, not read.
+pub type RpcHeader<'a> = RpcBlock<'a, IgnoredAny>;
 
 #[derive(Deserialize)]
 pub struct RpcTx<'a> {
@@ -95,19 +99,6 @@ pub struct RpcLog<'a> {
     pub data: Option<&'a str>,
 }
 
-/// `eth_getBlockByNumber(n, false)`: the block's identity, and whether it has any
-/// transaction (their hashes are not read).
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RpcHeader<'a> {
-    pub number: &'a str,
-    pub hash: &'a str,
-    pub parent_hash: &'a str,
-    #[serde(default)]
-    pub timestamp: Option<&'a str>,
-    pub transactions: Vec<IgnoredAny>,
-}
-
 /// A block known to have no transaction, from its header alone.
 pub fn empty_block(header: &RpcHeader<'_>) -> Result<IndexedBlock, NotABlock> {
     Ok(IndexedBlock {
@@ -120,7 +111,10 @@ pub fn empty_block(header: &RpcHeader<'_>) -> Result<IndexedBlock, NotABlock> {
 }
 
 /// The block's identity and transfers; `receipts` as `eth_getBlockReceipts` answered.
-pub fn block(block: &RpcBlock<'_>, receipts: &[RpcReceipt<'_>]) -> Result<IndexedBlock, NotABlock> {
+pub fn block(
+    block: &RpcBlock<'_, RpcTx<'_>>,
+    receipts: &[RpcReceipt<'_>],
+) -> Result<IndexedBlock, NotABlock> {
     let number = quantity(block.number).ok_or_else(|| NotABlock("bad number".into()))?;
     if receipts.len() != block.transactions.len() {
         return Err(NotABlock(format!(
@@ -246,7 +240,7 @@ mod tests {
 
     /// `block` on answers given as JSON values.
     fn block_of(b: &Value, receipts: &Value) -> Result<IndexedBlock, NotABlock> {
-        let b = RpcBlock::deserialize(b).unwrap();
+        let b = RpcBlock::<RpcTx>::deserialize(b).unwrap();
         let receipts = Vec::<RpcReceipt>::deserialize(receipts).unwrap();
         block(&b, &receipts)
     }

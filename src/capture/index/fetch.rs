@@ -4,7 +4,7 @@
 //! them commits: the node is never idle waiting for the store, and the decoding runs on
 //! another worker thread than the commit.
 
-use super::decode::{self, RpcBlock, RpcHeader};
+use super::decode::{self, RpcBlock, RpcHeader, RpcTx};
 use super::StepError;
 use crate::jsonrpc::ErrorObject;
 use crate::observe::metrics;
@@ -75,7 +75,7 @@ impl Fetcher {
             let (Some(block), Some(receipts)) = (pair[0], pair[1]) else {
                 break;
             };
-            let (block, receipts) = (parse::<RpcBlock>(block)?, parse::<Vec<_>>(receipts)?);
+            let (block, receipts) = (parse::<RpcBlock<RpcTx>>(block)?, parse::<Vec<_>>(receipts)?);
             blocks.push(decode::block(&block, &receipts).map_err(|e| StepError::Node(e.0))?);
             go_sparse = block.transactions.is_empty();
         }
@@ -105,7 +105,7 @@ impl Fetcher {
                 .filter(|h| !h.transactions.is_empty())
                 .map(|h| json!(h.number)),
         );
-        let bodies = if full.is_empty() {
+        let raw = if full.is_empty() {
             Bytes::new()
         } else {
             self.batch(&full).await?
@@ -113,7 +113,7 @@ impl Fetcher {
         let bodies = if full.is_empty() {
             Vec::new()
         } else {
-            in_order(&bodies, &full)?
+            in_order(&raw, &full)?
         };
         let mut bodies = bodies.chunks(2);
         let (mut blocks, mut header_only) = (Vec::with_capacity(headers.len()), 0);
@@ -128,7 +128,8 @@ impl Fetcher {
                 let (Some(block), Some(receipts)) = (pair[0], pair[1]) else {
                     break;
                 };
-                let (block, receipts) = (parse::<RpcBlock>(block)?, parse::<Vec<_>>(receipts)?);
+                let (block, receipts) =
+                    (parse::<RpcBlock<RpcTx>>(block)?, parse::<Vec<_>>(receipts)?);
                 if !block.hash.eq_ignore_ascii_case(h.hash) {
                     break;
                 }
