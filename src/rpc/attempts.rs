@@ -270,36 +270,61 @@ impl Attempts {
             let host = host.clone();
             async move { (host, began, call.await) }
         };
-        let mut running = FuturesUnordered::new();
         let mut race = Race::new(self.on_node_state);
-        let mut hedge_at = None;
-        // Each turn of the loop begins with the next host's attempt: the first, a hedge,
-        // or the one after a failure.
+        let Some(first_host) = queue.next() else {
+            return race.give_up(hosts);
+        };
+        // Most reads end with their first attempt: it is polled in place, and the set of
+        // later attempts (an allocation) is made only when a second one starts. A hedge
+        // is armed only while another host is left to take the call.
+        let began = Instant::now();
+        let mut hedge_at = hedge_deadline(budget, &race, first_host, began, queue.len());
+        race.first_began = Some(began);
+        race.in_flight.push((first_host.clone(), began));
+        let first = launch(first_host, began);
+        tokio::pin!(first);
+        let mut first_running = true;
+        let mut later = None;
+        // Each turn of the loop after the first begins with the next host's attempt: a
+        // hedge, or the one after a failure.
+        let mut launch_next = false;
         loop {
-            let now = Instant::now();
-            match queue.next() {
-                Some(host) if now < deadline => {
-                    if let (Some(delay), false) = (budget.hedge, race.hedged) {
-                        hedge_at = Some(now + delay.for_host(host));
+            if launch_next {
+                let now = Instant::now();
+                match queue.next() {
+                    Some(host) if now < deadline => {
+                        hedge_at = hedge_deadline(budget, &race, host, now, queue.len());
+                        race.in_flight.push((host.clone(), now));
+                        later
+                            .get_or_insert_with(FuturesUnordered::new)
+                            .push(launch(host, now));
                     }
-                    race.first_began.get_or_insert(now);
-                    race.in_flight.push((host.clone(), now));
-                    running.push(launch(host, now));
+                    _ if !first_running && later.as_ref().is_none_or(|l| l.is_empty()) => break,
+                    _ => {}
                 }
-                _ if running.is_empty() => break,
-                _ => {}
             }
+            launch_next = true;
             let hedge_timer = async {
                 match hedge_at {
                     Some(at) => tokio::time::sleep_until(at).await,
                     None => std::future::pending().await,
                 }
             };
+            let later_done = async {
+                match later.as_mut() {
+                    Some(l) => l.next().await,
+                    None => std::future::pending().await,
+                }
+            };
             let (host, began, outcome) = tokio::select! {
                 biased;
-                Some(done) = running.next() => done,
+                done = &mut first, if first_running => {
+                    first_running = false;
+                    done
+                }
+                Some(done) = later_done => done,
                 _ = hedge_timer => {
-                    // The first host is still silent: the next one gets the call too.
+                    // The host is still silent: the next one gets the call too.
                     (hedge_at, race.hedged) = (None, true);
                     continue;
                 }
@@ -309,6 +334,21 @@ impl Attempts {
             }
         }
         race.give_up(hosts)
+    }
+}
+
+/// When the attempt on `host` begun `now` is hedged: never when the policy does not
+/// hedge, the call was hedged already, or no host is left (`left`) to take it.
+fn hedge_deadline(
+    budget: Budget,
+    race: &Race,
+    host: &Arc<Host>,
+    now: Instant,
+    left: usize,
+) -> Option<Instant> {
+    match budget.hedge {
+        Some(delay) if !race.hedged && left > 0 => Some(now + delay.for_host(host)),
+        _ => None,
     }
 }
 
