@@ -5,9 +5,10 @@
 #        the gateway path
 #   (d2) chainedge /rpc/eth, a cached read (eth_chainId: kept forever after the first)
 #   (d3) chainedge /rpc/eth, a batch of 10 cached reads (each kept after its first call)
-#   (d4) chainedge /rpc/eth, distinct reads (eth_getBalance of a new address each time, at
-#        `pending`): neither kept nor coalesced, the path every distinct read takes (wrk,
-#        whose script writes each body)
+#   (d4) chainedge /rpc/eth, distinct reads (eth_getBalance of one of 200,000 addresses at
+#        random, at `pending`): neither kept nor coalesced, the path every distinct read
+#        takes; (b4) nginx proxying the same bodies, and both again at half (d4)'s peak
+#        (fixed rate) for p50/p99
 #   (e)  chainedge local handler (/console/app.js from memory)
 # each with oha at 64 connections; then, against a counting node (bench/rpc_upstream.py):
 # a thundering herd (200 identical eth_getBalance at once, 5 waves: node calls per wave)
@@ -23,7 +24,6 @@ conns=64
 workers=2
 command -v nginx >/dev/null || { SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo; $SUDO apt-get install -y -qq nginx >/dev/null; }
 command -v oha >/dev/null || cargo install oha --locked -q
-command -v wrk >/dev/null || { SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo; $SUDO apt-get install -y -qq wrk >/dev/null; }
 cargo build --profile ${BENCH_PROFILE:-dist} -q --bin chainedge
 bin=target/${BENCH_PROFILE:-dist}/chainedge
 [ "${BENCH_PROFILE:-dist}" = dev ] && bin=target/debug/chainedge
@@ -39,21 +39,35 @@ for p in $UP $NGX $CE $CEM $NODE $CE2 $CEM2; do
   if (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; then echo "bench: port $p is busy" >&2; exit 1; fi
 done
 
-cat > "$work/nginx.conf" <<NGINX
+# The upstream and the reference proxy are separate nginx instances (as in run.sh): an
+# nginx proxying to its own workers would reach its upstream without waking another
+# process, an advantage no proxy in front of a real node has.
+nginx_conf() { # nginx_conf NAME: the main-context lines of an instance, then its http block (stdin)
+  { cat <<NGINX
 worker_processes $workers;
-pid $work/nginx.pid;
-error_log $work/nginx-error.log warn;
+pid $work/$1.pid;
+error_log $work/$1-error.log warn;
 events { worker_connections 4096; }
+NGINX
+    cat; } > "$work/$1.conf"
+}
+nginx_conf upstream <<NGINX
 http {
   keepalive_timeout 300s;
   keepalive_requests 1000000;
-  upstream node { server 127.0.0.1:$UP; keepalive 128; }
   server {
     listen 127.0.0.1:$UP backlog=4096;
     access_log off;
     default_type application/json;
     location / { return 200 '{"jsonrpc":"2.0","id":1,"result":"0x1"}'; }
   }
+}
+NGINX
+nginx_conf nginx <<NGINX
+http {
+  keepalive_timeout 300s;
+  keepalive_requests 1000000;
+  upstream node { server 127.0.0.1:$UP; keepalive 128; }
   server {
     listen 127.0.0.1:$NGX backlog=4096;
     access_log /dev/null combined buffer=64k flush=1s;
@@ -61,6 +75,8 @@ http {
   }
 }
 NGINX
+nginx -c "$work/upstream.conf" -p "$work" -g 'daemon off;' &
+pids+=($!)
 nginx -c "$work/nginx.conf" -p "$work" -g 'daemon off;' &
 pids+=($!)
 python3 bench/rpc_upstream.py $NODE &
@@ -142,35 +158,36 @@ d_status=$(curl -s -D - -o /dev/null -H "x-token: $key" -H "Content-Type: applic
 d3_status=$(curl -s -D - -o /dev/null -H "x-token: $key" -H "Content-Type: application/json" -d "$batch10" "http://127.0.0.1:$CE/rpc/eth" | awk -F': ' 'tolower($1)=="x-cache-status" {print $2}' | tr -d '\r')
 echo "bench: (d) is '$d_status', (d2) is '$d2_status', (d3) is '$d3_status'" >&2
 
-# distinct NAME -> "rps p50_ms p99_ms": wrk, each request a read of an address not asked
-# before (so no answer is kept or shared).
-cat > "$work/distinct.lua" <<LUA
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["x-token"] = "$key"
-local n = 0
-request = function()
-  n = n + 1
-  local body = string.format('{"jsonrpc":"2.0","id":%d,"method":"eth_getBalance","params":["0x%08x%032x","pending"]}', n, math.random(0, 0x7fffffff), n)
-  return wrk.format(nil, nil, nil, body)
-end
-LUA
+# Distinct reads: oha draws each request's body at random from 200,000 reads of
+# different addresses (at `pending`), so no answer is kept and, with 64 in flight out of
+# 200,000, practically none is shared. nginx proxies the same bodies: (b4) is the same
+# load against the reference.
+python3 - "$work/distinct.txt" <<'PY'
+import random, sys
+random.seed(7)
+with open(sys.argv[1], "w") as f:
+    for n in range(200_000):
+        a = "0x%08x%032x" % (random.getrandbits(31), n)
+        f.write('{"jsonrpc":"2.0","id":%d,"method":"eth_getBalance","params":["%s","pending"]}\n' % (n, a))
+PY
+# distinct NAME URL [oha args] -> "rps p50_ms p99_ms"
 distinct() {
-  wrk -t 2 -c $conns -d "${secs}s" --latency -s "$work/distinct.lua" "http://127.0.0.1:$CE/rpc/eth" > "$work/$1.txt" 2>&1 || true
-  awk '/Requests\/sec/ {r=$2} $1=="50%" {p50=$2} $1=="99%" {p99=$2}
-       function ms(v) { if (v ~ /us$/) return v/1000; if (v ~ /ms$/) return v+0; if (v ~ /s$/) return v*1000; return v }
-       END { printf "%.0f %.3f %.3f\n", r, ms(p50), ms(p99) }' "$work/$1.txt"
+  local name=$1 url=$2; shift 2
+  oha --no-tui --output-format json -z "${secs}s" -c $conns -m POST -H "Content-Type: application/json" \
+    -H "x-token: $key" -Z "$work/distinct.txt" "$@" "$url" > "$work/$name.json" 2>/dev/null || true
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); p=d["latencyPercentiles"]; s=d["statusCodeDistribution"]; assert list(s)==["200"], s; print("%.0f %.3f %.3f" % (d["summary"]["requestsPerSec"], p["p50"]*1000, p["p99"]*1000))' "$work/$name.json" 2>/dev/null || echo "n/a n/a n/a"
 }
 
 # Interleaved rounds; each row its median round.
 median() { printf '%s\n' "$@" | sort -g -k1,1 | awk -v n=$# 'NR == int((n + 1) / 2)'; }
-bs=(); ds=(); d2s=(); d3s=(); d4s=(); es=()
+bs=(); b4s=(); ds=(); d2s=(); d3s=(); d4s=(); es=()
 for round in 1 2 3; do
   bs+=("$(load "nginx_$round" "http://127.0.0.1:$NGX/" "$chain_id")")
   ds+=("$(load "rpc_$round" "http://127.0.0.1:$CE/rpc/eth" "$pending" "x-token: $key")")
   d2s+=("$(load "cached_$round" "http://127.0.0.1:$CE/rpc/eth" "$chain_id" "x-token: $key")")
   d3s+=("$(load "batch_$round" "http://127.0.0.1:$CE/rpc/eth" "$batch10" "x-token: $key")")
-  d4s+=("$(distinct "distinct_$round")")
+  b4s+=("$(distinct "nginx_distinct_$round" "http://127.0.0.1:$NGX/")")
+  d4s+=("$(distinct "distinct_$round" "http://127.0.0.1:$CE/rpc/eth")")
   es+=("$(load "local_$round" "http://127.0.0.1:$CE/console/app.js" "")")
 done
 read -r br bp50 bp99 <<<"$(median "${bs[@]}")"
@@ -179,6 +196,12 @@ read -r d2r d2p50 d2p99 <<<"$(median "${d2s[@]}")"
 read -r d3r d3p50 d3p99 <<<"$(median "${d3s[@]}")"
 read -r d4r d4p50 d4p99 <<<"$(median "${d4s[@]}")"
 read -r er ep50 ep99 <<<"$(median "${es[@]}")"
+read -r b4r b4p50 b4p99 <<<"$(median "${b4s[@]}")"
+# Distinct reads at half of (d4)'s peak, a fixed rate (coordinated omission corrected),
+# through nginx and through chainedge.
+half=$(awk -v r="$d4r" 'BEGIN{printf "%d", r/2}')
+read -r _ b4hp50 b4hp99 <<<"$(distinct nginx_half "http://127.0.0.1:$NGX/" -q "$half" --latency-correction)"
+read -r _ d4hp50 d4hp99 <<<"$(distinct edge_half "http://127.0.0.1:$CE/rpc/eth" -q "$half" --latency-correction)"
 
 # The herd and getLogs, against the counting node.
 read -r herd_edge herd_direct logs_line <<<"$(python3 - "$CE2" "$NODE" "$key2" <<'PY'
@@ -223,8 +246,8 @@ cat > bench/RESULTS-rpc.md <<MD
 # JSON-RPC benchmark: cache, coalescing, eth_getLogs
 
 \`bench/rpc.sh $secs\` on 2 cores, $(date -u +%Y-%m-%dT%H:%MZ), loopback only. oha, $conns connections,
-${secs}s per run, (b)/(d)/(d2)/(d3)/(d4)/(e) interleaved over 3 rounds, each row its median round. nginx: 2
-workers, keep-alive to a static upstream (nginx \`return 200\`); chainedge: 2 worker threads,
+${secs}s per run, (b)/(d)/(d2)/(d3)/(b4)/(d4)/(e) interleaved over 3 rounds, each row its median round. nginx: 2
+workers, keep-alive to a static upstream (a separate nginx, \`return 200\`); chainedge: 2 worker threads,
 profile \`${BENCH_PROFILE:-dist}\`. The load generator, the upstream and the proxy share the two cores.
 
 | run | requests/s | p50 ms | p99 ms |
@@ -233,7 +256,8 @@ profile \`${BENCH_PROFILE:-dist}\`. The load generator, the upstream and the pro
 | (d) chainedge /rpc/eth, a read never kept (\`eth_getBalance\` at \`pending\`: X-Cache-Status $d_status) | $dr | $dp50 | $dp99 |
 | (d2) chainedge /rpc/eth, a cached read (\`eth_chainId\`: X-Cache-Status $d2_status) | $d2r | $d2p50 | $d2p99 |
 | (d3) chainedge /rpc/eth, a batch of 10 cached reads (X-Cache-Status $d3_status) | $d3r | $d3p50 | $d3p99 |
-| (d4) chainedge /rpc/eth, distinct reads (a new address each, at \`pending\`: wrk) | $d4r | $d4p50 | $d4p99 |
+| (b4) nginx reverse proxy, distinct reads (the bodies of (d4)) | $b4r | $b4p50 | $b4p99 |
+| (d4) chainedge /rpc/eth, distinct reads (\`eth_getBalance\` of one of 200,000 addresses at random, at \`pending\`: neither kept nor coalesced) | $d4r | $d4p50 | $d4p99 |
 | (e) chainedge local handler (\`/console/app.js\`) | $er | $ep50 | $ep99 |
 
 | ratio | value | goal |
@@ -241,7 +265,8 @@ profile \`${BENCH_PROFILE:-dist}\`. The load generator, the upstream and the pro
 | (d2)/(b) requests/s: a cache hit against nginx proxying | $(ratio "$d2r" "$br") | ≥ 1.5 |
 | (d2) − (e) p50: a cache hit against a local handler | $(diff_ms "$d2p50" "$ep50") ms | ≤ 0.2 ms |
 | (d)/(b) requests/s: one read repeated (coalesced) against nginx | $(ratio "$dr" "$br") | — |
-| (d4)/(b) requests/s: distinct reads, the gateway path, against nginx | $(ratio "$d4r" "$br") | ≥ 0.95 |
+| (d4)/(b4) requests/s: distinct reads, the gateway path, against nginx proxying the same bodies | $(ratio "$d4r" "$b4r") | ≥ 0.95 |
+| (d4) against (b4) at $half req/s (half (d4)'s peak, oha fixed rate), p50 / p99 ms | $d4hp50 / $d4hp99 against $b4hp50 / $b4hp99 | p99 ≤ nginx's |
 | (d3)×10/(d2) calls/s: cached reads in a batch of 10 against one per request | $(ratio "$(awk -v x="$d3r" 'BEGIN{ print x * 10 }')" "$d2r") | — |
 
 **Thundering herd** (200 identical \`eth_getBalance\` at \`latest\` released at once, against a
