@@ -38,6 +38,94 @@ async fn suite(target: Target, dialect: Dialect) {
     key_usage(&store).await;
     followed_txs(&store).await;
     request_logs(&store).await;
+    wallet_history_pages(&store).await;
+}
+
+/// A wallet's history comes in pages, newest first, each with the index's block: a page
+/// below a position holds only older rows, and a wallet with no transfers (or a page past
+/// its oldest) still says which block the index has reached.
+async fn wallet_history_pages(store: &Store) {
+    use chainedge::store::index::{IndexedBlock, Position, Transfer};
+    let (alice, bob) = (
+        "0x00000000000000000000000000000000000a11ce",
+        "0x0000000000000000000000000000000000000b0b",
+    );
+    assert!(store
+        .wallet_history("hist", alice, None, 10)
+        .await
+        .unwrap()
+        .is_none());
+    let blocks: Vec<IndexedBlock> = (1..=3u64)
+        .map(|n| IndexedBlock {
+            number: n,
+            hash: format!("0x{n:064x}"),
+            parent_hash: format!("0x{:064x}", n - 1),
+            timestamp: 1_700_000_000 + n,
+            transfers: (0..2u64)
+                .map(|i| Transfer {
+                    tx_index: i,
+                    log_index: -1,
+                    seq: 0,
+                    kind: "native",
+                    token: String::new(),
+                    from: alice.into(),
+                    to: bob.into(),
+                    token_id: None,
+                    amount: format!("{}", n * 10 + i),
+                    tx_hash: format!("0x{:064x}", n * 100 + i),
+                })
+                .collect(),
+        })
+        .collect();
+    store.commit_blocks("hist", None, &blocks, 0).await.unwrap();
+    let first = store
+        .wallet_history("hist", alice, None, 4)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.indexed_block, 3);
+    let amounts = |p: &chainedge::store::index::HistoryPage| {
+        p.items
+            .iter()
+            .map(|(r, _)| r.amount.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(amounts(&first), ["31", "30", "21", "20"]);
+    assert!(first
+        .items
+        .iter()
+        .all(|(r, _)| r.direction == "out" && r.counterparty == bob));
+    let last: Position = first.items.last().unwrap().0.position;
+    let second = store
+        .wallet_history("hist", alice, Some(last), 4)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (second.indexed_block, amounts(&second)),
+        (3, vec!["11".to_string(), "10".into()])
+    );
+    let oldest = second.items.last().unwrap().0.position;
+    let past = store
+        .wallet_history("hist", alice, Some(oldest), 4)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((past.indexed_block, past.items.len()), (3, 0));
+    let stranger = "0x000000000000000000000000000000000000dead";
+    let none = store
+        .wallet_history("hist", stranger, None, 4)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((none.indexed_block, none.items.len()), (3, 0));
+    // Bob's side of the same transfers.
+    let bobs = store
+        .wallet_history("hist", bob, None, 1)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(bobs.items[0].0.direction, "in");
 }
 
 /// Each key's request log keeps its newest entries, in order, cut on every write; keys

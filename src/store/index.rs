@@ -234,8 +234,8 @@ impl Store {
     }
 
     /// One page of an address's history, newest first, with the index's block and each
-    /// row's token metadata, in one statement (one snapshot, one trip to the store): the
-    /// page's read is the history route's whole store cost. `None` when the index has
+    /// row's token metadata, in one statement (one snapshot, one trip to the store; an
+    /// empty page takes a second): the page's read is the history route's whole store cost. `None` when the index has
     /// not committed a block yet.
     pub async fn wallet_history(
         &self,
@@ -244,41 +244,29 @@ impl Store {
         before: Option<Position>,
         limit: usize,
     ) -> Result<Option<HistoryPage>, StoreError> {
-        const COLUMNS: &str = "block, tx_index, log_index, seq, direction, kind, token, \
-                               counterparty, token_id, amount, tx_hash, ts";
-        let order = "ORDER BY block DESC, tx_index DESC, log_index DESC, seq DESC";
-        let mut args = params![chain, address];
-        let after_cursor = match before {
-            None => "",
-            Some(p) => {
+        let args = || {
+            let mut args = params![chain, address, int(limit as u64)];
+            if let Some(p) = before {
                 args.extend([
                     int(p.block),
                     int(p.tx_index),
                     p.log_index.into(),
                     int(p.seq),
                 ]);
-                "AND (block, tx_index, log_index, seq) < ($3, $4, $5, $6)"
             }
+            args
         };
-        // The cursor row always comes back (with no transfer: one row of NULLs after it).
-        let rows = self
-            .db
-            .query(
-                &format!(
-                    "SELECT c.number, w.block, w.tx_index, w.log_index, w.seq, w.direction, \
-                     w.kind, w.token, w.counterparty, w.token_id, w.amount, w.tx_hash, w.ts, \
-                     t.name, t.symbol, t.decimals \
-                     FROM index_cursor c \
-                     LEFT JOIN (SELECT {COLUMNS} FROM wallet_transfers \
-                       WHERE chain = $1 AND address = $2 {after_cursor} {order} LIMIT {limit}) w \
-                       ON TRUE \
-                     LEFT JOIN tokens t ON t.chain = c.chain AND t.address = w.token \
-                     WHERE c.chain = $1 \
-                     ORDER BY w.block DESC, w.tx_index DESC, w.log_index DESC, w.seq DESC"
-                ),
-                args,
-            )
-            .await?;
+        // A page with items is read by itself, in primary-key order with the index's
+        // block beside each row: one statement, one snapshot, no sort. Only an empty page
+        // needs the statement led by the cursor's row (which comes back on its own).
+        let (with_items, led) = match before {
+            None => (HISTORY_PAGE, HISTORY_PAGE_LED),
+            Some(_) => (HISTORY_PAGE_BEFORE, HISTORY_PAGE_LED_BEFORE),
+        };
+        let mut rows = self.db.query(with_items, args()).await?;
+        if rows.is_empty() {
+            rows = self.db.query(led, args()).await?;
+        }
         let page = led_by_cursor(&rows, |r| {
             let meta = TokenMeta {
                 name: r.opt_text(13)?,
@@ -458,10 +446,49 @@ fn cursor_of(r: &Row) -> Result<IndexCursor, StoreError> {
     })
 }
 
+/// A page of an address's history (`wallet_history`): `$1` chain, `$2` address, `$3`
+/// the page's size, then (the `_BEFORE` forms) the position the page starts below in
+/// `$4`..`$7`. Columns: the index's block, the transfer, its token's metadata.
+macro_rules! history_sql {
+    (page $($before:literal)?) => {
+        concat!(
+            "SELECT (SELECT number FROM index_cursor WHERE chain = $1), \
+             w.block, w.tx_index, w.log_index, w.seq, w.direction, w.kind, w.token, \
+             w.counterparty, w.token_id, w.amount, w.tx_hash, w.ts, t.name, t.symbol, t.decimals \
+             FROM wallet_transfers w \
+             LEFT JOIN tokens t ON t.chain = w.chain AND t.address = w.token \
+             WHERE w.chain = $1 AND w.address = $2 ",
+            $($before,)?
+            " ORDER BY w.block DESC, w.tx_index DESC, w.log_index DESC, w.seq DESC LIMIT $3"
+        )
+    };
+    (led $($before:literal)?) => {
+        concat!(
+            "SELECT c.number, w.block, w.tx_index, w.log_index, w.seq, w.direction, \
+             w.kind, w.token, w.counterparty, w.token_id, w.amount, w.tx_hash, w.ts, \
+             t.name, t.symbol, t.decimals \
+             FROM index_cursor c \
+             LEFT JOIN (SELECT w.* FROM wallet_transfers w WHERE w.chain = $1 AND w.address = $2 ",
+            $($before,)?
+            " ORDER BY w.block DESC, w.tx_index DESC, w.log_index DESC, w.seq DESC LIMIT $3) w \
+             ON TRUE \
+             LEFT JOIN tokens t ON t.chain = c.chain AND t.address = w.token \
+             WHERE c.chain = $1 \
+             ORDER BY w.block DESC, w.tx_index DESC, w.log_index DESC, w.seq DESC"
+        )
+    };
+}
+const HISTORY_PAGE: &str = history_sql!(page);
+const HISTORY_PAGE_BEFORE: &str =
+    history_sql!(page "AND (w.block, w.tx_index, w.log_index, w.seq) < ($4, $5, $6, $7)");
+const HISTORY_PAGE_LED: &str = history_sql!(led);
+const HISTORY_PAGE_LED_BEFORE: &str =
+    history_sql!(led "AND (w.block, w.tx_index, w.log_index, w.seq) < ($4, $5, $6, $7)");
+
 /// The rows of a statement led by the index cursor (`index_cursor c LEFT JOIN` a page, so
-/// the cursor's row comes back even when the page is empty): the index's block (column
-/// 0) and each row that carries an item (column 1 not NULL), read by `item`. `None` when
-/// the index has not committed a block yet.
+/// the cursor's row comes back even when the page is empty), or of a page with the index's
+/// block beside each item: the index's block (column 0) and each row that carries an item
+/// (column 1 not NULL), read by `item`. `None` when the index has not committed a block yet.
 fn led_by_cursor<T>(
     rows: &[Row],
     item: impl Fn(&Row) -> Result<T, StoreError>,
@@ -469,6 +496,9 @@ fn led_by_cursor<T>(
     let Some(first) = rows.first() else {
         return Ok(None);
     };
+    if first.is_null(0)? {
+        return Ok(None);
+    }
     let block = first.int(0)? as u64;
     let mut items = Vec::with_capacity(rows.len());
     for r in rows {
