@@ -541,6 +541,24 @@ fn a_cap_an_expiry_and_a_change_apply_at_once_and_only_the_owner_sees_them() {
             .status,
         400
     );
+    // Restrictions are an object: an array (serde would read a struct from it, field by
+    // field) is refused with 400, on a change as on a new key.
+    for body in [
+        json!({"restrictions": [[]]}),
+        json!({"restrictions": [["https://a.example"]]}),
+    ] {
+        let r = s
+            .owner
+            .send("PATCH", &format!("/v1/keys/{id}"), Some(body.clone()), None);
+        assert_eq!(r.status, 400, "{body}: {}", r.text());
+    }
+    let r = s.owner.send(
+        "POST",
+        "/v1/keys",
+        Some(json!({"name": "arr", "restrictions": [[]]})),
+        None,
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
 
     // Another user can neither read nor change them; without the CSRF header nobody can.
     let mut eve = Browser::new(s.gw.port);

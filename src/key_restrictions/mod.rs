@@ -29,9 +29,10 @@ pub const MAX_CONTRACTS: usize = 100;
 pub const CHAINS: &[&str] = &["eth", "polygon", "sol", "base"];
 
 /// The restrictions as the API takes and shows them, and as they are stored. Empty
-/// lists and absent values restrict nothing.
+/// lists and absent values restrict nothing. Read from a JSON object only (see the
+/// `Deserialize` impl below).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub struct RestrictionsDoc {
     /// `https://app.example.com` (scheme, host, port if not the default) or
     /// `https://*.example.com` (any subdomain, not the apex).
@@ -55,6 +56,33 @@ pub struct RestrictionsDoc {
     /// RFC 3339; from then on the key answers 401 `key_expired`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<String>,
+}
+
+/// serde would also read a struct from a JSON array, field by field in order (`[[]]`
+/// as empty `allowed_origins`): restrictions are an object or refused.
+impl<'de> Deserialize<'de> for RestrictionsDoc {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct ObjectOnly;
+        impl<'de> serde::de::Visitor<'de> for ObjectOnly {
+            type Value = RestrictionsDoc;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object of restrictions")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<Self::Value, A::Error> {
+                RestrictionsDoc::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        d.deserialize_map(ObjectOnly)
+    }
+}
+
+impl Serialize for RestrictionsDoc {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        RestrictionsDoc::serialize(self, s)
+    }
 }
 
 impl RestrictionsDoc {

@@ -190,3 +190,22 @@ fn bounds_rate_expiry_and_nothing() {
     let bad: Result<RestrictionsDoc, _> = serde_json::from_value(json!({"allowed_referrers": []}));
     assert!(bad.is_err());
 }
+
+#[test]
+fn restrictions_are_read_from_an_object_only() {
+    // serde's derive would take `[[]]` as a struct of empty lists, field by field.
+    for refused in ["[[]]", "[]", "[[\"https://a.example\"]]", "\"x\"", "1"] {
+        assert!(
+            serde_json::from_str::<RestrictionsDoc>(refused).is_err(),
+            "{refused} was read as restrictions"
+        );
+    }
+    let doc: RestrictionsDoc =
+        serde_json::from_str(r#"{"allowed_chains": ["eth"], "max_rps": 5}"#).unwrap();
+    assert_eq!(doc.allowed_chains, ["eth"]);
+    assert!(serde_json::from_str::<RestrictionsDoc>(r#"{"nope": 1}"#).is_err());
+    // What is stored reads back the same.
+    let again: RestrictionsDoc =
+        serde_json::from_str(&serde_json::to_string(&doc).unwrap()).unwrap();
+    assert_eq!(again, doc);
+}
