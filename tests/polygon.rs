@@ -414,6 +414,19 @@ fn polygon_trace_from_trace_hosts_or_built_from_debug() {
             json!({"tx": {"to": to}, "block": "yesterday"}),
         ),
         ("/v1/polygon/trace/call", json!({"to": to})),
+        // A member the contract types without `null` is refused as `null` too.
+        (
+            "/v1/polygon/trace/call",
+            json!({"tx": {"data": "0x"}, "tracers": null}),
+        ),
+        (
+            "/v1/polygon/trace/call",
+            json!({"tx": {"to": to}, "block": null}),
+        ),
+        (
+            "/v1/polygon/trace/replay-tx",
+            json!({"tx_hash": transfer, "tracers": null}),
+        ),
     ] {
         let r = post(&pro, path, bad.clone());
         assert_eq!(

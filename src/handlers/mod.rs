@@ -131,3 +131,15 @@ impl Request<'_> {
         }
     }
 }
+
+/// A body member that may be left out (its `#[serde(default)]`) but, when sent, is not
+/// `null`: the contract types these members without `null`, so `null` is a 400 like any
+/// other value of the wrong type. Use as `#[serde(default, deserialize_with =
+/// "not_null")]` on an `Option`.
+pub fn not_null<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
+}

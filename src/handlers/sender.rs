@@ -290,7 +290,7 @@ pub const MAX_BUNDLE: usize = 16;
 #[serde(deny_unknown_fields)]
 pub struct RawRequest {
     pub raw_tx: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::handlers::not_null")]
     pub preferred_path: Option<String>,
 }
 

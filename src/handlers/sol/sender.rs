@@ -25,7 +25,7 @@ pub const MAX_BUNDLE: usize = 5;
 #[serde(deny_unknown_fields)]
 struct TxRequest {
     transaction: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::handlers::not_null")]
     encoding: Option<String>,
     /// Skip the node's simulation before it forwards (default false).
     #[serde(default)]
@@ -36,7 +36,7 @@ struct TxRequest {
 #[serde(deny_unknown_fields)]
 struct BundleRequest {
     transactions: Vec<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::handlers::not_null")]
     encoding: Option<String>,
 }
 

@@ -90,7 +90,7 @@ impl Tracers {
 #[serde(deny_unknown_fields)]
 struct ReplayBody {
     tx_hash: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::handlers::not_null")]
     tracers: Option<Vec<String>>,
 }
 
@@ -100,9 +100,9 @@ struct ReplayBody {
 #[serde(deny_unknown_fields)]
 struct CallBody {
     tx: CallObject,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::handlers::not_null")]
     block: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::handlers::not_null")]
     tracers: Option<Vec<String>>,
 }
 
