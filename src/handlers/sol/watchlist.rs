@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 #[serde(deny_unknown_fields)]
 struct Create {
     pubkey: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::handlers::not_null")]
     commitment: Option<String>,
     callback_type: String,
     callback_url: String,
