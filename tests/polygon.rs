@@ -414,6 +414,9 @@ fn polygon_trace_from_trace_hosts_or_built_from_debug() {
             json!({"tx": {"to": to}, "block": "yesterday"}),
         ),
         ("/v1/polygon/trace/call", json!({"to": to})),
+        // A body is an object: serde would read a struct from an array, field by field.
+        ("/v1/polygon/trace/call", json!([{"to": to}])),
+        ("/v1/polygon/trace/replay-tx", json!([transfer])),
         // A member the contract types without `null` is refused as `null` too.
         (
             "/v1/polygon/trace/call",

@@ -143,3 +143,47 @@ where
 {
     T::deserialize(d).map(Some)
 }
+
+/// A REST body: one JSON object, read into `T`. serde would also read a struct from a
+/// JSON array, member by member in order (`[null, "0x…"]`); the contract's bodies are
+/// objects, so anything else is a 400 before a field is read.
+pub fn object_body<'a, T: serde::Deserialize<'a>>(
+    raw: &'a [u8],
+) -> Result<T, crate::errors::ApiError> {
+    use crate::errors::ApiError;
+    if raw.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(ApiError::invalid_params("body: a JSON object is expected"));
+    }
+    serde_json::from_slice(raw).map_err(|e| ApiError::invalid_params(format!("body: {e}")))
+}
+
+#[cfg(test)]
+mod body_tests {
+    #[derive(serde::Deserialize, Debug)]
+    #[allow(dead_code)]
+    struct Body {
+        name: String,
+        #[serde(default, deserialize_with = "super::not_null")]
+        tag: Option<String>,
+    }
+
+    #[test]
+    fn a_body_is_an_object_and_null_is_not_left_out() {
+        let read = |raw: &str| super::object_body::<Body>(raw.as_bytes());
+        assert_eq!(read(r#" {"name": "a"}"#).unwrap().tag, None);
+        assert_eq!(
+            read(r#"{"name": "a", "tag": "t"}"#).unwrap().tag.as_deref(),
+            Some("t")
+        );
+        for refused in [
+            r#"["a"]"#,
+            r#"["a", "t"]"#,
+            r#"{"name": "a", "tag": null}"#,
+            "",
+            "null",
+        ] {
+            let e = read(refused).unwrap_err();
+            assert_eq!(e.status, 400, "{refused}");
+        }
+    }
+}

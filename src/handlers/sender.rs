@@ -313,8 +313,7 @@ pub fn parse_raw<'p>(
     body: &[u8],
     paths: &[&'p str],
 ) -> Result<(SignedTx, String, &'p str), ApiError> {
-    let r: RawRequest =
-        serde_json::from_slice(body).map_err(|e| ApiError::invalid_params(format!("body: {e}")))?;
+    let r: RawRequest = crate::handlers::object_body(body)?;
     let tx = check_raw(&r.raw_tx)?;
     let wanted = r.preferred_path.as_deref().unwrap_or("auto");
     let path = paths
@@ -330,8 +329,7 @@ pub fn parse_raw<'p>(
 /// The `eth_sendBundle` call for a bundle request.
 /// `eth_sendBundle` for a bundle body, with each of its transactions decoded.
 pub fn bundle_call(body: &[u8]) -> Result<(jsonrpc::Request, Vec<(SignedTx, String)>), ApiError> {
-    let b: BundleRequest =
-        serde_json::from_slice(body).map_err(|e| ApiError::invalid_params(format!("body: {e}")))?;
+    let b: BundleRequest = crate::handlers::object_body(body)?;
     if b.txs.is_empty() || b.txs.len() > MAX_BUNDLE {
         return Err(ApiError::invalid_params(format!(
             "a bundle holds 1 to {MAX_BUNDLE} signed transactions"

@@ -65,8 +65,7 @@ async fn list(s: &Services<'_>, req: &Request<'_>) -> Result<Reply, ApiError> {
 /// signing secret, this once.
 async fn create(s: &Services<'_>, req: &Request<'_>) -> Result<Reply, ApiError> {
     let tenant = tenant(req)?;
-    let c: Create = serde_json::from_slice(&req.body)
-        .map_err(|e| ApiError::invalid_params(format!("body: {e}")))?;
+    let c: Create = crate::handlers::object_body(&req.body)?;
     let push: &TxPush = s.tx_push;
     if !push.webhooks_enabled() {
         return Err(ApiError::new(

@@ -41,7 +41,7 @@ struct BundleRequest {
 }
 
 fn body<'a, T: Deserialize<'a>>(raw: &'a [u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(raw).map_err(|e| ApiError::invalid_params(format!("body: {e}")))
+    crate::handlers::object_body(raw)
 }
 
 fn check(text: &str, encoding: Encoding, which: &str) -> Result<SolTx, ApiError> {

@@ -156,8 +156,7 @@ async fn create(
     tenant: &str,
     req: &Request<'_>,
 ) -> Result<Reply, ApiError> {
-    let c: Create = serde_json::from_slice(&req.body)
-        .map_err(|e| ApiError::invalid_params(format!("body: {e}")))?;
+    let c: Create = crate::handlers::object_body(&req.body)?;
     if !sol_tx::is_address(&c.pubkey) {
         return Err(ApiError::invalid_params(
             "pubkey must be a base58 Solana address (32 to 44 characters, 32 bytes)",

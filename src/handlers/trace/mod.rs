@@ -176,7 +176,7 @@ impl CallObject {
 }
 
 fn body<'a, T: Deserialize<'a>>(raw: &'a [u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(raw).map_err(|e| ApiError::invalid_params(format!("body: {e}")))
+    crate::handlers::object_body(raw)
 }
 
 fn tx_hash(raw: &str) -> Result<&str, ApiError> {
