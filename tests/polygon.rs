@@ -417,6 +417,7 @@ fn polygon_trace_from_trace_hosts_or_built_from_debug() {
         // A body is an object: serde would read a struct from an array, field by field.
         ("/v1/polygon/trace/call", json!([{"to": to}])),
         ("/v1/polygon/trace/replay-tx", json!([transfer])),
+        ("/v1/polygon/trace/call", json!({"tx": [null, to]})),
         // A member the contract types without `null` is refused as `null` too.
         (
             "/v1/polygon/trace/call",

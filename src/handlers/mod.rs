@@ -157,6 +157,19 @@ pub fn object_body<'a, T: serde::Deserialize<'a>>(
     serde_json::from_slice(raw).map_err(|e| ApiError::invalid_params(format!("body: {e}")))
 }
 
+/// A body member that is a struct of its own, read from a JSON object only (see
+/// `object_body`). Use as `#[serde(deserialize_with = "object_member")]`.
+pub fn object_member<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    use serde::de::Error;
+    use serde::Deserialize;
+    let object = serde_json::Map::<String, serde_json::Value>::deserialize(d)?;
+    serde_json::from_value(serde_json::Value::Object(object)).map_err(D::Error::custom)
+}
+
 #[cfg(test)]
 mod body_tests {
     #[derive(serde::Deserialize, Debug)]
@@ -165,6 +178,15 @@ mod body_tests {
         name: String,
         #[serde(default, deserialize_with = "super::not_null")]
         tag: Option<String>,
+        #[serde(default, deserialize_with = "super::object_member")]
+        inner: Inner,
+    }
+
+    #[derive(serde::Deserialize, Debug, Default)]
+    #[allow(dead_code)]
+    struct Inner {
+        #[serde(default)]
+        a: Option<String>,
     }
 
     #[test]

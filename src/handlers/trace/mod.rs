@@ -99,6 +99,7 @@ struct ReplayBody {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CallBody {
+    #[serde(deserialize_with = "crate::handlers::object_member")]
     tx: CallObject,
     #[serde(default, deserialize_with = "crate::handlers::not_null")]
     block: Option<String>,
