@@ -151,10 +151,16 @@ pub fn object_body<'a, T: serde::Deserialize<'a>>(
     raw: &'a [u8],
 ) -> Result<T, crate::errors::ApiError> {
     use crate::errors::ApiError;
-    if raw.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+    if !is_object(raw) {
         return Err(ApiError::invalid_params("body: a JSON object is expected"));
     }
     serde_json::from_slice(raw).map_err(|e| ApiError::invalid_params(format!("body: {e}")))
+}
+
+/// Whether a body is a JSON object by its first byte past whitespace (serde's derive would
+/// read a struct from an array too); the value is parsed after.
+pub fn is_object(raw: &[u8]) -> bool {
+    raw.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
 }
 
 /// A body member that is a struct of its own, read from a JSON object only (see

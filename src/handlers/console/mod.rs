@@ -394,7 +394,7 @@ pub(super) fn set_cookies(cookies: Vec<String>) -> Vec<(&'static str, String)> {
 /// from an array of its members in order, which no console contract allows.)
 pub(super) fn parse<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, ApiError> {
     let bad_body = || bad("invalid_request", "body is not the expected JSON");
-    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+    if !crate::handlers::is_object(body) {
         return Err(bad_body());
     }
     serde_json::from_slice(body).map_err(|_| bad_body())

@@ -7,6 +7,7 @@
 use super::Request;
 use crate::capture::sol::mempool::SolMempool;
 use crate::errors::ApiError;
+use crate::handlers::object_body;
 use crate::handlers::sent::{Accepted, SentTransactions};
 use crate::jsonrpc::ErrorObject;
 use crate::pools::Pool;
@@ -40,10 +41,6 @@ struct BundleRequest {
     encoding: Option<String>,
 }
 
-fn body<'a, T: Deserialize<'a>>(raw: &'a [u8]) -> Result<T, ApiError> {
-    crate::handlers::object_body(raw)
-}
-
 fn check(text: &str, encoding: Encoding, which: &str) -> Result<SolTx, ApiError> {
     sol_tx::decode(text, encoding).map_err(|e| ApiError::invalid_params(format!("{which}: {e}")))
 }
@@ -63,7 +60,7 @@ pub async fn tx(
     mempool: &SolMempool,
     req: &Request<'_>,
 ) -> Result<Reply, ApiError> {
-    let r: TxRequest = body(&req.body)?;
+    let r: TxRequest = object_body(&req.body)?;
     let encoding = Encoding::parse(r.encoding.as_deref()).map_err(ApiError::invalid_params)?;
     let tx = check(&r.transaction, encoding, "transaction")?;
     let params = json!([wire_base64(&tx), {
@@ -134,7 +131,7 @@ pub async fn bundle(
     mempool: &SolMempool,
     req: &Request<'_>,
 ) -> Result<Reply, ApiError> {
-    let r: BundleRequest = body(&req.body)?;
+    let r: BundleRequest = object_body(&req.body)?;
     if r.transactions.is_empty() || r.transactions.len() > MAX_BUNDLE {
         return Err(ApiError::invalid_params(format!(
             "a bundle holds 1 to {MAX_BUNDLE} signed transactions (got {})",

@@ -16,6 +16,7 @@ mod shapes;
 use super::wallet::{address, resolve_block, BlockParam};
 use super::Request;
 use crate::errors::ApiError;
+use crate::handlers::object_body;
 use crate::jsonrpc::quantity::quantity;
 use crate::jsonrpc::ErrorObject;
 use crate::pools::Pool;
@@ -176,10 +177,6 @@ impl CallObject {
     }
 }
 
-fn body<'a, T: Deserialize<'a>>(raw: &'a [u8]) -> Result<T, ApiError> {
-    crate::handlers::object_body(raw)
-}
-
 fn tx_hash(raw: &str) -> Result<&str, ApiError> {
     let ok =
         raw.len() == 66 && raw.starts_with("0x") && raw[2..].bytes().all(|b| b.is_ascii_hexdigit());
@@ -193,7 +190,7 @@ pub async fn replay_tx(
     pool: &Pool,
     req: &Request<'_>,
 ) -> Result<Reply, ApiError> {
-    let b: ReplayBody = body(&req.body)?;
+    let b: ReplayBody = object_body(&req.body)?;
     let hash = tx_hash(&b.tx_hash)?;
     let tracers = Tracers::parse(b.tracers.as_deref())?;
     let rid = req.request_id;
@@ -227,7 +224,7 @@ pub async fn replay_tx(
 
 /// `POST /v1/polygon/trace/call`.
 pub async fn call(gateway: &Gateway, pool: &Pool, req: &Request<'_>) -> Result<Reply, ApiError> {
-    let b: CallBody = body(&req.body)?;
+    let b: CallBody = object_body(&req.body)?;
     let call = b.tx.checked()?;
     let tracers = Tracers::parse(b.tracers.as_deref())?;
     let block = BlockParam::parse(b.block.as_deref())?;
