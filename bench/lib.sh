@@ -103,3 +103,17 @@ stop_last() {
   wait "$p" 2>/dev/null || true
   unset 'pids[-1]'
 }
+
+# nginx_conf NAME: an nginx instance's configuration in $work/NAME.conf: its main-context
+# lines ($workers workers; `worker_rlimit_nofile` when the script set $nofile), then its
+# http block (stdin). The upstream and the reference proxy are instances of their own.
+nginx_conf() {
+  { cat <<NGINX
+worker_processes $workers;
+${nofile:+worker_rlimit_nofile $nofile;}
+pid $work/$1.pid;
+error_log $work/$1-error.log warn;
+events { worker_connections 16384; }
+NGINX
+    cat; } > "$work/$1.conf"
+}

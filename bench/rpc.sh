@@ -42,15 +42,6 @@ done
 # The upstream and the reference proxy are separate nginx instances (as in run.sh): an
 # nginx proxying to its own workers would reach its upstream without waking another
 # process, an advantage no proxy in front of a real node has.
-nginx_conf() { # nginx_conf NAME: the main-context lines of an instance, then its http block (stdin)
-  { cat <<NGINX
-worker_processes $workers;
-pid $work/$1.pid;
-error_log $work/$1-error.log warn;
-events { worker_connections 4096; }
-NGINX
-    cat; } > "$work/$1.conf"
-}
 nginx_conf upstream <<NGINX
 http {
   keepalive_timeout 300s;

@@ -51,17 +51,6 @@ done
 # and memory are its own. The upstream hands beacon event streams to a small SSE server.
 python3 bench/sse_upstream.py $SSE &
 pids+=($!)
-# nginx_conf NAME: the main-context lines of an instance, then its http block (stdin).
-nginx_conf() {
-  { cat <<NGINX
-worker_processes $workers;
-worker_rlimit_nofile $nofile;
-pid $work/$1.pid;
-error_log $work/$1-error.log warn;
-events { worker_connections 16384; }
-NGINX
-    cat; } > "$work/$1.conf"
-}
 nginx_conf upstream <<NGINX
 http {
   access_log off;
