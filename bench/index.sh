@@ -167,6 +167,6 @@ Transfers indexed: $transfers (two wallet rows each), $(echo "$shared_index" | a
 | endpoint | p50 / p99 ms at 500 req/s (oha) | peak req/s (wrk, 64 connections) | peak against the local handler |
 |---|---|---|---|
 | history, $rows items | $h_fixed | $h_peak | $(ratio "$h_peak" "$l_peak") |
-| tokens (1 token, balanceOf on the node) | $t_fixed | $t_peak | $(ratio "$t_peak" "$l_peak") |
+| tokens (1 token, balance from the index) | $t_fixed | $t_peak | $(ratio "$t_peak" "$l_peak") |
 | local handler (\`/console/app.js\` from memory) | $l_fixed | $l_peak | 1.000 |
 MD

@@ -39,6 +39,7 @@ async fn suite(target: Target, dialect: Dialect) {
     followed_txs(&store).await;
     request_logs(&store).await;
     wallet_history_pages(&store).await;
+    balance_anchors(&store).await;
 }
 
 /// A wallet's history comes in pages, newest first, each with the index's block: a page
@@ -126,6 +127,97 @@ async fn wallet_history_pages(store: &Store) {
         .unwrap()
         .unwrap();
     assert_eq!(bobs.items[0].0.direction, "in");
+}
+
+/// Token balance anchors: written only on a block the index still has, never moved back,
+/// read with the transfers after them, and gone with a reorg below them.
+async fn balance_anchors(store: &Store) {
+    use chainedge::store::index::{IndexCursor, IndexedBlock, Transfer};
+    use chainedge::store::index_balances::{BalanceAnchor, Move};
+    let (alice, token) = ("0xa11ce", "0x70c0");
+    let hash = |n: u64| format!("0x{n:064x}");
+    let blocks: Vec<IndexedBlock> = [("in", "100"), ("out", "30"), ("in", "5")]
+        .iter()
+        .zip(1u64..)
+        .map(|((dir, amount), n)| IndexedBlock {
+            number: n,
+            hash: hash(n),
+            parent_hash: hash(n - 1),
+            timestamp: n,
+            transfers: vec![Transfer {
+                tx_index: 0,
+                log_index: 0,
+                seq: 0,
+                kind: "erc20",
+                token: token.into(),
+                from: if *dir == "in" {
+                    "0xb0b".into()
+                } else {
+                    alice.into()
+                },
+                to: if *dir == "in" {
+                    alice.into()
+                } else {
+                    "0xb0b".into()
+                },
+                token_id: None,
+                amount: amount.to_string(),
+                tx_hash: hash(100 + n),
+            }],
+        })
+        .collect();
+    store.commit_blocks("bal", None, &blocks, 0).await.unwrap();
+    let read = || async {
+        let w = store
+            .wallet_erc20s("bal", alice, 10)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((w.indexed.number, w.tokens.len()), (3, 1));
+        let t = &w.tokens[0];
+        assert_eq!(t.token, token);
+        (t.anchor.clone(), t.moves.clone())
+    };
+    assert_eq!(read().await, (None, vec![]));
+    let at = |n: u64, h: String| IndexCursor { number: n, hash: h };
+    let seventy = [(token.to_string(), Some("70".to_string()))];
+    assert!(store
+        .put_balance_anchors("bal", alice, &at(2, hash(2)), &seventy)
+        .await
+        .unwrap());
+    let anchor = |block, b: &str| {
+        Some(BalanceAnchor {
+            block,
+            balance: Some(b.into()),
+        })
+    };
+    assert_eq!(read().await, (anchor(2, "70"), vec![Move::In("5".into())]));
+    // Not the index's block 3 (another branch's), nor an older one than kept: unchanged.
+    let other = [(token.to_string(), Some("1".to_string()))];
+    assert!(!store
+        .put_balance_anchors("bal", alice, &at(3, hash(33)), &other)
+        .await
+        .unwrap());
+    assert!(store
+        .put_balance_anchors("bal", alice, &at(1, hash(1)), &other)
+        .await
+        .unwrap());
+    assert_eq!(read().await.0, anchor(2, "70"));
+    // A reorg to block 1 takes the anchor read at block 2 with it.
+    store
+        .roll_back_index("bal", &at(3, hash(3)), &at(1, hash(1)))
+        .await
+        .unwrap();
+    let w = store
+        .wallet_erc20s("bal", alice, 10)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(w.indexed.number, 1);
+    assert_eq!(
+        (w.tokens[0].anchor.clone(), w.tokens[0].moves.len()),
+        (None, 0)
+    );
 }
 
 /// Each key's request log keeps its newest entries, in order, cut on every write; keys

@@ -427,6 +427,12 @@ pub(super) fn capture(app: &AppConfig, bad: &mut Bad) {
                 "max_reorg_depth between 1 and 10000, confirmations at most 10000".into(),
             );
         }
+        if !(1..=10_000_000).contains(&c.balance_refresh_blocks) {
+            bad(
+                &key("balance_refresh_blocks"),
+                "between 1 and 10000000".into(),
+            );
+        }
     }
     for (chain, c) in &app.mempool {
         let key = |k: &str| format!("mempool.{chain}.{k}");

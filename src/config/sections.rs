@@ -325,6 +325,10 @@ pub struct ChainIndexConf {
     /// The deepest reorg rolled back (block hashes kept this far below the indexed head).
     #[serde(default = "d_max_reorg_depth")]
     pub max_reorg_depth: u64,
+    /// A token balance read from the node is followed through the indexed transfers for
+    /// this many blocks, then read again (`handlers/indexed_tokens.rs`).
+    #[serde(default = "d_balance_refresh_blocks")]
+    pub balance_refresh_blocks: u64,
 }
 
 fn d_batch_blocks() -> u64 {
@@ -341,6 +345,11 @@ fn d_index_poll_ms() -> u64 {
 
 fn d_max_reorg_depth() -> u64 {
     128
+}
+
+/// A day of Ethereum blocks (four hours of Polygon's).
+fn d_balance_refresh_blocks() -> u64 {
+    7_200
 }
 
 impl ChainIndexConf {

@@ -3,8 +3,8 @@
 //!
 //! - History: newest first, `limit` (1–200, default 50) and an opaque `cursor` naming the
 //!   last row returned, so a page never shifts when new blocks arrive.
-//! - Tokens: every ERC-20 the address has sent or received, its metadata, and its exact
-//!   balance read by `balanceOf` at the indexed block (so balances and index agree).
+//! - Tokens (`indexed_tokens.rs`): every ERC-20 the address has sent or received, its
+//!   metadata, and its exact balance at the indexed block (so balances and index agree).
 //! - NFTs: ERC-721 and ERC-1155 holdings from the address's transfers since the index's
 //!   start block, `limit` (1–200, default 50) / `offset` paging with the total.
 
@@ -83,25 +83,28 @@ async fn page(
     }
     let ix = Indexed {
         chain,
+        balance_refresh_blocks: s.config.app.index[chain].balance_refresh_blocks,
         pool: s.pool()?,
         gateway: s.gateway,
         store: s.store,
     };
     match page {
         Page::History => history(&ix, req).await,
-        Page::Tokens => tokens(&ix, req).await,
+        Page::Tokens => super::indexed_tokens::tokens(&ix, req).await,
         Page::Nfts => nfts(&ix, req).await,
     }
 }
 
 pub struct Indexed<'a> {
     pub chain: &'a str,
+    /// `index.<chain>.balance_refresh_blocks`: the oldest token balance anchor used.
+    pub balance_refresh_blocks: u64,
     pub pool: &'a Pool,
     pub gateway: &'a Gateway,
     pub store: &'a Store,
 }
 
-fn store_error(e: crate::store::sql::StoreError) -> ApiError {
+pub(super) fn store_error(e: crate::store::sql::StoreError) -> ApiError {
     log::error!("index read: {e}");
     ApiError::internal("index store")
 }
@@ -120,20 +123,12 @@ fn bounded(req: &Request<'_>, name: &str, default: usize, max: usize) -> Result<
 }
 
 /// The address parameter, validated, and its form in the index (lowercase).
-fn wallet(req: &Request<'_>) -> Result<(String, String), ApiError> {
+pub(super) fn wallet(req: &Request<'_>) -> Result<(String, String), ApiError> {
     let given = address(req.params.first().map(String::as_str).unwrap_or(""))?;
     Ok((given.to_string(), given.to_ascii_lowercase()))
 }
 
-/// The indexed head, or 503 while the index has nothing yet.
-async fn indexed_block(ix: &Indexed<'_>) -> Result<u64, ApiError> {
-    match ix.store.index_cursor(ix.chain).await.map_err(store_error)? {
-        Some(c) => Ok(c.number),
-        None => Err(index_not_ready(ix.chain)),
-    }
-}
-
-fn index_not_ready(chain: &str) -> ApiError {
+pub(super) fn index_not_ready(chain: &str) -> ApiError {
     ApiError::new(
         503,
         "index_not_ready",
@@ -219,75 +214,6 @@ fn history_item<'a>(r: &'a HistoryRow, m: &'a TokenMeta) -> HistoryItem<'a> {
     }
 }
 
-/// `GET …/tokens`: ERC-20s the address has held, with balances at the indexed block.
-pub async fn tokens(ix: &Indexed<'_>, req: &Request<'_>) -> Result<Reply, ApiError> {
-    let (given, addr) = wallet(req)?;
-    let block = indexed_block(ix).await?;
-    let tokens = ix
-        .store
-        .wallet_tokens(ix.chain, &addr, "erc20", MAX_TOKENS)
-        .await
-        .map_err(store_error)?;
-    let mut meta = ix
-        .store
-        .token_meta(ix.chain, &tokens)
-        .await
-        .map_err(store_error)?;
-    // Metadata the indexer could not fetch yet: fetched now, kept for next time.
-    let missing: Vec<&String> = tokens.iter().filter(|t| !meta.contains_key(*t)).collect();
-    for token in missing {
-        if let Some(m) =
-            crate::capture::index::token_metadata(ix.gateway, ix.pool, token, req.request_id).await
-        {
-            let _ = ix.store.put_token_meta(ix.chain, token, &m).await;
-            meta.insert(token.clone(), m);
-        }
-    }
-    // balanceOf(address): 0x70a08231 and the address as one word.
-    let data = format!("0x70a08231{:0>64}", &addr[2..]);
-    let at = format!("0x{block:x}");
-    let mut balances = Vec::with_capacity(tokens.len());
-    let mut upstream = None;
-    for chunk in tokens.chunks(100) {
-        let calls: Vec<(&str, Value)> = chunk
-            .iter()
-            .map(|t| ("eth_call", json!([{"to": t, "data": data}, at])))
-            .collect();
-        let (answers, host) = ix
-            .gateway
-            .read_batch_each(ix.pool, &calls, req.request_id)
-            .await?;
-        upstream = host;
-        balances.extend(answers.into_iter().map(|a| {
-            a.ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .and_then(|h| crate::jsonrpc::quantity::u256_decimal(&h))
-        }));
-    }
-    let items: Vec<Value> = tokens
-        .iter()
-        .zip(&balances)
-        .map(|(t, balance)| {
-            let m = meta.get(t).cloned().unwrap_or_default();
-            json!({
-                "token": t,
-                "name": m.name,
-                "symbol": m.symbol,
-                "decimals": m.decimals,
-                // Null when the contract does not answer balanceOf.
-                "balance": balance,
-            })
-        })
-        .collect();
-    Ok(json_reply(json!({
-        "address": given,
-        "chain": ix.chain,
-        "block": block,
-        "tokens": items,
-    }))
-    .served_by(upstream))
-}
-
 /// `GET …/nfts`: what the address holds, from its transfers, one page.
 pub async fn nfts(ix: &Indexed<'_>, req: &Request<'_>) -> Result<Reply, ApiError> {
     let (given, addr) = wallet(req)?;
@@ -345,7 +271,7 @@ pub async fn nfts(ix: &Indexed<'_>, req: &Request<'_>) -> Result<Reply, ApiError
     })))
 }
 
-fn json_reply(v: Value) -> Reply {
+pub(super) fn json_reply(v: Value) -> Reply {
     Reply::json(200, v.to_string())
 }
 

@@ -19,6 +19,7 @@ pub mod console;
 pub mod firehose;
 pub mod heimdall;
 pub mod indexed;
+pub mod indexed_tokens;
 pub mod intel;
 pub mod mempool;
 pub mod mesh;

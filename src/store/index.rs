@@ -206,7 +206,7 @@ impl Store {
     }
 
     /// Undo every block above `to` in one transaction (a reorg): their transfers, their
-    /// hashes, and the cursor back to `to`. `Conflict` when the cursor moved from `expect`.
+    /// hashes, balance anchors read on them, and the cursor back to `to`. `Conflict` when the cursor moved from `expect`.
     pub async fn roll_back_index(
         &self,
         chain: &str,
@@ -222,6 +222,12 @@ impl Store {
         .await?;
         tx.execute(
             "DELETE FROM index_blocks WHERE chain = $1 AND number > $2",
+            params![chain, int(to.number)],
+        )
+        .await?;
+        // Balances read on the orphaned branch (`store/index_balances.rs`).
+        tx.execute(
+            "DELETE FROM token_balance_anchors WHERE chain = $1 AND block > $2",
             params![chain, int(to.number)],
         )
         .await?;
@@ -279,27 +285,6 @@ impl Store {
             indexed_block,
             items,
         }))
-    }
-
-    /// The tokens of `kinds` an address has sent or received (at most `limit`).
-    pub async fn wallet_tokens(
-        &self,
-        chain: &str,
-        address: &str,
-        kind: &str,
-        limit: usize,
-    ) -> Result<Vec<String>, StoreError> {
-        let rows = self
-            .db
-            .query(
-                &format!(
-                    "SELECT DISTINCT token FROM wallet_transfers \
-                     WHERE chain = $1 AND address = $2 AND kind = $3 ORDER BY token LIMIT {limit}"
-                ),
-                params![chain, address, kind],
-            )
-            .await?;
-        rows.iter().map(|r| r.text(0)).collect()
     }
 
     /// An address's NFT movements, oldest first (at most `limit`), each with its token's

@@ -436,4 +436,18 @@ CREATE TABLE method_usage (
 CREATE INDEX method_usage_by_tenant ON method_usage(tenant_id, slot);
 CREATE INDEX method_usage_by_time ON method_usage(slot);
 "#,
+    // Token balance anchors (`store/index_balances.rs`): an address's exact ERC-20 balance
+    // read from the node at an indexed block; later balances are that plus the indexed
+    // transfers after it (a reorg below the block deletes the anchor).
+    r#"
+CREATE TABLE token_balance_anchors (
+    chain TEXT NOT NULL,
+    address TEXT NOT NULL,
+    token TEXT NOT NULL,
+    block INTEGER NOT NULL,
+    balance TEXT,
+    PRIMARY KEY (chain, address, token)
+);
+CREATE INDEX token_balance_anchors_block ON token_balance_anchors(chain, block);
+"#,
 ];

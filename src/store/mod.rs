@@ -15,6 +15,7 @@ pub mod requests;
 pub use crate::key_restrictions::RestrictionsDoc;
 pub mod deadline;
 pub mod index;
+pub mod index_balances;
 pub mod method_usage;
 pub mod mev_cache;
 mod migrations;

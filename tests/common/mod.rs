@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 mod browser;
+pub mod evm;
 mod fixture;
 mod postgres;
 mod redis;
