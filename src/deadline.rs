@@ -10,6 +10,7 @@
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::time::{Instant, Sleep};
 
@@ -31,43 +32,65 @@ pub struct Deadline {
 
 impl Deadline {
     /// `op`, or `TimedOut` if it has not finished `limit` from now (no limit: `None`).
-    pub async fn run<T, F>(&mut self, limit: Option<Duration>, mut op: F) -> io::Result<T>
+    /// The timer is armed (or brought forward) here, when the operation is made.
+    pub fn run<T, F>(&mut self, limit: Option<Duration>, op: F) -> Run<'_, F>
     where
         F: Future<Output = io::Result<T>>,
     {
-        // Pinned where it was passed, not moved into a second local: an async fn's state
-        // keeps a moved-from argument's room, and these nest (a connection's idle wait is
-        // two of them).
-        // SAFETY: the argument is never moved again: it lives in this future's state,
-        // which is pinned while polled, until it is dropped.
-        let mut op = unsafe { Pin::new_unchecked(&mut op) };
-        let Some(limit) = limit else {
-            return op.await;
-        };
-        let until = Instant::now() + limit;
-        let timer = match &mut self.timer {
-            Some(timer) => {
+        let until = limit.map(|limit| {
+            let until = Instant::now() + limit;
+            match &mut self.timer {
                 // Armed for later than this operation allows: bring it forward.
-                if timer.deadline() > until {
-                    timer.as_mut().reset(until);
-                }
-                timer
+                Some(timer) if timer.deadline() > until => timer.as_mut().reset(until),
+                Some(_) => {}
+                None => self.timer = Some(Box::pin(tokio::time::sleep_until(until))),
             }
-            None => self.timer.insert(Box::pin(tokio::time::sleep_until(until))),
-        };
-        loop {
-            tokio::select! {
-                biased;
-                done = &mut op => return done,
-                () = timer.as_mut() => {
-                    if Instant::now() >= until {
-                        return Err(io::ErrorKind::TimedOut.into());
-                    }
-                    // Armed by an earlier operation: move it to this one's limit.
-                    timer.as_mut().reset(until);
-                }
-            }
+            until
+        });
+        Run {
+            op,
+            until,
+            timer: &mut self.timer,
         }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// `Deadline::run`'s future: the operation and its limit, nothing else. Written by
+    /// hand rather than as an `async fn`, whose state keeps room for its argument twice
+    /// (rust-lang/rust#62958); these nest in every connection's idle wait, which is what
+    /// an idle keep-alive connection's task holds.
+    pub struct Run<'a, F> {
+        #[pin]
+        op: F,
+        until: Option<Instant>,
+        timer: &'a mut Option<Pin<Box<Sleep>>>,
+    }
+}
+
+impl<T, F> Future for Run<'_, F>
+where
+    F: Future<Output = io::Result<T>>,
+{
+    type Output = io::Result<T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
+        let this = self.project();
+        if let Poll::Ready(done) = this.op.poll(cx) {
+            return Poll::Ready(done);
+        }
+        let (Some(until), Some(timer)) = (*this.until, this.timer.as_mut()) else {
+            return Poll::Pending;
+        };
+        while timer.as_mut().poll(cx).is_ready() {
+            if Instant::now() >= until {
+                return Poll::Ready(Err(io::ErrorKind::TimedOut.into()));
+            }
+            // Armed by an earlier operation: move it to this one's limit (and poll it
+            // again, so it wakes this task).
+            timer.as_mut().reset(until);
+        }
+        Poll::Pending
     }
 }
 

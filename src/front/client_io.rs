@@ -13,6 +13,7 @@ use super::hand_over::{BodyFraming, HandOverIo};
 use bytes::BytesMut;
 use pingora_core::protocols::l4::stream::Stream as L4Stream;
 use pingora_core::protocols::{GetSocketDigest, SocketDigest, Stream};
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -83,11 +84,14 @@ impl ClientIo {
     }
 
     /// Until bytes can be read (a TLS stream: at once, its reads wait on their own).
-    pub async fn readable(&self) -> io::Result<()> {
-        match self {
-            ClientIo::Tcp(s) => s.readable().await,
-            ClientIo::Pingora(_) => Ok(()),
-        }
+    /// Polled on the socket's own read-readiness slot: the future is a reference, where
+    /// `TcpStream::readable`'s carries a waiter of its own (168 bytes held by every idle
+    /// connection's task).
+    pub fn readable(&self) -> impl Future<Output = io::Result<()>> + '_ {
+        std::future::poll_fn(move |cx| match self {
+            ClientIo::Tcp(s) => s.poll_read_ready(cx),
+            ClientIo::Pingora(_) => Poll::Ready(Ok(())),
+        })
     }
 
     /// A connection Pingora gives back, its hand-over wrapper dropped once done with.
