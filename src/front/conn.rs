@@ -23,8 +23,6 @@ pub struct Conn {
     pub(super) client_text: String,
     /// The connection is TLS (HTTP/1.1 by ALPN or by default).
     pub(super) tls: bool,
-    /// The client's address as `X-Forwarded-For` gives it (made once per connection).
-    pub(super) client_ip_text: String,
     /// The client is a trusted proxy: its `X-Forwarded-For` chain is kept.
     pub(super) trusted_proxy: bool,
     pub(super) shutdown: ShutdownWatch,
@@ -36,6 +34,10 @@ pub struct Conn {
     pub(super) kept: Option<IdleConn>,
     /// Times how long the client has been quiet while `kept` is held.
     pub(super) park: Deadline,
+    /// When the head being read must be complete (from its first byte).
+    pub(super) head_deadline: Option<std::time::Instant>,
+    /// How much longer the connection may stay idle before the next head.
+    pub(super) idle_left: Duration,
 }
 
 impl Conn {
@@ -56,14 +58,22 @@ impl Conn {
             local: None,
             client_text: client.map(|a| a.to_string()).unwrap_or_default(),
             tls: false,
-            client_ip_text: client.map(|a| a.ip().to_string()).unwrap_or_default(),
             trusted_proxy: false,
             shutdown,
             deadline: Deadline::default(),
             node_deadline: Deadline::default(),
             kept: None,
             park: Deadline::default(),
+            head_deadline: None,
+            idle_left: super::KEEPALIVE_IDLE,
         }
+    }
+
+    /// The client's address as `X-Forwarded-For` gives it: `client_text` without its
+    /// port, an IPv6 address's brackets or its scope (the address alone, as
+    /// `IpAddr`'s text). Read from the one string a connection keeps.
+    pub(super) fn client_ip_text(&self) -> &str {
+        ip_text(&self.client_text)
     }
 
     /// Whether `shed` would give anything back: a plain TCP connection that still holds
@@ -204,5 +214,34 @@ pub enum ChunkedBodyError {
 impl From<std::io::Error> for ChunkedBodyError {
     fn from(e: std::io::Error) -> Self {
         ChunkedBodyError::Io(e)
+    }
+}
+
+/// The address part of a `SocketAddr`'s text.
+fn ip_text(socket_addr: &str) -> &str {
+    let host = socket_addr
+        .rsplit_once(':')
+        .map_or(socket_addr, |(host, _port)| host);
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    host.split('%').next().unwrap_or(host)
+}
+
+#[cfg(test)]
+mod ip_text_tests {
+    #[test]
+    fn the_address_of_a_socket_address_as_its_ip_writes_it() {
+        for a in [
+            "127.0.0.1:80",
+            "[::1]:8080",
+            "[fe80::1%2]:443",
+            "[::ffff:1.2.3.4]:1",
+        ] {
+            let addr: std::net::SocketAddr = a.parse().unwrap();
+            assert_eq!(super::ip_text(&addr.to_string()), addr.ip().to_string());
+        }
+        assert_eq!(super::ip_text(""), "");
     }
 }

@@ -260,10 +260,11 @@ impl LeanFront {
     /// Wait for a complete request head and decide who serves it.
     async fn next_request(&self, conn: &mut Conn) -> Next {
         let mut grace = false;
-        // Set at the head's first byte: a head trickled in never holds the connection
-        // past HEAD_TIMEOUT.
-        let mut head_deadline: Option<std::time::Instant> = None;
-        let mut idle_left = KEEPALIVE_IDLE;
+        // The head's deadline is set at its first byte: a head trickled in never holds
+        // the connection past HEAD_TIMEOUT. Both clocks are kept in `conn`, not in this
+        // wait's state, which every idle connection's task holds.
+        conn.head_deadline = None;
+        conn.idle_left = KEEPALIVE_IDLE;
         loop {
             if !conn.buf.is_empty() {
                 match Head::parse(&conn.buf) {
@@ -300,10 +301,11 @@ impl LeanFront {
             let wait = if grace {
                 SHUTDOWN_GRACE
             } else if idle {
-                idle_left
+                conn.idle_left
             } else {
-                let deadline =
-                    *head_deadline.get_or_insert_with(|| std::time::Instant::now() + HEAD_TIMEOUT);
+                let deadline = *conn
+                    .head_deadline
+                    .get_or_insert_with(|| std::time::Instant::now() + HEAD_TIMEOUT);
                 deadline.saturating_duration_since(std::time::Instant::now())
             };
             let mut shutdown = conn.shutdown.clone();
@@ -323,7 +325,8 @@ impl LeanFront {
                     self.release_node(conn);
                     if idle {
                         conn.shed();
-                        idle_left = wait - QUIET;
+                        // `wait` was `idle_left`, longer than QUIET (`park`).
+                        conn.idle_left -= QUIET;
                     }
                 }
                 Ok(n) if n > 0 => {}

@@ -186,7 +186,7 @@ fn encode_request(
         .flatten();
     let xff = forwarded_for(
         req.conn.trusted_proxy,
-        &req.conn.client_ip_text,
+        req.conn.client_ip_text(),
         sent.as_deref(),
     );
     if !xff.is_empty() {
