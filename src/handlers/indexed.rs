@@ -37,10 +37,6 @@ pub const HANDLERS: &[super::Handler] = &[
         Box::pin(page(s, "eth", Page::History, r))
     })
     .pool("eth_el"),
-    super::Handler::new("eth_wallet_tokens", |s, r| {
-        Box::pin(page(s, "eth", Page::Tokens, r))
-    })
-    .pool("eth_el"),
     super::Handler::new("eth_wallet_nfts", |s, r| {
         Box::pin(page(s, "eth", Page::Nfts, r))
     })
@@ -49,21 +45,16 @@ pub const HANDLERS: &[super::Handler] = &[
         Box::pin(page(s, "polygon", Page::History, r))
     })
     .pool("polygon_bor"),
-    super::Handler::new("polygon_wallet_tokens", |s, r| {
-        Box::pin(page(s, "polygon", Page::Tokens, r))
-    })
-    .pool("polygon_bor"),
     super::Handler::new("polygon_wallet_nfts", |s, r| {
         Box::pin(page(s, "polygon", Page::Nfts, r))
     })
     .pool("polygon_bor"),
 ];
 
-/// Which wallet page a route answers.
+/// Which wallet page a route answers (tokens: `indexed_tokens.rs`).
 #[derive(Clone, Copy)]
 enum Page {
     History,
-    Tokens,
     Nfts,
 }
 
@@ -74,23 +65,9 @@ async fn page(
     page: Page,
     req: &Request<'_>,
 ) -> Result<Reply, ApiError> {
-    if !s.config.app.index.contains_key(chain) {
-        return Err(ApiError::new(
-            503,
-            "index_not_configured",
-            format!("the {chain} chain is not indexed here (config `index.{chain}`)"),
-        ));
-    }
-    let ix = Indexed {
-        chain,
-        balance_refresh_blocks: s.config.app.index[chain].balance_refresh_blocks,
-        pool: s.pool()?,
-        gateway: s.gateway,
-        store: s.store,
-    };
+    let ix = Indexed::for_chain(s, chain)?;
     match page {
         Page::History => history(&ix, req).await,
-        Page::Tokens => super::indexed_tokens::tokens(&ix, req).await,
         Page::Nfts => nfts(&ix, req).await,
     }
 }
@@ -102,6 +79,26 @@ pub struct Indexed<'a> {
     pub pool: &'a Pool,
     pub gateway: &'a Gateway,
     pub store: &'a Store,
+}
+
+impl<'a> Indexed<'a> {
+    /// The chain's index as a wallet route reads it (503 when the chain is not indexed).
+    pub(super) fn for_chain(s: &'a super::Services<'a>, chain: &'a str) -> Result<Self, ApiError> {
+        let Some(conf) = s.config.app.index.get(chain) else {
+            return Err(ApiError::new(
+                503,
+                "index_not_configured",
+                format!("the {chain} chain is not indexed here (config `index.{chain}`)"),
+            ));
+        };
+        Ok(Indexed {
+            chain,
+            balance_refresh_blocks: conf.balance_refresh_blocks,
+            pool: s.pool()?,
+            gateway: s.gateway,
+            store: s.store,
+        })
+    }
 }
 
 pub(super) fn store_error(e: crate::store::sql::StoreError) -> ApiError {

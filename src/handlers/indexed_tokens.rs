@@ -21,7 +21,20 @@ use serde_json::{json, Value};
 /// and the anchor moves up.
 pub const MAX_MOVES_PER_TOKEN: usize = 256;
 
-pub async fn tokens(ix: &Indexed<'_>, req: &Request<'_>) -> Result<Reply, ApiError> {
+/// The two tokens routes, each on its chain's index and pool.
+pub const HANDLERS: &[super::Handler] = &[
+    super::Handler::new("eth_wallet_tokens", |s, r| Box::pin(route(s, "eth", r))).pool("eth_el"),
+    super::Handler::new("polygon_wallet_tokens", |s, r| {
+        Box::pin(route(s, "polygon", r))
+    })
+    .pool("polygon_bor"),
+];
+
+async fn route(s: &super::Services<'_>, chain: &str, req: &Request<'_>) -> Result<Reply, ApiError> {
+    tokens(&Indexed::for_chain(s, chain)?, req).await
+}
+
+async fn tokens(ix: &Indexed<'_>, req: &Request<'_>) -> Result<Reply, ApiError> {
     let (given, addr) = wallet(req)?;
     let view = ix
         .store

@@ -110,6 +110,7 @@ const TABLES: &[&[Handler]] = &[
     tx_hooks::HANDLERS,
     wallet::HANDLERS,
     indexed::HANDLERS,
+    indexed_tokens::HANDLERS,
     mempool::HANDLERS,
     firehose::HANDLERS,
     peer_graph::HANDLERS,
