@@ -223,11 +223,7 @@ fn a_reorg_removes_the_orphaned_branch() {
     let tip = node.block_number();
     assert!(tip > orphan_tip);
     wait_indexed(&gw, tip);
-    let until = Instant::now() + Duration::from_secs(10);
-    while metric(&gw, "chainedge_index_reorgs_total").unwrap_or(0.0) < 1.0 {
-        assert!(Instant::now() < until, "no reorg counted");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_reorg_counted(&gw);
     assert!(
         all_history(&gw, &key, BOB, 50).is_empty(),
         "the orphaned transfer is gone"

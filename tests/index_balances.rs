@@ -143,11 +143,7 @@ fn a_reorg_below_a_balance_makes_the_node_be_asked_again() {
     let tip = node.block_number();
     assert!(tip > orphan_tip);
     wait_indexed(&gw, tip);
-    let until = Instant::now() + Duration::from_secs(10);
-    while metric(&gw, "chainedge_index_reorgs_total").unwrap_or(0.0) < 1.0 {
-        assert!(Instant::now() < until, "no reorg counted");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_reorg_counted(&gw);
     assert_eq!(node_balance(&node, &usd, ALICE), "257");
     let (on_new, asked) = alice_tokens(&gw, &key, "new-branch");
     assert_eq!(on_new, vec![(usd, json!("257"))]);

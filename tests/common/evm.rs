@@ -132,6 +132,15 @@ pub fn wait_indexed(gw: &Gateway, block: u64) {
     }
 }
 
+/// Wait until the index has counted a reorg.
+pub fn wait_reorg_counted(gw: &Gateway) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while metric(gw, "chainedge_index_reorgs_total").unwrap_or(0.0) < 1.0 {
+        assert!(Instant::now() < until, "no reorg counted");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 pub fn get(gw: &Gateway, key: &str, path: &str) -> Value {
     let r = gw.get(path, &[("x-token", key)]);
     assert_eq!(r.status, 200, "{path}: {}", r.text());
