@@ -136,7 +136,28 @@ pub fn tempdir(tag: &str) -> PathBuf {
         rand_suffix()
     ));
     std::fs::create_dir_all(&d).unwrap();
+    remove_at_exit(d.clone());
     d
+}
+
+/// Directories made by `tempdir`, removed when the test binary exits (every gateway
+/// and fixture is stopped by then): a test run leaves nothing behind in /tmp.
+static MADE_DIRS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+fn remove_at_exit(dir: PathBuf) {
+    extern "C" fn remove_made_dirs() {
+        if let Ok(dirs) = MADE_DIRS.lock() {
+            for d in dirs.iter() {
+                let _ = std::fs::remove_dir_all(d);
+            }
+        }
+    }
+    let mut dirs = MADE_DIRS.lock().unwrap_or_else(|e| e.into_inner());
+    if dirs.is_empty() {
+        // SAFETY: registers a plain function with no arguments, run once at exit.
+        unsafe { libc::atexit(remove_made_dirs) };
+    }
+    dirs.push(dir);
 }
 
 pub fn rand_suffix() -> u64 {
