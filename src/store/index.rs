@@ -206,7 +206,8 @@ impl Store {
     }
 
     /// Undo every block above `to` in one transaction (a reorg): their transfers, their
-    /// hashes, balance anchors read on them, and the cursor back to `to`. `Conflict` when the cursor moved from `expect`.
+    /// hashes, balance anchors read on them, and the cursor back to `to`. `Conflict` when
+    /// the cursor moved from `expect`.
     pub async fn roll_back_index(
         &self,
         chain: &str,
@@ -241,8 +242,8 @@ impl Store {
 
     /// One page of an address's history, newest first, with the index's block and each
     /// row's token metadata, in one statement (one snapshot, one trip to the store; an
-    /// empty page takes a second): the page's read is the history route's whole store cost. `None` when the index has
-    /// not committed a block yet.
+    /// empty page takes a second): the page's read is the history route's whole store
+    /// cost. `None` when the index has not committed a block yet.
     pub async fn wallet_history(
         &self,
         chain: &str,
