@@ -213,7 +213,7 @@ impl Sender {
                 method: "POST",
                 path: &target.path,
                 headers,
-                body: Some(body.clone()),
+                body: Some(body),
                 content_type: Some("application/json"),
                 request_id: delivery_id,
             };

@@ -10,7 +10,6 @@ use crate::errors::ApiError;
 use crate::store::console::Identity;
 use crate::upstream::{Call, UpstreamClient};
 use base64::Engine;
-use bytes::Bytes;
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
 use pingora_core::upstreams::peer::HttpPeer;
@@ -132,7 +131,7 @@ impl Oidc {
             method: "POST",
             path: &self.token.0.path,
             headers: &[],
-            body: Some(Bytes::from(form)),
+            body: Some(form.as_bytes()),
             content_type: Some("application/x-www-form-urlencoded"),
             request_id: rid,
         };

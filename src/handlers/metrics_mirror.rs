@@ -54,7 +54,7 @@ impl Chain {
 pub fn is_pprof(raw_path: &str) -> bool {
     let mut p = raw_path.to_string();
     for _ in 0..3 {
-        let d = percent_decode(&p);
+        let d = percent_decode(&p).into_owned();
         if d == p {
             break;
         }

@@ -335,7 +335,7 @@ impl Prober<'_> {
         let body = Bytes::from(serde_json::to_vec(&calls).unwrap_or_default());
         let r = self
             .client
-            .send(self.host.post_json(body, PROBE_ID), self.timeout, 1 << 20)
+            .send(self.host.post_json(&body, PROBE_ID), self.timeout, 1 << 20)
             .await
             .map_err(|e| e.to_string())?;
         if r.status != 200 {

@@ -11,7 +11,6 @@ use crate::address::{plain_inet, HostAddr};
 use crate::config::secrets::Secret;
 use crate::config::{Loaded, MethodsConf};
 use crate::upstream::Call;
-use bytes::Bytes;
 use health::{HealthState, HostHealth};
 use latency::LatencyHistogram;
 use pingora_core::protocols::l4::socket::SocketAddr as SelectionToken;
@@ -151,7 +150,7 @@ impl Host {
     }
 
     /// A JSON body POSTed to the host's URL path (JSON-RPC).
-    pub fn post_json<'a>(&'a self, body: Bytes, request_id: &'a str) -> Call<'a> {
+    pub fn post_json<'a>(&'a self, body: &'a [u8], request_id: &'a str) -> Call<'a> {
         Call {
             body: Some(body),
             ..self.call("POST", &self.addr.path, request_id)

@@ -6,6 +6,7 @@
 
 use super::spec::HttpMethod;
 use super::Route;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -19,16 +20,17 @@ struct Node {
     tail: Vec<usize>,
 }
 
-/// A request path split into decoded segments.
-pub struct NormalizedPath {
-    pub segments: Vec<String>,
+/// A request path split into decoded segments (borrowed from the path unless a segment
+/// had an escape to decode).
+pub struct NormalizedPath<'a> {
+    pub segments: Vec<Cow<'a, str>>,
     /// A segment decoded to `.`/`..`, or contained an encoded `/` or `\`, or a NUL:
     /// only tail routes (whose handlers check their own paths) may see such a path.
     pub suspicious: bool,
 }
 
-impl NormalizedPath {
-    pub fn parse(raw: &str) -> Self {
+impl<'a> NormalizedPath<'a> {
+    pub fn parse(raw: &'a str) -> Self {
         let path = raw.split(['?', '#']).next().unwrap_or("");
         let mut suspicious = false;
         let segments = path
@@ -53,14 +55,14 @@ impl NormalizedPath {
 pub fn query_param(query: Option<&str>, name: &str) -> Option<String> {
     query?.split('&').find_map(|pair| {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        (k == name).then(|| percent_decode(&v.replace('+', " ")))
+        (k == name).then(|| percent_decode(&v.replace('+', " ")).into_owned())
     })
 }
 
 /// Decode `%XX` escapes; a malformed escape is kept literally.
-pub fn percent_decode(s: &str) -> String {
+pub fn percent_decode(s: &str) -> Cow<'_, str> {
     if !s.contains('%') {
-        return s.to_string();
+        return Cow::Borrowed(s);
     }
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
@@ -77,7 +79,7 @@ pub fn percent_decode(s: &str) -> String {
         out.push(b[i]);
         i += 1;
     }
-    String::from_utf8_lossy(&out).into_owned()
+    Cow::Owned(String::from_utf8_lossy(&out).into_owned())
 }
 
 pub enum Match<'a> {
@@ -218,7 +220,7 @@ impl Matcher {
             r.segments
                 .iter()
                 .zip(&path.segments)
-                .take_while(|(seg, got)| matches!(seg, Seg::Lit(l) if l == *got))
+                .take_while(|(seg, got)| matches!(seg, Seg::Lit(l) if l == got.as_ref()))
                 .count()
         };
         let longest = self.routes.iter().map(|r| shared(r)).max()?;
@@ -263,7 +265,7 @@ impl Matcher {
 /// that consumes the whole path.
 fn walk<'n>(
     node: &'n Node,
-    segs: &[String],
+    segs: &[Cow<'_, str>],
     i: usize,
     params: &mut Vec<String>,
 ) -> Option<&'n Vec<usize>> {
@@ -278,13 +280,13 @@ fn walk<'n>(
         }
         return None;
     }
-    if let Some(next) = node.literal.get(&segs[i]) {
+    if let Some(next) = node.literal.get(segs[i].as_ref()) {
         if let Some(found) = walk(next, segs, i + 1, params) {
             return Some(found);
         }
     }
     if let Some(next) = &node.param {
-        params.push(segs[i].clone());
+        params.push(segs[i].clone().into_owned());
         if let Some(found) = walk(next, segs, i + 1, params) {
             return Some(found);
         }

@@ -13,6 +13,7 @@ use crate::pools::{Host, Pool};
 use crate::upstream::UpstreamError;
 use bytes::Bytes;
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::FutureExt;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,7 +42,7 @@ impl Gateway {
         pool: &Pool,
         class: MethodClass,
         need: Need,
-        body: Bytes,
+        body: &[u8],
         rid: &str,
     ) -> Result<RpcReply, ApiError> {
         let hosts = self.hosts_reaching(pool, class.capability(), need).await?;
@@ -137,7 +138,7 @@ impl Gateway {
     pub(super) async fn try_hosts(
         &self,
         hosts: &[Arc<Host>],
-        body: Bytes,
+        body: &[u8],
         rid: &str,
         on_node_state: NodeState,
         budget: Budget,
@@ -148,18 +149,15 @@ impl Gateway {
             on_node_state,
         };
         policy
-            .run(hosts, |host, share| {
-                let body = body.clone();
-                async move { self.attempt(&host, body, rid, share).await }
-            })
+            .run(hosts, |host, share| self.attempt(host, body, rid, share))
             .await
     }
 
     /// One call to one host; transport errors, timeouts and 5xx/429 count as failures.
     pub(super) async fn attempt(
         &self,
-        host: &Arc<Host>,
-        body: Bytes,
+        host: Arc<Host>,
+        body: &[u8],
         rid: &str,
         timeout: Duration,
     ) -> Result<Bytes, String> {
@@ -266,9 +264,10 @@ impl Attempts {
             let share = deadline
                 .saturating_duration_since(began)
                 .min(budget.attempt);
-            let call = attempt(host.clone(), share);
+            // `map`, not an `async move` block awaiting `call`: such a block keeps room
+            // for the call twice (rust-lang/rust#62958), and this is the whole exchange.
             let host = host.clone();
-            async move { (host, began, call.await) }
+            attempt(host.clone(), share).map(move |outcome| (host, began, outcome))
         };
         let mut race = Race::new(self.on_node_state);
         let Some(first_host) = queue.next() else {

@@ -170,7 +170,7 @@ impl Gateway {
             class => {
                 let need = need_for(pool, block_need(method, call.params.as_ref()))
                     .at_least(caller.min_block);
-                let answered = self.read(pool, class, need, call.to_bytes(), rid).await;
+                let answered = self.read(pool, class, need, &call.to_bytes(), rid).await;
                 batch.alone(at, &id, answered);
             }
         }
@@ -195,7 +195,7 @@ impl Gateway {
         // Who answered the misses and at what block, for the answers kept from them.
         let (mut served_by, mut served_at) = (None, None);
         let mut answered: Vec<Response> =
-            match self.read(pool, MethodClass::Read, need, body, rid).await {
+            match self.read(pool, MethodClass::Read, need, &body, rid).await {
                 Ok(r) => {
                     (served_by, served_at) = (r.upstream.clone(), r.block);
                     batch.upstream = batch.upstream.take().or(r.upstream);

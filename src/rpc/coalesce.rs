@@ -13,57 +13,75 @@ use crate::errors::ApiError;
 use crate::jsonrpc::{Id, Response};
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Mutex;
-use tokio::sync::watch;
+use std::sync::{Arc, Mutex};
+use tokio::sync::Notify;
 
 type Outcome = Result<RpcReply, ApiError>;
 
+/// Calls in flight by key. A leader's entry is `None` until a follower comes: most reads
+/// are never shared, so they cost a map entry and nothing to publish.
+type Calls = Mutex<HashMap<String, Option<Arc<Shared>>>>;
+
 #[derive(Default)]
 pub struct InFlight {
-    calls: Mutex<HashMap<String, watch::Receiver<Option<Outcome>>>>,
+    calls: Calls,
+}
+
+/// What followers of one call wait on.
+#[derive(Default)]
+struct Shared {
+    state: Mutex<State>,
+    changed: Notify,
+}
+
+#[derive(Default)]
+enum State {
+    #[default]
+    Pending,
+    Done(Outcome),
+    /// The leader went away without an outcome.
+    Abandoned,
 }
 
 impl InFlight {
     /// `call`'s outcome, or the outcome of the identical call already in flight (then
-    /// re-stamped with `id`, the caller's own).
-    pub async fn run(
-        &self,
-        key: String,
-        id: impl FnOnce() -> Id,
-        call: impl Future<Output = Outcome>,
-    ) -> Outcome {
-        let mut publish = None;
-        let waiting = {
-            let Ok(mut calls) = self.calls.lock() else {
-                return call.await;
-            };
-            match calls.get(&key) {
-                Some(rx) => Some(rx.clone()),
+    /// re-stamped with `id`, the caller's own). `call` is awaited in one place only and is
+    /// best passed pinned on the heap: this future then stays small whatever it wraps.
+    pub async fn run<F>(&self, key: &str, id: impl FnOnce() -> Id, call: F) -> Outcome
+    where
+        F: Future<Output = Outcome> + Unpin,
+    {
+        let role = match self.calls.lock() {
+            Ok(mut calls) => match calls.get_mut(key) {
+                Some(entry) => Role::Follower(entry.get_or_insert_with(Default::default).clone()),
                 None => {
-                    let (tx, rx) = watch::channel(None);
-                    calls.insert(key.clone(), rx);
-                    publish = Some(tx);
-                    None
+                    calls.insert(key.to_owned(), None);
+                    Role::Leader
                 }
-            }
+            },
+            Err(_) => Role::Alone,
         };
-        if let Some(mut rx) = waiting {
-            crate::observe::metrics::coalesced_read();
-            if let Ok(shared) = rx.wait_for(Option::is_some).await {
-                let outcome = shared.clone().expect("waited for an outcome");
-                drop(shared);
-                return outcome.map(|reply| restamp(reply, id()));
+        let mut leader = None;
+        match role {
+            Role::Follower(shared) => {
+                crate::observe::metrics::coalesced_read();
+                if let Some(outcome) = shared.outcome().await {
+                    return outcome.map(|reply| restamp(reply, id()));
+                }
+                // The leader went away: this caller makes its own call.
             }
-            // The leader went away without an outcome.
-            return call.await;
+            Role::Leader => {
+                leader = Some(Registered {
+                    calls: &self.calls,
+                    key,
+                    published: false,
+                })
+            }
+            Role::Alone => {}
         }
-        let _registered = Registered {
-            calls: &self.calls,
-            key,
-        };
         let outcome = call.await;
-        if let Some(tx) = publish {
-            let _ = tx.send(Some(outcome.clone()));
+        if let Some(leader) = leader {
+            leader.publish(&outcome);
         }
         outcome
     }
@@ -74,16 +92,67 @@ impl InFlight {
     }
 }
 
-/// Unregisters a leader's call when it ends, however it ends.
+enum Role {
+    Leader,
+    Follower(Arc<Shared>),
+    /// The map's lock is poisoned: no sharing.
+    Alone,
+}
+
+impl Shared {
+    /// The leader's outcome; `None` when it went away without one.
+    async fn outcome(&self) -> Option<Outcome> {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            // Registered before the state is read, so a publish in between is not missed.
+            changed.as_mut().enable();
+            match &*self.state.lock().ok()? {
+                State::Pending => {}
+                State::Done(outcome) => return Some(outcome.clone()),
+                State::Abandoned => return None,
+            }
+            changed.await;
+        }
+    }
+
+    fn settle(&self, state: State) {
+        if let Ok(mut s) = self.state.lock() {
+            *s = state;
+        }
+        self.changed.notify_waiters();
+    }
+}
+
+/// A leader's entry: removed when the call ends, however it ends. Followers get the
+/// outcome (`publish`) or, when the leader's task was dropped, are told to call alone.
 struct Registered<'a> {
-    calls: &'a Mutex<HashMap<String, watch::Receiver<Option<Outcome>>>>,
-    key: String,
+    calls: &'a Calls,
+    key: &'a str,
+    /// The entry is gone already (published): a later leader may hold the key now.
+    published: bool,
+}
+
+impl Registered<'_> {
+    fn take_followers(&self) -> Option<Arc<Shared>> {
+        self.calls.lock().ok()?.remove(self.key).flatten()
+    }
+
+    fn publish(mut self, outcome: &Outcome) {
+        self.published = true;
+        if let Some(shared) = self.take_followers() {
+            shared.settle(State::Done(outcome.clone()));
+        }
+    }
 }
 
 impl Drop for Registered<'_> {
     fn drop(&mut self) {
-        if let Ok(mut calls) = self.calls.lock() {
-            calls.remove(&self.key);
+        if self.published {
+            return;
+        }
+        if let Some(shared) = self.take_followers() {
+            shared.settle(State::Abandoned);
         }
     }
 }
@@ -133,7 +202,7 @@ mod tests {
                     Ok(answer(n))
                 };
                 inflight
-                    .run("k".into(), || Id::index(n as usize), call)
+                    .run("k", || Id::index(n as usize), Box::pin(call))
                     .await
             }));
         }
@@ -147,10 +216,14 @@ mod tests {
         assert!(inflight.is_empty());
         // Once done, the next call is a call of its own.
         inflight
-            .run("k".into(), || Id::index(0), async {
-                made.fetch_add(1, Ordering::SeqCst);
-                Ok(answer(0))
-            })
+            .run(
+                "k",
+                || Id::index(0),
+                Box::pin(async {
+                    made.fetch_add(1, Ordering::SeqCst);
+                    Ok(answer(0))
+                }),
+            )
             .await
             .unwrap();
         assert_eq!(made.load(Ordering::SeqCst), 2);
@@ -163,10 +236,14 @@ mod tests {
             let inflight = inflight.clone();
             tokio::spawn(async move {
                 inflight
-                    .run("k".into(), || Id::index(1), async {
-                        tokio::time::sleep(Duration::from_secs(60)).await;
-                        Ok(answer(1))
-                    })
+                    .run(
+                        "k",
+                        || Id::index(1),
+                        Box::pin(async {
+                            tokio::time::sleep(Duration::from_secs(60)).await;
+                            Ok(answer(1))
+                        }),
+                    )
                     .await
             })
         };
@@ -175,7 +252,7 @@ mod tests {
             let inflight = inflight.clone();
             tokio::spawn(async move {
                 inflight
-                    .run("k".into(), || Id::index(2), async { Ok(answer(2)) })
+                    .run("k", || Id::index(2), Box::pin(async { Ok(answer(2)) }))
                     .await
             })
         };

@@ -168,7 +168,7 @@ impl Gateway {
         };
         if method.starts_with("eth_new") {
             let r = self
-                .read(pool, MethodClass::Filter, Need::default(), body, rid)
+                .read(pool, MethodClass::Filter, Need::default(), &body, rid)
                 .await?;
             let answer = answer_of(&r.body);
             if let (Payload::Result(Value::String(fid)), Some(host)) =
@@ -188,7 +188,7 @@ impl Gateway {
             return Ok((jsonrpc_error(&id, -32000, "filter not found"), None));
         };
         let timeout = self.conf.timeout;
-        match self.attempt(&host, body, rid, timeout).await {
+        match self.attempt(host.clone(), &body, rid, timeout).await {
             Ok(b) => {
                 let answer = answer_of(&b);
                 if method == "eth_uninstallFilter"

@@ -5,7 +5,6 @@ use super::call::method_of;
 use super::{Gateway, RpcReply};
 use crate::errors::ApiError;
 use crate::pools::Host;
-use bytes::Bytes;
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -85,7 +84,7 @@ impl Gateway {
         }
         self.try_hosts(
             &hosts,
-            Bytes::copy_from_slice(body),
+            body,
             rid,
             super::attempts::NodeState::Answer,
             // Bundles and private transactions have effects: one host at a time.

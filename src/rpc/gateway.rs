@@ -26,6 +26,21 @@ pub(super) struct CacheSlot {
     pub(super) note: Option<CacheNote>,
 }
 
+/// A read's key in the cache and among calls in flight: same pool, floor, method and
+/// params make the same call, whatever its id. Params print with sorted keys (no
+/// `preserve_order`), so equal params make equal keys. Written into one buffer: this
+/// runs for every read.
+fn call_key(pool: &str, floor: u64, method: &str, params: Option<&Value>) -> String {
+    use std::fmt::Write;
+    let mut key = String::with_capacity(pool.len() + method.len() + 160);
+    let _ = write!(key, "{pool}\n{floor}\n{method}\n");
+    let Some(params) = params else { return key };
+    let mut bytes = key.into_bytes();
+    // A `Value` written to a `Vec` cannot fail, and what serde_json writes is UTF-8.
+    let _ = serde_json::to_writer(&mut bytes, params);
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
 impl Gateway {
     pub(super) async fn single(
         &self,
@@ -122,14 +137,19 @@ impl Gateway {
         };
         let before = self.cache.snapshot(&pool.name);
         let need = need_for(pool, block_need(method, params)).at_least(floor);
-        let read = self.read(pool, class, need, Bytes::copy_from_slice(raw), rid);
-        // Boxed: the attempts' state (hedge timer, attempts in flight) would otherwise
-        // size every connection's task, idle ones included.
-        let mut reply = if self.conf.coalesce {
-            Box::pin(self.in_flight.run(slot.key.clone(), || id_of(raw), read)).await?
-        } else {
-            Box::pin(read).await?
-        };
+        // One box for the attempts and the coalescing around them: inline, the attempts'
+        // state (hedge timer, attempts in flight) would size every connection's task, idle
+        // ones included, and be copied at each level it passes.
+        let (coalesce, key) = (self.conf.coalesce, &slot.key);
+        let mut reply = Box::pin(async move {
+            let read = std::pin::pin!(self.read(pool, class, need, raw, rid));
+            if coalesce {
+                self.in_flight.run(key, || id_of(raw), read).await
+            } else {
+                read.await
+            }
+        })
+        .await?;
         reply.cache = self.cache_keep(pool, slot, &reply, before);
         Ok(reply)
     }
@@ -150,10 +170,7 @@ impl Gateway {
         floor: u64,
         id: impl FnOnce() -> Id,
     ) -> Result<RpcReply, CacheSlot> {
-        // Same pool, method and params: the same call, whatever its id. Params print
-        // with sorted keys (no `preserve_order`), so equal params make equal keys.
-        let text = params.map(Value::to_string).unwrap_or_default();
-        let key = format!("{}\n{floor}\n{method}\n{text}", pool.name);
+        let key = call_key(&pool.name, floor, method, params);
         let policy = match () {
             _ if !self.caches(pool) => None,
             _ if floor > 0 => Some(cache::Policy::Bypass("min_block")),
@@ -262,7 +279,7 @@ impl Gateway {
         let r = self
             .try_hosts(
                 &hosts,
-                call.to_bytes(),
+                &call.to_bytes(),
                 rid,
                 NodeState::NextHostElseAnswer,
                 budget,
@@ -319,7 +336,7 @@ impl Gateway {
             .map(|(i, (method, params))| Request::new(Id::index(i), method, params.clone()))
             .collect();
         let body = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
-        self.read(pool, MethodClass::Read, Need::default(), body, rid)
+        self.read(pool, MethodClass::Read, Need::default(), &body, rid)
             .await
     }
 
@@ -347,5 +364,30 @@ impl Gateway {
             .collect::<Option<Vec<_>>>()
             .ok_or_else(|| bad("the node's batch answer misses calls"))?;
         Ok((results, r.upstream))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn call_key_is_pool_floor_method_and_compact_params() {
+        let params = serde_json::json!([{"to": "0xab", "data": "0x01"}, "latest"]);
+        assert_eq!(
+            call_key("eth", 7, "eth_call", Some(&params)),
+            format!("eth\n7\neth_call\n{params}")
+        );
+        assert_eq!(
+            call_key("eth", 0, "eth_chainId", None),
+            "eth\n0\neth_chainId\n"
+        );
+        // Equal params in another key order make the same key.
+        let a: Value = serde_json::from_str(r#"[{"data":"0x01","to":"0xab"}]"#).unwrap();
+        let b: Value = serde_json::from_str(r#"[{"to":"0xab","data":"0x01"}]"#).unwrap();
+        assert_eq!(
+            call_key("p", 0, "m", Some(&a)),
+            call_key("p", 0, "m", Some(&b))
+        );
     }
 }

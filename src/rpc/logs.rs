@@ -325,7 +325,7 @@ impl Gateway {
             let call = Request::new(Id::index(1), GET_LOGS, Value::Array(vec![Value::Object(filter)]));
             let need = need_for(split.pool, BlockNeed::AtLeast(to)).at_least(split.floor);
             let reply = self
-                .read(split.pool, MethodClass::Read, need, call.to_bytes(), split.rid)
+                .read(split.pool, MethodClass::Read, need, &call.to_bytes(), split.rid)
                 .await?;
             if let Some(block) = reply.block {
                 split.oldest.fetch_min(block, Ordering::Relaxed);

@@ -127,7 +127,7 @@ impl Gateway {
                 metrics::upstream_attempt(&host.pool, &host.id);
                 let r = client
                     .send(
-                        host.post_json(body, &rid),
+                        host.post_json(&body, &rid),
                         conf.timeout,
                         conf.max_response_bytes,
                     )
@@ -163,7 +163,7 @@ impl Gateway {
         let mut out = Vec::new();
         for host in hosts.iter().take(self.conf.max_attempts) {
             let r = self
-                .attempt(host, body.clone(), rid, self.conf.timeout)
+                .attempt(host.clone(), &body, rid, self.conf.timeout)
                 .await;
             let accepted = r
                 .as_ref()
@@ -184,7 +184,7 @@ impl Gateway {
                 pool,
                 MethodClass::Read,
                 Need::default(),
-                call.to_bytes(),
+                &call.to_bytes(),
                 rid,
             )
             .await

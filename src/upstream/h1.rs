@@ -254,7 +254,9 @@ pub fn encode(req: &H1Request<'_>) -> Vec<u8> {
         w.extend_from_slice(b"\r\n");
     }
     if req.body.is_some() || matches!(req.method, "POST" | "PUT" | "PATCH") {
-        w.extend_from_slice(format!("Content-Length: {}\r\n", body.len()).as_bytes());
+        // Written in place (`io::Write` for `Vec` cannot fail): no string per request.
+        let _ =
+            std::io::Write::write_fmt(&mut w, format_args!("Content-Length: {}\r\n", body.len()));
     }
     w.extend_from_slice(b"\r\n");
     w.extend_from_slice(body);

@@ -60,7 +60,7 @@ pub struct Call<'a> {
     pub path: &'a str,
     /// Extra headers (provider keys come from secret references).
     pub headers: &'a [(String, Secret)],
-    pub body: Option<Bytes>,
+    pub body: Option<&'a [u8]>,
     /// Content type of `body` (JSON when unset).
     pub content_type: Option<&'static str>,
     pub request_id: &'a str,
@@ -148,7 +148,10 @@ impl UpstreamClient {
             .await
             .map_err(io)?;
         if let Some(body) = call.body {
-            session.write_request_body(body, true).await.map_err(io)?;
+            session
+                .write_request_body(Bytes::copy_from_slice(body), true)
+                .await
+                .map_err(io)?;
         }
         session.finish_request_body().await.map_err(io)?;
         session.read_response_header().await.map_err(io)?;
@@ -217,7 +220,7 @@ impl UpstreamClient {
             method: call.method,
             path: call.path,
             headers: &headers,
-            body: call.body.as_deref(),
+            body: call.body,
         };
         self.plain.exchange(addr, &req, max_response).await
     }

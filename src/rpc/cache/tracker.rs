@@ -72,7 +72,7 @@ impl Tracker {
         let need = need_for(pool, BlockNeed::Head);
         let reply = self
             .gateway
-            .read(pool, MethodClass::Read, need, body, "cache-tracker")
+            .read(pool, MethodClass::Read, need, &body, "cache-tracker")
             .await
             .map_err(|e| e.message)?;
         let answers: Vec<Response> =
