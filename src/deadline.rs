@@ -37,16 +37,22 @@ impl Deadline {
     where
         F: Future<Output = io::Result<T>>,
     {
-        let until = limit.map(|limit| {
-            let until = Instant::now() + limit;
+        self.run_until(limit.map(|limit| Instant::now() + limit), op)
+    }
+
+    /// `op`, or `TimedOut` if it has not finished by `until` (no end: `None`).
+    pub fn run_until<T, F>(&mut self, until: Option<Instant>, op: F) -> Run<'_, F>
+    where
+        F: Future<Output = io::Result<T>>,
+    {
+        if let Some(until) = until {
             match &mut self.timer {
                 // Armed for later than this operation allows: bring it forward.
                 Some(timer) if timer.deadline() > until => timer.as_mut().reset(until),
                 Some(_) => {}
                 None => self.timer = Some(Box::pin(tokio::time::sleep_until(until))),
             }
-            until
-        });
+        }
         Run {
             op,
             until,

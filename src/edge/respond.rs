@@ -21,7 +21,10 @@ pub fn each_header<E>(
     if let Some(ct) = reply.content_type {
         f("Content-Type", ct)?;
     }
-    f("Content-Length", &reply.body.len().to_string())?;
+    f(
+        "Content-Length",
+        itoa::Buffer::new().format(reply.body.len()),
+    )?;
     for (k, v) in &reply.headers {
         f(k, v)?;
     }

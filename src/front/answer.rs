@@ -6,7 +6,8 @@ use crate::reply::Reply;
 
 /// A local answer on the wire, head and body in one buffer.
 pub(super) fn local_answer(ctx: &Ctx, reply: &Reply, closing: bool, head_only: bool) -> Vec<u8> {
-    let mut out = Vec::with_capacity(256 + reply.body.len());
+    // Room for the usual head (status, date, request id, rate limits, cache notes).
+    let mut out = Vec::with_capacity(512 + reply.body.len());
     status_line(&mut out, reply.status, "");
     date_header(&mut out);
     let Ok(()) = each_header(ctx, reply, |k, v| {
@@ -47,7 +48,7 @@ pub(super) fn status_line(out: &mut Vec<u8>, status: u16, reason: &str) {
         reason
     };
     out.extend_from_slice(b"HTTP/1.1 ");
-    out.extend_from_slice(status.to_string().as_bytes());
+    out.extend_from_slice(itoa::Buffer::new().format(status).as_bytes());
     out.push(b' ');
     out.extend_from_slice(reason.as_bytes());
     out.extend_from_slice(b"\r\n");

@@ -76,6 +76,7 @@ pub(super) async fn pass(
         let how = Open {
             connect_timeout: pass.endpoint(host, false).1.options.connection_timeout,
             read_timeout,
+            until: None,
             kept: IdleConn::take_for(&mut req.conn.kept, addr),
             safe_to_resend: idempotent,
         };
@@ -356,7 +357,7 @@ async fn relay(
             &mut up,
             &mut chunk,
             &mut req.conn.node_deadline,
-            read_timeout,
+            read_timeout.map(|t| tokio::time::Instant::now() + t),
         )
         .await
         {

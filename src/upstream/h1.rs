@@ -25,6 +25,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::time::Instant as TokioInstant;
 
 /// Idle connections kept per node address in each shard; more are closed.
 const MAX_IDLE_PER_ADDR: usize = 256;
@@ -69,6 +70,8 @@ pub struct Open {
     pub connect_timeout: Option<Duration>,
     /// Longest wait for each read of the answer (`None`: the caller bounds the call).
     pub read_timeout: Option<Duration>,
+    /// When the whole call must be done by (connect, send, the answer's head).
+    pub until: Option<TokioInstant>,
     /// A connection to `addr` to try first (before the pool's).
     pub kept: Option<TcpStream>,
     /// The node may receive the request twice (a read, or a signed write deduplicated
@@ -95,35 +98,55 @@ impl From<OpenError> for UpstreamError {
 }
 
 impl H1Pool {
-    /// Send `req` to `addr` and read the whole answer (at most `max_body` bytes of body).
+    /// Send `req` to `addr` and read the whole answer (at most `max_body` bytes of body),
+    /// all of it within `limit` (`None`: the caller bounds it): `UpstreamError::Timeout`
+    /// past it.
+    ///
+    /// The limit is kept by the connection's own timer, which goes back to the pool with
+    /// it: a later call's limit ends later, so the timer is left alone (moved only when it
+    /// fires before the call in progress is due). A timer per call would be added to the
+    /// runtime's wheel and taken out again on every call.
     pub async fn exchange(
         &self,
         addr: SocketAddr,
         req: &H1Request<'_>,
         max_body: usize,
+        limit: Option<Duration>,
     ) -> Result<UpstreamResponse, UpstreamError> {
-        // No timeout per read here: callers bound the whole exchange.
-        let mut untimed = Deadline::default();
+        let until = limit.map(|limit| TokioInstant::now() + limit);
+        let (kept, mut timer) = match self.take_idle(addr) {
+            Some(idle) => (Some(idle.stream), idle.timer),
+            None => (None, Deadline::default()),
+        };
+        let timed_out = |e: UpstreamError| match until {
+            Some(until) if TokioInstant::now() >= until => UpstreamError::Timeout,
+            _ => e,
+        };
+        let how = Open {
+            until,
+            kept,
+            // JSON-RPC over POST, health checks, scrapes: safe to send again (a write
+            // sent twice is the same signed transaction, one hash).
+            safe_to_resend: true,
+            ..Open::default()
+        };
         let (mut stream, mut buf) = self
-            .open(
-                addr,
-                &encode(req),
-                &mut untimed,
-                Open {
-                    // JSON-RPC over POST, health checks, scrapes: safe to send again (a
-                    // write sent twice is the same signed transaction, one hash).
-                    safe_to_resend: true,
-                    ..Open::default()
-                },
-            )
-            .await?;
+            .open(addr, &encode(req), &mut timer, how)
+            .await
+            .map_err(|e| timed_out(e.into()))?;
         let head = parse_head_visit(&buf, req.method == "HEAD", |_, _| {})?
             .ok_or_else(|| UpstreamError::Io("incomplete response head".into()))?;
         let (status, framing, close) = (head.status, head.framing, head.close);
         let rest = buf.split_off(head.len);
-        let (body, trailing) = read_body(&mut stream, rest, framing, max_body).await?;
-        let reusable = !close && !trailing && framing != Framing::UntilClose;
-        self.put(addr, reusable.then_some(stream));
+        let (body, trailing) = read_body(&mut stream, rest, framing, max_body, &mut timer, until)
+            .await
+            .map_err(timed_out)?;
+        if !close && !trailing && framing != Framing::UntilClose {
+            self.put_idle(IdleConn {
+                timer,
+                ..IdleConn::new(addr, stream)
+            });
+        }
         Ok(UpstreamResponse {
             status,
             body: Bytes::from(body),
@@ -146,18 +169,19 @@ impl H1Pool {
         let Open {
             connect_timeout,
             read_timeout,
+            until,
             kept,
             safe_to_resend,
         } = how;
         if let Some(stream) = kept.or_else(|| self.take(addr)) {
-            match send_and_read_head(stream, wire, deadline, read_timeout).await {
+            match send_and_read_head(stream, wire, deadline, read_timeout, until).await {
                 Ok(done) => return Ok(done),
                 Err((Stale::Unsent, _)) => {}
                 Err((Stale::NoAnswer, _)) if safe_to_resend => {}
                 Err((_, e)) => return Err(OpenError::Transport(e)),
             }
         }
-        let connect = TcpStream::connect(addr);
+        let connect = deadline.run_until(until, TcpStream::connect(addr));
         let stream = match connect_timeout {
             None => connect.await,
             Some(t) => tokio::time::timeout(t, connect)
@@ -166,27 +190,26 @@ impl H1Pool {
         }
         .map_err(|e| OpenError::Connect(e.to_string()))?;
         let _ = stream.set_nodelay(true);
-        send_and_read_head(stream, wire, deadline, read_timeout)
+        send_and_read_head(stream, wire, deadline, read_timeout, until)
             .await
             .map_err(|(_, e)| OpenError::Transport(e))
     }
 
     /// An idle connection to `addr` that is still quiet, if any.
     pub fn take(&self, addr: SocketAddr) -> Option<TcpStream> {
+        self.take_idle(addr).map(|idle| idle.stream)
+    }
+
+    /// `take`, with the connection's timer.
+    fn take_idle(&self, addr: SocketAddr) -> Option<IdleConn> {
         let mut idle = self.shards[shard_index()].lock().ok()?;
         let list = idle.get_mut(&addr)?;
         while let Some(conn) = list.pop() {
             if conn.usable() {
-                return Some(conn.stream);
+                return Some(conn);
             }
         }
         None
-    }
-
-    /// Keep `stream` for the next request to `addr` (`None`: nothing to keep).
-    pub fn put(&self, addr: SocketAddr, stream: Option<TcpStream>) {
-        let Some(stream) = stream else { return };
-        self.put_idle(IdleConn::new(addr, stream));
     }
 
     pub fn put_idle(&self, conn: IdleConn) {
@@ -204,6 +227,8 @@ pub struct IdleConn {
     addr: SocketAddr,
     stream: TcpStream,
     since: Instant,
+    /// The timer of the calls made on it (`exchange`), kept armed between them.
+    timer: Deadline,
 }
 
 impl IdleConn {
@@ -212,6 +237,7 @@ impl IdleConn {
             addr,
             stream,
             since: Instant::now(),
+            timer: Deadline::default(),
         }
     }
 
@@ -254,9 +280,9 @@ pub fn encode(req: &H1Request<'_>) -> Vec<u8> {
         w.extend_from_slice(b"\r\n");
     }
     if req.body.is_some() || matches!(req.method, "POST" | "PUT" | "PATCH") {
-        // Written in place (`io::Write` for `Vec` cannot fail): no string per request.
-        let _ =
-            std::io::Write::write_fmt(&mut w, format_args!("Content-Length: {}\r\n", body.len()));
+        w.extend_from_slice(b"Content-Length: ");
+        w.extend_from_slice(itoa::Buffer::new().format(body.len()).as_bytes());
+        w.extend_from_slice(b"\r\n");
     }
     w.extend_from_slice(b"\r\n");
     w.extend_from_slice(body);
@@ -280,10 +306,11 @@ async fn send_and_read_head(
     wire: &[u8],
     deadline: &mut Deadline,
     read_timeout: Option<Duration>,
+    until: Option<TokioInstant>,
 ) -> Result<(TcpStream, Vec<u8>), (Stale, String)> {
     let mut sent = 0;
     while sent < wire.len() {
-        match stream.write(&wire[sent..]).await {
+        match deadline.run_until(until, stream.write(&wire[sent..])).await {
             Ok(0) => return Err((Stale::No, "node connection closed".into())),
             Ok(n) => sent += n,
             Err(e) if sent == 0 => return Err((Stale::Unsent, e.to_string())),
@@ -326,7 +353,14 @@ async fn send_and_read_head(
             }
             None => {}
         }
-        match read_some(&mut stream, &mut buf, deadline, read_timeout).await {
+        match read_some(
+            &mut stream,
+            &mut buf,
+            deadline,
+            read_end(read_timeout, until),
+        )
+        .await
+        {
             Ok(0) if buf.is_empty() => {
                 return Err((Stale::NoAnswer, "connection closed before an answer".into()))
             }
@@ -344,17 +378,27 @@ async fn send_and_read_head(
     }
 }
 
-/// Read what has arrived into `buf` (0 at end of stream), waiting at most `timeout`.
+/// Read what has arrived into `buf` (0 at end of stream), waiting at most until `end`.
 pub async fn read_some(
     stream: &mut TcpStream,
     buf: &mut Vec<u8>,
     deadline: &mut Deadline,
-    timeout: Option<Duration>,
+    end: Option<TokioInstant>,
 ) -> std::io::Result<usize> {
     if buf.capacity() - buf.len() < 1024 {
         buf.reserve(READ_CHUNK);
     }
-    deadline.run(timeout, stream.read_buf(buf)).await
+    deadline.run_until(end, stream.read_buf(buf)).await
+}
+
+/// When a read must end: `timeout` from now (each read's own limit), or the call's end
+/// `until`, whichever comes first.
+fn read_end(timeout: Option<Duration>, until: Option<TokioInstant>) -> Option<TokioInstant> {
+    let own = timeout.map(|t| TokioInstant::now() + t);
+    match (own, until) {
+        (Some(own), Some(until)) => Some(own.min(until)),
+        (own, until) => own.or(until),
+    }
 }
 
 /// The whole body after the head (its first bytes in `rest`), at most `max_body` bytes,
@@ -364,9 +408,10 @@ async fn read_body(
     mut rest: Vec<u8>,
     framing: Framing,
     max_body: usize,
+    deadline: &mut Deadline,
+    until: Option<TokioInstant>,
 ) -> Result<(Vec<u8>, bool), UpstreamError> {
     let io = |e: std::io::Error| UpstreamError::Io(e.to_string());
-    let untimed = &mut Deadline::default();
     let closed = |what: &str| UpstreamError::Io(format!("connection closed in {what}"));
     match framing {
         Framing::None => Ok((Vec::new(), !rest.is_empty())),
@@ -375,7 +420,7 @@ async fn read_body(
                 return Err(UpstreamError::TooLarge(max_body));
             }
             while rest.len() < n {
-                if read_some(stream, &mut rest, untimed, None)
+                if read_some(stream, &mut rest, deadline, until)
                     .await
                     .map_err(io)?
                     == 0
@@ -409,7 +454,7 @@ async fn read_body(
                     return Ok((body, n < input.len()));
                 }
                 input.clear();
-                if read_some(stream, &mut input, untimed, None)
+                if read_some(stream, &mut input, deadline, until)
                     .await
                     .map_err(io)?
                     == 0
@@ -422,7 +467,7 @@ async fn read_body(
             if rest.len() > max_body {
                 return Err(UpstreamError::TooLarge(max_body));
             }
-            if read_some(stream, &mut rest, untimed, None)
+            if read_some(stream, &mut rest, deadline, until)
                 .await
                 .map_err(io)?
                 == 0

@@ -90,7 +90,16 @@ impl UpstreamClient {
         timeout: Duration,
         max_response: usize,
     ) -> Result<UpstreamResponse, UpstreamError> {
-        match tokio::time::timeout(timeout, self.exchange(call, max_response)).await {
+        if let Some(addr) = crate::address::plain_inet(call.peer) {
+            // The lean client keeps the limit with the connection's own timer.
+            return self
+                .exchange_plain(addr, &call, max_response, timeout)
+                .await;
+        }
+        // Boxed: Pingora's client future is large, and inline it would size every
+        // call's future on the plain path too (and so every connection's task).
+        let pingora = Box::pin(self.exchange_pingora(call, max_response));
+        match tokio::time::timeout(timeout, pingora).await {
             Ok(r) => r,
             Err(_) => Err(UpstreamError::Timeout),
         }
@@ -158,19 +167,6 @@ impl UpstreamClient {
         Ok(session)
     }
 
-    async fn exchange(
-        &self,
-        call: Call<'_>,
-        max_response: usize,
-    ) -> Result<UpstreamResponse, UpstreamError> {
-        if let Some(addr) = crate::address::plain_inet(call.peer) {
-            return self.exchange_plain(addr, &call, max_response).await;
-        }
-        // Boxed: Pingora's client future is large, and inline it would size every
-        // call's future on the plain path too (and so every connection's task).
-        Box::pin(self.exchange_pingora(call, max_response)).await
-    }
-
     /// A buffered call through Pingora's connector (TLS and HTTP/2 nodes).
     async fn exchange_pingora(
         &self,
@@ -205,6 +201,7 @@ impl UpstreamClient {
         addr: std::net::SocketAddr,
         call: &Call<'_>,
         max_response: usize,
+        limit: Duration,
     ) -> Result<UpstreamResponse, UpstreamError> {
         let mut headers: Vec<(&str, &[u8])> = Vec::with_capacity(4 + call.headers.len());
         headers.push(("Host", call.authority.as_bytes()));
@@ -222,7 +219,9 @@ impl UpstreamClient {
             headers: &headers,
             body: call.body,
         };
-        self.plain.exchange(addr, &req, max_response).await
+        self.plain
+            .exchange(addr, &req, max_response, Some(limit))
+            .await
     }
 }
 

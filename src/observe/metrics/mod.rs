@@ -374,6 +374,17 @@ thread_local! {
         std::cell::RefCell::new(std::collections::HashMap::new());
     static HOST_ATTEMPTS: std::cell::RefCell<Vec<(String, String, prometheus::IntCounter)>> =
         const { std::cell::RefCell::new(Vec::new()) };
+    static CACHE_LOOKUP_SERIES: std::cell::RefCell<Vec<CacheLookupSeries>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// One `chainedge_cache_lookups_total` series, kept per thread: every read is counted,
+/// and a labelled lookup hashes its labels under the vector's lock.
+struct CacheLookupSeries {
+    outcome: &'static str,
+    reason: &'static str,
+    pool: String,
+    counter: prometheus::IntCounter,
 }
 
 pub fn request_done(route: &str, status: u16, seconds: f64) {
@@ -458,10 +469,32 @@ pub fn upstream_counts(pool: &str, host: &str) -> (u64, u64) {
     (attempts, failures)
 }
 
-pub fn cache_lookup(pool: &str, outcome: &str, reason: &str) {
-    CACHE_LOOKUPS
-        .with_label_values(&[pool, outcome, reason])
-        .inc();
+pub fn cache_lookup(pool: &str, outcome: &'static str, reason: &'static str) {
+    CACHE_LOOKUP_SERIES.with(|series| {
+        let mut series = series.borrow_mut();
+        // Outcomes and reasons are a fixed set of literals and pools are fixed at start:
+        // the list stays short, and the literals compare by address first.
+        let found = series
+            .iter()
+            .find(|s| same(s.outcome, outcome) && same(s.reason, reason) && s.pool == pool);
+        match found {
+            Some(s) => s.counter.inc(),
+            None => {
+                let counter = CACHE_LOOKUPS.with_label_values(&[pool, outcome, reason]);
+                counter.inc();
+                series.push(CacheLookupSeries {
+                    outcome,
+                    reason,
+                    pool: pool.to_string(),
+                    counter,
+                });
+            }
+        }
+    });
+}
+
+fn same(a: &'static str, b: &'static str) -> bool {
+    std::ptr::eq(a, b) || a == b
 }
 
 pub fn cache_reorg(pool: &str) {

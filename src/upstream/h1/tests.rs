@@ -87,11 +87,11 @@ async fn length_and_chunked_bodies_and_reuse() {
     )
     .await;
     let pool = H1Pool::default();
-    let r = pool.exchange(addr, &post(H), 100).await.unwrap();
+    let r = pool.exchange(addr, &post(H), 100, None).await.unwrap();
     assert_eq!((r.status, &r.body[..]), (200, &b"hello"[..]));
-    let r = pool.exchange(addr, &post(H), 100).await.unwrap();
+    let r = pool.exchange(addr, &post(H), 100, None).await.unwrap();
     assert_eq!((r.status, &r.body[..]), (200, &b"abcde"[..]));
-    let r = pool.exchange(addr, &post(H), 100).await.unwrap();
+    let r = pool.exchange(addr, &post(H), 100, None).await.unwrap();
     assert_eq!((r.status, r.body.len()), (503, 0));
     assert_eq!(conns.load(Ordering::SeqCst), 1, "one connection, reused");
 }
@@ -103,7 +103,7 @@ async fn a_connection_the_node_closed_is_replaced() {
     let (addr, conns) = node(vec!["HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"], 1).await;
     let pool = H1Pool::default();
     for _ in 0..3 {
-        let r = pool.exchange(addr, &post(H), 100).await.unwrap();
+        let r = pool.exchange(addr, &post(H), 100, None).await.unwrap();
         assert_eq!(&r.body[..], b"ok");
     }
     assert_eq!(conns.load(Ordering::SeqCst), 3);
@@ -123,7 +123,7 @@ async fn unsolicited_bytes_on_an_idle_connection_are_never_an_answer() {
         .await;
         let pool = H1Pool::default();
         for _ in 0..3 {
-            let r = pool.exchange(addr, &post(H), 100).await.unwrap();
+            let r = pool.exchange(addr, &post(H), 100, None).await.unwrap();
             assert_eq!((r.status, &r.body[..]), (200, &b"ok"[..]));
             tokio::time::sleep(Duration::from_millis(30)).await;
         }
@@ -135,7 +135,7 @@ async fn unsolicited_bytes_on_an_idle_connection_are_never_an_answer() {
 async fn limits_and_malformed_answers() {
     let (addr, _) = node(vec!["HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n"], 10).await;
     let pool = H1Pool::default();
-    let e = pool.exchange(addr, &post(H), 100).await.unwrap_err();
+    let e = pool.exchange(addr, &post(H), 100, None).await.unwrap_err();
     assert!(matches!(e, UpstreamError::TooLarge(100)), "{e}");
 
     let (addr, _) = node(
@@ -143,17 +143,17 @@ async fn limits_and_malformed_answers() {
         10,
     )
     .await;
-    let e = pool.exchange(addr, &post(H), 100).await.unwrap_err();
+    let e = pool.exchange(addr, &post(H), 100, None).await.unwrap_err();
     assert!(matches!(e, UpstreamError::TooLarge(100)), "{e}");
 
     let (addr, _) = node(vec!["NOT HTTP AT ALL\r\n\r\n"], 10).await;
-    let e = pool.exchange(addr, &post(H), 100).await.unwrap_err();
+    let e = pool.exchange(addr, &post(H), 100, None).await.unwrap_err();
     assert!(e.to_string().contains("bad response head"), "{e}");
 
     // Bare LF line ends: refused at once, not after the read deadline.
     let (addr, _) = node(vec!["HTTP/1.1 200 OK\nContent-Length: 2\n\nok"], 10).await;
     let started = std::time::Instant::now();
-    let e = pool.exchange(addr, &post(H), 100).await.unwrap_err();
+    let e = pool.exchange(addr, &post(H), 100, None).await.unwrap_err();
     assert!(e.to_string().contains("bare LF"), "{e}");
     assert!(started.elapsed() < Duration::from_secs(2));
 
@@ -162,7 +162,7 @@ async fn limits_and_malformed_answers() {
         10,
     )
     .await;
-    let e = pool.exchange(addr, &post(H), 100).await.unwrap_err();
+    let e = pool.exchange(addr, &post(H), 100, None).await.unwrap_err();
     assert!(e.to_string().contains("conflicting"), "{e}");
 
     // Framing a proxy must not guess at: refused, never relayed.
@@ -189,7 +189,7 @@ async fn limits_and_malformed_answers() {
         ),
     ] {
         let (addr, _) = node(vec![answer], 10).await;
-        let e = pool.exchange(addr, &post(H), 100).await.unwrap_err();
+        let e = pool.exchange(addr, &post(H), 100, None).await.unwrap_err();
         assert!(e.to_string().contains(why), "{answer:?}: {e}");
     }
 }
@@ -227,7 +227,7 @@ async fn a_request_that_may_have_reached_the_node_is_not_sent_twice() {
     for safe_to_resend in [false, true] {
         let (addr, requests) = answers_once_then_drops().await;
         let pool = H1Pool::default();
-        pool.exchange(addr, &post(H), 100).await.unwrap();
+        pool.exchange(addr, &post(H), 100, None).await.unwrap();
         let wire = encode(&post(H));
         let how = Open {
             safe_to_resend,
@@ -245,6 +245,66 @@ async fn a_request_that_may_have_reached_the_node_is_not_sent_twice() {
                 "the POST reached the node once"
             );
         }
+    }
+}
+
+/// A node that answers the first request on each connection at once and holds every
+/// later one for `hold_ms` before answering.
+async fn slow_after_first(hold_ms: u64) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                let mut first = true;
+                while s.read(&mut buf).await.unwrap_or(0) > 0 {
+                    if !first {
+                        tokio::time::sleep(Duration::from_millis(hold_ms)).await;
+                    }
+                    first = false;
+                    let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+                    if s.write_all(ok).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn a_call_past_its_limit_times_out_and_its_connection_is_not_kept() {
+    let addr = slow_after_first(5_000).await;
+    let pool = H1Pool::default();
+    let limit = Some(Duration::from_millis(200));
+    pool.exchange(addr, &post(H), 100, limit).await.unwrap();
+    let began = Instant::now();
+    let e = pool.exchange(addr, &post(H), 100, limit).await.unwrap_err();
+    assert!(matches!(e, UpstreamError::Timeout), "{e:?}");
+    let waited = began.elapsed();
+    assert!(waited >= Duration::from_millis(190) && waited < Duration::from_secs(2));
+    assert!(
+        pool.take(addr).is_none(),
+        "a timed-out connection went back to the pool"
+    );
+}
+
+#[tokio::test]
+async fn a_kept_connections_timer_that_fired_does_not_end_a_later_call() {
+    // Limits of 300 ms, answers after 120 ms (but the first). The first call arms the
+    // connection's timer for 300 ms; it fires while the connection sits in the pool,
+    // is moved to the second call's end, and fires again during the fourth call: each
+    // call still gets its own whole limit.
+    let addr = slow_after_first(120).await;
+    let pool = H1Pool::default();
+    let limit = Some(Duration::from_millis(300));
+    pool.exchange(addr, &post(H), 100, limit).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    for _ in 0..3 {
+        let r = pool.exchange(addr, &post(H), 100, limit).await.unwrap();
+        assert_eq!(&r.body[..], b"ok");
     }
 }
 
