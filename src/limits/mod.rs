@@ -31,6 +31,21 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+/// Callers whose past counts one thread keeps within a second (`past_counts`).
+const PAST_KEYS: usize = 4096;
+
+/// One thread's past counts: of which limiter, for which second, by key.
+#[derive(Default)]
+struct PastCounts {
+    limiter: u64,
+    second: u64,
+    by_key: HashMap<u64, Box<[f64]>>,
+}
+
+thread_local! {
+    static PAST_COUNTS: std::cell::RefCell<PastCounts> = Default::default();
+}
+
 /// Who is being limited.
 pub enum Caller<'a> {
     /// A tenant, by id and plan rank.
@@ -59,6 +74,8 @@ struct Bucket {
 }
 
 pub struct Limiter {
+    /// Which counts these are: a reload that keeps the ring keeps the id (`past_counts`).
+    id: u64,
     /// Where seconds are read: from the limiter's start, wall-clock when counts are shared
     /// (so instances agree on them), or a clock a test moves.
     clock: Clock,
@@ -117,7 +134,9 @@ impl Limiter {
                 })
                 .collect()
         };
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         Limiter {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             clock: Clock::Elapsed(Instant::now()),
             ring: (0..=conf.horizon_secs)
                 .map(|_| Bucket {
@@ -156,6 +175,7 @@ impl Limiter {
         if next.horizon == self.horizon && next.sketch == self.sketch {
             next.ring = self.ring.clone();
             next.seed = self.seed.clone();
+            next.id = self.id;
             next.clock = self.clock.clone();
         }
         if let Some(shared) = &self.shared {
@@ -260,9 +280,7 @@ impl Limiter {
         // Counts per second, newest first: [now, now-1, ..., now-horizon].
         let mut counts = [0f64; 61];
         let counts = &mut counts[..=self.horizon as usize];
-        for (back, c) in counts.iter_mut().enumerate().skip(1) {
-            *c = self.count(now.wrapping_sub(back as u64), key);
-        }
+        self.past_counts(now, key, &mut counts[1..]);
         counts[0] = self.current(now).incr(key, weight) as f64;
         let stable = self.shared.as_ref().map(|shared| {
             let stable = stable_key(caller, category);
@@ -320,6 +338,33 @@ impl Limiter {
             b.counts.reset();
         }
         &b.counts
+    }
+
+    /// This instance's counts of `key` in the seconds before `now`, newest first. Those
+    /// buckets are no longer counted into, so each thread reads them from the sketches
+    /// once per key and second (a hash per sketch row and second: most of a check's
+    /// cost) and keeps them until the second ends. A request counted by another thread
+    /// just before the boundary may be missed for that second: an under-count of the
+    /// few requests racing it, as with a bucket's reset.
+    fn past_counts(&self, now: u64, key: u64, out: &mut [f64]) {
+        PAST_COUNTS.with(|past| {
+            let mut past = past.borrow_mut();
+            if (past.limiter, past.second) != (self.id, now) {
+                past.limiter = self.id;
+                past.second = now;
+                past.by_key.clear();
+            }
+            if let Some(kept) = past.by_key.get(&key).filter(|k| k.len() == out.len()) {
+                out.copy_from_slice(kept);
+                return;
+            }
+            for (back, c) in out.iter_mut().enumerate() {
+                *c = self.count(now.wrapping_sub(back as u64 + 1), key);
+            }
+            if past.by_key.len() < PAST_KEYS {
+                past.by_key.insert(key, out.into());
+            }
+        });
     }
 
     /// The count of `key` in second `second`, 0 if that bucket holds another second.
