@@ -230,7 +230,7 @@ fn ip_text(socket_addr: &str) -> &str {
 }
 
 #[cfg(test)]
-mod ip_text_tests {
+mod tests {
     #[test]
     fn the_address_of_a_socket_address_as_its_ip_writes_it() {
         for a in [
@@ -243,5 +243,14 @@ mod ip_text_tests {
             assert_eq!(super::ip_text(&addr.to_string()), addr.ip().to_string());
         }
         assert_eq!(super::ip_text(""), "");
+    }
+
+    /// Every idle keep-alive connection holds its boxed `Conn`: 320 bytes is the
+    /// allocator's size class it fits, and one byte more would cost 64 per connection
+    /// (the next class is 384).
+    #[test]
+    fn a_connection_stays_in_its_allocation_class() {
+        let size = std::mem::size_of::<super::Conn>();
+        assert!(size <= 320, "Conn is {size} bytes");
     }
 }
