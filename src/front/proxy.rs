@@ -357,7 +357,7 @@ async fn relay(
             &mut up,
             &mut chunk,
             &mut req.conn.node_deadline,
-            read_timeout.map(|t| tokio::time::Instant::now() + t),
+            h1::end_of(read_timeout, None),
         )
         .await
         {

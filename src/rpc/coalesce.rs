@@ -61,24 +61,22 @@ impl InFlight {
             },
             Err(_) => Role::Alone,
         };
-        let mut leader = None;
-        match role {
+        let leader = match role {
             Role::Follower(shared) => {
                 crate::observe::metrics::coalesced_read();
                 if let Some(outcome) = shared.outcome().await {
                     return outcome.map(|reply| restamp(reply, id()));
                 }
                 // The leader went away: this caller makes its own call.
+                None
             }
-            Role::Leader => {
-                leader = Some(Registered {
-                    calls: &self.calls,
-                    key,
-                    published: false,
-                })
-            }
-            Role::Alone => {}
-        }
+            Role::Leader => Some(Registered {
+                calls: &self.calls,
+                key,
+                published: false,
+            }),
+            Role::Alone => None,
+        };
         let outcome = call.await;
         if let Some(leader) = leader {
             leader.publish(&outcome);

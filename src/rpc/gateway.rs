@@ -15,7 +15,6 @@ use crate::jsonrpc::methods::{block_need, classify_on, MethodClass};
 use crate::jsonrpc::{ErrorObject, Id, Request, Response};
 use crate::observe::metrics;
 use crate::pools::Pool;
-use bytes::Bytes;
 use serde_json::Value;
 
 /// A read's place in the response cache: the key its answer is kept under, the policy
@@ -335,7 +334,7 @@ impl Gateway {
             .enumerate()
             .map(|(i, (method, params))| Request::new(Id::index(i), method, params.clone()))
             .collect();
-        let body = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
+        let body = serde_json::to_vec(&body).unwrap_or_default();
         self.read(pool, MethodClass::Read, Need::default(), &body, rid)
             .await
     }

@@ -180,14 +180,10 @@ impl H1Pool {
                 Err((_, e)) => return Err(OpenError::Transport(e)),
             }
         }
-        let connect = deadline.run_until(until, TcpStream::connect(addr));
-        let stream = match connect_timeout {
-            None => connect.await,
-            Some(t) => tokio::time::timeout(t, connect)
-                .await
-                .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into())),
-        }
-        .map_err(|e| OpenError::Connect(e.to_string()))?;
+        let stream = deadline
+            .run_until(end_of(connect_timeout, until), TcpStream::connect(addr))
+            .await
+            .map_err(|e| OpenError::Connect(e.to_string()))?;
         let _ = stream.set_nodelay(true);
         send_and_read_head(stream, wire, deadline, read_timeout, until)
             .await
@@ -352,14 +348,7 @@ async fn send_and_read_head(
             }
             None => {}
         }
-        match read_some(
-            &mut stream,
-            &mut buf,
-            deadline,
-            read_end(read_timeout, until),
-        )
-        .await
-        {
+        match read_some(&mut stream, &mut buf, deadline, end_of(read_timeout, until)).await {
             Ok(0) if buf.is_empty() => {
                 return Err((Stale::NoAnswer, "connection closed before an answer".into()))
             }
@@ -390,10 +379,10 @@ pub async fn read_some(
     deadline.run_until(end, stream.read_buf(buf)).await
 }
 
-/// When a read must end: `timeout` from now (each read's own limit), or the call's end
-/// `until`, whichever comes first.
-fn read_end(timeout: Option<Duration>, until: Option<TokioInstant>) -> Option<TokioInstant> {
-    let own = timeout.map(|t| TokioInstant::now() + t);
+/// When one step (a connect, a read) must end: `limit` from now (the step's own limit),
+/// or the call's end `until`, whichever comes first; `None` when neither is set.
+pub fn end_of(limit: Option<Duration>, until: Option<TokioInstant>) -> Option<TokioInstant> {
+    let own = limit.map(|t| TokioInstant::now() + t);
     match (own, until) {
         (Some(own), Some(until)) => Some(own.min(until)),
         (own, until) => own.or(until),

@@ -473,10 +473,10 @@ pub fn cache_lookup(pool: &str, outcome: &'static str, reason: &'static str) {
     CACHE_LOOKUP_SERIES.with(|series| {
         let mut series = series.borrow_mut();
         // Outcomes and reasons are a fixed set of literals and pools are fixed at start:
-        // the list stays short, and the literals compare by address first.
+        // the list stays short.
         let found = series
             .iter()
-            .find(|s| same(s.outcome, outcome) && same(s.reason, reason) && s.pool == pool);
+            .find(|s| s.outcome == outcome && s.reason == reason && s.pool == pool);
         match found {
             Some(s) => s.counter.inc(),
             None => {
@@ -491,10 +491,6 @@ pub fn cache_lookup(pool: &str, outcome: &'static str, reason: &'static str) {
             }
         }
     });
-}
-
-fn same(a: &'static str, b: &'static str) -> bool {
-    std::ptr::eq(a, b) || a == b
 }
 
 pub fn cache_reorg(pool: &str) {
