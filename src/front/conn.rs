@@ -6,7 +6,6 @@ use super::prefixed::Prefixed;
 use super::{BODY_STEP, READ_STEP, WRITE_TIMEOUT};
 use crate::deadline::{body_deadline, Deadline};
 use crate::upstream::chunked::{ChunkedScanner, Scan};
-use crate::upstream::h1::IdleConn;
 use bytes::{Bytes, BytesMut};
 use pingora_core::server::ShutdownWatch;
 use std::net::SocketAddr;
@@ -28,16 +27,8 @@ pub struct Conn {
     pub(super) shutdown: ShutdownWatch,
     /// Times reads and writes on the client side (one lazily moved timer).
     pub(super) deadline: Deadline,
-    /// Times reads from nodes on this connection's behalf.
-    pub(super) node_deadline: Deadline,
-    /// The node connection of this client's last passthrough, kept for its next one.
-    pub(super) kept: Option<IdleConn>,
-    /// Times how long the client has been quiet while `kept` is held.
-    pub(super) park: Deadline,
     /// When the head being read must be complete (from its first byte).
     pub(super) head_deadline: Option<std::time::Instant>,
-    /// How much longer the connection may stay idle before the next head.
-    pub(super) idle_left: Duration,
 }
 
 impl Conn {
@@ -61,11 +52,7 @@ impl Conn {
             trusted_proxy: false,
             shutdown,
             deadline: Deadline::default(),
-            node_deadline: Deadline::default(),
-            kept: None,
-            park: Deadline::default(),
             head_deadline: None,
-            idle_left: super::KEEPALIVE_IDLE,
         }
     }
 
@@ -76,46 +63,31 @@ impl Conn {
         ip_text(&self.client_text)
     }
 
-    /// Whether `shed` would give anything back: a plain TCP connection that still holds
-    /// a read buffer (a TLS stream has buffers of its own, so it keeps this one).
-    pub(super) fn can_shed(&self) -> bool {
-        matches!(self.io, ClientIo::Tcp(_)) && self.buf.capacity() > 0
-    }
-
-    /// An idle connection gives back its read buffer and the timers only a request uses;
-    /// the next read waits for bytes before it takes a buffer again. 10,000 idle
-    /// keep-alive connections then hold little more than their sockets.
-    pub(super) fn shed(&mut self) {
-        if self.can_shed() && self.buf.is_empty() {
+    /// Between requests a plain TCP connection holds no read buffer: the next one is
+    /// taken when bytes arrive (from the allocator's thread cache, where this one just
+    /// went), so thousands of keep-alive clients never hold a buffer each while they
+    /// think. A TLS stream has buffers of its own, so it keeps this one.
+    pub(super) fn drop_empty_buffer(&mut self) {
+        if matches!(self.io, ClientIo::Tcp(_)) && self.buf.is_empty() {
             self.buf = BytesMut::new();
-            self.node_deadline = Deadline::default();
-            self.park = Deadline::default();
         }
     }
 
-    /// Read what arrives within `wait`. With `park`, a read still waiting after `park`
-    /// ends with `TimedOut` (callers pass a `park` shorter than `wait`).
-    pub(super) async fn read_more_within(
-        &mut self,
-        wait: Duration,
-        park: Option<Duration>,
-    ) -> std::io::Result<usize> {
+    /// Read what arrives within `wait`.
+    pub(super) async fn read_more_within(&mut self, wait: Duration) -> std::io::Result<usize> {
         if self.buf.capacity() == 0 {
-            // Shed: no buffer until the client sends something.
+            // No buffer until the client sends something.
             let io = &self.io;
             self.deadline.run(Some(wait), io.readable()).await?;
         }
-        // Small steps: a busy keep-alive connection keeps this buffer between requests
-        // (until `shed`), and request heads are usually a few hundred bytes (`reserve`
-        // reuses the space once it is free).
+        // Small steps: request heads are usually a few hundred bytes (`reserve` reuses the
+        // space once it is free).
         if self.buf.capacity() - self.buf.len() < 512 {
             self.buf.reserve(READ_STEP);
         }
         debug_assert!(self.buf.capacity() - self.buf.len() >= 512);
-        let read = self
-            .deadline
-            .run(Some(wait), self.io.read_buf(&mut self.buf));
-        self.park.run(park, read).await
+        let read = self.io.read_buf(&mut self.buf);
+        self.deadline.run(Some(wait), read).await
     }
 
     /// The next `n` bytes of the connection (a body), within `body_deadline(n)`. The
@@ -131,7 +103,7 @@ impl Conn {
             if left.is_zero() {
                 return Err(std::io::ErrorKind::TimedOut.into());
             }
-            if self.read_more_within(left, None).await? == 0 {
+            if self.read_more_within(left).await? == 0 {
                 return Err(std::io::ErrorKind::UnexpectedEof.into());
             }
         }
@@ -180,7 +152,7 @@ impl Conn {
             if left.is_zero() {
                 return Err(ChunkedBodyError::Io(std::io::ErrorKind::TimedOut.into()));
             }
-            if self.read_more_within(left, None).await? == 0 {
+            if self.read_more_within(left).await? == 0 {
                 return Err(ChunkedBodyError::Io(
                     std::io::ErrorKind::UnexpectedEof.into(),
                 ));

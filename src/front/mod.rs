@@ -54,10 +54,6 @@ const READ_STEP: usize = 1024;
 pub const MAX_HEAD: usize = 64 * 1024;
 /// An idle keep-alive connection is closed after this (Pingora's default too).
 const KEEPALIVE_IDLE: Duration = Duration::from_secs(60);
-/// A client connection quiet this long gives back what only a busy connection needs:
-/// the node connection it kept (to the shared pool, so idle clients never hold node
-/// connections), and its read buffer and spare timers (`Conn::shed`).
-const QUIET: Duration = Duration::from_secs(1);
 /// A request head must be complete within this of its first byte.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 /// Largest step a body buffer grows by. It grows by at most what has already arrived
@@ -201,7 +197,10 @@ impl LeanFront {
         loop {
             let next = self.next_request(&mut conn).await;
             match self.answer(conn, next).await {
-                Some(kept) => conn = kept,
+                Some(open) => {
+                    conn = open;
+                    conn.drop_empty_buffer();
+                }
                 None => return,
             }
         }
@@ -220,14 +219,12 @@ impl LeanFront {
                     true
                 }
                 Next::HandOver(head_len, body) => {
-                    self.release_node(&mut conn);
                     return self.hand_over(*conn, head_len, body).await.map(Box::new);
                 }
                 Next::Head(head, pre) => match self.serve(&mut conn, head, pre).await {
                     Served::Keep => false,
                     Served::Close => true,
                     Served::WebSocket(up) => {
-                        self.release_node(&mut conn);
                         // The session owns the socket from here; bytes the client sent
                         // after the handshake are read first.
                         let io = (*conn).into_prefixed_io();
@@ -235,36 +232,23 @@ impl LeanFront {
                         return None;
                     }
                     Served::Stream(job) => {
-                        self.release_node(&mut conn);
                         let edge = self.edge.now();
                         job.run(&edge, *conn).await;
                         return None;
                     }
                 },
             };
-            if close {
-                self.release_node(&mut conn);
-                return None;
-            }
-            Some(conn)
+            (!close).then_some(conn)
         })
-    }
-
-    /// The node connection a client connection kept goes back to the shared pool.
-    fn release_node(&self, conn: &mut Conn) {
-        if let Some(node) = conn.kept.take() {
-            self.edge.node_connections().put_idle(node);
-        }
     }
 
     /// Wait for a complete request head and decide who serves it.
     async fn next_request(&self, conn: &mut Conn) -> Next {
         let mut grace = false;
         // The head's deadline is set at its first byte: a head trickled in never holds
-        // the connection past HEAD_TIMEOUT. Both clocks are kept in `conn`, not in this
+        // the connection past HEAD_TIMEOUT. That clock is kept in `conn`, not in this
         // wait's state, which every idle connection's task holds.
         conn.head_deadline = None;
-        conn.idle_left = KEEPALIVE_IDLE;
         loop {
             if !conn.buf.is_empty() {
                 match Head::parse(&conn.buf) {
@@ -301,7 +285,7 @@ impl LeanFront {
             let wait = if grace {
                 SHUTDOWN_GRACE
             } else if idle {
-                conn.idle_left
+                KEEPALIVE_IDLE
             } else {
                 let deadline = *conn
                     .head_deadline
@@ -309,26 +293,14 @@ impl LeanFront {
                 deadline.saturating_duration_since(std::time::Instant::now())
             };
             let mut shutdown = conn.shutdown.clone();
-            // A quiet client gives back the node connection it kept, also one that has
-            // sent part of its next head and stalled, and an idle one its buffers
-            // (`park`'s timer is moved about once per QUIET, not per request).
-            let park = !grace && wait > QUIET && (conn.kept.is_some() || (idle && conn.can_shed()));
             let read = tokio::select! {
-                r = conn.read_more_within(wait, park.then_some(QUIET)) => r,
+                r = conn.read_more_within(wait) => r,
                 _ = shutdown.changed(), if idle && !grace => {
                     grace = true;
                     continue;
                 }
             };
             match read {
-                Err(e) if park && e.kind() == std::io::ErrorKind::TimedOut => {
-                    self.release_node(conn);
-                    if idle {
-                        conn.shed();
-                        // `wait` was `idle_left`, longer than QUIET (`park`).
-                        conn.idle_left -= QUIET;
-                    }
-                }
                 Ok(n) if n > 0 => {}
                 // EOF, error, idle timeout, or the shutdown grace ran out.
                 _ => return Next::Close,

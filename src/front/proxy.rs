@@ -14,6 +14,7 @@ use super::answer::{date_header, header, status_line};
 use super::request::LeanRequest;
 use super::LeanFront;
 use crate::address::plain_inet;
+use crate::deadline::Deadline;
 use crate::edge::retry::{self, Failure};
 use crate::edge::{
     connection_options, forwarded_for, has_underscore, sets_console_cookie, Ctx, Downstream, Pass,
@@ -24,7 +25,7 @@ use crate::observe::metrics;
 use crate::pools::Host;
 use crate::upstream::chunked::{ChunkedScanner, Scan};
 use crate::upstream::h1::{
-    self, lists_token, parse_head_visit, Framing, H1Request, IdleConn, Open, OpenError,
+    self, lists_token, parse_head_visit, Framing, H1Request, Open, OpenError,
 };
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -73,17 +74,15 @@ pub(super) async fn pass(
         metrics::upstream_attempt(&host.pool, &host.id);
         ctx.served_by(&host.id);
         let wire = encode_request(req, ctx, host, &pass, body.as_deref());
+        let (idle, mut timer) = pool.checkout(addr);
         let how = Open {
             connect_timeout: pass.endpoint(host, false).1.options.connection_timeout,
             read_timeout,
             until: None,
-            kept: IdleConn::take_for(&mut req.conn.kept, addr),
+            kept: idle,
             safe_to_resend: idempotent,
         };
-        let failure = match pool
-            .open(addr, &wire, &mut req.conn.node_deadline, how)
-            .await
-        {
+        let failure = match pool.open(addr, &wire, &mut timer, how).await {
             Ok((up, buf)) => match answer_head(ctx, &buf, head_request, closing) {
                 Ok(answer) => {
                     let rest = &buf[answer.node_head_len..];
@@ -99,6 +98,7 @@ pub(super) async fn pass(
                             let node = Node {
                                 addr,
                                 up,
+                                timer,
                                 closes: answer.node_closes,
                                 read_timeout,
                             };
@@ -310,6 +310,8 @@ struct First {
 struct Node {
     addr: SocketAddr,
     up: TcpStream,
+    /// Times the reads of the answer; goes back to the pool with the connection.
+    timer: Deadline,
     /// The node closes it after this answer.
     closes: bool,
     read_timeout: Option<Duration>,
@@ -332,6 +334,7 @@ async fn relay(
     let Node {
         addr,
         mut up,
+        mut timer,
         closes: node_closes,
         read_timeout,
     } = node;
@@ -356,7 +359,7 @@ async fn relay(
         match h1::read_some(
             &mut up,
             &mut chunk,
-            &mut req.conn.node_deadline,
+            &mut timer,
             h1::end_of(read_timeout, None),
         )
         .await
@@ -391,11 +394,9 @@ async fn relay(
     }
     let reusable = !node_closes && !trailing && !until_close;
     if reusable {
-        // Kept by this client connection for its next request (no pool lock, usually the
-        // same node); the one it held before goes back to the pool.
-        if let Some(old) = req.conn.kept.replace(IdleConn::new(addr, up)) {
-            front.edge.node_connections().put_idle(old);
-        }
+        // Back to the pool now, not held by this client until it leaves: a burst of
+        // clients then shares the node connections of the answers in flight.
+        front.edge.node_connections().check_in(addr, up, timer);
     }
     (status, !close_client, None)
 }

@@ -113,10 +113,7 @@ impl H1Pool {
         limit: Option<Duration>,
     ) -> Result<UpstreamResponse, UpstreamError> {
         let until = limit.map(|limit| TokioInstant::now() + limit);
-        let (kept, mut timer) = match self.take_idle(addr) {
-            Some(idle) => (Some(idle.stream), idle.timer),
-            None => (None, Deadline::default()),
-        };
+        let (kept, mut timer) = self.checkout(addr);
         let timed_out = |e: UpstreamError| match until {
             Some(until) if TokioInstant::now() >= until => UpstreamError::Timeout,
             _ => e,
@@ -141,10 +138,7 @@ impl H1Pool {
             .await
             .map_err(timed_out)?;
         if !close && !trailing && framing != Framing::UntilClose {
-            self.put_idle(IdleConn {
-                timer,
-                ..IdleConn::new(addr, stream)
-            });
+            self.check_in(addr, stream, timer);
         }
         Ok(UpstreamResponse {
             status,
@@ -195,6 +189,32 @@ impl H1Pool {
         self.take_idle(addr).map(|idle| idle.stream)
     }
 
+    /// For one call to `addr`: an idle connection if one is still quiet, and the timer
+    /// that goes with it (armed by its earlier calls), or a timer of the call's own.
+    /// Every call takes its connection here and gives it back (`check_in`) as soon as
+    /// its answer ended, so the node connections in use follow the calls in flight,
+    /// not the clients connected.
+    pub fn checkout(&self, addr: SocketAddr) -> (Option<TcpStream>, Deadline) {
+        match self.take_idle(addr) {
+            Some(idle) => (Some(idle.stream), idle.timer),
+            None => (None, Deadline::default()),
+        }
+    }
+
+    /// A connection whose answer ended cleanly, back to the pool with its timer.
+    pub fn check_in(&self, addr: SocketAddr, stream: TcpStream, timer: Deadline) {
+        if let Ok(mut idle) = self.shards[shard_index()].lock() {
+            let list = idle.entry(addr).or_default();
+            if list.len() < MAX_IDLE_PER_ADDR {
+                list.push(IdleConn {
+                    stream,
+                    since: Instant::now(),
+                    timer,
+                });
+            }
+        }
+    }
+
     /// `take`, with the connection's timer.
     fn take_idle(&self, addr: SocketAddr) -> Option<IdleConn> {
         let mut idle = self.shards[shard_index()].lock().ok()?;
@@ -206,48 +226,17 @@ impl H1Pool {
         }
         None
     }
-
-    pub fn put_idle(&self, conn: IdleConn) {
-        if let Ok(mut idle) = self.shards[shard_index()].lock() {
-            let list = idle.entry(conn.addr).or_default();
-            if list.len() < MAX_IDLE_PER_ADDR {
-                list.push(conn);
-            }
-        }
-    }
 }
 
-/// A node connection between requests.
-pub struct IdleConn {
-    addr: SocketAddr,
+/// A node connection between requests (in the pool of its address).
+struct IdleConn {
     stream: TcpStream,
     since: Instant,
-    /// The timer of the calls made on it (`exchange`), kept armed between them.
+    /// The timer of the calls made on it, kept armed between them.
     timer: Deadline,
 }
 
 impl IdleConn {
-    pub fn new(addr: SocketAddr, stream: TcpStream) -> Self {
-        IdleConn {
-            addr,
-            stream,
-            since: Instant::now(),
-            timer: Deadline::default(),
-        }
-    }
-
-    /// The connection, if it goes to `addr` and may carry another request.
-    pub fn take_for(kept: &mut Option<IdleConn>, addr: SocketAddr) -> Option<TcpStream> {
-        match kept.take() {
-            Some(conn) if conn.addr == addr && conn.usable() => Some(conn.stream),
-            Some(other) => {
-                *kept = Some(other);
-                None
-            }
-            None => None,
-        }
-    }
-
     /// Still quiet and young enough. Nothing may be waiting on an idle connection: data
     /// there (a node's 408, or leftovers) would be taken for the next answer, and EOF
     /// means it is closed.
