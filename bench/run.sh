@@ -316,7 +316,7 @@ held_kib() { # held_kib "PIDS" PORT PATH N [headers] -> KiB of RSS added while N
   local holder=$!
   exec 7>"$fifo"
   for _ in $(seq 1 600); do grep -q '^held' "$work/held.$port" 2>/dev/null && break; ! kill -0 $holder 2>/dev/null && break; sleep 0.1; done
-  # Idle for 2 s: chainedge gives back a connection's buffers after 1 s of quiet.
+  # Held 2 s more before RSS is read: what the requests left behind has settled.
   sleep 2
   # shellcheck disable=SC2086
   after=$(sum_kib rss_kib $pids)
