@@ -271,6 +271,32 @@ fn heimdall_passthrough_forwards_the_raw_tail_and_never_the_caller_credentials()
     assert_eq!(seen_node.hits(), hits);
 }
 
+/// Node connections follow the answers in flight, not the clients connected: twenty
+/// keep-alive clients that each ask once, one after another, and stay open share the
+/// node connection of the answer before theirs (one per worker thread's pool at most).
+#[test]
+fn clients_that_stay_open_share_node_connections() {
+    let node = raw_heimdall();
+    let (gw, auth) = heimdall_gateway(&[("hd-1", node.url())]);
+    let before = node.accepted();
+    let mut clients = Vec::new();
+    for _ in 0..20 {
+        let (mut s, mut r) = connect(gw.port);
+        let req = format!(
+            "GET /v1/polygon/heimdall/hop HTTP/1.1\r\nHost: a\r\nAuthorization: {auth}\r\n\r\n"
+        );
+        s.write_all(req.as_bytes()).unwrap();
+        let (st, _, body) = read_one(&mut r, false);
+        assert_eq!((st, body.as_slice()), (200, &b"hop"[..]));
+        clients.push((s, r));
+    }
+    let opened = node.accepted() - before;
+    assert!(
+        opened <= 4,
+        "{opened} node connections for 20 clients asking in turn"
+    );
+}
+
 #[test]
 fn passthrough_relays_every_framing_and_fails_over() {
     let node = raw_heimdall();

@@ -153,6 +153,11 @@ impl Fixture {
     pub fn hits(&self) -> usize {
         self.hits.load(Ordering::SeqCst)
     }
+
+    /// Connections accepted so far (health checks' included).
+    pub fn accepted(&self) -> usize {
+        self.conns.lock().unwrap().len()
+    }
 }
 
 impl Drop for Fixture {
