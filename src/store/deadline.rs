@@ -152,6 +152,11 @@ impl Tx for DeadlinedTx {
         bounded(&self.health, self.dialect, self.deadline, call).await
     }
 
+    async fn insert_rows(&mut self, insert: &str, rows: Vec<Vec<Value>>) -> Result<u64> {
+        let call = self.inner.insert_rows(insert, rows);
+        bounded(&self.health, self.dialect, self.deadline, call).await
+    }
+
     async fn query(&mut self, sql: &str, params: Vec<Value>) -> Result<Vec<Row>> {
         let call = self.inner.query(sql, params);
         bounded(&self.health, self.dialect, self.deadline, call).await

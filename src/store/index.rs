@@ -129,8 +129,8 @@ impl Store {
             .iter()
             .map(|b| params![chain, int(b.number), &b.hash, &b.parent_hash])
             .collect();
-        tx.execute_many(
-            "INSERT INTO index_blocks (chain, number, hash, parent_hash) VALUES ($1, $2, $3, $4)",
+        tx.insert_rows(
+            "INSERT INTO index_blocks (chain, number, hash, parent_hash)",
             block_rows,
         )
         .await?;
@@ -163,10 +163,9 @@ impl Store {
                 }
             }
         }
-        tx.execute_many(
+        tx.insert_rows(
             "INSERT INTO wallet_transfers (chain, address, block, tx_index, log_index, seq, \
-             direction, kind, token, counterparty, token_id, amount, tx_hash, ts) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+             direction, kind, token, counterparty, token_id, amount, tx_hash, ts)",
             transfer_rows,
         )
         .await?;

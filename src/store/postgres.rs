@@ -6,7 +6,9 @@
 //! them. Transactions are serializable; a conflict surfaces as `ErrorKind::Conflict`
 //! and the repository tries the whole transaction again (`store::retry_conflicts`).
 
-use super::sql::{Backend, Dialect, ErrorKind, Result, Row, StoreError, Tx, Value};
+use super::sql::{
+    insert_chunks, values_for, Backend, Dialect, ErrorKind, Result, Row, StoreError, Tx, Value,
+};
 use async_trait::async_trait;
 use bytes::BytesMut;
 use deadpool_postgres::{ClientWrapper, Manager, ManagerConfig, Pool, RecyclingMethod};
@@ -370,6 +372,36 @@ impl Tx for PgTx {
                 .sum::<u64>();
         }
         Ok(changed)
+    }
+
+    async fn insert_rows(&mut self, insert: &str, rows: Vec<Vec<Value>>) -> Result<u64> {
+        let Some(columns) = rows.first().map(Vec::len) else {
+            return Ok(0);
+        };
+        let c = self.client()?;
+        let mut statements = Vec::new();
+        let mut rest = rows.as_slice();
+        for n in insert_chunks(rows.len()) {
+            let st = c
+                .prepare_cached(&values_for(insert, columns, n))
+                .await
+                .map_err(error)?;
+            let (chunk, next) = rest.split_at(n);
+            rest = next;
+            let params: Vec<&(dyn ToSql + Sync)> = chunk
+                .iter()
+                .flatten()
+                .map(|p| p as &(dyn ToSql + Sync))
+                .collect();
+            statements.push((st, params));
+        }
+        // Pipelined, as `execute_many`'s rows are.
+        let runs = statements.iter().map(|(st, params)| c.execute(st, params));
+        Ok(futures_util::future::try_join_all(runs)
+            .await
+            .map_err(error)?
+            .into_iter()
+            .sum())
     }
 
     async fn commit(mut self: Box<Self>) -> Result<()> {

@@ -226,11 +226,87 @@ pub trait Tx: Send {
     /// The same statement once per parameter row, in order, prepared once (PostgreSQL
     /// pipelines them): rows changed in all. For bulk writes (the chain index).
     async fn execute_many(&mut self, sql: &str, rows: Vec<Vec<Value>>) -> Result<u64>;
+    /// `rows` for `insert` (`INSERT INTO t (c1, …, ck)`, no `VALUES`), many to a
+    /// statement (`insert_chunks`): a store plans and runs one statement for up to
+    /// `INSERT_CHUNK` rows instead of one each. Rows inserted in all. Every row has the
+    /// columns' count of values.
+    async fn insert_rows(&mut self, insert: &str, rows: Vec<Vec<Value>>) -> Result<u64>;
     async fn query(&mut self, sql: &str, params: Vec<Value>) -> Result<Vec<Row>>;
     async fn commit(self: Box<Self>) -> Result<()>;
+}
+
+/// Rows one statement of `Tx::insert_rows` carries at most.
+pub const INSERT_CHUNK: usize = 128;
+
+/// How `insert_rows` splits `n` rows: powers of two, largest first, each at most
+/// `INSERT_CHUNK`, so a connection prepares at most eight statements per table whatever
+/// the batches' sizes.
+pub fn insert_chunks(mut n: usize) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        if n == 0 {
+            return None;
+        }
+        let chunk = if n >= INSERT_CHUNK {
+            INSERT_CHUNK
+        } else {
+            1 << n.ilog2()
+        };
+        n -= chunk;
+        Some(chunk)
+    })
+}
+
+/// `insert` with `VALUES` for `rows` rows of `columns` values, numbered `$1` on.
+pub fn values_for(insert: &str, columns: usize, rows: usize) -> String {
+    use std::fmt::Write;
+    let mut sql = String::with_capacity(insert.len() + 8 + rows * columns * 6);
+    sql.push_str(insert);
+    sql.push_str(" VALUES ");
+    for r in 0..rows {
+        sql.push_str(if r == 0 { "(" } else { ", (" });
+        for c in 0..columns {
+            let sep = if c == 0 { "" } else { ", " };
+            let _ = write!(sql, "{sep}${}", r * columns + c + 1);
+        }
+        sql.push(')');
+    }
+    sql
 }
 
 /// The first row, if any.
 pub async fn query_opt(tx: &mut dyn Tx, sql: &str, params: Vec<Value>) -> Result<Option<Row>> {
     Ok(tx.query(sql, params).await?.into_iter().next())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{insert_chunks, values_for, INSERT_CHUNK};
+
+    #[test]
+    fn rows_split_into_a_few_statement_sizes() {
+        assert_eq!(insert_chunks(0).count(), 0);
+        assert_eq!(insert_chunks(1).collect::<Vec<_>>(), [1]);
+        assert_eq!(insert_chunks(7).collect::<Vec<_>>(), [4, 2, 1]);
+        let n = 2 * INSERT_CHUNK + 100;
+        let chunks: Vec<_> = insert_chunks(n).collect();
+        assert_eq!(chunks, [INSERT_CHUNK, INSERT_CHUNK, 64, 32, 4]);
+        assert_eq!(chunks.iter().sum::<usize>(), n);
+        // Every size any batch can need: at most eight statements per table.
+        let mut sizes: Vec<_> = (1..1000).flat_map(insert_chunks).collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        assert_eq!(sizes.len(), INSERT_CHUNK.ilog2() as usize + 1);
+    }
+
+    #[test]
+    fn values_are_numbered_row_by_row() {
+        assert_eq!(
+            values_for("INSERT INTO t (a, b)", 2, 2),
+            "INSERT INTO t (a, b) VALUES ($1, $2), ($3, $4)"
+        );
+        assert_eq!(
+            values_for("INSERT INTO t (a)", 1, 1),
+            "INSERT INTO t (a) VALUES ($1)"
+        );
+    }
 }
