@@ -39,7 +39,74 @@ async fn suite(target: Target, dialect: Dialect) {
     followed_txs(&store).await;
     request_logs(&store).await;
     wallet_history_pages(&store).await;
+    many_rows_in_one_commit(&store).await;
     balance_anchors(&store).await;
+}
+
+/// A commit of more rows than one statement carries (`Tx::insert_rows`: 128 at most,
+/// then smaller chunks): every row lands once, in its place, with its own values.
+async fn many_rows_in_one_commit(store: &Store) {
+    use chainedge::store::index::{IndexedBlock, Transfer};
+    let alice = "0x00000000000000000000000000000000000a11ce";
+    let to = |i: u64| format!("0x{:040x}", 0xb000 + i);
+    let blocks: Vec<IndexedBlock> = (1..=3u64)
+        .map(|n| IndexedBlock {
+            number: n,
+            hash: format!("0x{n:064x}"),
+            parent_hash: format!("0x{:064x}", n - 1),
+            timestamp: 1_700_000_000 + n,
+            transfers: (0..101u64)
+                .map(|i| Transfer {
+                    tx_index: i,
+                    log_index: -1,
+                    seq: 0,
+                    kind: "native",
+                    token: String::new(),
+                    from: alice.into(),
+                    to: to(i),
+                    token_id: None,
+                    amount: format!("{}", n * 1000 + i),
+                    tx_hash: format!("0x{:064x}", n * 1000 + i),
+                })
+                .collect(),
+        })
+        .collect();
+    // 3 block rows and 606 wallet rows (each transfer on both sides).
+    store.commit_blocks("bulk", None, &blocks, 0).await.unwrap();
+    let page = store
+        .wallet_history("bulk", alice, None, 400)
+        .await
+        .unwrap()
+        .unwrap();
+    let amounts: Vec<String> = page.items.iter().map(|(r, _)| r.amount.clone()).collect();
+    let expected: Vec<String> = (1..=3u64)
+        .rev()
+        .flat_map(|n| (0..101u64).rev().map(move |i| format!("{}", n * 1000 + i)))
+        .collect();
+    assert_eq!((page.indexed_block, amounts), (3, expected));
+    for i in [0, 77, 100] {
+        let theirs = store
+            .wallet_history("bulk", &to(i), None, 10)
+            .await
+            .unwrap()
+            .unwrap();
+        let sides: Vec<_> = theirs
+            .items
+            .iter()
+            .map(|(r, _)| {
+                (
+                    r.direction.as_str(),
+                    r.counterparty.as_str(),
+                    r.amount.clone(),
+                )
+            })
+            .collect();
+        let expected: Vec<_> = (1..=3u64)
+            .rev()
+            .map(|n| ("in", alice, format!("{}", n * 1000 + i)))
+            .collect();
+        assert_eq!(sides, expected);
+    }
 }
 
 /// A wallet's history comes in pages, newest first, each with the index's block: a page
