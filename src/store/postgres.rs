@@ -6,13 +6,12 @@
 //! them. Transactions are serializable; a conflict surfaces as `ErrorKind::Conflict`
 //! and the repository tries the whole transaction again (`store::retry_conflicts`).
 
-use super::sql::{
-    insert_chunks, values_for, Backend, Dialect, ErrorKind, Result, Row, StoreError, Tx, Value,
-};
+use super::sql::{values_for, Backend, Dialect, ErrorKind, Result, Row, StoreError, Tx, Value};
 use async_trait::async_trait;
 use bytes::BytesMut;
 use deadpool_postgres::{ClientWrapper, Manager, ManagerConfig, Pool, RecyclingMethod};
 use std::time::Duration;
+use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{to_sql_checked, FromSql, IsNull, ToSql, Type};
 
@@ -374,34 +373,35 @@ impl Tx for PgTx {
         Ok(changed)
     }
 
+    /// By `COPY … FROM STDIN BINARY`: the rows stream to the server in one command,
+    /// with no statement to plan or run per row or per chunk.
     async fn insert_rows(&mut self, insert: &str, rows: Vec<Vec<Value>>) -> Result<u64> {
         let Some(columns) = rows.first().map(Vec::len) else {
             return Ok(0);
         };
+        let target = insert
+            .strip_prefix("INSERT INTO ")
+            .ok_or_else(|| StoreError::other("insert_rows: not an INSERT INTO"))?;
         let c = self.client()?;
-        let mut statements = Vec::new();
-        let mut rest = rows.as_slice();
-        for n in insert_chunks(rows.len()) {
-            let st = c
-                .prepare_cached(&values_for(insert, columns, n))
-                .await
-                .map_err(error)?;
-            let (chunk, next) = rest.split_at(n);
-            rest = next;
-            let params: Vec<&(dyn ToSql + Sync)> = chunk
-                .iter()
-                .flatten()
-                .map(|p| p as &(dyn ToSql + Sync))
-                .collect();
-            statements.push((st, params));
-        }
-        // Pipelined, as `execute_many`'s rows are.
-        let runs = statements.iter().map(|(st, params)| c.execute(st, params));
-        Ok(futures_util::future::try_join_all(runs)
+        // The columns' types as the server infers them for one row (prepared once per
+        // connection): the binary format carries no types of its own.
+        let one = c
+            .prepare_cached(&values_for(insert, columns, 1))
             .await
-            .map_err(error)?
-            .into_iter()
-            .sum())
+            .map_err(error)?;
+        let sink = c
+            .copy_in(&format!("COPY {target} FROM STDIN BINARY"))
+            .await
+            .map_err(error)?;
+        let writer = BinaryCopyInWriter::new(sink, one.params());
+        let mut writer = std::pin::pin!(writer);
+        let mut values: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(columns);
+        for row in &rows {
+            values.clear();
+            values.extend(row.iter().map(|v| v as &(dyn ToSql + Sync)));
+            writer.as_mut().write(&values).await.map_err(error)?;
+        }
+        writer.as_mut().finish().await.map_err(error)
     }
 
     async fn commit(mut self: Box<Self>) -> Result<()> {

@@ -227,9 +227,9 @@ pub trait Tx: Send {
     /// pipelines them): rows changed in all. For bulk writes (the chain index).
     async fn execute_many(&mut self, sql: &str, rows: Vec<Vec<Value>>) -> Result<u64>;
     /// `rows` for `insert` (`INSERT INTO t (c1, …, ck)`, no `VALUES`), many to a
-    /// statement (`insert_chunks`): a store plans and runs one statement for up to
-    /// `INSERT_CHUNK` rows instead of one each. Rows inserted in all. Every row has the
-    /// columns' count of values.
+    /// command instead of one statement each (SQLite: `INSERT_CHUNK` rows to a statement,
+    /// `insert_chunks`; PostgreSQL: one binary `COPY`). Rows inserted in all. Every row
+    /// has the columns' count of values.
     async fn insert_rows(&mut self, insert: &str, rows: Vec<Vec<Value>>) -> Result<u64>;
     async fn query(&mut self, sql: &str, params: Vec<Value>) -> Result<Vec<Row>>;
     async fn commit(self: Box<Self>) -> Result<()>;
