@@ -43,34 +43,47 @@ async fn suite(target: Target, dialect: Dialect) {
     balance_anchors(&store).await;
 }
 
-/// A commit of more rows than one statement carries (`Tx::insert_rows`: 128 at most,
-/// then smaller chunks): every row lands once, in its place, with its own values.
-async fn many_rows_in_one_commit(store: &Store) {
+/// Blocks 1..=`blocks`, each with `per_block` native transfers: `transfer(block, i)`
+/// gives (from, to, n), the amount being `n` and the transaction hash `n`'s.
+fn native_blocks(
+    blocks: u64,
+    per_block: u64,
+    transfer: impl Fn(u64, u64) -> (String, String, u64),
+) -> Vec<chainedge::store::index::IndexedBlock> {
     use chainedge::store::index::{IndexedBlock, Transfer};
-    let alice = "0x00000000000000000000000000000000000a11ce";
-    let to = |i: u64| format!("0x{:040x}", 0xb000 + i);
-    let blocks: Vec<IndexedBlock> = (1..=3u64)
+    (1..=blocks)
         .map(|n| IndexedBlock {
             number: n,
             hash: format!("0x{n:064x}"),
             parent_hash: format!("0x{:064x}", n - 1),
             timestamp: 1_700_000_000 + n,
-            transfers: (0..101u64)
-                .map(|i| Transfer {
-                    tx_index: i,
-                    log_index: -1,
-                    seq: 0,
-                    kind: "native",
-                    token: String::new(),
-                    from: alice.into(),
-                    to: to(i),
-                    token_id: None,
-                    amount: format!("{}", n * 1000 + i),
-                    tx_hash: format!("0x{:064x}", n * 1000 + i),
+            transfers: (0..per_block)
+                .map(|i| {
+                    let (from, to, id) = transfer(n, i);
+                    Transfer {
+                        tx_index: i,
+                        log_index: -1,
+                        seq: 0,
+                        kind: "native",
+                        token: String::new(),
+                        from,
+                        to,
+                        token_id: None,
+                        amount: id.to_string(),
+                        tx_hash: format!("0x{id:064x}"),
+                    }
                 })
                 .collect(),
         })
-        .collect();
+        .collect()
+}
+
+/// A commit of more rows than one statement carries (`Tx::insert_rows`: 128 at most,
+/// then smaller chunks): every row lands once, in its place, with its own values.
+async fn many_rows_in_one_commit(store: &Store) {
+    let alice = "0x00000000000000000000000000000000000a11ce";
+    let to = |i: u64| format!("0x{:040x}", 0xb000 + i);
+    let blocks = native_blocks(3, 101, |n, i| (alice.into(), to(i), n * 1000 + i));
     // 3 block rows and 606 wallet rows (each transfer on both sides).
     store.commit_blocks("bulk", None, &blocks, 0).await.unwrap();
     let page = store
@@ -113,7 +126,7 @@ async fn many_rows_in_one_commit(store: &Store) {
 /// below a position holds only older rows, and a wallet with no transfers (or a page past
 /// its oldest) still says which block the index has reached.
 async fn wallet_history_pages(store: &Store) {
-    use chainedge::store::index::{IndexedBlock, Position, Transfer};
+    use chainedge::store::index::Position;
     let (alice, bob) = (
         "0x00000000000000000000000000000000000a11ce",
         "0x0000000000000000000000000000000000000b0b",
@@ -123,28 +136,7 @@ async fn wallet_history_pages(store: &Store) {
         .await
         .unwrap()
         .is_none());
-    let blocks: Vec<IndexedBlock> = (1..=3u64)
-        .map(|n| IndexedBlock {
-            number: n,
-            hash: format!("0x{n:064x}"),
-            parent_hash: format!("0x{:064x}", n - 1),
-            timestamp: 1_700_000_000 + n,
-            transfers: (0..2u64)
-                .map(|i| Transfer {
-                    tx_index: i,
-                    log_index: -1,
-                    seq: 0,
-                    kind: "native",
-                    token: String::new(),
-                    from: alice.into(),
-                    to: bob.into(),
-                    token_id: None,
-                    amount: format!("{}", n * 10 + i),
-                    tx_hash: format!("0x{:064x}", n * 100 + i),
-                })
-                .collect(),
-        })
-        .collect();
+    let blocks = native_blocks(3, 2, |n, i| (alice.into(), bob.into(), n * 10 + i));
     store.commit_blocks("hist", None, &blocks, 0).await.unwrap();
     let first = store
         .wallet_history("hist", alice, None, 4)
