@@ -71,7 +71,8 @@ pub struct Open {
     pub read_timeout: Option<Duration>,
     /// When the whole call must be done by (connect, send, the answer's head).
     pub until: Option<TokioInstant>,
-    /// A connection to `addr` to try first (before the pool's).
+    /// A pooled connection to `addr` to send on (`H1Pool::checkout`); a new one when it
+    /// is `None` or turns out closed.
     pub kept: Option<TcpStream>,
     /// The node may receive the request twice (a read, or a signed write deduplicated
     /// by its hash): sent again when a pooled connection ended without an answer.
@@ -146,7 +147,8 @@ impl H1Pool {
         })
     }
 
-    /// Send `wire` (a whole request) to `addr` on a pooled or new connection and read
+    /// Send `wire` (a whole request) to `addr` on `how.kept` (a pooled connection, from
+    /// `checkout`) or a new connection and read
     /// until the answer's head is complete (1xx answers other than 101 are skipped):
     /// the connection and the bytes read, the head and the body's first bytes. A pooled
     /// connection the node closed meanwhile is replaced once: when the request could not
@@ -166,7 +168,7 @@ impl H1Pool {
             kept,
             safe_to_resend,
         } = how;
-        if let Some(stream) = kept.or_else(|| self.take(addr)) {
+        if let Some(stream) = kept {
             match send_and_read_head(stream, wire, deadline, read_timeout, until).await {
                 Ok(done) => return Ok(done),
                 Err((Stale::Unsent, _)) => {}
@@ -184,7 +186,8 @@ impl H1Pool {
             .map_err(|(_, e)| OpenError::Transport(e))
     }
 
-    /// An idle connection to `addr` that is still quiet, if any.
+    /// An idle connection to `addr` that is still quiet, if any (what the tests look at).
+    #[cfg(test)]
     pub fn take(&self, addr: SocketAddr) -> Option<TcpStream> {
         self.take_idle(addr).map(|idle| idle.stream)
     }

@@ -230,6 +230,7 @@ async fn a_request_that_may_have_reached_the_node_is_not_sent_twice() {
         pool.exchange(addr, &post(H), 100, None).await.unwrap();
         let wire = encode(&post(H));
         let how = Open {
+            kept: pool.take(addr),
             safe_to_resend,
             ..Open::default()
         };
