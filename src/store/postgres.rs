@@ -6,7 +6,9 @@
 //! them. Transactions are serializable; a conflict surfaces as `ErrorKind::Conflict`
 //! and the repository tries the whole transaction again (`store::retry_conflicts`).
 
-use super::sql::{values_for, Backend, Dialect, ErrorKind, Result, Row, StoreError, Tx, Value};
+use super::sql::{
+    row_width, values_for, Backend, Dialect, ErrorKind, Result, Row, StoreError, Tx, Value,
+};
 use async_trait::async_trait;
 use bytes::BytesMut;
 use deadpool_postgres::{ClientWrapper, Manager, ManagerConfig, Pool, RecyclingMethod};
@@ -376,7 +378,7 @@ impl Tx for PgTx {
     /// By `COPY … FROM STDIN BINARY`: the rows stream to the server in one command,
     /// with no statement to plan or run per row or per chunk.
     async fn insert_rows(&mut self, insert: &str, rows: Vec<Vec<Value>>) -> Result<u64> {
-        let Some(columns) = rows.first().map(Vec::len) else {
+        let Some(columns) = row_width(&rows)? else {
             return Ok(0);
         };
         let target = insert

@@ -256,6 +256,22 @@ pub fn insert_chunks(mut n: usize) -> impl Iterator<Item = usize> {
     })
 }
 
+/// The width every row of an `insert_rows` call shares (`None`: no rows), checked before
+/// anything is written: a row of another width would shift every value after it in a
+/// chunk (SQLite) or stop the `COPY` half-way (PostgreSQL).
+pub fn row_width(rows: &[Vec<Value>]) -> Result<Option<usize>> {
+    let Some(width) = rows.first().map(Vec::len) else {
+        return Ok(None);
+    };
+    match rows.iter().position(|r| r.len() != width) {
+        Some(i) => Err(StoreError::other(format!(
+            "insert_rows: row {i} has {} values, the first {width}",
+            rows[i].len()
+        ))),
+        None => Ok(Some(width)),
+    }
+}
+
 /// `insert` with `VALUES` for `rows` rows of `columns` values, numbered `$1` on.
 pub fn values_for(insert: &str, columns: usize, rows: usize) -> String {
     use std::fmt::Write;
@@ -280,7 +296,16 @@ pub async fn query_opt(tx: &mut dyn Tx, sql: &str, params: Vec<Value>) -> Result
 
 #[cfg(test)]
 mod tests {
-    use super::{insert_chunks, values_for, INSERT_CHUNK};
+    use super::{insert_chunks, row_width, values_for, Value, INSERT_CHUNK};
+
+    #[test]
+    fn rows_of_another_width_are_refused_before_anything_is_written() {
+        let row = |n: usize| vec![Value::Int(1); n];
+        assert_eq!(row_width(&[]).unwrap(), None);
+        assert_eq!(row_width(&[row(3), row(3)]).unwrap(), Some(3));
+        let e = row_width(&[row(3), row(2), row(4)]).unwrap_err();
+        assert!(e.to_string().contains("row 1 has 2 values"), "{e}");
+    }
 
     #[test]
     fn rows_split_into_a_few_statement_sizes() {

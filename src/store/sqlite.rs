@@ -10,7 +10,8 @@
 //! of wallet history never waits for an indexer commit or for another reader.
 
 use super::sql::{
-    insert_chunks, values_for, Backend, Dialect, ErrorKind, Result, Row, StoreError, Tx, Value,
+    insert_chunks, row_width, values_for, Backend, Dialect, ErrorKind, Result, Row, StoreError, Tx,
+    Value,
 };
 use super::sqlite_readers::Readers;
 use async_trait::async_trait;
@@ -139,7 +140,7 @@ fn execute_rows<P: AsRef<[Value]>>(conn: &Connection, sql: &str, rows: &[P]) -> 
 
 /// `Tx::insert_rows` on the writer: one cached statement per chunk size.
 fn insert_on(conn: &Connection, insert: &str, rows: &[Vec<Value>]) -> Result<u64> {
-    let Some(columns) = rows.first().map(Vec::len) else {
+    let Some(columns) = row_width(rows)? else {
         return Ok(0);
     };
     let mut changed = 0;
