@@ -6,13 +6,15 @@
 #   bench/index.sh [blocks, default 2000] [transfers per block, default 10]
 #   STORE=postgres bench/index.sh ...   index into a PostgreSQL started here (default SQLite)
 #   BATCH=50 FETCH_AHEAD=2                the indexer's batch_blocks and fetch_ahead
+#   ROUNDS=3                              rounds of each backfill pair (the median's row)
 #
 # An anvil node (not mining by itself) gets `blocks` blocks, each with `transfers` ERC-20
 # transfers to rotating wallets and as many native transfers. The node alone then serves
 # every block with its receipts in the indexer's batches, FETCH_AHEAD of them at once
 # (bench/node_blocks.py); then chainedge backfills the same chain from block 0 into an
 # empty store, timed from its first commit until `chainedge_index_head` reaches the
-# node's head (rows committed per side). Both are measured twice: with the node pinned to
+# node's head (rows committed per side; bench/backfill_watch.py, with the CPU each side
+# spent). Each pair runs back to back, ROUNDS times, in two placements: the node pinned to
 # core 0 and the client, edge and store on the others (does the indexer keep up with its
 # node when each has its own CPU, as in production?), and all sharing every core (the
 # node is CPU-bound, so every cycle the indexer spends is taken from it). Then oha at a
@@ -97,35 +99,42 @@ store_for() {
 }
 fa=${FETCH_AHEAD:-2}
 cores=$(nproc)
-others="1-$((cores - 1))"
-# The pinned pair first: the node on core 0, the client, edge and store on the others.
-pinned_node="" pinned_index=""
-if [ "$cores" -ge 2 ]; then
-  taskset -a -p -c 0 "${pids[0]}" >/dev/null
-  [ -n "${pgdata:-}" ] && for p in $(head -1 "$pgdata/postmaster.pid") $(pgrep -P "$(head -1 "$pgdata/postmaster.pid")"); do taskset -p -c "$others" "$p" >/dev/null; done
-  pinned_node=$(taskset -c "$others" python3 bench/node_blocks.py $NODE "$head" "${BATCH:-50}" "$fa")
-  store_for pinned
+all="0-$((cores - 1))" others="1-$((cores - 1))"
+rounds=${ROUNDS:-3}
+# One round of the pair `$1` (pinned or shared): the node alone serving every block,
+# then an edge backfilling them into an empty store, the client, edge and watcher on
+# cores $3. Appends "<node seconds> <blocks> <seconds> <edge CPU s> <node CPU s>" to
+# $work/$1.rows. With $4 = keep, the edge stays up (a tenant and key for the endpoints).
+backfill_round() {
+  local node_secs watched
+  node_secs=$(taskset -c "$3" python3 bench/node_blocks.py $NODE "$head" "${BATCH:-50}" "$fa")
+  store_for "$1$2"
   index_app_yaml "$store"
   sed -i "s/^    poll_ms: 200$/    poll_ms: 200\n    fetch_ahead: $fa/" "$work/app.yaml"
   pingora_yaml
-  taskset -c "$others" $bin -c "$work/pingora.yaml" --app "$work/app.yaml" >/dev/null 2>"$work/chainedge.log" &
+  if [ "${4:-}" = keep ]; then
+    tenant=$($bin --app "$work/app.yaml" tenants create --name bench --plan scale)
+    key=$($bin --app "$work/app.yaml" keys create --tenant "$tenant" 2>/dev/null)
+  fi
+  taskset -c "$3" $bin -c "$work/pingora.yaml" --app "$work/app.yaml" >/dev/null 2>"$work/chainedge.log" &
   pids+=($!)
-  pinned_index=$(backfill_timed "$head")
-  stop_last
-  taskset -a -p -c "0-$((cores - 1))" "${pids[0]}" >/dev/null
-  [ -n "${pgdata:-}" ] && for p in $(head -1 "$pgdata/postmaster.pid") $(pgrep -P "$(head -1 "$pgdata/postmaster.pid")"); do taskset -p -c "0-$((cores - 1))" "$p" >/dev/null; done
+  watched=$(taskset -c "$3" python3 bench/backfill_watch.py $CEM "$head" "${pids[-1]}" "${pids[0]}") \
+    || { cat "$work/chainedge.log" >&2; exit 1; }
+  echo "$node_secs $watched" >> "$work/$1.rows"
+  [ "${4:-}" = keep ] || stop_last
+}
+# The pinned rounds first: the node on core 0, the client, edge and store on the others.
+if [ "$cores" -ge 2 ]; then
+  taskset -a -p -c 0 "${pids[0]}" >/dev/null
+  [ -n "${pgdata:-}" ] && for p in $(head -1 "$pgdata/postmaster.pid") $(pgrep -P "$(head -1 "$pgdata/postmaster.pid")"); do taskset -p -c "$others" "$p" >/dev/null; done
+  for r in $(seq "$rounds"); do backfill_round pinned "$r" "$others"; done
+  taskset -a -p -c "$all" "${pids[0]}" >/dev/null
+  [ -n "${pgdata:-}" ] && for p in $(head -1 "$pgdata/postmaster.pid") $(pgrep -P "$(head -1 "$pgdata/postmaster.pid")"); do taskset -p -c "$all" "$p" >/dev/null; done
 fi
-# Then every core shared; this edge stays up for the endpoint rows.
-shared_node=$(python3 bench/node_blocks.py $NODE "$head" "${BATCH:-50}" "$fa")
-store_for shared
-index_app_yaml "$store"
-sed -i "s/^    poll_ms: 200$/    poll_ms: 200\n    fetch_ahead: $fa/" "$work/app.yaml"
-pingora_yaml
-tenant=$($bin --app "$work/app.yaml" tenants create --name bench --plan scale)
-key=$($bin --app "$work/app.yaml" keys create --tenant "$tenant" 2>/dev/null)
-$bin -c "$work/pingora.yaml" --app "$work/app.yaml" >/dev/null 2>"$work/chainedge.log" &
-pids+=($!)
-shared_index=$(backfill_timed "$head")
+# Then every core shared; the last round's edge stays up for the endpoint rows.
+for r in $(seq "$rounds"); do
+  backfill_round shared "$r" "$all" "$([ "$r" = "$rounds" ] && echo keep)"
+done
 transfers=$(curl -s "http://127.0.0.1:$CEM/metrics" | awk '/^chainedge_index_transfers_total\{chain="eth"\}/ {print $2}')
 
 wallet=0x$(printf '%040x' $((0xA000 + 7)))
@@ -145,24 +154,37 @@ h_peak=$(peak "$hist"); t_peak=$(peak "$toks"); l_peak=$(peak "$local")
 rows=$(curl -s -H "x-token: $key" "$hist" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))')
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f", a/b}'; }
-node_rate() { awk -v n="$((head + 1))" -v s="$1" 'BEGIN{printf "%.0f", n/s}'; }
-index_rate() { echo "$1" | awk '{printf "%.0f", $1/$2}'; }
-backfill_row() { # label, node seconds, "blocks seconds" of the indexer
-  [ -n "$2" ] || { echo "| $1 | (one core: not measured) | | |"; return; }
-  echo "| $1 | $(node_rate "$2") | $(index_rate "$3") | $(ratio "$(index_rate "$3")" "$(node_rate "$2")") |"
+# A pair's row from its rounds: the round with the median ratio (each round's node and
+# indexer run back to back, so their ratio is what drifts least on a shared box), the
+# CPU the edge spent per block against the node's in that round, every round's ratio.
+backfill_row() { # label, rows file
+  [ -s "$2" ] || { echo "| $1 | (one core: not measured) | | | | |"; return; }
+  python3 - "$1" "$2" "$((head + 1))" <<'PY'
+import sys
+label, path, blocks = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rounds = []
+for line in open(path):
+    node_secs, n, secs, edge_cpu, node_cpu = (float(x) for x in line.split())
+    node_rate, rate = blocks / node_secs, n / secs
+    rounds.append((rate / node_rate, node_rate, rate, 1000 * edge_cpu / n, 1000 * node_cpu / n))
+ratios = " ".join(f"{r[0]:.3f}" for r in rounds)
+ratio, node_rate, rate, edge_ms, node_ms = sorted(rounds)[len(rounds) // 2]
+print(f"| {label} | {node_rate:.0f} | {rate:.0f} | {ratio:.3f} | {edge_ms:.2f} / {node_ms:.2f} | {ratios} |")
+PY
 }
+shared_rate=$(awk '{print $2 / $3}' "$work/shared.rows" | sort -n | awk '{r[NR]=$1} END {print r[int((NR+1)/2)]}')
 publish "RESULTS-index${STORE:+-$STORE}.md" <<MD
 # Chain index rows ($(date -u +%Y-%m-%d), \`bench/index.sh $blocks $per_block\`, ${STORE:-sqlite} store, batch_blocks ${BATCH:-50}, fetch_ahead $fa)
 
 Chain: $head blocks on one anvil, $per_block ERC-20 and $per_block native transfers per block
 (generated in ${gen_secs} s); release build, 2 worker threads, $(nproc) cores.
 
-| backfill, blocks with receipts | node alone, blocks/s ($fa batches at once) | indexer, blocks/s (from its first commit) | indexer against the node |
-|---|---|---|---|
-$(backfill_row "node on core 0; client, edge and store on the others" "$pinned_node" "$pinned_index")
-$(backfill_row "every core shared by node, edge and store" "$shared_node" "$shared_index")
+| backfill, blocks with receipts ($rounds rounds, the median's) | node alone, blocks/s ($fa batches at once) | indexer, blocks/s (from its first commit) | indexer against the node | CPU ms per block: edge / node | each round's ratio |
+|---|---|---|---|---|---|
+$(backfill_row "node on core 0; client, edge and store on the others" "$work/pinned.rows")
+$(backfill_row "every core shared by node, edge and store" "$work/shared.rows")
 
-Transfers indexed: $transfers (two wallet rows each), $(echo "$shared_index" | awk -v t="$transfers" -v h="$head" '{printf "%.0f", t*$1/h/$2}') transfers/s in the shared run.
+Transfers indexed: $transfers (two wallet rows each), $(awk -v t="$transfers" -v h="$head" -v r="$shared_rate" 'BEGIN{printf "%.0f", t*r/(h+1)}') transfers/s at the shared rounds' median pace.
 
 | endpoint | p50 / p99 ms at 500 req/s (oha) | peak req/s (wrk, 64 connections) | peak against the local handler |
 |---|---|---|---|

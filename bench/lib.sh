@@ -69,31 +69,6 @@ pools:
 YAML
 }
 
-# Wait until the edge started last (the last of `pids`) has indexed block $1; its log
-# and a failure if it exits first.
-wait_indexed() {
-  until [ "$(curl -s "http://127.0.0.1:$CEM/metrics" | awk '/^chainedge_index_head\{chain="eth"\}/ {print $2}')" = "$1" ]; do
-    kill -0 "${pids[-1]}" 2>/dev/null || { cat "$work/chainedge.log" >&2; exit 1; }
-    sleep 0.05
-  done
-}
-
-# Wait until the edge started last has indexed block $1, timing the backfill from the first
-# block it is seen to have committed (its start-up and first batch left out, so the row is
-# the indexer's pace, not the process's start): prints "<blocks> <seconds>".
-backfill_timed() {
-  local first="" h now
-  while :; do
-    h=$(curl -s "http://127.0.0.1:$CEM/metrics" | awk '/^chainedge_index_head\{chain="eth"\}/ {print $2}')
-    now=$(date +%s.%N)
-    [ -n "$h" ] && [ -z "$first" ] && first="$h $now"
-    [ "$h" = "$1" ] && break
-    kill -0 "${pids[-1]}" 2>/dev/null || { cat "$work/chainedge.log" >&2; exit 1; }
-    sleep 0.02
-  done
-  echo "$first" | awk -v h="$1" -v t="$now" '{printf "%d %.3f\n", h - $1, t - $2}'
-}
-
 # Stop the process started last and forget it.
 stop_last() {
   local p=${pids[-1]}

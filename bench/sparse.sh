@@ -59,7 +59,7 @@ $bin -c "$work/pingora.yaml" --app "$work/app.yaml" >/dev/null 2>"$work/chainedg
 pids+=($!)
 # Timed from its first commit, as bench/index.sh: the process's start-up is not the
 # indexer's pace (it was half of a one-second run).
-read -r timed_blocks secs <<<"$(backfill_timed "$head")"
+read -r timed_blocks secs _ <<<"$(python3 bench/backfill_watch.py $CEM "$head" "${pids[-1]}" "${pids[0]}")"
 transfers=$(curl -s "http://127.0.0.1:$CEM/metrics" | awk '/^chainedge_index_transfers_total\{chain="eth"\}/ {print $2}')
 
 rate() { awk -v n="$1" -v s="$2" 'BEGIN{printf "%.0f", n/s}'; }
