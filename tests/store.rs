@@ -1695,3 +1695,48 @@ async fn the_store_suite_on_postgres() {
     b.unwrap();
     tokio::task::spawn_blocking(move || drop(pg)).await.unwrap();
 }
+
+/// Reads outside a transaction share a few connections per thread (pipelined) instead
+/// of taking a pooled one each: 200 reads at once from one thread open at most two more
+/// backends (a pool would grow to its size). When the server ends those backends, the
+/// next read still answers, on a connection opened again.
+#[tokio::test]
+async fn postgres_reads_share_a_few_connections_and_survive_their_end() {
+    let pg = tokio::task::spawn_blocking(PgServer::start).await.unwrap();
+    let store = Store::open(&Target::Postgres(pg.create_db()))
+        .await
+        .unwrap();
+    let (admin, connection) = tokio_postgres::connect(&pg.url("postgres"), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    const EDGE: &str = "FROM pg_stat_activity WHERE application_name = 'chainedge'";
+    let backends = || async {
+        let row = admin
+            .query_one(&format!("SELECT count(*) {EDGE}"), &[])
+            .await
+            .unwrap();
+        row.get::<_, i64>(0)
+    };
+    let before = backends().await;
+    let names: Vec<String> = (0..200).map(|i| format!("t{i}")).collect();
+    let reads = names.iter().map(|name| store.tenant_exists(name));
+    for read in futures_util::future::join_all(reads).await {
+        assert!(!read.unwrap(), "no tenant was made");
+    }
+    let opened = backends().await - before;
+    assert!(
+        (1..=2).contains(&opened),
+        "200 reads from one thread opened {opened} backends"
+    );
+    admin
+        .execute(&format!("SELECT pg_terminate_backend(pid) {EDGE}"), &[])
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    for _ in 0..3 {
+        assert!(!store.tenant_exists("t").await.unwrap());
+    }
+    drop(store);
+    tokio::task::spawn_blocking(move || drop(pg)).await.unwrap();
+}

@@ -20,6 +20,8 @@ pub mod method_usage;
 pub mod mev_cache;
 mod migrations;
 pub mod postgres;
+mod postgres_reads;
+mod postgres_wire;
 pub mod sessions;
 pub mod sign_in;
 pub mod sol_stake;

@@ -1,21 +1,21 @@
 //! The shared store for several instances: PostgreSQL through `tokio-postgres`, pooled
 //! by `deadpool-postgres`.
 //!
-//! Connections live on the store's own runtime thread: their I/O never depends on which
-//! of Pingora's runtimes happened to open them, and a client handle works from any of
-//! them. Transactions are serializable; a conflict surfaces as `ErrorKind::Conflict`
-//! and the repository tries the whole transaction again (`store::retry_conflicts`).
+//! The pool's connections (transactions and writes) live on the store's own runtime
+//! thread: their I/O never depends on which of Pingora's runtimes happened to open them,
+//! and a client handle works from any of them. Reads outside a transaction go to a few
+//! connections per thread instead, pipelined (`postgres_reads.rs`). Transactions are
+//! serializable; a conflict surfaces as `ErrorKind::Conflict` and the repository tries
+//! the whole transaction again (`store::retry_conflicts`).
 
-use super::sql::{
-    row_width, values_for, Backend, Dialect, ErrorKind, Result, Row, StoreError, Tx, Value,
-};
+use super::postgres_reads::ReadConns;
+use super::postgres_wire::{error, execute_on, query_on, refs};
+use super::sql::{row_width, values_for, Backend, Dialect, Result, Row, StoreError, Tx, Value};
 use async_trait::async_trait;
-use bytes::BytesMut;
-use deadpool_postgres::{ClientWrapper, Manager, ManagerConfig, Pool, RecyclingMethod};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use std::time::Duration;
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
-use tokio_postgres::error::SqlState;
-use tokio_postgres::types::{to_sql_checked, FromSql, IsNull, ToSql, Type};
+use tokio_postgres::types::ToSql;
 
 /// Connections per instance.
 const POOL_SIZE: usize = 8;
@@ -32,6 +32,8 @@ pub struct Postgres {
     /// them: `-d` forks after the store is opened (and migrated), and a runtime's
     /// threads do not survive a fork, so the daemon makes its own on first use.
     pooled: std::sync::Mutex<Option<std::sync::Arc<Pooled>>>,
+    /// Reads outside a transaction: a few connections per thread (`postgres_reads.rs`).
+    reads: ReadConns,
 }
 
 struct Pooled {
@@ -103,6 +105,7 @@ impl Postgres {
         config.connect_timeout(POOL_WAIT);
         config.application_name("chainedge");
         let pg = Postgres {
+            reads: ReadConns::new(config.clone()),
             config,
             pooled: std::sync::Mutex::new(None),
         };
@@ -165,107 +168,6 @@ impl Postgres {
     }
 }
 
-fn error(e: tokio_postgres::Error) -> StoreError {
-    let kind = match e.code() {
-        Some(c)
-            if *c == SqlState::T_R_SERIALIZATION_FAILURE
-                || *c == SqlState::T_R_DEADLOCK_DETECTED
-                || *c == SqlState::UNIQUE_VIOLATION =>
-        {
-            ErrorKind::Conflict
-        }
-        Some(_) => ErrorKind::Other,
-        // No SQL state: the connection failed.
-        None => ErrorKind::Unavailable,
-    };
-    StoreError {
-        kind,
-        message: format!("postgres: {e}"),
-    }
-}
-
-impl ToSql for Value {
-    fn to_sql(
-        &self,
-        ty: &Type,
-        out: &mut BytesMut,
-    ) -> std::result::Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
-        match self {
-            Value::Null => Ok(IsNull::Yes),
-            Value::Int(n) => match *ty {
-                Type::INT4 => i32::try_from(*n)?.to_sql(ty, out),
-                Type::INT2 => i16::try_from(*n)?.to_sql(ty, out),
-                Type::BOOL => (*n != 0).to_sql(ty, out),
-                _ => n.to_sql(ty, out),
-            },
-            Value::Text(s) => s.as_str().to_sql(ty, out),
-            Value::Bytes(b) => b.as_slice().to_sql(ty, out),
-        }
-    }
-
-    fn accepts(_: &Type) -> bool {
-        true
-    }
-
-    to_sql_checked!();
-}
-
-impl<'a> FromSql<'a> for Value {
-    fn from_sql(
-        ty: &Type,
-        raw: &'a [u8],
-    ) -> std::result::Result<Self, Box<dyn std::error::Error + Sync + Send>> {
-        Ok(match *ty {
-            Type::INT8 => Value::Int(i64::from_sql(ty, raw)?),
-            Type::INT4 => Value::Int(i32::from_sql(ty, raw)?.into()),
-            Type::INT2 => Value::Int(i16::from_sql(ty, raw)?.into()),
-            Type::BOOL => Value::Int(bool::from_sql(ty, raw)?.into()),
-            Type::BYTEA => Value::Bytes(Vec::<u8>::from_sql(ty, raw)?),
-            _ => Value::Text(String::from_sql(ty, raw)?),
-        })
-    }
-
-    fn from_sql_null(
-        _: &Type,
-    ) -> std::result::Result<Self, Box<dyn std::error::Error + Sync + Send>> {
-        Ok(Value::Null)
-    }
-
-    fn accepts(_: &Type) -> bool {
-        true
-    }
-}
-
-fn refs(params: &[Value]) -> Vec<&(dyn ToSql + Sync)> {
-    params.iter().map(|p| p as &(dyn ToSql + Sync)).collect()
-}
-
-fn rows(rows: Vec<tokio_postgres::Row>) -> Result<Vec<Row>> {
-    rows.into_iter()
-        .map(|r| {
-            (0..r.len())
-                .map(|i| {
-                    r.try_get::<_, Value>(i)
-                        .map_err(|e| StoreError::other(format!("postgres column {i}: {e}")))
-                })
-                .collect::<Result<Vec<_>>>()
-                .map(Row)
-        })
-        .collect()
-}
-
-// Statements are prepared once per connection (`prepare_cached`): preparing each time
-// doubled the round trips of every read.
-async fn execute_on(c: &ClientWrapper, sql: &str, params: &[Value]) -> Result<u64> {
-    let st = c.prepare_cached(sql).await.map_err(error)?;
-    c.execute(&st, &refs(params)).await.map_err(error)
-}
-
-async fn query_on(c: &ClientWrapper, sql: &str, params: &[Value]) -> Result<Vec<Row>> {
-    let st = c.prepare_cached(sql).await.map_err(error)?;
-    rows(c.query(&st, &refs(params)).await.map_err(error)?)
-}
-
 #[async_trait]
 impl Backend for Postgres {
     fn dialect(&self) -> Dialect {
@@ -318,8 +220,7 @@ impl Backend for Postgres {
     }
 
     async fn query(&self, sql: &str, params: Vec<Value>) -> Result<Vec<Row>> {
-        let client = self.client().await?;
-        query_on(&client, sql, &params).await
+        self.reads.query(sql, &params).await
     }
 
     async fn begin(&self) -> Result<Box<dyn Tx>> {

@@ -1,0 +1,110 @@
+//! How the store's values, rows and errors cross to PostgreSQL and back, and one
+//! statement run on a connection: shared by the pool's connections (`postgres.rs`) and
+//! the per-thread read connections (`postgres_reads.rs`).
+
+use super::sql::{ErrorKind, Result, Row, StoreError, Value};
+use bytes::BytesMut;
+use deadpool_postgres::ClientWrapper;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::{to_sql_checked, FromSql, IsNull, ToSql, Type};
+
+pub(super) fn error(e: tokio_postgres::Error) -> StoreError {
+    let kind = match e.code() {
+        Some(c)
+            if *c == SqlState::T_R_SERIALIZATION_FAILURE
+                || *c == SqlState::T_R_DEADLOCK_DETECTED
+                || *c == SqlState::UNIQUE_VIOLATION =>
+        {
+            ErrorKind::Conflict
+        }
+        Some(_) => ErrorKind::Other,
+        // No SQL state: the connection failed.
+        None => ErrorKind::Unavailable,
+    };
+    StoreError {
+        kind,
+        message: format!("postgres: {e}"),
+    }
+}
+
+impl ToSql for Value {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut BytesMut,
+    ) -> std::result::Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        match self {
+            Value::Null => Ok(IsNull::Yes),
+            Value::Int(n) => match *ty {
+                Type::INT4 => i32::try_from(*n)?.to_sql(ty, out),
+                Type::INT2 => i16::try_from(*n)?.to_sql(ty, out),
+                Type::BOOL => (*n != 0).to_sql(ty, out),
+                _ => n.to_sql(ty, out),
+            },
+            Value::Text(s) => s.as_str().to_sql(ty, out),
+            Value::Bytes(b) => b.as_slice().to_sql(ty, out),
+        }
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    to_sql_checked!();
+}
+
+impl<'a> FromSql<'a> for Value {
+    fn from_sql(
+        ty: &Type,
+        raw: &'a [u8],
+    ) -> std::result::Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(match *ty {
+            Type::INT8 => Value::Int(i64::from_sql(ty, raw)?),
+            Type::INT4 => Value::Int(i32::from_sql(ty, raw)?.into()),
+            Type::INT2 => Value::Int(i16::from_sql(ty, raw)?.into()),
+            Type::BOOL => Value::Int(bool::from_sql(ty, raw)?.into()),
+            Type::BYTEA => Value::Bytes(Vec::<u8>::from_sql(ty, raw)?),
+            _ => Value::Text(String::from_sql(ty, raw)?),
+        })
+    }
+
+    fn from_sql_null(
+        _: &Type,
+    ) -> std::result::Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(Value::Null)
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+}
+
+pub(super) fn refs(params: &[Value]) -> Vec<&(dyn ToSql + Sync)> {
+    params.iter().map(|p| p as &(dyn ToSql + Sync)).collect()
+}
+
+pub(super) fn rows(rows: Vec<tokio_postgres::Row>) -> Result<Vec<Row>> {
+    rows.into_iter()
+        .map(|r| {
+            (0..r.len())
+                .map(|i| {
+                    r.try_get::<_, Value>(i)
+                        .map_err(|e| StoreError::other(format!("postgres column {i}: {e}")))
+                })
+                .collect::<Result<Vec<_>>>()
+                .map(Row)
+        })
+        .collect()
+}
+
+// Statements are prepared once per connection (`prepare_cached`): preparing each time
+// doubled the round trips of every read.
+pub(super) async fn execute_on(c: &ClientWrapper, sql: &str, params: &[Value]) -> Result<u64> {
+    let st = c.prepare_cached(sql).await.map_err(error)?;
+    c.execute(&st, &refs(params)).await.map_err(error)
+}
+
+pub(super) async fn query_on(c: &ClientWrapper, sql: &str, params: &[Value]) -> Result<Vec<Row>> {
+    let st = c.prepare_cached(sql).await.map_err(error)?;
+    rows(c.query(&st, &refs(params)).await.map_err(error)?)
+}
