@@ -1737,6 +1737,39 @@ async fn postgres_reads_share_a_few_connections_and_survive_their_end() {
     for _ in 0..3 {
         assert!(!store.tenant_exists("t").await.unwrap());
     }
+    // A store dropped: its read connections close when the thread next reads another.
+    let first_db = store_db(&admin).await;
     drop(store);
+    let other = Store::open(&Target::Postgres(pg.create_db()))
+        .await
+        .unwrap();
+    assert!(!other.tenant_exists("t").await.unwrap());
+    let on_first = format!("SELECT count(*) {EDGE} AND datname = '{first_db}'");
+    let mut left = -1;
+    for _ in 0..50 {
+        left = admin
+            .query_one(&on_first, &[])
+            .await
+            .unwrap()
+            .get::<_, i64>(0);
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(left, 0, "a dropped store's connections stay open");
+    drop(other);
     tokio::task::spawn_blocking(move || drop(pg)).await.unwrap();
+}
+
+/// The database the edge's connections are on (the one test database they use).
+async fn store_db(admin: &tokio_postgres::Client) -> String {
+    admin
+        .query_one(
+            "SELECT datname FROM pg_stat_activity WHERE application_name = 'chainedge' LIMIT 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0)
 }

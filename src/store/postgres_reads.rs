@@ -18,7 +18,7 @@ use deadpool_postgres::ClientWrapper;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use tokio::sync::OnceCell;
 
 /// Connections per thread and store.
@@ -30,6 +30,8 @@ pub(super) struct ReadConns {
     /// CLI open several stores in one process).
     id: u64,
     config: tokio_postgres::Config,
+    /// Held while the store is: a thread drops the connections of stores gone.
+    alive: Arc<()>,
 }
 
 struct ReadConn {
@@ -43,11 +45,24 @@ struct ThreadSlots {
     /// The process that opened them: after a fork (`-d`) the parent's connections are
     /// not this process's to use, nor to close.
     pid: u32,
+    store: Weak<()>,
     slots: Vec<Slot>,
 }
 
 thread_local! {
     static SLOTS: RefCell<HashMap<u64, ThreadSlots>> = RefCell::new(HashMap::new());
+}
+
+/// On a store new to this thread: the connections of stores dropped since close here
+/// (their tasks end with them); a parent's are left alone.
+fn drop_gone_stores(slots: &mut HashMap<u64, ThreadSlots>, pid: u32) {
+    slots.retain(|_, t| {
+        let alive = t.store.strong_count() > 0;
+        if !alive && t.pid != pid {
+            std::mem::forget(std::mem::take(&mut t.slots));
+        }
+        alive
+    });
 }
 
 /// Counts a read in flight on its connection until dropped.
@@ -65,6 +80,7 @@ impl ReadConns {
         ReadConns {
             id: IDS.fetch_add(1, Ordering::Relaxed),
             config,
+            alive: Arc::new(()),
         }
     }
 
@@ -106,8 +122,12 @@ impl ReadConns {
         let pid = std::process::id();
         SLOTS.with(|slots| {
             let mut slots = slots.borrow_mut();
+            if !slots.contains_key(&self.id) {
+                drop_gone_stores(&mut slots, pid);
+            }
             let mine = slots.entry(self.id).or_insert_with(|| ThreadSlots {
                 pid,
+                store: Arc::downgrade(&self.alive),
                 slots: Vec::new(),
             });
             if mine.pid != pid {
