@@ -143,6 +143,9 @@ wallet=0x$(printf '%040x' $((0xA000 + 7)))
 hist="http://127.0.0.1:$CE/v1/eth/wallet/$wallet/history?limit=50"
 toks="http://127.0.0.1:$CE/v1/eth/wallet/$wallet/tokens"
 local="http://127.0.0.1:$CE/console/app.js"
+# PostgreSQL reads a table just filled without its statistics and visibility map (every
+# row fetched from the heap): what autovacuum gives a live table, given before the reads.
+[ -n "${pgdata:-}" ] && psql -q "$BENCH_PG_URL" -c "VACUUM ANALYZE"
 if [ -n "${HOLD:-}" ]; then
   echo "node :$NODE  chainedge :$CE (pid ${pids[-1]}, metrics :$CEM)  key $key  wallet $wallet  ${pgdata:+postgres :$PG  }scripts $work" >&2
   sleep infinity &
