@@ -123,7 +123,15 @@ backfill_round() {
   watched=$(taskset -c "$3" python3 bench/backfill_watch.py $CEM "$head" "${pids[-1]}" "${pids[0]}") \
     || { cat "$work/chainedge.log" >&2; exit 1; }
   echo "$node_secs $watched" >> "$work/$1.rows"
-  [ "${4:-}" = keep ] || stop_last
+  [ "${4:-}" = keep ] && return
+  stop_last
+  # A finished round's store goes at once: PostgreSQL's autovacuum of a table just
+  # filled would otherwise take CPU from the rounds and read rows after it.
+  if [ -n "${pgdata:-}" ]; then
+    psql -q -h 127.0.0.1 -p $PG -U postgres -c "DROP DATABASE $1$2 WITH (FORCE)" >/dev/null
+  else
+    rm -f "$work/$1$2.db"*
+  fi
 }
 # The pinned rounds first: the node on core 0, the client, edge and store on the others.
 if [ "$cores" -ge 2 ]; then
