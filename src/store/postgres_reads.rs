@@ -17,7 +17,7 @@ use super::sql::{Result, Row, StoreError, Value};
 use deadpool_postgres::ClientWrapper;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use tokio::sync::OnceCell;
 
@@ -26,11 +26,10 @@ const PER_THREAD: usize = 2;
 
 /// One store's read connections, reached per thread.
 pub(super) struct ReadConns {
-    /// Tells this store's connections from another's on the same thread (tests and the
-    /// CLI open several stores in one process).
-    id: u64,
     config: tokio_postgres::Config,
-    /// Held while the store is: a thread drops the connections of stores gone.
+    /// Held while the store is: a thread drops the connections of stores gone. Its
+    /// address tells this store's connections from another's on one thread (tests open
+    /// several stores in one process); a thread's `Weak` keeps it from being reused.
     alive: Arc<()>,
 }
 
@@ -50,12 +49,12 @@ struct ThreadSlots {
 }
 
 thread_local! {
-    static SLOTS: RefCell<HashMap<u64, ThreadSlots>> = RefCell::new(HashMap::new());
+    static SLOTS: RefCell<HashMap<usize, ThreadSlots>> = RefCell::new(HashMap::new());
 }
 
 /// On a store new to this thread: the connections of stores dropped since close here
 /// (their tasks end with them); a parent's are left alone.
-fn drop_gone_stores(slots: &mut HashMap<u64, ThreadSlots>, pid: u32) {
+fn drop_gone_stores(slots: &mut HashMap<usize, ThreadSlots>, pid: u32) {
     slots.retain(|_, t| {
         let alive = t.store.strong_count() > 0;
         if !alive && t.pid != pid {
@@ -76,9 +75,7 @@ impl Drop for InFlight {
 
 impl ReadConns {
     pub fn new(config: tokio_postgres::Config) -> ReadConns {
-        static IDS: AtomicU64 = AtomicU64::new(0);
         ReadConns {
-            id: IDS.fetch_add(1, Ordering::Relaxed),
             config,
             alive: Arc::new(()),
         }
@@ -122,10 +119,11 @@ impl ReadConns {
         let pid = std::process::id();
         SLOTS.with(|slots| {
             let mut slots = slots.borrow_mut();
-            if !slots.contains_key(&self.id) {
+            let id = Arc::as_ptr(&self.alive) as usize;
+            if !slots.contains_key(&id) {
                 drop_gone_stores(&mut slots, pid);
             }
-            let mine = slots.entry(self.id).or_insert_with(|| ThreadSlots {
+            let mine = slots.entry(id).or_insert_with(|| ThreadSlots {
                 pid,
                 store: Arc::downgrade(&self.alive),
                 slots: Vec::new(),
