@@ -273,10 +273,10 @@ impl Store {
         if rows.is_empty() {
             rows = self.db.query(led, args()).await?;
         }
-        let page = led_by_cursor(&rows, |r| {
+        let page = led_by_cursor(rows, |r| {
             let meta = TokenMeta {
-                name: r.opt_text(13)?,
-                symbol: r.opt_text(14)?,
+                name: r.take_opt_text(13)?,
+                symbol: r.take_opt_text(14)?,
                 decimals: r.opt_int(15)?.and_then(|d| u8::try_from(d).ok()),
             };
             Ok((history_row_at(r, 1)?, meta))
@@ -314,7 +314,7 @@ impl Store {
                 params![chain, address],
             )
             .await?;
-        led_by_cursor(&rows, |r| {
+        led_by_cursor(rows, |r| {
             Ok(NftMove {
                 kind: r.text(1)?,
                 token: r.text(2)?,
@@ -475,8 +475,8 @@ const HISTORY_PAGE_LED_BEFORE: &str =
 /// block beside each item: the index's block (column 0) and each row that carries an item
 /// (column 1 not NULL), read by `item`. `None` when the index has not committed a block yet.
 fn led_by_cursor<T>(
-    rows: &[Row],
-    item: impl Fn(&Row) -> Result<T, StoreError>,
+    mut rows: Vec<Row>,
+    item: impl Fn(&mut Row) -> Result<T, StoreError>,
 ) -> Result<Option<(u64, Vec<T>)>, StoreError> {
     let Some(first) = rows.first() else {
         return Ok(None);
@@ -486,7 +486,7 @@ fn led_by_cursor<T>(
     }
     let block = first.int(0)? as u64;
     let mut items = Vec::with_capacity(rows.len());
-    for r in rows {
+    for r in &mut rows {
         if !r.is_null(1)? {
             items.push(item(r)?);
         }
@@ -495,7 +495,7 @@ fn led_by_cursor<T>(
 }
 
 /// A history row whose columns start at `at`.
-fn history_row_at(r: &Row, at: usize) -> Result<HistoryRow, StoreError> {
+fn history_row_at(r: &mut Row, at: usize) -> Result<HistoryRow, StoreError> {
     Ok(HistoryRow {
         position: Position {
             block: r.int(at)? as u64,
@@ -503,13 +503,13 @@ fn history_row_at(r: &Row, at: usize) -> Result<HistoryRow, StoreError> {
             log_index: r.int(at + 2)?,
             seq: r.int(at + 3)? as u64,
         },
-        direction: r.text(at + 4)?,
-        kind: r.text(at + 5)?,
-        token: r.text(at + 6)?,
-        counterparty: r.text(at + 7)?,
-        token_id: r.opt_text(at + 8)?,
-        amount: r.text(at + 9)?,
-        tx_hash: r.text(at + 10)?,
+        direction: r.take_text(at + 4)?,
+        kind: r.take_text(at + 5)?,
+        token: r.take_text(at + 6)?,
+        counterparty: r.take_text(at + 7)?,
+        token_id: r.take_opt_text(at + 8)?,
+        amount: r.take_text(at + 9)?,
+        tx_hash: r.take_text(at + 10)?,
         timestamp: r.int(at + 11)?,
     })
 }

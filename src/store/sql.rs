@@ -89,6 +89,19 @@ impl Row {
             .ok_or_else(|| StoreError::other(format!("column {i} is NULL")))
     }
 
+    /// `text`, moved out of the row (an empty text left): for rows read once, no copy.
+    pub fn take_text(&mut self, i: usize) -> Result<String> {
+        self.take_opt_text(i)?
+            .ok_or_else(|| StoreError::other(format!("column {i} is NULL")))
+    }
+
+    pub fn take_opt_text(&mut self, i: usize) -> Result<Option<String>> {
+        match self.0.get_mut(i) {
+            Some(Value::Text(s)) => Ok(Some(std::mem::take(s))),
+            _ => self.opt_text(i),
+        }
+    }
+
     pub fn opt_text(&self, i: usize) -> Result<Option<String>> {
         match self.at(i)? {
             Value::Null => Ok(None),
@@ -296,7 +309,17 @@ pub async fn query_opt(tx: &mut dyn Tx, sql: &str, params: Vec<Value>) -> Result
 
 #[cfg(test)]
 mod tests {
-    use super::{insert_chunks, row_width, values_for, Value, INSERT_CHUNK};
+    use super::{insert_chunks, row_width, values_for, Row, Value, INSERT_CHUNK};
+
+    #[test]
+    fn taking_text_moves_it_out_and_checks_like_reading() {
+        let mut row = Row(vec![Value::Text("a".into()), Value::Null, Value::Int(3)]);
+        assert_eq!(row.take_text(0).unwrap(), "a");
+        assert_eq!(row.take_opt_text(1).unwrap(), None);
+        assert!(row.take_text(1).is_err(), "NULL is not text");
+        assert!(row.take_text(2).is_err(), "an integer is not text");
+        assert!(row.take_text(3).is_err(), "no such column");
+    }
 
     #[test]
     fn rows_of_another_width_are_refused_before_anything_is_written() {

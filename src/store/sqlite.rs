@@ -92,16 +92,14 @@ fn error(e: rusqlite::Error) -> StoreError {
 
 /// `$1` parameters as SQLite's numbered `?1` (the store's SQL has no `$` elsewhere).
 fn numbered(sql: &str) -> String {
-    let mut out = String::with_capacity(sql.len());
-    let mut chars = sql.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '$' && chars.peek().is_some_and(|d| d.is_ascii_digit()) {
-            out.push('?');
-        } else {
-            out.push(c);
+    // Byte for byte (`$` and `?` are both one byte): run per read, so no per-char pushes.
+    let mut text = sql.as_bytes().to_vec();
+    for i in 1..text.len() {
+        if text[i - 1] == b'$' && text[i].is_ascii_digit() {
+            text[i - 1] = b'?';
         }
     }
-    out
+    String::from_utf8(text).unwrap_or_else(|_| sql.to_string())
 }
 
 /// Bound by reference: a row's text and bytes are not copied to be inserted.
@@ -123,7 +121,11 @@ fn from_sql(v: ValueRef<'_>) -> Value {
         ValueRef::Integer(n) => Value::Int(n),
         // The schema has no REAL columns; a float would be a bug, kept visible.
         ValueRef::Real(f) => Value::Text(f.to_string()),
-        ValueRef::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
+        // Checked first (the common case, valid UTF-8, is one pass and one copy).
+        ValueRef::Text(t) => Value::Text(match std::str::from_utf8(t) {
+            Ok(s) => s.to_owned(),
+            Err(_) => String::from_utf8_lossy(t).into_owned(),
+        }),
         ValueRef::Blob(b) => Value::Bytes(b.to_vec()),
     }
 }
@@ -364,5 +366,7 @@ mod tests {
             numbered("UPDATE t SET a = $2 WHERE id = $1 AND b = '$x'"),
             "UPDATE t SET a = ?2 WHERE id = ?1 AND b = '$x'"
         );
+        // Multi-byte text around a parameter stays whole; a `$` at either end is kept.
+        assert_eq!(numbered("$ é = $10 ü$"), "$ é = ?10 ü$");
     }
 }
