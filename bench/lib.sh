@@ -2,6 +2,23 @@
 # measure the edge as it runs in production.
 export MIMALLOC_ARENA_EAGER_COMMIT="${MIMALLOC_ARENA_EAGER_COMMIT:-0}"
 
+# One scheduling weight per thread while a bench runs. With the kernel's autogroups on
+# (the default) each session shares CPU as one group: PostgreSQL's backends each call
+# setsid() and so get a share of their own, while the edge and the load generator, both
+# started by the script, split one between them; under contention that halved the
+# PostgreSQL read rows (11-13k req/s against 24k with autogroups off, the same edge and
+# store) and weighs proxies that daemonize (nginx) against ones that do not. Turned off
+# for the run when we may (root), put back by `stop_all`; the results say which.
+autogroup=/proc/sys/kernel/sched_autogroup_enabled
+autogroup_was=$(cat "$autogroup" 2>/dev/null || echo "")
+if [ "$autogroup_was" = 1 ] && echo 0 2>/dev/null > "$autogroup"; then
+  scheduling="autogroups off for the run"
+elif [ "$autogroup_was" = 1 ]; then
+  scheduling="autogroups on (not root: the PostgreSQL rows read low, see docs/benchmarks.md)"
+else
+  scheduling="autogroups off"
+fi
+
 # Shared by the bench scripts (sourced): stop every process a script started and wait
 # until each is gone, so that no node, proxy or edge outlives the script that ran it.
 #
@@ -19,13 +36,14 @@ stop_all() {
   done
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  [ "$autogroup_was" = 1 ] && echo 1 2>/dev/null > "$autogroup" || true
 }
 
 # Write a results table to stdout and to bench/<file>, headed by the date and the box.
 publish() {
   local file=$1
   {
-    echo "<!-- $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r) -->"
+    echo "<!-- $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r), $scheduling -->"
     cat
   } | tee "bench/$file"
 }
