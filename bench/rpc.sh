@@ -236,7 +236,7 @@ diff_ms() { awk -v x="$1" -v y="$2" 'BEGIN{ printf "%+.3f", x-y }'; }
 cat > bench/RESULTS-rpc.md <<MD
 # JSON-RPC benchmark: cache, coalescing, eth_getLogs
 
-\`bench/rpc.sh $secs\` on 2 cores, $(date -u +%Y-%m-%dT%H:%MZ), loopback only. oha, $conns connections,
+\`bench/rpc.sh $secs\` on 2 cores, $(date -u +%Y-%m-%dT%H:%MZ), loopback only, $scheduling. oha, $conns connections,
 ${secs}s per run, (b)/(d)/(d2)/(d3)/(b4)/(d4)/(e) interleaved over 3 rounds, each row its median round. nginx: 2
 workers, keep-alive to a static upstream (a separate nginx, \`return 200\`); chainedge: 2 worker threads,
 profile \`${BENCH_PROFILE:-dist}\`. The load generator, the upstream and the proxy share the two cores.

@@ -357,7 +357,7 @@ fi
 cat > bench/RESULTS.md <<MD
 # Benchmark results
 
-\`bench/run.sh $secs $conns\` on $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ), loopback only.
+\`bench/run.sh $secs $conns\` on $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ), loopback only, $scheduling.
 wrk, $workers threads, $conns connections, ${secs}s per run, (b)/(c3)/(c)/(d) interleaved over $rounds rounds. The load generator, the
 upstream and the proxy share the two cores. nginx: $workers workers, keep-alive (128) to
 the upstream. Pingora (bare) and chainedge: $workers worker threads
