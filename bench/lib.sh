@@ -11,8 +11,11 @@ export MIMALLOC_ARENA_EAGER_COMMIT="${MIMALLOC_ARENA_EAGER_COMMIT:-0}"
 # for the run when we may (root), put back by `stop_all`; the results say which.
 autogroup=/proc/sys/kernel/sched_autogroup_enabled
 autogroup_was=$(cat "$autogroup" 2>/dev/null || echo "")
+restore_scheduling() { [ "$autogroup_was" = 1 ] && echo 1 2>/dev/null > "$autogroup" || true; }
 if [ "$autogroup_was" = 1 ] && echo 0 2>/dev/null > "$autogroup"; then
   scheduling="autogroups off for the run"
+  # Until the script sets its own cleanup (which calls `stop_all`, which restores).
+  trap restore_scheduling EXIT
 elif [ "$autogroup_was" = 1 ]; then
   scheduling="autogroups on (not root: the PostgreSQL rows read low, see docs/benchmarks.md)"
 else
@@ -36,7 +39,7 @@ stop_all() {
   done
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  [ "$autogroup_was" = 1 ] && echo 1 2>/dev/null > "$autogroup" || true
+  restore_scheduling
 }
 
 # Write a results table to stdout and to bench/<file>, headed by the date and the box.
