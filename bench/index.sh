@@ -43,7 +43,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-$anvil --port $NODE --no-mining --silent >/dev/null 2>&1 &
+# No state offloaded to disk: anvil writes the states it cannot keep in memory to
+# ~/.foundry/anvil/tmp and leaves them there when stopped (73 GB of them filled this
+# box's disk); the backfill reads blocks and receipts, the tokens row the latest state.
+$anvil --port $NODE --no-mining --max-persisted-states 0 --silent >/dev/null 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$NODE) 2>/dev/null && break; sleep 0.1; done
 sleep 0.5
