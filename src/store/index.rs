@@ -316,13 +316,13 @@ impl Store {
             .await?;
         led_by_cursor(rows, |r| {
             Ok(NftMove {
-                kind: r.text(1)?,
-                token: r.text(2)?,
-                token_id: r.text(3)?,
-                direction: r.text(4)?,
-                amount: r.text(5)?,
-                name: r.opt_text(6)?,
-                symbol: r.opt_text(7)?,
+                kind: r.take_text(1)?,
+                token: r.take_text(2)?,
+                token_id: r.take_text(3)?,
+                direction: r.take_text(4)?,
+                amount: r.take_text(5)?,
+                name: r.take_opt_text(6)?,
+                symbol: r.take_opt_text(7)?,
             })
         })
     }
