@@ -315,8 +315,9 @@ pub struct ChainIndexConf {
     /// Blocks fetched per JSON-RPC batch and committed per store transaction.
     #[serde(default = "d_batch_blocks")]
     pub batch_blocks: u64,
-    /// Dense batches fetched (and decoded) ahead while the one before them commits: the
-    /// node is never idle waiting for the store. 0 fetches one batch at a time.
+    /// Dense batches at the node at once while the ones before them decode and commit
+    /// (at most twice as many ahead): the node never waits for the store or the
+    /// decoding. 0 fetches one batch at a time.
     #[serde(default = "d_fetch_ahead")]
     pub fetch_ahead: usize,
     /// How often the head is checked once caught up.

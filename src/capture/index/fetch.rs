@@ -1,8 +1,8 @@
 //! How the indexer reads blocks from its pool: dense batches (every block whole, with its
 //! receipts), sparse windows (headers first, bodies only where there are transactions),
-//! and dense batches fetched *ahead*, each in a task of its own, while the batch before
-//! them commits: the node is never idle waiting for the store, and the decoding runs on
-//! another worker thread than the commit.
+//! and dense batches fetched *ahead* by a feeder task, `fetch_ahead` at the node at once
+//! while the ones before them decode and commit: the node is never idle waiting for the
+//! store or the decoder, and the decoding runs on another worker thread than the commit.
 
 use super::decode::{self, RpcBlock, RpcHeader, RpcTx};
 use super::StepError;
@@ -16,9 +16,10 @@ use futures_util::FutureExt;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
-use std::collections::VecDeque;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
 /// Headers asked for at once on a sparse stretch.
@@ -65,8 +66,21 @@ impl Fetcher {
     /// Blocks `first..=last` with their receipts, in one batch; a block the node has not
     /// got yet ends it.
     pub async fn dense(&self, first: u64, last: u64) -> Result<Batch, StepError> {
+        self.dense_at_node(first, last, None).await
+    }
+
+    /// `dense`, holding `at_node` (a place among the fetches at the node at once) only
+    /// until the node's answer is in: the next fetch can be asked for while this one
+    /// decodes.
+    async fn dense_at_node(
+        &self,
+        first: u64,
+        last: u64,
+        at_node: Option<OwnedSemaphorePermit>,
+    ) -> Result<Batch, StepError> {
         let calls = whole((first..=last).map(|n| json!(format!("0x{n:x}"))));
         let reply = self.batch(&calls).await?;
+        drop(at_node);
         let answers = in_order(&reply, &calls)?;
         let mut blocks = Vec::with_capacity(answers.len() / 2);
         let mut go_sparse = false;
@@ -212,51 +226,117 @@ fn whole(tags: impl Iterator<Item = Value>) -> Vec<(&'static str, Value)> {
     .collect()
 }
 
-/// Dense batches being fetched ahead, consecutive and in order, each in its own task.
-/// Dropped or cleared, the tasks are aborted: nothing fetched ahead is ever committed
-/// without being linked to the committed tip first, so a reorg or another instance's
-/// commit only costs the fetch.
+/// Dense batches fetched ahead of the commits, consecutive and in order. A feeder task
+/// keeps `depth` fetches at the node at once and asks for the next batch as soon as one's
+/// answer is in, not when the commit loop takes it: the node waits neither for the
+/// decoding nor for the store, as it would not for a client that only reads. At most
+/// `2 × depth` batches are ahead (at the node, decoding or decoded), so a slow store
+/// holds the feeder back. Dropped or cleared, the feeder and every fetch are aborted:
+/// nothing fetched ahead is ever committed without being linked to the committed tip
+/// first, so a reorg or another instance's commit only costs the fetches.
 #[derive(Default)]
 pub(super) struct Ahead {
-    queue: VecDeque<(u64, u64, Fetching)>,
+    feed: Option<Feed>,
 }
 
 /// A batch being fetched and decoded in a task of its own.
 type Fetching = JoinHandle<Result<Batch, StepError>>;
 
+struct Feed {
+    /// The first block of the batch handed over next.
+    next: u64,
+    /// The last block to ask for, raised as the head moves.
+    target: watch::Sender<u64>,
+    batches: mpsc::Receiver<(u64, u64, Fetching)>,
+    feeder: JoinHandle<()>,
+}
+
 impl Ahead {
-    /// The batch starting at `first`, if it is the one fetched ahead; anything else queued
-    /// does not follow the committed tip and is dropped.
+    /// The batch starting at `first`, if it is the one fetched ahead; anything else ahead
+    /// does not follow the committed tip and is dropped. `None` as well when nothing
+    /// ahead reaches `first` yet (the caller fetches it itself).
     pub async fn take(&mut self, first: u64) -> Option<Result<Batch, StepError>> {
-        if self.queue.front().map(|(f, _, _)| *f) != Some(first) {
+        let feed = self.feed.as_mut()?;
+        if feed.next != first {
             self.clear();
             return None;
         }
-        let (_, _, task) = self.queue.pop_front()?;
-        Some(match task.await {
+        if *feed.target.borrow() < first {
+            return None;
+        }
+        let Some((asked, last, task)) = feed.batches.recv().await else {
+            self.clear();
+            return None;
+        };
+        debug_assert_eq!(asked, first, "the feeder asks for consecutive batches");
+        feed.next = last + 1;
+        let fetched = match task.await {
             Ok(fetched) => fetched,
             Err(e) => Err(StepError::Node(format!("a fetch ahead ended: {e}"))),
-        })
+        };
+        if fetched.is_err() {
+            self.clear();
+        }
+        Some(fetched)
     }
 
-    /// Keep `depth` batches of `size` blocks in flight from `from` (the block after the
-    /// last one asked for) up to `target`.
-    pub fn fill(&mut self, fetcher: &Fetcher, mut from: u64, target: u64, size: u64, depth: usize) {
-        if let Some((_, last, _)) = self.queue.back() {
-            from = last + 1;
-        }
-        while self.queue.len() < depth && from <= target {
-            let last = target.min(from + size - 1);
+    /// Fetch batches of `size` blocks ahead from `from` (the block after the one just
+    /// taken) up to `target`, `depth` at the node at once; ahead already from there, the
+    /// target is only raised.
+    pub fn fill(&mut self, fetcher: &Fetcher, from: u64, target: u64, size: u64, depth: usize) {
+        let fetcher = fetcher.clone();
+        self.fill_with(from, target, size, depth, move |first, last, place| {
             let fetcher = fetcher.clone();
-            let task = tokio::spawn(async move { fetcher.dense(from, last).await });
-            self.queue.push_back((from, last, task));
-            from = last + 1;
+            async move { fetcher.dense_at_node(first, last, Some(place)).await }
+        });
+    }
+
+    /// `fill`, each batch asked for with `ask(first, last, place at the node)`.
+    fn fill_with<F, Fut>(&mut self, from: u64, target: u64, size: u64, depth: usize, ask: F)
+    where
+        F: Fn(u64, u64, OwnedSemaphorePermit) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<Batch, StepError>> + Send + 'static,
+    {
+        if depth == 0 {
+            return self.clear();
         }
+        if let Some(feed) = &self.feed {
+            if feed.next == from && !feed.feeder.is_finished() {
+                feed.target.send_if_modified(|t| {
+                    let raised = target > *t;
+                    *t = (*t).max(target);
+                    raised
+                });
+                return;
+            }
+        }
+        self.clear();
+        let (target_tx, target_rx) = watch::channel(target);
+        let (batches_tx, batches) = mpsc::channel(2 * depth);
+        let feeder = tokio::spawn(feed(
+            ask,
+            from,
+            size,
+            Arc::new(Semaphore::new(depth)),
+            target_rx,
+            batches_tx,
+        ));
+        self.feed = Some(Feed {
+            next: from,
+            target: target_tx,
+            batches,
+            feeder,
+        });
     }
 
     pub fn clear(&mut self) {
-        for (_, _, task) in self.queue.drain(..) {
-            task.abort();
+        if let Some(mut feed) = self.feed.take() {
+            // The feeder first: once it is stopped no task is between spawned and queued.
+            feed.feeder.abort();
+            feed.batches.close();
+            while let Ok((_, _, task)) = feed.batches.try_recv() {
+                task.abort();
+            }
         }
     }
 }
@@ -264,6 +344,35 @@ impl Ahead {
 impl Drop for Ahead {
     fn drop(&mut self) {
         self.clear();
+    }
+}
+
+/// Ask for batch after batch from `from`, each once a place in the queue and a place at
+/// the node (`at_node`) are free; wait for the target to move past what was asked.
+async fn feed<F, Fut>(
+    ask: F,
+    mut from: u64,
+    size: u64,
+    at_node: Arc<Semaphore>,
+    mut target: watch::Receiver<u64>,
+    batches: mpsc::Sender<(u64, u64, Fetching)>,
+) where
+    F: Fn(u64, u64, OwnedSemaphorePermit) -> Fut,
+    Fut: Future<Output = Result<Batch, StepError>> + Send + 'static,
+{
+    loop {
+        let Ok(wanted) = target.wait_for(|t| *t >= from).await.map(|t| *t) else {
+            return;
+        };
+        let Ok(slot) = batches.reserve().await else {
+            return;
+        };
+        let Ok(place) = at_node.clone().acquire_owned().await else {
+            return;
+        };
+        let last = wanted.min(from + size - 1);
+        slot.send((from, last, tokio::spawn(ask(from, last, place))));
+        from = last + 1;
     }
 }
 
@@ -315,5 +424,101 @@ impl Drop for HeadWatch {
         if let Some(task) = self.asking.take() {
             task.abort();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A node that answers a batch after `answer` and counts what it is asked: the
+    /// batches asked for, and the most at the node at once.
+    #[derive(Default)]
+    struct Node {
+        asked: AtomicUsize,
+        at_node: AtomicUsize,
+        most_at_node: AtomicUsize,
+    }
+
+    fn asking(
+        node: &Arc<Node>,
+        answer: Duration,
+    ) -> impl Fn(u64, u64, OwnedSemaphorePermit) -> BoxFuture + Send + 'static {
+        let node = node.clone();
+        move |first, last, place| {
+            let node = node.clone();
+            Box::pin(async move {
+                node.asked.fetch_add(1, Ordering::SeqCst);
+                let now = node.at_node.fetch_add(1, Ordering::SeqCst) + 1;
+                node.most_at_node.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(answer).await;
+                node.at_node.fetch_sub(1, Ordering::SeqCst);
+                drop(place);
+                Ok(Batch {
+                    blocks: Vec::new(),
+                    complete: last >= first,
+                    go_sparse: false,
+                })
+            })
+        }
+    }
+
+    type BoxFuture =
+        std::pin::Pin<Box<dyn Future<Output = Result<Batch, StepError>> + Send + 'static>>;
+
+    /// While the batch taken commits (nothing is taken), the node keeps `depth` batches
+    /// to answer until `2 × depth` are ahead; then the feeder waits.
+    #[tokio::test(start_paused = true)]
+    async fn the_node_keeps_depth_batches_while_one_commits() {
+        let node = Arc::new(Node::default());
+        let mut ahead = Ahead::default();
+        ahead.fill_with(0, 1_000, 10, 2, asking(&node, Duration::from_millis(10)));
+        // A commit as long as five answers: the old queue (refilled only when a batch is
+        // taken) would have asked for two batches in that time.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(node.most_at_node.load(Ordering::SeqCst), 2);
+        assert_eq!(
+            node.asked.load(Ordering::SeqCst),
+            4,
+            "2 x depth ahead, then it waits"
+        );
+        // Taking one frees a place in the queue: the next batch is asked for at once.
+        let first = ahead
+            .take(0)
+            .await
+            .expect("fetched ahead")
+            .expect("answered");
+        assert!(first.complete);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert_eq!(node.asked.load(Ordering::SeqCst), 5);
+        // In order, consecutive.
+        for from in [10, 20, 30, 40] {
+            assert!(ahead.take(from).await.is_some(), "batch from {from}");
+        }
+        assert_eq!(node.most_at_node.load(Ordering::SeqCst), 2);
+    }
+
+    /// Up to the target and no further; a raised target goes on from there, and a block
+    /// that does not follow what was taken drops everything ahead.
+    #[tokio::test(start_paused = true)]
+    async fn the_feeder_stops_at_the_target_and_follows_it() {
+        let node = Arc::new(Node::default());
+        let mut ahead = Ahead::default();
+        let ask = asking(&node, Duration::from_millis(1));
+        ahead.fill_with(0, 14, 10, 2, ask);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(node.asked.load(Ordering::SeqCst), 2, "0..=9 and 10..=14");
+        assert!(ahead.take(0).await.is_some());
+        assert!(ahead.take(10).await.is_some());
+        // Nothing ahead reaches 15 yet: the caller fetches it itself.
+        assert!(ahead.take(15).await.is_none());
+        let again = asking(&node, Duration::from_millis(1));
+        ahead.fill_with(15, 30, 10, 2, again);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(node.asked.load(Ordering::SeqCst), 4, "15..=24 and 25..=30");
+        // Not the block after the committed tip (another instance moved it): dropped.
+        assert!(ahead.take(16).await.is_none());
+        assert!(ahead.feed.is_none());
     }
 }
