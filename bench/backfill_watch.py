@@ -4,9 +4,13 @@
     python3 bench/backfill_watch.py METRICS_PORT HEAD EDGE_PID NODE_PID
         -> "<blocks> <seconds> <edge CPU seconds> <node CPU seconds>"
 
-One process polling over one keep-alive connection every 10 ms: a shell loop of curl,
-awk and date every 20 ms took 0.4 of a core on this box (forks and execs), CPU the
-node alone row never had to share.
+One process polling over one keep-alive connection: a shell loop of curl, awk and date
+every 20 ms took 0.4 of a core on this box (forks and execs), CPU the node alone row
+never had to share. Every 10 ms until the first commit is seen; after it, the wait is
+half the time the pace so far gives for the blocks left (at most 250 ms, at least 10
+ms), so the end is still seen within 10 ms but a five-second backfill takes some 40 polls
+instead of 500 (each a Prometheus page the edge renders: 2-3% of the box's CPU taken
+from the node, measured with `perf record -a`).
 """
 import http.client
 import os
@@ -48,6 +52,10 @@ while True:
         first = (h, now, cpu(edge), cpu(node))
     if h == head:
         break
-    time.sleep(0.01)
+    wait = 0.01
+    if first is not None and h is not None and h > first[0]:
+        pace = (h - first[0]) / (now - first[1])
+        wait = min(0.25, max(0.01, (head - h) / pace / 2))
+    time.sleep(wait)
 blocks, began, edge0, node0 = first
 print(f"{head - blocks} {now - began:.3f} {cpu(edge) - edge0:.2f} {cpu(node) - node0:.2f}")

@@ -71,7 +71,9 @@ impl Fetcher {
 
     /// `dense`, holding `at_node` (a place among the fetches at the node at once) only
     /// until the node's answer is in: the next fetch can be asked for while this one
-    /// decodes.
+    /// decodes. The decoding (about 10 ms for 50 full blocks) runs on a blocking thread:
+    /// on the capture's own thread it would hold up reading the other answers and
+    /// asking for the next batch, the node idle meanwhile.
     async fn dense_at_node(
         &self,
         first: u64,
@@ -81,23 +83,9 @@ impl Fetcher {
         let calls = whole((first..=last).map(|n| json!(format!("0x{n:x}"))));
         let reply = self.batch(&calls).await?;
         drop(at_node);
-        let answers = in_order(&reply, &calls)?;
-        let mut blocks = Vec::with_capacity(answers.len() / 2);
-        let mut go_sparse = false;
-        for pair in answers.chunks(2) {
-            // A node that has not got this block yet: commit what came before it.
-            let (Some(block), Some(receipts)) = (pair[0], pair[1]) else {
-                break;
-            };
-            let (block, receipts) = (parse::<RpcBlock<RpcTx>>(block)?, parse::<Vec<_>>(receipts)?);
-            blocks.push(decode::block(&block, &receipts).map_err(|e| StepError::Node(e.0))?);
-            go_sparse = block.transactions.is_empty();
-        }
-        Ok(Batch {
-            complete: blocks.len() as u64 == last - first + 1,
-            go_sparse,
-            blocks,
-        })
+        tokio::task::spawn_blocking(move || decode_dense(first, last, &calls, &reply))
+            .await
+            .map_err(|e| StepError::Node(format!("decoding a batch ended: {e}")))?
     }
 
     /// Blocks `first..=last` (at most `SPARSE_WINDOW`) read from their headers: only the
@@ -170,6 +158,33 @@ impl Fetcher {
             .await?;
         Ok(reply.body)
     }
+}
+
+/// The blocks of a dense batch's answer, in order; a block the node has not got yet ends
+/// them.
+fn decode_dense(
+    first: u64,
+    last: u64,
+    calls: &[(&str, Value)],
+    reply: &[u8],
+) -> Result<Batch, StepError> {
+    let answers = in_order(reply, calls)?;
+    let mut blocks = Vec::with_capacity(answers.len() / 2);
+    let mut go_sparse = false;
+    for pair in answers.chunks(2) {
+        // A node that has not got this block yet: commit what came before it.
+        let (Some(block), Some(receipts)) = (pair[0], pair[1]) else {
+            break;
+        };
+        let (block, receipts) = (parse::<RpcBlock<RpcTx>>(block)?, parse::<Vec<_>>(receipts)?);
+        blocks.push(decode::block(&block, &receipts).map_err(|e| StepError::Node(e.0))?);
+        go_sparse = block.transactions.is_empty();
+    }
+    Ok(Batch {
+        complete: blocks.len() as u64 == last - first + 1,
+        go_sparse,
+        blocks,
+    })
 }
 
 /// One answer of a batch, its result left unparsed.
