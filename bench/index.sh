@@ -164,8 +164,8 @@ if [ -n "${HOLD:-}" ]; then
   wait $!
   exit 0
 fi
-fixed() { # fixed URL -> "p50 p99" ms at 500 req/s
-  oha --no-tui -q 500 -z 10s -c 16 --latency-correction -H "x-token: $key" --output-format json "$1" > "$work/oha.json" 2>/dev/null || true
+fixed() { # fixed URL -> "p50 p99" ms at 5,000 req/s (the issue's rate for the p99 goal)
+  oha --no-tui -q 5000 -z 10s -c 16 --latency-correction -H "x-token: $key" --output-format json "$1" > "$work/oha.json" 2>/dev/null || true
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); p=d["latencyPercentiles"]; s=d["statusCodeDistribution"]; assert list(s)==["200"], s; print("%.3f %.3f" % (p["p50"]*1000, p["p99"]*1000))' "$work/oha.json"
 }
 peak() { # peak URL -> req/s at 64 connections
@@ -220,7 +220,7 @@ $(backfill_row "every core shared by node, edge and store" "$work/shared.rows")
 
 Transfers indexed: $transfers (two wallet rows each), $(awk -v t="$transfers" -v h="$head" -v r="$shared_rate" 'BEGIN{printf "%.0f", t*r/(h+1)}') transfers/s at the shared rounds' median pace.
 
-| endpoint | p50 / p99 ms at 500 req/s (oha) | peak req/s (wrk, 64 connections; the median round's) | peak against the local handler (median of $rounds rounds) | each round's ratio |
+| endpoint | p50 / p99 ms at 5,000 req/s (oha; goal p99 ≤ 5 ms) | peak req/s (wrk, 64 connections; the median round's) | peak against the local handler (median of $rounds rounds) | each round's ratio |
 |---|---|---|---|---|
 | history, $rows items | $h_fixed | $(peak_row 1) |
 | tokens (1 token, balance from the index) | $t_fixed | $(peak_row 2) |
