@@ -51,7 +51,8 @@ pids+=($!)
 for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$NODE) 2>/dev/null && break; sleep 0.1; done
 sleep 0.5
 
-# The chain: one ERC-20, then blocks of transfers (JSON-RPC batches, mined one by one).
+# The chain: one ERC-20 and one ERC-721 (50 tokens minted to the wallet the NFT row
+# reads), then blocks of transfers (JSON-RPC batches, mined one by one).
 gen_start=$(date +%s.%N)
 python3 - "$NODE" "$blocks" "$per_block" <<'PY'
 import json, sys, urllib.request
@@ -69,9 +70,16 @@ def tx(to, data, value=0):
 mine = {"jsonrpc": "2.0", "id": 2, "method": "evm_mine", "params": []}
 deploy = tx(None, BYTECODE["Erc20"][2:] + word(96) + word(160) + word(6) + string_tail("Bench USD") + string_tail("BUSD"))
 deploy["params"][0]["gas"] = hex(3_000_000)
-h = call(deploy)["result"]; call(mine)
-token = call({"jsonrpc": "2.0", "id": 3, "method": "eth_getTransactionReceipt", "params": [h]})["result"]["contractAddress"]
-call(tx(token, MINT + word(DEV) + word(10**30))); call(mine)
+deploy_nft = tx(None, BYTECODE["Erc721"][2:])
+deploy_nft["params"][0]["gas"] = hex(3_000_000)
+h = call(deploy)["result"]; h_nft = call(deploy_nft)["result"]; call(mine)
+def created(h):
+    return call({"jsonrpc": "2.0", "id": 3, "method": "eth_getTransactionReceipt", "params": [h]})["result"]["contractAddress"]
+token, nft = created(h), created(h_nft)
+# The ERC-20's supply, and 50 ERC-721 tokens minted to the wallet the NFT row reads (one
+# no transfer goes to: the history row's page stays as it was before the NFT row).
+collector = "0x" + format(0xB000 + 7, "040x")
+call([tx(token, MINT + word(DEV) + word(10**30))] + [tx(nft, MINT + word(collector) + word(i)) for i in range(1, 51)] + [mine])
 n = 0
 for b in range(blocks):
     batch = []
@@ -153,6 +161,7 @@ transfers=$(curl -s "http://127.0.0.1:$CEM/metrics" | awk '/^chainedge_index_tra
 wallet=0x$(printf '%040x' $((0xA000 + 7)))
 hist="http://127.0.0.1:$CE/v1/eth/wallet/$wallet/history?limit=50"
 toks="http://127.0.0.1:$CE/v1/eth/wallet/$wallet/tokens"
+nfts="http://127.0.0.1:$CE/v1/eth/wallet/0x$(printf '%040x' $((0xB000 + 7)))/nfts"
 local="http://127.0.0.1:$CE/console/app.js"
 # PostgreSQL reads a table just filled without its statistics and visibility map (every
 # row fetched from the heap): what autovacuum gives a live table, given before the reads.
@@ -172,11 +181,11 @@ peak() { # peak URL -> req/s at 64 connections
   printf 'wrk.headers["x-token"] = "%s"\n' "$key" > "$work/key.lua"
   wrk -t 2 -c 64 -d 10s -s "$work/key.lua" "$1" | awk '/Requests\/sec/ {print $2}'
 }
-h_fixed=$(fixed "$hist"); t_fixed=$(fixed "$toks"); l_fixed=$(fixed "$local")
+h_fixed=$(fixed "$hist"); t_fixed=$(fixed "$toks"); n_fixed=$(fixed "$nfts"); l_fixed=$(fixed "$local")
 # Peaks in interleaved rounds (history, tokens, local handler, again): each endpoint's
 # ratio is the median of its rounds' ratios to the local handler of the same round.
 for r in $(seq "$rounds"); do
-  echo "$(peak "$hist") $(peak "$toks") $(peak "$local")" >> "$work/peaks.rows"
+  echo "$(peak "$hist") $(peak "$toks") $(peak "$local") $(peak "$nfts")" >> "$work/peaks.rows"
 done
 # peak_row COLUMN -> "median peak | median ratio | every round's ratio"
 peak_row() {
@@ -186,6 +195,7 @@ peak_row() {
 }
 l_peak=$(awk '{print $3}' "$work/peaks.rows" | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
 rows=$(curl -s -H "x-token: $key" "$hist" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))')
+nft_rows=$(curl -s -H "x-token: $key" "$nfts" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))')
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f", a/b}'; }
 # A pair's row from its rounds: the round with the median ratio (each round's node and
@@ -211,7 +221,7 @@ publish "RESULTS-index${STORE:+-$STORE}.md" <<MD
 # Chain index rows ($(date -u +%Y-%m-%d), \`bench/index.sh $blocks $per_block\`, ${STORE:-sqlite} store, batch_blocks ${BATCH:-50}, fetch_ahead $fa)
 
 Chain: $head blocks on one anvil, $per_block ERC-20 and $per_block native transfers per block
-(generated in ${gen_secs} s); release build, 2 worker threads, $(nproc) cores.
+(and 50 ERC-721 tokens minted to the wallet the NFT row reads; generated in ${gen_secs} s); release build, 2 worker threads, $(nproc) cores.
 
 | backfill, blocks with receipts ($rounds rounds, the median's) | node alone, blocks/s ($fa batches at once) | indexer, blocks/s (from its first commit) | indexer against the node | CPU ms per block: edge / node | each round's ratio |
 |---|---|---|---|---|---|
@@ -224,5 +234,6 @@ Transfers indexed: $transfers (two wallet rows each), $(awk -v t="$transfers" -v
 |---|---|---|---|---|
 | history, $rows items | $h_fixed | $(peak_row 1) |
 | tokens (1 token, balance from the index) | $t_fixed | $(peak_row 2) |
+| NFTs, $nft_rows ERC-721 tokens held (worked out from their moves) | $n_fixed | $(peak_row 4) |
 | local handler (\`/console/app.js\` from memory) | $l_fixed | $l_peak | 1.000 | |
 MD
