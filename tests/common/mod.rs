@@ -383,6 +383,10 @@ impl Anvil {
                 "--silent",
             ])
             .args(extra)
+            // anvil offloads the states it cannot keep in memory to ~/.foundry/anvil/tmp
+            // and leaves them there when stopped (670 MB a node in a full run): a home of
+            // its own, removed when the test binary exits.
+            .env("HOME", tempdir("anvil-home"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
