@@ -2,7 +2,7 @@
 //! receipts), sparse windows (headers first, bodies only where there are transactions),
 //! and dense batches fetched *ahead* by a feeder task, `fetch_ahead` at the node at once
 //! while the ones before them decode and commit: the node is never idle waiting for the
-//! store or the decoder, and the decoding runs on another worker thread than the commit.
+//! store or the decoder, and the decoding runs on a blocking thread, off the capture's own.
 
 use super::decode::{self, RpcBlock, RpcHeader, RpcTx};
 use super::StepError;
