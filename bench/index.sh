@@ -54,11 +54,14 @@ sleep 0.5
 # The chain: one ERC-20 and one ERC-721 (50 tokens minted to the wallet the NFT row
 # reads), then blocks of transfers (JSON-RPC batches, mined one by one).
 gen_start=$(date +%s.%N)
-python3 - "$NODE" "$blocks" "$per_block" <<'PY'
+# The wallet the NFT row reads: no transfer of the generated blocks goes to it.
+collector=0x$(printf '%040x' $((0xB000 + 7)))
+python3 - "$NODE" "$blocks" "$per_block" "$collector" <<'PY'
 import json, sys, urllib.request
 sys.path.insert(0, "scripts")
 from demo_flow import BYTECODE, DEV, MINT, TRANSFER, word, string_tail
 port, blocks, per_block = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+collector = sys.argv[4]
 def call(body):
     req = urllib.request.Request(f"http://127.0.0.1:{port}", json.dumps(body).encode(), {"content-type": "application/json"})
     with urllib.request.urlopen(req, timeout=30) as r:
@@ -76,9 +79,8 @@ h = call(deploy)["result"]; h_nft = call(deploy_nft)["result"]; call(mine)
 def created(h):
     return call({"jsonrpc": "2.0", "id": 3, "method": "eth_getTransactionReceipt", "params": [h]})["result"]["contractAddress"]
 token, nft = created(h), created(h_nft)
-# The ERC-20's supply, and 50 ERC-721 tokens minted to the wallet the NFT row reads (one
-# no transfer goes to: the history row's page stays as it was before the NFT row).
-collector = "0x" + format(0xB000 + 7, "040x")
+# The ERC-20's supply, and 50 ERC-721 tokens minted to the NFT row's wallet (the history
+# row's page stays as it was before the NFT row).
 call([tx(token, MINT + word(DEV) + word(10**30))] + [tx(nft, MINT + word(collector) + word(i)) for i in range(1, 51)] + [mine])
 n = 0
 for b in range(blocks):
@@ -161,7 +163,7 @@ transfers=$(curl -s "http://127.0.0.1:$CEM/metrics" | awk '/^chainedge_index_tra
 wallet=0x$(printf '%040x' $((0xA000 + 7)))
 hist="http://127.0.0.1:$CE/v1/eth/wallet/$wallet/history?limit=50"
 toks="http://127.0.0.1:$CE/v1/eth/wallet/$wallet/tokens"
-nfts="http://127.0.0.1:$CE/v1/eth/wallet/0x$(printf '%040x' $((0xB000 + 7)))/nfts"
+nfts="http://127.0.0.1:$CE/v1/eth/wallet/$collector/nfts"
 local="http://127.0.0.1:$CE/console/app.js"
 # PostgreSQL reads a table just filled without its statistics and visibility map (every
 # row fetched from the heap): what autovacuum gives a live table, given before the reads.

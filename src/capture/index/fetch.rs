@@ -376,16 +376,17 @@ async fn feed<F, Fut>(
     Fut: Future<Output = Result<Batch, StepError>> + Send + 'static,
 {
     loop {
-        let Ok(wanted) = target.wait_for(|t| *t >= from).await.map(|t| *t) else {
+        if target.wait_for(|t| *t >= from).await.is_err() {
             return;
-        };
+        }
         let Ok(slot) = batches.reserve().await else {
             return;
         };
         let Ok(place) = at_node.clone().acquire_owned().await else {
             return;
         };
-        let last = wanted.min(from + size - 1);
+        // The target as it is now: it may have risen while the places were awaited.
+        let last = (*target.borrow()).min(from + size - 1);
         slot.send((from, last, tokio::spawn(ask(from, last, place))));
         from = last + 1;
     }
