@@ -1,8 +1,8 @@
 //! The chain index on a real node (anvil): native, ERC-20, ERC-721 and ERC-1155
 //! transfers from real contracts (tests/contracts) appear in history, token balances and
-//! NFT holdings; a reorg removes the orphaned branch; SIGKILL mid-indexing resumes with no
-//! gap and no duplicate (on SQLite and PostgreSQL); pages stay stable as blocks arrive;
-//! bad parameters are refused before any work.
+//! NFT holdings, from SQLite and from PostgreSQL; a reorg removes the orphaned branch;
+//! SIGKILL mid-indexing resumes with no gap and no duplicate (on both stores); pages stay
+//! stable as blocks arrive; bad parameters are refused before any work.
 mod common;
 
 use common::evm::*;
@@ -12,11 +12,23 @@ use std::time::{Duration, Instant};
 
 #[test]
 fn transfers_of_every_kind_in_history_tokens_and_nfts() {
+    every_kind(None);
+}
+
+/// The same reads from a PostgreSQL store (its statements are its own: row values,
+/// `LIMIT` parameters, the led forms of an empty page).
+#[test]
+fn transfers_of_every_kind_on_postgres() {
+    let pg = PgServer::start();
+    every_kind(Some(pg.create_db()));
+}
+
+fn every_kind(postgres: Option<String>) {
     let node = Anvil::start(1, &[]);
     let gw = indexed_gateway(
         &node,
         "    start_block: 0\n    poll_ms: 100\n    batch_blocks: 5\n",
-        None,
+        postgres,
     );
     let key = gw.key("basic", &[]);
 
@@ -150,6 +162,14 @@ fn transfers_of_every_kind_in_history_tokens_and_nfts() {
     // DEV's kitten 8 went out: no longer held.
     let dev = get(&gw, &key, &format!("/v1/eth/wallet/{DEV}/nfts"));
     assert_eq!(dev["total"], 0, "{dev}");
+    // An address no NFT ever reached: an empty page, still at the index's block.
+    let none = get(
+        &gw,
+        &key,
+        "/v1/eth/wallet/0x000000000000000000000000000000000000dEaD/nfts",
+    );
+    assert_eq!(none["total"], 0, "{none}");
+    assert_eq!(none["block"], dev["block"], "{none}");
 
     // Paging stays stable while new blocks arrive: a page read after more transfers
     // continues exactly where the previous one stopped.

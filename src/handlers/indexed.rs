@@ -18,7 +18,7 @@ use crate::store::index::{HistoryRow, Position, TokenMeta};
 use crate::store::Store;
 use base64::Engine;
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use sha2::Digest;
 use std::collections::BTreeMap;
 
@@ -222,50 +222,73 @@ pub async fn nfts(ix: &Indexed<'_>, req: &Request<'_>) -> Result<Reply, ApiError
         .await
         .map_err(store_error)?
         .ok_or_else(|| index_not_ready(ix.chain))?;
-    // (token, id as a number for ordering, id) → (kind, amount held, name, symbol).
-    type Held = (String, u128, Option<String>, Option<String>);
-    let mut held: BTreeMap<(String, u128, String), Held> = BTreeMap::new();
-    for m in moves {
+    // (token, id as a number for ordering, id) → what is held, borrowed from the moves.
+    let mut held: BTreeMap<(&str, u128, &str), NftItem<'_>> = BTreeMap::new();
+    for m in &moves {
         let amount: u128 = m.amount.parse().unwrap_or(u128::MAX);
-        let key = (m.token, m.token_id.parse().unwrap_or(u128::MAX), m.token_id);
-        let entry = held
-            .entry(key)
-            .or_insert((m.kind.clone(), 0, m.name, m.symbol));
-        entry.1 = match (m.kind.as_str(), m.direction.as_str()) {
+        let key = (
+            m.token.as_str(),
+            m.token_id.parse().unwrap_or(u128::MAX),
+            m.token_id.as_str(),
+        );
+        let entry = held.entry(key).or_insert(NftItem {
+            amount: 0,
+            kind: &m.kind,
+            name: m.name.as_deref(),
+            symbol: m.symbol.as_deref(),
+            token: &m.token,
+            token_id: &m.token_id,
+        });
+        entry.amount = match (m.kind.as_str(), m.direction.as_str()) {
             // An ERC-721 token is held after coming in, not after going out.
             ("erc721", "in") => 1,
             ("erc721", "out") => 0,
-            (_, "in") => entry.1.saturating_add(amount),
-            (_, "out") => entry.1.saturating_sub(amount),
-            _ => entry.1,
+            (_, "in") => entry.amount.saturating_add(amount),
+            (_, "out") => entry.amount.saturating_sub(amount),
+            _ => entry.amount,
         };
     }
-    held.retain(|_, (_, amount, _, _)| *amount > 0);
-    let total = held.len();
-    let items: Vec<Value> = held
-        .into_iter()
-        .skip(offset)
-        .take(limit)
-        .map(|((token, _, id), (kind, amount, name, symbol))| {
-            json!({
-                "token": token,
-                "kind": kind,
-                "token_id": id,
-                "amount": amount.to_string(),
-                "name": name,
-                "symbol": symbol,
-            })
-        })
-        .collect();
-    Ok(json_reply(json!({
-        "address": given,
-        "chain": ix.chain,
-        "block": block,
-        "total": total,
-        "limit": limit,
-        "offset": offset,
-        "items": items,
-    })))
+    held.retain(|_, item| item.amount > 0);
+    let body = NftBody {
+        address: &given,
+        block,
+        chain: ix.chain,
+        total: held.len(),
+        limit,
+        offset,
+        items: held.into_values().skip(offset).take(limit).collect(),
+    };
+    let body = serde_json::to_vec(&body).map_err(|_| ApiError::internal("nft page"))?;
+    Ok(Reply::json(200, body))
+}
+
+/// An NFT page as written, straight from the moves (fields sorted, as they have always
+/// been).
+#[derive(Serialize)]
+struct NftBody<'a> {
+    address: &'a str,
+    block: u64,
+    chain: &'a str,
+    items: Vec<NftItem<'a>>,
+    limit: usize,
+    offset: usize,
+    total: usize,
+}
+
+#[derive(Serialize)]
+struct NftItem<'a> {
+    #[serde(serialize_with = "decimal_text")]
+    amount: u128,
+    kind: &'a str,
+    name: Option<&'a str>,
+    symbol: Option<&'a str>,
+    token: &'a str,
+    token_id: &'a str,
+}
+
+/// A number as its decimal text (amounts exceed what JSON numbers carry exactly).
+fn decimal_text<S: serde::Serializer>(n: &u128, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(n)
 }
 
 pub(super) fn json_reply(v: Value) -> Reply {

@@ -288,32 +288,20 @@ impl Store {
     }
 
     /// An address's NFT movements, oldest first (at most `limit`), each with its token's
-    /// metadata, and the index's block: one statement, as `wallet_history`. `None` when
-    /// the index has not committed a block yet.
+    /// metadata, and the index's block: one statement, as `wallet_history` (in the
+    /// primary key's order, no sort; only an address with no NFT movement takes a second,
+    /// led by the cursor). `None` when the index has not committed a block yet.
     pub async fn wallet_nft_moves(
         &self,
         chain: &str,
         address: &str,
         limit: usize,
     ) -> Result<Option<(u64, Vec<NftMove>)>, StoreError> {
-        let rows = self
-            .db
-            .query(
-                &format!(
-                    "SELECT c.number, w.kind, w.token, w.token_id, w.direction, w.amount, \
-                     t.name, t.symbol \
-                     FROM index_cursor c \
-                     LEFT JOIN (SELECT kind, token, token_id, direction, amount, \
-                       block, tx_index, log_index, seq FROM wallet_transfers \
-                       WHERE chain = $1 AND address = $2 AND kind IN ('erc721', 'erc1155') \
-                       ORDER BY block, tx_index, log_index, seq LIMIT {limit}) w ON TRUE \
-                     LEFT JOIN tokens t ON t.chain = c.chain AND t.address = w.token \
-                     WHERE c.chain = $1 \
-                     ORDER BY w.block, w.tx_index, w.log_index, w.seq"
-                ),
-                params![chain, address],
-            )
-            .await?;
+        let args = || params![chain, address, int(limit as u64)];
+        let mut rows = self.db.query(NFT_MOVES, args()).await?;
+        if rows.is_empty() {
+            rows = self.db.query(NFT_MOVES_LED, args()).await?;
+        }
         led_by_cursor(rows, |r| {
             Ok(NftMove {
                 kind: r.take_text(1)?,
@@ -469,6 +457,24 @@ const HISTORY_PAGE_BEFORE: &str =
 const HISTORY_PAGE_LED: &str = history_sql!(led);
 const HISTORY_PAGE_LED_BEFORE: &str =
     history_sql!(led "AND (w.block, w.tx_index, w.log_index, w.seq) < ($4, $5, $6, $7)");
+
+/// An address's NFT movements with the index's block beside each (`wallet_nft_moves`).
+const NFT_MOVES: &str = "SELECT (SELECT number FROM index_cursor WHERE chain = $1), \
+     w.kind, w.token, w.token_id, w.direction, w.amount, t.name, t.symbol \
+     FROM wallet_transfers w \
+     LEFT JOIN tokens t ON t.chain = w.chain AND t.address = w.token \
+     WHERE w.chain = $1 AND w.address = $2 AND w.kind IN ('erc721', 'erc1155') \
+     ORDER BY w.block, w.tx_index, w.log_index, w.seq LIMIT $3";
+/// The same, led by the cursor's row: the index's block when the address has no NFT move.
+const NFT_MOVES_LED: &str = "SELECT c.number, w.kind, w.token, w.token_id, w.direction, \
+     w.amount, t.name, t.symbol \
+     FROM index_cursor c \
+     LEFT JOIN (SELECT w.* FROM wallet_transfers w \
+       WHERE w.chain = $1 AND w.address = $2 AND w.kind IN ('erc721', 'erc1155') \
+       ORDER BY w.block, w.tx_index, w.log_index, w.seq LIMIT $3) w ON TRUE \
+     LEFT JOIN tokens t ON t.chain = c.chain AND t.address = w.token \
+     WHERE c.chain = $1 \
+     ORDER BY w.block, w.tx_index, w.log_index, w.seq";
 
 /// The rows of a statement led by the index cursor (`index_cursor c LEFT JOIN` a page, so
 /// the cursor's row comes back even when the page is empty), or of a page with the index's
