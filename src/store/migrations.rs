@@ -2,8 +2,9 @@
 
 /// Schema versions, applied in order at open (SQLite tracks progress in `user_version`,
 /// PostgreSQL in `schema_version`). Written in SQL both run; `Dialect::render` maps the
-/// two type names PostgreSQL spells differently. Append only: a version once released
-/// is never edited.
+/// two type names PostgreSQL spells differently, and a version that begins with
+/// `SQLITE_ONLY` is SQLite's alone (PostgreSQL counts it done). Append only: a version
+/// once released is never edited.
 pub(super) const MIGRATIONS: &[&str] = &[
     r#"
 CREATE TABLE tenants (
@@ -450,4 +451,140 @@ CREATE TABLE token_balance_anchors (
 );
 CREATE INDEX token_balance_anchors_block ON token_balance_anchors(chain, block);
 "#,
+    // The index's read tables keep their rows in their primary key's b-tree (SQLite's
+    // `WITHOUT ROWID`): a wallet page read its keys from one b-tree and then each row from
+    // another by rowid, two searches per item (an NFT page 14% cheaper without). PostgreSQL
+    // has no rowid tables: nothing to do there.
+    r#"-- sqlite only
+CREATE TABLE wallet_transfers_by_key (
+    chain TEXT NOT NULL,
+    address TEXT NOT NULL,
+    block INTEGER NOT NULL,
+    tx_index INTEGER NOT NULL,
+    log_index INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    direction TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    token TEXT NOT NULL,
+    counterparty TEXT NOT NULL,
+    token_id TEXT,
+    amount TEXT NOT NULL,
+    tx_hash TEXT NOT NULL,
+    ts INTEGER NOT NULL,
+    PRIMARY KEY (chain, address, block, tx_index, log_index, seq)
+) WITHOUT ROWID;
+INSERT INTO wallet_transfers_by_key SELECT chain, address, block, tx_index, log_index, seq,
+    direction, kind, token, counterparty, token_id, amount, tx_hash, ts FROM wallet_transfers;
+DROP TABLE wallet_transfers;
+ALTER TABLE wallet_transfers_by_key RENAME TO wallet_transfers;
+CREATE INDEX wallet_transfers_block ON wallet_transfers(chain, block);
+CREATE TABLE tokens_by_key (
+    chain TEXT NOT NULL,
+    address TEXT NOT NULL,
+    name TEXT,
+    symbol TEXT,
+    decimals INTEGER,
+    fetched_at INTEGER NOT NULL,
+    PRIMARY KEY (chain, address)
+) WITHOUT ROWID;
+INSERT INTO tokens_by_key SELECT chain, address, name, symbol, decimals, fetched_at FROM tokens;
+DROP TABLE tokens;
+ALTER TABLE tokens_by_key RENAME TO tokens;
+CREATE TABLE token_balance_anchors_by_key (
+    chain TEXT NOT NULL,
+    address TEXT NOT NULL,
+    token TEXT NOT NULL,
+    block INTEGER NOT NULL,
+    balance TEXT,
+    PRIMARY KEY (chain, address, token)
+) WITHOUT ROWID;
+INSERT INTO token_balance_anchors_by_key SELECT chain, address, token, block, balance
+    FROM token_balance_anchors;
+DROP TABLE token_balance_anchors;
+ALTER TABLE token_balance_anchors_by_key RENAME TO token_balance_anchors;
+CREATE INDEX token_balance_anchors_block ON token_balance_anchors(chain, block);
+"#,
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::super::sql::{Backend, Value};
+    use super::super::sqlite::Sqlite;
+    use super::MIGRATIONS;
+
+    /// A store written before the index's tables moved into their keys' b-trees keeps
+    /// every row, and reads them back by key.
+    #[tokio::test]
+    async fn the_index_tables_keep_their_rows_when_rebuilt_by_key() {
+        let dir = std::env::temp_dir().join(format!("chainedge-migrate-{}", uuid::Uuid::new_v4()));
+        let store = Sqlite::open(&dir.join("store.db")).unwrap();
+        let before = MIGRATIONS.len() - 1;
+        store.migrate(&MIGRATIONS[..before]).await.unwrap();
+        let text = |s: &str| Value::Text(s.into());
+        for seq in 0..3i64 {
+            store
+                .execute(
+                    "INSERT INTO wallet_transfers VALUES \
+                     ('eth', '0xa', 7, 1, 2, $1, 'in', 'erc721', '0xt', '0xb', '9', '1', '0xh', 5)",
+                    vec![Value::Int(seq)],
+                )
+                .await
+                .unwrap();
+        }
+        store
+            .execute(
+                "INSERT INTO tokens VALUES ('eth', '0xt', 'Kittens', 'CEK', NULL, 1)",
+                vec![],
+            )
+            .await
+            .unwrap();
+        store
+            .execute(
+                "INSERT INTO token_balance_anchors VALUES ('eth', '0xa', '0xt', 7, $1)",
+                vec![text("12")],
+            )
+            .await
+            .unwrap();
+        store.migrate(MIGRATIONS).await.unwrap();
+        let rows = store
+            .query(
+                "SELECT w.seq, w.token_id, t.name, a.balance FROM wallet_transfers w \
+                 JOIN tokens t ON t.chain = w.chain AND t.address = w.token \
+                 JOIN token_balance_anchors a ON a.chain = w.chain AND a.address = w.address \
+                 WHERE w.chain = 'eth' AND w.address = '0xa' ORDER BY w.seq",
+                vec![],
+            )
+            .await
+            .unwrap();
+        let got: Vec<(i64, String, String, String)> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r.int(0).unwrap(),
+                    r.text(1).unwrap(),
+                    r.text(2).unwrap(),
+                    r.text(3).unwrap(),
+                )
+            })
+            .collect();
+        let row = |seq| (seq, "9".into(), "Kittens".into(), "12".into());
+        assert_eq!(got, vec![row(0), row(1), row(2)]);
+        // Kept by key: the tables have no rowid any more, and the block index is back.
+        for table in ["wallet_transfers", "tokens", "token_balance_anchors"] {
+            let r = store
+                .query(&format!("SELECT rowid FROM {table}"), vec![])
+                .await;
+            assert!(r.is_err(), "{table} still has a rowid");
+        }
+        let indexes = store
+            .query(
+                "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE '%_block'",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(indexes.len(), 2);
+        drop(store);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

@@ -200,6 +200,9 @@ impl std::error::Error for StoreError {}
 
 pub type Result<T> = std::result::Result<T, StoreError>;
 
+/// How a migration that concerns SQLite alone begins.
+pub const SQLITE_ONLY: &str = "-- sqlite only";
+
 /// Which SQL a backend speaks where the two differ.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Dialect {
@@ -209,10 +212,12 @@ pub enum Dialect {
 
 impl Dialect {
     /// A migration as this backend runs it. The list is written for SQLite; PostgreSQL
-    /// names two of its types differently (SQLite's `INTEGER` is 64-bit).
+    /// names two of its types differently (SQLite's `INTEGER` is 64-bit), and has nothing
+    /// to run for a version that only concerns SQLite's storage (`SQLITE_ONLY`).
     pub fn render(self, sql: &str) -> String {
         match self {
             Dialect::Sqlite => sql.to_string(),
+            Dialect::Postgres if sql.starts_with(SQLITE_ONLY) => String::new(),
             Dialect::Postgres => sql.replace("INTEGER", "BIGINT").replace("BLOB", "BYTEA"),
         }
     }
