@@ -57,25 +57,37 @@ pub enum Move {
 
 // One statement (one snapshot): part 0 the cursor, part 1 each token (≤ $3) with its
 // anchor and metadata, part 2 each transfer after an anchor (≤ $4).
+//
+// Both parts read by key, whatever the wallet's history: the tokens one seek each on the
+// ERC-20 index (`held` steps from one token to the next, a loose index scan), and the
+// transfers after each anchor a range of that index (`CROSS JOIN` keeps SQLite from
+// walking every transfer of the address to find them; PostgreSQL plans it as a join).
+// A wallet with 100,000 ERC-20 transfers read them all here, ~60 ms a page on SQLite.
 const WALLET_ERC20S: &str = "\
+WITH RECURSIVE held(token, n) AS ( \
+  SELECT token, CAST(1 AS BIGINT) FROM (SELECT token FROM wallet_transfers \
+    WHERE chain = $1 AND address = $2 AND kind = 'erc20' ORDER BY token LIMIT 1) f \
+  UNION ALL \
+  SELECT (SELECT w.token FROM wallet_transfers w \
+          WHERE w.chain = $1 AND w.address = $2 AND w.kind = 'erc20' AND w.token > held.token \
+          ORDER BY w.token LIMIT 1), held.n + 1 \
+    FROM held WHERE held.token IS NOT NULL AND held.n < $3) \
 SELECT 0, c.number, CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), c.hash, \
        CAST(NULL AS TEXT), CAST(NULL AS TEXT), CAST(NULL AS TEXT) \
   FROM index_cursor c WHERE c.chain = $1 \
 UNION ALL \
 SELECT 1, a.block, t.decimals, t.fetched_at, g.token, a.balance, t.name, t.symbol \
-  FROM (SELECT token FROM wallet_transfers \
-        WHERE chain = $1 AND address = $2 AND kind = 'erc20' \
-        GROUP BY token ORDER BY token LIMIT $3) g \
+  FROM (SELECT token FROM held WHERE token IS NOT NULL) g \
   LEFT JOIN token_balance_anchors a ON a.chain = $1 AND a.address = $2 AND a.token = g.token \
   LEFT JOIN tokens t ON t.chain = $1 AND t.address = g.token \
 UNION ALL \
 SELECT 2, m.block, CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), m.token, m.direction, \
        m.amount, CAST(NULL AS TEXT) \
   FROM (SELECT w.block, w.token, w.direction, w.amount \
-        FROM token_balance_anchors a \
-        JOIN wallet_transfers w ON w.chain = a.chain AND w.address = a.address \
-         AND w.block > a.block AND w.token = a.token \
-        WHERE a.chain = $1 AND a.address = $2 AND w.kind = 'erc20' \
+        FROM token_balance_anchors a CROSS JOIN wallet_transfers w \
+        WHERE a.chain = $1 AND a.address = $2 AND w.chain = a.chain \
+         AND w.address = a.address AND w.kind = 'erc20' AND w.token = a.token \
+         AND w.block > a.block \
         LIMIT $4) m";
 
 impl Store {

@@ -504,6 +504,18 @@ DROP TABLE token_balance_anchors;
 ALTER TABLE token_balance_anchors_by_key RENAME TO token_balance_anchors;
 CREATE INDEX token_balance_anchors_block ON token_balance_anchors(chain, block);
 "#,
+    // A wallet's NFT moves and its ERC-20 tokens by key, however many other transfers it
+    // has (`store/index.rs`, `store/index_balances.rs`): both pages walked every transfer
+    // of the address before (a wallet with 100,000 ERC-20 transfers: 16 ms an NFT page,
+    // 60 ms a tokens page on SQLite). Partial: only the rows each reads. The NFT index
+    // holds every column the page reads (no visit to the row).
+    r#"
+CREATE INDEX wallet_transfers_nfts ON wallet_transfers
+    (chain, address, block, tx_index, log_index, seq, kind, token, token_id, direction, amount)
+    WHERE kind IN ('erc721', 'erc1155');
+CREATE INDEX wallet_transfers_erc20 ON wallet_transfers (chain, address, token, block)
+    WHERE kind = 'erc20';
+"#,
 ];
 
 #[cfg(test)]
@@ -518,7 +530,11 @@ mod tests {
     async fn the_index_tables_keep_their_rows_when_rebuilt_by_key() {
         let dir = std::env::temp_dir().join(format!("chainedge-migrate-{}", uuid::Uuid::new_v4()));
         let store = Sqlite::open(&dir.join("store.db")).unwrap();
-        let before = MIGRATIONS.len() - 1;
+        // Up to the version before the tables were rebuilt by key.
+        let before = MIGRATIONS
+            .iter()
+            .position(|m| m.contains("wallet_transfers_by_key"))
+            .unwrap();
         store.migrate(&MIGRATIONS[..before]).await.unwrap();
         let text = |s: &str| Value::Text(s.into());
         for seq in 0..3i64 {
@@ -584,6 +600,16 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(indexes.len(), 2);
+        // The index pages' partial indexes came after.
+        let partial = store
+            .query(
+                "SELECT name FROM sqlite_master WHERE type = 'index' \
+                 AND name IN ('wallet_transfers_nfts', 'wallet_transfers_erc20')",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(partial.len(), 2);
         drop(store);
         let _ = std::fs::remove_dir_all(dir);
     }
