@@ -451,7 +451,7 @@ macro_rules! history_sql {
         )
     };
 }
-const HISTORY_PAGE: &str = history_sql!(page);
+pub(super) const HISTORY_PAGE: &str = history_sql!(page);
 const HISTORY_PAGE_BEFORE: &str =
     history_sql!(page "AND (w.block, w.tx_index, w.log_index, w.seq) < ($4, $5, $6, $7)");
 const HISTORY_PAGE_LED: &str = history_sql!(led);
@@ -459,7 +459,7 @@ const HISTORY_PAGE_LED_BEFORE: &str =
     history_sql!(led "AND (w.block, w.tx_index, w.log_index, w.seq) < ($4, $5, $6, $7)");
 
 /// An address's NFT movements with the index's block beside each (`wallet_nft_moves`).
-const NFT_MOVES: &str = "SELECT (SELECT number FROM index_cursor WHERE chain = $1), \
+pub(super) const NFT_MOVES: &str = "SELECT (SELECT number FROM index_cursor WHERE chain = $1), \
      w.kind, w.token, w.token_id, w.direction, w.amount, t.name, t.symbol \
      FROM wallet_transfers w \
      LEFT JOIN tokens t ON t.chain = w.chain AND t.address = w.token \

@@ -63,7 +63,7 @@ pub enum Move {
 // transfers after each anchor a range of that index (`CROSS JOIN` keeps SQLite from
 // walking every transfer of the address to find them; PostgreSQL plans it as a join).
 // A wallet with 100,000 ERC-20 transfers read them all here, ~60 ms a page on SQLite.
-const WALLET_ERC20S: &str = "\
+pub(super) const WALLET_ERC20S: &str = "\
 WITH RECURSIVE held(token, n) AS ( \
   SELECT token, CAST(1 AS BIGINT) FROM (SELECT token FROM wallet_transfers \
     WHERE chain = $1 AND address = $2 AND kind = 'erc20' ORDER BY token LIMIT 1) f \
