@@ -60,8 +60,9 @@ pub enum Move {
 //
 // Both parts read by key, whatever the wallet's history: the tokens one seek each on the
 // ERC-20 index (`held` steps from one token to the next, a loose index scan), and the
-// transfers after each anchor a range of that index (`CROSS JOIN` keeps SQLite from
-// walking every transfer of the address to find them; PostgreSQL plans it as a join).
+// transfers after each anchor a range from its block (`CROSS JOIN`, anchors first, keeps
+// SQLite from walking every transfer of the address to find them; PostgreSQL plans it as
+// any join). `store/migrations.rs` tests the plans.
 // A wallet with 100,000 ERC-20 transfers read them all here, ~60 ms a page on SQLite.
 pub(super) const WALLET_ERC20S: &str = "\
 WITH RECURSIVE held(token, n) AS ( \
