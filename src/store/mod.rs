@@ -19,6 +19,8 @@ pub mod index_balances;
 pub mod method_usage;
 pub mod mev_cache;
 mod migrations;
+#[cfg(test)]
+mod migrations_tests;
 pub mod postgres;
 mod postgres_reads;
 mod postgres_wire;
