@@ -314,7 +314,18 @@ pub async fn query_opt(tx: &mut dyn Tx, sql: &str, params: Vec<Value>) -> Result
 
 #[cfg(test)]
 mod tests {
-    use super::{insert_chunks, row_width, values_for, Row, Value, INSERT_CHUNK};
+    use super::{insert_chunks, row_width, values_for, Dialect, Row, Value, INSERT_CHUNK};
+
+    #[test]
+    fn a_sqlite_only_migration_is_nothing_on_postgres() {
+        let rebuild = "-- sqlite only\nCREATE TABLE t (n INTEGER) WITHOUT ROWID;";
+        assert_eq!(Dialect::Postgres.render(rebuild), "");
+        assert_eq!(Dialect::Sqlite.render(rebuild), rebuild);
+        assert_eq!(
+            Dialect::Postgres.render("CREATE TABLE t (n INTEGER, b BLOB);"),
+            "CREATE TABLE t (n BIGINT, b BYTEA);"
+        );
+    }
 
     #[test]
     fn taking_text_moves_it_out_and_checks_like_reading() {
