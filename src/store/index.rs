@@ -458,23 +458,36 @@ const HISTORY_PAGE_LED: &str = history_sql!(led);
 const HISTORY_PAGE_LED_BEFORE: &str =
     history_sql!(led "AND (w.block, w.tx_index, w.log_index, w.seq) < ($4, $5, $6, $7)");
 
+/// The parts both NFT statements share, so the two cannot drift apart. The `kind`
+/// predicate is the partial index `wallet_transfers_nfts`'s (`store/migrations.rs`):
+/// written otherwise, the planner may not use it (`migrations_tests.rs` checks it does).
+macro_rules! nft_sql {
+    (columns) => {
+        "w.kind, w.token, w.token_id, w.direction, w.amount, t.name, t.symbol"
+    };
+    (moves) => {
+        "FROM wallet_transfers w \
+         LEFT JOIN tokens t ON t.chain = w.chain AND t.address = w.token \
+         WHERE w.chain = $1 AND w.address = $2 AND w.kind IN ('erc721', 'erc1155') \
+         ORDER BY w.block, w.tx_index, w.log_index, w.seq LIMIT $3"
+    };
+}
 /// An address's NFT movements with the index's block beside each (`wallet_nft_moves`).
-pub(super) const NFT_MOVES: &str = "SELECT (SELECT number FROM index_cursor WHERE chain = $1), \
-     w.kind, w.token, w.token_id, w.direction, w.amount, t.name, t.symbol \
-     FROM wallet_transfers w \
-     LEFT JOIN tokens t ON t.chain = w.chain AND t.address = w.token \
-     WHERE w.chain = $1 AND w.address = $2 AND w.kind IN ('erc721', 'erc1155') \
-     ORDER BY w.block, w.tx_index, w.log_index, w.seq LIMIT $3";
+pub(super) const NFT_MOVES: &str = concat!(
+    "SELECT (SELECT number FROM index_cursor WHERE chain = $1), ",
+    nft_sql!(columns),
+    " ",
+    nft_sql!(moves)
+);
 /// The same, led by the cursor's row: the index's block when the address has no NFT move.
-const NFT_MOVES_LED: &str = "SELECT c.number, w.kind, w.token, w.token_id, w.direction, \
-     w.amount, t.name, t.symbol \
-     FROM index_cursor c \
-     LEFT JOIN (SELECT w.* FROM wallet_transfers w \
-       WHERE w.chain = $1 AND w.address = $2 AND w.kind IN ('erc721', 'erc1155') \
-       ORDER BY w.block, w.tx_index, w.log_index, w.seq LIMIT $3) w ON TRUE \
-     LEFT JOIN tokens t ON t.chain = c.chain AND t.address = w.token \
-     WHERE c.chain = $1 \
-     ORDER BY w.block, w.tx_index, w.log_index, w.seq";
+/// The page's columns come first (as `led_by_cursor` reads them), its order keys after.
+pub(super) const NFT_MOVES_LED: &str = concat!(
+    "SELECT c.number, w.* FROM index_cursor c LEFT JOIN (SELECT ",
+    nft_sql!(columns),
+    ", w.block AS b, w.tx_index AS ti, w.log_index AS li, w.seq AS sq ",
+    nft_sql!(moves),
+    ") w ON TRUE WHERE c.chain = $1 ORDER BY w.b, w.ti, w.li, w.sq"
+);
 
 /// The rows of a statement led by the index cursor (`index_cursor c LEFT JOIN` a page, so
 /// the cursor's row comes back even when the page is empty), or of a page with the index's

@@ -154,3 +154,66 @@ async fn the_wallet_pages_read_by_key() {
     drop(store);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// The NFT page led by the cursor (read when the page comes back empty) reads the same
+/// moves, in the same order and columns, as the page itself; with no move, the cursor.
+#[tokio::test]
+async fn the_nft_statements_agree() {
+    use super::index::{NFT_MOVES, NFT_MOVES_LED};
+    let dir = std::env::temp_dir().join(format!("chainedge-nfts-{}", uuid::Uuid::new_v4()));
+    let store = Sqlite::open(&dir.join("store.db")).unwrap();
+    store.migrate(MIGRATIONS).await.unwrap();
+    store
+        .execute(
+            "INSERT INTO index_cursor (chain, number, hash, updated_at) VALUES ('eth', 9, '0xc', 1)",
+            vec![],
+        )
+        .await
+        .unwrap();
+    // Inserted out of order, with an ERC-20 move between that neither may read.
+    for (block, kind, id) in [
+        (8, "erc1155", "2"),
+        (3, "erc721", "7"),
+        (5, "erc20", ""),
+        (3, "erc721", "1"),
+    ] {
+        store
+            .execute(
+                "INSERT INTO wallet_transfers VALUES \
+                 ('eth', '0xa', $1, 0, $2, 0, 'in', $3, '0xt', '0xb', $4, '1', '0xh', 5)",
+                vec![
+                    Value::Int(block),
+                    Value::Int(id.parse().unwrap_or(0)),
+                    Value::Text(kind.into()),
+                    Value::Text(id.into()),
+                ],
+            )
+            .await
+            .unwrap();
+    }
+    let read = |sql: &'static str, address: &'static str| {
+        let store = &store;
+        async move {
+            let args = vec![
+                Value::Text("eth".into()),
+                Value::Text(address.into()),
+                Value::Int(100),
+            ];
+            let rows = store.query(sql, args).await.unwrap();
+            rows.into_iter()
+                .map(|r| (0..8).map(|i| format!("{:?}", r.0[i])).collect::<Vec<_>>())
+                .collect::<Vec<_>>()
+        }
+    };
+    let page = read(NFT_MOVES, "0xa").await;
+    let ids: Vec<&str> = page.iter().map(|r| r[3].as_str()).collect();
+    assert_eq!(ids, [r#"Text("1")"#, r#"Text("7")"#, r#"Text("2")"#]);
+    assert_eq!(read(NFT_MOVES_LED, "0xa").await, page);
+    assert!(read(NFT_MOVES, "0xnone").await.is_empty());
+    let led = read(NFT_MOVES_LED, "0xnone").await;
+    assert_eq!(led.len(), 1);
+    assert_eq!(led[0][0], "Int(9)");
+    assert_eq!(led[0][1], "Null");
+    drop(store);
+    let _ = std::fs::remove_dir_all(dir);
+}
