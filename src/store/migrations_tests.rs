@@ -5,12 +5,50 @@ use super::migrations::MIGRATIONS;
 use super::sql::{Backend, Value};
 use super::sqlite::Sqlite;
 
+/// A SQLite store in a directory of its own, closed and removed when dropped (by a failing
+/// test too).
+struct Scratch {
+    store: Option<Sqlite>,
+    dir: std::path::PathBuf,
+}
+
+impl Scratch {
+    fn open() -> Scratch {
+        let dir = std::env::temp_dir().join(format!("chainedge-migrate-{}", uuid::Uuid::new_v4()));
+        let store = Sqlite::open(&dir.join("store.db")).unwrap();
+        Scratch {
+            store: Some(store),
+            dir,
+        }
+    }
+
+    /// Opened with every migration applied.
+    async fn migrated() -> Scratch {
+        let scratch = Scratch::open();
+        scratch.migrate(MIGRATIONS).await.unwrap();
+        scratch
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Sqlite;
+    fn deref(&self) -> &Sqlite {
+        self.store.as_ref().unwrap()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        self.store.take();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// A store written before the index's tables moved into their keys' b-trees keeps
 /// every row, and reads them back by key.
 #[tokio::test]
 async fn the_index_tables_keep_their_rows_when_rebuilt_by_key() {
-    let dir = std::env::temp_dir().join(format!("chainedge-migrate-{}", uuid::Uuid::new_v4()));
-    let store = Sqlite::open(&dir.join("store.db")).unwrap();
+    let store = Scratch::open();
     // Up to the version before the tables were rebuilt by key.
     let before = MIGRATIONS
         .iter()
@@ -91,8 +129,6 @@ async fn the_index_tables_keep_their_rows_when_rebuilt_by_key() {
         .await
         .unwrap();
     assert_eq!(partial.len(), 2);
-    drop(store);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// The wallet pages read by key, whatever the wallet's history: SQLite's plan for each
@@ -101,9 +137,7 @@ async fn the_index_tables_keep_their_rows_when_rebuilt_by_key() {
 #[tokio::test]
 async fn the_wallet_pages_read_by_key() {
     use super::{index, index_balances};
-    let dir = std::env::temp_dir().join(format!("chainedge-plans-{}", uuid::Uuid::new_v4()));
-    let store = Sqlite::open(&dir.join("store.db")).unwrap();
-    store.migrate(MIGRATIONS).await.unwrap();
+    let store = Scratch::migrated().await;
     // chain, address, then the limits.
     let plan = |sql: &'static str, limits: usize| {
         let store = &store;
@@ -151,8 +185,6 @@ async fn the_wallet_pages_read_by_key() {
             assert!(!lines.iter().any(walks_the_address), "{name}: {lines:?}");
         }
     }
-    drop(store);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// The NFT page led by the cursor (read when the page comes back empty) reads the same
@@ -160,9 +192,7 @@ async fn the_wallet_pages_read_by_key() {
 #[tokio::test]
 async fn the_nft_statements_agree() {
     use super::index::{NFT_MOVES, NFT_MOVES_LED};
-    let dir = std::env::temp_dir().join(format!("chainedge-nfts-{}", uuid::Uuid::new_v4()));
-    let store = Sqlite::open(&dir.join("store.db")).unwrap();
-    store.migrate(MIGRATIONS).await.unwrap();
+    let store = Scratch::migrated().await;
     store
         .execute(
             "INSERT INTO index_cursor (chain, number, hash, updated_at) VALUES ('eth', 9, '0xc', 1)",
@@ -214,6 +244,4 @@ async fn the_nft_statements_agree() {
     assert_eq!(led.len(), 1);
     assert_eq!(led[0][0], "Int(9)");
     assert_eq!(led[0][1], "Null");
-    drop(store);
-    let _ = std::fs::remove_dir_all(dir);
 }
