@@ -41,6 +41,7 @@ async fn suite(target: Target, dialect: Dialect) {
     wallet_history_pages(&store).await;
     many_rows_in_one_commit(&store).await;
     balance_anchors(&store).await;
+    nft_holdings(&store).await;
 }
 
 /// Blocks 1..=`blocks`, each with `per_block` native transfers: `transfer(block, i)`
@@ -276,6 +277,136 @@ async fn balance_anchors(store: &Store) {
     assert_eq!(
         (w.tokens[0].anchor.clone(), w.tokens[0].moves.len()),
         (None, 0)
+    );
+}
+
+/// NFT holdings kept with their moves: each commit's moves change them from what was
+/// held before (more keys than one lookup carries, too), a page reads them by key with
+/// the total, and a reorg works the touched addresses out again from the moves left.
+async fn nft_holdings(store: &Store) {
+    use chainedge::store::index::{IndexCursor, IndexedBlock, Transfer};
+    let (alice, bob, carol) = ("0xa11ce", "0xb0b", "0xca401");
+    let (art, game) = ("0x0a47", "0x6a3e");
+    let hash = |n: u64, branch: u64| format!("0x{branch:x}{n:063x}");
+    let nft =
+        |i: u64, kind: &'static str, token: &str, from: &str, to: &str, id: u64, n: u64| Transfer {
+            tx_index: i,
+            log_index: i as i64,
+            seq: 0,
+            kind,
+            token: token.into(),
+            from: from.into(),
+            to: to.into(),
+            token_id: Some(id.to_string()),
+            amount: n.to_string(),
+            tx_hash: format!("0x{i:064x}"),
+        };
+    let block = |n: u64, branch: u64, transfers| IndexedBlock {
+        number: n,
+        hash: hash(n, branch),
+        parent_hash: hash(n - 1, if n == 3 { branch } else { 0 }),
+        timestamp: n,
+        transfers,
+    };
+    let zero = "0x0000000000000000000000000000000000000000";
+    // Block 1: art #1 and #10 minted to alice, 5 of game #2 to her, 150 art ids to carol.
+    let mut first = vec![
+        nft(0, "erc721", art, zero, alice, 10, 1),
+        nft(1, "erc721", art, zero, alice, 1, 1),
+        nft(2, "erc1155", game, zero, alice, 2, 5),
+    ];
+    first.extend((0..150).map(|i| nft(3 + i, "erc721", art, zero, carol, 100 + i, 1)));
+    // Block 2: alice sends art #1 to bob and to herself #10; carol sends 149 ids back.
+    let mut second = vec![
+        nft(0, "erc721", art, alice, bob, 1, 1),
+        nft(1, "erc721", art, alice, alice, 10, 1),
+    ];
+    second.extend((0..149).map(|i| nft(2 + i, "erc721", art, carol, zero, 100 + i, 1)));
+    // Block 3: 2 of game #2 from alice to bob.
+    let third = vec![nft(0, "erc1155", game, alice, bob, 2, 2)];
+    let blocks = [block(1, 0, first), block(2, 0, second), block(3, 0, third)];
+    store
+        .commit_blocks("nft", None, &blocks[..2], 0)
+        .await
+        .unwrap();
+    let at = |n: u64, branch: u64| IndexCursor {
+        number: n,
+        hash: hash(n, branch),
+    };
+    store
+        .commit_blocks("nft", Some(&at(2, 0)), &blocks[2..], 0)
+        .await
+        .unwrap();
+    let held = |address: &'static str, limit: usize, offset: usize| async move {
+        let page = store
+            .wallet_nfts("nft", address, limit, offset)
+            .await
+            .unwrap()
+            .unwrap();
+        let items: Vec<String> = page
+            .items
+            .iter()
+            .map(|h| format!("{} {} #{} x{}", h.kind, h.token, h.token_id, h.amount))
+            .collect();
+        (page.indexed_block, page.total, items)
+    };
+    // Tokens in order, ids as numbers: art #10 (sent to herself: still hers), then game.
+    assert_eq!(
+        held(alice, 10, 0).await,
+        (
+            3,
+            2,
+            vec![
+                format!("erc721 {art} #10 x1"),
+                format!("erc1155 {game} #2 x3")
+            ]
+        )
+    );
+    assert_eq!(
+        held(bob, 10, 0).await,
+        (
+            3,
+            2,
+            vec![
+                format!("erc721 {art} #1 x1"),
+                format!("erc1155 {game} #2 x2")
+            ]
+        )
+    );
+    assert_eq!(
+        held(carol, 10, 0).await,
+        (3, 1, vec![format!("erc721 {art} #249 x1")])
+    );
+    // A page past the end, and an address with nothing: the block and the total.
+    assert_eq!(held(alice, 10, 2).await, (3, 2, vec![]));
+    assert_eq!(held("0xdead", 10, 0).await, (3, 0, vec![]));
+    assert_eq!(held(alice, 1, 1).await.2, [format!("erc1155 {game} #2 x3")]);
+    // A reorg to block 2 gives alice her 5 back and takes bob's 2; block 3 of another
+    // branch then sends 9 to carol: she gets 9, alice is left with none (never below 0).
+    store
+        .roll_back_index("nft", &at(3, 0), &at(2, 0))
+        .await
+        .unwrap();
+    assert_eq!(
+        held(alice, 10, 0).await.2[1],
+        format!("erc1155 {game} #2 x5")
+    );
+    assert_eq!(held(bob, 10, 0).await.2, [format!("erc721 {art} #1 x1")]);
+    let other = block(3, 1, vec![nft(0, "erc1155", game, alice, carol, 2, 9)]);
+    store
+        .commit_blocks("nft", Some(&at(2, 0)), &[other], 0)
+        .await
+        .unwrap();
+    assert_eq!(
+        held(alice, 10, 0).await,
+        (3, 1, vec![format!("erc721 {art} #10 x1")])
+    );
+    assert_eq!(
+        held(carol, 10, 0).await.2,
+        [
+            format!("erc721 {art} #249 x1"),
+            format!("erc1155 {game} #2 x9")
+        ]
     );
 }
 

@@ -6,7 +6,8 @@
 //! - Tokens (`indexed_tokens.rs`): every ERC-20 the address has sent or received, its
 //!   metadata, and its exact balance at the indexed block (so balances and index agree).
 //! - NFTs: ERC-721 and ERC-1155 holdings from the address's transfers since the index's
-//!   start block, `limit` (1–200, default 50) / `offset` paging with the total.
+//!   start block (kept as the index commits, `store/index_nfts.rs`), `limit` (1–200,
+//!   default 50) / `offset` paging with the total.
 
 use super::wallet::address;
 use super::Request;
@@ -15,12 +16,12 @@ use crate::pools::Pool;
 use crate::reply::Reply;
 use crate::rpc::Gateway;
 use crate::store::index::{HistoryRow, Position, TokenMeta};
+use crate::store::index_nfts::NftHolding;
 use crate::store::Store;
 use base64::Engine;
 use serde::Serialize;
 use serde_json::Value;
 use sha2::Digest;
-use std::collections::BTreeMap;
 
 pub const DEFAULT_LIMIT: usize = 50;
 pub const MAX_LIMIT: usize = 200;
@@ -28,8 +29,6 @@ pub const MAX_LIMIT: usize = 200;
 pub const MAX_OFFSET: usize = 10_000;
 /// Most ERC-20 tokens listed for one address.
 pub const MAX_TOKENS: usize = 500;
-/// Most NFT movements read for one address's holdings.
-pub const MAX_NFT_MOVES: usize = 100_000;
 
 /// What the handlers need: the chain's name in the index, its pool, the store.
 pub const HANDLERS: &[super::Handler] = &[
@@ -211,59 +210,32 @@ fn history_item<'a>(r: &'a HistoryRow, m: &'a TokenMeta) -> HistoryItem<'a> {
     }
 }
 
-/// `GET …/nfts`: what the address holds, from its transfers, one page.
+/// `GET …/nfts`: what the address holds, one page, read by key from the holdings the
+/// index keeps (`store/index_nfts.rs`).
 pub async fn nfts(ix: &Indexed<'_>, req: &Request<'_>) -> Result<Reply, ApiError> {
     let (given, addr) = wallet(req)?;
     let limit = bounded(req, "limit", DEFAULT_LIMIT, MAX_LIMIT)?;
     let offset = bounded(req, "offset", 0, MAX_OFFSET)?;
-    let (block, moves) = ix
+    let page = ix
         .store
-        .wallet_nft_moves(ix.chain, &addr, MAX_NFT_MOVES)
+        .wallet_nfts(ix.chain, &addr, limit, offset)
         .await
         .map_err(store_error)?
         .ok_or_else(|| index_not_ready(ix.chain))?;
-    // (token, id as a number for ordering, id) → what is held, borrowed from the moves.
-    let mut held: BTreeMap<(&str, u128, &str), NftItem<'_>> = BTreeMap::new();
-    for m in &moves {
-        let amount: u128 = m.amount.parse().unwrap_or(u128::MAX);
-        let key = (
-            m.token.as_str(),
-            m.token_id.parse().unwrap_or(u128::MAX),
-            m.token_id.as_str(),
-        );
-        let entry = held.entry(key).or_insert(NftItem {
-            amount: 0,
-            kind: &m.kind,
-            name: m.name.as_deref(),
-            symbol: m.symbol.as_deref(),
-            token: &m.token,
-            token_id: &m.token_id,
-        });
-        entry.amount = match (m.kind.as_str(), m.direction.as_str()) {
-            // An ERC-721 token is held after coming in, not after going out.
-            ("erc721", "in") => 1,
-            ("erc721", "out") => 0,
-            (_, "in") => entry.amount.saturating_add(amount),
-            (_, "out") => entry.amount.saturating_sub(amount),
-            _ => entry.amount,
-        };
-    }
-    held.retain(|_, item| item.amount > 0);
     let body = NftBody {
         address: &given,
-        block,
+        block: page.indexed_block,
         chain: ix.chain,
-        total: held.len(),
+        total: page.total,
         limit,
         offset,
-        items: held.into_values().skip(offset).take(limit).collect(),
+        items: page.items.iter().map(NftItem::of).collect(),
     };
     let body = serde_json::to_vec(&body).map_err(|_| ApiError::internal("nft page"))?;
     Ok(Reply::json(200, body))
 }
 
-/// An NFT page as written, straight from the moves (fields sorted, as they have always
-/// been).
+/// An NFT page as written (fields sorted, as they have always been).
 #[derive(Serialize)]
 struct NftBody<'a> {
     address: &'a str,
@@ -272,13 +244,13 @@ struct NftBody<'a> {
     items: Vec<NftItem<'a>>,
     limit: usize,
     offset: usize,
-    total: usize,
+    total: u64,
 }
 
 #[derive(Serialize)]
 struct NftItem<'a> {
-    #[serde(serialize_with = "decimal_text")]
-    amount: u128,
+    /// Decimal text (amounts exceed what JSON numbers carry exactly).
+    amount: &'a str,
     kind: &'a str,
     name: Option<&'a str>,
     symbol: Option<&'a str>,
@@ -286,9 +258,17 @@ struct NftItem<'a> {
     token_id: &'a str,
 }
 
-/// A number as its decimal text (amounts exceed what JSON numbers carry exactly).
-fn decimal_text<S: serde::Serializer>(n: &u128, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(n)
+impl<'a> NftItem<'a> {
+    fn of(h: &'a NftHolding) -> NftItem<'a> {
+        NftItem {
+            amount: &h.amount,
+            kind: &h.kind,
+            name: h.name.as_deref(),
+            symbol: h.symbol.as_deref(),
+            token: &h.token,
+            token_id: &h.token_id,
+        }
+    }
 }
 
 pub(super) fn json_reply(v: Value) -> Reply {

@@ -7,7 +7,7 @@
 //! block, and two instances indexing one shared store cannot both commit a step.
 
 use super::sql::{params, query_opt, Row, StoreError, Tx, Value};
-use super::{now, Store};
+use super::{index_nfts, now, Store};
 
 /// The last block committed for a chain.
 #[derive(Debug, Clone, PartialEq)]
@@ -76,17 +76,6 @@ pub struct HistoryPage {
     pub items: Vec<(HistoryRow, TokenMeta)>,
 }
 
-/// One NFT movement of a wallet, with its token's name and symbol when fetched.
-pub struct NftMove {
-    pub kind: String,
-    pub token: String,
-    pub token_id: String,
-    pub direction: String,
-    pub amount: String,
-    pub name: Option<String>,
-    pub symbol: Option<String>,
-}
-
 /// A token's metadata as its contract answered (each part absent when it did not).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TokenMeta {
@@ -125,6 +114,11 @@ impl Store {
         };
         let mut tx = self.db.begin().await?;
         cursor_unmoved(&mut *tx, chain, expect).await?;
+        // Holdings left behind (committed by an instance that did not keep them) are
+        // built whole first, from the moves before these blocks.
+        if index_nfts::behind(&mut *tx, chain).await? == Some(true) {
+            index_nfts::rebuild_chain(&mut *tx, chain).await?;
+        }
         let block_rows = blocks
             .iter()
             .map(|b| params![chain, int(b.number), &b.hash, &b.parent_hash])
@@ -135,6 +129,7 @@ impl Store {
         )
         .await?;
         let mut transfer_rows = Vec::new();
+        let mut nft_moves = Vec::new();
         for b in blocks {
             for t in &b.transfers {
                 // One row per wallet taking part; a transfer to oneself is one row.
@@ -144,6 +139,17 @@ impl Store {
                     &[(&t.from, "out", &t.to), (&t.to, "in", &t.from)]
                 };
                 for (address, direction, counterparty) in sides {
+                    if index_nfts::is_nft(t.kind) {
+                        nft_moves.push(index_nfts::WalletMove {
+                            position: (b.number, t.tx_index, t.log_index, t.seq),
+                            address,
+                            direction,
+                            kind: t.kind,
+                            token: &t.token,
+                            token_id: t.token_id.as_deref().unwrap_or_default(),
+                            amount: &t.amount,
+                        });
+                    }
                     transfer_rows.push(params![
                         chain,
                         *address,
@@ -169,10 +175,13 @@ impl Store {
             transfer_rows,
         )
         .await?;
+        index_nfts::apply_moves(&mut *tx, chain, nft_moves).await?;
         let set = if expect.is_some() {
-            "UPDATE index_cursor SET number = $2, hash = $3, updated_at = $4 WHERE chain = $1"
+            "UPDATE index_cursor SET number = $2, hash = $3, updated_at = $4, \
+             nft_holdings_hash = $3 WHERE chain = $1"
         } else {
-            "INSERT INTO index_cursor (chain, number, hash, updated_at) VALUES ($1, $2, $3, $4)"
+            "INSERT INTO index_cursor (chain, number, hash, updated_at, nft_holdings_hash) \
+             VALUES ($1, $2, $3, $4, $3)"
         };
         tx.execute(set, params![chain, int(last.number), &last.hash, now()])
             .await?;
@@ -215,11 +224,19 @@ impl Store {
     ) -> Result<(), StoreError> {
         let mut tx = self.db.begin().await?;
         cursor_unmoved(&mut *tx, chain, Some(expect)).await?;
+        // Current holdings are worked out again for the addresses the orphaned moves
+        // touched; holdings already behind stay so (built whole later).
+        let current = index_nfts::behind(&mut *tx, chain).await? == Some(false);
+        let touched = match current {
+            true => index_nfts::addresses_moved_above(&mut *tx, chain, to.number).await?,
+            false => Vec::new(),
+        };
         tx.execute(
             "DELETE FROM wallet_transfers WHERE chain = $1 AND block > $2",
             params![chain, int(to.number)],
         )
         .await?;
+        index_nfts::refold_addresses(&mut *tx, chain, &touched).await?;
         tx.execute(
             "DELETE FROM index_blocks WHERE chain = $1 AND number > $2",
             params![chain, int(to.number)],
@@ -231,11 +248,17 @@ impl Store {
             params![chain, int(to.number)],
         )
         .await?;
-        tx.execute(
-            "UPDATE index_cursor SET number = $2, hash = $3, updated_at = $4 WHERE chain = $1",
-            params![chain, int(to.number), &to.hash, now()],
-        )
-        .await?;
+        let set = match current {
+            true => {
+                "UPDATE index_cursor SET number = $2, hash = $3, updated_at = $4, \
+                     nft_holdings_hash = $3 WHERE chain = $1"
+            }
+            false => {
+                "UPDATE index_cursor SET number = $2, hash = $3, updated_at = $4 WHERE chain = $1"
+            }
+        };
+        tx.execute(set, params![chain, int(to.number), &to.hash, now()])
+            .await?;
         tx.commit().await
     }
 
@@ -285,34 +308,6 @@ impl Store {
             indexed_block,
             items,
         }))
-    }
-
-    /// An address's NFT movements, oldest first (at most `limit`), each with its token's
-    /// metadata, and the index's block: one statement, as `wallet_history` (in the
-    /// primary key's order, no sort; only an address with no NFT movement takes a second,
-    /// led by the cursor). `None` when the index has not committed a block yet.
-    pub async fn wallet_nft_moves(
-        &self,
-        chain: &str,
-        address: &str,
-        limit: usize,
-    ) -> Result<Option<(u64, Vec<NftMove>)>, StoreError> {
-        let args = || params![chain, address, int(limit as u64)];
-        let mut rows = self.db.query(NFT_MOVES, args()).await?;
-        if rows.is_empty() {
-            rows = self.db.query(NFT_MOVES_LED, args()).await?;
-        }
-        led_by_cursor(rows, |r| {
-            Ok(NftMove {
-                kind: r.take_text(1)?,
-                token: r.take_text(2)?,
-                token_id: r.take_text(3)?,
-                direction: r.take_text(4)?,
-                amount: r.take_text(5)?,
-                name: r.take_opt_text(6)?,
-                symbol: r.take_opt_text(7)?,
-            })
-        })
     }
 
     /// Metadata already fetched, by token.
@@ -457,37 +452,6 @@ const HISTORY_PAGE_BEFORE: &str =
 const HISTORY_PAGE_LED: &str = history_sql!(led);
 const HISTORY_PAGE_LED_BEFORE: &str =
     history_sql!(led "AND (w.block, w.tx_index, w.log_index, w.seq) < ($4, $5, $6, $7)");
-
-/// The parts both NFT statements share, so the two cannot drift apart. The `kind`
-/// predicate is the partial index `wallet_transfers_nfts`'s (`store/migrations.rs`):
-/// written otherwise, the planner may not use it (`migrations_tests.rs` checks it does).
-macro_rules! nft_sql {
-    (columns) => {
-        "w.kind, w.token, w.token_id, w.direction, w.amount, t.name, t.symbol"
-    };
-    (moves) => {
-        "FROM wallet_transfers w \
-         LEFT JOIN tokens t ON t.chain = w.chain AND t.address = w.token \
-         WHERE w.chain = $1 AND w.address = $2 AND w.kind IN ('erc721', 'erc1155') \
-         ORDER BY w.block, w.tx_index, w.log_index, w.seq LIMIT $3"
-    };
-}
-/// An address's NFT movements with the index's block beside each (`wallet_nft_moves`).
-pub(super) const NFT_MOVES: &str = concat!(
-    "SELECT (SELECT number FROM index_cursor WHERE chain = $1), ",
-    nft_sql!(columns),
-    " ",
-    nft_sql!(moves)
-);
-/// The same, led by the cursor's row: the index's block when the address has no NFT move.
-/// The page's columns come first (as `led_by_cursor` reads them), its order keys after.
-pub(super) const NFT_MOVES_LED: &str = concat!(
-    "SELECT c.number, w.* FROM index_cursor c LEFT JOIN (SELECT ",
-    nft_sql!(columns),
-    ", w.block AS b, w.tx_index AS ti, w.log_index AS li, w.seq AS sq ",
-    nft_sql!(moves),
-    ") w ON TRUE WHERE c.chain = $1 ORDER BY w.b, w.ti, w.li, w.sq"
-);
 
 /// The rows of a statement led by the index cursor (`index_cursor c LEFT JOIN` a page, so
 /// the cursor's row comes back even when the page is empty), or of a page with the index's

@@ -516,4 +516,21 @@ CREATE INDEX wallet_transfers_nfts ON wallet_transfers
 CREATE INDEX wallet_transfers_erc20 ON wallet_transfers (chain, address, token, block)
     WHERE kind = 'erc20';
 "#,
+    // What each wallet holds of each NFT, kept with its moves (`store/index_nfts.rs`): an
+    // NFT page reads its own rows by key. (id_len, token_id) orders decimal ids as numbers.
+    // Existing chains have no `nft_holdings_hash`: their holdings are built at the next
+    // open (`Store::catch_up_nft_holdings`).
+    r#"
+CREATE TABLE nft_holdings (
+    chain TEXT NOT NULL,
+    address TEXT NOT NULL,
+    token TEXT NOT NULL,
+    id_len INTEGER NOT NULL,
+    token_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    amount TEXT NOT NULL,
+    PRIMARY KEY (chain, address, token, id_len, token_id)
+) WITHOUT ROWID;
+ALTER TABLE index_cursor ADD COLUMN nft_holdings_hash TEXT;
+"#,
 ];

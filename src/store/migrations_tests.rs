@@ -136,10 +136,10 @@ async fn the_index_tables_keep_their_rows_when_rebuilt_by_key() {
 /// transfers paid 16-60 ms a page when they did) and never sorts.
 #[tokio::test]
 async fn the_wallet_pages_read_by_key() {
-    use super::{index, index_balances};
+    use super::{index, index_balances, index_nfts};
     let store = Scratch::migrated().await;
     // chain, address, then the limits.
-    let plan = |sql: &'static str, limits: usize| {
+    let plan = |sql: String, limits: usize| {
         let store = &store;
         let mut args = vec![Value::Text("eth".into()), Value::Text("0xa".into())];
         args.extend((0..limits).map(|_| Value::Int(50)));
@@ -161,20 +161,27 @@ async fn the_wallet_pages_read_by_key() {
         transfers
             && (line.starts_with("SCAN") || line.ends_with("PRIMARY KEY (chain=? AND address=?)"))
     };
-    let nfts = plan(index::NFT_MOVES, 1).await;
+    let nfts = plan(index_nfts::PAGE.into(), 2).await;
     assert!(
         nfts.iter()
-            .any(|l| l.contains("COVERING INDEX wallet_transfers_nfts")),
+            .any(|l| l.starts_with("SEARCH h USING PRIMARY KEY (chain=? AND address=?)")),
         "{nfts:?}"
     );
-    let tokens = plan(index_balances::WALLET_ERC20S, 2).await;
+    // A commit's lookup of the holdings its moves touch: a seek per key.
+    let lookup = plan(index_nfts::lookup_sql(2), 7).await;
+    assert_eq!(
+        lookup.last().map(String::as_str),
+        Some("SEARCH h USING PRIMARY KEY (chain=? AND address=? AND token=? AND id_len=? AND token_id=?)"),
+        "{lookup:?}"
+    );
+    let tokens = plan(index_balances::WALLET_ERC20S.into(), 2).await;
     assert!(
         tokens
             .iter()
             .any(|l| l.contains("wallet_transfers_erc20 (chain=? AND address=? AND token>?)")),
         "{tokens:?}"
     );
-    let history = plan(index::HISTORY_PAGE, 1).await;
+    let history = plan(index::HISTORY_PAGE.into(), 1).await;
     for (name, lines) in [("nfts", &nfts), ("tokens", &tokens), ("history", &history)] {
         assert!(
             !lines.iter().any(|l| l.contains("TEMP B-TREE")),
@@ -187,61 +194,146 @@ async fn the_wallet_pages_read_by_key() {
     }
 }
 
-/// The NFT page led by the cursor (read when the page comes back empty) reads the same
-/// moves, in the same order and columns, as the page itself; with no move, the cursor.
-#[tokio::test]
-async fn the_nft_statements_agree() {
-    use super::index::{NFT_MOVES, NFT_MOVES_LED};
-    let store = Scratch::migrated().await;
-    store
+/// A store indexed up to block 9 (hash `0xc`) before holdings were kept, closed: NFT moves
+/// of `0xa` inserted out of order, with an ERC-20 move that holds nothing.
+async fn indexed_before_holdings() -> Scratch {
+    let mut scratch = Scratch::open();
+    let before = MIGRATIONS
+        .iter()
+        .position(|m| m.contains("CREATE TABLE nft_holdings"))
+        .unwrap();
+    scratch.migrate(&MIGRATIONS[..before]).await.unwrap();
+    scratch
         .execute(
             "INSERT INTO index_cursor (chain, number, hash, updated_at) VALUES ('eth', 9, '0xc', 1)",
             vec![],
         )
         .await
         .unwrap();
-    // Inserted out of order, with an ERC-20 move between that neither may read.
-    for (block, kind, id) in [
-        (8, "erc1155", "2"),
-        (3, "erc721", "7"),
-        (5, "erc20", ""),
-        (3, "erc721", "1"),
-    ] {
-        store
+    for (tx_index, (block, kind, direction, id, amount)) in [
+        (8, "erc1155", "out", "2", "3"),
+        (3, "erc721", "in", "10", "1"),
+        (5, "erc20", "in", "", "4"),
+        (3, "erc721", "in", "9", "1"),
+        (4, "erc721", "out", "9", "1"),
+        (2, "erc1155", "in", "2", "5"),
+        (6, "erc721", "in", "7", "1"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        scratch
             .execute(
                 "INSERT INTO wallet_transfers VALUES \
-                 ('eth', '0xa', $1, 0, $2, 0, 'in', $3, '0xt', '0xb', $4, '1', '0xh', 5)",
+                 ('eth', '0xa', $1, $6, 0, 0, $2, $3, '0xt', '0xb', $4, $5, '0xh', 5)",
                 vec![
                     Value::Int(block),
-                    Value::Int(id.parse().unwrap_or(0)),
+                    Value::Text(direction.into()),
                     Value::Text(kind.into()),
                     Value::Text(id.into()),
+                    Value::Text(amount.into()),
+                    Value::Int(tx_index as i64),
                 ],
             )
             .await
             .unwrap();
     }
-    let read = |sql: &'static str, address: &'static str| {
-        let store = &store;
-        async move {
-            let args = vec![
-                Value::Text("eth".into()),
-                Value::Text(address.into()),
-                Value::Int(100),
-            ];
-            let rows = store.query(sql, args).await.unwrap();
-            rows.into_iter()
-                .map(|r| (0..8).map(|i| format!("{:?}", r.0[i])).collect::<Vec<_>>())
-                .collect::<Vec<_>>()
-        }
+    scratch.store.take();
+    scratch
+}
+
+impl Scratch {
+    /// The file opened as the edge opens its store.
+    async fn reopened(&self) -> super::Store {
+        let path = super::Target::Sqlite(self.dir.join("store.db"));
+        super::Store::open(&path).await.unwrap()
+    }
+}
+
+/// A store indexed before holdings were kept has them built at its first open after:
+/// from every NFT move, by the rule the page always applied, in token and id order.
+#[tokio::test]
+async fn holdings_are_built_for_a_store_indexed_before_them() {
+    let scratch = indexed_before_holdings().await;
+    let store = scratch.reopened().await;
+    let page = store
+        .wallet_nfts("eth", "0xa", 10, 0)
+        .await
+        .unwrap()
+        .unwrap();
+    let held: Vec<(&str, &str, &str)> = page
+        .items
+        .iter()
+        .map(|h| (h.kind.as_str(), h.token_id.as_str(), h.amount.as_str()))
+        .collect();
+    assert_eq!(
+        (page.indexed_block, page.total, held),
+        (
+            9,
+            3,
+            vec![
+                ("erc1155", "2", "2"),
+                ("erc721", "7", "1"),
+                ("erc721", "10", "1")
+            ]
+        )
+    );
+    let rows = store
+        .raw
+        .query("SELECT nft_holdings_hash FROM index_cursor", vec![])
+        .await
+        .unwrap();
+    assert_eq!(rows[0].text(0).unwrap(), "0xc");
+}
+
+/// Blocks committed by an instance that keeps no holdings leave them behind its cursor:
+/// the next commit builds them whole before adding its own moves.
+#[tokio::test]
+async fn holdings_left_behind_are_built_at_the_next_commit() {
+    let scratch = indexed_before_holdings().await;
+    let store = scratch.reopened().await;
+    store
+        .raw
+        .execute("UPDATE index_cursor SET hash = '0xd'", vec![])
+        .await
+        .unwrap();
+    let from_b = super::index::Transfer {
+        tx_index: 0,
+        log_index: 0,
+        seq: 0,
+        kind: "erc721",
+        token: "0xt".into(),
+        from: "0xb".into(),
+        to: "0xa".into(),
+        token_id: Some("8".into()),
+        amount: "1".into(),
+        tx_hash: "0xh".into(),
     };
-    let page = read(NFT_MOVES, "0xa").await;
-    let ids: Vec<&str> = page.iter().map(|r| r[3].as_str()).collect();
-    assert_eq!(ids, [r#"Text("1")"#, r#"Text("7")"#, r#"Text("2")"#]);
-    assert_eq!(read(NFT_MOVES_LED, "0xa").await, page);
-    assert!(read(NFT_MOVES, "0xnone").await.is_empty());
-    let led = read(NFT_MOVES_LED, "0xnone").await;
-    assert_eq!(led.len(), 1);
-    assert_eq!(led[0][0], "Int(9)");
-    assert_eq!(led[0][1], "Null");
+    let cursor = super::index::IndexCursor {
+        number: 9,
+        hash: "0xd".into(),
+    };
+    let block = super::index::IndexedBlock {
+        number: 10,
+        hash: "0xe".into(),
+        parent_hash: "0xd".into(),
+        timestamp: 10,
+        transfers: vec![from_b],
+    };
+    store
+        .raw
+        .execute("DELETE FROM nft_holdings", vec![])
+        .await
+        .unwrap();
+    store
+        .commit_blocks("eth", Some(&cursor), &[block], 0)
+        .await
+        .unwrap();
+    let page = store
+        .wallet_nfts("eth", "0xa", 10, 0)
+        .await
+        .unwrap()
+        .unwrap();
+    let ids: Vec<&str> = page.items.iter().map(|h| h.token_id.as_str()).collect();
+    assert_eq!((page.indexed_block, ids), (10, vec!["2", "7", "8", "10"]));
 }

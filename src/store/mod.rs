@@ -16,6 +16,7 @@ pub use crate::key_restrictions::RestrictionsDoc;
 pub mod deadline;
 pub mod index;
 pub mod index_balances;
+pub mod index_nfts;
 pub mod method_usage;
 pub mod mev_cache;
 mod migrations;
@@ -92,11 +93,9 @@ impl Store {
             Target::Postgres(url) => Arc::new(postgres::Postgres::open(url)?),
         };
         db.migrate(migrations::MIGRATIONS).await?;
-        Ok(Store::deadlined(
-            db,
-            Default::default(),
-            BACKGROUND_DEADLINE,
-        ))
+        let store = Store::deadlined(db, Default::default(), BACKGROUND_DEADLINE);
+        store.catch_up_nft_holdings().await?;
+        Ok(store)
     }
 
     fn deadlined(

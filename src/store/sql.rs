@@ -212,13 +212,17 @@ pub enum Dialect {
 
 impl Dialect {
     /// A migration as this backend runs it. The list is written for SQLite; PostgreSQL
-    /// names two of its types differently (SQLite's `INTEGER` is 64-bit), and has nothing
-    /// to run for a version that only concerns SQLite's storage (`SQLITE_ONLY`).
+    /// names two of its types differently (SQLite's `INTEGER` is 64-bit), has no rowid
+    /// tables to opt out of (`WITHOUT ROWID`), and has nothing to run for a version that
+    /// only concerns SQLite's storage (`SQLITE_ONLY`).
     pub fn render(self, sql: &str) -> String {
         match self {
             Dialect::Sqlite => sql.to_string(),
             Dialect::Postgres if sql.starts_with(SQLITE_ONLY) => String::new(),
-            Dialect::Postgres => sql.replace("INTEGER", "BIGINT").replace("BLOB", "BYTEA"),
+            Dialect::Postgres => sql
+                .replace("INTEGER", "BIGINT")
+                .replace("BLOB", "BYTEA")
+                .replace(") WITHOUT ROWID;", ");"),
         }
     }
 }
@@ -324,6 +328,10 @@ mod tests {
         assert_eq!(
             Dialect::Postgres.render("CREATE TABLE t (n INTEGER, b BLOB);"),
             "CREATE TABLE t (n BIGINT, b BYTEA);"
+        );
+        assert_eq!(
+            Dialect::Postgres.render("CREATE TABLE t (n INTEGER PRIMARY KEY) WITHOUT ROWID;"),
+            "CREATE TABLE t (n BIGINT PRIMARY KEY);"
         );
     }
 

@@ -1,0 +1,424 @@
+//! What each wallet holds of each NFT (ERC-721, ERC-1155), kept beside the moves it comes
+//! from, so an NFT page reads its own rows by key whatever the wallet's history (it used
+//! to read and fold every NFT move of the address: an NFT trader's page cost followed its
+//! whole history, and past 100,000 moves the holdings were wrong).
+//!
+//! Holdings are written in the transaction that commits their moves (`apply_moves`),
+//! worked out again for the addresses a reorg touched (`refold_addresses`), and built
+//! whole for a chain whose holdings are behind its cursor (`rebuild_chain`): a store
+//! indexed before the table existed, or blocks committed by an instance that did not
+//! keep them. `index_cursor.nft_holdings_hash` says where they are current: the cursor's
+//! block hash when they are (a hash, not a number: blocks rolled back and committed again
+//! by an instance that does not keep holdings leave the number where it was).
+
+use super::sql::{params, Row, StoreError, Tx, Value};
+use super::Store;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The rule every holding follows, move by move (the one the NFT page has always
+/// applied): an ERC-721 token is held (1) after it comes in and not after it goes out;
+/// an ERC-1155 amount adds what comes in and takes what goes out, never below zero (the
+/// index may start after a mint) and saturating at `u128::MAX` (an amount too large to
+/// read counts as that). A transfer to oneself changes nothing.
+pub fn held_after(before: u128, kind: &str, direction: &str, amount: &str) -> u128 {
+    let amount: u128 = amount.parse().unwrap_or(u128::MAX);
+    match (kind, direction) {
+        ("erc721", "in") => 1,
+        ("erc721", "out") => 0,
+        (_, "in") => before.saturating_add(amount),
+        (_, "out") => before.saturating_sub(amount),
+        _ => before,
+    }
+}
+
+pub fn is_nft(kind: &str) -> bool {
+    matches!(kind, "erc721" | "erc1155")
+}
+
+/// One page of a wallet's NFT holdings (`Store::wallet_nfts`).
+pub struct NftPage {
+    pub indexed_block: u64,
+    /// Holdings in all (every page's).
+    pub total: u64,
+    pub items: Vec<NftHolding>,
+}
+
+/// What an address holds of one token id, with its token's name and symbol when fetched.
+pub struct NftHolding {
+    pub kind: String,
+    pub token: String,
+    pub token_id: String,
+    /// Decimal, above zero.
+    pub amount: String,
+    pub name: Option<String>,
+    pub symbol: Option<String>,
+}
+
+/// A holding's place within a chain: address, token, token id.
+type Key = (String, String, String);
+
+/// Holdings being worked out from moves, each from its state before them (its kind is
+/// the first move's).
+#[derive(Default)]
+struct Fold(BTreeMap<Key, (String, u128)>);
+
+impl Fold {
+    fn apply(&mut self, key: Key, kind: &str, direction: &str, amount: &str) {
+        let held = self.0.entry(key).or_insert_with(|| (kind.to_string(), 0));
+        held.1 = held_after(held.1, kind, direction, amount);
+    }
+
+    /// Rows for `nft_holdings` of what is held (a holding at zero has no row).
+    fn rows(&self, chain: &str) -> Vec<Vec<Value>> {
+        self.0
+            .iter()
+            .filter(|(_, (_, amount))| *amount > 0)
+            .map(|((address, token, id), (kind, amount))| {
+                params![
+                    chain,
+                    address,
+                    token,
+                    id_len(id),
+                    id,
+                    kind,
+                    amount.to_string()
+                ]
+            })
+            .collect()
+    }
+}
+
+const INSERT: &str =
+    "INSERT INTO nft_holdings (chain, address, token, id_len, token_id, kind, amount)";
+
+/// A token id's length in digits: (length, id) orders decimal ids as numbers.
+fn id_len(id: &str) -> i64 {
+    id.len() as i64
+}
+
+/// The holdings of `keys` keys: `$1` the chain, then address, token, id length and id of
+/// each. Each key a seek of the primary key (`(…) IN (VALUES …)` would read every holding
+/// of the chain on SQLite).
+pub(super) fn lookup_sql(keys: usize) -> String {
+    let values: Vec<String> = (0..keys)
+        .map(|i| {
+            let at = 4 * i + 2;
+            let (token, len, id) = (at + 1, at + 2, at + 3);
+            format!("(${at}, ${token}, CAST(${len} AS BIGINT), ${id})")
+        })
+        .collect();
+    format!(
+        "SELECT h.address, h.token, h.token_id, h.kind, h.amount \
+         FROM (VALUES {}) v CROSS JOIN nft_holdings h \
+         WHERE h.chain = $1 AND h.address = v.column1 AND h.token = v.column2 \
+         AND h.id_len = v.column3 AND h.token_id = v.column4",
+        values.join(", ")
+    )
+}
+
+/// Keys looked up in one statement.
+const LOOKUP_CHUNK: usize = 100;
+
+/// One wallet's side of an NFT transfer being committed.
+pub(super) struct WalletMove<'a> {
+    /// (block, transaction, log, position in a batch): the order moves apply in.
+    pub position: (u64, u64, i64, u64),
+    pub address: &'a str,
+    /// `in`, `out` or `self`.
+    pub direction: &'a str,
+    pub kind: &'a str,
+    pub token: &'a str,
+    pub token_id: &'a str,
+    pub amount: &'a str,
+}
+
+/// Within a commit's transaction: the holdings after `moves`, from the holdings before
+/// them (read for the keys the moves touch, and written back).
+pub(super) async fn apply_moves(
+    tx: &mut dyn Tx,
+    chain: &str,
+    mut moves: Vec<WalletMove<'_>>,
+) -> Result<(), StoreError> {
+    if moves.is_empty() {
+        return Ok(());
+    }
+    moves.sort_by_key(|m| m.position);
+    let key = |m: &WalletMove| {
+        (
+            m.address.to_string(),
+            m.token.to_string(),
+            m.token_id.to_string(),
+        )
+    };
+    let touched: BTreeSet<Key> = moves.iter().map(key).collect();
+    let touched: Vec<Key> = touched.into_iter().collect();
+    let mut fold = Fold::default();
+    for chunk in touched.chunks(LOOKUP_CHUNK) {
+        let mut args = params![chain];
+        for (address, token, id) in chunk {
+            args.extend(params![address, token, id_len(id), id]);
+        }
+        let sql = lookup_sql(chunk.len());
+        for mut r in tx.query(&sql, args).await? {
+            let amount = r.text(4)?.parse().unwrap_or(u128::MAX);
+            let key = (r.take_text(0)?, r.take_text(1)?, r.take_text(2)?);
+            fold.0.insert(key, (r.take_text(3)?, amount));
+        }
+    }
+    for m in &moves {
+        fold.apply(key(m), m.kind, m.direction, m.amount);
+    }
+    let gone = touched
+        .iter()
+        .map(|(address, token, id)| params![chain, address, token, id_len(id), id])
+        .collect();
+    tx.execute_many(
+        "DELETE FROM nft_holdings WHERE chain = $1 AND address = $2 AND token = $3 \
+         AND id_len = $4 AND token_id = $5",
+        gone,
+    )
+    .await?;
+    tx.insert_rows(INSERT, fold.rows(chain)).await?;
+    Ok(())
+}
+
+/// Within a rollback's transaction, before the orphaned moves go: the addresses whose NFT
+/// holdings they touched (`refold_addresses` once they are gone).
+pub(super) async fn addresses_moved_above(
+    tx: &mut dyn Tx,
+    chain: &str,
+    block: u64,
+) -> Result<Vec<String>, StoreError> {
+    let rows = tx
+        .query(
+            "SELECT DISTINCT address FROM wallet_transfers \
+             WHERE chain = $1 AND block > $2 AND kind IN ('erc721', 'erc1155')",
+            params![chain, block as i64],
+        )
+        .await?;
+    rows.iter().map(|r| r.text(0)).collect()
+}
+
+/// The NFT moves a rebuild reads per statement.
+const REFOLD_CHUNK: i64 = 10_000;
+
+/// Work `addresses`' holdings out again from all their NFT moves (after a reorg).
+pub(super) async fn refold_addresses(
+    tx: &mut dyn Tx,
+    chain: &str,
+    addresses: &[String],
+) -> Result<(), StoreError> {
+    for address in addresses {
+        tx.execute(
+            "DELETE FROM nft_holdings WHERE chain = $1 AND address = $2",
+            params![chain, address],
+        )
+        .await?;
+        refold(tx, chain, Some(address)).await?;
+    }
+    Ok(())
+}
+
+/// Within a transaction that found `chain`'s holdings behind its cursor: build them whole
+/// from the chain's NFT moves, and mark them current.
+pub(super) async fn rebuild_chain(tx: &mut dyn Tx, chain: &str) -> Result<(), StoreError> {
+    tx.execute("DELETE FROM nft_holdings WHERE chain = $1", params![chain])
+        .await?;
+    refold(tx, chain, None).await?;
+    tx.execute(
+        "UPDATE index_cursor SET nft_holdings_hash = hash WHERE chain = $1",
+        params![chain],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Whether `chain`'s holdings are behind its cursor (`None`: no cursor yet).
+pub(super) async fn behind(tx: &mut dyn Tx, chain: &str) -> Result<Option<bool>, StoreError> {
+    let rows = tx
+        .query(
+            "SELECT hash, nft_holdings_hash FROM index_cursor WHERE chain = $1",
+            params![chain],
+        )
+        .await?;
+    rows.first()
+        .map(|r| Ok(r.opt_text(1)? != Some(r.text(0)?)))
+        .transpose()
+}
+
+/// Fold the NFT moves of one address (or of the whole chain) into holdings rows, a chunk
+/// of moves at a time in (address, position) order: an address's holdings are written
+/// once its last move has been read.
+async fn refold(tx: &mut dyn Tx, chain: &str, address: Option<&str>) -> Result<(), StoreError> {
+    const COLUMNS: &str = "SELECT address, block, tx_index, log_index, seq, kind, token, \
+                           token_id, direction, amount FROM wallet_transfers \
+                           WHERE chain = $1 AND kind IN ('erc721', 'erc1155')";
+    const ORDER: &str = "ORDER BY address, block, tx_index, log_index, seq LIMIT $2";
+    let mut after: Option<Vec<Value>> = None;
+    let mut fold = Fold::default();
+    loop {
+        let mut args = params![chain, REFOLD_CHUNK];
+        let mut sql = COLUMNS.to_string();
+        if let Some(address) = address {
+            args.push(address.into());
+            sql += " AND address = $3";
+        }
+        if let Some(last) = &after {
+            let n = args.len();
+            sql += &format!(
+                " AND (address, block, tx_index, log_index, seq) > (${}, ${}, ${}, ${}, ${})",
+                n + 1,
+                n + 2,
+                n + 3,
+                n + 4,
+                n + 5
+            );
+            args.extend(last.iter().cloned());
+        }
+        sql = format!("{sql} {ORDER}");
+        let rows = tx.query(&sql, args).await?;
+        let Some(last) = rows.last() else { break };
+        after = Some(last.0[..5].to_vec());
+        let full = rows.len() as i64 == REFOLD_CHUNK;
+        let last_address = last.text(0)?;
+        for r in &rows {
+            fold_row(&mut fold, r)?;
+        }
+        // What is complete (every address but the last, or all at the end) is written.
+        let keep = if full {
+            fold.0
+                .split_off(&(last_address, String::new(), String::new()))
+        } else {
+            BTreeMap::new()
+        };
+        tx.insert_rows(INSERT, fold.rows(chain)).await?;
+        fold.0 = keep;
+        if !full {
+            break;
+        }
+    }
+    Ok(())
+}
+
+fn fold_row(fold: &mut Fold, r: &Row) -> Result<(), StoreError> {
+    let key = (r.text(0)?, r.text(6)?, r.opt_text(7)?.unwrap_or_default());
+    fold.apply(key, &r.text(5)?, &r.text(8)?, &r.text(9)?);
+    Ok(())
+}
+
+/// A page of holdings: `$1` chain, `$2` address, `$3` limit, `$4` offset. Columns: the
+/// index's block, the holdings in all, then each holding in (token, token id as a number)
+/// order with its token's name and symbol.
+pub(super) const PAGE: &str = "SELECT (SELECT number FROM index_cursor WHERE chain = $1), \
+     (SELECT COUNT(*) FROM nft_holdings WHERE chain = $1 AND address = $2), \
+     h.kind, h.token, h.token_id, h.amount, t.name, t.symbol \
+     FROM nft_holdings h LEFT JOIN tokens t ON t.chain = h.chain AND t.address = h.token \
+     WHERE h.chain = $1 AND h.address = $2 \
+     ORDER BY h.token, h.id_len, h.token_id LIMIT $3 OFFSET $4";
+/// The index's block and the holdings in all, for a page with no item.
+const PAGE_EMPTY: &str = "SELECT number, \
+     (SELECT COUNT(*) FROM nft_holdings WHERE chain = $1 AND address = $2) \
+     FROM index_cursor WHERE chain = $1";
+
+impl Store {
+    /// One page of an address's NFT holdings with the index's block and the holdings in
+    /// all, read by key (one statement; a page with no item takes a second). `None` when
+    /// the index has not committed a block yet.
+    pub async fn wallet_nfts(
+        &self,
+        chain: &str,
+        address: &str,
+        limit: usize,
+        offset: usize,
+    ) -> Result<Option<NftPage>, StoreError> {
+        let rows = self
+            .db
+            .query(PAGE, params![chain, address, limit as i64, offset as i64])
+            .await?;
+        let Some(first) = rows.first() else {
+            let rows = self.db.query(PAGE_EMPTY, params![chain, address]).await?;
+            return rows
+                .first()
+                .map(|r| {
+                    Ok(NftPage {
+                        indexed_block: r.int(0)? as u64,
+                        total: r.int(1)? as u64,
+                        items: Vec::new(),
+                    })
+                })
+                .transpose();
+        };
+        let (Some(block), total) = (first.opt_int(0)?, first.int(1)?) else {
+            return Ok(None);
+        };
+        let items = rows
+            .into_iter()
+            .map(|mut r| {
+                Ok(NftHolding {
+                    kind: r.take_text(2)?,
+                    token: r.take_text(3)?,
+                    token_id: r.take_text(4)?,
+                    amount: r.take_text(5)?,
+                    name: r.take_opt_text(6)?,
+                    symbol: r.take_opt_text(7)?,
+                })
+            })
+            .collect::<Result<_, StoreError>>()?;
+        Ok(Some(NftPage {
+            indexed_block: block as u64,
+            total: total as u64,
+            items,
+        }))
+    }
+
+    /// Bring every chain's NFT holdings up to its cursor where they are behind (at open:
+    /// a store indexed before the table existed). Each chain in one transaction that
+    /// only commits if the cursor did not move meanwhile (else the next commit does it).
+    pub(super) async fn catch_up_nft_holdings(&self) -> Result<(), StoreError> {
+        let rows = self
+            .db
+            .query(
+                "SELECT chain FROM index_cursor \
+                 WHERE nft_holdings_hash IS NULL OR nft_holdings_hash <> hash",
+                Vec::new(),
+            )
+            .await?;
+        for r in rows {
+            let chain = r.text(0)?;
+            let mut tx = self.raw.begin().await?;
+            if behind(&mut *tx, &chain).await? == Some(true) {
+                rebuild_chain(&mut *tx, &chain).await?;
+                tx.commit().await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_holding_follows_its_moves() {
+        let mut n = 0;
+        for (kind, direction, amount, held) in [
+            ("erc721", "in", "1", 1),
+            ("erc721", "self", "1", 1),
+            ("erc721", "out", "1", 0),
+            ("erc1155", "out", "5", 0),
+            ("erc1155", "in", "7", 7),
+            ("erc1155", "out", "3", 4),
+            (
+                "erc1155",
+                "in",
+                "999999999999999999999999999999999999999999",
+                u128::MAX,
+            ),
+            ("erc1155", "in", "1", u128::MAX),
+        ] {
+            n = held_after(n, kind, direction, amount);
+            assert_eq!(n, held, "{kind} {direction} {amount}");
+        }
+    }
+}
