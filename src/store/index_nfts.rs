@@ -372,8 +372,9 @@ impl Store {
     }
 
     /// Bring every chain's NFT holdings up to its cursor where they are behind (at open:
-    /// a store indexed before the table existed). Each chain in one transaction that
-    /// only commits if the cursor did not move meanwhile (else the next commit does it).
+    /// a store indexed before the table existed), each chain in one transaction. A
+    /// conflict (PostgreSQL: another instance building them, or its indexer committing,
+    /// at the same time) leaves the chain to whoever won.
     pub(super) async fn catch_up_nft_holdings(&self) -> Result<(), StoreError> {
         let rows = self
             .db
@@ -385,11 +386,21 @@ impl Store {
             .await?;
         for r in rows {
             let chain = r.text(0)?;
-            let mut tx = self.raw.begin().await?;
-            if behind(&mut *tx, &chain).await? == Some(true) {
-                rebuild_chain(&mut *tx, &chain).await?;
-                tx.commit().await?;
+            match self.rebuild_if_behind(&chain).await {
+                // Another instance built them meanwhile, or its indexer committed (then
+                // its commit built them).
+                Err(e) if e.kind == super::sql::ErrorKind::Conflict => {}
+                other => other?,
             }
+        }
+        Ok(())
+    }
+
+    async fn rebuild_if_behind(&self, chain: &str) -> Result<(), StoreError> {
+        let mut tx = self.raw.begin().await?;
+        if behind(&mut *tx, chain).await? == Some(true) {
+            rebuild_chain(&mut *tx, chain).await?;
+            tx.commit().await?;
         }
         Ok(())
     }
