@@ -16,12 +16,13 @@ use crate::pools::Pool;
 use crate::reply::Reply;
 use crate::rpc::Gateway;
 use crate::store::index::{HistoryRow, Position, TokenMeta};
-use crate::store::index_nfts::NftHolding;
+use crate::store::index_nfts::{HoldingRef, HoldingSink};
 use crate::store::Store;
 use base64::Engine;
 use serde::Serialize;
 use serde_json::Value;
 use sha2::Digest;
+use std::io::Write;
 
 pub const DEFAULT_LIMIT: usize = 50;
 pub const MAX_LIMIT: usize = 200;
@@ -211,42 +212,60 @@ fn history_item<'a>(r: &'a HistoryRow, m: &'a TokenMeta) -> HistoryItem<'a> {
 }
 
 /// `GET …/nfts`: what the address holds, one page, read by key from the holdings the
-/// index keeps (`store/index_nfts.rs`).
+/// index keeps (`store/index_nfts.rs`), each item written as JSON as the store reads it.
 pub async fn nfts(ix: &Indexed<'_>, req: &Request<'_>) -> Result<Reply, ApiError> {
     let (given, addr) = wallet(req)?;
     let limit = bounded(req, "limit", DEFAULT_LIMIT, MAX_LIMIT)?;
     let offset = bounded(req, "offset", 0, MAX_OFFSET)?;
-    let page = ix
+    let (head, items) = ix
         .store
-        .wallet_nfts(ix.chain, &addr, limit, offset)
+        .wallet_nfts_into(ix.chain, &addr, limit, offset, ItemsJson::default())
         .await
         .map_err(store_error)?
         .ok_or_else(|| index_not_ready(ix.chain))?;
-    let body = NftBody {
-        address: &given,
-        block: page.indexed_block,
-        chain: ix.chain,
-        total: page.total,
-        limit,
-        offset,
-        items: page.items.iter().map(NftItem::of).collect(),
-    };
-    let body = serde_json::to_vec(&body).map_err(|_| ApiError::internal("nft page"))?;
+    // The fields in order, as a `Serialize` struct of them would write them.
+    let mut body = Vec::with_capacity(items.0.len() + 256);
+    let text = |body: &mut Vec<u8>, s: &str| serde_json::to_writer(body, s);
+    let written = (|| {
+        body.extend_from_slice(br#"{"address":"#);
+        text(&mut body, &given)?;
+        write!(body, r#","block":{},"chain":"#, head.indexed_block)?;
+        text(&mut body, ix.chain)?;
+        body.extend_from_slice(br#","items":["#);
+        body.extend_from_slice(&items.0);
+        write!(
+            body,
+            r#"],"limit":{limit},"offset":{offset},"total":{}}}"#,
+            head.total
+        )
+    })();
+    written.map_err(|_| ApiError::internal("nft page"))?;
     Ok(Reply::json(200, body))
 }
 
-/// An NFT page as written (fields sorted, as they have always been).
-#[derive(Serialize)]
-struct NftBody<'a> {
-    address: &'a str,
-    block: u64,
-    chain: &'a str,
-    items: Vec<NftItem<'a>>,
-    limit: usize,
-    offset: usize,
-    total: u64,
+/// An NFT page's items, written as JSON (comma-separated) as the store reads them.
+#[derive(Default)]
+struct ItemsJson(Vec<u8>);
+
+impl HoldingSink for ItemsJson {
+    fn holding(&mut self, h: HoldingRef<'_>) {
+        if !self.0.is_empty() {
+            self.0.push(b',');
+        }
+        let item = NftItem {
+            amount: h.amount,
+            kind: h.kind,
+            name: h.name,
+            symbol: h.symbol,
+            token: h.token,
+            token_id: h.token_id,
+        };
+        // Into a `Vec`, a struct of strings cannot fail to be written.
+        let _ = serde_json::to_writer(&mut self.0, &item);
+    }
 }
 
+/// One NFT page item (fields sorted, as they have always been).
 #[derive(Serialize)]
 struct NftItem<'a> {
     /// Decimal text (amounts exceed what JSON numbers carry exactly).
@@ -256,19 +275,6 @@ struct NftItem<'a> {
     symbol: Option<&'a str>,
     token: &'a str,
     token_id: &'a str,
-}
-
-impl<'a> NftItem<'a> {
-    fn of(h: &'a NftHolding) -> NftItem<'a> {
-        NftItem {
-            amount: &h.amount,
-            kind: &h.kind,
-            name: h.name.as_deref(),
-            symbol: h.symbol.as_deref(),
-            token: &h.token,
-            token_id: &h.token_id,
-        }
-    }
 }
 
 pub(super) fn json_reply(v: Value) -> Reply {

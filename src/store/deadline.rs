@@ -10,7 +10,7 @@
 //!   after it probes again. (SQLite's "busy" is contention, not an outage: it never
 //!   marks the store down.)
 
-use super::sql::{Backend, Dialect, ErrorKind, Result, Row, StoreError, Tx, Value};
+use super::sql::{Backend, Dialect, ErrorKind, Result, Row, StoreError, Tx, Value, Visit};
 use crate::observe::metrics;
 use async_trait::async_trait;
 use std::future::Future;
@@ -121,6 +121,16 @@ impl Backend for Deadlined {
         bounded(&self.health, self.dialect(), self.deadline, call).await
     }
 
+    async fn query_visit(
+        &self,
+        sql: &str,
+        params: Vec<Value>,
+        visit: Box<dyn Visit>,
+    ) -> Result<Box<dyn Visit>> {
+        let call = self.inner.query_visit(sql, params, visit);
+        bounded(&self.health, self.dialect(), self.deadline, call).await
+    }
+
     async fn begin(&self) -> Result<Box<dyn Tx>> {
         let call = self.inner.begin();
         let tx = bounded(&self.health, self.dialect(), self.deadline, call).await?;
@@ -195,6 +205,14 @@ mod tests {
             std::future::pending().await
         }
         async fn query(&self, _: &str, _: Vec<Value>) -> Result<Vec<Row>> {
+            std::future::pending().await
+        }
+        async fn query_visit(
+            &self,
+            _: &str,
+            _: Vec<Value>,
+            _: Box<dyn Visit>,
+        ) -> Result<Box<dyn Visit>> {
             std::future::pending().await
         }
         async fn begin(&self) -> Result<Box<dyn Tx>> {

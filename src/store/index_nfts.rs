@@ -11,7 +11,7 @@
 //! block hash when they are (a hash, not a number: blocks rolled back and committed again
 //! by an instance that does not keep holdings leave the number where it was).
 
-use super::sql::{params, Row, StoreError, Tx, Value};
+use super::sql::{params, Cells, Row, StoreError, Tx, Value, Visit};
 use super::Store;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -320,10 +320,111 @@ const PAGE_EMPTY: &str = "SELECT number, \
      (SELECT COUNT(*) FROM nft_holdings WHERE chain = $1 AND address = $2) \
      FROM index_cursor WHERE chain = $1";
 
+/// One holding as read, borrowed from the store's row.
+pub struct HoldingRef<'a> {
+    pub kind: &'a str,
+    pub token: &'a str,
+    pub token_id: &'a str,
+    /// Decimal, above zero.
+    pub amount: &'a str,
+    pub name: Option<&'a str>,
+    pub symbol: Option<&'a str>,
+}
+
+/// Where a page's holdings go as they are read (`Store::wallet_nfts_into`): on SQLite, on
+/// the reader's thread, so a page can be written out without copying its rows first.
+pub trait HoldingSink: Send + 'static {
+    fn holding(&mut self, h: HoldingRef<'_>);
+}
+
+impl HoldingSink for Vec<NftHolding> {
+    fn holding(&mut self, h: HoldingRef<'_>) {
+        self.push(NftHolding {
+            kind: h.kind.into(),
+            token: h.token.into(),
+            token_id: h.token_id.into(),
+            amount: h.amount.into(),
+            name: h.name.map(Into::into),
+            symbol: h.symbol.map(Into::into),
+        });
+    }
+}
+
+/// The index's block and the holdings in all, beside a page.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NftPageHead {
+    pub indexed_block: u64,
+    pub total: u64,
+}
+
+/// `PAGE`'s rows into a sink.
+struct PageVisit<S> {
+    head: Option<NftPageHead>,
+    rows: usize,
+    sink: S,
+}
+
+impl<S: HoldingSink> Visit for PageVisit<S> {
+    fn row(&mut self, c: &dyn Cells) -> Result<(), StoreError> {
+        self.rows += 1;
+        // No block: the index has not committed one yet.
+        let (Some(block), Some(total)) = (c.int(0)?, c.int(1)?) else {
+            return Ok(());
+        };
+        self.head = Some(NftPageHead {
+            indexed_block: block as u64,
+            total: total as u64,
+        });
+        let text = |i| {
+            c.text(i)?
+                .ok_or_else(|| StoreError::other(format!("column {i} is NULL")))
+        };
+        self.sink.holding(HoldingRef {
+            kind: text(2)?,
+            token: text(3)?,
+            token_id: text(4)?,
+            amount: text(5)?,
+            name: c.text(6)?,
+            symbol: c.text(7)?,
+        });
+        Ok(())
+    }
+}
+
 impl Store {
-    /// One page of an address's NFT holdings with the index's block and the holdings in
-    /// all, read by key (one statement; a page with no item takes a second). `None` when
-    /// the index has not committed a block yet.
+    /// One page of an address's NFT holdings, each handed to `sink` as read, with the
+    /// index's block and the holdings in all, read by key (one statement; a page with no
+    /// item takes a second). `None` when the index has not committed a block yet.
+    pub async fn wallet_nfts_into<S: HoldingSink>(
+        &self,
+        chain: &str,
+        address: &str,
+        limit: usize,
+        offset: usize,
+        sink: S,
+    ) -> Result<Option<(NftPageHead, S)>, StoreError> {
+        let args = params![chain, address, limit as i64, offset as i64];
+        let read = PageVisit {
+            head: None,
+            rows: 0,
+            sink,
+        };
+        let read = self.visit(PAGE, args, read).await?;
+        if read.rows > 0 {
+            return Ok(read.head.map(|head| (head, read.sink)));
+        }
+        let rows = self.db.query(PAGE_EMPTY, params![chain, address]).await?;
+        let Some(r) = rows.first() else {
+            return Ok(None);
+        };
+        let head = NftPageHead {
+            indexed_block: r.int(0)? as u64,
+            total: r.int(1)? as u64,
+        };
+        Ok(Some((head, read.sink)))
+    }
+
+    /// `wallet_nfts_into`, the holdings copied out.
     pub async fn wallet_nfts(
         &self,
         chain: &str,
@@ -331,42 +432,12 @@ impl Store {
         limit: usize,
         offset: usize,
     ) -> Result<Option<NftPage>, StoreError> {
-        let rows = self
-            .db
-            .query(PAGE, params![chain, address, limit as i64, offset as i64])
+        let page = self
+            .wallet_nfts_into(chain, address, limit, offset, Vec::new())
             .await?;
-        let Some(first) = rows.first() else {
-            let rows = self.db.query(PAGE_EMPTY, params![chain, address]).await?;
-            return rows
-                .first()
-                .map(|r| {
-                    Ok(NftPage {
-                        indexed_block: r.int(0)? as u64,
-                        total: r.int(1)? as u64,
-                        items: Vec::new(),
-                    })
-                })
-                .transpose();
-        };
-        let (Some(block), total) = (first.opt_int(0)?, first.int(1)?) else {
-            return Ok(None);
-        };
-        let items = rows
-            .into_iter()
-            .map(|mut r| {
-                Ok(NftHolding {
-                    kind: r.take_text(2)?,
-                    token: r.take_text(3)?,
-                    token_id: r.take_text(4)?,
-                    amount: r.take_text(5)?,
-                    name: r.take_opt_text(6)?,
-                    symbol: r.take_opt_text(7)?,
-                })
-            })
-            .collect::<Result<_, StoreError>>()?;
-        Ok(Some(NftPage {
-            indexed_block: block as u64,
-            total: total as u64,
+        Ok(page.map(|(head, items)| NftPage {
+            indexed_block: head.indexed_block,
+            total: head.total,
             items,
         }))
     }

@@ -136,6 +136,21 @@ impl Store {
         Ok(self.db.query(sql, params).await?.into_iter().next())
     }
 
+    /// `sql`'s rows handed to `visit` where they are read, borrowed (`Backend::query_visit`);
+    /// `visit` comes back with what it gathered.
+    async fn visit<V: sql::Visit>(
+        &self,
+        sql: &str,
+        params: Vec<sql::Value>,
+        visit: V,
+    ) -> Result<V, StoreError> {
+        let back: Box<dyn std::any::Any> =
+            self.db.query_visit(sql, params, Box::new(visit)).await?;
+        back.downcast::<V>()
+            .map(|v| *v)
+            .map_err(|_| StoreError::other("a visitor came back as another type"))
+    }
+
     pub async fn create_tenant(&self, name: &str, plan: &str) -> Result<String, StoreError> {
         let id = uuid::Uuid::new_v4().to_string();
         self.db

@@ -10,7 +10,9 @@
 
 use super::postgres_reads::ReadConns;
 use super::postgres_wire::{error, execute_on, query_on, refs};
-use super::sql::{row_width, values_for, Backend, Dialect, Result, Row, StoreError, Tx, Value};
+use super::sql::{
+    row_width, values_for, Backend, Dialect, Result, Row, StoreError, Tx, Value, Visit,
+};
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use std::time::Duration;
@@ -220,7 +222,19 @@ impl Backend for Postgres {
     }
 
     async fn query(&self, sql: &str, params: Vec<Value>) -> Result<Vec<Row>> {
-        self.reads.query(sql, &params).await
+        super::postgres_wire::rows(self.reads.query(sql, &params).await?)
+    }
+
+    async fn query_visit(
+        &self,
+        sql: &str,
+        params: Vec<Value>,
+        mut visit: Box<dyn Visit>,
+    ) -> Result<Box<dyn Visit>> {
+        for row in self.reads.query(sql, &params).await? {
+            visit.row(&super::postgres_wire::PgCells(&row))?;
+        }
+        Ok(visit)
     }
 
     async fn begin(&self) -> Result<Box<dyn Tx>> {

@@ -13,7 +13,7 @@
 //! connection while the other takes the new ones. Only threads that read open them:
 //! the workers and the background services.
 
-use super::sql::{Result, Row, StoreError, Value};
+use super::sql::{Result, StoreError, Value};
 use deadpool_postgres::ClientWrapper;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -83,7 +83,7 @@ impl ReadConns {
 
     /// `sql` with `params` on one of this thread's read connections (opened now if need
     /// be), its statement prepared once per connection.
-    pub async fn query(&self, sql: &str, params: &[Value]) -> Result<Vec<Row>> {
+    pub async fn query(&self, sql: &str, params: &[Value]) -> Result<Vec<tokio_postgres::Row>> {
         match self.query_once(sql, params).await {
             // The server closed the connection before this read (it restarted, or ended
             // the backend): once more, on a connection opened now. A read can be repeated.
@@ -99,7 +99,7 @@ impl ReadConns {
         &self,
         sql: &str,
         params: &[Value],
-    ) -> std::result::Result<Vec<Row>, (StoreError, Option<Arc<ReadConn>>)> {
+    ) -> std::result::Result<Vec<tokio_postgres::Row>, (StoreError, Option<Arc<ReadConn>>)> {
         let slot = self.slot();
         let conn = match slot.get_or_try_init(|| self.open()).await {
             Ok(conn) => conn.clone(),
@@ -107,7 +107,7 @@ impl ReadConns {
         };
         conn.in_flight.fetch_add(1, Ordering::Relaxed);
         let busy = InFlight(conn);
-        super::postgres_wire::query_on(&busy.0.client, sql, params)
+        super::postgres_wire::query_rows(&busy.0.client, sql, params)
             .await
             .map_err(|e| (e, Some(busy.0.clone())))
     }

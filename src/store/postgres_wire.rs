@@ -2,7 +2,7 @@
 //! statement run on a connection: shared by the pool's connections (`postgres.rs`) and
 //! the per-thread read connections (`postgres_reads.rs`).
 
-use super::sql::{ErrorKind, Result, Row, StoreError, Value};
+use super::sql::{Cells, ErrorKind, Result, Row, StoreError, Value};
 use bytes::BytesMut;
 use deadpool_postgres::ClientWrapper;
 use tokio_postgres::error::SqlState;
@@ -105,6 +105,37 @@ pub(super) async fn execute_on(c: &ClientWrapper, sql: &str, params: &[Value]) -
 }
 
 pub(super) async fn query_on(c: &ClientWrapper, sql: &str, params: &[Value]) -> Result<Vec<Row>> {
+    rows(query_rows(c, sql, params).await?)
+}
+
+/// `query_on`'s rows as the server sent them.
+pub(super) async fn query_rows(
+    c: &ClientWrapper,
+    sql: &str,
+    params: &[Value],
+) -> Result<Vec<tokio_postgres::Row>> {
     let st = c.prepare_cached(sql).await.map_err(error)?;
-    rows(c.query(&st, &refs(params)).await.map_err(error)?)
+    c.query(&st, &refs(params)).await.map_err(error)
+}
+
+/// A row's cells read in place (`Backend::query_visit`).
+pub(super) struct PgCells<'a>(pub &'a tokio_postgres::Row);
+
+impl Cells for PgCells<'_> {
+    fn text(&self, i: usize) -> Result<Option<&str>> {
+        self.0
+            .try_get::<_, Option<&str>>(i)
+            .map_err(|e| StoreError::other(format!("postgres column {i}: {e}")))
+    }
+
+    fn int(&self, i: usize) -> Result<Option<i64>> {
+        match self.0.try_get::<_, Value>(i) {
+            Ok(Value::Int(n)) => Ok(Some(n)),
+            Ok(Value::Null) => Ok(None),
+            Ok(v) => Err(StoreError::other(format!(
+                "postgres column {i}: integer expected, {v:?}"
+            ))),
+            Err(e) => Err(StoreError::other(format!("postgres column {i}: {e}"))),
+        }
+    }
 }

@@ -227,6 +227,19 @@ impl Dialect {
     }
 }
 
+/// One row's cells, borrowed from the database's own buffers (`Backend::query_visit`).
+pub trait Cells {
+    fn text(&self, i: usize) -> Result<Option<&str>>;
+    fn int(&self, i: usize) -> Result<Option<i64>>;
+}
+
+/// What a statement's rows are handed to, one at a time, where they are read (SQLite: on
+/// the reader's thread), so a page can be built from them without a `Value` and a
+/// `String` per cell first.
+pub trait Visit: Send + std::any::Any {
+    fn row(&mut self, cells: &dyn Cells) -> Result<()>;
+}
+
 /// A database the store runs on.
 #[async_trait]
 pub trait Backend: Send + Sync {
@@ -237,6 +250,13 @@ pub trait Backend: Send + Sync {
     /// One statement in its own transaction: rows changed.
     async fn execute(&self, sql: &str, params: Vec<Value>) -> Result<u64>;
     async fn query(&self, sql: &str, params: Vec<Value>) -> Result<Vec<Row>>;
+    /// `query`, each row handed to `visit` instead of copied out; `visit` comes back.
+    async fn query_visit(
+        &self,
+        sql: &str,
+        params: Vec<Value>,
+        visit: Box<dyn Visit>,
+    ) -> Result<Box<dyn Visit>>;
     /// A transaction that sees no concurrent writer's partial work (SQLite: `BEGIN
     /// IMMEDIATE`; PostgreSQL: serializable). Dropped without `commit`, it rolls back.
     async fn begin(&self) -> Result<Box<dyn Tx>>;

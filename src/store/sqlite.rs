@@ -10,8 +10,8 @@
 //! of wallet history never waits for an indexer commit or for another reader.
 
 use super::sql::{
-    insert_chunks, row_width, values_for, Backend, Dialect, ErrorKind, Result, Row, StoreError, Tx,
-    Value,
+    insert_chunks, row_width, values_for, Backend, Cells, Dialect, ErrorKind, Result, Row,
+    StoreError, Tx, Value, Visit,
 };
 use super::sqlite_readers::Readers;
 use async_trait::async_trait;
@@ -201,6 +201,49 @@ fn query_on(conn: &Connection, sql: &str, params: &[Value]) -> Result<Vec<Row>> 
     Ok(out)
 }
 
+/// `query_on`, each row handed to `visit` as it is stepped to.
+fn visit_on(
+    conn: &Connection,
+    sql: &str,
+    params: &[Value],
+    mut visit: Box<dyn Visit>,
+) -> Result<Box<dyn Visit>> {
+    let mut st = conn.prepare_cached(&numbered(sql)).map_err(error)?;
+    let mut rows = st
+        .query(rusqlite::params_from_iter(params))
+        .map_err(error)?;
+    while let Some(r) = rows.next().map_err(error)? {
+        visit.row(&SqliteCells(r))?;
+    }
+    Ok(visit)
+}
+
+struct SqliteCells<'a, 'b>(&'a rusqlite::Row<'b>);
+
+impl Cells for SqliteCells<'_, '_> {
+    fn text(&self, i: usize) -> Result<Option<&str>> {
+        match self.0.get_ref(i).map_err(error)? {
+            ValueRef::Null => Ok(None),
+            ValueRef::Text(t) => std::str::from_utf8(t)
+                .map(Some)
+                .map_err(|_| StoreError::other(format!("column {i}: not UTF-8"))),
+            v => Err(StoreError::other(format!(
+                "column {i}: text expected, {v:?}"
+            ))),
+        }
+    }
+
+    fn int(&self, i: usize) -> Result<Option<i64>> {
+        match self.0.get_ref(i).map_err(error)? {
+            ValueRef::Null => Ok(None),
+            ValueRef::Integer(n) => Ok(Some(n)),
+            v => Err(StoreError::other(format!(
+                "column {i}: integer expected, {v:?}"
+            ))),
+        }
+    }
+}
+
 /// Run `f` on the connection on a blocking thread.
 async fn blocking<T: Send + 'static>(
     conn: &Arc<Mutex<Connection>>,
@@ -251,6 +294,18 @@ impl Backend for Sqlite {
     async fn query(&self, sql: &str, params: Vec<Value>) -> Result<Vec<Row>> {
         let sql = sql.to_string();
         self.readers.run(move |c| query_on(c, &sql, &params)).await
+    }
+
+    async fn query_visit(
+        &self,
+        sql: &str,
+        params: Vec<Value>,
+        visit: Box<dyn Visit>,
+    ) -> Result<Box<dyn Visit>> {
+        let sql = sql.to_string();
+        self.readers
+            .run(move |c| visit_on(c, &sql, &params, visit))
+            .await
     }
 
     async fn begin(&self) -> Result<Box<dyn Tx>> {
