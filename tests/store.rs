@@ -127,7 +127,7 @@ async fn many_rows_in_one_commit(store: &Store) {
 /// below a position holds only older rows, and a wallet with no transfers (or a page past
 /// its oldest) still says which block the index has reached.
 async fn wallet_history_pages(store: &Store) {
-    use chainedge::store::index::Position;
+    use chainedge::store::index_history::Position;
     let (alice, bob) = (
         "0x00000000000000000000000000000000000a11ce",
         "0x0000000000000000000000000000000000000b0b",
@@ -145,7 +145,7 @@ async fn wallet_history_pages(store: &Store) {
         .unwrap()
         .unwrap();
     assert_eq!(first.indexed_block, 3);
-    let amounts = |p: &chainedge::store::index::HistoryPage| {
+    let amounts = |p: &chainedge::store::index_history::HistoryPage| {
         p.items
             .iter()
             .map(|(r, _)| r.amount.clone())

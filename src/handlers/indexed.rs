@@ -15,7 +15,7 @@ use crate::errors::ApiError;
 use crate::pools::Pool;
 use crate::reply::Reply;
 use crate::rpc::Gateway;
-use crate::store::index::{HistoryRow, Position, TokenMeta};
+use crate::store::index_history::{HistoryRef, HistorySink, Position};
 use crate::store::index_nfts::{HoldingRef, HoldingSink};
 use crate::store::Store;
 use base64::Engine;
@@ -133,7 +133,8 @@ pub(super) fn index_not_ready(chain: &str) -> ApiError {
     )
 }
 
-/// `GET …/history`: one page, newest first.
+/// `GET …/history`: one page, newest first, each item written as JSON as the store reads
+/// it.
 pub async fn history(ix: &Indexed<'_>, req: &Request<'_>) -> Result<Reply, ApiError> {
     let (given, addr) = wallet(req)?;
     let limit = bounded(req, "limit", DEFAULT_LIMIT, MAX_LIMIT)?;
@@ -142,40 +143,79 @@ pub async fn history(ix: &Indexed<'_>, req: &Request<'_>) -> Result<Reply, ApiEr
         .map(|c| decode_cursor(&c))
         .transpose()?;
     // One more than asked: whether a next page exists.
-    let mut page = ix
+    let items = HistoryJson {
+        limit,
+        ..Default::default()
+    };
+    let (indexed_block, items) = ix
         .store
-        .wallet_history(ix.chain, &addr, before, limit + 1)
+        .wallet_history_into(ix.chain, &addr, before, limit + 1, items)
         .await
         .map_err(store_error)?
         .ok_or_else(|| index_not_ready(ix.chain))?;
-    let more = page.items.len() > limit;
-    page.items.truncate(limit);
-    let next_cursor = more
-        .then(|| page.items.last().map(|(r, _)| encode_cursor(r.position)))
-        .flatten();
-    let body = HistoryBody {
-        address: &given,
-        chain: ix.chain,
-        indexed_block: page.indexed_block,
-        items: page.items.iter().map(|(r, m)| history_item(r, m)).collect(),
-        next_cursor,
-    };
-    let body = serde_json::to_vec(&body).map_err(|_| ApiError::internal("history page"))?;
+    let next_cursor = items.last.filter(|_| items.more).map(encode_cursor);
+    // The fields in order, as a `Serialize` struct of them would write them.
+    let mut body = Vec::with_capacity(items.json.len() + 256);
+    let written = (|| {
+        body.extend_from_slice(br#"{"address":"#);
+        serde_json::to_writer(&mut body, &given)?;
+        body.extend_from_slice(br#","chain":"#);
+        serde_json::to_writer(&mut body, ix.chain)?;
+        write!(body, r#","indexed_block":{indexed_block},"items":["#)?;
+        body.extend_from_slice(&items.json);
+        body.extend_from_slice(br#"],"next_cursor":"#);
+        serde_json::to_writer(&mut body, &next_cursor)?;
+        body.push(b'}');
+        Ok::<_, std::io::Error>(())
+    })();
+    written.map_err(|_| ApiError::internal("history page"))?;
     Ok(Reply::json(200, body))
 }
 
-/// A history page as written: serialized straight from the rows (building `Value` maps
-/// of them cost more than reading them). Fields in the order the answers have always
-/// had them (sorted).
-#[derive(Serialize)]
-struct HistoryBody<'a> {
-    address: &'a str,
-    chain: &'a str,
-    indexed_block: u64,
-    items: Vec<HistoryItem<'a>>,
-    next_cursor: Option<String>,
+/// A history page's items, written as JSON (comma-separated) as the store reads them: at
+/// most `limit`, a row past it only says there is a next page.
+#[derive(Default)]
+struct HistoryJson {
+    limit: usize,
+    items: usize,
+    json: Vec<u8>,
+    /// The last item's position (the next page's cursor).
+    last: Option<Position>,
+    more: bool,
 }
 
+impl HistorySink for HistoryJson {
+    fn row(&mut self, r: HistoryRef<'_>) {
+        if self.items == self.limit {
+            self.more = true;
+            return;
+        }
+        if self.items > 0 {
+            self.json.push(b',');
+        }
+        self.items += 1;
+        self.last = Some(r.position);
+        let item = HistoryItem {
+            amount: r.amount,
+            block: r.position.block,
+            counterparty: r.counterparty,
+            decimals: r.decimals,
+            direction: r.direction,
+            kind: r.kind,
+            log_index: (r.position.log_index >= 0).then_some(r.position.log_index),
+            symbol: r.symbol,
+            timestamp: r.timestamp,
+            token: (!r.token.is_empty()).then_some(r.token),
+            token_id: r.token_id,
+            tx_hash: r.tx_hash,
+            tx_index: r.position.tx_index,
+        };
+        // Into a `Vec`, a struct of strings and numbers cannot fail to be written.
+        let _ = serde_json::to_writer(&mut self.json, &item);
+    }
+}
+
+/// One history item. Fields in the order the answers have always had them (sorted).
 #[derive(Serialize)]
 struct HistoryItem<'a> {
     amount: &'a str,
@@ -191,24 +231,6 @@ struct HistoryItem<'a> {
     token_id: Option<&'a str>,
     tx_hash: &'a str,
     tx_index: u64,
-}
-
-fn history_item<'a>(r: &'a HistoryRow, m: &'a TokenMeta) -> HistoryItem<'a> {
-    HistoryItem {
-        amount: &r.amount,
-        block: r.position.block,
-        counterparty: &r.counterparty,
-        decimals: m.decimals,
-        direction: &r.direction,
-        kind: &r.kind,
-        log_index: (r.position.log_index >= 0).then_some(r.position.log_index),
-        symbol: m.symbol.as_deref(),
-        timestamp: r.timestamp,
-        token: (!r.token.is_empty()).then_some(r.token.as_str()),
-        token_id: r.token_id.as_deref(),
-        tx_hash: &r.tx_hash,
-        tx_index: r.position.tx_index,
-    }
 }
 
 /// `GET …/nfts`: what the address holds, one page, read by key from the holdings the

@@ -46,36 +46,6 @@ pub struct Transfer {
     pub tx_hash: String,
 }
 
-/// A position in an address's history, newest first: rows strictly older come next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Position {
-    pub block: u64,
-    pub tx_index: u64,
-    pub log_index: i64,
-    pub seq: u64,
-}
-
-/// One row of an address's history.
-#[derive(Debug, Clone)]
-pub struct HistoryRow {
-    pub position: Position,
-    pub direction: String,
-    pub kind: String,
-    pub token: String,
-    pub counterparty: String,
-    pub token_id: Option<String>,
-    pub amount: String,
-    pub tx_hash: String,
-    pub timestamp: i64,
-}
-
-/// One page of a wallet's history (`Store::wallet_history`): the index's block when it
-/// was read, and each row with its token's metadata (empty when not fetched yet).
-pub struct HistoryPage {
-    pub indexed_block: u64,
-    pub items: Vec<(HistoryRow, TokenMeta)>,
-}
-
 /// A token's metadata as its contract answered (each part absent when it did not).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TokenMeta {
@@ -262,54 +232,6 @@ impl Store {
         tx.commit().await
     }
 
-    /// One page of an address's history, newest first, with the index's block and each
-    /// row's token metadata, in one statement (one snapshot, one trip to the store; an
-    /// empty page takes a second): the page's read is the history route's whole store
-    /// cost. `None` when the index has not committed a block yet.
-    pub async fn wallet_history(
-        &self,
-        chain: &str,
-        address: &str,
-        before: Option<Position>,
-        limit: usize,
-    ) -> Result<Option<HistoryPage>, StoreError> {
-        let args = || {
-            let mut args = params![chain, address, int(limit as u64)];
-            if let Some(p) = before {
-                args.extend([
-                    int(p.block),
-                    int(p.tx_index),
-                    p.log_index.into(),
-                    int(p.seq),
-                ]);
-            }
-            args
-        };
-        // A page with items is read by itself, in primary-key order with the index's
-        // block beside each row: one statement, one snapshot, no sort. Only an empty page
-        // needs the statement led by the cursor's row (which comes back on its own).
-        let (with_items, led) = match before {
-            None => (HISTORY_PAGE, HISTORY_PAGE_LED),
-            Some(_) => (HISTORY_PAGE_BEFORE, HISTORY_PAGE_LED_BEFORE),
-        };
-        let mut rows = self.db.query(with_items, args()).await?;
-        if rows.is_empty() {
-            rows = self.db.query(led, args()).await?;
-        }
-        let page = led_by_cursor(rows, |r| {
-            let meta = TokenMeta {
-                name: r.take_opt_text(13)?,
-                symbol: r.take_opt_text(14)?,
-                decimals: r.opt_int(15)?.and_then(|d| u8::try_from(d).ok()),
-            };
-            Ok((history_row_at(r, 1)?, meta))
-        })?;
-        Ok(page.map(|(indexed_block, items)| HistoryPage {
-            indexed_block,
-            items,
-        }))
-    }
-
     /// Metadata already fetched, by token.
     pub async fn token_meta(
         &self,
@@ -411,88 +333,5 @@ fn cursor_of(r: &Row) -> Result<IndexCursor, StoreError> {
     Ok(IndexCursor {
         number: r.int(0)? as u64,
         hash: r.text(1)?,
-    })
-}
-
-/// A page of an address's history (`wallet_history`): `$1` chain, `$2` address, `$3`
-/// the page's size, then (the `_BEFORE` forms) the position the page starts below in
-/// `$4`..`$7`. Columns: the index's block, the transfer, its token's metadata.
-macro_rules! history_sql {
-    (page $($before:literal)?) => {
-        concat!(
-            "SELECT (SELECT number FROM index_cursor WHERE chain = $1), \
-             w.block, w.tx_index, w.log_index, w.seq, w.direction, w.kind, w.token, \
-             w.counterparty, w.token_id, w.amount, w.tx_hash, w.ts, t.name, t.symbol, t.decimals \
-             FROM wallet_transfers w \
-             LEFT JOIN tokens t ON t.chain = w.chain AND t.address = w.token \
-             WHERE w.chain = $1 AND w.address = $2 ",
-            $($before,)?
-            " ORDER BY w.block DESC, w.tx_index DESC, w.log_index DESC, w.seq DESC LIMIT $3"
-        )
-    };
-    (led $($before:literal)?) => {
-        concat!(
-            "SELECT c.number, w.block, w.tx_index, w.log_index, w.seq, w.direction, \
-             w.kind, w.token, w.counterparty, w.token_id, w.amount, w.tx_hash, w.ts, \
-             t.name, t.symbol, t.decimals \
-             FROM index_cursor c \
-             LEFT JOIN (SELECT w.* FROM wallet_transfers w WHERE w.chain = $1 AND w.address = $2 ",
-            $($before,)?
-            " ORDER BY w.block DESC, w.tx_index DESC, w.log_index DESC, w.seq DESC LIMIT $3) w \
-             ON TRUE \
-             LEFT JOIN tokens t ON t.chain = c.chain AND t.address = w.token \
-             WHERE c.chain = $1 \
-             ORDER BY w.block DESC, w.tx_index DESC, w.log_index DESC, w.seq DESC"
-        )
-    };
-}
-pub(super) const HISTORY_PAGE: &str = history_sql!(page);
-const HISTORY_PAGE_BEFORE: &str =
-    history_sql!(page "AND (w.block, w.tx_index, w.log_index, w.seq) < ($4, $5, $6, $7)");
-const HISTORY_PAGE_LED: &str = history_sql!(led);
-const HISTORY_PAGE_LED_BEFORE: &str =
-    history_sql!(led "AND (w.block, w.tx_index, w.log_index, w.seq) < ($4, $5, $6, $7)");
-
-/// The rows of a statement led by the index cursor (`index_cursor c LEFT JOIN` a page, so
-/// the cursor's row comes back even when the page is empty), or of a page with the index's
-/// block beside each item: the index's block (column 0) and each row that carries an item
-/// (column 1 not NULL), read by `item`. `None` when the index has not committed a block yet.
-fn led_by_cursor<T>(
-    mut rows: Vec<Row>,
-    item: impl Fn(&mut Row) -> Result<T, StoreError>,
-) -> Result<Option<(u64, Vec<T>)>, StoreError> {
-    let Some(first) = rows.first() else {
-        return Ok(None);
-    };
-    if first.is_null(0)? {
-        return Ok(None);
-    }
-    let block = first.int(0)? as u64;
-    let mut items = Vec::with_capacity(rows.len());
-    for r in &mut rows {
-        if !r.is_null(1)? {
-            items.push(item(r)?);
-        }
-    }
-    Ok(Some((block, items)))
-}
-
-/// A history row whose columns start at `at`.
-fn history_row_at(r: &mut Row, at: usize) -> Result<HistoryRow, StoreError> {
-    Ok(HistoryRow {
-        position: Position {
-            block: r.int(at)? as u64,
-            tx_index: r.int(at + 1)? as u64,
-            log_index: r.int(at + 2)?,
-            seq: r.int(at + 3)? as u64,
-        },
-        direction: r.take_text(at + 4)?,
-        kind: r.take_text(at + 5)?,
-        token: r.take_text(at + 6)?,
-        counterparty: r.take_text(at + 7)?,
-        token_id: r.take_opt_text(at + 8)?,
-        amount: r.take_text(at + 9)?,
-        tx_hash: r.take_text(at + 10)?,
-        timestamp: r.int(at + 11)?,
     })
 }

@@ -136,7 +136,7 @@ async fn the_index_tables_keep_their_rows_when_rebuilt_by_key() {
 /// transfers paid 16-60 ms a page when they did) and never sorts.
 #[tokio::test]
 async fn the_wallet_pages_read_by_key() {
-    use super::{index, index_balances, index_nfts};
+    use super::{index_balances, index_history, index_nfts};
     let store = Scratch::migrated().await;
     // chain, address, then the limits.
     let plan = |sql: String, limits: usize| {
@@ -181,7 +181,7 @@ async fn the_wallet_pages_read_by_key() {
             .any(|l| l.contains("wallet_transfers_erc20 (chain=? AND address=? AND token>?)")),
         "{tokens:?}"
     );
-    let history = plan(index::HISTORY_PAGE.into(), 1).await;
+    let history = plan(index_history::HISTORY_PAGE.into(), 1).await;
     for (name, lines) in [("nfts", &nfts), ("tokens", &tokens), ("history", &history)] {
         assert!(
             !lines.iter().any(|l| l.contains("TEMP B-TREE")),

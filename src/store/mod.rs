@@ -16,6 +16,7 @@ pub use crate::key_restrictions::RestrictionsDoc;
 pub mod deadline;
 pub mod index;
 pub mod index_balances;
+pub mod index_history;
 pub mod index_nfts;
 pub mod method_usage;
 pub mod mev_cache;
