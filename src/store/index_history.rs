@@ -168,33 +168,27 @@ impl<S: HistorySink> Visit for PageVisit<S> {
         let Some(at_block) = c.int(1)? else {
             return Ok(());
         };
-        let int = |i| c.int(i)?.ok_or_else(|| null(i));
-        let text = |i| c.text(i)?.ok_or_else(|| null(i));
         self.sink.row(HistoryRef {
             position: Position {
                 block: at_block as u64,
-                tx_index: int(2)? as u64,
-                log_index: int(3)?,
-                seq: int(4)? as u64,
+                tx_index: c.int_of(2)? as u64,
+                log_index: c.int_of(3)?,
+                seq: c.int_of(4)? as u64,
             },
-            direction: text(5)?,
-            kind: text(6)?,
-            token: text(7)?,
-            counterparty: text(8)?,
+            direction: c.text_of(5)?,
+            kind: c.text_of(6)?,
+            token: c.text_of(7)?,
+            counterparty: c.text_of(8)?,
             token_id: c.text(9)?,
-            amount: text(10)?,
-            tx_hash: text(11)?,
-            timestamp: int(12)?,
+            amount: c.text_of(10)?,
+            tx_hash: c.text_of(11)?,
+            timestamp: c.int_of(12)?,
             name: c.text(13)?,
             symbol: c.text(14)?,
             decimals: c.int(15)?.and_then(|d| u8::try_from(d).ok()),
         });
         Ok(())
     }
-}
-
-fn null(i: usize) -> StoreError {
-    StoreError::other(format!("column {i} is NULL"))
 }
 
 /// A page of an address's history (`wallet_history`): `$1` chain, `$2` address, `$3`

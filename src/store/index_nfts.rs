@@ -375,15 +375,11 @@ impl<S: HoldingSink> Visit for PageVisit<S> {
             indexed_block: block as u64,
             total: total as u64,
         });
-        let text = |i| {
-            c.text(i)?
-                .ok_or_else(|| StoreError::other(format!("column {i} is NULL")))
-        };
         self.sink.holding(HoldingRef {
-            kind: text(2)?,
-            token: text(3)?,
-            token_id: text(4)?,
-            amount: text(5)?,
+            kind: c.text_of(2)?,
+            token: c.text_of(3)?,
+            token_id: c.text_of(4)?,
+            amount: c.text_of(5)?,
             name: c.text(6)?,
             symbol: c.text(7)?,
         });

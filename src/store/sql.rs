@@ -231,6 +231,18 @@ impl Dialect {
 pub trait Cells {
     fn text(&self, i: usize) -> Result<Option<&str>>;
     fn int(&self, i: usize) -> Result<Option<i64>>;
+
+    /// `text` of a column that is never NULL.
+    fn text_of(&self, i: usize) -> Result<&str> {
+        self.text(i)?
+            .ok_or_else(|| StoreError::other(format!("column {i} is NULL")))
+    }
+
+    /// `int` of a column that is never NULL.
+    fn int_of(&self, i: usize) -> Result<i64> {
+        self.int(i)?
+            .ok_or_else(|| StoreError::other(format!("column {i} is NULL")))
+    }
 }
 
 /// What a statement's rows are handed to, one at a time, where they are read (SQLite: on
