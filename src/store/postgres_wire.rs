@@ -21,10 +21,12 @@ pub(super) fn error(e: tokio_postgres::Error) -> StoreError {
         // No SQL state: the connection failed.
         None => ErrorKind::Unavailable,
     };
-    StoreError {
-        kind,
-        message: format!("postgres: {e}"),
-    }
+    // A server's refusal reads "db error" by itself: its code and message say which.
+    let message = match e.as_db_error() {
+        Some(db) => format!("postgres: {} {}", db.code().code(), db.message()),
+        None => format!("postgres: {e}"),
+    };
+    StoreError { kind, message }
 }
 
 impl ToSql for Value {
