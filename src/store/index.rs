@@ -83,10 +83,10 @@ impl Store {
             return Ok(());
         };
         let mut tx = self.db.begin().await?;
-        cursor_unmoved(&mut *tx, chain, expect).await?;
+        let holdings_current = cursor_unmoved(&mut *tx, chain, expect).await?;
         // Holdings left behind (committed by an instance that did not keep them) are
         // built whole first, from the moves before these blocks.
-        if index_nfts::behind(&mut *tx, chain).await? == Some(true) {
+        if !holdings_current {
             index_nfts::rebuild_chain(&mut *tx, chain).await?;
         }
         let block_rows = blocks
@@ -193,10 +193,9 @@ impl Store {
         to: &IndexCursor,
     ) -> Result<(), StoreError> {
         let mut tx = self.db.begin().await?;
-        cursor_unmoved(&mut *tx, chain, Some(expect)).await?;
         // Current holdings are worked out again for the addresses the orphaned moves
         // touched; holdings already behind stay so (built whole later).
-        let current = index_nfts::behind(&mut *tx, chain).await? == Some(false);
+        let current = cursor_unmoved(&mut *tx, chain, Some(expect)).await?;
         let touched = match current {
             true => index_nfts::addresses_moved_above(&mut *tx, chain, to.number).await?,
             false => Vec::new(),
@@ -309,24 +308,28 @@ impl Store {
     }
 }
 
-/// Within a transaction: `Conflict` unless the chain's cursor is still `expect`.
+/// Within a transaction: `Conflict` unless the chain's cursor is still `expect`; else
+/// whether the NFT holdings are current at it (`store/index_nfts.rs`; a chain with no
+/// cursor yet has none to be behind), read from the same row.
 async fn cursor_unmoved(
     tx: &mut dyn Tx,
     chain: &str,
     expect: Option<&IndexCursor>,
-) -> Result<(), StoreError> {
-    let now = query_opt(
+) -> Result<bool, StoreError> {
+    let row = query_opt(
         tx,
-        "SELECT number, hash FROM index_cursor WHERE chain = $1",
+        "SELECT number, hash, nft_holdings_hash FROM index_cursor WHERE chain = $1",
         params![chain],
     )
-    .await?
-    .map(|r| cursor_of(&r))
-    .transpose()?;
+    .await?;
+    let now = row.as_ref().map(cursor_of).transpose()?;
     if now.as_ref() != expect {
         return Err(StoreError::conflict("the index cursor moved"));
     }
-    Ok(())
+    match (row, now) {
+        (Some(r), Some(now)) => Ok(r.opt_text(2)?.as_deref() == Some(now.hash.as_str())),
+        _ => Ok(true),
+    }
 }
 
 fn cursor_of(r: &Row) -> Result<IndexCursor, StoreError> {

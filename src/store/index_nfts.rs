@@ -11,7 +11,7 @@
 //! block hash when they are (a hash, not a number: blocks rolled back and committed again
 //! by an instance that does not keep holdings leave the number where it was).
 
-use super::sql::{params, Cells, Row, StoreError, Tx, Value, Visit};
+use super::sql::{insert_chunks, params, Cells, Row, StoreError, Tx, Value, Visit};
 use super::Store;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -116,9 +116,6 @@ pub(super) fn lookup_sql(keys: usize) -> String {
     )
 }
 
-/// Keys looked up in one statement.
-const LOOKUP_CHUNK: usize = 100;
-
 /// One wallet's side of an NFT transfer being committed.
 pub(super) struct WalletMove<'a> {
     /// (block, transaction, log, position in a batch): the order moves apply in.
@@ -153,7 +150,12 @@ pub(super) async fn apply_moves(
     let touched: BTreeSet<Key> = moves.iter().map(key).collect();
     let touched: Vec<Key> = touched.into_iter().collect();
     let mut fold = Fold::default();
-    for chunk in touched.chunks(LOOKUP_CHUNK) {
+    // In `insert_chunks`' sizes (powers of two, at most 128 keys): a few statements per
+    // connection, kept in its statement cache, whatever the batches' sizes.
+    let mut rest = &touched[..];
+    for n in insert_chunks(touched.len()) {
+        let (chunk, next) = rest.split_at(n);
+        rest = next;
         let mut args = params![chain];
         for (address, token, id) in chunk {
             args.extend(params![address, token, id_len(id), id]);
@@ -233,7 +235,8 @@ pub(super) async fn rebuild_chain(tx: &mut dyn Tx, chain: &str) -> Result<(), St
     Ok(())
 }
 
-/// Whether `chain`'s holdings are behind its cursor (`None`: no cursor yet).
+/// Whether `chain`'s holdings are behind its cursor (`None`: no cursor yet); at open
+/// (a commit or rollback reads it with the cursor it checks, `index.rs`).
 pub(super) async fn behind(tx: &mut dyn Tx, chain: &str) -> Result<Option<bool>, StoreError> {
     let rows = tx
         .query(
