@@ -1,8 +1,11 @@
 """Time an edge's backfill from the first block it is seen to have committed until
 `chainedge_index_head` reaches HEAD, and the CPU the edge and the node used meanwhile.
 
-    python3 bench/backfill_watch.py METRICS_PORT HEAD EDGE_PID NODE_PID
-        -> "<blocks> <seconds> <edge CPU seconds> <node CPU seconds>"
+    python3 bench/backfill_watch.py METRICS_PORT HEAD EDGE_PID NODE_PID [STORE_PID]
+        -> "<blocks> <seconds> <edge CPU seconds> <node CPU seconds> <store CPU seconds>"
+
+STORE_PID is a PostgreSQL postmaster: its CPU and its children's (the backends, the WAL
+writer, the checkpointer) are the store's; without it (SQLite, inside the edge) 0.
 
 One process polling over one keep-alive connection: a shell loop of curl, awk and date
 every 20 ms took 0.4 of a core on this box (forks and execs), CPU the node alone row
@@ -19,6 +22,7 @@ import sys
 import time
 
 port, head, edge, node = (int(a) for a in sys.argv[1:5])
+store = int(sys.argv[5]) if len(sys.argv) > 5 else None
 HEAD_LINE = re.compile(rb'^chainedge_index_head\{chain="eth"\} (\d+)', re.M)
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -28,6 +32,21 @@ def cpu(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def cpu_tree(pid):
+    """CPU seconds of a process and its children now alive (0 without one)."""
+    if pid is None:
+        return 0.0
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        children = [int(c) for c in f.read().split()]
+    total = cpu(pid)
+    for c in children:
+        try:
+            total += cpu(c)
+        except OSError:  # exited since listed
+            pass
+    return total
 
 
 def indexed(conn):
@@ -49,7 +68,7 @@ while True:
         h = None
     now = time.monotonic()
     if h is not None and first is None:
-        first = (h, now, cpu(edge), cpu(node))
+        first = (h, now, cpu(edge), cpu(node), cpu_tree(store))
     if h == head:
         break
     wait = 0.01
@@ -57,5 +76,6 @@ while True:
         pace = (h - first[0]) / (now - first[1])
         wait = min(0.25, max(0.01, (head - h) / pace / 2))
     time.sleep(wait)
-blocks, began, edge0, node0 = first
-print(f"{head - blocks} {now - began:.3f} {cpu(edge) - edge0:.2f} {cpu(node) - node0:.2f}")
+blocks, began, edge0, node0, store0 = first
+store_cpu = cpu_tree(store) - store0
+print(f"{head - blocks} {now - began:.3f} {cpu(edge) - edge0:.2f} {cpu(node) - node0:.2f} {store_cpu:.2f}")

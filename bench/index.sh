@@ -118,7 +118,8 @@ all="0-$((cores - 1))" others="1-$((cores - 1))"
 rounds=${ROUNDS:-5}
 # One round of the pair `$1` (pinned or shared): the node alone serving every block,
 # then an edge backfilling them into an empty store, the client, edge and watcher on
-# cores $3. Appends "<node seconds> <blocks> <seconds> <edge CPU s> <node CPU s>" to
+# cores $3. Appends "<node seconds> <blocks> <seconds> <edge CPU s> <node CPU s>
+# <store CPU s>" to
 # $work/$1.rows. With $4 = keep, the edge stays up (a tenant and key for the endpoints).
 backfill_round() {
   local node_secs watched
@@ -133,7 +134,7 @@ backfill_round() {
   fi
   taskset -c "$3" $bin -c "$work/pingora.yaml" --app "$work/app.yaml" >/dev/null 2>"$work/chainedge.log" &
   pids+=($!)
-  watched=$(taskset -c "$3" python3 bench/backfill_watch.py $CEM "$head" "${pids[-1]}" "${pids[0]}") \
+  watched=$(taskset -c "$3" python3 bench/backfill_watch.py $CEM "$head" "${pids[-1]}" "${pids[0]}" ${pgdata:+$(head -1 "$pgdata/postmaster.pid")}) \
     || { cat "$work/chainedge.log" >&2; exit 1; }
   echo "$node_secs $watched" >> "$work/$1.rows"
   [ "${4:-}" = keep ] && return
@@ -212,12 +213,14 @@ import sys
 label, path, blocks = sys.argv[1], sys.argv[2], int(sys.argv[3])
 rounds = []
 for line in open(path):
-    node_secs, n, secs, edge_cpu, node_cpu = (float(x) for x in line.split())
+    node_secs, n, secs, edge_cpu, node_cpu, store_cpu = (float(x) for x in line.split())
     node_rate, rate = blocks / node_secs, n / secs
-    rounds.append((rate / node_rate, node_rate, rate, 1000 * edge_cpu / n, 1000 * node_cpu / n))
+    cpu = tuple(1000 * c / n for c in (edge_cpu, node_cpu, store_cpu))
+    rounds.append((rate / node_rate, node_rate, rate, cpu))
 ratios = " ".join(f"{r[0]:.3f}" for r in rounds)
-ratio, node_rate, rate, edge_ms, node_ms = sorted(rounds)[len(rounds) // 2]
-print(f"| {label} | {node_rate:.0f} | {rate:.0f} | {ratio:.3f} | {edge_ms:.2f} / {node_ms:.2f} | {ratios} |")
+ratio, node_rate, rate, (edge_ms, node_ms, store_ms) = sorted(rounds)[len(rounds) // 2]
+store = f"{store_ms:.2f}" if store_ms else "(in the edge)"
+print(f"| {label} | {node_rate:.0f} | {rate:.0f} | {ratio:.3f} | {edge_ms:.2f} / {node_ms:.2f} / {store} | {ratios} |")
 PY
 }
 shared_rate=$(awk '{print $2 / $3}' "$work/shared.rows" | sort -n | awk '{r[NR]=$1} END {print r[int((NR+1)/2)]}')
@@ -227,7 +230,7 @@ publish "RESULTS-index${STORE:+-$STORE}.md" <<MD
 Chain: $head blocks on one anvil, $per_block ERC-20 and $per_block native transfers per block
 (and 50 ERC-721 tokens minted to the wallet the NFT row reads; generated in ${gen_secs} s); release build, 2 worker threads, $(nproc) cores.
 
-| backfill, blocks with receipts ($rounds rounds, the median's) | node alone, blocks/s ($fa batches at once) | indexer, blocks/s (from its first commit) | indexer against the node | CPU ms per block: edge / node | each round's ratio |
+| backfill, blocks with receipts ($rounds rounds, the median's) | node alone, blocks/s ($fa batches at once) | indexer, blocks/s (from its first commit) | indexer against the node | CPU ms per block: edge / node / store | each round's ratio |
 |---|---|---|---|---|---|
 $(backfill_row "node on core 0; client, edge and store on the others" "$work/pinned.rows")
 $(backfill_row "every core shared by node, edge and store" "$work/shared.rows")

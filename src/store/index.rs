@@ -148,10 +148,11 @@ impl Store {
         index_nfts::apply_moves(&mut *tx, chain, nft_moves).await?;
         let set = if expect.is_some() {
             "UPDATE index_cursor SET number = $2, hash = $3, updated_at = $4, \
-             nft_holdings_hash = $3 WHERE chain = $1"
+             nft_holdings_hash = $3, nft_state_hash = $3 WHERE chain = $1"
         } else {
-            "INSERT INTO index_cursor (chain, number, hash, updated_at, nft_holdings_hash) \
-             VALUES ($1, $2, $3, $4, $3)"
+            "INSERT INTO index_cursor \
+             (chain, number, hash, updated_at, nft_holdings_hash, nft_state_hash) \
+             VALUES ($1, $2, $3, $4, $3, $3)"
         };
         tx.execute(set, params![chain, int(last.number), &last.hash, now()])
             .await?;
@@ -220,7 +221,7 @@ impl Store {
         let set = match current {
             true => {
                 "UPDATE index_cursor SET number = $2, hash = $3, updated_at = $4, \
-                     nft_holdings_hash = $3 WHERE chain = $1"
+                     nft_holdings_hash = $3, nft_state_hash = $3 WHERE chain = $1"
             }
             false => {
                 "UPDATE index_cursor SET number = $2, hash = $3, updated_at = $4 WHERE chain = $1"
@@ -318,7 +319,7 @@ async fn cursor_unmoved(
 ) -> Result<bool, StoreError> {
     let row = query_opt(
         tx,
-        "SELECT number, hash, nft_holdings_hash FROM index_cursor WHERE chain = $1",
+        "SELECT number, hash, nft_state_hash FROM index_cursor WHERE chain = $1",
         params![chain],
     )
     .await?;

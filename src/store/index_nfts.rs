@@ -3,13 +3,15 @@
 //! to read and fold every NFT move of the address: an NFT trader's page cost followed its
 //! whole history, and past 100,000 moves the holdings were wrong).
 //!
-//! Holdings are written in the transaction that commits their moves (`apply_moves`),
-//! worked out again for the addresses a reorg touched (`refold_addresses`), and built
-//! whole for a chain whose holdings are behind its cursor (`rebuild_chain`): a store
-//! indexed before the table existed, or blocks committed by an instance that did not
-//! keep them. `index_cursor.nft_holdings_hash` says where they are current: the cursor's
-//! block hash when they are (a hash, not a number: blocks rolled back and committed again
-//! by an instance that does not keep holdings leave the number where it was).
+//! Holdings, and how many each wallet has (`nft_holding_counts`, a page's `total`), are
+//! written in the transaction that commits their moves (`apply_moves`), worked out again
+//! for the addresses a reorg touched (`refold_addresses`), and built whole for a chain
+//! whose holdings are behind its cursor (`rebuild_chain`): a store indexed before the
+//! tables existed, or blocks committed by an instance that did not keep them.
+//! `index_cursor.nft_state_hash` says where both are current: the cursor's block hash
+//! when they are (a hash, not a number: blocks rolled back and committed again by an
+//! instance that does not keep them leave the number where it was). `nft_holdings_hash`
+//! is still written beside it for instances from before the counts, which read it.
 
 use super::sql::{insert_chunks, params, Cells, Row, StoreError, Tx, Value, Visit};
 use super::Store;
@@ -150,6 +152,8 @@ pub(super) async fn apply_moves(
     let touched: BTreeSet<Key> = moves.iter().map(key).collect();
     let touched: Vec<Key> = touched.into_iter().collect();
     let mut fold = Fold::default();
+    // Addresses' holdings before the moves, of the touched keys (a held key has a row).
+    let mut held_before: BTreeMap<String, i64> = BTreeMap::new();
     // In `insert_chunks`' sizes (powers of two, at most 128 keys): a few statements per
     // connection, kept in its statement cache, whatever the batches' sizes.
     let mut rest = &touched[..];
@@ -164,6 +168,7 @@ pub(super) async fn apply_moves(
         for mut r in tx.query(&sql, args).await? {
             let amount = r.text(4)?.parse().unwrap_or(u128::MAX);
             let key = (r.take_text(0)?, r.take_text(1)?, r.take_text(2)?);
+            *held_before.entry(key.0.clone()).or_default() += 1;
             fold.0.insert(key, (r.take_text(3)?, amount));
         }
     }
@@ -181,6 +186,67 @@ pub(super) async fn apply_moves(
     )
     .await?;
     tx.insert_rows(INSERT, fold.rows(chain)).await?;
+    let mut change = held_before;
+    for v in change.values_mut() {
+        *v = -*v;
+    }
+    for ((address, _, _), _) in fold.0.iter().filter(|(_, (_, amount))| *amount > 0) {
+        *change.entry(address.clone()).or_default() += 1;
+    }
+    count_changes(tx, chain, change).await
+}
+
+/// Add each address's change to its count of holdings; a count down to zero goes.
+async fn count_changes(
+    tx: &mut dyn Tx,
+    chain: &str,
+    change: BTreeMap<String, i64>,
+) -> Result<(), StoreError> {
+    let changed: Vec<(String, i64)> = change.into_iter().filter(|(_, by)| *by != 0).collect();
+    let add = changed
+        .iter()
+        .map(|(address, by)| params![chain, address, *by])
+        .collect();
+    tx.execute_many(
+        "INSERT INTO nft_holding_counts (chain, address, holdings) VALUES ($1, $2, $3) \
+         ON CONFLICT (chain, address) DO UPDATE \
+         SET holdings = nft_holding_counts.holdings + excluded.holdings",
+        add,
+    )
+    .await?;
+    let emptied = changed
+        .iter()
+        .filter(|(_, by)| *by < 0)
+        .map(|(address, _)| params![chain, address])
+        .collect();
+    tx.execute_many(
+        "DELETE FROM nft_holding_counts WHERE chain = $1 AND address = $2 AND holdings <= 0",
+        emptied,
+    )
+    .await?;
+    Ok(())
+}
+
+/// Count `address`'s holdings (every address's of the chain with `None`) from the rows.
+async fn recount(tx: &mut dyn Tx, chain: &str, address: Option<&str>) -> Result<(), StoreError> {
+    let (only, mut args) = match address {
+        Some(a) => (" AND address = $2", params![chain, a]),
+        None => ("", params![chain]),
+    };
+    tx.execute(
+        &format!("DELETE FROM nft_holding_counts WHERE chain = $1{only}"),
+        args.clone(),
+    )
+    .await?;
+    tx.execute(
+        &format!(
+            "INSERT INTO nft_holding_counts (chain, address, holdings) \
+             SELECT chain, address, COUNT(*) FROM nft_holdings WHERE chain = $1{only} \
+             GROUP BY chain, address"
+        ),
+        std::mem::take(&mut args),
+    )
+    .await?;
     Ok(())
 }
 
@@ -217,18 +283,21 @@ pub(super) async fn refold_addresses(
         )
         .await?;
         refold(tx, chain, Some(address)).await?;
+        recount(tx, chain, Some(address)).await?;
     }
     Ok(())
 }
 
-/// Within a transaction that found `chain`'s holdings behind its cursor: build them whole
-/// from the chain's NFT moves, and mark them current.
+/// Within a transaction that found `chain`'s holdings behind its cursor: build them and
+/// their counts whole from the chain's NFT moves, and mark them current.
 pub(super) async fn rebuild_chain(tx: &mut dyn Tx, chain: &str) -> Result<(), StoreError> {
     tx.execute("DELETE FROM nft_holdings WHERE chain = $1", params![chain])
         .await?;
     refold(tx, chain, None).await?;
+    recount(tx, chain, None).await?;
     tx.execute(
-        "UPDATE index_cursor SET nft_holdings_hash = hash WHERE chain = $1",
+        "UPDATE index_cursor SET nft_holdings_hash = hash, nft_state_hash = hash \
+         WHERE chain = $1",
         params![chain],
     )
     .await?;
@@ -240,7 +309,7 @@ pub(super) async fn rebuild_chain(tx: &mut dyn Tx, chain: &str) -> Result<(), St
 pub(super) async fn behind(tx: &mut dyn Tx, chain: &str) -> Result<Option<bool>, StoreError> {
     let rows = tx
         .query(
-            "SELECT hash, nft_holdings_hash FROM index_cursor WHERE chain = $1",
+            "SELECT hash, nft_state_hash FROM index_cursor WHERE chain = $1",
             params![chain],
         )
         .await?;
@@ -313,14 +382,14 @@ fn fold_row(fold: &mut Fold, r: &Row) -> Result<(), StoreError> {
 /// index's block, the holdings in all, then each holding in (token, token id as a number)
 /// order with its token's name and symbol.
 pub(super) const PAGE: &str = "SELECT (SELECT number FROM index_cursor WHERE chain = $1), \
-     (SELECT COUNT(*) FROM nft_holdings WHERE chain = $1 AND address = $2), \
+     (SELECT holdings FROM nft_holding_counts WHERE chain = $1 AND address = $2), \
      h.kind, h.token, h.token_id, h.amount, t.name, t.symbol \
      FROM nft_holdings h LEFT JOIN tokens t ON t.chain = h.chain AND t.address = h.token \
      WHERE h.chain = $1 AND h.address = $2 \
      ORDER BY h.token, h.id_len, h.token_id LIMIT $3 OFFSET $4";
 /// The index's block and the holdings in all, for a page with no item.
 const PAGE_EMPTY: &str = "SELECT number, \
-     (SELECT COUNT(*) FROM nft_holdings WHERE chain = $1 AND address = $2) \
+     (SELECT holdings FROM nft_holding_counts WHERE chain = $1 AND address = $2) \
      FROM index_cursor WHERE chain = $1";
 
 /// One holding as read, borrowed from the store's row.
@@ -371,12 +440,13 @@ impl<S: HoldingSink> Visit for PageVisit<S> {
     fn row(&mut self, c: &dyn Cells) -> Result<(), StoreError> {
         self.rows += 1;
         // No block: the index has not committed one yet.
-        let (Some(block), Some(total)) = (c.int(0)?, c.int(1)?) else {
+        let Some(block) = c.int(0)? else {
             return Ok(());
         };
+        // No count: nothing held (a count down to zero has no row).
         self.head = Some(NftPageHead {
             indexed_block: block as u64,
-            total: total as u64,
+            total: c.int(1)?.unwrap_or(0) as u64,
         });
         self.sink.holding(HoldingRef {
             kind: c.text_of(2)?,
@@ -418,7 +488,7 @@ impl Store {
         };
         let head = NftPageHead {
             indexed_block: r.int(0)? as u64,
-            total: r.int(1)? as u64,
+            total: r.opt_int(1)?.unwrap_or(0) as u64,
         };
         Ok(Some((head, read.sink)))
     }
@@ -450,7 +520,7 @@ impl Store {
             .db
             .query(
                 "SELECT chain FROM index_cursor \
-                 WHERE nft_holdings_hash IS NULL OR nft_holdings_hash <> hash",
+                 WHERE nft_state_hash IS NULL OR nft_state_hash <> hash",
                 Vec::new(),
             )
             .await?;

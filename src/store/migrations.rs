@@ -533,4 +533,21 @@ CREATE TABLE nft_holdings (
 ) WITHOUT ROWID;
 ALTER TABLE index_cursor ADD COLUMN nft_holdings_hash TEXT;
 "#,
+    // How many holdings each wallet has, kept with them (`store/index_nfts.rs`): a page's
+    // `total` was a count of the wallet's holdings on every page (a wallet holding
+    // 100,000 NFTs paid for them all each time). `nft_state_hash` says where holdings
+    // and counts are both current: an instance from before counts keeps holdings and
+    // `nft_holdings_hash` but not counts, so its commits must leave them to be rebuilt.
+    r#"
+CREATE TABLE nft_holding_counts (
+    chain TEXT NOT NULL,
+    address TEXT NOT NULL,
+    holdings INTEGER NOT NULL,
+    PRIMARY KEY (chain, address)
+) WITHOUT ROWID;
+INSERT INTO nft_holding_counts (chain, address, holdings)
+    SELECT chain, address, COUNT(*) FROM nft_holdings GROUP BY chain, address;
+ALTER TABLE index_cursor ADD COLUMN nft_state_hash TEXT;
+UPDATE index_cursor SET nft_state_hash = nft_holdings_hash;
+"#,
 ];

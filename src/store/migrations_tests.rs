@@ -167,6 +167,16 @@ async fn the_wallet_pages_read_by_key() {
             .any(|l| l.starts_with("SEARCH h USING PRIMARY KEY (chain=? AND address=?)")),
         "{nfts:?}"
     );
+    // The total: the wallet's kept count, one seek (not a count of its holdings).
+    assert!(
+        nfts.iter()
+            .any(|l| l == "SEARCH nft_holding_counts USING PRIMARY KEY (chain=? AND address=?)"),
+        "{nfts:?}"
+    );
+    assert!(
+        !nfts.iter().any(|l| l.contains("nft_holdings ")),
+        "{nfts:?}"
+    );
     // A commit's lookup of the holdings its moves touch: a seek per key.
     let lookup = plan(index_nfts::lookup_sql(2), 7).await;
     assert_eq!(
@@ -280,10 +290,14 @@ async fn holdings_are_built_for_a_store_indexed_before_them() {
     );
     let rows = store
         .raw
-        .query("SELECT nft_holdings_hash FROM index_cursor", vec![])
+        .query(
+            "SELECT nft_holdings_hash, nft_state_hash FROM index_cursor",
+            vec![],
+        )
         .await
         .unwrap();
     assert_eq!(rows[0].text(0).unwrap(), "0xc");
+    assert_eq!(rows[0].text(1).unwrap(), "0xc");
 }
 
 /// Blocks committed by an instance that keeps no holdings leave them behind its cursor:
@@ -336,4 +350,59 @@ async fn holdings_left_behind_are_built_at_the_next_commit() {
         .unwrap();
     let ids: Vec<&str> = page.items.iter().map(|h| h.token_id.as_str()).collect();
     assert_eq!((page.indexed_block, ids), (10, vec!["2", "7", "8", "10"]));
+}
+
+/// An instance from before the counts keeps holdings and `nft_holdings_hash`, not the
+/// counts: after its commit, the next commit counts them again, so `total` stays right.
+#[tokio::test]
+async fn counts_left_behind_are_built_at_the_next_commit() {
+    let scratch = indexed_before_holdings().await;
+    let store = scratch.reopened().await;
+    // The older instance's block 10: art #8 to 0xa, its holding, the cursor and
+    // `nft_holdings_hash` moved; its count not.
+    for sql in [
+        "INSERT INTO wallet_transfers VALUES \
+         ('eth', '0xa', 10, 0, 0, 0, 'in', 'erc721', '0xt', '0xb', '8', '1', '0xh', 10)",
+        "INSERT INTO nft_holdings VALUES ('eth', '0xa', '0xt', 1, '8', 'erc721', '1')",
+        "UPDATE index_cursor SET number = 10, hash = '0xd', nft_holdings_hash = '0xd'",
+    ] {
+        store.raw.execute(sql, vec![]).await.unwrap();
+    }
+    let cursor = super::index::IndexCursor {
+        number: 10,
+        hash: "0xd".into(),
+    };
+    let to_a = |id: &str| super::index::Transfer {
+        tx_index: 0,
+        log_index: 0,
+        seq: 0,
+        kind: "erc721",
+        token: "0xt".into(),
+        from: "0xb".into(),
+        to: "0xa".into(),
+        token_id: Some(id.into()),
+        amount: "1".into(),
+        tx_hash: "0xh".into(),
+    };
+    let block = super::index::IndexedBlock {
+        number: 11,
+        hash: "0xe".into(),
+        parent_hash: "0xd".into(),
+        timestamp: 11,
+        transfers: vec![to_a("5")],
+    };
+    store
+        .commit_blocks("eth", Some(&cursor), &[block], 0)
+        .await
+        .unwrap();
+    let page = store
+        .wallet_nfts("eth", "0xa", 10, 0)
+        .await
+        .unwrap()
+        .unwrap();
+    let ids: Vec<&str> = page.items.iter().map(|h| h.token_id.as_str()).collect();
+    assert_eq!(
+        (page.indexed_block, page.total, ids),
+        (11, 5, vec!["2", "5", "7", "8", "10"])
+    );
 }
