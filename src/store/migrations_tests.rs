@@ -300,18 +300,14 @@ async fn holdings_are_built_for_a_store_indexed_before_them() {
     assert_eq!(rows[0].text(1).unwrap(), "0xc");
 }
 
-/// Blocks committed by an instance that keeps no holdings leave them behind its cursor:
-/// the next commit builds them whole before adding its own moves.
-#[tokio::test]
-async fn holdings_left_behind_are_built_at_the_next_commit() {
-    let scratch = indexed_before_holdings().await;
-    let store = scratch.reopened().await;
-    store
-        .raw
-        .execute("UPDATE index_cursor SET hash = '0xd'", vec![])
-        .await
-        .unwrap();
-    let from_b = super::index::Transfer {
+/// Commit block `number` (hash `hash`, on `parent` at `number - 1`) with an ERC-721
+/// transfer of id `id` from `0xb` to `0xa`; then `0xa`'s NFT page: block, total, ids.
+async fn commit_to_a(
+    store: &super::Store,
+    (number, hash, parent): (u64, &str, &str),
+    id: &str,
+) -> (u64, u64, Vec<String>) {
+    let transfer = super::index::Transfer {
         tx_index: 0,
         log_index: 0,
         seq: 0,
@@ -319,26 +315,21 @@ async fn holdings_left_behind_are_built_at_the_next_commit() {
         token: "0xt".into(),
         from: "0xb".into(),
         to: "0xa".into(),
-        token_id: Some("8".into()),
+        token_id: Some(id.into()),
         amount: "1".into(),
         tx_hash: "0xh".into(),
     };
     let cursor = super::index::IndexCursor {
-        number: 9,
-        hash: "0xd".into(),
+        number: number - 1,
+        hash: parent.into(),
     };
     let block = super::index::IndexedBlock {
-        number: 10,
-        hash: "0xe".into(),
-        parent_hash: "0xd".into(),
-        timestamp: 10,
-        transfers: vec![from_b],
+        number,
+        hash: hash.into(),
+        parent_hash: parent.into(),
+        timestamp: number,
+        transfers: vec![transfer],
     };
-    store
-        .raw
-        .execute("DELETE FROM nft_holdings", vec![])
-        .await
-        .unwrap();
     store
         .commit_blocks("eth", Some(&cursor), &[block], 0)
         .await
@@ -348,8 +339,24 @@ async fn holdings_left_behind_are_built_at_the_next_commit() {
         .await
         .unwrap()
         .unwrap();
-    let ids: Vec<&str> = page.items.iter().map(|h| h.token_id.as_str()).collect();
-    assert_eq!((page.indexed_block, ids), (10, vec!["2", "7", "8", "10"]));
+    let ids = page.items.into_iter().map(|h| h.token_id).collect();
+    (page.indexed_block, page.total, ids)
+}
+
+/// Blocks committed by an instance that keeps no holdings leave them behind its cursor:
+/// the next commit builds them whole before adding its own moves.
+#[tokio::test]
+async fn holdings_left_behind_are_built_at_the_next_commit() {
+    let scratch = indexed_before_holdings().await;
+    let store = scratch.reopened().await;
+    for sql in [
+        "UPDATE index_cursor SET hash = '0xd'",
+        "DELETE FROM nft_holdings",
+    ] {
+        store.raw.execute(sql, vec![]).await.unwrap();
+    }
+    let (block, _, ids) = commit_to_a(&store, (10, "0xe", "0xd"), "8").await;
+    assert_eq!((block, ids), (10, strings(&["2", "7", "8", "10"])));
 }
 
 /// An instance from before the counts keeps holdings and `nft_holdings_hash`, not the
@@ -368,41 +375,12 @@ async fn counts_left_behind_are_built_at_the_next_commit() {
     ] {
         store.raw.execute(sql, vec![]).await.unwrap();
     }
-    let cursor = super::index::IndexCursor {
-        number: 10,
-        hash: "0xd".into(),
-    };
-    let to_a = |id: &str| super::index::Transfer {
-        tx_index: 0,
-        log_index: 0,
-        seq: 0,
-        kind: "erc721",
-        token: "0xt".into(),
-        from: "0xb".into(),
-        to: "0xa".into(),
-        token_id: Some(id.into()),
-        amount: "1".into(),
-        tx_hash: "0xh".into(),
-    };
-    let block = super::index::IndexedBlock {
-        number: 11,
-        hash: "0xe".into(),
-        parent_hash: "0xd".into(),
-        timestamp: 11,
-        transfers: vec![to_a("5")],
-    };
-    store
-        .commit_blocks("eth", Some(&cursor), &[block], 0)
-        .await
-        .unwrap();
-    let page = store
-        .wallet_nfts("eth", "0xa", 10, 0)
-        .await
-        .unwrap()
-        .unwrap();
-    let ids: Vec<&str> = page.items.iter().map(|h| h.token_id.as_str()).collect();
     assert_eq!(
-        (page.indexed_block, page.total, ids),
-        (11, 5, vec!["2", "5", "7", "8", "10"])
+        commit_to_a(&store, (11, "0xe", "0xd"), "5").await,
+        (11, 5, strings(&["2", "5", "7", "8", "10"]))
     );
+}
+
+fn strings(s: &[&str]) -> Vec<String> {
+    s.iter().map(|s| s.to_string()).collect()
 }
