@@ -152,8 +152,9 @@ pub(super) async fn apply_moves(
     let touched: BTreeSet<Key> = moves.iter().map(key).collect();
     let touched: Vec<Key> = touched.into_iter().collect();
     let mut fold = Fold::default();
-    // Addresses' holdings before the moves, of the touched keys (a held key has a row).
-    let mut held_before: BTreeMap<String, i64> = BTreeMap::new();
+    // Each address's change in holdings: one less for a touched key held before (it has
+    // a row), one more for each held after.
+    let mut change: BTreeMap<String, i64> = BTreeMap::new();
     // In `insert_chunks`' sizes (powers of two, at most 128 keys): a few statements per
     // connection, kept in its statement cache, whatever the batches' sizes.
     let mut rest = &touched[..];
@@ -168,7 +169,7 @@ pub(super) async fn apply_moves(
         for mut r in tx.query(&sql, args).await? {
             let amount = r.text(4)?.parse().unwrap_or(u128::MAX);
             let key = (r.take_text(0)?, r.take_text(1)?, r.take_text(2)?);
-            *held_before.entry(key.0.clone()).or_default() += 1;
+            *change.entry(key.0.clone()).or_default() -= 1;
             fold.0.insert(key, (r.take_text(3)?, amount));
         }
     }
@@ -186,10 +187,6 @@ pub(super) async fn apply_moves(
     )
     .await?;
     tx.insert_rows(INSERT, fold.rows(chain)).await?;
-    let mut change = held_before;
-    for v in change.values_mut() {
-        *v = -*v;
-    }
     for ((address, _, _), _) in fold.0.iter().filter(|(_, (_, amount))| *amount > 0) {
         *change.entry(address.clone()).or_default() += 1;
     }
@@ -229,7 +226,7 @@ async fn count_changes(
 
 /// Count `address`'s holdings (every address's of the chain with `None`) from the rows.
 async fn recount(tx: &mut dyn Tx, chain: &str, address: Option<&str>) -> Result<(), StoreError> {
-    let (only, mut args) = match address {
+    let (only, args) = match address {
         Some(a) => (" AND address = $2", params![chain, a]),
         None => ("", params![chain]),
     };
@@ -244,7 +241,7 @@ async fn recount(tx: &mut dyn Tx, chain: &str, address: Option<&str>) -> Result<
              SELECT chain, address, COUNT(*) FROM nft_holdings WHERE chain = $1{only} \
              GROUP BY chain, address"
         ),
-        std::mem::take(&mut args),
+        args,
     )
     .await?;
     Ok(())
