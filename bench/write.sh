@@ -33,7 +33,9 @@ for p in $NODE $OFF $OFFM $ON $ONM $BG $BGM; do
   if (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; then echo "bench: port $p is busy" >&2; exit 1; fi
 done
 
-"$anvil" --port $NODE --chain-id 1 --no-mining --silent >/dev/null 2>&1 &
+# anvil's own HOME: the states it writes to ~/.foundry/anvil/tmp go with $work.
+mkdir -p "$work/anvil-home"
+HOME="$work/anvil-home" "$anvil" --port $NODE --chain-id 1 --no-mining --silent >/dev/null 2>&1 &
 pids+=($!)
 until curl -s -o /dev/null -H 'content-type: application/json' -d '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}' http://127.0.0.1:$NODE; do sleep 0.1; done
 # A chain at height 0 is what health checks call broken.

@@ -26,7 +26,9 @@ pids=()
 cleanup() { stop_all; rm -rf "$work"; }
 trap cleanup EXIT
 
-$anvil --port $NODE --silent >/dev/null 2>&1 &
+# anvil's own HOME: the states it writes to ~/.foundry/anvil/tmp go with $work.
+mkdir -p "$work/anvil-home"
+HOME="$work/anvil-home" $anvil --port $NODE --silent >/dev/null 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$NODE) 2>/dev/null && break; sleep 0.1; done
 sleep 0.5

@@ -57,7 +57,10 @@ for port in "$edge_port" "$metrics_port" $(seq "$node_port" $((node_port + 18)))
   fi
 done
 
-rm -rf "$demo"/chainedge.db* "$demo"/outbox.jsonl "$demo"/usage-journal
+rm -rf "$demo"/chainedge.db* "$demo"/outbox.jsonl "$demo"/usage-journal "$demo"/anvil-home
+# The nodes' own HOME: anvil keeps the states it cannot hold in memory under
+# ~/.foundry/anvil/tmp and leaves them there when stopped; here they go with the demo.
+mkdir -p "$demo/anvil-home"
 umask 077
 # The demo's configuration with this run's ports and state directory.
 # Node ports 18545..18563 move by one offset, in one pass (so none is moved twice).
@@ -90,11 +93,11 @@ rm -f "$demo/webhooks.jsonl"
 genesis_ts=$(date +%s)
 n=1
 for port in "$el1" "$el2"; do
-  "$anvil" --port "$port" --chain-id 1 --no-mining --timestamp "$genesis_ts" --silent &
+  HOME="$demo/anvil-home" "$anvil" --port "$port" --chain-id 1 --no-mining --timestamp "$genesis_ts" --silent &
   pids+=($!); echo $! > "$demo/el-anvil-$n.pid"; n=$((n + 1))
 done
-"$anvil" --port "$bor" --chain-id 137 --block-time 2 --silent & pids+=($!); echo $! > "$demo/bor-anvil-1.pid"
-"$anvil" --port "$base" --chain-id 8453 --block-time 2 --silent & pids+=($!); echo $! > "$demo/base-anvil-1.pid"
+HOME="$demo/anvil-home" "$anvil" --port "$bor" --chain-id 137 --block-time 2 --silent & pids+=($!); echo $! > "$demo/bor-anvil-1.pid"
+HOME="$demo/anvil-home" "$anvil" --port "$base" --chain-id 8453 --block-time 2 --silent & pids+=($!); echo $! > "$demo/base-anvil-1.pid"
 for port in "$el1" "$el2" "$bor" "$base"; do wait_port "$port"; done
 
 # Solana: LiteSVM behind the real JSON-RPC, PubSub and a block engine (slots every 400 ms).
