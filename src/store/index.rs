@@ -54,7 +54,8 @@ pub struct TokenMeta {
     pub decimals: Option<u8>,
 }
 
-fn int(n: u64) -> Value {
+/// A block number or position as the store's integer.
+pub(super) fn int(n: u64) -> Value {
     Value::Int(n as i64)
 }
 

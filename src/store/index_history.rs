@@ -3,8 +3,8 @@
 //! metadata, and handed row by row to a sink where it is read (`HistorySink`), so a page
 //! can be written out without copying its rows first.
 
-use super::index::TokenMeta;
-use super::sql::{params, Cells, StoreError, Value, Visit};
+use super::index::{int, TokenMeta};
+use super::sql::{params, Cells, StoreError, Visit};
 use super::Store;
 
 /// A position in an address's history, newest first: rows strictly older come next.
@@ -80,10 +80,6 @@ impl HistorySink for Vec<(HistoryRow, TokenMeta)> {
         };
         self.push((row, meta));
     }
-}
-
-fn int(n: u64) -> Value {
-    Value::Int(n as i64)
 }
 
 impl Store {
