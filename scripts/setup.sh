@@ -16,6 +16,8 @@ command -v redis-server >/dev/null || apt_pkgs+=(redis-server)
 # Real proxies in front of the edge (tests/cluster.rs, tests/security.rs).
 command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || apt_pkgs+=(haproxy)
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || apt_pkgs+=(nginx)
+# A Go JSON-RPC node on go-ethereum's request decoding (tests/gonode, tests/one_reading.rs).
+command -v go >/dev/null || apt_pkgs+=(golang-go)
 if ((${#apt_pkgs[@]})); then
   echo "setup: apt-get install ${apt_pkgs[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo

@@ -210,7 +210,7 @@ impl Edge {
         let incoming = Incoming::parse(&body);
         let principal = ctx.principal.clone().unwrap_or(Principal::Anonymous);
         if matches!(principal, Principal::Key(_)) && st.requests.enabled() {
-            ctx.rpc_method = Some(incoming.label().into());
+            ctx.rpc_method = Some(incoming.label(Some(&pool.methods)).into());
         }
         let mut caller = self.rpc_caller(&principal);
         let entered = match min_block(session.header(MIN_BLOCK_HEADER)) {

@@ -199,8 +199,10 @@ impl Edge {
 
     /// A message's method for its key's request log (none when nothing is logged).
     fn logged_method(&self, up: &WsUpgrade, incoming: &Incoming<'_>) -> Option<Box<str>> {
-        (matches!(up.principal, Principal::Key(_)) && self.state.requests.enabled())
-            .then(|| incoming.label().into())
+        (matches!(up.principal, Principal::Key(_)) && self.state.requests.enabled()).then(|| {
+            let methods = self.state.pools.get(&up.pool).map(|p| &*p.methods);
+            incoming.label(methods).into()
+        })
     }
 
     /// A message's access-log line: the upgrade's route and caller, the message's own
@@ -279,6 +281,9 @@ impl Edge {
         let Some(method) = incoming.method() else {
             return Answered::refused(body, &ApiError::invalid_params("not a subscription call"));
         };
+        if let Some(refused) = incoming.refusal() {
+            return Answered::refused(body, &refused);
+        }
         let id = incoming.id();
         let caller = self.rpc_caller(&up.principal);
         let no_params = Value::Array(Vec::new());
@@ -315,6 +320,8 @@ impl Edge {
             let sub = params.get(0).and_then(Value::as_str).unwrap_or_default();
             return Ok(Value::Bool(subs.remove(sub)));
         }
+        // What is checked below is what the node gets: the params rebuilt.
+        let params = &crate::streams::subscribe_params::subscription_params(params)?;
         if let Some(refused) = caller.refusal(MethodClass::Subscription, method, Some(params)) {
             return Err(refused);
         }

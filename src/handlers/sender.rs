@@ -232,10 +232,10 @@ pub async fn endpoint(
     };
     // The call first (SPEC's order): an unknown method is a 403 with or without a pool.
     let restrictions = req.key().and_then(|k| k.restrictions.as_deref());
-    gateway.check_forwarded(&req.body, allow, restrictions)?;
+    let checked = gateway.check_forwarded(&req.body, allow, restrictions)?;
     let pool = pool(pools, pool_name)?;
     let r = gateway
-        .forward(pool.candidates(None), &req.body, allow, req.request_id)
+        .forward(pool.candidates(None), &checked, allow, req.request_id)
         .await?;
     Ok(Reply::json(200, r.body).served_by(r.upstream))
 }

@@ -6,6 +6,7 @@
 
 pub mod methods;
 pub mod quantity;
+pub mod strict;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
@@ -80,6 +81,9 @@ impl Request {
                 ErrorObject::new(-32600, "a JSON-RPC call is an object"),
             ));
         }
+        if let Err(why) = strict::check_call(&v) {
+            return Err(Response::error(id, ErrorObject::new(-32600, why)));
+        }
         serde_json::from_value(v).map_err(|e| {
             let why = if e.to_string().contains("method") {
                 "each JSON-RPC call needs a string 'method'".to_string()
@@ -97,22 +101,35 @@ impl Request {
 
 impl Serialize for Request {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        #[derive(Serialize)]
-        struct Wire<'a> {
-            jsonrpc: &'static str,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            id: Option<&'a Id>,
-            method: &'a str,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            params: Option<&'a Value>,
-        }
-        Wire {
+        Outgoing::new(self.id.as_ref(), &self.method, self.params.as_ref()).serialize(s)
+    }
+}
+
+/// A call as the edge writes it to a node: the four members of JSON-RPC 2.0, from the
+/// edge's own parse, never the caller's bytes (`strict`: the node reads what the edge
+/// checked, and nothing else).
+#[derive(Serialize)]
+pub struct Outgoing<'a> {
+    jsonrpc: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<&'a Id>,
+    method: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    params: Option<&'a Value>,
+}
+
+impl<'a> Outgoing<'a> {
+    pub fn new(id: Option<&'a Id>, method: &'a str, params: Option<&'a Value>) -> Self {
+        Outgoing {
             jsonrpc: "2.0",
-            id: self.id.as_ref(),
-            method: &self.method,
-            params: self.params.as_ref(),
+            id,
+            method,
+            params,
         }
-        .serialize(s)
+    }
+
+    pub fn to_bytes(&self) -> bytes::Bytes {
+        bytes::Bytes::from(serde_json::to_vec(self).unwrap_or_default())
     }
 }
 

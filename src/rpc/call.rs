@@ -38,17 +38,24 @@ impl<'a> CallView<'a> {
         serde_json::from_str(std::str::from_utf8(body).ok()?).ok()
     }
 
+    /// The call's id: none for a notification; a number, a string or null.
+    pub(super) fn id(&self) -> Result<Option<Id>, ApiError> {
+        self.id
+            .as_ref()
+            .map(|id| {
+                Id::deserialize(id).map_err(|_| {
+                    ApiError::invalid_params("a JSON-RPC id is a number, a string or null")
+                        .with_field("jsonrpc_code", -32600)
+                })
+            })
+            .transpose()
+    }
+
     /// The call as the general path's `Request` (a write, a filter), without parsing the
     /// body again.
     pub(super) fn into_request(self) -> Result<Request, ApiError> {
-        let id = match self.id {
-            None => None,
-            Some(id) => Some(Id::deserialize(id).map_err(|_| {
-                ApiError::invalid_params("a JSON-RPC id is a number, a string or null")
-            })?),
-        };
         Ok(Request {
-            id,
+            id: self.id()?,
             method: self.method.to_string(),
             params: self.params,
         })

@@ -9,8 +9,8 @@ use super::call::{id_of, CallView, ReadCall};
 use super::compute_units::{ComputeUnits, Cost};
 use super::{Caller, Gateway, RpcReply};
 use crate::errors::ApiError;
-use crate::jsonrpc::methods::classify_on;
-use crate::jsonrpc::{Id, Request};
+use crate::jsonrpc::methods::{classify_on, MethodClass, MethodsConf};
+use crate::jsonrpc::{strict, Id, Outgoing, Request};
 use crate::pools::Pool;
 use serde::Deserialize;
 use serde_json::Value;
@@ -42,6 +42,17 @@ impl<'a> Incoming<'a> {
         Incoming { raw, form }
     }
 
+    /// The refusal of a single call a node would read differently than the edge
+    /// (`strict`; a batch's elements are checked one by one as they are read).
+    pub fn refusal(&self) -> Option<ApiError> {
+        let why = match &self.form {
+            Form::View(v) => strict::check_params(v.params.as_ref()?).err(),
+            Form::Tree(call @ Value::Object(_)) => strict::check_call(call).err(),
+            _ => None,
+        }?;
+        Some(ApiError::invalid_params(why).with_field("jsonrpc_code", -32600))
+    }
+
     /// The method of a single call; `None` for a batch or what is not a call.
     pub fn method(&self) -> Option<&str> {
         match &self.form {
@@ -51,12 +62,16 @@ impl<'a> Incoming<'a> {
         }
     }
 
-    /// What the body asks for, in a word for logs: the single call's method, `batch`,
-    /// or `invalid` for what is not a call.
-    pub fn label(&self) -> &str {
-        match &self.form {
-            Form::Tree(Value::Array(_)) => "batch",
-            _ => self.method().unwrap_or("invalid"),
+    /// What the body asks for, in a word for a key's request log and breakdown: the
+    /// single call's method when the pool's method table (`methods`) knows it, else
+    /// `unknown`; `batch`; `invalid` for what is not a call. Never a
+    /// name of the caller's choosing: what is stored is bounded by the table.
+    pub fn label(&self, methods: Option<&MethodsConf>) -> &str {
+        match (&self.form, self.method(), methods) {
+            (Form::Tree(Value::Array(_)), _, _) => "batch",
+            (_, Some(m), Some(table)) if classify_on(table, m) != MethodClass::Unknown => m,
+            (_, Some(_), _) => "unknown",
+            (_, None, _) => "invalid",
         }
     }
 
@@ -147,7 +162,8 @@ impl Gateway {
     }
 
     /// An admitted body: a plain single read takes the fast path; batches, writes,
-    /// filters and calls the view cannot read take the general one.
+    /// filters and calls the view cannot read take the general one. What goes to a node
+    /// is written from the edge's parse (`Outgoing`), never the caller's bytes.
     async fn serve(
         &self,
         pool: &Pool,
@@ -155,7 +171,9 @@ impl Gateway {
         rid: &str,
         caller: &Caller<'_>,
     ) -> Result<RpcReply, ApiError> {
-        let raw = body.raw;
+        if let Some(refused) = body.refusal() {
+            return Err(refused);
+        }
         let call = match body.form {
             Form::View(view) => {
                 let class = classify_on(&pool.methods, view.method);
@@ -164,12 +182,18 @@ impl Gateway {
                     {
                         return Err(refused);
                     }
+                    // Only the bytes live on across the node call (this future sizes
+                    // every connection's task).
+                    let sent = {
+                        let id = view.id()?;
+                        Outgoing::new(id.as_ref(), view.method, view.params.as_ref()).to_bytes()
+                    };
                     let call = ReadCall {
                         method: view.method,
                         class,
                         params: view.params.as_ref(),
                     };
-                    return self.single_read(pool, call, raw, rid, caller).await;
+                    return self.single_read(pool, call, &sent, rid, caller).await;
                 }
                 view.into_request()?
             }
@@ -191,7 +215,7 @@ impl Gateway {
                 ))
             }
         };
-        Box::pin(self.single(pool, &call, raw, rid, caller)).await
+        Box::pin(self.single(pool, &call, &call.to_bytes(), rid, caller)).await
     }
 }
 
@@ -256,5 +280,32 @@ mod tests {
         assert_eq!(batch.method(), None);
         assert_eq!(batch.id(), Id::Null);
         assert!(matches!(Incoming::parse(b"{").form, Form::NotJson(_)));
+    }
+
+    #[test]
+    fn a_call_a_go_node_would_read_otherwise_is_refused() {
+        let table = MethodsConf::default();
+        for body in [
+            &br#"{"id":1,"method":"eth_blockNumber","METHOD":"debug_setHead"}"#[..],
+            br#"{"id":1,"method":"eth_call","params":[{"to":"0xa","TO":"0xb"}]}"#,
+        ] {
+            let call = Incoming::parse(body);
+            let refused = call.refusal().expect("refused");
+            assert_eq!((refused.status, refused.jsonrpc_code()), (400, -32600));
+        }
+        let plain = Incoming::parse(br#"{"id":1,"method":"eth_call","params":[{"to":"0xa"}]}"#);
+        assert!(plain.refusal().is_none());
+        assert_eq!(plain.label(Some(&table)), "eth_call");
+        // Names outside the method table are never stored as given.
+        let made_up = Incoming::parse(br#"{"id":1,"method":"spam_aaaaaaaaaaaaaaaaaaaa"}"#);
+        assert_eq!(made_up.label(Some(&table)), "unknown");
+        assert_eq!(made_up.label(None), "unknown");
+        // A batch's elements are checked one by one (`Request::from_value`).
+        let batch = Incoming::parse(br#"[{"id":1,"method":"eth_chainId","Method":"x"}]"#);
+        assert!(batch.refusal().is_none());
+        assert!(Request::from_value(
+            serde_json::json!({"id":1,"method":"eth_chainId","Method":"x"})
+        )
+        .is_err());
     }
 }

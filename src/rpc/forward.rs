@@ -4,7 +4,9 @@
 use super::call::method_of;
 use super::{Gateway, RpcReply};
 use crate::errors::ApiError;
+use crate::jsonrpc::Request;
 use crate::pools::Host;
+use bytes::Bytes;
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -28,28 +30,34 @@ pub const PRIVATE_TX_METHODS: &[&str] = &[
 impl Gateway {
     /// Whether `body` is a call (or a bounded batch) whose every method is in `allow`:
     /// checked before any pool is looked at, so a bad call is a 400 or 403 whether or
-    /// not the endpoint's pool is configured.
+    /// not the endpoint's pool is configured. Its answer is the body a node gets: the
+    /// calls written again from this parse (`Outgoing`), so the node reads what was
+    /// checked (`jsonrpc::strict`).
     pub fn check_forwarded(
         &self,
         body: &[u8],
         allow: &[&str],
         restrictions: Option<&crate::key_restrictions::Restrictions>,
-    ) -> Result<(), ApiError> {
+    ) -> Result<Bytes, ApiError> {
         let parsed: Value = serde_json::from_slice(body)
             .map_err(|e| ApiError::invalid_params(format!("body is not JSON: {e}")))?;
-        let calls: Vec<&Value> = match &parsed {
-            Value::Array(a) if !a.is_empty() && a.len() <= self.conf.max_batch => {
-                a.iter().collect()
-            }
-            Value::Object(_) => vec![&parsed],
+        let (calls, batch) = match parsed {
+            Value::Array(a) if !a.is_empty() && a.len() <= self.conf.max_batch => (a, true),
+            call @ Value::Object(_) => (vec![call], false),
             _ => {
                 return Err(ApiError::invalid_params(
                     "a JSON-RPC call or a bounded batch",
                 ))
             }
         };
+        let mut checked = Vec::with_capacity(calls.len());
         for call in calls {
-            let method = method_of(call)?;
+            method_of(&call)?;
+            let call = Request::from_value(call).map_err(|refused| {
+                let why = refused.error_object().map_or("", |e| e.message.as_str());
+                ApiError::invalid_params(why.to_string()).with_field("jsonrpc_code", -32600)
+            })?;
+            let method = call.method.as_str();
             if !allow.contains(&method) {
                 return Err(ApiError::new(
                     403,
@@ -58,10 +66,16 @@ impl Gateway {
                 ));
             }
             if let Some(r) = restrictions {
-                r.call(method, call.get("params"))?;
+                r.call(method, call.params.as_ref())?;
             }
+            checked.push(call);
         }
-        Ok(())
+        let sent = if batch {
+            serde_json::to_vec(&checked)
+        } else {
+            serde_json::to_vec(&checked[0])
+        };
+        Ok(Bytes::from(sent.unwrap_or_default()))
     }
 
     /// Forward a call (or batch) whose every method is in `allow` to the hosts in order
@@ -74,7 +88,7 @@ impl Gateway {
         allow: &[&str],
         rid: &str,
     ) -> Result<RpcReply, ApiError> {
-        self.check_forwarded(body, allow, None)?;
+        let sent = self.check_forwarded(body, allow, None)?;
         if hosts.is_empty() {
             return Err(ApiError::new(
                 503,
@@ -84,7 +98,7 @@ impl Gateway {
         }
         self.try_hosts(
             &hosts,
-            body,
+            &sent,
             rid,
             super::attempts::NodeState::Answer,
             // Bundles and private transactions have effects: one host at a time.

@@ -3,4 +3,5 @@
 
 pub mod events;
 pub(crate) mod node_link;
+pub mod subscribe_params;
 pub mod subscriptions;

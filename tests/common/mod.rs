@@ -5,6 +5,7 @@
 mod browser;
 pub mod evm;
 mod fixture;
+mod gonode;
 mod postgres;
 mod redis;
 mod solana;
@@ -15,6 +16,8 @@ mod ws;
 pub use browser::{outbox_code, sign_in, Browser};
 #[allow(unused_imports)]
 pub use fixture::*;
+#[allow(unused_imports)]
+pub use gonode::GoNode;
 #[allow(unused_imports)]
 pub use postgres::PgServer;
 #[allow(unused_imports)]

@@ -1,0 +1,3 @@
+module chainedge/gonode
+
+go 1.19
