@@ -208,6 +208,87 @@ fn unanswered(e: &std::io::Error) -> bool {
         || e.to_string() == "bad status line \"\""
 }
 
+/// Clients sending `eth_chainId` with a key as fast as answers come, until finished.
+/// Pingora drops a connection whose request has not arrived yet when the old process
+/// starts its shutdown (pingora-proxy `handle_new_request`). Such a request never reached
+/// the gateway, and an HTTP client sends an idempotent request again on a new connection
+/// (RFC 9110 §9.2.2); so does this one, once. Anything else, or a second failure, is a
+/// lost request.
+struct Load {
+    stop: Arc<AtomicBool>,
+    ok: Arc<AtomicUsize>,
+    resent: Arc<AtomicUsize>,
+    failures: Arc<std::sync::Mutex<Vec<String>>>,
+    clients: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(port: u16, key: &str) -> Load {
+        let load = Load {
+            stop: Arc::new(AtomicBool::new(false)),
+            ok: Arc::new(AtomicUsize::new(0)),
+            resent: Arc::new(AtomicUsize::new(0)),
+            failures: Arc::new(std::sync::Mutex::new(Vec::new())),
+            clients: Vec::new(),
+        };
+        let mut clients = Vec::new();
+        for _ in 0..4 {
+            let (stop, ok, failures) = (load.stop.clone(), load.ok.clone(), load.failures.clone());
+            let (resent, auth) = (load.resent.clone(), format!("Bearer {key}"));
+            clients.push(std::thread::spawn(move || {
+                let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []});
+                while !stop.load(Ordering::Relaxed) {
+                    let send = || request(port, "POST", "/rpc/eth", &[("Authorization", &auth), ("Content-Type", "application/json")], body.to_string().as_bytes());
+                    let answer = match send() {
+                        Err(e) if unanswered(&e) => {
+                            resent.fetch_add(1, Ordering::Relaxed);
+                            send()
+                        }
+                        other => other,
+                    };
+                    match answer {
+                        Ok(r) if r.status == 200 => {
+                            ok.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(r) => failures.lock().unwrap().push(format!("{} {}", r.status, r.text())),
+                        Err(e) => failures.lock().unwrap().push(e.to_string()),
+                    }
+                }
+            }));
+        }
+        Load { clients, ..load }
+    }
+
+    fn answered(&self) -> usize {
+        self.ok.load(Ordering::Relaxed)
+    }
+
+    /// Stop, and assert nothing was lost and load kept flowing after `before` answers.
+    fn finish(self, what: &str, before: usize) {
+        self.stop.store(true, Ordering::Relaxed);
+        for c in self.clients {
+            c.join().unwrap();
+        }
+        let failures = self.failures.lock().unwrap();
+        let total = self.ok.load(Ordering::Relaxed);
+        eprintln!(
+            "{what} under load: {total} requests, {} sent again after an unanswered close",
+            self.resent.load(Ordering::Relaxed)
+        );
+        assert!(
+            failures.is_empty(),
+            "{} of {} requests failed during the {what}: {:?}",
+            failures.len(),
+            total,
+            &failures[..failures.len().min(5)]
+        );
+        assert!(
+            total > before + 50,
+            "load kept flowing after the {what} ({before} → {total})"
+        );
+    }
+}
+
 #[test]
 fn graceful_upgrade_under_load_loses_no_request() {
     let anvil = Anvil::start(1, &[]);
@@ -221,45 +302,11 @@ fn graceful_upgrade_under_load_loses_no_request() {
     });
     let key = gw.key("free", &[]);
     let port = gw.port;
-    let stop = Arc::new(AtomicBool::new(false));
-    let ok = Arc::new(AtomicUsize::new(0));
-    let failures = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let resent = Arc::new(AtomicUsize::new(0));
-    let mut clients = Vec::new();
-    for _ in 0..4 {
-        let (stop, ok, failures, key) = (stop.clone(), ok.clone(), failures.clone(), key.clone());
-        let resent = resent.clone();
-        clients.push(std::thread::spawn(move || {
-            let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []});
-            while !stop.load(Ordering::Relaxed) {
-                let auth = format!("Bearer {key}");
-                let send = || request(port, "POST", "/rpc/eth", &[("Authorization", &auth), ("Content-Type", "application/json")], body.to_string().as_bytes());
-                // Pingora drops a connection whose request has not arrived yet when the
-                // old process starts its shutdown (pingora-proxy `handle_new_request`).
-                // Such a request never reached the gateway, and an HTTP client sends an
-                // idempotent request again on a new connection (RFC 9110 §9.2.2); so does
-                // this one, once. Anything else, or a second failure, is a lost request.
-                let answer = match send() {
-                    Err(e) if unanswered(&e) => {
-                        resent.fetch_add(1, Ordering::Relaxed);
-                        send()
-                    }
-                    other => other,
-                };
-                match answer {
-                    Ok(r) if r.status == 200 => {
-                        ok.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Ok(r) => failures.lock().unwrap().push(format!("{} {}", r.status, r.text())),
-                    Err(e) => failures.lock().unwrap().push(e.to_string()),
-                }
-            }
-        }));
-    }
+    let load = Load::start(port, &key);
     std::thread::sleep(Duration::from_millis(500));
-    let before = ok.load(Ordering::Relaxed);
+    let before = load.answered();
 
-    // As systemd's ExecReload does: start the new process with -u, then SIGQUIT the old one.
+    // By hand: start the new process with -u, then SIGQUIT the old one.
     let mut old = gw.proc.take().unwrap();
     let new = gw.spawn(true);
     std::thread::sleep(Duration::from_millis(300));
@@ -270,28 +317,7 @@ fn graceful_upgrade_under_load_loses_no_request() {
     );
     std::thread::sleep(Duration::from_millis(700));
     gw.proc = Some(new);
-
-    stop.store(true, Ordering::Relaxed);
-    for c in clients {
-        c.join().unwrap();
-    }
-    let failures = failures.lock().unwrap();
-    let total = ok.load(Ordering::Relaxed);
-    eprintln!(
-        "upgrade under load: {total} requests, {} sent again after an unanswered close",
-        resent.load(Ordering::Relaxed)
-    );
-    assert!(
-        failures.is_empty(),
-        "{} of {} requests failed during the upgrade: {:?}",
-        failures.len(),
-        total,
-        &failures[..failures.len().min(5)]
-    );
-    assert!(
-        total > before + 50,
-        "load kept flowing after the upgrade ({before} → {total})"
-    );
+    load.finish("upgrade", before);
     // The new process is the one serving now.
     let r = rpc(
         port,
@@ -300,6 +326,104 @@ fn graceful_upgrade_under_load_loses_no_request() {
         &serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "eth_chainId", "params": []}),
     );
     assert_eq!(r.status, 200);
+}
+
+/// The process named by a pid file, killed when dropped (a daemon outlives its parent).
+struct Daemon(std::path::PathBuf);
+
+impl Daemon {
+    fn pid(&self) -> Option<u32> {
+        std::fs::read_to_string(&self.0).ok()?.trim().parse().ok()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(pid) = self.pid() {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+    }
+}
+
+fn alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
+}
+
+/// `scripts/upgrade.sh`, as an operator (or the documented command) runs it, on a
+/// daemonized gateway under load: the new process serves, its pid in the pid file, the
+/// old one gone, no request lost; run twice, as a second upgrade follows the first.
+#[test]
+fn the_upgrade_script_upgrades_a_daemon_under_load() {
+    let anvil = Anvil::start(1, &[]);
+    let mut gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-anvil}}\n",
+            anvil.url()
+        ),
+        extra_yaml: UNLIMITED.into(),
+        ..Default::default()
+    });
+    let key = gw.key("free", &[]);
+    // The same gateway, daemonized as systemd's unit starts it.
+    let mut first = gw.proc.take().unwrap();
+    first.signal("INT");
+    assert!(first.exited_within(Duration::from_secs(10)));
+    let daemon = Daemon(gw.dir.join("pid"));
+    let status = Command::new(bin())
+        .args(["-d", "-c"])
+        .arg(&gw.server_conf)
+        .arg("--app")
+        .arg(&gw.app)
+        .envs(gw.env.iter().cloned())
+        .stdout(std::fs::File::create(gw.access_log()).unwrap())
+        .stderr(std::fs::File::create(gw.dir.join("stderr-daemon")).unwrap())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    gw.wait_ready(Duration::from_secs(20));
+    let r = rpc(
+        gw.port,
+        "/rpc/eth",
+        Some(&key),
+        &serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []}),
+    );
+    assert_eq!(r.status, 200, "{}\n{}", r.text(), gw.stderr_tail());
+    let load = Load::start(gw.port, &key);
+    std::thread::sleep(Duration::from_millis(500));
+    let before = load.answered();
+    for round in 0..2 {
+        let old = daemon.pid().expect("a pid file");
+        let out = Command::new("bash")
+            .arg(root().join("scripts/upgrade.sh"))
+            .arg(&gw.server_conf)
+            .arg(&gw.app)
+            .env("CHAINEDGE_BIN", bin())
+            .env("UPGRADE_DRAIN_SECS", "15")
+            .envs(gw.env.iter().cloned())
+            .output()
+            .unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "round {round}: {said}");
+        let new = daemon.pid().expect("a pid file");
+        assert_ne!(new, old, "round {round}: {said}");
+        assert!(alive(new), "round {round}: {new} is not running: {said}");
+        assert!(!alive(old), "round {round}: {old} still runs: {said}");
+        assert!(
+            listens_on(new, gw.port),
+            "round {round}: {new} does not hold the port"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    load.finish("scripted upgrade", before);
+    // The new processes kept writing the access log where the first one did.
+    let log = std::fs::read_to_string(gw.access_log()).unwrap();
+    let last = log.lines().last().unwrap_or_default();
+    assert!(last.contains("\"/rpc/eth\""), "{last}");
 }
 
 /// The TLS listener serves the same routes, offers HTTP/2 by ALPN and still speaks HTTP/1.1.

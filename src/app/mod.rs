@@ -2,6 +2,7 @@
 //! service built and run (`serve`): the edge on its listeners, health checks, the
 //! cluster link, mempool watchers, indexers and the metrics listener.
 
+mod detach;
 mod reload;
 
 use crate::capture::{self, mempool, sol};
@@ -156,8 +157,10 @@ pub fn serve(mut opt: Opt, loaded: Loaded) -> Result<(), String> {
     let server_yaml = opt.conf.take(); // already loaded (strictly) by `load`; a reload reads it again
     let app_path = app.path.clone();
     reload::ignore_hangup_until_listening();
+    // Detached before the store opens, so no SQLite handle or thread crosses a fork.
+    let mut server_conf = server_conf;
+    detach::detach_if_asked(&mut opt, &mut server_conf)?;
     let mut server = Server::new_with_opt_and_conf(opt, server_conf);
-    // Daemonizes with -d: open the store only after, so no SQLite handle crosses a fork.
     server.bootstrap();
 
     let target = store::Target::from_config(&app).map_err(|e| e.to_string())?;
