@@ -7,19 +7,26 @@
 //!   request_deadline_ms`), background work a long one.
 //! - PostgreSQL refusing connections marks the store down for `PROBE_EVERY`: calls in
 //!   that time fail at once instead of each waiting on a dead server; the first call
-//!   after it probes again. (SQLite's "busy" is contention, not an outage: it never
-//!   marks the store down.)
+//!   after it probes again.
+//! - PostgreSQL not answering within a deadline (a hung server, a frozen host) marks it
+//!   degraded until a background probe (`SELECT 1`, every `PROBE_EVERY`) is answered:
+//!   meanwhile every call fails at once, so a hung database costs one deadline in all,
+//!   not one per request. (SQLite's "busy" and slow statements are contention on this
+//!   host, not an outage: they never mark the store down.)
 
 use super::sql::{Backend, Dialect, ErrorKind, Result, Row, StoreError, Tx, Value, Visit};
 use crate::observe::metrics;
 use async_trait::async_trait;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How long the store counts as down after a connection failure.
+/// How long the store counts as down after a connection failure, and how often a
+/// degraded store is probed.
 pub const PROBE_EVERY: Duration = Duration::from_secs(1);
+/// A probe's own deadline.
+const PROBE_DEADLINE: Duration = Duration::from_secs(2);
 
 /// Whether the database answered lately; shared by every deadline of one store.
 #[derive(Debug)]
@@ -27,6 +34,10 @@ pub struct Health {
     origin: Instant,
     /// Milliseconds after `origin` until which the store counts as down (0: up).
     down_until_ms: AtomicU64,
+    /// A call ran past its deadline and no probe has been answered since.
+    degraded: AtomicBool,
+    /// A background probe is running.
+    probing: AtomicBool,
 }
 
 impl Default for Health {
@@ -34,6 +45,8 @@ impl Default for Health {
         Health {
             origin: Instant::now(),
             down_until_ms: AtomicU64::new(0),
+            degraded: AtomicBool::new(false),
+            probing: AtomicBool::new(false),
         }
     }
 }
@@ -43,9 +56,10 @@ impl Health {
         self.origin.elapsed().as_millis() as u64
     }
 
-    /// Whether the store is known to be down right now.
+    /// Whether the store is known to be down (or hung) right now.
     pub fn is_down(&self) -> bool {
-        self.now_ms() < self.down_until_ms.load(Ordering::Relaxed)
+        self.degraded.load(Ordering::Relaxed)
+            || self.now_ms() < self.down_until_ms.load(Ordering::Relaxed)
     }
 
     fn mark_down(&self) {
@@ -56,6 +70,33 @@ impl Health {
     fn mark_up(&self) {
         self.down_until_ms.store(0, Ordering::Relaxed);
     }
+
+    /// A call ran past its deadline: degraded until `db` answers a probe, which one
+    /// background task sends every `PROBE_EVERY`.
+    fn degrade(self: &Arc<Self>, db: &Arc<dyn Backend>) {
+        if !self.degraded.swap(true, Ordering::Relaxed) {
+            log::warn!(
+                "store: a call ran past its deadline; calls fail at once until a probe is answered"
+            );
+        }
+        if self.probing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (health, db) = (self.clone(), db.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(PROBE_EVERY).await;
+                let probe = db.query("SELECT 1", Vec::new());
+                if let Ok(Ok(_)) = tokio::time::timeout(PROBE_DEADLINE, probe).await {
+                    health.mark_up();
+                    health.degraded.store(false, Ordering::Relaxed);
+                    health.probing.store(false, Ordering::Release);
+                    log::warn!("store: answering again");
+                    return;
+                }
+            }
+        });
+    }
 }
 
 /// A backend whose calls end by a deadline.
@@ -65,17 +106,30 @@ pub struct Deadlined {
     pub health: Arc<Health>,
 }
 
-/// Run `call` within `deadline`, noting in `health` what it says of the database.
-async fn bounded<T>(
-    health: &Health,
+/// What a deadline guards: the database (probed when a call hangs), its dialect, the
+/// deadline and the health every guard of the store shares.
+#[derive(Clone)]
+struct Guard {
+    db: Arc<dyn Backend>,
     dialect: Dialect,
     deadline: Duration,
-    call: impl Future<Output = Result<T>>,
-) -> Result<T> {
+    health: Arc<Health>,
+}
+
+/// Run `call` within the guard's deadline, noting in its health what it says of the
+/// database.
+async fn bounded<T>(guard: &Guard, call: impl Future<Output = Result<T>>) -> Result<T> {
+    let Guard {
+        db,
+        dialect,
+        deadline,
+        health,
+    } = guard;
+    let (dialect, deadline) = (*dialect, *deadline);
     if health.is_down() {
         metrics::store_unavailable("down");
         return Err(StoreError::unavailable(
-            "store unreachable (a call failed less than a second ago)",
+            "store unreachable (refused or hung lately; probing)",
         ));
     }
     match tokio::time::timeout(deadline, call).await {
@@ -91,11 +145,25 @@ async fn bounded<T>(
             Err(e)
         }
         Err(_) => {
+            if dialect == Dialect::Postgres {
+                health.degrade(db);
+            }
             metrics::store_unavailable("deadline");
             Err(StoreError::unavailable(format!(
                 "store call over its {} ms deadline",
                 deadline.as_millis()
             )))
+        }
+    }
+}
+
+impl Deadlined {
+    fn guard(&self) -> Guard {
+        Guard {
+            db: self.inner.clone(),
+            dialect: self.inner.dialect(),
+            deadline: self.deadline,
+            health: self.health.clone(),
         }
     }
 }
@@ -113,12 +181,12 @@ impl Backend for Deadlined {
 
     async fn execute(&self, sql: &str, params: Vec<Value>) -> Result<u64> {
         let call = self.inner.execute(sql, params);
-        bounded(&self.health, self.dialect(), self.deadline, call).await
+        bounded(&self.guard(), call).await
     }
 
     async fn query(&self, sql: &str, params: Vec<Value>) -> Result<Vec<Row>> {
         let call = self.inner.query(sql, params);
-        bounded(&self.health, self.dialect(), self.deadline, call).await
+        bounded(&self.guard(), call).await
     }
 
     async fn query_visit(
@@ -128,58 +196,47 @@ impl Backend for Deadlined {
         visit: Box<dyn Visit>,
     ) -> Result<Box<dyn Visit>> {
         let call = self.inner.query_visit(sql, params, visit);
-        bounded(&self.health, self.dialect(), self.deadline, call).await
+        bounded(&self.guard(), call).await
     }
 
     async fn begin(&self) -> Result<Box<dyn Tx>> {
         let call = self.inner.begin();
-        let tx = bounded(&self.health, self.dialect(), self.deadline, call).await?;
-        Ok(Box::new(DeadlinedTx {
-            inner: tx,
-            dialect: self.dialect(),
-            deadline: self.deadline,
-            health: self.health.clone(),
-        }))
+        let guard = self.guard();
+        let tx = bounded(&guard, call).await?;
+        Ok(Box::new(DeadlinedTx { inner: tx, guard }))
     }
 }
 
 struct DeadlinedTx {
     inner: Box<dyn Tx>,
-    dialect: Dialect,
-    deadline: Duration,
-    health: Arc<Health>,
+    guard: Guard,
 }
 
 #[async_trait]
 impl Tx for DeadlinedTx {
     async fn execute(&mut self, sql: &str, params: Vec<Value>) -> Result<u64> {
         let call = self.inner.execute(sql, params);
-        bounded(&self.health, self.dialect, self.deadline, call).await
+        bounded(&self.guard, call).await
     }
 
     async fn execute_many(&mut self, sql: &str, rows: Vec<Vec<Value>>) -> Result<u64> {
         let call = self.inner.execute_many(sql, rows);
-        bounded(&self.health, self.dialect, self.deadline, call).await
+        bounded(&self.guard, call).await
     }
 
     async fn insert_rows(&mut self, insert: &str, rows: Vec<Vec<Value>>) -> Result<u64> {
         let call = self.inner.insert_rows(insert, rows);
-        bounded(&self.health, self.dialect, self.deadline, call).await
+        bounded(&self.guard, call).await
     }
 
     async fn query(&mut self, sql: &str, params: Vec<Value>) -> Result<Vec<Row>> {
         let call = self.inner.query(sql, params);
-        bounded(&self.health, self.dialect, self.deadline, call).await
+        bounded(&self.guard, call).await
     }
 
     async fn commit(self: Box<Self>) -> Result<()> {
-        let DeadlinedTx {
-            inner,
-            dialect,
-            deadline,
-            health,
-        } = *self;
-        bounded(&health, dialect, deadline, inner.commit()).await
+        let DeadlinedTx { inner, guard } = *self;
+        bounded(&guard, inner.commit()).await
     }
 }
 
@@ -235,9 +292,69 @@ mod tests {
         let e = db.query("SELECT 1", vec![]).await.unwrap_err();
         assert_eq!(e.kind, ErrorKind::Unavailable);
         assert!(started.elapsed() < Duration::from_secs(1));
+        // A hung server is degraded: the next calls fail at once, not at the deadline.
+        assert!(db.health.is_down());
+        let started = Instant::now();
         assert!(db.begin().await.is_err());
-        // A timeout says nothing of the server being gone: nothing fails early.
-        assert!(!db.health.is_down());
+        assert!(started.elapsed() < Duration::from_millis(40));
+        // SQLite's slow statements are this host's contention, not an outage.
+        let sqlite = wrap(Dialect::Sqlite, false);
+        assert!(sqlite.query("SELECT 1", vec![]).await.is_err());
+        assert!(!sqlite.health.is_down());
+    }
+
+    /// A database that hangs until `thawed`, then answers.
+    struct Frozen(Arc<AtomicBool>);
+
+    #[async_trait]
+    impl Backend for Frozen {
+        fn dialect(&self) -> Dialect {
+            Dialect::Postgres
+        }
+        async fn migrate(&self, _: &[&str]) -> Result<()> {
+            Ok(())
+        }
+        async fn execute(&self, _: &str, _: Vec<Value>) -> Result<u64> {
+            Ok(0)
+        }
+        async fn query(&self, _: &str, _: Vec<Value>) -> Result<Vec<Row>> {
+            while !self.0.load(Ordering::Relaxed) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Ok(Vec::new())
+        }
+        async fn query_visit(
+            &self,
+            _: &str,
+            _: Vec<Value>,
+            v: Box<dyn Visit>,
+        ) -> Result<Box<dyn Visit>> {
+            Ok(v)
+        }
+        async fn begin(&self) -> Result<Box<dyn Tx>> {
+            std::future::pending().await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_degraded_store_comes_back_once_a_probe_is_answered() {
+        let thawed = Arc::new(AtomicBool::new(false));
+        let db = Deadlined {
+            inner: Arc::new(Frozen(thawed.clone())),
+            deadline: Duration::from_millis(50),
+            health: Default::default(),
+        };
+        assert!(db.query("x", vec![]).await.is_err());
+        assert!(db.health.is_down());
+        tokio::time::sleep(PROBE_EVERY + Duration::from_millis(200)).await;
+        assert!(db.health.is_down(), "a probe that hangs keeps it degraded");
+        thawed.store(true, Ordering::Relaxed);
+        let until = Instant::now() + PROBE_EVERY * 4;
+        while db.health.is_down() && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(!db.health.is_down(), "the probe's answer ends it");
+        assert!(db.query("x", vec![]).await.is_ok());
     }
 
     #[tokio::test]
