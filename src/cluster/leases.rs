@@ -7,10 +7,14 @@
 //! removes it at once. A killed instance's places free themselves within `LEASE_TTL`.
 //!
 //! Redis away: the place is granted on this instance's own cap alone (fail-open, like the
-//! rate limits), counted in `chainedge_cluster_redis_errors_total`.
+//! rate limits), counted in `chainedge_cluster_redis_errors_total`. Such a lease is
+//! provisional, and a held lease whose renewal Redis refuses (it lapsed while this
+//! instance could not reach Redis, and may be another's now) is lost: a holder that must
+//! be the only one (the transaction follower) asks `needs_retake` each round and takes
+//! the place again, stepping down when another instance holds it.
 
 use super::link::Link;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,10 +34,13 @@ redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]))
 return 1
 "#;
 
-/// KEYS[1] the owner's set; ARGV: member, ttl ms. Pushes the member's expiry forward.
+/// KEYS[1] the owner's set; ARGV: member, ttl ms. Pushes the member's expiry forward:
+/// 1, or 0 when the member is gone or expired (the place may be another's by now).
 const RENEW: &str = r#"
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local held = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not held or tonumber(held) <= now then return 0 end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
 return 1
@@ -58,6 +65,8 @@ pub enum Place {
 /// A held place: renewed while alive, given back when dropped.
 pub struct Lease {
     held: Option<Held>,
+    /// Granted while Redis could not be asked (on this instance's cap alone).
+    provisional: bool,
 }
 
 struct Held {
@@ -65,6 +74,20 @@ struct Held {
     key: String,
     member: String,
     renewer: tokio::task::JoinHandle<()>,
+    /// Redis refused a renewal: the lease lapsed and may be another's.
+    lost: Arc<AtomicBool>,
+}
+
+impl Lease {
+    /// Whether the holder should take its place again before acting as the only one:
+    /// granted while Redis was away, or lost since.
+    pub fn needs_retake(&self) -> bool {
+        self.provisional
+            || self
+                .held
+                .as_ref()
+                .is_some_and(|h| h.lost.load(Ordering::Relaxed))
+    }
 }
 
 impl Leases {
@@ -83,7 +106,10 @@ impl Leases {
     /// Take one of `cap` places of `scope` for `owner` across every instance.
     pub async fn take(&self, scope: &str, owner: &str, cap: usize) -> Place {
         let Some(link) = &self.link else {
-            return Place::Granted(Lease { held: None });
+            return Place::Granted(Lease {
+                held: None,
+                provisional: false,
+            });
         };
         let key = format!("chainedge:lease:{scope}:{owner}");
         let member = format!(
@@ -104,30 +130,45 @@ impl Leases {
             // Taken; or Redis away, and only this instance's cap applies.
             taken => {
                 if taken.is_none() {
-                    return Place::Granted(Lease { held: None });
+                    return Place::Granted(Lease {
+                        held: None,
+                        provisional: true,
+                    });
                 }
-                let renewer = tokio::spawn(renew(link.clone(), key.clone(), member.clone()));
+                let lost = Arc::new(AtomicBool::new(false));
+                let renewer = tokio::spawn(renew(
+                    link.clone(),
+                    key.clone(),
+                    member.clone(),
+                    lost.clone(),
+                ));
                 Place::Granted(Lease {
                     held: Some(Held {
                         link: link.clone(),
                         key,
                         member,
                         renewer,
+                        lost,
                     }),
+                    provisional: false,
                 })
             }
         }
     }
 }
 
-async fn renew(link: Arc<Link>, key: String, member: String) {
+async fn renew(link: Arc<Link>, key: String, member: String, lost: Arc<AtomicBool>) {
     let ttl = LEASE_TTL.as_millis() as u64;
     loop {
         tokio::time::sleep(RENEW_EVERY).await;
         let mut renew = redis::cmd("EVAL");
         renew.arg(RENEW).arg(1).arg(&key).arg(&member).arg(ttl);
-        // A failed renewal is retried next round; the stream itself goes on (fail-open).
-        let _: Option<i64> = link.query(&renew).await;
+        // Redis away: retried next round, the stream goes on (fail-open). Redis saying the
+        // lease is gone ends it: no renewal may bring back a place another holds.
+        if link.query::<i64>(&renew).await == Some(0) {
+            lost.store(true, Ordering::Relaxed);
+            return;
+        }
     }
 }
 

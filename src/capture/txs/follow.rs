@@ -8,7 +8,7 @@
 //! lease (Redis) follows it.
 
 use crate::capture::{Health, Producer};
-use crate::cluster::leases::{Leases, Place};
+use crate::cluster::leases::{Lease, Leases, Place};
 use crate::config::usage::TxTrackingConf;
 use crate::jsonrpc::quantity::quantity;
 use crate::jsonrpc::{Id, Request};
@@ -345,8 +345,11 @@ impl Producer for Follower {
                 _ = tick.tick() => {}
             }
             // Several instances share the store: one of them follows (and re-sends);
-            // a killed one's lease lapses within `LEASE_TTL` and another takes over.
-            if lease.is_none() {
+            // a killed one's lease lapses within `LEASE_TTL` and another takes over. A
+            // lease granted while Redis was away, or lost since, is taken again: the
+            // instance steps down when another holds it.
+            if lease.as_ref().is_none_or(Lease::needs_retake) {
+                lease = None;
                 match self.leases.take("txs_follow", self.chain, 1).await {
                     Place::Granted(held) => lease = Some(held),
                     Place::Full => continue,
