@@ -171,8 +171,14 @@ impl Gateway {
         rid: &str,
         caller: &Caller<'_>,
     ) -> Result<RpcReply, ApiError> {
-        if let Some(refused) = body.refusal() {
-            return Err(refused);
+        // A method the table does not serve is refused as such below (and never reaches
+        // a node), whatever else the call holds; any other is refused here when a node
+        // would read it otherwise.
+        let served = |m: &str| classify_on(&pool.methods, m) != MethodClass::Unknown;
+        if body.method().is_none_or(served) {
+            if let Some(refused) = body.refusal() {
+                return Err(refused);
+            }
         }
         let call = match body.form {
             Form::View(view) => {

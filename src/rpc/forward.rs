@@ -52,12 +52,7 @@ impl Gateway {
         };
         let mut checked = Vec::with_capacity(calls.len());
         for call in calls {
-            method_of(&call)?;
-            let call = Request::from_value(call).map_err(|refused| {
-                let why = refused.error_object().map_or("", |e| e.message.as_str());
-                ApiError::invalid_params(why.to_string()).with_field("jsonrpc_code", -32600)
-            })?;
-            let method = call.method.as_str();
+            let method = method_of(&call)?;
             if !allow.contains(&method) {
                 return Err(ApiError::new(
                     403,
@@ -65,6 +60,11 @@ impl Gateway {
                     format!("{method} is not served on this endpoint"),
                 ));
             }
+            let call = Request::from_value(call).map_err(|refused| {
+                let why = refused.error_object().map_or("", |e| e.message.as_str());
+                ApiError::invalid_params(why.to_string()).with_field("jsonrpc_code", -32600)
+            })?;
+            let method = call.method.as_str();
             if let Some(r) = restrictions {
                 r.call(method, call.params.as_ref())?;
             }
