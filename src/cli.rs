@@ -71,15 +71,21 @@ pub enum TenantCmd {
     /// Plan change requests from the console waiting for an operator, oldest first, one
     /// JSON object per line.
     PlanRequests,
-    /// Move a tenant to the plan its pending request asks for.
+    /// Move a tenant to the plan its pending request asks for, which must be `--plan`
+    /// (a request replaced since it was read is not approved).
     ApprovePlan {
         #[arg(long)]
         tenant: String,
+        #[arg(long)]
+        plan: String,
     },
-    /// Refuse a tenant's pending plan request (its plan stays).
+    /// Refuse a tenant's pending plan request (its plan stays); with `--plan`, only a
+    /// request for that plan.
     RejectPlan {
         #[arg(long)]
         tenant: String,
+        #[arg(long)]
+        plan: Option<String>,
     },
 }
 
@@ -260,21 +266,58 @@ async fn tenant_command(cmd: &TenantCmd, store: &Store, cfg: &Loaded) -> Result<
                 println!("{}", serde_json::to_string(&r).unwrap_or_default());
             }
         }
-        TenantCmd::ApprovePlan { tenant } | TenantCmd::RejectPlan { tenant } => {
-            let approve = matches!(cmd, TenantCmd::ApprovePlan { .. });
-            let decided = store
-                .decide_plan_request(tenant, approve)
-                .await
-                .map_err(db)?
-                .ok_or_else(|| format!("tenant {tenant} has no pending plan request"))?;
-            eprintln!(
-                "{tenant}: {} {} (was {})",
-                decided.status, decided.plan, decided.from_plan
-            );
-            if approve {
-                announce_tenant(cfg, tenant).await;
-            }
+        TenantCmd::ApprovePlan { tenant, plan }
+        | TenantCmd::RejectPlan {
+            tenant,
+            plan: Some(plan),
+        } => {
+            decide(
+                cfg,
+                store,
+                tenant,
+                matches!(cmd, TenantCmd::ApprovePlan { .. }),
+                Some(plan),
+            )
+            .await?;
         }
+        TenantCmd::RejectPlan { tenant, plan: None } => {
+            decide(cfg, store, tenant, false, None).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Approve or reject a tenant's pending plan request (only one for `plan`, when named).
+async fn decide(
+    cfg: &Loaded,
+    store: &crate::store::Store,
+    tenant: &str,
+    approve: bool,
+    plan: Option<&str>,
+) -> Result<(), String> {
+    use crate::store::plan_requests::Decision;
+    let decided = match store
+        .decide_plan_request(tenant, approve, plan)
+        .await
+        .map_err(db)?
+    {
+        Decision::Decided(d) => d,
+        Decision::NothingPending => {
+            return Err(format!("tenant {tenant} has no pending plan request"))
+        }
+        Decision::OtherPlan(pending) => {
+            return Err(format!(
+                "tenant {tenant}'s pending request is for plan {pending}, not {}; nothing decided",
+                plan.unwrap_or_default()
+            ))
+        }
+    };
+    eprintln!(
+        "{tenant}: {} {} (was {})",
+        decided.status, decided.plan, decided.from_plan
+    );
+    if approve {
+        announce_tenant(cfg, tenant).await;
     }
     Ok(())
 }

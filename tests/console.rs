@@ -1259,7 +1259,39 @@ fn plans_are_listed_and_changed_by_request_and_approval() {
     let row: Value = serde_json::from_str(listed.lines().next().unwrap()).unwrap();
     assert_eq!(row["plan"], "pro");
     let tenant = row["tenant_id"].as_str().unwrap().to_string();
-    gw.cli(&["tenants", "approve-plan", "--tenant", &tenant]);
+    // The operator approves the plan it read: a request replaced since (or any other
+    // plan) is not approved by mistake.
+    let other = std::process::Command::new(bin())
+        .arg("--app")
+        .arg(&gw.app)
+        .args([
+            "tenants",
+            "approve-plan",
+            "--tenant",
+            &tenant,
+            "--plan",
+            "scale",
+        ])
+        .output()
+        .unwrap();
+    assert!(!other.status.success());
+    assert!(
+        String::from_utf8_lossy(&other.stderr).contains("is for plan pro, not scale"),
+        "{}",
+        String::from_utf8_lossy(&other.stderr)
+    );
+    assert_eq!(
+        ada.send("GET", "/v1/auth/me", None, None).json()["plan"]["name"],
+        "basic"
+    );
+    gw.cli(&[
+        "tenants",
+        "approve-plan",
+        "--tenant",
+        &tenant,
+        "--plan",
+        "pro",
+    ]);
     assert_eq!(
         ada.send("GET", "/v1/auth/me", None, None).json()["plan"]["name"],
         "pro"
@@ -1288,7 +1320,14 @@ fn plans_are_listed_and_changed_by_request_and_approval() {
     let again = std::process::Command::new(bin())
         .arg("--app")
         .arg(&gw.app)
-        .args(["tenants", "approve-plan", "--tenant", &tenant])
+        .args([
+            "tenants",
+            "approve-plan",
+            "--tenant",
+            &tenant,
+            "--plan",
+            "scale",
+        ])
         .output()
         .unwrap();
     assert!(!again.status.success());

@@ -1510,7 +1510,7 @@ async fn team(store: &Store, owner: &chainedge::store::console::UserRow) {
         "removed: acts at home"
     );
     let actions: Vec<String> = store
-        .audit_log(t, 50)
+        .audit_log(t, 50, None)
         .await
         .unwrap()
         .into_iter()

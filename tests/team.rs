@@ -359,3 +359,119 @@ fn a_team_is_joined_by_code_and_each_role_holds_its_line() {
         .unwrap();
     assert_eq!(rotate["user"], "dev@example.com");
 }
+
+/// What a team member can make the edge do at will is bounded: invitation mails per
+/// address and per team (a re-invitation replaces the pending one, so the pending cap
+/// alone never bound them), and renames, so a developer renaming in a loop cannot push
+/// a key rotation, a join or an invitation out of the team's audit log.
+#[test]
+fn invitation_mails_and_renames_are_budgeted_and_security_events_stay() {
+    let node = Fixture::json_rpc();
+    let (gw, outbox) = team_gateway(&node);
+    let (mut ada, _) = signed_in(&gw, &outbox, "ada@example.com");
+    let mailed_to = |to: &str| {
+        std::fs::read_to_string(&outbox)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(&format!("\"to\":\"{to}\"")) && l.contains("invitation"))
+            .count()
+    };
+    let invite = |b: &mut Browser, email: &str| {
+        b.send(
+            "POST",
+            "/v1/team/invites",
+            Some(json!({"email": email, "role": "developer"})),
+            None,
+        )
+    };
+    let mut refused = 0;
+    for _ in 0..50 {
+        let r = invite(&mut ada, "victim@example.com");
+        match r.status {
+            201 => {}
+            429 => {
+                refused += 1;
+                assert_eq!(r.json()["error"], "too_many_invites", "{}", r.text());
+                assert!(r.header("retry-after").is_some(), "{}", r.text());
+            }
+            s => panic!("{s}: {}", r.text()),
+        }
+    }
+    assert_eq!(mailed_to("victim@example.com"), 3, "three mails an hour");
+    assert_eq!(refused, 47);
+    // Another team cannot add to the same address's mails either.
+    let (mut mallory, _) = signed_in(&gw, &outbox, "mallory@example.com");
+    assert_eq!(invite(&mut mallory, "victim@example.com").status, 429);
+    assert_eq!(mailed_to("victim@example.com"), 3);
+    // Per team: 30 an hour, across addresses (3 already sent), even when each is
+    // withdrawn at once so the pending cap never binds.
+    let mut sent = 0;
+    for i in 0..40 {
+        let r = invite(&mut ada, &format!("m{i}@example.com"));
+        match r.status {
+            201 => {
+                sent += 1;
+                let id = r.json()["id"].as_str().unwrap().to_string();
+                let path = format!("/v1/team/invites/{id}");
+                assert_eq!(ada.send("DELETE", &path, None, None).status, 204);
+            }
+            429 => assert_eq!(r.json()["error"], "too_many_invites"),
+            s => panic!("{s}: {}", r.text()),
+        }
+    }
+    assert_eq!(sent, 27, "30 invitation mails an hour from one team");
+
+    // Security events first, then a rename loop: refused past the budget, and every
+    // security event is still in the log, found by paging.
+    let key = ada.send("POST", "/v1/keys", Some(json!({"name": "k"})), None);
+    let id = key.json()["id"].as_str().unwrap().to_string();
+    let rotated = ada.send("POST", &format!("/v1/keys/{id}/rotate"), None, None);
+    assert_eq!(rotated.status, 200, "{}", rotated.text());
+    // The rotation's new key is the one renamed from here on.
+    let id = rotated.json()["id"].as_str().unwrap_or(&id).to_string();
+    let (mut renamed, mut stopped) = (0, false);
+    for i in 0..130 {
+        let r = ada.send(
+            "PATCH",
+            &format!("/v1/keys/{id}"),
+            Some(json!({"name": format!("n{i}")})),
+            None,
+        );
+        match r.status {
+            200 => renamed += 1,
+            429 => {
+                assert_eq!(r.json()["error"], "too_many_renames", "{}", r.text());
+                stopped = true;
+                break;
+            }
+            s => panic!("{s}: {}", r.text()),
+        }
+    }
+    assert!(stopped && renamed == 120, "{renamed} renames");
+    let mut actions = Vec::new();
+    let mut before: Option<String> = None;
+    for _ in 0..20 {
+        let path = match &before {
+            Some(b) => format!("/v1/audit?limit=50&before={b}"),
+            None => "/v1/audit?limit=50".to_string(),
+        };
+        let page = ada.send("GET", &path, None, None).json();
+        for e in page["events"].as_array().unwrap() {
+            actions.push(e["action"].as_str().unwrap().to_string());
+        }
+        match page["next"].as_str() {
+            Some(n) => before = Some(n.to_string()),
+            None => break,
+        }
+    }
+    let count = |a: &str| actions.iter().filter(|x| *x == a).count();
+    assert_eq!(count("key.rename"), 120);
+    assert_eq!(count("key.rotate"), 1);
+    assert!(count("member.invite") >= 3, "{actions:?}");
+    assert!(
+        count("invite.revoke") >= 2,
+        "replaced invitations are audited"
+    );
+    let r = ada.send("GET", "/v1/audit?limit=0", None, None);
+    assert_eq!(error(&r), (400, json!("invalid_request")));
+}

@@ -550,4 +550,10 @@ INSERT INTO nft_holding_counts (chain, address, holdings)
 ALTER TABLE index_cursor ADD COLUMN nft_state_hash TEXT;
 UPDATE index_cursor SET nft_state_hash = nft_holdings_hash;
 "#,
+    // Invitation mails to one address are budgeted across teams (`store/team.rs`); the
+    // audit log keeps renames apart from security events and budgets them (`audit.rs`).
+    r#"
+CREATE INDEX invites_by_email ON invites(email, created_at);
+CREATE INDEX audit_events_by_action ON audit_events(tenant_id, action, at_us);
+"#,
 ];

@@ -163,15 +163,33 @@ impl Store {
         Ok(id)
     }
 
+    /// The operator's plan change, audited with it (`plan.set`).
     pub async fn set_plan(&self, tenant: &str, plan: &str) -> Result<bool, StoreError> {
-        Ok(self
-            .db
-            .execute(
-                "UPDATE tenants SET plan = $2 WHERE id = $1",
-                params![tenant, plan],
-            )
-            .await?
-            == 1)
+        self.operator_change(
+            tenant,
+            "UPDATE tenants SET plan = $2 WHERE id = $1",
+            plan,
+            "plan.set",
+        )
+        .await
+    }
+
+    /// One tenant column set by the operator (CLI), and its audit entry, in one
+    /// transaction: whether the tenant exists.
+    async fn operator_change(
+        &self,
+        tenant: &str,
+        update: &str,
+        value: &str,
+        action: &str,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.db.begin().await?;
+        if tx.execute(update, params![tenant, value]).await? != 1 {
+            return Ok(false);
+        }
+        audit::record(tx.as_mut(), tenant, None, action, value, "by the operator").await?;
+        tx.commit().await?;
+        Ok(true)
     }
 
     /// Set or clear (`None`) the trial and subscription ends, unix seconds.
@@ -206,14 +224,9 @@ impl Store {
         features: &[String],
     ) -> Result<bool, StoreError> {
         let f = serde_json::to_string(features).unwrap_or_else(|_| "[]".into());
-        Ok(self
-            .db
-            .execute(
-                "UPDATE tenants SET features = $2 WHERE id = $1",
-                params![tenant, f],
-            )
-            .await?
-            == 1)
+        let update = "UPDATE tenants SET features = $2 WHERE id = $1";
+        self.operator_change(tenant, update, &f, "features.set")
+            .await
     }
 
     pub async fn tenant_exists(&self, tenant: &str) -> Result<bool, StoreError> {

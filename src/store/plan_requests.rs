@@ -119,7 +119,8 @@ impl Store {
         &self,
         tenant: &str,
         approve: bool,
-    ) -> Result<Option<PlanRequest>, StoreError> {
+        expected_plan: Option<&str>,
+    ) -> Result<Decision, StoreError> {
         let mut tx = self.db.begin().await?;
         let Some(row) = query_opt(
             tx.as_mut(),
@@ -128,9 +129,14 @@ impl Store {
         )
         .await?
         else {
-            return Ok(None);
+            return Ok(Decision::NothingPending);
         };
         let mut req = plan_request(&row)?;
+        // The request may have been replaced since the operator read it: decide only
+        // the plan the operator named.
+        if expected_plan.is_some_and(|p| p != req.plan) {
+            return Ok(Decision::OtherPlan(req.plan));
+        }
         req.status = if approve { "approved" } else { "rejected" }.into();
         req.decided_at = Some(now());
         tx.execute(
@@ -153,6 +159,15 @@ impl Store {
         let detail = format!("from {}", req.from_plan);
         super::audit::record(tx.as_mut(), tenant, None, action, &req.plan, &detail).await?;
         tx.commit().await?;
-        Ok(Some(req))
+        Ok(Decision::Decided(req))
     }
+}
+
+/// What became of an operator's decision on a plan request.
+#[derive(Debug)]
+pub enum Decision {
+    Decided(PlanRequest),
+    NothingPending,
+    /// The pending request is for this plan, not the one the operator named.
+    OtherPlan(String),
 }

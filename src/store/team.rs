@@ -93,6 +93,12 @@ pub struct InviteInfo {
 /// Most members one tenant may have, and pending invitations at once.
 pub const MAX_MEMBERS: i64 = 50;
 pub const MAX_PENDING_INVITES: i64 = 20;
+/// Invitation mails in `INVITE_MAIL_WINDOW_SECS`: to one address (from any team; a
+/// re-invitation replaces the pending one, so the pending cap alone never bound this),
+/// and from one team.
+pub const MAX_INVITE_MAILS_PER_ADDRESS: i64 = 3;
+pub const MAX_INVITE_MAILS_PER_TENANT: i64 = 30;
+pub const INVITE_MAIL_WINDOW_SECS: i64 = 3600;
 
 /// Why a team change was not made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,6 +110,10 @@ pub enum Refused {
     HomeTenant,
     AlreadyMember,
     TooMany,
+    /// Too many invitation mails lately: to this address, or from this team.
+    TooManyMails {
+        to_address: bool,
+    },
 }
 
 const USER_NAME: &str = "COALESCE(u.email, u.display_name, u.wallet_evm, u.wallet_solana)";
@@ -237,12 +247,42 @@ impl Store {
             if member.is_some() {
                 return Ok(Err(Refused::AlreadyMember));
             }
-            tx.execute(
-                "UPDATE invites SET revoked_at = $3 WHERE tenant_id = $1 AND email = $2
-                 AND accepted_at IS NULL AND revoked_at IS NULL",
-                params![tenant, email, t],
+            // Every invitation row is a mail sent (replaced ones are kept, revoked).
+            let since = t - INVITE_MAIL_WINDOW_SECS;
+            let to_address = count_in(
+                tx.as_mut(),
+                "SELECT COUNT(*) FROM invites WHERE email = $1 AND created_at > $2",
+                params![email, since],
             )
             .await?;
+            let from_tenant = count_in(
+                tx.as_mut(),
+                "SELECT COUNT(*) FROM invites WHERE tenant_id = $1 AND created_at > $2",
+                params![tenant, since],
+            )
+            .await?;
+            if to_address >= MAX_INVITE_MAILS_PER_ADDRESS || from_tenant >= MAX_INVITE_MAILS_PER_TENANT {
+                let to_address = to_address >= MAX_INVITE_MAILS_PER_ADDRESS;
+                return Ok(Err(Refused::TooManyMails { to_address }));
+            }
+            let replaced = query_opt(
+                tx.as_mut(),
+                "SELECT id FROM invites WHERE tenant_id = $1 AND email = $2
+                 AND accepted_at IS NULL AND revoked_at IS NULL",
+                params![tenant, email],
+            )
+            .await?;
+            if let Some(old) = replaced {
+                tx.execute(
+                    "UPDATE invites SET revoked_at = $3 WHERE tenant_id = $1 AND email = $2
+                     AND accepted_at IS NULL AND revoked_at IS NULL",
+                    params![tenant, email, t],
+                )
+                .await?;
+                let old_id = old.text(0)?;
+                let detail = format!("{email}: replaced by a new invitation");
+                audit::record(tx.as_mut(), tenant, Some(by), "invite.revoke", &old_id, &detail).await?;
+            }
             let members = count_in(tx.as_mut(), "SELECT COUNT(*) FROM members WHERE tenant_id = $1", params![tenant]).await?;
             let pending = count_in(
                 tx.as_mut(),

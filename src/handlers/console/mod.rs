@@ -193,6 +193,9 @@ async fn keys_update(
         return Err(bad("invalid_request", "give a name or restrictions"));
     }
     let name = change.name.flatten().as_deref().map(key_name).transpose()?;
+    if name.is_some() {
+        renames_left(console, &member.tenant_id).await?;
+    }
     let restrictions = change
         .restrictions
         .flatten()
@@ -216,6 +219,21 @@ async fn keys_update(
         }
         None => Err(not_found()),
     }
+}
+
+/// A tenant's renames are budgeted (`audit::RENAMES_PER_HOUR`): each is an audit entry.
+async fn renames_left(console: &Console, tenant: &str) -> Result<(), ApiError> {
+    use crate::store::audit::RENAMES_PER_HOUR;
+    let since = store::now_us() - 3_600_000_000;
+    let made = db(console.store.audit_count_since(tenant, "key.rename", since)).await?;
+    if made < RENAMES_PER_HOUR {
+        return Ok(());
+    }
+    Err(too_many(
+        "too_many_renames",
+        &format!("a team renames keys at most {RENAMES_PER_HOUR} times an hour"),
+        3600,
+    ))
 }
 
 /// Restrictions as asked for, checked and normalised (`RestrictionsDoc::checked`).
@@ -310,13 +328,34 @@ async fn key_requests(
     json_reply(200, json!({ "requests": requests }))
 }
 
-/// Audit entries one answer shows.
+/// Audit entries one page shows at most (and by default).
 const AUDIT_SHOWN: i64 = 200;
 
-/// `GET /v1/audit`: the session's tenant's audit log, newest first.
+/// `GET /v1/audit?limit=&before=`: the session's tenant's audit log, newest first, a
+/// page at a time; `next` (when the page is full) is the `before` of the next page.
 async fn audit(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
     let member = member_of(console, session(req)?).await?;
-    let entries = db(console.store.audit_log(&member.tenant_id, AUDIT_SHOWN)).await?;
+    let number = |name: &str, min: i64, max: i64| -> Result<Option<i64>, ApiError> {
+        req.query_param(name)
+            .map(|v| {
+                v.parse::<i64>()
+                    .ok()
+                    .filter(|n| (min..=max).contains(n))
+                    .ok_or_else(|| {
+                        bad(
+                            "invalid_request",
+                            &format!("{name}: a number from {min} to {max}"),
+                        )
+                    })
+            })
+            .transpose()
+    };
+    let limit = number("limit", 1, AUDIT_SHOWN)?.unwrap_or(AUDIT_SHOWN);
+    let before = number("before", 0, i64::MAX)?;
+    let entries = db(console.store.audit_log(&member.tenant_id, limit, before)).await?;
+    let next = (entries.len() as i64 == limit)
+        .then(|| entries.last().map(|e| e.at_us.to_string()))
+        .flatten();
     let events: Vec<Value> = entries
         .iter()
         .map(|e| {
@@ -330,7 +369,7 @@ async fn audit(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> 
             })
         })
         .collect();
-    json_reply(200, json!({ "events": events }))
+    json_reply(200, json!({ "events": events, "next": next }))
 }
 
 /// Microseconds since the epoch as RFC 3339 with microseconds.
@@ -376,6 +415,11 @@ pub(super) fn not_found() -> ApiError {
 
 pub(super) fn bad(code: &'static str, message: &str) -> ApiError {
     ApiError::new(400, code, message)
+}
+
+/// A budget spent: 429 with `Retry-After` (the console's envelope carries the code only).
+pub(super) fn too_many(code: &'static str, message: &str, retry_after: i64) -> ApiError {
+    ApiError::new(429, code, message).with_header("Retry-After", retry_after.max(1).to_string())
 }
 
 /// 429 with `Retry-After`: a sign-in bound was reached.

@@ -14,10 +14,6 @@ use crate::store::{self};
 use serde::Deserialize;
 use serde_json::json;
 
-fn too_many(code: &'static str, message: &str, retry_after: i64) -> ApiError {
-    ApiError::new(429, code, message).with_header("Retry-After", retry_after.max(1).to_string())
-}
-
 fn challenge_bounds(console: &Console) -> ChallengeBounds {
     ChallengeBounds {
         per_client: console.max_challenges_per_client,

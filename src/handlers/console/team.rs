@@ -8,7 +8,10 @@ use crate::crypto::sha256;
 use crate::errors::ApiError;
 use crate::handlers::Request;
 use crate::reply::Reply;
-use crate::store::team::{InviteInfo, Refused, Role};
+use crate::store::team::{
+    InviteInfo, Refused, Role, INVITE_MAIL_WINDOW_SECS, MAX_INVITE_MAILS_PER_ADDRESS,
+    MAX_INVITE_MAILS_PER_TENANT,
+};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -91,6 +94,24 @@ fn refused(r: Refused) -> ApiError {
             "too_many_invites",
             "the team has as many members and pending invitations as it may",
         ),
+        Refused::TooManyMails { to_address } => {
+            let (why, max) = if to_address {
+                (
+                    "this address was invited too often lately",
+                    MAX_INVITE_MAILS_PER_ADDRESS,
+                )
+            } else {
+                (
+                    "this team sent too many invitations lately",
+                    MAX_INVITE_MAILS_PER_TENANT,
+                )
+            };
+            super::too_many(
+                "too_many_invites",
+                &format!("{why} (at most {max} an hour); wait a while"),
+                INVITE_MAIL_WINDOW_SECS,
+            )
+        }
     }
 }
 
