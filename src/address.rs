@@ -215,7 +215,10 @@ impl TrustedProxies {
 
     /// The client behind `peer`: when `peer` is trusted, the right-most address of
     /// `X-Forwarded-For` that is not itself a trusted proxy (the left part of the chain
-    /// is whatever the client chose to send); otherwise `peer`.
+    /// is whatever the client chose to send); otherwise `peer`. An entry written as
+    /// `ip:port` or `[v6]:port` is read for its address; one that cannot be read at all
+    /// (`unknown`, a name) makes the client [`UNKNOWN_CLIENT`], never the proxy: a
+    /// proxy on loopback must not lend its clients loopback's trust.
     pub fn client(&self, peer: IpAddr, forwarded_for: Option<&str>) -> IpAddr {
         if !self.contains(peer) {
             return peer;
@@ -225,19 +228,35 @@ impl TrustedProxies {
         };
         let mut client = peer;
         for hop in chain.rsplit(',') {
-            match hop.trim().parse::<IpAddr>() {
-                Ok(ip) => {
-                    client = ip;
-                    if !self.contains(ip) {
-                        break;
-                    }
-                }
-                // An entry that is not an address: stop at what is known.
-                Err(_) => break,
+            let Some(ip) = forwarded_address(hop.trim()) else {
+                return UNKNOWN_CLIENT;
+            };
+            client = ip;
+            if !self.contains(ip) {
+                break;
             }
         }
         client
     }
+}
+
+/// The client a trusted proxy named in a way that cannot be read: no loopback, no
+/// private range, never admin; such clients share one rate-limit bucket.
+pub const UNKNOWN_CLIENT: IpAddr = IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED);
+
+/// One `X-Forwarded-For` entry's address: `ip`, `ip:port`, `[v6]` or `[v6]:port`.
+fn forwarded_address(entry: &str) -> Option<IpAddr> {
+    if let Ok(ip) = entry.parse::<IpAddr>() {
+        return Some(ip);
+    }
+    if let Ok(sock) = entry.parse::<std::net::SocketAddr>() {
+        return Some(sock.ip());
+    }
+    entry
+        .strip_prefix('[')
+        .and_then(|e| e.strip_suffix(']'))
+        .and_then(|e| e.parse::<std::net::Ipv6Addr>().ok())
+        .map(IpAddr::V6)
 }
 
 #[cfg(test)]
@@ -306,5 +325,26 @@ mod trusted_tests {
         assert_eq!(t.client(peer, Some("203.0.113.9")), peer);
         assert!(TrustedProxies::parse(&["10.0.0.0/33"]).is_err());
         assert!(TrustedProxies::parse(&["proxy.local"]).is_err());
+    }
+
+    /// A proxy on loopback, trusted, writing entries the edge cannot read as an address:
+    /// the client is unknown, never the proxy (which would be loopback, hence admin).
+    #[test]
+    fn an_unreadable_client_is_unknown_never_the_proxy() {
+        use super::UNKNOWN_CLIENT;
+        use std::net::IpAddr;
+        let t = TrustedProxies::parse(&["127.0.0.1"]).unwrap();
+        let lo: IpAddr = "127.0.0.1".parse().unwrap();
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(t.client(lo, Some("203.0.113.9:51234")), ip("203.0.113.9"));
+        assert_eq!(t.client(lo, Some("[2001:db8::7]:443")), ip("2001:db8::7"));
+        assert_eq!(t.client(lo, Some("[2001:db8::7]")), ip("2001:db8::7"));
+        for unreadable in ["unknown", "_hidden", "proxy.local", "1.2.3", "", "[::1"] {
+            let client = t.client(lo, Some(unreadable));
+            assert_eq!(client, UNKNOWN_CLIENT, "{unreadable:?}");
+            assert!(!client.is_loopback());
+        }
+        // Behind readable hops, the first unreadable one still ends it as unknown.
+        assert_eq!(t.client(lo, Some("203.0.113.9, unknown")), UNKNOWN_CLIENT);
     }
 }

@@ -209,6 +209,39 @@ fn firehose_tokens_open_their_channel_and_the_channels_stream() {
         "closed {:?} after the revocation",
         revoked_at.elapsed()
     );
+    // ... and the same unexpired token opens no new channel.
+    let (status, body) = match open(gw.port, "/ws/polygon/logs", Some(&token), false) {
+        Err(e) => e,
+        Ok(_) => panic!("a revoked key's token opened a channel"),
+    };
+    assert_eq!(status, 401, "{body}");
+
+    // A key narrowed to other client addresses, or to browser origins: its token opens
+    // nothing from here, whoever presents it.
+    for restrictions in [
+        r#"{"allowed_ips":["203.0.113.0/24"]}"#,
+        r#"{"allowed_origins":["https://app.example.com"]}"#,
+    ] {
+        let (key, key_id) = gw.key_and_id("business");
+        let token = info(&key, "logs").json()["token"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        gw.cli(&[
+            "keys",
+            "restrict",
+            "--id",
+            &key_id,
+            "--restrictions",
+            restrictions,
+        ]);
+        let (status, body) = match open(gw.port, "/ws/polygon/logs", Some(&token), false) {
+            Err(e) => e,
+            Ok(_) => panic!("{restrictions}: the token opened a channel"),
+        };
+        assert_eq!(status, 403, "{restrictions}: {body}");
+        assert!(body.contains("key_restricted"), "{body}");
+    }
 }
 
 /// Read until the server closes the channel (within `within`): its close reason.

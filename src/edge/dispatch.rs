@@ -280,7 +280,7 @@ impl Edge {
                 plan: k.plan.as_str(),
                 scopes: Some(k.scopes.as_slice()),
                 min_block: 0,
-                owner: k.tenant_id.as_str(),
+                owner: k.key_id.as_str(),
                 submitter: Some(crate::tracking::Submitter {
                     tenant: &k.tenant_id,
                     key_id: &k.key_id,

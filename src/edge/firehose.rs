@@ -68,6 +68,9 @@ impl Edge {
         })?;
         let grant = firehose::verify(secret.expose().as_bytes(), token, channel, firehose::now())
             .map_err(firehose::Refused::error)?;
+        let client_ip = ctx.client(session.client_ip());
+        self.grant_holds(&grant, session.header("origin"), client_ip)
+            .await?;
         crate::handlers::firehose::source_ready(&st.mempools, &st.pools, channel)?;
         let conf = &st.config.app.streams.websocket;
         let cap = conf.max_connections(&grant.plan);
@@ -84,13 +87,41 @@ impl Edge {
             push: Some(Box::new(feed)),
             pool: POOL.into(),
             principal: Principal::Anonymous,
-            client_ip: ctx.client(session.client_ip()),
+            client_ip,
             category: None,
             request_id: ctx.request_id.clone(),
             route: ctx.route.clone(),
             grant: Some((grant.key_id.clone(), grant.expires as i64)),
             _slot: slot,
         })
+    }
+}
+
+impl Edge {
+    /// A token outlives what it was issued on: at each upgrade the key it names must
+    /// still stand (a revoked key's unexpired token opens nothing), and the key's own
+    /// rules on origins and client addresses hold here as on any request with the key.
+    /// Read from the store, not a cache; a store that cannot say is a 503.
+    async fn grant_holds(
+        &self,
+        grant: &firehose::Grant,
+        origin: Option<&str>,
+        client: Option<std::net::IpAddr>,
+    ) -> Result<(), ApiError> {
+        let key = self
+            .state
+            .store
+            .key_standing_by_id(&grant.key_id)
+            .await
+            .map_err(|e| e.to_api_error())?
+            .ok_or_else(|| {
+                ApiError::new(401, "unauthorized", "the token's key no longer exists")
+            })?;
+        crate::auth::check_standing(&key, crate::store::now())?;
+        match &key.restrictions {
+            Some(r) => r.request(origin, client, Some(CHAIN)),
+            None => Ok(()),
+        }
     }
 }
 

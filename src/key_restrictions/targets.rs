@@ -31,8 +31,21 @@ const CALL_OBJECT: &[&str] = &[
     "eth_call",
     "eth_estimateGas",
     "eth_createAccessList",
+    "eth_fillTransaction",
     "debug_traceCall",
     "trace_call",
+];
+/// Of those, the ones whose parameters from the third on are state or block overrides
+/// (code and storage of any address, put in place for the call).
+const OVERRIDES_AFTER_BLOCK: &[&str] = &["eth_call", "eth_estimateGas", "eth_createAccessList"];
+/// Methods whose first parameter is the address they read (its code, storage, proof,
+/// balance or nonce).
+const ADDRESS_FIRST: &[&str] = &[
+    "eth_getStorageAt",
+    "eth_getCode",
+    "eth_getProof",
+    "eth_getBalance",
+    "eth_getTransactionCount",
 ];
 /// Methods whose first parameter is a logs filter with `address`.
 const LOG_FILTER: &[&str] = &["eth_getLogs", "eth_newFilter"];
@@ -57,11 +70,15 @@ const MANY_CALLS: &[&str] = &[
     "trace_callMany",
     "debug_traceCallMany",
     "eth_newPendingTransactionFilter",
+    "trace_filter",
 ];
 
 pub(super) fn targets(method: &str, params: Option<&Value>) -> Targets {
     let first = params.and_then(|p| p.get(0));
     if CALL_OBJECT.contains(&method) {
+        if overrides(method, params) {
+            return Targets::Unchecked("state or block overrides reach any address");
+        }
         return match first
             .and_then(|c| c.get("to"))
             .and_then(Value::as_str)
@@ -70,6 +87,20 @@ pub(super) fn targets(method: &str, params: Option<&Value>) -> Targets {
             Some(a) => Targets::Some(vec![a]),
             None => Targets::Unchecked("a call without a 'to' address"),
         };
+    }
+    if ADDRESS_FIRST.contains(&method) {
+        return match first.and_then(Value::as_str).and_then(address) {
+            Some(a) => Targets::Some(vec![a]),
+            None => Targets::Unchecked("no address to read"),
+        };
+    }
+    if method == "eth_getStorageValues" {
+        // `{address: [slots]}`: every address read.
+        let list: Option<Vec<[u8; 20]>> = first
+            .and_then(Value::as_object)
+            .filter(|m| !m.is_empty())
+            .and_then(|m| m.keys().map(|k| address(k)).collect());
+        return list.map_or(Targets::Unchecked("no address list to read"), Targets::Some);
     }
     if LOG_FILTER.contains(&method) {
         return filter_addresses(first);
@@ -99,6 +130,24 @@ pub(super) fn targets(method: &str, params: Option<&Value>) -> Targets {
         return Targets::Unchecked("its calls are not checked one by one");
     }
     Targets::None
+}
+
+/// Whether a call carries overrides: eth_call's (and its kin's) third parameter on,
+/// debug_traceCall's `stateOverrides` / `blockOverrides`. Null counts as none.
+fn overrides(method: &str, params: Option<&Value>) -> bool {
+    let Some(Value::Array(items)) = params else {
+        return false;
+    };
+    if OVERRIDES_AFTER_BLOCK.contains(&method) {
+        return items.iter().skip(2).any(|v| !v.is_null());
+    }
+    if method == "debug_traceCall" {
+        let config = items.get(2);
+        return ["stateOverrides", "blockOverrides"]
+            .iter()
+            .any(|k| config.and_then(|c| c.get(k)).is_some_and(|v| !v.is_null()));
+    }
+    false
 }
 
 fn filter_addresses(filter: Option<&Value>) -> Targets {

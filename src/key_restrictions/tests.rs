@@ -144,6 +144,18 @@ fn contracts_are_checked_where_calls_name_them() {
     assert!(r.call("eth_subscribe", Some(&json!(["newHeads"]))).is_ok());
     assert!(r.call("eth_blockNumber", None).is_ok());
     for (m, p) in [
+        ("eth_getCode", json!([token, "latest"])),
+        ("eth_getStorageAt", json!([token, "0x0", "latest"])),
+        ("eth_getStorageValues", json!([{token: ["0x0"]}, "latest"])),
+        ("eth_call", json!([{"to": token}, "latest", null])),
+        (
+            "debug_traceCall",
+            json!([{"to": token}, "latest", {"tracer": "callTracer"}]),
+        ),
+    ] {
+        assert!(r.call(m, Some(&p)).is_ok(), "{m} {p}");
+    }
+    for (m, p) in [
         ("eth_call", json!([{"to": other}])),
         ("eth_call", json!([{"data": "0x60"}])),
         ("eth_estimateGas", json!([{"to": other}])),
@@ -154,6 +166,36 @@ fn contracts_are_checked_where_calls_name_them() {
         ("eth_subscribe", json!(["newPendingTransactions"])),
         ("eth_sendRawTransaction", json!(["0x00"])),
         ("eth_simulateV1", json!([{}])),
+        // Every method that reads an address, and overrides that put code anywhere.
+        ("eth_getStorageAt", json!([other, "0x0", "latest"])),
+        ("eth_getCode", json!([other, "latest"])),
+        ("eth_getProof", json!([other, [], "latest"])),
+        ("eth_getBalance", json!([other, "latest"])),
+        ("eth_getTransactionCount", json!([other, "latest"])),
+        ("eth_getCode", json!([])),
+        ("eth_getStorageValues", json!([{other: ["0x0"]}, "latest"])),
+        (
+            "eth_getStorageValues",
+            json!([{token: ["0x0"], other: ["0x0"]}, "latest"]),
+        ),
+        ("eth_fillTransaction", json!([{"to": other}])),
+        ("trace_filter", json!([{"toAddress": [token]}])),
+        (
+            "eth_call",
+            json!([{"to": token}, "latest", {other: {"code": "0x00"}}]),
+        ),
+        (
+            "eth_estimateGas",
+            json!([{"to": token}, "latest", {token: {"balance": "0x1"}}]),
+        ),
+        (
+            "eth_call",
+            json!([{"to": token}, "latest", null, {"number": "0x1"}]),
+        ),
+        (
+            "debug_traceCall",
+            json!([{"to": token}, "latest", {"stateOverrides": {other: {}}}]),
+        ),
     ] {
         assert_eq!(
             restriction(r.call(m, Some(&p)).unwrap_err()),

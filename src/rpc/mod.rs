@@ -187,8 +187,8 @@ pub struct Caller<'a> {
     /// The lowest block an answer may come from (`X-Chainedge-Min-Block`): hosts not
     /// known to have reached it are not asked. 0: any.
     pub min_block: u64,
-    /// Whose filters the caller may poll: the key's tenant, or one name for admins and
-    /// one for anonymous callers.
+    /// Whose filters the caller may poll: the key's own (its id), or one name for admins
+    /// and one for anonymous callers.
     pub owner: &'a str,
     /// The key and tenant its transactions are followed for (keys only).
     pub submitter: Option<crate::tracking::Submitter<'a>>,
