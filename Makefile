@@ -1,5 +1,5 @@
 # The two commands of the quick start: `make demo` and `make test`.
-.PHONY: demo test setup build lint bench fuzz-smoke
+.PHONY: demo test setup build lint advisories bench fuzz-smoke
 
 setup:
 	bash scripts/setup.sh
@@ -20,6 +20,13 @@ lint: setup
 	python3 scripts/check_shape.py
 	cargo fmt --all -- --check
 	cargo clippy --release --all-targets --features scenario -- -D warnings
+
+# Cargo.lock against the RustSec advisory database on disk (../shared/advisory-db, or
+# ADVISORY_DB=...); accepted advisories and their reasons: .ci/advisories-accepted.toml.
+# A machine without the database says so and skips (status 2 from the script).
+advisories:
+	python3 scripts/advisories.py --self-test
+	python3 scripts/advisories.py $(if $(ADVISORY_DB),--db $(ADVISORY_DB)) || [ $$? -eq 2 ]
 
 # Every bench script in turn (loopback only, about an hour on 2 cores); each rewrites its
 # bench/RESULTS*.md with the date and the box (docs/benchmarks.md says how to read them).
