@@ -27,6 +27,9 @@ demo=$(mkdir -p "${DEMO_DIR:-$root/.demo}" && cd "${DEMO_DIR:-$root/.demo}" && p
 edge_port=${DEMO_EDGE_PORT:-8080}
 metrics_port=${DEMO_METRICS_PORT:-9091}
 node_port=${DEMO_NODE_PORT:-18545}
+if ! [[ "$node_port" =~ ^[0-9]+$ ]] || [ "$node_port" -lt 1024 ] || [ $((node_port + 18)) -gt 65535 ]; then
+  echo "demo: DEMO_NODE_PORT=$node_port: give a port from 1024 to 65517 (the nodes take it and the next 18)" >&2; exit 1
+fi
 el1=$node_port el2=$((node_port + 1)) bor=$((node_port + 2)) base=$((node_port + 3))
 sol=$((node_port + 4)) sol_ws=$((node_port + 5))
 py="$root/.venv/bin/python"
@@ -51,6 +54,15 @@ wait_port() {
   echo "demo: node on port $1 did not start" >&2; return 1
 }
 
+# The nodes' 19 ports must lie outside the kernel's ephemeral range: every client socket
+# on this machine (the edge's own connections to the nodes included) takes its local
+# port from there, and one that lands on a node's port before the node binds it makes
+# that node fail to start.
+read -r eph_low eph_high < /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || { eph_low=32768; eph_high=60999; }
+if [ $((node_port + 18)) -ge "$eph_low" ] && [ "$node_port" -le "$eph_high" ]; then
+  echo "demo: DEMO_NODE_PORT=$node_port: ports $node_port-$((node_port + 18)) overlap the kernel's ephemeral range ($eph_low-$eph_high), where client sockets take their ports and would collide with the nodes'; pick a start below $((eph_low - 18)) (the default is 18545)" >&2
+  exit 1
+fi
 for port in "$edge_port" "$metrics_port" $(seq "$node_port" $((node_port + 18))); do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
     echo "demo: port $port is already in use; stop whatever holds it first" >&2; exit 1

@@ -17,6 +17,9 @@ pub(super) fn error(e: tokio_postgres::Error) -> StoreError {
         {
             ErrorKind::Conflict
         }
+        // The server going away or not taking connections (shutting down, starting,
+        // recovering, out of connection slots): an outage (503), not a fault (500).
+        Some(c) if unavailable(c.code()) => ErrorKind::Unavailable,
         Some(_) => ErrorKind::Other,
         // No SQL state: the connection failed.
         None => ErrorKind::Unavailable,
@@ -27,6 +30,13 @@ pub(super) fn error(e: tokio_postgres::Error) -> StoreError {
         None => format!("postgres: {e}"),
     };
     StoreError { kind, message }
+}
+
+/// SQLSTATEs of a server that is not there to answer: class 08 (connection exception),
+/// `57P01`-`57P05` (`admin_shutdown`, `crash_shutdown`, `cannot_connect_now`, ...; not
+/// `57014`, a cancelled statement) and `too_many_connections`.
+fn unavailable(code: &str) -> bool {
+    code.starts_with("08") || code.starts_with("57P") || code == "53300"
 }
 
 impl ToSql for Value {
@@ -138,6 +148,19 @@ impl Cells for PgCells<'_> {
                 "postgres column {i}: integer expected, {v:?}"
             ))),
             Err(e) => Err(StoreError::other(format!("postgres column {i}: {e}"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_server_going_away_is_an_outage_not_a_fault() {
+        for code in ["57P01", "57P02", "57P03", "08006", "53300"] {
+            assert!(super::unavailable(code), "{code}");
+        }
+        for code in ["57014", "23505", "42P01", "40001"] {
+            assert!(!super::unavailable(code), "{code}");
         }
     }
 }

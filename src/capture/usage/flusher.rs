@@ -108,6 +108,8 @@ pub struct Durable {
     /// Key-minutes the ledger holds at most (a store down for long): past it the table
     /// keeps the counts, and itself drops new keys' counts when full.
     max_ledger: usize,
+    /// Appends are failing (a full disk): warned once, not every interval.
+    append_failing: AtomicBool,
 }
 
 impl Durable {
@@ -133,6 +135,7 @@ impl Durable {
             ledger: Mutex::new(Ledger::default()),
             journal_interval,
             max_ledger: max_ledger.max(1),
+            append_failing: AtomicBool::new(false),
         }))
     }
 
@@ -185,9 +188,17 @@ impl Durable {
                 if let Ok(mut l) = self.ledger.lock() {
                     l.add(rows, seq);
                 }
+                if self.append_failing.swap(false, Ordering::Relaxed) {
+                    log::warn!("usage journal: appends work again");
+                }
             }
             Err(e) => {
-                log::warn!("usage journal: append failed, counts kept in memory: {e}");
+                // Once per outage: a full disk would otherwise log every interval.
+                if !self.append_failing.swap(true, Ordering::Relaxed) {
+                    log::warn!(
+                        "usage journal: append failed, counts kept in memory and retried every interval (chainedge_usage_journal_errors_total counts each): {e}"
+                    );
+                }
                 metrics::usage_journal_error();
                 self.usage.restore(rows);
             }
