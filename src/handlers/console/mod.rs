@@ -351,7 +351,19 @@ async fn audit(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> 
             .transpose()
     };
     let limit = number("limit", 1, AUDIT_SHOWN)?.unwrap_or(AUDIT_SHOWN);
-    let before = number("before", 0, i64::MAX)?;
+    // A cursor past any time there is (more digits than i64 holds) bounds nothing.
+    let before = match req.query_param("before") {
+        Some(b) if !b.is_empty() && b.bytes().all(|c| c.is_ascii_digit()) => {
+            Some(b.parse::<i64>().unwrap_or(i64::MAX))
+        }
+        Some(_) => {
+            return Err(bad(
+                "invalid_request",
+                "before: a number, the previous page's next",
+            ))
+        }
+        None => None,
+    };
     let entries = db(console.store.audit_log(&member.tenant_id, limit, before)).await?;
     let next = (entries.len() as i64 == limit)
         .then(|| entries.last().map(|e| e.at_us.to_string()))
