@@ -6,6 +6,7 @@
 #   bench/instructions.sh BASELINE_BIN [BIN, default target/dist/chainedge] [requests, default 20000]
 #   CLUSTER_REDIS=1 bench/instructions.sh BIN BIN   the same build, "this" with its limits
 #                                                   shared over a local redis-server
+#   RPC_BODY='{...}' bench/instructions.sh ...  another /rpc/eth call (default eth_chainId)
 #   BASELINE_REV=<git rev> bench/instructions.sh ...  the baseline's own manifests
 #                                (plugins/ at that revision) and its own store, for a
 #                                baseline that lacks handlers or migrations added since
@@ -100,7 +101,9 @@ new_key() {
   tenant=$("$1" --app "$2" tenants create --name instr --plan basic)
   "$1" --app "$2" keys create --tenant "$tenant" 2>/dev/null
 }
-body='{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}'
+# RPC_BODY: the /rpc/eth call (default eth_chainId, answered from the cache after its
+# first call; a read at `pending`, never kept, measures the path to the node).
+body=${RPC_BODY:-'{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}'}
 load() { # load N ROUTE
   if [ "$2" = plain ]; then
     oha --no-tui -n "$1" -c 4 -m POST -d "$body" "http://127.0.0.1:$CE/bench/plain/"

@@ -108,28 +108,43 @@ impl Serialize for Request {
 /// A call as the edge writes it to a node: the four members of JSON-RPC 2.0, from the
 /// edge's own parse, never the caller's bytes (`strict`: the node reads what the edge
 /// checked, and nothing else).
-#[derive(Serialize)]
+///
+/// Kept small (three references): the fast read path holds one across the node call,
+/// and its future sizes every connection's task.
 pub struct Outgoing<'a> {
-    jsonrpc: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
     id: Option<&'a Id>,
     method: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
     params: Option<&'a Value>,
+}
+
+impl Serialize for Outgoing<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("jsonrpc", "2.0")?;
+        if let Some(id) = self.id {
+            m.serialize_entry("id", id)?;
+        }
+        m.serialize_entry("method", self.method)?;
+        if let Some(params) = self.params {
+            m.serialize_entry("params", params)?;
+        }
+        m.end()
+    }
 }
 
 impl<'a> Outgoing<'a> {
     pub fn new(id: Option<&'a Id>, method: &'a str, params: Option<&'a Value>) -> Self {
-        Outgoing {
-            jsonrpc: "2.0",
-            id,
-            method,
-            params,
-        }
+        Outgoing { id, method, params }
     }
 
     pub fn to_bytes(&self) -> bytes::Bytes {
         bytes::Bytes::from(serde_json::to_vec(self).unwrap_or_default())
+    }
+
+    /// The id an answer to this call carries (null for a notification's).
+    pub fn answer_id(&self) -> Id {
+        self.id.cloned().unwrap_or(Id::Null)
     }
 }
 

@@ -13,7 +13,7 @@ use super::need::{need_for, need_of};
 use super::{older, Caller, Gateway, RpcReply};
 use crate::errors::ApiError;
 use crate::jsonrpc::methods::{block_need, classify_on, MethodClass};
-use crate::jsonrpc::{Id, Request, Response};
+use crate::jsonrpc::{Id, Outgoing, Request, Response};
 use crate::pools::Pool;
 use bytes::Bytes;
 use serde_json::Value;
@@ -143,9 +143,9 @@ impl Gateway {
             }
             // eth_getLogs travels alone: its range is checked, and split when wide.
             MethodClass::Read if method == GET_LOGS => {
-                let raw = call.to_bytes();
+                let sent = Outgoing::new(call.id.as_ref(), &call.method, call.params.as_ref());
                 let answered =
-                    Box::pin(self.get_logs(pool, call.params.as_ref(), &raw, rid, caller)).await;
+                    Box::pin(self.get_logs(pool, call.params.as_ref(), &sent, rid, caller)).await;
                 batch
                     .tally
                     .count(answered.as_ref().ok().and_then(|r| r.cache));

@@ -171,29 +171,25 @@ impl Gateway {
         rid: &str,
         caller: &Caller<'_>,
     ) -> Result<RpcReply, ApiError> {
-        // A method the table does not serve is refused as such below (and never reaches
-        // a node), whatever else the call holds; any other is refused here when a node
+        // A method the table does not serve is refused as such (and never reaches a
+        // node), whatever else the call holds; any other is refused first when a node
         // would read it otherwise.
-        let served = |m: &str| classify_on(&pool.methods, m) != MethodClass::Unknown;
-        if body.method().is_none_or(served) {
+        let class = body.method().map(|m| classify_on(&pool.methods, m));
+        if class != Some(MethodClass::Unknown) {
             if let Some(refused) = body.refusal() {
                 return Err(refused);
             }
         }
         let call = match body.form {
             Form::View(view) => {
-                let class = classify_on(&pool.methods, view.method);
+                let class = class.unwrap_or(MethodClass::Unknown);
                 if class.is_plain_read() {
                     if let Some(refused) = caller.refusal(class, view.method, view.params.as_ref())
                     {
                         return Err(refused);
                     }
-                    // Only the bytes live on across the node call (this future sizes
-                    // every connection's task).
-                    let sent = {
-                        let id = view.id()?;
-                        Outgoing::new(id.as_ref(), view.method, view.params.as_ref()).to_bytes()
-                    };
+                    let id = view.id()?;
+                    let sent = Outgoing::new(id.as_ref(), view.method, view.params.as_ref());
                     let call = ReadCall {
                         method: view.method,
                         class,
@@ -221,7 +217,7 @@ impl Gateway {
                 ))
             }
         };
-        Box::pin(self.single(pool, &call, &call.to_bytes(), rid, caller)).await
+        Box::pin(self.single(pool, &call, rid, caller)).await
     }
 }
 

@@ -2,7 +2,7 @@
 //! sent to hosts in order of what they can serve, with fallback on node-state errors.
 
 use super::cache::{self, CacheNote};
-use super::call::{id_of, ReadCall};
+use super::call::ReadCall;
 use super::logs::GET_LOGS;
 
 /// A logs filter: its range meets the `eth_getLogs` guard when it is made.
@@ -12,7 +12,7 @@ use super::need::{need_for, Need};
 use super::{Caller, Gateway, RpcReply};
 use crate::errors::ApiError;
 use crate::jsonrpc::methods::{block_need, classify_on, MethodClass};
-use crate::jsonrpc::{ErrorObject, Id, Request, Response};
+use crate::jsonrpc::{ErrorObject, Id, Outgoing, Request, Response};
 use crate::observe::metrics;
 use crate::pools::Pool;
 use serde_json::Value;
@@ -45,7 +45,6 @@ impl Gateway {
         &self,
         pool: &Pool,
         call: &Request,
-        raw: &[u8],
         rid: &str,
         caller: &Caller<'_>,
     ) -> Result<RpcReply, ApiError> {
@@ -85,19 +84,20 @@ impl Gateway {
                     class,
                     params: call.params.as_ref(),
                 };
-                self.single_read(pool, read, raw, rid, caller).await
+                let sent = Outgoing::new(call.id.as_ref(), method, call.params.as_ref());
+                self.single_read(pool, read, &sent, rid, caller).await
             }
         }
     }
 
     /// One read call (reads, trace, debug, txpool), once its caller has checked the key's
-    /// scope and restrictions (`Caller::refusal`): the plan check, then the body as it
-    /// came to a host that can answer it.
+    /// scope and restrictions (`Caller::refusal`): the plan check, then `sent` (the call
+    /// as the edge read it) to a host that can answer it.
     pub(super) async fn single_read(
         &self,
         pool: &Pool,
         call: ReadCall<'_>,
-        raw: &[u8],
+        sent: &Outgoing<'_>,
         rid: &str,
         caller: &Caller<'_>,
     ) -> Result<RpcReply, ApiError> {
@@ -110,15 +110,16 @@ impl Gateway {
             return Err(self.tier_refusal(method, required, caller));
         }
         if method == GET_LOGS {
-            return Box::pin(self.get_logs(pool, params, raw, rid, caller)).await;
+            return Box::pin(self.get_logs(pool, params, sent, rid, caller)).await;
         }
-        self.shared_read(pool, class, method, params, raw, rid, caller.min_block)
+        self.shared_read(pool, class, method, params, sent, rid, caller.min_block)
             .await
     }
 
-    /// A read as the caller sent it, to a host that has the block it needs (and at least
-    /// `floor`, the caller's minimum block). A kept answer (`rpc.cache`) or an identical
-    /// read already in flight (`rpc.coalesce`) answers it instead.
+    /// A read, written from the edge's parse (`sent`; only when a node is asked: a kept
+    /// answer costs no serialization), to a host that has the block it needs (and at
+    /// least `floor`, the caller's minimum block). A kept answer (`rpc.cache`) or an
+    /// identical read already in flight (`rpc.coalesce`) answers it instead.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn shared_read(
         &self,
@@ -126,11 +127,11 @@ impl Gateway {
         class: MethodClass,
         method: &str,
         params: Option<&Value>,
-        raw: &[u8],
+        sent: &Outgoing<'_>,
         rid: &str,
         floor: u64,
     ) -> Result<RpcReply, ApiError> {
-        let slot = match self.cache_lookup(pool, method, params, floor, || id_of(raw)) {
+        let slot = match self.cache_lookup(pool, method, params, floor, || sent.answer_id()) {
             Ok(hit) => return Ok(hit),
             Err(slot) => slot,
         };
@@ -141,9 +142,10 @@ impl Gateway {
         // ones included, and be copied at each level it passes.
         let (coalesce, key) = (self.conf.coalesce, &slot.key);
         let mut reply = Box::pin(async move {
-            let read = std::pin::pin!(self.read(pool, class, need, raw, rid));
+            let body = sent.to_bytes();
+            let read = std::pin::pin!(self.read(pool, class, need, &body, rid));
             if coalesce {
-                self.in_flight.run(key, || id_of(raw), read).await
+                self.in_flight.run(key, || sent.answer_id(), read).await
             } else {
                 read.await
             }

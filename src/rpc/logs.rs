@@ -6,12 +6,11 @@
 //! A range within one chunk goes to the node as the caller sent it (coalesced like any
 //! read), and only a refusal as too large brings it here to be split.
 
-use super::call::id_of;
 use super::need::need_for;
 use super::{Caller, Gateway, RpcReply};
 use crate::errors::ApiError;
 use crate::jsonrpc::methods::{BlockNeed, MethodClass};
-use crate::jsonrpc::{ErrorObject, Id, Request, Response};
+use crate::jsonrpc::{ErrorObject, Id, Outgoing, Request, Response};
 use crate::pools::Pool;
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
@@ -212,7 +211,7 @@ impl Gateway {
         &self,
         pool: &Pool,
         params: Option<&Value>,
-        raw: &[u8],
+        sent: &Outgoing<'_>,
         rid: &str,
         caller: &Caller<'_>,
     ) -> Result<RpcReply, ApiError> {
@@ -221,7 +220,7 @@ impl Gateway {
         // The call as the caller sent it (coalesced and cached like any read).
         let as_sent = || {
             let floor = caller.min_block;
-            self.shared_read(pool, MethodClass::Read, GET_LOGS, params, raw, rid, floor)
+            self.shared_read(pool, MethodClass::Read, GET_LOGS, params, sent, rid, floor)
         };
         let (filter, (from, to)) = match (filter.and_then(Value::as_object), range) {
             (Some(f), Some(r)) => (f, r),
@@ -243,7 +242,7 @@ impl Gateway {
             calls: AtomicUsize::new(0),
             oldest: AtomicU64::new(u64::MAX),
         };
-        let id = id_of(raw);
+        let id = sent.answer_id();
         let answer = match self.fetch_split(&split, from, to, refused).await {
             Ok(logs) => Response::result(id, Value::Array(logs)),
             Err(Failed::Node(e)) => Response::error(id, e),
