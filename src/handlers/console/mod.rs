@@ -20,6 +20,7 @@ use serde_json::{json, Value};
 /// `/v1/auth/me`.
 pub use crate::auth::{DEFAULT_SCOPES, SCOPES};
 
+mod audit;
 mod plans;
 mod sign_in;
 mod team;
@@ -80,7 +81,7 @@ pub const HANDLERS: &[Handler] = &[
         Box::pin(plans::current(s.console, r))
     })
     .form(),
-    Handler::new("console_audit", |s, r| Box::pin(audit(s.console, r))).form(),
+    Handler::new("console_audit", |s, r| Box::pin(audit::audit(s.console, r))).form(),
     Handler::new("console_usage", |s, r| {
         Box::pin(usage::breakdown(s.console, r))
     })
@@ -194,7 +195,7 @@ async fn keys_update(
     }
     let name = change.name.flatten().as_deref().map(key_name).transpose()?;
     if name.is_some() {
-        renames_left(console, &member.tenant_id).await?;
+        audit::renames_left(console, &member.tenant_id).await?;
     }
     let restrictions = change
         .restrictions
@@ -219,21 +220,6 @@ async fn keys_update(
         }
         None => Err(not_found()),
     }
-}
-
-/// A tenant's renames are budgeted (`audit::RENAMES_PER_HOUR`): each is an audit entry.
-async fn renames_left(console: &Console, tenant: &str) -> Result<(), ApiError> {
-    use crate::store::audit::RENAMES_PER_HOUR;
-    let since = store::now_us() - 3_600_000_000;
-    let made = db(console.store.audit_count_since(tenant, "key.rename", since)).await?;
-    if made < RENAMES_PER_HOUR {
-        return Ok(());
-    }
-    Err(too_many(
-        "too_many_renames",
-        &format!("a team renames keys at most {RENAMES_PER_HOUR} times an hour"),
-        3600,
-    ))
 }
 
 /// Restrictions as asked for, checked and normalised (`RestrictionsDoc::checked`).
@@ -328,64 +314,8 @@ async fn key_requests(
     json_reply(200, json!({ "requests": requests }))
 }
 
-/// Audit entries one page shows at most (and by default).
-const AUDIT_SHOWN: i64 = 200;
-
-/// `GET /v1/audit?limit=&before=`: the session's tenant's audit log, newest first, a
-/// page at a time; `next` (when the page is full) is the `before` of the next page.
-async fn audit(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
-    let member = member_of(console, session(req)?).await?;
-    let number = |name: &str, min: i64, max: i64| -> Result<Option<i64>, ApiError> {
-        req.query_param(name)
-            .map(|v| {
-                v.parse::<i64>()
-                    .ok()
-                    .filter(|n| (min..=max).contains(n))
-                    .ok_or_else(|| {
-                        bad(
-                            "invalid_request",
-                            &format!("{name}: a number from {min} to {max}"),
-                        )
-                    })
-            })
-            .transpose()
-    };
-    let limit = number("limit", 1, AUDIT_SHOWN)?.unwrap_or(AUDIT_SHOWN);
-    // A cursor past any time there is (more digits than i64 holds) bounds nothing.
-    let before = match req.query_param("before") {
-        Some(b) if !b.is_empty() && b.bytes().all(|c| c.is_ascii_digit()) => {
-            Some(b.parse::<i64>().unwrap_or(i64::MAX))
-        }
-        Some(_) => {
-            return Err(bad(
-                "invalid_request",
-                "before: a number, the previous page's next",
-            ))
-        }
-        None => None,
-    };
-    let entries = db(console.store.audit_log(&member.tenant_id, limit, before)).await?;
-    let next = (entries.len() as i64 == limit)
-        .then(|| entries.last().map(|e| e.at_us.to_string()))
-        .flatten();
-    let events: Vec<Value> = entries
-        .iter()
-        .map(|e| {
-            json!({
-                "at": rfc3339_us(e.at_us),
-                "user_id": e.user_id,
-                "user": e.user,
-                "action": e.action,
-                "target": e.target,
-                "detail": e.detail,
-            })
-        })
-        .collect();
-    json_reply(200, json!({ "events": events, "next": next }))
-}
-
 /// Microseconds since the epoch as RFC 3339 with microseconds.
-fn rfc3339_us(us: i64) -> String {
+pub(super) fn rfc3339_us(us: i64) -> String {
     let at = std::time::UNIX_EPOCH + std::time::Duration::from_micros(us.max(0) as u64);
     humantime::format_rfc3339_micros(at).to_string()
 }
