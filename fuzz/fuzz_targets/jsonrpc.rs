@@ -20,6 +20,8 @@ fuzz_target!(|body: &[u8]| {
     let units = UNITS.get_or_init(|| ComputeUnits::new(&ComputeUnitsConf::default()));
     let incoming = Incoming::parse(body);
     assert_eq!(incoming.cost(units).calls, counted);
+    // The one-reading check (keys a Go node folds together) reads any body.
+    let _ = incoming.refusal();
     // An answer's errors are never more than its answers.
     assert!(error_answers(body) <= counted);
     // An upstream's answer is untrusted input too.
