@@ -289,10 +289,10 @@ impl Load {
     }
 }
 
-#[test]
-fn graceful_upgrade_under_load_loses_no_request() {
+/// A gateway on one anvil, without limits, and a free key: the upgrade tests' setup.
+fn one_node_gateway() -> (Anvil, Gateway, String) {
     let anvil = Anvil::start(1, &[]);
-    let mut gw = Gateway::start(GatewayOpts {
+    let gw = Gateway::start(GatewayOpts {
         pools: format!(
             "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-anvil}}\n",
             anvil.url()
@@ -301,6 +301,12 @@ fn graceful_upgrade_under_load_loses_no_request() {
         ..Default::default()
     });
     let key = gw.key("free", &[]);
+    (anvil, gw, key)
+}
+
+#[test]
+fn graceful_upgrade_under_load_loses_no_request() {
+    let (_anvil, mut gw, key) = one_node_gateway();
     let port = gw.port;
     let load = Load::start(port, &key);
     std::thread::sleep(Duration::from_millis(500));
@@ -355,16 +361,7 @@ fn alive(pid: u32) -> bool {
 /// old one gone, no request lost; run twice, as a second upgrade follows the first.
 #[test]
 fn the_upgrade_script_upgrades_a_daemon_under_load() {
-    let anvil = Anvil::start(1, &[]);
-    let mut gw = Gateway::start(GatewayOpts {
-        pools: format!(
-            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-anvil}}\n",
-            anvil.url()
-        ),
-        extra_yaml: UNLIMITED.into(),
-        ..Default::default()
-    });
-    let key = gw.key("free", &[]);
+    let (_anvil, mut gw, key) = one_node_gateway();
     // The same gateway, daemonized as systemd's unit starts it.
     let mut first = gw.proc.take().unwrap();
     first.signal("INT");
