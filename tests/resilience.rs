@@ -19,17 +19,33 @@ fn eth_pool(urls: &[String]) -> String {
     pools
 }
 
-/// Two anvils under steady reads; one is frozen (SIGSTOP: it accepts connections and
-/// never answers) for eight seconds. Nobody gets an error, nobody waits a second.
-#[test]
-fn a_frozen_node_costs_no_one_an_error() {
-    let a = Anvil::start(1, &[]);
-    let b = Anvil::start(1, &[]);
-    let gw = Gateway::start(GatewayOpts {
-        pools: eth_pool(&[a.url(), b.url()]),
+/// Two nodes, each listed twice as the demo lists a node and the front before it: one
+/// SIGSTOP freezes two hosts at once.
+fn twice_each(nodes: &[&Anvil]) -> Gateway {
+    let urls: Vec<String> = nodes.iter().flat_map(|n| [n.url(), n.url()]).collect();
+    Gateway::start(GatewayOpts {
+        pools: eth_pool(&urls),
         extra_yaml: format!("health:\n  interval_ms: 500\n  timeout_ms: 1000\n{UNLIMITED}"),
         ..Default::default()
-    });
+    })
+}
+
+/// What readers saw while `meanwhile` ran: every answer's time, sorted, and how many
+/// reads failed.
+struct Seen {
+    times: Vec<Duration>,
+    failures: usize,
+}
+
+impl Seen {
+    fn at(&self, q: f64) -> Duration {
+        self.times[((self.times.len() - 1) as f64 * q) as usize]
+    }
+}
+
+/// Four readers alternating `eth_blockNumber` and `eth_getBalance` at `latest` while
+/// `meanwhile` runs, with two quiet seconds before and after it.
+fn reads_while(gw: &Gateway, meanwhile: impl FnOnce()) -> Seen {
     let key = gw.key("scale", &[]);
     let stop = Arc::new(AtomicBool::new(false));
     let failures = Arc::new(AtomicUsize::new(0));
@@ -63,9 +79,7 @@ fn a_frozen_node_costs_no_one_an_error() {
         })
         .collect();
     std::thread::sleep(Duration::from_secs(2));
-    a.proc.signal("STOP");
-    std::thread::sleep(Duration::from_secs(8));
-    a.proc.signal("CONT");
+    meanwhile();
     std::thread::sleep(Duration::from_secs(2));
     stop.store(true, Ordering::Relaxed);
     for r in readers {
@@ -73,24 +87,55 @@ fn a_frozen_node_costs_no_one_an_error() {
     }
     let mut times = times.lock().unwrap().clone();
     times.sort();
-    let at = |q: f64| times[((times.len() - 1) as f64 * q) as usize];
+    let seen = Seen {
+        times,
+        failures: failures.load(Ordering::Relaxed),
+    };
     eprintln!(
         "{} reads: p50 {:?} p99 {:?} max {:?}; hedges won by another host: {}",
-        times.len(),
-        at(0.5),
-        at(0.99),
-        at(1.0),
+        seen.times.len(),
+        seen.at(0.5),
+        seen.at(0.99),
+        seen.at(1.0),
         metric_value(
-            &gw,
+            gw,
             "chainedge_hedged_reads_total{pool=\"eth_el\",won_by=\"other\"}"
         )
     );
-    assert_eq!(failures.load(Ordering::Relaxed), 0, "reads failed");
-    assert!(times.len() > 400, "too few reads: {}", times.len());
+    seen
+}
+
+/// Freeze (SIGSTOP: it accepts connections and never answers) each node in turn for
+/// five seconds, thawing between.
+fn freeze_each(nodes: &[&Anvil]) {
+    for node in nodes {
+        node.proc.signal("STOP");
+        std::thread::sleep(Duration::from_secs(5));
+        node.proc.signal("CONT");
+        std::thread::sleep(Duration::from_secs(2));
+    }
+}
+
+/// Two nodes under steady reads, each listed twice (a node and its front); each is
+/// frozen in turn. Nobody gets an error, nobody waits a second: the bound is one hedge
+/// delay per frozen host ahead (at most `hedge.max_delay_ms`, 400 ms, each; far less
+/// for a host with fast history) plus the answering host's own time.
+#[test]
+fn a_frozen_node_costs_no_one_an_error() {
+    let a = Anvil::start(1, &[]);
+    let b = Anvil::start(1, &[]);
+    let gw = twice_each(&[&a, &b]);
+    let seen = reads_while(&gw, || freeze_each(&[&a, &b]));
+    assert_eq!(seen.failures, 0, "reads failed");
     assert!(
-        at(1.0) < Duration::from_secs(1),
+        seen.times.len() > 600,
+        "too few reads: {}",
+        seen.times.len()
+    );
+    assert!(
+        seen.at(1.0) < Duration::from_secs(1),
         "slowest read {:?}",
-        at(1.0)
+        seen.at(1.0)
     );
     // The frozen node's calls were answered by the other one, by hedging, before any
     // health check could have said anything.
@@ -99,6 +144,24 @@ fn a_frozen_node_costs_no_one_an_error() {
             &gw,
             "chainedge_hedged_reads_total{pool=\"eth_el\",won_by=\"other\"}"
         ) >= 1.0
+    );
+}
+
+/// The same with the other node lagging (20 blocks behind, so degraded and asked last):
+/// freezing the node ahead leaves only the lagging one, which answers within the bound
+/// instead of the frozen node's attempt timing out.
+#[test]
+fn a_frozen_node_beside_a_lagging_one_costs_no_one_a_second() {
+    let ahead = Anvil::start(1, &[]);
+    let lagging = Anvil::start(1, &[]);
+    ahead.mine(20);
+    let gw = twice_each(&[&ahead, &lagging]);
+    let seen = reads_while(&gw, || freeze_each(&[&ahead, &lagging]));
+    assert_eq!(seen.failures, 0, "reads failed");
+    assert!(
+        seen.at(1.0) < Duration::from_secs(1),
+        "slowest read {:?}",
+        seen.at(1.0)
     );
 }
 

@@ -245,8 +245,9 @@ impl Attempts {
     ///
     /// Each attempt has its own share of the budget, so a host that never answers costs
     /// one attempt, not the call. A hedged call also gives the next host the same call
-    /// when the first has been silent past its recent answer times: the first answer
-    /// worth returning wins and the other attempt is dropped (its connection closed).
+    /// when the last one asked has been silent past its recent answer times (and so on,
+    /// within `max`): the first answer worth returning wins and the other attempts are
+    /// dropped (their connections closed).
     /// After a failure the next host is tried at once.
     pub(super) async fn run<F, Fut>(
         self,
@@ -277,7 +278,7 @@ impl Attempts {
         // later attempts (an allocation) is made only when a second one starts. A hedge
         // is armed only while another host is left to take the call.
         let began = Instant::now();
-        let mut hedge_at = hedge_deadline(budget, &race, first_host, began, queue.len());
+        let mut hedge_at = hedge_deadline(budget, first_host, began, queue.len());
         race.first_began = Some(began);
         race.in_flight.push((first_host.clone(), began));
         let first = launch(first_host, began);
@@ -292,7 +293,7 @@ impl Attempts {
                 let now = Instant::now();
                 match queue.next() {
                     Some(host) if now < deadline => {
-                        hedge_at = hedge_deadline(budget, &race, host, now, queue.len());
+                        hedge_at = hedge_deadline(budget, host, now, queue.len());
                         race.in_flight.push((host.clone(), now));
                         later
                             .get_or_insert_with(FuturesUnordered::new)
@@ -337,16 +338,12 @@ impl Attempts {
 }
 
 /// When the attempt on `host` begun `now` is hedged: never when the policy does not
-/// hedge, the call was hedged already, or no host is left (`left`) to take it.
-fn hedge_deadline(
-    budget: Budget,
-    race: &Race,
-    host: &Arc<Host>,
-    now: Instant,
-    left: usize,
-) -> Option<Instant> {
+/// hedge or no host is left (`left`) to take it. A hedge's own attempt is hedged in
+/// turn: two hosts frozen together (a node and a front before it, one machine's two
+/// clients) cost two hedge delays, not an attempt's timeout.
+fn hedge_deadline(budget: Budget, host: &Arc<Host>, now: Instant, left: usize) -> Option<Instant> {
     match budget.hedge {
-        Some(delay) if !race.hedged && left > 0 => Some(now + delay.for_host(host)),
+        Some(delay) if left > 0 => Some(now + delay.for_host(host)),
         _ => None,
     }
 }

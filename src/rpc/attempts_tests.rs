@@ -157,6 +157,36 @@ async fn a_silent_host_is_hedged_after_the_delay_not_after_its_timeout() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn silent_hosts_in_a_row_are_each_hedged() {
+    // A node and the front before it, frozen together: each costs one hedge delay.
+    let fleet = Fleet::new(&[
+        ("a", Does::Silent),
+        ("a-front", Does::Silent),
+        ("b", Does::Answer(RESULT, 10)),
+    ]);
+    let (out, took) = fleet.run(policy(5000, 4000, Some(50))).await;
+    assert_eq!(out, Ok(format!("b {}", RESULT.len())));
+    assert_eq!(
+        took,
+        MS * 110,
+        "hedged at 50 ms and 100 ms, answered 10 ms later"
+    );
+    assert_eq!(fleet.called(), ["a", "a-front", "b"]);
+
+    // Within the retry budget: a fourth host is never asked.
+    let fleet = Fleet::new(&[
+        ("a", Does::Silent),
+        ("b", Does::Silent),
+        ("c", Does::Silent),
+        ("d", Does::Answer(RESULT, 10)),
+    ]);
+    let (out, took) = fleet.run(policy(1000, 400, Some(50))).await;
+    assert_eq!(out, Err("upstream_unavailable".to_string()));
+    assert_eq!(took, MS * 500, "the last hedge's attempt ran its share");
+    assert_eq!(fleet.called(), ["a", "b", "c"]);
+}
+
+#[tokio::test(start_paused = true)]
 async fn the_deadline_bounds_every_attempt_together() {
     // Each silent host costs one attempt's share; the last gets what is left of the
     // call's budget, and no attempt begins past it.
