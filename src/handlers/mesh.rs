@@ -79,6 +79,7 @@ pub fn health(pools: &Pools, mesh: &Mesh) -> Value {
             .map(|p| p.head.load(std::sync::atomic::Ordering::Relaxed))
             .max()
             .unwrap_or(0);
+        let highest = configured.iter().map(|p| p.tip.highest()).max();
         blocks.insert(
             layer.to_string(),
             json!({
@@ -88,6 +89,8 @@ pub fn health(pools: &Pools, mesh: &Mesh) -> Value {
                 "quarantined_count": count(HealthState::Quarantined),
                 "degraded_count": count(HealthState::Degraded),
                 "head": head,
+                "highest_head": highest.unwrap_or(0).max(head),
+                "majority_stalled": configured.iter().any(|p| p.tip.stalled()),
                 "hosts": hosts.iter().map(|h| host_entry(h)).collect::<Vec<_>>(),
             }),
         );

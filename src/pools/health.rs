@@ -9,7 +9,8 @@
 //!      A failed check is an error, a timeout, or a zero height; it never overwrites the
 //!      host's last good head.
 //!   2. degraded: a failure short of quarantine, syncing, more than `max_lag` behind the
-//!      pool head (the highest head seen this round), or slower than `slow_ms`.
+//!      pool head (the head a strict majority of this round's hosts reached, `tip`), or
+//!      slower than `slow_ms`.
 //!   3. available.
 
 use super::{Host, Pool, Pools, Service};
@@ -380,7 +381,7 @@ pub async fn check_pool(client: &UpstreamClient, pool: &Pool, conf: &HealthConf)
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0);
-    // Heads first: the pool head is the highest head reported in this round.
+    // Heads first: the pool head is the majority's head of this round.
     for (h, (r, latency)) in pool.hosts.iter().zip(&results) {
         let hh = &h.health;
         hh.checked_at_ms.store(now_ms, Ordering::Relaxed);
@@ -407,15 +408,11 @@ pub async fn check_pool(client: &UpstreamClient, pool: &Pool, conf: &HealthConf)
             }
         }
     }
-    let pool_head = pool
-        .hosts
-        .iter()
-        .zip(&results)
+    let heads = pool.hosts.iter().zip(&results);
+    let ok_heads = heads
         .filter(|(_, (r, _))| r.is_ok())
-        .map(|(h, _)| h.health.head())
-        .max()
-        .unwrap_or(0);
-    pool.head.store(pool_head, Ordering::Relaxed);
+        .map(|(h, _)| h.health.head());
+    let pool_head = super::tip::serve(pool, ok_heads.collect());
 
     for (h, (r, latency)) in pool.hosts.iter().zip(&results) {
         let rules = Rules {

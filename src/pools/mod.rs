@@ -6,6 +6,7 @@
 
 pub mod health;
 pub mod latency;
+pub mod tip;
 
 use crate::address::{plain_inet, HostAddr};
 use crate::config::secrets::Secret;
@@ -216,8 +217,11 @@ pub struct Pool {
     pub hosts: Vec<Arc<Host>>,
     /// Which host a call starts on: weighted round-robin over `hosts` by index.
     rotation: Arc<Rotation>,
-    /// The highest head seen in the last health round.
+    /// The served tip: the head a strict majority of the hosts checked in the last
+    /// health round reached (`tip::majority_head`).
     pub head: AtomicU64,
+    /// The highest head reported, and whether the majority is stuck behind it.
+    pub tip: tip::TipWatch,
     pub max_lag: Option<u64>,
     /// The operator's allow/deny changes to the JSON-RPC method table.
     pub methods: Arc<MethodsConf>,
@@ -272,6 +276,7 @@ impl Pool {
             hosts: vec![host.clone()],
             rotation: rotation(std::slice::from_ref(host)),
             head: AtomicU64::new(self.head.load(Ordering::Relaxed)),
+            tip: Default::default(),
             max_lag: self.max_lag,
             methods: self.methods.clone(),
             pinned: true,
@@ -387,6 +392,7 @@ impl Pools {
                     rotation: rotation(&hosts),
                     hosts,
                     head: AtomicU64::new(0),
+                    tip: Default::default(),
                     max_lag: pc.max_lag,
                     methods: Arc::new(pc.methods.clone()),
                     pinned: false,
@@ -425,6 +431,7 @@ impl Pools {
                 rotation: rotation(&hosts),
                 hosts,
                 head: AtomicU64::new(before.head.load(Ordering::Relaxed)),
+                tip: Default::default(),
                 max_lag: pool.max_lag,
                 methods: pool.methods.clone(),
                 pinned: false,
@@ -454,6 +461,7 @@ mod tests {
             rotation: rotation(&[host("a", 3), host("b", 1)]),
             hosts: vec![host("a", 3), host("b", 1)],
             head: AtomicU64::new(0),
+            tip: Default::default(),
             max_lag: None,
             methods: Default::default(),
             pinned: false,

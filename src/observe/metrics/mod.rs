@@ -10,8 +10,10 @@ use prometheus::{
 };
 
 mod background;
+mod trust;
 mod txs;
 pub use background::*;
+pub use trust::*;
 pub use txs::*;
 
 pub static REGISTRY: Lazy<Registry> = Lazy::new(Registry::new);

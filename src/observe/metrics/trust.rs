@@ -1,0 +1,45 @@
+//! Metrics of what the edge believes of its nodes: the served tip against the highest
+//! head reported.
+
+use super::register;
+use once_cell::sync::Lazy;
+use prometheus::{IntGaugeVec, Opts};
+
+pub static POOL_TIP: Lazy<IntGaugeVec> = Lazy::new(|| {
+    register(
+        IntGaugeVec::new(
+            Opts::new(
+                "chainedge_pool_tip",
+                "The pool's served head (`majority`: a strict majority of hosts reached it) \
+                 and the highest any host reported (`highest`)",
+            ),
+            &["pool", "of"],
+        )
+        .unwrap(),
+    )
+});
+
+pub static POOL_STALLED: Lazy<IntGaugeVec> = Lazy::new(|| {
+    register(
+        IntGaugeVec::new(
+            Opts::new(
+                "chainedge_pool_majority_stalled",
+                "1 while the majority's head stands still and a minority is past it by more \
+                 than the pool's max_lag",
+            ),
+            &["pool"],
+        )
+        .unwrap(),
+    )
+});
+
+/// One health round's tip of `pool`.
+pub fn pool_tip(pool: &str, majority: u64, highest: u64, stalled: bool) {
+    POOL_TIP
+        .with_label_values(&[pool, "majority"])
+        .set(majority as i64);
+    POOL_TIP
+        .with_label_values(&[pool, "highest"])
+        .set(highest as i64);
+    POOL_STALLED.with_label_values(&[pool]).set(stalled as i64);
+}
