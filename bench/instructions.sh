@@ -7,6 +7,10 @@
 #   CLUSTER_REDIS=1 bench/instructions.sh BIN BIN   the same build, "this" with its limits
 #                                                   shared over a local redis-server
 #   RPC_BODY='{...}' bench/instructions.sh ...  another /rpc/eth call (default eth_chainId)
+#   UP_BODY='{...}' ...                        the upstream's answer to every call
+#                                (default {"jsonrpc":"2.0","id":1,"result":"0x1"})
+#   BASE_YAML=... THIS_YAML=... ...            app YAML appended to each build's config:
+#                                the same binary twice with a setting off and on
 #   BASELINE_REV=<git rev> bench/instructions.sh ...  the baseline's own manifests
 #                                (plugins/ at that revision) and its own store, for a
 #                                baseline that lacks handlers or migrations added since
@@ -26,6 +30,7 @@ work=$(mktemp -d /tmp/chainedge-instr.XXXXXX)
 pids=()
 cleanup() { stop_all; rm -rf "$work"; }
 trap cleanup EXIT
+up_body=${UP_BODY:-'{"jsonrpc":"2.0","id":1,"result":"0x1"}'}
 cat > "$work/up.conf" <<NGINX
 worker_processes 1;
 pid $work/up.pid;
@@ -38,7 +43,7 @@ http {
   server {
     listen 127.0.0.1:$UP;
     default_type application/json;
-    location / { return 200 '{"jsonrpc":"2.0","id":1,"result":"0x1"}'; }
+    location / { return 200 '$up_body'; }
   }
 }
 NGINX
@@ -89,6 +94,8 @@ if [ -n "${BASELINE_REV:-}" ]; then
   rm "$work/plugins_base/eth.yaml.bench"
   sed -i "s#^plugins: .*#plugins: $work/plugins_base#" "$work/app_base.yaml"
 fi
+[ -z "${BASE_YAML:-}" ] || printf '%b\n' "$BASE_YAML" >> "$work/app_base.yaml"
+[ -z "${THIS_YAML:-}" ] || printf '%b\n' "$THIS_YAML" >> "$work/app_this.yaml"
 if [ -n "${CLUSTER_REDIS:-}" ]; then
   redis-server --port 19205 --bind 127.0.0.1 --save "" --appendonly no >/dev/null 2>&1 &
   pids+=($!)

@@ -86,6 +86,7 @@ mod routes;
 pub mod store;
 mod tracking;
 mod usage;
+mod verify;
 
 // Leaves.
 mod address;

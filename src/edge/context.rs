@@ -22,6 +22,8 @@ pub struct Ctx {
     pub(super) cors_headers: Vec<(&'static str, String)>,
     pub(crate) upstream: Option<String>,
     pub(crate) error_code: Option<&'static str>,
+    /// How a JSON-RPC answer was checked, for the access log.
+    pub(crate) verified: Option<&'static str>,
     pub(super) principal: Option<Principal>,
     /// `X-RateLimit-*` headers for an admitted, rate-limited request.
     pub(super) rate_headers: Vec<(&'static str, String)>,
@@ -129,6 +131,7 @@ impl Ctx {
             cors_headers: Vec::new(),
             upstream: None,
             error_code: None,
+            verified: None,
             principal: None,
             rate_headers: Vec::new(),
             params: Vec::new(),

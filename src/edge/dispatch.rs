@@ -259,10 +259,15 @@ impl Edge {
         if let Some(block) = reply.block {
             answer.headers.push((BLOCK_HEADER, block.to_string()));
         }
+        let verified = reply.verified.as_str();
+        ctx.verified = Some(verified);
+        answer
+            .headers
+            .push(("X-Chainedge-Verified", verified.to_string()));
         if let Some(note) = reply.cache {
             answer
                 .headers
-                .push(("X-Cache-Status", note.status.to_string()));
+                .push(("X-Cache-Status", note.status.as_str().to_string()));
             answer
                 .headers
                 .push(("X-Cache-Reason", note.reason.to_string()));

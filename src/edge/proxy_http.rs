@@ -396,6 +396,7 @@ impl Edge {
                 latency_us: (elapsed * 1e6).round() as u64,
                 upstream: ctx.upstream.as_deref(),
                 error: ctx.error_code.or(error),
+                verified: ctx.verified,
             })
         });
     }

@@ -41,6 +41,8 @@ struct Answered {
     status: u16,
     upstream: Option<String>,
     error: Option<&'static str>,
+    /// How the answer was checked (`x-chainedge-verified` over HTTP).
+    verified: Option<&'static str>,
     /// What the message asked for (`Incoming::label`), for a key's request log.
     method: Option<Box<str>>,
 }
@@ -52,6 +54,7 @@ impl Answered {
             status: e.status,
             upstream: None,
             error: Some(e.code),
+            verified: None,
             method: None,
         }
     }
@@ -188,6 +191,7 @@ impl Edge {
                     status: 200,
                     upstream: r.upstream,
                     error: None,
+                    verified: Some(r.verified.as_str()),
                     method: None,
                 }
             }
@@ -235,6 +239,7 @@ impl Edge {
                 latency_us: started.elapsed().as_micros() as u64,
                 upstream: a.upstream.as_deref(),
                 error: a.error,
+                verified: a.verified,
             })
         });
         if let Some(method) = &a.method {
@@ -302,6 +307,7 @@ impl Edge {
             status,
             upstream: None,
             error,
+            verified: None,
             method: logged,
         }
     }

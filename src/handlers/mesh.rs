@@ -126,6 +126,7 @@ fn host_entry(h: &Host) -> Value {
         "lag": h.health.lag(),
         "latency_ms": (h.health.latency_ms() * 1000.0).round() / 1000.0,
         "consecutive_failures": h.health.consecutive_failures(),
+        "cordoned": h.conduct.cordoned(),
         "last_checked_at": (checked > 0)
             .then(|| rfc3339(UNIX_EPOCH + Duration::from_millis(checked))),
         "last_error": h.last_error(),

@@ -28,6 +28,8 @@ pub struct AccessLine<'a> {
     pub latency_us: u64,
     pub upstream: Option<&'a str>,
     pub error: Option<&'a str>,
+    /// How a JSON-RPC answer was checked (`x-chainedge-verified`); absent elsewhere.
+    pub verified: Option<&'a str>,
 }
 
 /// Lines waiting for the writer; beyond this (stdout stalled) new lines are dropped and
@@ -125,6 +127,10 @@ impl AccessLine<'_> {
             out.push(b',');
             field(&mut out, name, &value);
         }
+        if let Some(verified) = self.verified {
+            out.push(b',');
+            field(&mut out, "verified", &verified);
+        }
         out.extend_from_slice(b"}\n");
         out
     }
@@ -175,6 +181,7 @@ mod tests {
             latency_us: 12_045,
             upstream: Some("u"),
             error: None,
+            verified: Some("self"),
         };
         let text = line.to_json();
         assert_eq!(text.last(), Some(&b'\n'));
@@ -182,10 +189,11 @@ mod tests {
         assert_eq!(v["request_id"], "id\"1");
         assert_eq!(v["path"], "/a\\b\n\u{1}é");
         assert_eq!(v["status"], 200);
+        assert_eq!(v["verified"], "self");
         assert_eq!(v["latency_ms"].as_f64(), Some(12.045));
         assert_eq!(v["tenant"], "t");
         assert!(v["key_id"].is_null() && v["error"].is_null());
         assert_eq!(v["upstream"], "u");
-        assert_eq!(v.as_object().unwrap().len(), 14);
+        assert_eq!(v.as_object().unwrap().len(), 15);
     }
 }

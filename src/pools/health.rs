@@ -412,7 +412,11 @@ pub async fn check_pool(client: &UpstreamClient, pool: &Pool, conf: &HealthConf)
     let ok_heads = heads
         .filter(|(_, (r, _))| r.is_ok())
         .map(|(h, _)| h.health.head());
-    let pool_head = super::tip::serve(pool, ok_heads.collect());
+    let family = pool.hosts.first().map_or("", |h| h.family.as_str());
+    let max_lag = pool
+        .max_lag
+        .unwrap_or_else(|| ProbeKind::for_family(family).default_max_lag());
+    let pool_head = super::tip::serve(pool, ok_heads.collect(), max_lag);
 
     for (h, (r, latency)) in pool.hosts.iter().zip(&results) {
         let rules = Rules {

@@ -4,6 +4,7 @@
 //! degraded, quarantined), and a passive cool-down — a host that just failed a call is
 //! tried after its healthy peers for a few seconds, without waiting for the next round.
 
+pub mod conduct;
 pub mod health;
 pub mod latency;
 pub mod tip;
@@ -59,6 +60,8 @@ pub struct Host {
     pub latency: LatencyHistogram,
     /// Hedged races lost in a row (another host answered while this one said nothing).
     races_lost: AtomicU32,
+    /// Answers of this host disproved by the edge's checks, and its cordon.
+    pub conduct: conduct::Conduct,
     /// A digest of the host's configuration and secrets: a reload keeps the host (its
     /// health, latency and cool-down) when this is unchanged.
     fingerprint: [u8; 32],
@@ -87,6 +90,7 @@ impl Host {
             set_aside_until_ms: AtomicU64::new(0),
             latency: LatencyHistogram::default(),
             races_lost: AtomicU32::new(0),
+            conduct: Default::default(),
             health: HostHealth::available(),
             fingerprint: [0; 32],
         }
@@ -252,7 +256,7 @@ impl Pool {
             }
             match h.health.state() {
                 HealthState::Quarantined => continue,
-                _ if h.set_aside() => aside.push(h.clone()),
+                _ if h.set_aside() || h.conduct.cordoned() => aside.push(h.clone()),
                 HealthState::Available => available.push(h.clone()),
                 HealthState::Degraded => degraded.push(h.clone()),
             }
@@ -380,6 +384,7 @@ impl Pools {
                     set_aside_until_ms: AtomicU64::new(0),
                     latency: LatencyHistogram::default(),
                     races_lost: AtomicU32::new(0),
+                    conduct: Default::default(),
                     health: HostHealth::default(),
                     fingerprint,
                 }));

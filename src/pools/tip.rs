@@ -12,10 +12,12 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 const STALLED_AFTER_ROUNDS: u32 = 3;
 
 /// The head a strict majority of `heads` has reached: the ⌊N/2⌋-th highest (0-based).
-/// With two hosts that is the lower one: one of two is no majority.
+/// One or two hosts have no majority that could outvote one of them: their tip is the
+/// highest, so a node of two that lags is still kept from `latest` (a fleet that wants
+/// a lying head outvoted needs three).
 pub fn majority_head(heads: &mut [u64]) -> u64 {
-    if heads.is_empty() {
-        return 0;
+    if heads.len() <= 2 {
+        return heads.iter().copied().max().unwrap_or(0);
     }
     heads.sort_unstable_by(|a, b| b.cmp(a));
     heads[heads.len() / 2]
@@ -72,16 +74,11 @@ impl TipWatch {
 
 /// The pool head after a health round, from the heads of the hosts that answered it:
 /// the head a strict majority reached; the highest kept beside it, and a majority left
-/// behind said once.
-pub(super) fn serve(pool: &Pool, mut heads: Vec<u64>) -> u64 {
+/// behind said once. `max_lag`: how far ahead a minority may be before that counts.
+pub(super) fn serve(pool: &Pool, mut heads: Vec<u64>, max_lag: u64) -> u64 {
     let highest = heads.iter().copied().max().unwrap_or(0);
     let tip = majority_head(&mut heads);
     let before = pool.head.swap(tip, Ordering::Relaxed);
-    let max_lag = pool.max_lag.unwrap_or_else(|| {
-        pool.hosts.first().map_or(0, |h| {
-            super::health::ProbeKind::for_family(&h.family).default_max_lag()
-        })
-    });
     match pool.tip.round(before, tip, highest, max_lag) {
         TipChange::Stalled => log::warn!(
             "pool {}: the majority's head {tip} has stood still for rounds while a minority \
@@ -108,8 +105,10 @@ mod tests {
     fn the_tip_is_where_a_strict_majority_is() {
         assert_eq!(majority_head(&mut []), 0);
         assert_eq!(majority_head(&mut [7]), 7);
-        // One of two is no majority: the lower.
-        assert_eq!(majority_head(&mut [10, 30]), 10);
+        // Two cannot outvote each other: the higher (a lagging node kept from `latest`).
+        assert_eq!(majority_head(&mut [10, 30]), 30);
+        // Two nodes listed twice each: the majority is where both are.
+        assert_eq!(majority_head(&mut [30, 30, 10, 10]), 10);
         // A far-future liar among three moves nothing; nor does a frozen one.
         assert_eq!(majority_head(&mut [100, u64::MAX, 101]), 101);
         assert_eq!(majority_head(&mut [100, 3, 101]), 100);

@@ -11,6 +11,7 @@ use crate::jsonrpc::Response;
 use crate::observe::metrics;
 use crate::pools::{Host, Pool};
 use crate::upstream::UpstreamError;
+use crate::verify::Verified;
 use bytes::Bytes;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
@@ -149,7 +150,10 @@ impl Gateway {
             on_node_state,
         };
         policy
-            .run(hosts, |host, share| self.attempt(host, body, rid, share))
+            .run(hosts, |host, share| {
+                self.attempt(host, body, rid, share)
+                    .map(|r| r.map(|body| (body, Verified::None)))
+            })
             .await
     }
 
@@ -256,7 +260,7 @@ impl Attempts {
     ) -> Result<RpcReply, ApiError>
     where
         F: Fn(Arc<Host>, Duration) -> Fut,
-        Fut: Future<Output = Result<Bytes, String>>,
+        Fut: Future<Output = Result<(Bytes, Verified), String>>,
     {
         let budget = self.budget;
         let deadline = Instant::now() + budget.total;
@@ -376,11 +380,11 @@ impl Race {
         &mut self,
         host: Arc<Host>,
         began: Instant,
-        outcome: Result<Bytes, String>,
+        outcome: Result<(Bytes, Verified), String>,
     ) -> Option<RpcReply> {
         self.in_flight.retain(|(h, _)| !Arc::ptr_eq(h, &host));
-        let body = match outcome {
-            Ok(body) => body,
+        let (body, verified) = match outcome {
+            Ok(answer) => answer,
             Err(e) => {
                 self.last_error = format!("{}: {e}", host.id);
                 return None;
@@ -408,7 +412,9 @@ impl Race {
             let first = self.first_began == Some(began);
             metrics::hedged_read(&host.pool, if first { "first" } else { "other" });
         }
-        Some(RpcReply::from_host(body, &host))
+        let mut reply = RpcReply::from_host(body, &host);
+        reply.verified = verified;
+        Some(reply)
     }
 
     /// Every attempt failed: the last node-state answer when the caller takes one, else

@@ -5,8 +5,9 @@
 //! caller's order; notifications get none.
 
 use super::attempts::{method_unknown, needs_websocket};
-use super::cache::{self, CacheNote};
+use super::cache::{self, CacheNote, CacheStatus};
 use super::call::{error_from, jsonrpc_error};
+use super::checked::Judged;
 use super::gateway::{CacheSlot, NEW_FILTER};
 use super::logs::GET_LOGS;
 use super::need::{need_for, need_of};
@@ -15,6 +16,7 @@ use crate::errors::ApiError;
 use crate::jsonrpc::methods::{block_need, classify_on, MethodClass};
 use crate::jsonrpc::{Id, Outgoing, Request, Response};
 use crate::pools::Pool;
+use crate::verify::Verified;
 use bytes::Bytes;
 use serde_json::Value;
 
@@ -26,6 +28,8 @@ struct Answering {
     tally: CacheTally,
     upstream: Option<String>,
     block: Option<u64>,
+    /// The weakest check of the answers from nodes or the cache; `None` before any.
+    verified: Option<Verified>,
 }
 
 impl Answering {
@@ -35,6 +39,7 @@ impl Answering {
             Ok(r) => {
                 self.upstream = self.upstream.take().or(r.upstream);
                 self.block = older(self.block, r.block);
+                self.verified = Some(self.verified.map_or(r.verified, |v| v.weakest(r.verified)));
                 serde_json::from_slice(&r.body)
                     .unwrap_or_else(|_| jsonrpc_error(id, -32603, "upstream answered non-JSON"))
             }
@@ -61,6 +66,7 @@ impl Gateway {
             tally: CacheTally::default(),
             upstream: None,
             block: None,
+            verified: None,
         };
         // JSON-RPC 2.0: a call without an `id` member is a notification and gets no reply
         // (an element that is not a call at all is answered).
@@ -89,6 +95,7 @@ impl Gateway {
             upstream: batch.upstream,
             block: batch.block,
             cache: batch.tally.note(),
+            verified: batch.verified.unwrap_or_default(),
         })
     }
 
@@ -141,11 +148,14 @@ impl Gateway {
                     Err(e) => error_from(&id, &e),
                 });
             }
-            // eth_getLogs travels alone: its range is checked, and split when wide.
-            MethodClass::Read if method == GET_LOGS => {
-                let sent = Outgoing::new(call.id.as_ref(), &call.method, call.params.as_ref());
-                let answered =
-                    Box::pin(self.get_logs(pool, call.params.as_ref(), &sent, rid, caller)).await;
+            // eth_getLogs travels alone: its range is checked, and split when wide. So
+            // does a read whose answer is checked: judged on the host that gave it, and
+            // asked again of another host when disproved.
+            MethodClass::Read
+                if method == GET_LOGS
+                    || Judged::of(self.conf.verify, method, call.params.as_ref()).is_some() =>
+            {
+                let answered = Box::pin(self.read_alone(pool, &call, rid, caller)).await;
                 batch
                     .tally
                     .count(answered.as_ref().ok().and_then(|r| r.cache));
@@ -176,6 +186,32 @@ impl Gateway {
         }
     }
 
+    /// A read that travels alone, as a single call is read: `eth_getLogs` through its
+    /// guard, the rest through the cache, coalescing and judged attempts.
+    async fn read_alone(
+        &self,
+        pool: &Pool,
+        call: &Request,
+        rid: &str,
+        caller: &Caller<'_>,
+    ) -> Result<RpcReply, ApiError> {
+        let (method, params) = (call.method.as_str(), call.params.as_ref());
+        let sent = Outgoing::new(call.id.as_ref(), method, params);
+        if method == GET_LOGS {
+            return self.get_logs(pool, params, &sent, rid, caller).await;
+        }
+        self.shared_read(
+            pool,
+            MethodClass::Read,
+            method,
+            params,
+            &sent,
+            rid,
+            caller.min_block,
+        )
+        .await
+    }
+
     /// The plain reads the cache did not answer, upstream as one node batch; each answer
     /// matched to its call by id (nodes may reorder them) and kept in the cache as if it
     /// had come alone.
@@ -197,6 +233,7 @@ impl Gateway {
         let mut answered: Vec<Response> =
             match self.read(pool, MethodClass::Read, need, &body, rid).await {
                 Ok(r) => {
+                    batch.verified = Some(Verified::None);
                     (served_by, served_at) = (r.upstream.clone(), r.block);
                     batch.upstream = batch.upstream.take().or(r.upstream);
                     batch.block = older(batch.block, r.block);
@@ -220,6 +257,7 @@ impl Gateway {
                     upstream: served_by.clone(),
                     block: served_at,
                     cache: None,
+                    verified: Verified::None,
                 };
                 self.cache_keep(pool, slot, &alone, before);
             }
@@ -242,8 +280,8 @@ struct CacheTally {
 impl CacheTally {
     fn count(&mut self, note: Option<CacheNote>) {
         match note.map(|n| n.status) {
-            Some("hit") => self.hit += 1,
-            Some("miss") => self.miss += 1,
+            Some(CacheStatus::Hit) => self.hit += 1,
+            Some(CacheStatus::Miss) => self.miss += 1,
             Some(_) => self.bypass += 1,
             None => {}
         }
@@ -254,10 +292,10 @@ impl CacheTally {
     fn note(&self) -> Option<CacheNote> {
         let status = match (self.hit, self.miss, self.bypass) {
             (0, 0, 0) => return None,
-            (_, 0, 0) => "hit",
-            (0, 0, _) => "bypass",
-            (0, _, _) => "miss",
-            _ => "partial",
+            (_, 0, 0) => CacheStatus::Hit,
+            (0, 0, _) => CacheStatus::Bypass,
+            (0, _, _) => CacheStatus::Miss,
+            _ => CacheStatus::Partial,
         };
         Some(CacheNote {
             status,

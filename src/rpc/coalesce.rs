@@ -172,6 +172,7 @@ fn restamp(reply: RpcReply, id: Id) -> RpcReply {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::verify::Verified;
     use bytes::Bytes;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
@@ -183,6 +184,7 @@ mod tests {
             upstream: Some("el-1".into()),
             block: Some(16),
             cache: None,
+            verified: Verified::None,
         }
     }
 

@@ -1,8 +1,9 @@
 //! The read path: one call or a batch, classified, checked against per-family plans and
 //! sent to hosts in order of what they can serve, with fallback on node-state errors.
 
-use super::cache::{self, CacheNote};
+use super::cache::{self, CacheNote, CacheStatus};
 use super::call::ReadCall;
+use super::checked::Judged;
 use super::logs::GET_LOGS;
 
 /// A logs filter: its range meets the `eth_getLogs` guard when it is made.
@@ -15,6 +16,7 @@ use crate::jsonrpc::methods::{block_need, classify_on, MethodClass};
 use crate::jsonrpc::{ErrorObject, Id, Outgoing, Request, Response};
 use crate::observe::metrics;
 use crate::pools::Pool;
+use crate::verify::Verified;
 use serde_json::Value;
 
 /// A read's place in the response cache: the key its answer is kept under, the policy
@@ -63,6 +65,7 @@ impl Gateway {
                     upstream: host,
                     block: None,
                     cache: None,
+                    verified: Verified::None,
                 })
             }
             MethodClass::Filter => {
@@ -76,6 +79,7 @@ impl Gateway {
                     upstream: host,
                     block: None,
                     cache: None,
+                    verified: Verified::None,
                 })
             }
             class => {
@@ -142,8 +146,14 @@ impl Gateway {
         // ones included, and be copied at each level it passes.
         let (coalesce, key) = (self.conf.coalesce, &slot.key);
         let mut reply = Box::pin(async move {
-            let body = sent.to_bytes();
-            let read = std::pin::pin!(self.read(pool, class, need, &body, rid));
+            let judged = Judged::of(self.conf.verify, method, params);
+            let asked = judged.and_then(|j| j.sent_params(params));
+            let body = match &asked {
+                Some(p) => sent.with_params(p).to_bytes(),
+                None => sent.to_bytes(),
+            };
+            let read = self.read_judged(pool, class, need, &body, rid, judged);
+            let read = std::pin::pin!(read);
             if coalesce {
                 self.in_flight.run(key, || sent.answer_id(), read).await
             } else {
@@ -179,7 +189,7 @@ impl Gateway {
         };
         let note = match policy {
             Some(cache::Policy::Bypass(reason)) => Some(CacheNote {
-                status: "bypass",
+                status: CacheStatus::Bypass,
                 reason,
             }),
             Some(cache::Policy::Cache(_)) => match self.cache.get(&pool.name, &key, id) {
@@ -188,14 +198,14 @@ impl Gateway {
                     return Ok(hit);
                 }
                 Err(reason) => Some(CacheNote {
-                    status: "miss",
+                    status: CacheStatus::Miss,
                     reason,
                 }),
             },
             None => None,
         };
         if let Some(n) = note {
-            metrics::cache_lookup(&pool.name, n.status, n.reason);
+            metrics::cache_lookup(&pool.name, n.status.as_str(), n.reason);
         }
         Err(CacheSlot { key, policy, note })
     }

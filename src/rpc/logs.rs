@@ -12,6 +12,7 @@ use crate::errors::ApiError;
 use crate::jsonrpc::methods::{BlockNeed, MethodClass};
 use crate::jsonrpc::{ErrorObject, Id, Outgoing, Request, Response};
 use crate::pools::Pool;
+use crate::verify::Verified;
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
 use serde_json::{Map, Value};
@@ -254,6 +255,7 @@ impl Gateway {
             upstream: None,
             block: (oldest != u64::MAX).then_some(oldest),
             cache: None,
+            verified: Verified::None,
         })
     }
 

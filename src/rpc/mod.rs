@@ -8,6 +8,7 @@ mod batch;
 mod beacon_finality;
 mod cache;
 mod call;
+mod checked;
 mod coalesce;
 pub mod compute_units;
 mod entry;
@@ -31,6 +32,7 @@ pub use write::{write_outcome, WriteOutcome};
 use crate::config::{RpcConf, WritePolicy};
 use crate::jsonrpc::methods::MethodClass;
 use crate::upstream::UpstreamClient;
+use crate::verify::Verified;
 use bytes::Bytes;
 use serde_json::Value;
 use std::sync::Arc;
@@ -47,6 +49,8 @@ pub struct Gateway {
     pub cache: Arc<ResponseCache>,
     /// Accepted transactions, queued for the follower (`capture::txs`).
     pub txlog: Arc<crate::tracking::TxLog>,
+    /// Checked blocks' facts by hash, for the answers that name them.
+    pub facts: Arc<checked::BlockFactsCache>,
 }
 
 #[derive(Clone)]
@@ -68,6 +72,8 @@ pub struct RpcSettings {
     /// (family, rank, plan name) for `trace`, `debug`, `txpool`.
     pub method_plans: Vec<(&'static str, usize, String)>,
     pub upgrade_url: String,
+    /// What a disproved answer costs (`rpc.verify.mode`).
+    pub verify: crate::config::VerifyMode,
 }
 
 impl RpcSettings {
@@ -107,6 +113,7 @@ impl RpcSettings {
             write_policy: c.write_policy,
             method_plans,
             upgrade_url: upgrade_url.to_string(),
+            verify: c.verify.mode,
         }
     }
 
@@ -206,6 +213,8 @@ pub struct RpcReply {
     pub block: Option<u64>,
     /// How the response cache took part (single reads only).
     pub cache: Option<CacheNote>,
+    /// How the answer was checked (`x-chainedge-verified`).
+    pub verified: Verified,
 }
 
 impl RpcReply {
@@ -217,6 +226,7 @@ impl RpcReply {
             upstream: Some(host.id.clone()),
             block: (head > 0).then_some(head),
             cache: None,
+            verified: Verified::None,
         }
     }
 }

@@ -47,6 +47,28 @@ pub struct RpcConf {
     /// are open to every plan that may call the route.
     #[serde(default = "d_method_plans")]
     pub method_plans: BTreeMap<String, String>,
+    /// Answers checked against themselves (docs/verification.md).
+    #[serde(default)]
+    pub verify: VerifyConf,
+}
+
+/// `rpc.verify`: what happens to an answer that carries its own commitment.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyConf {
+    #[serde(default)]
+    pub mode: VerifyMode,
+}
+
+/// `enforce`: a disproved answer is never served (the next host is asked); `observe`:
+/// it is logged and counted but served, to roll checks out safely; `off`: no checks.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerifyMode {
+    #[default]
+    Enforce,
+    Observe,
+    Off,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -283,6 +305,7 @@ impl Default for RpcConf {
             max_attempts: d_attempts(),
             write_policy: WritePolicy::default(),
             method_plans: d_method_plans(),
+            verify: VerifyConf::default(),
         }
     }
 }

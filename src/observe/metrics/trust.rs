@@ -3,7 +3,7 @@
 
 use super::register;
 use once_cell::sync::Lazy;
-use prometheus::{IntGaugeVec, Opts};
+use prometheus::{IntCounterVec, IntGaugeVec, Opts};
 
 pub static POOL_TIP: Lazy<IntGaugeVec> = Lazy::new(|| {
     register(
@@ -42,4 +42,39 @@ pub fn pool_tip(pool: &str, majority: u64, highest: u64, stalled: bool) {
         .with_label_values(&[pool, "highest"])
         .set(highest as i64);
     POOL_STALLED.with_label_values(&[pool]).set(stalled as i64);
+}
+
+pub static CHECKED: Lazy<IntCounterVec> = Lazy::new(|| {
+    register(
+        IntCounterVec::new(
+            Opts::new(
+                "chainedge_checked_answers_total",
+                "Node answers judged against their own commitments, by check and outcome \
+                 (proven, unchecked, disproved)",
+            ),
+            &["pool", "check", "outcome"],
+        )
+        .unwrap(),
+    )
+});
+
+pub static DISPROVED: Lazy<IntCounterVec> = Lazy::new(|| {
+    register(
+        IntCounterVec::new(
+            Opts::new(
+                "chainedge_disproved_answers_total",
+                "Node answers the edge disproved, by host and check",
+            ),
+            &["pool", "host", "check"],
+        )
+        .unwrap(),
+    )
+});
+
+pub fn checked_answer(pool: &str, check: &str, outcome: &str) {
+    CHECKED.with_label_values(&[pool, check, outcome]).inc();
+}
+
+pub fn disproved_answer(pool: &str, host: &str, check: &str) {
+    DISPROVED.with_label_values(&[pool, host, check]).inc();
 }

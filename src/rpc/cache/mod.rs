@@ -59,8 +59,30 @@ pub(super) enum Policy {
 /// How the cache took part in an answer: `hit`, `miss` or `bypass`, and why.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CacheNote {
-    pub status: &'static str,
+    pub status: CacheStatus,
     pub reason: &'static str,
+}
+
+/// `X-Cache-Status`. An enum, not a string: every reply carries a note, and the reply
+/// is part of every connection's task (`edge::tests::the_pipeline_future_stays_small`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheStatus {
+    Hit,
+    Miss,
+    Bypass,
+    /// Some of a batch's reads came from the cache.
+    Partial,
+}
+
+impl CacheStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheStatus::Hit => "hit",
+            CacheStatus::Miss => "miss",
+            CacheStatus::Bypass => "bypass",
+            CacheStatus::Partial => "partial",
+        }
+    }
 }
 
 /// The policy for one read call.
@@ -165,6 +187,8 @@ struct Entry {
     result: Bytes,
     block: Option<u64>,
     upstream: Option<String>,
+    /// How the answer was checked when the node gave it.
+    verified: crate::verify::Verified,
     lifetime: Lifetime,
 }
 
@@ -273,9 +297,10 @@ impl ResponseCache {
             upstream: entry.upstream.clone(),
             block: entry.block,
             cache: Some(CacheNote {
-                status: "hit",
+                status: CacheStatus::Hit,
                 reason: "fresh",
             }),
+            verified: entry.verified,
         })
     }
 
@@ -401,6 +426,7 @@ impl ResponseCache {
             result,
             block: reply.block,
             upstream: reply.upstream.clone(),
+            verified: reply.verified,
             lifetime,
         };
         let size = entry.size(&key);

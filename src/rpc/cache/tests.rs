@@ -1,6 +1,7 @@
 //! The response cache's lifetimes, bounds and policies.
 
 use super::*;
+use crate::verify::Verified;
 use serde_json::json;
 
 #[test]
@@ -93,6 +94,7 @@ fn answer(result: Value) -> RpcReply {
         upstream: Some("el-1".into()),
         block: Some(100),
         cache: None,
+        verified: Verified::None,
     }
 }
 

@@ -1,0 +1,313 @@
+//! A block answer checked against itself: its header hashes to the hash it claims (every
+//! fork's optional fields, as `alloy_consensus::Header` encodes them), it is the block
+//! asked for, its transactions recompute to the transactions root (each one's hash,
+//! sender and place in the block as claimed), its withdrawals to the withdrawals root,
+//! an empty uncle list to the empty ommers hash.
+
+use super::{Verdict, Want};
+use alloy_consensus::transaction::SignerRecoverable;
+use alloy_consensus::{proofs, Header, Transaction, TxEnvelope, EMPTY_OMMER_ROOT_HASH};
+use alloy_eips::eip2718::Encodable2718;
+use alloy_eips::eip4895::Withdrawal;
+use alloy_primitives::{keccak256, Address, Bloom, TxKind, B256};
+use serde::Deserialize;
+use serde_json::Value;
+
+/// Header members a block answer may carry: each is covered by the header hash.
+const HEADER_FIELDS: &[&str] = &[
+    "parentHash",
+    "sha3Uncles",
+    "miner",
+    "stateRoot",
+    "transactionsRoot",
+    "receiptsRoot",
+    "logsBloom",
+    "difficulty",
+    "number",
+    "gasLimit",
+    "gasUsed",
+    "timestamp",
+    "extraData",
+    "mixHash",
+    "nonce",
+    "baseFeePerGas",
+    "withdrawalsRoot",
+    "blobGasUsed",
+    "excessBlobGas",
+    "parentBeaconBlockRoot",
+    "requestsHash",
+    "blockAccessListHash",
+    "slotNumber",
+];
+
+/// The block's other members: the hash and bodies are checked; `size` and the
+/// deprecated `totalDifficulty` are not committed to by anything and pass as they are.
+const BODY_FIELDS: &[&str] = &[
+    "hash",
+    "transactions",
+    "uncles",
+    "withdrawals",
+    "size",
+    "totalDifficulty",
+];
+
+/// What a checked block says of itself, kept per block for the answers that name it.
+#[derive(Debug, Clone)]
+pub struct BlockFacts {
+    pub hash: B256,
+    pub number: u64,
+    pub timestamp: u64,
+    pub receipts_root: B256,
+    pub logs_bloom: Bloom,
+    pub txs: Vec<TxFacts>,
+}
+
+/// One checked transaction, as its receipt must repeat it.
+#[derive(Debug, Clone)]
+pub struct TxFacts {
+    pub hash: B256,
+    pub from: Address,
+    pub to: Option<Address>,
+    pub nonce: u64,
+    pub effective_gas_price: u128,
+}
+
+#[derive(Deserialize)]
+struct BlockJson {
+    #[serde(flatten)]
+    header: Header,
+    hash: B256,
+    #[serde(default)]
+    transactions: Vec<Value>,
+    #[serde(default)]
+    uncles: Vec<B256>,
+    withdrawals: Option<Vec<Withdrawal>>,
+}
+
+/// Where a transaction object says it sits.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TxPlace {
+    hash: B256,
+    from: Address,
+    block_hash: Option<B256>,
+    #[serde(default, with = "alloy_serde::quantity::opt")]
+    block_number: Option<u64>,
+    #[serde(default, with = "alloy_serde::quantity::opt")]
+    transaction_index: Option<u64>,
+    #[serde(default, with = "alloy_serde::quantity::opt")]
+    block_timestamp: Option<u64>,
+}
+
+/// Check a block answer (`result` of `eth_getBlockBy*`, transactions as objects) against
+/// itself and against the block asked for.
+pub fn check(block: &Value, want: Want) -> Verdict<BlockFacts> {
+    let Some(members) = block.as_object() else {
+        return Verdict::Disproved("the block is not an object".into());
+    };
+    if let Some(unknown) = members
+        .keys()
+        .find(|k| !HEADER_FIELDS.contains(&k.as_str()) && !BODY_FIELDS.contains(&k.as_str()))
+    {
+        return Verdict::Unchecked(format!("block field {unknown} unknown to the edge"));
+    }
+    let b = match BlockJson::deserialize(block) {
+        Ok(b) => b,
+        Err(e) => return Verdict::Disproved(format!("the block does not decode: {e}")),
+    };
+    let hash = b.header.hash_slow();
+    if hash != b.hash {
+        return Verdict::Disproved(format!("its header hashes to {hash}, not {}", b.hash));
+    }
+    if let Err(e) = want.answered_by(b.header.number, hash) {
+        return Verdict::Disproved(e);
+    }
+    if b.uncles.is_empty() && b.header.ommers_hash != EMPTY_OMMER_ROOT_HASH {
+        return Verdict::Disproved("no uncles listed under a non-empty ommers hash".into());
+    }
+    if !b.uncles.is_empty() {
+        return Verdict::Unchecked("uncle headers are not in the answer".into());
+    }
+    if let Some(err) = withdrawals_differ(&b) {
+        return Verdict::Disproved(err);
+    }
+    let txs = match transactions(&b, hash) {
+        Verdict::Proven(txs) => txs,
+        Verdict::Unchecked(why) => return Verdict::Unchecked(why),
+        Verdict::Disproved(why) => return Verdict::Disproved(why),
+    };
+    Verdict::Proven(BlockFacts {
+        hash,
+        number: b.header.number,
+        timestamp: b.header.timestamp,
+        receipts_root: b.header.receipts_root,
+        logs_bloom: b.header.logs_bloom,
+        txs,
+    })
+}
+
+fn withdrawals_differ(b: &BlockJson) -> Option<String> {
+    match (&b.withdrawals, b.header.withdrawals_root) {
+        (Some(w), Some(root)) if proofs::calculate_withdrawals_root(w) != root => {
+            Some("its withdrawals do not recompute to the withdrawals root".into())
+        }
+        (Some(_), None) => Some("withdrawals listed without a withdrawals root".into()),
+        _ => None,
+    }
+}
+
+/// The block's transactions, each decoded, placed and signed as claimed, and together
+/// recomputing to the transactions root.
+fn transactions(b: &BlockJson, block_hash: B256) -> Verdict<Vec<TxFacts>> {
+    if b.transactions.iter().any(Value::is_string) {
+        return Verdict::Unchecked("a hashes-only transaction list".into());
+    }
+    let mut envelopes = Vec::with_capacity(b.transactions.len());
+    let mut facts = Vec::with_capacity(b.transactions.len());
+    for (i, t) in b.transactions.iter().enumerate() {
+        let (tx, place) = match (TxEnvelope::deserialize(t), TxPlace::deserialize(t)) {
+            (Ok(tx), Ok(place)) => (tx, place),
+            _ => {
+                let ty = t.get("type").and_then(Value::as_str).unwrap_or("?");
+                return Verdict::Unchecked(format!("transaction {i} (type {ty}) not decoded"));
+            }
+        };
+        // Not `trie_hash`: an envelope decoded from JSON keeps the hash it was given.
+        let hash = keccak256(tx.encoded_2718());
+        if hash != place.hash {
+            return Verdict::Disproved(format!(
+                "transaction {i} hashes to {hash}, not {}",
+                place.hash
+            ));
+        }
+        let at = (
+            place.block_hash,
+            place.block_number,
+            place.transaction_index,
+        );
+        let stamp = place.block_timestamp.unwrap_or(b.header.timestamp);
+        if at != (Some(block_hash), Some(b.header.number), Some(i as u64))
+            || stamp != b.header.timestamp
+        {
+            return Verdict::Disproved(format!("transaction {i} claims another place: {at:?}"));
+        }
+        match tx.recover_signer() {
+            Ok(from) if from == place.from => {}
+            _ => return Verdict::Disproved(format!("transaction {i} is not signed by its from")),
+        }
+        facts.push(TxFacts {
+            hash,
+            from: place.from,
+            to: match tx.kind() {
+                TxKind::Call(to) => Some(to),
+                TxKind::Create => None,
+            },
+            nonce: tx.nonce(),
+            effective_gas_price: tx.effective_gas_price(b.header.base_fee_per_gas),
+        });
+        envelopes.push(tx);
+    }
+    if proofs::calculate_transaction_root(&envelopes) != b.header.transactions_root {
+        return Verdict::Disproved("its transactions do not recompute to the root".into());
+    }
+    Verdict::Proven(facts)
+}
+
+/// A checked full block as the hashes-only answer a node gives for `full = false`.
+pub fn to_hashes_only(block: &mut Value) {
+    if let Some(Value::Array(txs)) = block.get_mut("transactions") {
+        for t in txs.iter_mut() {
+            if let Some(h) = t.get("hash").cloned() {
+                *t = h;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One lie told in an answer.
+    type Tamper = fn(&mut Value);
+
+    fn full() -> Value {
+        serde_json::from_str(include_str!("testdata/anvil_block_full.json")).unwrap()
+    }
+
+    fn proven(v: &Value, want: Want) -> BlockFacts {
+        match check(v, want) {
+            Verdict::Proven(f) => f,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn disproved(v: &Value) -> String {
+        match check(v, Want::Tag) {
+            Verdict::Disproved(why) => why,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_anvil_block_checks_whole() {
+        let b = full();
+        let facts = proven(&b, Want::Number(2));
+        assert_eq!(facts.txs.len(), 4);
+        assert_eq!(facts.hash.to_string(), b["hash"].as_str().unwrap());
+        // Legacy, access-list, fee-market and a creation.
+        assert!(facts.txs[3].to.is_none());
+        assert_eq!(
+            facts.txs[0].from.to_string().to_lowercase(),
+            "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266"
+        );
+        let hash: B256 = b["hash"].as_str().unwrap().parse().unwrap();
+        proven(&b, Want::Hash(hash));
+        // The hashes-only form keeps the header and lists the hashes.
+        let mut h = b.clone();
+        to_hashes_only(&mut h);
+        assert_eq!(h["transactions"][1], b["transactions"][1]["hash"]);
+        assert!(matches!(check(&h, Want::Tag), Verdict::Unchecked(_)));
+    }
+
+    #[test]
+    fn every_lie_in_a_block_is_found() {
+        let b = full();
+        let wrong = Want::Number(3);
+        assert!(matches!(check(&b, wrong), Verdict::Disproved(_)));
+        let lies: [(&str, Tamper); 8] = [
+            ("state root", |b| {
+                b["stateRoot"] = Value::from(format!("0x{}", "11".repeat(32)))
+            }),
+            ("receipts root", |b| {
+                b["receiptsRoot"] = Value::from(format!("0x{}", "22".repeat(32)))
+            }),
+            ("a later fork's field", |b| {
+                b["requestsHash"] = Value::from(format!("0x{}", "33".repeat(32)))
+            }),
+            ("a value", |b| b["transactions"][2]["value"] = "0x4".into()),
+            ("a transaction dropped", |b| {
+                b["transactions"].as_array_mut().unwrap().remove(1);
+            }),
+            ("a sender", |b| {
+                b["transactions"][0]["from"] = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8".into()
+            }),
+            ("a transaction hash", |b| {
+                b["transactions"][1]["hash"] = b["hash"].clone()
+            }),
+            ("a place", |b| {
+                b["transactions"][1]["transactionIndex"] = "0x2".into()
+            }),
+        ];
+        for (what, lie) in lies {
+            let mut v = b.clone();
+            lie(&mut v);
+            let why = disproved(&v);
+            eprintln!("{what}: {why}");
+        }
+        // A field the edge does not know: served, unchecked, never refused.
+        let mut v = b.clone();
+        v["someFutureRoot"] = "0x01".into();
+        assert!(matches!(check(&v, Want::Tag), Verdict::Unchecked(_)));
+    }
+}

@@ -1,0 +1,159 @@
+//! Answers checked against themselves: a node's answer that carries its own commitment
+//! (a block's header hash, its transactions root, its receipts root and logs bloom) is
+//! recomputed at the edge before it is served. An answer that fails is never served;
+//! one the edge cannot check (a field or transaction type it does not know) is served
+//! and said unchecked, never refused. docs/verification.md has the threat model.
+
+pub mod block;
+pub mod receipts;
+
+use alloy_primitives::B256;
+use serde_json::Value;
+
+/// How an answer was checked, as `x-chainedge-verified` says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Verified {
+    /// Not checked: nothing in it commits to the rest, or the edge could not check it.
+    #[default]
+    None,
+    /// Recomputed from its own commitments (and the block it names, itself checked).
+    SelfConsistent,
+}
+
+impl Verified {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verified::None => "none",
+            Verified::SelfConsistent => "self",
+        }
+    }
+
+    /// The weaker of two (an answer made of several is checked as its weakest part).
+    pub fn weakest(self, other: Verified) -> Verified {
+        if self == Verified::None || other == Verified::None {
+            Verified::None
+        } else {
+            self
+        }
+    }
+}
+
+/// The outcome of checking one answer.
+#[derive(Debug)]
+pub enum Verdict<T> {
+    /// Every commitment recomputed: what was learned on the way.
+    Proven(T),
+    /// Served as it is, said unchecked: why it could not be checked.
+    Unchecked(String),
+    /// Wrong: never served. Why, for the misbehaviour log.
+    Disproved(String),
+}
+
+/// The block a call names: by number, by hash, or by a tag the answer cannot be held to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Want {
+    Number(u64),
+    Hash(B256),
+    Tag,
+}
+
+impl Want {
+    fn of(param: Option<&Value>) -> Option<Want> {
+        match param? {
+            Value::String(s) if s.len() == 66 => s.parse().ok().map(Want::Hash),
+            Value::String(s) => match s.strip_prefix("0x") {
+                Some(hex) => u64::from_str_radix(hex, 16).ok().map(Want::Number),
+                None => Some(Want::Tag),
+            },
+            // EIP-1898: {"blockHash": …} or {"blockNumber": …}.
+            Value::Object(o) => match (o.get("blockHash"), o.get("blockNumber")) {
+                (Some(h), None) => Want::of(Some(h)),
+                (None, Some(n)) => Want::of(Some(n)),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// Whether a block numbered `number` with hash `hash` is the one wanted.
+    pub fn answered_by(self, number: u64, hash: B256) -> Result<(), String> {
+        match self {
+            Want::Number(n) if n != number => Err(format!("asked for block {n}, got {number}")),
+            Want::Hash(h) if h != hash => Err(format!("asked for block {h}, got {hash}")),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// What a call's answer can be checked against, by method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// `eth_getBlockByNumber` / `eth_getBlockByHash`; `full`: the caller asked for
+    /// transaction objects. A hashes-only block is fetched full, checked, and answered
+    /// as hashes (the hash list has no commitment of its own).
+    Block { want: Want, full: bool },
+    /// `eth_getBlockReceipts`: against the receipts root of the block they name.
+    BlockReceipts { want: Want },
+}
+
+impl Check {
+    /// The check for `method(params)`, when its answer commits to anything.
+    pub fn of(method: &str, params: Option<&Value>) -> Option<Check> {
+        let p = |i: usize| params.and_then(|p| p.get(i));
+        match method {
+            "eth_getBlockByNumber" | "eth_getBlockByHash" => Some(Check::Block {
+                want: Want::of(p(0))?,
+                full: p(1).and_then(Value::as_bool).unwrap_or(false),
+            }),
+            "eth_getBlockReceipts" => Some(Check::BlockReceipts {
+                want: Want::of(p(0))?,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The name of the check in metrics and the misbehaviour log.
+    pub fn name(self) -> &'static str {
+        match self {
+            Check::Block { .. } => "block",
+            Check::BlockReceipts { .. } => "receipts",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn calls_name_their_checks() {
+        let h = "0x654ba534dc84271e0e62e3f631c30082010ef940b1484ccc9657aad39eb63e01";
+        assert_eq!(
+            Check::of("eth_getBlockByNumber", Some(&json!(["0x10", true]))),
+            Some(Check::Block {
+                want: Want::Number(16),
+                full: true
+            })
+        );
+        assert_eq!(
+            Check::of("eth_getBlockByHash", Some(&json!([h]))),
+            Some(Check::Block {
+                want: Want::Hash(h.parse().unwrap()),
+                full: false
+            })
+        );
+        assert_eq!(
+            Check::of("eth_getBlockReceipts", Some(&json!(["latest"]))),
+            Some(Check::BlockReceipts { want: Want::Tag })
+        );
+        assert_eq!(
+            Check::of("eth_getBlockReceipts", Some(&json!([{"blockHash": h}]))),
+            Some(Check::BlockReceipts {
+                want: Want::Hash(h.parse().unwrap())
+            })
+        );
+        assert_eq!(Check::of("eth_getBalance", Some(&json!(["0x1"]))), None);
+        assert_eq!(Check::of("eth_getBlockByNumber", Some(&json!([7]))), None);
+    }
+}

@@ -1,0 +1,280 @@
+//! Answers checked against themselves (issue 65): one anvil, asked directly (honest) and
+//! through a proxy that rewrites its answers (the liar), as a compromised node would.
+//! For each lie about a block or its receipts, every answer the client gets is the
+//! honest one and says `X-Chainedge-Verified: self`; the liar's answers are disproved,
+//! logged and counted, and it is cordoned after three. An answer the edge cannot check
+//! is served and said unchecked; `observe` mode serves lies and counts them.
+
+mod common;
+use common::evm::*;
+use common::*;
+use serde_json::{json, Value};
+use std::sync::{Arc, Mutex};
+
+type Lie = fn(&Anvil, &str, &Value, &mut Value);
+
+/// A proxy before `node` that rewrites the `result` of single calls with `lie`.
+fn liar(node: Arc<Anvil>, lie: Arc<Mutex<Lie>>) -> Fixture {
+    Fixture::start(move |req| {
+        let call: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+        let hdr = [("Content-Type", "application/json")];
+        let r = request(node.port, "POST", "/", &hdr, &req.body).unwrap();
+        let mut answer = r.json();
+        if let (Some(method), Some(result)) = (call["method"].as_str(), answer.get_mut("result")) {
+            (*lie.lock().unwrap())(&node, method, &call["params"], result);
+        }
+        FixtureResponse::json(answer)
+    })
+}
+
+/// A chain with something to lie about: a block of three transactions (two transfers
+/// and a token call that logs), token blocks with logs.
+fn chain(node: &Anvil) -> u64 {
+    let token = deploy_erc20(node, "Checked", "CHK", "1000000");
+    node.call("evm_setAutomine", json!([false]));
+    for value in ["0x1", "0x2"] {
+        node.call(
+            "eth_sendTransaction",
+            json!([{"from": DEV, "to": "0x70997970c51812dc3a010c7d01b50e0d17dc79c8", "value": value}]),
+        );
+    }
+    let data = format!(
+        "0x{}{}{}",
+        selector("transfer(address,uint256)"),
+        word("0x70997970c51812dc3a010c7d01b50e0d17dc79c8"),
+        word("5")
+    );
+    node.call(
+        "eth_sendTransaction",
+        json!([{"from": DEV, "to": token, "data": data, "gas": "0x100000"}]),
+    );
+    node.call("evm_mine", json!([]));
+    node.call("evm_setAutomine", json!([true]));
+    node.block_number()
+}
+
+fn gateway(honest: &Anvil, liar: &Fixture, mode: &str) -> Gateway {
+    Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: honest, url: \"{}\", family: el-anvil}}\n      \
+             - {{id: liar, url: \"{}\", family: el-anvil}}\n",
+            honest.url(),
+            liar.url()
+        ),
+        extra_yaml: format!(
+            "rpc:\n  cache: {{enabled: false}}\n  verify: {{mode: {mode}}}\n{UNLIMITED}"
+        ),
+        ..Default::default()
+    })
+}
+
+/// `calls` through the gateway, each answer compared with the node's own.
+fn ask_all(gw: &Gateway, node: &Anvil, key: &str, calls: &[(&str, Value)]) -> (usize, Vec<String>) {
+    let mut wrong = 0;
+    let mut levels = Vec::new();
+    for (method, params) in calls {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let r = rpc(gw.port, "/rpc/eth", Some(key), &body);
+        assert_eq!(r.status, 200, "{}", r.text());
+        let honest = node.call(method, params.clone());
+        if r.json()["result"] != honest {
+            wrong += 1;
+            eprintln!("{method} {params}: wrong answer {}", r.text());
+        }
+        levels.push(r.header("x-chainedge-verified").unwrap_or("").to_string());
+    }
+    (wrong, levels)
+}
+
+fn disproved(gw: &Gateway) -> f64 {
+    metric_sum(gw, "chainedge_disproved_answers_total{")
+}
+
+fn hex(n: u64) -> String {
+    format!("0x{n:x}")
+}
+
+#[test]
+fn no_lie_about_a_block_or_its_receipts_reaches_the_client() {
+    let node = Arc::new(Anvil::start(1, &[]));
+    let busy = chain(&node);
+    let lies: Vec<(&str, Lie, &str)> = vec![
+        (
+            "a state root",
+            |_, m, _, r| {
+                if m.starts_with("eth_getBlockBy") {
+                    r["stateRoot"] = json!(format!("0x{}", "11".repeat(32)));
+                }
+            },
+            "eth_getBlockByNumber",
+        ),
+        (
+            "a transaction's value (hashes-only blocks too)",
+            |_, m, _, r| {
+                if m.starts_with("eth_getBlockBy") && r["transactions"][0].is_object() {
+                    r["transactions"][0]["value"] = json!("0x7");
+                }
+            },
+            "eth_getBlockByNumber",
+        ),
+        (
+            "another block than the one asked (a stale node)",
+            |n, m, p, r| {
+                if m == "eth_getBlockByNumber" {
+                    let earlier =
+                        u64::from_str_radix(p[0].as_str().unwrap().trim_start_matches("0x"), 16)
+                            .unwrap()
+                            - 1;
+                    *r = n.call(m, json!([hex(earlier), p[1]]));
+                }
+            },
+            "eth_getBlockByNumber",
+        ),
+        (
+            "a receipt's status",
+            |_, m, _, r| {
+                if m == "eth_getBlockReceipts" {
+                    r[0]["status"] = json!("0x0");
+                }
+            },
+            "eth_getBlockReceipts",
+        ),
+        (
+            "a log dropped",
+            |_, m, _, r| {
+                if m == "eth_getBlockReceipts" {
+                    if let Some(last) = r.as_array_mut().and_then(|a| a.last_mut()) {
+                        last["logs"] = json!([]);
+                    }
+                }
+            },
+            "eth_getBlockReceipts",
+        ),
+        (
+            "receipts of a block that does not exist",
+            |_, m, _, r| {
+                if m == "eth_getBlockReceipts" {
+                    for rc in r.as_array_mut().unwrap() {
+                        rc["blockHash"] = json!(format!("0x{}", "ab".repeat(32)));
+                    }
+                }
+            },
+            "eth_getBlockReceipts",
+        ),
+    ];
+    let calls = |method: &str| -> Vec<(&'static str, Value)> {
+        match method {
+            "eth_getBlockByNumber" => (0..4)
+                .flat_map(|i| {
+                    let n = hex(busy - (i % 2));
+                    [
+                        ("eth_getBlockByNumber", json!([n.clone(), true])),
+                        ("eth_getBlockByNumber", json!([n, false])),
+                    ]
+                })
+                .collect(),
+            _ => (0..6)
+                .map(|i| ("eth_getBlockReceipts", json!([hex(busy - (i % 3))])))
+                .collect(),
+        }
+    };
+    for (what, lie, method) in lies {
+        let lying = Arc::new(Mutex::new(lie));
+        let proxy = liar(node.clone(), lying);
+        let gw = gateway(&node, &proxy, "enforce");
+        let key = gw.key("scale", &[]);
+        let (wrong, levels) = ask_all(&gw, &node, &key, &calls(method));
+        let caught = disproved(&gw);
+        eprintln!("{what}: {wrong} wrong answers, {caught} disproved, levels {levels:?}");
+        assert_eq!(wrong, 0, "{what}: a lie reached the client");
+        assert!(caught >= 1.0, "{what}: the liar was never asked");
+        assert!(levels.iter().all(|l| l == "self"), "{what}: {levels:?}");
+        // One JSON line per disproved answer in the misbehaviour log.
+        let log = gw.stderr_tail();
+        let line = log
+            .lines()
+            .find(|l| l.contains("misbehaviour"))
+            .unwrap_or_else(|| panic!("{what}: no misbehaviour line in {log}"));
+        let json_part = &line[line.find('{').unwrap()..];
+        let entry: Value = serde_json::from_str(json_part).unwrap();
+        assert_eq!(entry["host"], "liar", "{entry}");
+        assert!(entry["why"].as_str().unwrap().len() > 5, "{entry}");
+    }
+}
+
+#[test]
+fn a_liar_is_cordoned_and_unknown_fields_pass_unchecked() {
+    let node = Arc::new(Anvil::start(1, &[]));
+    let busy = chain(&node);
+    let lying: Arc<Mutex<Lie>> = Arc::new(Mutex::new(|_, m, _, r| {
+        if m.starts_with("eth_getBlockBy") {
+            r["gasUsed"] = json!("0x1");
+        }
+    }));
+    let proxy = liar(node.clone(), lying.clone());
+    let gw = gateway(&node, &proxy, "enforce");
+    let key = gw.key("scale", &[]);
+    let calls: Vec<_> = (0..12)
+        .map(|i| ("eth_getBlockByNumber", json!([hex(busy - i % 4), true])))
+        .collect();
+    // The liar is set aside after each lie: wait out the cool-down between rounds.
+    for round in calls.chunks(4) {
+        let (wrong, _) = ask_all(&gw, &node, &key, round);
+        assert_eq!(wrong, 0);
+        if disproved(&gw) >= 3.0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5200));
+    }
+    assert!(disproved(&gw) >= 3.0, "{}", disproved(&gw));
+    let mesh = gw.get("/v1/eth/mesh/health", &[]).json();
+    let hosts = mesh["blocks"]["el"]["hosts"].as_array().unwrap().clone();
+    let liar_entry = hosts.iter().find(|h| h["id"] == "liar").unwrap();
+    assert_eq!(liar_entry["cordoned"], true, "{liar_entry}");
+
+    // A field the edge does not know: served as the node gave it, said unchecked.
+    *lying.lock().unwrap() = |_, m, _, r| {
+        if m.starts_with("eth_getBlockBy") {
+            r["someFutureRoot"] = json!("0x01");
+        }
+    };
+    let proxy2 = liar(node.clone(), lying);
+    let gw2 = gateway(&node, &proxy2, "enforce");
+    let key2 = gw2.key("scale", &[]);
+    let mut unchecked = 0;
+    for i in 0..4 {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "eth_getBlockByNumber",
+                          "params": [hex(busy - i % 2), false]});
+        let r = rpc(gw2.port, "/rpc/eth", Some(&key2), &body);
+        assert_eq!(r.status, 200);
+        if r.json()["result"]["someFutureRoot"].is_string() {
+            assert_eq!(r.header("x-chainedge-verified"), Some("none"));
+            unchecked += 1;
+        } else {
+            assert_eq!(r.header("x-chainedge-verified"), Some("self"));
+        }
+    }
+    assert!(unchecked >= 1, "the liar was never asked");
+    assert_eq!(disproved(&gw2), 0.0);
+}
+
+#[test]
+fn observe_mode_serves_a_lie_and_counts_it() {
+    let node = Arc::new(Anvil::start(1, &[]));
+    let busy = chain(&node);
+    let lying: Arc<Mutex<Lie>> = Arc::new(Mutex::new(|_, m, _, r| {
+        if m == "eth_getBlockReceipts" {
+            r[0]["status"] = json!("0x0");
+        }
+    }));
+    let proxy = liar(node.clone(), lying);
+    let gw = gateway(&node, &proxy, "observe");
+    let key = gw.key("scale", &[]);
+    let calls: Vec<_> = (0..4)
+        .map(|i| ("eth_getBlockReceipts", json!([hex(busy - i % 2)])))
+        .collect();
+    let (wrong, levels) = ask_all(&gw, &node, &key, &calls);
+    assert!(wrong >= 1, "observe mode serves what it would have refused");
+    assert_eq!(disproved(&gw), wrong as f64, "each counted");
+    assert_eq!(levels.iter().filter(|l| *l == "none").count(), wrong);
+}
