@@ -151,6 +151,35 @@ fn no_lie_about_a_block_or_its_receipts_reaches_the_client() {
             "eth_getBlockReceipts",
         ),
         (
+            "a transaction receipt's status",
+            |_, m, _, r| {
+                if m == "eth_getTransactionReceipt" {
+                    r["status"] = json!("0x0");
+                }
+            },
+            "eth_getTransactionReceipt",
+        ),
+        (
+            "a block's logs withheld",
+            |_, m, _, r| {
+                if m == "eth_getLogs" {
+                    *r = json!([]);
+                }
+            },
+            "eth_getLogs",
+        ),
+        (
+            "a log's data forged",
+            |_, m, _, r| {
+                if m == "eth_getLogs" {
+                    if let Some(log) = r.get_mut(0) {
+                        log["data"] = json!(format!("0x{}", "00".repeat(32)));
+                    }
+                }
+            },
+            "eth_getLogs",
+        ),
+        (
             "receipts of a block that does not exist",
             |_, m, _, r| {
                 if m == "eth_getBlockReceipts" {
@@ -162,8 +191,16 @@ fn no_lie_about_a_block_or_its_receipts_reaches_the_client() {
             "eth_getBlockReceipts",
         ),
     ];
+    let block = node.call("eth_getBlockByNumber", json!([hex(busy), false]));
+    let (block_hash, txs) = (block["hash"].clone(), block["transactions"].clone());
     let calls = |method: &str| -> Vec<(&'static str, Value)> {
         match method {
+            "eth_getTransactionReceipt" => (0..6)
+                .map(|i| ("eth_getTransactionReceipt", json!([txs[i % 3]])))
+                .collect(),
+            "eth_getLogs" => (0..6)
+                .map(|_| ("eth_getLogs", json!([{"blockHash": block_hash}])))
+                .collect(),
             "eth_getBlockByNumber" => (0..4)
                 .flat_map(|i| {
                     let n = hex(busy - (i % 2));

@@ -357,7 +357,7 @@ pub(crate) fn edge_state(
         in_flight: Default::default(),
         cache: Arc::new(rpc::ResponseCache::new(&app.app.rpc.cache, &pools)),
         txlog: Arc::new(crate::tracking::TxLog::new(app.app.tx_tracking.enabled)),
-        facts: Default::default(),
+        checked: Default::default(),
     });
     let metrics_cache = Arc::new(handlers::metrics_mirror::MetricsCache::new(
         app.app.metrics_mirror.clone(),
@@ -461,7 +461,7 @@ pub(crate) fn reloaded_state(
         filters: old.gateway.filters.clone(),
         in_flight: old.gateway.in_flight.clone(),
         txlog: old.gateway.txlog.clone(),
-        facts: old.gateway.facts.clone(),
+        checked: old.gateway.checked.clone(),
         cache,
     });
     Ok(edge::State {

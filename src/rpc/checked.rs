@@ -14,6 +14,7 @@ use crate::jsonrpc::{Id, Request};
 use crate::observe::metrics;
 use crate::pools::{Host, Pool};
 use crate::verify::block::{self, BlockFacts};
+use crate::verify::logs::{self, LogFilter};
 use crate::verify::{receipts, Check, Verdict, Verified, Want};
 use alloy_primitives::B256;
 use bytes::Bytes;
@@ -25,31 +26,75 @@ use std::time::Duration;
 
 /// Checked blocks kept by hash (their facts: a few hundred bytes per transaction).
 const FACTS_KEPT: usize = 256;
+/// Checked block receipts kept by hash, by their size as the node wrote them.
+const RECEIPTS_KEPT_BYTES: usize = 16 << 20;
 /// How much of a request and an answer the misbehaviour log keeps.
 const LOGGED_BYTES: usize = 2048;
 
-/// What checked blocks said of themselves, by hash: one checked fetch per block.
-pub struct BlockFactsCache(Mutex<LruCache<B256, Arc<BlockFacts>>>);
+/// What checked blocks said of themselves, and their checked receipts, by block hash:
+/// one checked fetch per block for every answer that names it.
+pub struct CheckedBlocks {
+    facts: Mutex<LruCache<B256, Arc<BlockFacts>>>,
+    receipts: Mutex<KeptReceipts>,
+}
 
-impl Default for BlockFactsCache {
+/// Receipts by block hash, within `RECEIPTS_KEPT_BYTES`.
+struct KeptReceipts {
+    by_block: LruCache<B256, (Arc<Value>, usize)>,
+    bytes: usize,
+}
+
+impl Default for CheckedBlocks {
     fn default() -> Self {
-        BlockFactsCache(Mutex::new(LruCache::new(
-            NonZeroUsize::new(FACTS_KEPT).expect("a positive bound"),
-        )))
+        CheckedBlocks {
+            facts: Mutex::new(LruCache::new(
+                NonZeroUsize::new(FACTS_KEPT).expect("a positive bound"),
+            )),
+            receipts: Mutex::new(KeptReceipts {
+                by_block: LruCache::unbounded(),
+                bytes: 0,
+            }),
+        }
     }
 }
 
-impl BlockFactsCache {
-    fn get(&self, hash: &B256) -> Option<Arc<BlockFacts>> {
-        self.0.lock().ok()?.get(hash).cloned()
+impl CheckedBlocks {
+    fn facts(&self, hash: &B256) -> Option<Arc<BlockFacts>> {
+        self.facts.lock().ok()?.get(hash).cloned()
     }
 
     fn keep(&self, facts: BlockFacts) -> Arc<BlockFacts> {
         let facts = Arc::new(facts);
-        if let Ok(mut kept) = self.0.lock() {
+        if let Ok(mut kept) = self.facts.lock() {
             kept.put(facts.hash, facts.clone());
         }
         facts
+    }
+
+    fn receipts(&self, hash: &B256) -> Option<Arc<Value>> {
+        let mut kept = self.receipts.lock().ok()?;
+        kept.by_block.get(hash).map(|(r, _)| r.clone())
+    }
+
+    /// Keep a block's checked receipts (`size`: their bytes as the node wrote them),
+    /// the least recently used let go past the bound.
+    fn keep_receipts(&self, hash: B256, receipts: Arc<Value>, size: usize) {
+        let Ok(mut kept) = self.receipts.lock() else {
+            return;
+        };
+        if size > RECEIPTS_KEPT_BYTES {
+            return;
+        }
+        if let Some((_, old)) = kept.by_block.put(hash, (receipts, size)) {
+            kept.bytes -= old;
+        }
+        kept.bytes += size;
+        while kept.bytes > RECEIPTS_KEPT_BYTES {
+            match kept.by_block.pop_lru() {
+                Some((_, (_, n))) => kept.bytes -= n,
+                None => break,
+            }
+        }
     }
 }
 
@@ -60,11 +105,12 @@ pub(super) struct Judged<'a> {
     pub(super) check: Check,
     pub(super) hashes_only: bool,
     pub(super) method: &'a str,
+    pub(super) params: Option<&'a Value>,
 }
 
 impl<'a> Judged<'a> {
     /// The check for `method(params)` under the gateway's mode.
-    pub(super) fn of(mode: VerifyMode, method: &'a str, params: Option<&Value>) -> Option<Self> {
+    pub(super) fn of(mode: VerifyMode, method: &'a str, params: Option<&'a Value>) -> Option<Self> {
         if mode == VerifyMode::Off {
             return None;
         }
@@ -73,6 +119,7 @@ impl<'a> Judged<'a> {
             check,
             hashes_only: matches!(check, Check::Block { full: false, .. }),
             method,
+            params,
         })
     }
 
@@ -173,16 +220,27 @@ impl Gateway {
             return Outcome::Serve(answer, Verified::None);
         };
         let verdict = match judged.check {
-            Check::Block { want, .. } => match block::check(result, want) {
-                Verdict::Proven(facts) => {
-                    self.facts.keep(facts);
-                    Verdict::Proven(())
-                }
-                Verdict::Unchecked(why) => Verdict::Unchecked(why),
-                Verdict::Disproved(why) => Verdict::Disproved(why),
-            },
+            Check::Block { want, .. } => {
+                let claimed = result.get("hash").and_then(Value::as_str);
+                let known = claimed
+                    .and_then(|h| h.parse().ok())
+                    .and_then(|h| self.checked.facts(&h));
+                self.judge_block(result, want, known.as_deref())
+            }
             Check::BlockReceipts { want } => {
                 self.judge_receipts(host, result, want, rid, left).await
+            }
+            Check::TxReceipt { hash } => self.judge_tx_receipt(host, result, hash, rid, left).await,
+            Check::BlockLogs { hash } => {
+                let filter = judged.params.and_then(|p| p.get(0)).and_then(LogFilter::of);
+                match filter {
+                    Some(filter) => match self.receipts_of(host, hash, rid, left).await {
+                        Verdict::Proven(receipts) => logs::check(result, &receipts, &filter),
+                        Verdict::Unchecked(why) => Verdict::Unchecked(why),
+                        Verdict::Disproved(why) => Verdict::Disproved(why),
+                    },
+                    None => Verdict::Unchecked("a filter the edge does not read".into()),
+                }
             }
         };
         let verified = match verdict {
@@ -201,6 +259,20 @@ impl Gateway {
         }
         let body = Bytes::from(serde_json::to_vec(&response).unwrap_or_default());
         Outcome::Serve(body, verified)
+    }
+
+    /// A block answer, knowing what an earlier check of the block it claims found.
+    fn judge_block(&self, result: &Value, want: Want, known: Option<&BlockFacts>) -> Verdict<()> {
+        match block::check_knowing(result, want, known) {
+            Verdict::Proven(facts) => {
+                if known.is_none() {
+                    self.checked.keep(facts);
+                }
+                Verdict::Proven(())
+            }
+            Verdict::Unchecked(why) => Verdict::Unchecked(why),
+            Verdict::Disproved(why) => Verdict::Disproved(why),
+        }
     }
 
     /// A block's receipts against the block they name, asked of the same host when not
@@ -222,7 +294,7 @@ impl Gateway {
             (Some(h), _) | (None, Want::Hash(h)) => h,
             (None, _) => return Verdict::Unchecked("no receipts to name their block".into()),
         };
-        let facts = match self.facts.get(&hash) {
+        let facts = match self.checked.facts(&hash) {
             Some(f) => f,
             None => match self.block_of(host, hash, rid, left).await {
                 Verdict::Proven(f) => f,
@@ -234,6 +306,90 @@ impl Gateway {
             return Verdict::Disproved(e);
         }
         receipts::check(result, &facts)
+    }
+
+    /// A transaction's receipt against the one at its place in its block's checked
+    /// receipts.
+    async fn judge_tx_receipt(
+        &self,
+        host: &Arc<Host>,
+        result: &Value,
+        asked: B256,
+        rid: &str,
+        left: Duration,
+    ) -> Verdict<()> {
+        let field = |name: &str| result.get(name).and_then(Value::as_str);
+        let hash = field("transactionHash").and_then(|h| h.parse::<B256>().ok());
+        if hash != Some(asked) {
+            return Verdict::Disproved(format!("a receipt of another transaction: {hash:?}"));
+        }
+        let Some(block) = field("blockHash").and_then(|h| h.parse::<B256>().ok()) else {
+            return Verdict::Unchecked("a receipt without its block".into());
+        };
+        let index = field("transactionIndex")
+            .and_then(|i| u64::from_str_radix(i.strip_prefix("0x")?, 16).ok());
+        let receipts = match self.receipts_of(host, block, rid, left).await {
+            Verdict::Proven(r) => r,
+            Verdict::Unchecked(why) => return Verdict::Unchecked(why),
+            Verdict::Disproved(why) => return Verdict::Disproved(why),
+        };
+        match index.and_then(|i| receipts.get(i as usize)) {
+            Some(checked) if checked == result => Verdict::Proven(()),
+            _ => Verdict::Disproved("not the receipt at its place in its block".into()),
+        }
+    }
+
+    /// Block `hash`'s receipts, checked against the block (kept, else asked of `host`
+    /// with the block): from what is kept, else from `host`.
+    async fn receipts_of(
+        &self,
+        host: &Arc<Host>,
+        hash: B256,
+        rid: &str,
+        left: Duration,
+    ) -> Verdict<Arc<Value>> {
+        if let Some(kept) = self.checked.receipts(&hash) {
+            return Verdict::Proven(kept);
+        }
+        let began = tokio::time::Instant::now();
+        let facts = match self.checked.facts(&hash) {
+            Some(f) => f,
+            None => match self.block_of(host, hash, rid, left).await {
+                Verdict::Proven(f) => f,
+                Verdict::Unchecked(why) => return Verdict::Unchecked(why),
+                Verdict::Disproved(why) => return Verdict::Disproved(why),
+            },
+        };
+        let left = left.saturating_sub(began.elapsed());
+        let call = Request::new(
+            Id::index(1),
+            "eth_getBlockReceipts",
+            json!([hash.to_string()]),
+        );
+        let Ok(answer) = self
+            .attempt(host.clone(), &call.to_bytes(), rid, left)
+            .await
+        else {
+            return Verdict::Unchecked("the block's receipts were not fetched".into());
+        };
+        let mut response: Value = serde_json::from_slice(&answer).unwrap_or(Value::Null);
+        let receipts = match response.get_mut("result").map(Value::take) {
+            Some(Value::Null) => {
+                return Verdict::Disproved(format!("it has no receipts for its block {hash}"))
+            }
+            Some(r) => r,
+            None => return Verdict::Unchecked("the block's receipts were not given".into()),
+        };
+        match receipts::check(&receipts, &facts) {
+            Verdict::Proven(()) => {
+                let receipts = Arc::new(receipts);
+                self.checked
+                    .keep_receipts(hash, receipts.clone(), answer.len());
+                Verdict::Proven(receipts)
+            }
+            Verdict::Unchecked(why) => Verdict::Unchecked(why),
+            Verdict::Disproved(why) => Verdict::Disproved(format!("its block's receipts: {why}")),
+        }
     }
 
     /// Block `hash` with its transactions, from `host`, checked and kept.
@@ -261,7 +417,7 @@ impl Gateway {
                 Verdict::Disproved(format!("it names block {hash}, which it does not have"))
             }
             Some(b) => match block::check(b, Want::Hash(hash)) {
-                Verdict::Proven(f) => Verdict::Proven(self.facts.keep(f)),
+                Verdict::Proven(f) => Verdict::Proven(self.checked.keep(f)),
                 Verdict::Unchecked(why) => Verdict::Unchecked(why),
                 Verdict::Disproved(why) => Verdict::Disproved(format!("its block: {why}")),
             },

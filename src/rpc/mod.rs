@@ -49,8 +49,8 @@ pub struct Gateway {
     pub cache: Arc<ResponseCache>,
     /// Accepted transactions, queued for the follower (`capture::txs`).
     pub txlog: Arc<crate::tracking::TxLog>,
-    /// Checked blocks' facts by hash, for the answers that name them.
-    pub facts: Arc<checked::BlockFactsCache>,
+    /// Checked blocks' facts and receipts by hash, for the answers that name them.
+    pub checked: Arc<checked::CheckedBlocks>,
 }
 
 #[derive(Clone)]

@@ -5,6 +5,7 @@
 //! and said unchecked, never refused. docs/verification.md has the threat model.
 
 pub mod block;
+pub mod logs;
 pub mod receipts;
 
 use alloy_primitives::B256;
@@ -94,6 +95,12 @@ pub enum Check {
     Block { want: Want, full: bool },
     /// `eth_getBlockReceipts`: against the receipts root of the block they name.
     BlockReceipts { want: Want },
+    /// `eth_getTransactionReceipt`: the receipt at its place among its block's checked
+    /// receipts.
+    TxReceipt { hash: B256 },
+    /// `eth_getLogs` for one block (`blockHash`): exactly the logs of its checked
+    /// receipts the filter selects.
+    BlockLogs { hash: B256 },
 }
 
 impl Check {
@@ -108,6 +115,16 @@ impl Check {
             "eth_getBlockReceipts" => Some(Check::BlockReceipts {
                 want: Want::of(p(0))?,
             }),
+            "eth_getTransactionReceipt" => Some(Check::TxReceipt {
+                hash: p(0)?.as_str()?.parse().ok()?,
+            }),
+            "eth_getLogs" => {
+                let filter = p(0)?;
+                logs::LogFilter::of(filter)?;
+                Some(Check::BlockLogs {
+                    hash: filter.get("blockHash")?.as_str()?.parse().ok()?,
+                })
+            }
             _ => None,
         }
     }
@@ -117,6 +134,8 @@ impl Check {
         match self {
             Check::Block { .. } => "block",
             Check::BlockReceipts { .. } => "receipts",
+            Check::TxReceipt { .. } => "receipt",
+            Check::BlockLogs { .. } => "logs",
         }
     }
 }
@@ -152,6 +171,29 @@ mod tests {
             Some(Check::BlockReceipts {
                 want: Want::Hash(h.parse().unwrap())
             })
+        );
+        assert_eq!(
+            Check::of("eth_getTransactionReceipt", Some(&json!([h]))),
+            Some(Check::TxReceipt {
+                hash: h.parse().unwrap()
+            })
+        );
+        assert_eq!(
+            Check::of(
+                "eth_getLogs",
+                Some(&json!([{"blockHash": h, "address": "0xab"}]))
+            ),
+            Some(Check::BlockLogs {
+                hash: h.parse().unwrap()
+            })
+        );
+        // A range is not one block's: not checked (yet).
+        assert_eq!(
+            Check::of(
+                "eth_getLogs",
+                Some(&json!([{"fromBlock": "0x1", "toBlock": "0x2"}]))
+            ),
+            None
         );
         assert_eq!(Check::of("eth_getBalance", Some(&json!(["0x1"]))), None);
         assert_eq!(Check::of("eth_getBlockByNumber", Some(&json!([7]))), None);
