@@ -315,3 +315,46 @@ fn observe_mode_serves_a_lie_and_counts_it() {
     assert_eq!(disproved(&gw), wrong as f64, "each counted");
     assert_eq!(levels.iter().filter(|l| *l == "none").count(), wrong);
 }
+
+#[test]
+fn a_caller_can_require_a_checked_answer() {
+    let node = Anvil::start(1, &[]);
+    let busy = chain(&node);
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el, url: \"{}\", family: el-anvil}}\n",
+            node.url()
+        ),
+        extra_yaml: UNLIMITED.to_string(),
+        ..Default::default()
+    });
+    let key = gw.key("scale", &[]);
+    let ask = |method: &str, params: Value, level: &str| {
+        let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
+        let body = serde_json::to_vec(&body).unwrap();
+        let headers = [
+            ("X-Token", key.as_str()),
+            ("Content-Type", "application/json"),
+            ("X-Chainedge-Require-Verified", level),
+        ];
+        request(gw.port, "POST", "/rpc/eth", &headers, &body).unwrap()
+    };
+    let block = ask("eth_getBlockByNumber", json!([hex(busy), false]), "self");
+    assert_eq!(block.status, 200, "{}", block.text());
+    assert_eq!(block.header("x-chainedge-verified"), Some("self"));
+    // Nothing in a balance commits to it (yet): withheld, and said why.
+    let balance = ask("eth_getBalance", json!([DEV, "latest"]), "self");
+    assert_eq!(balance.status, 502, "{}", balance.text());
+    let v = balance.json();
+    assert_eq!(v["id"], 7);
+    assert_eq!(v["error"]["data"]["error"], "unverified", "{v}");
+    assert_eq!(
+        ask("eth_getBalance", json!([DEV, "latest"]), "none").status,
+        200
+    );
+    // A level that does not exist: refused before any node is asked.
+    let calls = metric_sum(&gw, "chainedge_upstream_attempts_total{");
+    let bad = ask("eth_getBalance", json!([DEV, "latest"]), "root-please");
+    assert_eq!(bad.status, 400, "{}", bad.text());
+    assert_eq!(metric_sum(&gw, "chainedge_upstream_attempts_total{"), calls);
+}

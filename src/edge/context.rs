@@ -24,6 +24,8 @@ pub struct Ctx {
     pub(crate) error_code: Option<&'static str>,
     /// How a JSON-RPC answer was checked, for the access log.
     pub(crate) verified: Option<&'static str>,
+    /// How checked the caller requires it (`X-Chainedge-Require-Verified`).
+    pub(crate) required: crate::verify::Verified,
     pub(super) principal: Option<Principal>,
     /// `X-RateLimit-*` headers for an admitted, rate-limited request.
     pub(super) rate_headers: Vec<(&'static str, String)>,
@@ -132,6 +134,7 @@ impl Ctx {
             upstream: None,
             error_code: None,
             verified: None,
+            required: Default::default(),
             principal: None,
             rate_headers: Vec::new(),
             params: Vec::new(),

@@ -12,6 +12,7 @@ use crate::routes::spec::HandlerKind;
 use crate::routes::Route;
 use crate::rpc::{id_of, Entered, Incoming, RpcReply};
 use crate::streams::events::{topics_of, EventsRequest};
+use crate::verify::Verified;
 use std::sync::Arc;
 
 impl Edge {
@@ -213,8 +214,11 @@ impl Edge {
             ctx.rpc_method = Some(incoming.label(Some(&pool.methods)).into());
         }
         let mut caller = self.rpc_caller(&principal);
-        let entered = match min_block(session.header(MIN_BLOCK_HEADER)) {
-            Ok(floor) => {
+        let asked = min_block(session.header(MIN_BLOCK_HEADER))
+            .and_then(|floor| Ok((floor, required_level(session.header(REQUIRE_HEADER))?)));
+        let entered = match asked {
+            Ok((floor, required)) => {
+                ctx.required = required;
                 caller.min_block = floor;
                 let client = ctx.client(session.client_ip());
                 let limit = |cost| match route.rate.as_deref() {
@@ -234,7 +238,8 @@ impl Edge {
         };
         ctx.usage = Some(entered.cost);
         ctx.rate_headers = entered.admitted.unwrap_or_default();
-        match entered.reply {
+        let reply = entered.reply.and_then(|r| unverified(r, ctx.required));
+        match reply {
             Ok(reply) => Ok(self.rpc_answer(ctx, &principal, reply)),
             // On `/rpc/eth` a refusal is the JSON-RPC error answer to the call, with its
             // id (a batch refused whole gets one answer with a null id).
@@ -319,6 +324,42 @@ impl Edge {
 /// each answer says which block the host that served it had reached.
 const MIN_BLOCK_HEADER: &str = "x-chainedge-min-block";
 const BLOCK_HEADER: &str = "X-Chainedge-Block";
+
+/// A request may ask for answers checked at least so (`self`): a weaker one is withheld.
+const REQUIRE_HEADER: &str = "x-chainedge-require-verified";
+
+/// `X-Chainedge-Require-Verified`: `self` or `none`; absent is `none`.
+fn required_level(header: Option<&str>) -> Result<Verified, ApiError> {
+    let Some(v) = header else {
+        return Ok(Verified::None);
+    };
+    Verified::named(v).ok_or_else(|| {
+        ApiError::invalid_params(format!(
+            "X-Chainedge-Require-Verified: '{}' is not a level (self or none)",
+            v.trim()
+        ))
+        .with_field("jsonrpc_code", -32602)
+    })
+}
+
+/// The answer, unless it was checked less than the caller required: then 502
+/// `unverified`, naming how it was checked (the node was asked; nothing unchecked is
+/// served).
+fn unverified(reply: RpcReply, required: Verified) -> Result<RpcReply, ApiError> {
+    if reply.verified.meets(required) {
+        return Ok(reply);
+    }
+    Err(ApiError::bad_gateway(
+        "unverified",
+        format!(
+            "the answer was checked to level '{}', and '{}' was required \
+             (docs/verification.md lists the methods that reach it)",
+            reply.verified.as_str(),
+            required.as_str()
+        ),
+    )
+    .with_field("verified", reply.verified.as_str()))
+}
 
 /// `X-Chainedge-Min-Block`: a block number, decimal or 0x-hex; absent is 0 (any).
 fn min_block(header: Option<&str>) -> Result<u64, ApiError> {

@@ -29,6 +29,20 @@ impl Verified {
         }
     }
 
+    /// `X-Chainedge-Require-Verified`: a level's name.
+    pub fn named(name: &str) -> Option<Verified> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "none" => Some(Verified::None),
+            "self" => Some(Verified::SelfConsistent),
+            _ => None,
+        }
+    }
+
+    /// Whether an answer checked this way meets `required`.
+    pub fn meets(self, required: Verified) -> bool {
+        required == Verified::None || self == required
+    }
+
     /// The weaker of two (an answer made of several is checked as its weakest part).
     pub fn weakest(self, other: Verified) -> Verified {
         if self == Verified::None || other == Verified::None {
