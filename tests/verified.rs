@@ -358,3 +358,91 @@ fn a_caller_can_require_a_checked_answer() {
     assert_eq!(bad.status, 400, "{}", bad.text());
     assert_eq!(metric_sum(&gw, "chainedge_upstream_attempts_total{"), calls);
 }
+
+/// A gateway over `hosts` (id, url) with `quorum` as `rpc.verify.quorum`.
+fn voting_gateway(hosts: &[(&str, String)], quorum: &str) -> Gateway {
+    let mut pools = "  eth_el:\n    hosts:\n".to_string();
+    for (id, url) in hosts {
+        pools.push_str(&format!(
+            "      - {{id: {id}, url: \"{url}\", family: el-anvil}}\n"
+        ));
+    }
+    Gateway::start(GatewayOpts {
+        pools,
+        extra_yaml: format!(
+            "rpc:\n  cache: {{enabled: false}}\n  verify: {{quorum: {quorum}}}\n{UNLIMITED}"
+        ),
+        ..Default::default()
+    })
+}
+
+#[test]
+fn a_vote_outvotes_a_liar_and_a_dispute_is_an_error_not_a_guess() {
+    let node = Arc::new(Anvil::start(1, &[]));
+    chain(&node);
+    let honest_front = liar(node.clone(), Arc::new(Mutex::new(|_, _, _, _| {})));
+    let lying = liar(
+        node.clone(),
+        Arc::new(Mutex::new(|_, m, _, r| {
+            if m == "eth_getBalance" {
+                *r = json!("0xde0b6b3a7640000");
+            }
+        })),
+    );
+    let hosts = [
+        ("honest", node.url()),
+        ("honest-front", honest_front.url()),
+        ("liar", lying.url()),
+    ];
+    let balance = ("eth_getBalance", json!([DEV, "latest"]));
+
+    // Two of three must agree: the liar is outvoted on every call.
+    let gw = voting_gateway(&hosts, "{methods: [eth_getBalance], ask: 3, agree: 2}");
+    let key = gw.key("scale", &[]);
+    let (wrong, levels) = ask_all(&gw, &node, &key, &vec![balance.clone(); 8]);
+    assert_eq!(wrong, 0);
+    assert!(levels.iter().all(|l| l == "quorum=2/3"), "{levels:?}");
+    assert_eq!(
+        metric_value(
+            &gw,
+            "chainedge_quorum_reads_total{outcome=\"agreed\",pool=\"eth_el\"}"
+        ),
+        8.0
+    );
+    // In a batch too, and reads not put to a vote keep their level.
+    let batch = json!([
+        {"jsonrpc": "2.0", "id": 1, "method": "eth_getBalance", "params": [DEV, "latest"]},
+        {"jsonrpc": "2.0", "id": 2, "method": "eth_chainId", "params": []},
+    ]);
+    let r = rpc(gw.port, "/rpc/eth", Some(&key), &batch);
+    assert_eq!(
+        r.json()[0]["result"],
+        node.call("eth_getBalance", json!([DEV, "latest"]))
+    );
+    assert_eq!(
+        r.header("x-chainedge-verified"),
+        Some("none"),
+        "the batch's weakest"
+    );
+
+    // Unanimity: the liar makes every vote a dispute, answered as an error.
+    let gw = voting_gateway(&hosts, "{methods: [eth_getBalance], ask: 3, agree: 3}");
+    let key = gw.key("scale", &[]);
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "eth_getBalance", "params": [DEV, "latest"]});
+    let r = rpc(gw.port, "/rpc/eth", Some(&key), &body);
+    assert_eq!(r.status, 502, "{}", r.text());
+    assert_eq!(
+        r.json()["error"]["data"]["error"],
+        "quorum_dispute",
+        "{}",
+        r.text()
+    );
+
+    // Too few hosts to vote: an error, not one host's word.
+    let gw = voting_gateway(&hosts[..1], "{methods: [eth_getBalance], ask: 3, agree: 2}");
+    let key = gw.key("scale", &[]);
+    let r = rpc(gw.port, "/rpc/eth", Some(&key), &body);
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(r.json()["error"]["data"]["error"], "quorum_unavailable");
+}

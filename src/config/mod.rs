@@ -428,11 +428,61 @@ fn check_rpc_timing(rpc: &RpcConf, bad: &mut check::Bad) {
             );
         }
     }
+    if let Some(q) = &rpc.verify.quorum {
+        let agree = q.agreeing();
+        if q.ask < 2 || q.ask > 5 || agree <= q.ask / 2 || agree > q.ask {
+            bad(
+                "rpc.verify.quorum",
+                format!(
+                    "ask 2 to 5 hosts and agree on a strict majority of them (ask {}, agree {agree})",
+                    q.ask
+                ),
+            );
+        }
+        for m in q.all_methods() {
+            if !crate::jsonrpc::methods::classify(&m).is_plain_read() {
+                bad(
+                    "rpc.verify.quorum.methods",
+                    format!("'{m}': only reads are put to a vote (a write would be sent twice)"),
+                );
+            }
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_vote_is_a_strict_majority_of_reads() {
+        let problems = |quorum: &str| {
+            let mut rpc: RpcConf =
+                serde_yaml::from_str(&format!("verify: {{quorum: {quorum}}}")).expect("parses");
+            rpc.timeout_ms = 10_000;
+            let mut found = Vec::new();
+            check_rpc_timing(&rpc, &mut |at: &str, why: String| {
+                found.push(format!("{at}: {why}"))
+            });
+            found
+        };
+        assert!(problems("{methods: [eth_getBalance], ask: 3, agree: 2}").is_empty());
+        assert!(
+            problems("{preset: verifier, ask: 2}").is_empty(),
+            "unanimous by default"
+        );
+        assert_eq!(
+            problems("{methods: [eth_getBalance], ask: 3, agree: 1}").len(),
+            1
+        );
+        assert_eq!(
+            problems("{methods: [eth_getBalance], ask: 4, agree: 2}").len(),
+            1
+        );
+        assert_eq!(problems("{methods: [eth_getBalance], ask: 1}").len(), 1);
+        let write = problems("{methods: [eth_sendRawTransaction]}");
+        assert!(write[0].contains("only reads"), "{write:?}");
+    }
 
     #[test]
     fn a_minimal_config_loads_with_defaults() {

@@ -153,6 +153,7 @@ impl Gateway {
             // asked again of another host when disproved.
             MethodClass::Read
                 if method == GET_LOGS
+                    || self.quorum_for(method).is_some()
                     || Judged::of(self.conf.verify, method, call.params.as_ref()).is_some() =>
             {
                 let answered = Box::pin(self.read_alone(pool, &call, rid, caller)).await;

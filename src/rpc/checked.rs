@@ -170,7 +170,7 @@ impl Gateway {
             .await
     }
 
-    async fn judged_attempt(
+    pub(super) async fn judged_attempt(
         &self,
         host: Arc<Host>,
         body: &[u8],

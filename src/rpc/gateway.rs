@@ -152,7 +152,18 @@ impl Gateway {
                 Some(p) => sent.with_params(p).to_bytes(),
                 None => sent.to_bytes(),
             };
-            let read = self.read_judged(pool, class, need, &body, rid, judged);
+            let read = async {
+                match self.quorum_for(method) {
+                    Some(q) => {
+                        self.read_by_quorum(pool, class, need, &body, rid, q, judged)
+                            .await
+                    }
+                    None => {
+                        self.read_judged(pool, class, need, &body, rid, judged)
+                            .await
+                    }
+                }
+            };
             let read = std::pin::pin!(read);
             if coalesce {
                 self.in_flight.run(key, || sent.answer_id(), read).await

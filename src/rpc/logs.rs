@@ -250,12 +250,16 @@ impl Gateway {
             Err(Failed::Edge(e)) => return Err(e),
         };
         let oldest = split.oldest.load(Ordering::Relaxed);
+        // Every chunk was voted on, or none was.
+        let verified = self
+            .quorum_for(GET_LOGS)
+            .map_or(Verified::None, |q| q.least());
         Ok(RpcReply {
             body: answer.to_bytes(),
             upstream: None,
             block: (oldest != u64::MAX).then_some(oldest),
             cache: None,
-            verified: Verified::None,
+            verified,
         })
     }
 
@@ -325,9 +329,14 @@ impl Gateway {
             filter.insert("toBlock".into(), format!("{to:#x}").into());
             let call = Request::new(Id::index(1), GET_LOGS, Value::Array(vec![Value::Object(filter)]));
             let need = need_for(split.pool, BlockNeed::AtLeast(to)).at_least(split.floor);
-            let reply = self
-                .read(split.pool, MethodClass::Read, need, &call.to_bytes(), split.rid)
-                .await?;
+            let body = call.to_bytes();
+            let reply = match self.quorum_for(GET_LOGS) {
+                Some(q) => {
+                    let read = self.read_by_quorum(split.pool, MethodClass::Read, need, &body, split.rid, q, None);
+                    Box::pin(read).await?
+                }
+                None => self.read(split.pool, MethodClass::Read, need, &body, split.rid).await?,
+            };
             if let Some(block) = reply.block {
                 split.oldest.fetch_min(block, Ordering::Relaxed);
             }

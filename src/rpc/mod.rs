@@ -17,6 +17,7 @@ mod forward;
 mod gateway;
 mod logs;
 mod need;
+mod quorum;
 mod write;
 
 pub use crate::signed_tx::tx_hash;
@@ -74,6 +75,8 @@ pub struct RpcSettings {
     pub upgrade_url: String,
     /// What a disproved answer costs (`rpc.verify.mode`).
     pub verify: crate::config::VerifyMode,
+    /// Methods put to a vote of several hosts (`rpc.verify.quorum`).
+    pub quorum: Option<quorum::Quorum>,
 }
 
 impl RpcSettings {
@@ -114,6 +117,7 @@ impl RpcSettings {
             method_plans,
             upgrade_url: upgrade_url.to_string(),
             verify: c.verify.mode,
+            quorum: c.verify.quorum.as_ref().map(quorum::Quorum::new),
         }
     }
 

@@ -11,7 +11,7 @@ pub mod receipts;
 use alloy_primitives::B256;
 use serde_json::Value;
 
-/// How an answer was checked, as `x-chainedge-verified` says it.
+/// How an answer was checked, as `x-chainedge-verified` says it, weakest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Verified {
     /// Not checked: nothing in it commits to the rest, or the edge could not check it.
@@ -19,6 +19,8 @@ pub enum Verified {
     None,
     /// Recomputed from its own commitments (and the block it names, itself checked).
     SelfConsistent,
+    /// `agree` of the `asked` hosts gave this answer (in canonical form).
+    Quorum { agree: u8, asked: u8 },
 }
 
 impl Verified {
@@ -26,6 +28,26 @@ impl Verified {
         match self {
             Verified::None => "none",
             Verified::SelfConsistent => "self",
+            Verified::Quorum { agree, asked } => match (agree, asked) {
+                (1, 1) => "quorum=1/1",
+                (2, 2) => "quorum=2/2",
+                (2, 3) => "quorum=2/3",
+                (3, 3) => "quorum=3/3",
+                (3, 4) => "quorum=3/4",
+                (4, 4) => "quorum=4/4",
+                (3, 5) => "quorum=3/5",
+                (4, 5) => "quorum=4/5",
+                (5, 5) => "quorum=5/5",
+                _ => "quorum",
+            },
+        }
+    }
+
+    fn rank(self) -> u8 {
+        match self {
+            Verified::None => 0,
+            Verified::SelfConsistent => 1,
+            Verified::Quorum { .. } => 2,
         }
     }
 
@@ -34,19 +56,20 @@ impl Verified {
         match name.trim().to_ascii_lowercase().as_str() {
             "none" => Some(Verified::None),
             "self" => Some(Verified::SelfConsistent),
+            "quorum" => Some(Verified::Quorum { agree: 0, asked: 0 }),
             _ => None,
         }
     }
 
     /// Whether an answer checked this way meets `required`.
     pub fn meets(self, required: Verified) -> bool {
-        required == Verified::None || self == required
+        self.rank() >= required.rank()
     }
 
     /// The weaker of two (an answer made of several is checked as its weakest part).
     pub fn weakest(self, other: Verified) -> Verified {
-        if self == Verified::None || other == Verified::None {
-            Verified::None
+        if other.rank() < self.rank() {
+            other
         } else {
             self
         }

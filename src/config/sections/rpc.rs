@@ -52,12 +52,74 @@ pub struct RpcConf {
     pub verify: VerifyConf,
 }
 
-/// `rpc.verify`: what happens to an answer that carries its own commitment.
-#[derive(Debug, Clone, Copy, Default, Deserialize)]
+/// `rpc.verify`: what happens to an answer that carries its own commitment, and which
+/// methods are asked of several hosts and answered only when enough agree.
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VerifyConf {
     #[serde(default)]
     pub mode: VerifyMode,
+    #[serde(default)]
+    pub quorum: Option<QuorumConf>,
+}
+
+/// `rpc.verify.quorum`: `methods` are asked of `ask` hosts at once and answered when
+/// `agree` of them give the same answer (a strict majority at least); a dispute or too
+/// few hosts is an error, never a guess. `preset: verifier` adds the reads a bridge
+/// verifier trusts (logs, blocks, receipts) and makes them unanimous.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuorumConf {
+    #[serde(default)]
+    pub methods: Vec<String>,
+    #[serde(default = "d_quorum_ask")]
+    pub ask: usize,
+    #[serde(default)]
+    pub agree: Option<usize>,
+    #[serde(default)]
+    pub preset: Option<QuorumPreset>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QuorumPreset {
+    Verifier,
+}
+
+/// The reads the `verifier` preset puts to a unanimous vote.
+pub const VERIFIER_METHODS: &[&str] = &[
+    "eth_getLogs",
+    "eth_getBlockByNumber",
+    "eth_getBlockByHash",
+    "eth_getBlockReceipts",
+    "eth_getTransactionReceipt",
+];
+
+impl QuorumConf {
+    /// The methods voted on, the preset's included.
+    pub fn all_methods(&self) -> Vec<String> {
+        let mut m = self.methods.clone();
+        if self.preset == Some(QuorumPreset::Verifier) {
+            m.extend(VERIFIER_METHODS.iter().map(|s| s.to_string()));
+        }
+        m.sort();
+        m.dedup();
+        m
+    }
+
+    /// How many must agree: as configured, else unanimous under the verifier preset,
+    /// else a strict majority of `ask`.
+    pub fn agreeing(&self) -> usize {
+        match (self.agree, self.preset) {
+            (Some(n), _) => n,
+            (None, Some(QuorumPreset::Verifier)) => self.ask,
+            (None, None) => self.ask / 2 + 1,
+        }
+    }
+}
+
+fn d_quorum_ask() -> usize {
+    3
 }
 
 /// `enforce`: a disproved answer is never served (the next host is asked); `observe`:

@@ -78,3 +78,20 @@ pub fn checked_answer(pool: &str, check: &str, outcome: &str) {
 pub fn disproved_answer(pool: &str, host: &str, check: &str) {
     DISPROVED.with_label_values(&[pool, host, check]).inc();
 }
+
+pub static QUORUM: Lazy<IntCounterVec> = Lazy::new(|| {
+    register(
+        IntCounterVec::new(
+            Opts::new(
+                "chainedge_quorum_reads_total",
+                "Reads put to a vote, by outcome (agreed, dispute, unavailable)",
+            ),
+            &["pool", "outcome"],
+        )
+        .unwrap(),
+    )
+});
+
+pub fn quorum_read(pool: &str, outcome: &str) {
+    QUORUM.with_label_values(&[pool, outcome]).inc();
+}
