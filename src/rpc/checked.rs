@@ -15,7 +15,7 @@ use crate::observe::metrics;
 use crate::pools::{Host, Pool};
 use crate::verify::block::{self, BlockFacts};
 use crate::verify::logs::{self, LogFilter};
-use crate::verify::{receipts, Check, Verdict, Verified, Want};
+use crate::verify::{proven, receipts, Check, Verdict, Verified, Want};
 use alloy_primitives::B256;
 use bytes::Bytes;
 use lru::LruCache;
@@ -234,11 +234,10 @@ impl Gateway {
             Check::BlockLogs { hash } => {
                 let filter = judged.params.and_then(|p| p.get(0)).and_then(LogFilter::of);
                 match filter {
-                    Some(filter) => match self.receipts_of(host, hash, rid, left).await {
-                        Verdict::Proven(receipts) => logs::check(result, &receipts, &filter),
-                        Verdict::Unchecked(why) => Verdict::Unchecked(why),
-                        Verdict::Disproved(why) => Verdict::Disproved(why),
-                    },
+                    Some(filter) => {
+                        self.judge_logs(host, result, hash, &filter, rid, left)
+                            .await
+                    }
                     None => Verdict::Unchecked("a filter the edge does not read".into()),
                 }
             }
@@ -263,16 +262,11 @@ impl Gateway {
 
     /// A block answer, knowing what an earlier check of the block it claims found.
     fn judge_block(&self, result: &Value, want: Want, known: Option<&BlockFacts>) -> Verdict<()> {
-        match block::check_knowing(result, want, known) {
-            Verdict::Proven(facts) => {
-                if known.is_none() {
-                    self.checked.keep(facts);
-                }
-                Verdict::Proven(())
+        block::check_knowing(result, want, known).map(|facts| {
+            if known.is_none() {
+                self.checked.keep(facts);
             }
-            Verdict::Unchecked(why) => Verdict::Unchecked(why),
-            Verdict::Disproved(why) => Verdict::Disproved(why),
-        }
+        })
     }
 
     /// A block's receipts against the block they name, asked of the same host when not
@@ -294,14 +288,7 @@ impl Gateway {
             (Some(h), _) | (None, Want::Hash(h)) => h,
             (None, _) => return Verdict::Unchecked("no receipts to name their block".into()),
         };
-        let facts = match self.checked.facts(&hash) {
-            Some(f) => f,
-            None => match self.block_of(host, hash, rid, left).await {
-                Verdict::Proven(f) => f,
-                Verdict::Unchecked(why) => return Verdict::Unchecked(why),
-                Verdict::Disproved(why) => return Verdict::Disproved(why),
-            },
-        };
+        let facts = proven!(self.facts_of(host, hash, rid, left).await);
         if let Err(e) = want.answered_by(facts.number, facts.hash) {
             return Verdict::Disproved(e);
         }
@@ -328,11 +315,7 @@ impl Gateway {
         };
         let index = field("transactionIndex")
             .and_then(|i| u64::from_str_radix(i.strip_prefix("0x")?, 16).ok());
-        let receipts = match self.receipts_of(host, block, rid, left).await {
-            Verdict::Proven(r) => r,
-            Verdict::Unchecked(why) => return Verdict::Unchecked(why),
-            Verdict::Disproved(why) => return Verdict::Disproved(why),
-        };
+        let receipts = proven!(self.receipts_of(host, block, rid, left).await);
         match index.and_then(|i| receipts.get(i as usize)) {
             Some(checked) if checked == result => Verdict::Proven(()),
             _ => Verdict::Disproved("not the receipt at its place in its block".into()),
@@ -352,14 +335,7 @@ impl Gateway {
             return Verdict::Proven(kept);
         }
         let began = tokio::time::Instant::now();
-        let facts = match self.checked.facts(&hash) {
-            Some(f) => f,
-            None => match self.block_of(host, hash, rid, left).await {
-                Verdict::Proven(f) => f,
-                Verdict::Unchecked(why) => return Verdict::Unchecked(why),
-                Verdict::Disproved(why) => return Verdict::Disproved(why),
-            },
-        };
+        let facts = proven!(self.facts_of(host, hash, rid, left).await);
         let left = left.saturating_sub(began.elapsed());
         let call = Request::new(
             Id::index(1),
@@ -380,15 +356,40 @@ impl Gateway {
             Some(r) => r,
             None => return Verdict::Unchecked("the block's receipts were not given".into()),
         };
-        match receipts::check(&receipts, &facts) {
-            Verdict::Proven(()) => {
-                let receipts = Arc::new(receipts);
-                self.checked
-                    .keep_receipts(hash, receipts.clone(), answer.len());
-                Verdict::Proven(receipts)
-            }
-            Verdict::Unchecked(why) => Verdict::Unchecked(why),
-            Verdict::Disproved(why) => Verdict::Disproved(format!("its block's receipts: {why}")),
+        let checked = receipts::check(&receipts, &facts).context("its block's receipts");
+        checked.map(|()| {
+            let receipts = Arc::new(receipts);
+            self.checked
+                .keep_receipts(hash, receipts.clone(), answer.len());
+            receipts
+        })
+    }
+
+    /// One block's logs against the logs of its checked receipts `filter` selects.
+    async fn judge_logs(
+        &self,
+        host: &Arc<Host>,
+        result: &Value,
+        hash: B256,
+        filter: &LogFilter,
+        rid: &str,
+        left: Duration,
+    ) -> Verdict<()> {
+        let receipts = proven!(self.receipts_of(host, hash, rid, left).await);
+        logs::check(result, &receipts, filter)
+    }
+
+    /// What block `hash` says of itself: kept, else asked of `host` and checked.
+    async fn facts_of(
+        &self,
+        host: &Arc<Host>,
+        hash: B256,
+        rid: &str,
+        left: Duration,
+    ) -> Verdict<Arc<BlockFacts>> {
+        match self.checked.facts(&hash) {
+            Some(kept) => Verdict::Proven(kept),
+            None => self.block_of(host, hash, rid, left).await,
         }
     }
 
@@ -416,11 +417,9 @@ impl Gateway {
             Some(Value::Null) => {
                 Verdict::Disproved(format!("it names block {hash}, which it does not have"))
             }
-            Some(b) => match block::check(b, Want::Hash(hash)) {
-                Verdict::Proven(f) => Verdict::Proven(self.checked.keep(f)),
-                Verdict::Unchecked(why) => Verdict::Unchecked(why),
-                Verdict::Disproved(why) => Verdict::Disproved(format!("its block: {why}")),
-            },
+            Some(b) => block::check(b, Want::Hash(hash))
+                .context("its block")
+                .map(|f| self.checked.keep(f)),
             None => Verdict::Unchecked("the block the receipts name was not given".into()),
         }
     }

@@ -87,6 +87,42 @@ pub enum Verdict<T> {
     Disproved(String),
 }
 
+impl<T> Verdict<T> {
+    /// A proven value turned into another; an unchecked or disproved verdict kept.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Verdict<U> {
+        match self {
+            Verdict::Proven(v) => Verdict::Proven(f(v)),
+            Verdict::Unchecked(why) => Verdict::Unchecked(why),
+            Verdict::Disproved(why) => Verdict::Disproved(why),
+        }
+    }
+
+    /// A disproved verdict's reason said with `context` first.
+    pub fn context(self, context: &str) -> Verdict<T> {
+        match self {
+            Verdict::Disproved(why) => Verdict::Disproved(format!("{context}: {why}")),
+            other => other,
+        }
+    }
+}
+
+/// The value of a proven verdict; an unchecked or disproved one is returned from the
+/// enclosing function as it is (`?` for verdicts).
+macro_rules! proven {
+    ($verdict:expr) => {
+        match $verdict {
+            $crate::verify::Verdict::Proven(v) => v,
+            $crate::verify::Verdict::Unchecked(why) => {
+                return $crate::verify::Verdict::Unchecked(why)
+            }
+            $crate::verify::Verdict::Disproved(why) => {
+                return $crate::verify::Verdict::Disproved(why)
+            }
+        }
+    };
+}
+pub(crate) use proven;
+
 /// The block a call names: by number, by hash, or by a tag the answer cannot be held to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Want {
