@@ -144,17 +144,21 @@ impl Gateway {
         on_node_state: NodeState,
         budget: Budget,
     ) -> Result<RpcReply, ApiError> {
-        let policy = Attempts {
-            max: self.conf.max_attempts,
-            budget,
-            on_node_state,
-        };
-        policy
+        self.policy(budget, on_node_state)
             .run(hosts, |host, share| {
                 self.attempt(host, body, rid, share)
                     .map(|r| r.map(|body| (body, Verified::None)))
             })
             .await
+    }
+
+    /// The attempt policy of a call with `budget`: the retry budget is the gateway's.
+    pub(super) fn policy(&self, budget: Budget, on_node_state: NodeState) -> Attempts {
+        Attempts {
+            max: self.conf.max_attempts,
+            budget,
+            on_node_state,
+        }
     }
 
     /// One call to one host; transport errors, timeouts and 5xx/429 count as failures.

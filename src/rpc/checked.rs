@@ -4,7 +4,7 @@
 //! a count per host and check, and towards the host's cordon. What a checked block says
 //! of itself is kept by hash, so the receipts naming it are checked without asking again.
 
-use super::attempts::{Attempts, NodeState};
+use super::attempts::NodeState;
 use super::need::Need;
 use super::{Gateway, RpcReply};
 use crate::config::VerifyMode;
@@ -158,11 +158,7 @@ impl Gateway {
             return self.read(pool, class, need, body, rid).await;
         };
         let hosts = self.hosts_reaching(pool, class.capability(), need).await?;
-        let policy = Attempts {
-            max: self.conf.max_attempts,
-            budget: self.conf.budget(class),
-            on_node_state: NodeState::NextHostElseAnswer,
-        };
+        let policy = self.policy(self.conf.budget(class), NodeState::NextHostElseAnswer);
         policy
             .run(&hosts, |host, share| {
                 Box::pin(self.judged_attempt(host, body, rid, share, judged))
@@ -194,7 +190,16 @@ impl Gateway {
             }
             Outcome::Disproved(why) => {
                 metrics::checked_answer(&host.pool, check, "disproved");
-                misbehaved(&host, judged, body, &answer, &why, rid);
+                let seen = Misbehaviour {
+                    method: judged.method,
+                    check,
+                    why: &why,
+                    rid,
+                    request: body,
+                    answer: &answer,
+                    winning: None,
+                };
+                seen.record(&host);
                 if self.conf.verify == VerifyMode::Observe {
                     return Ok((answer, Verified::None));
                 }
@@ -425,38 +430,48 @@ impl Gateway {
     }
 }
 
-/// One disproved answer: a JSON line in the misbehaviour log (target `misbehaviour`),
-/// counted, and towards the host's cordon.
-fn misbehaved(
-    host: &Host,
-    judged: Judged<'_>,
-    request: &[u8],
-    answer: &[u8],
-    why: &str,
-    rid: &str,
-) {
-    let clip = |b: &[u8]| String::from_utf8_lossy(&b[..b.len().min(LOGGED_BYTES)]).into_owned();
-    log::warn!(
-        target: "misbehaviour",
-        "{}",
-        json!({
+/// One answer the edge would not believe (disproved by its own commitments, or outvoted):
+/// a JSON line in the misbehaviour log (target `misbehaviour`), counted, and towards the
+/// host's cordon.
+pub(super) struct Misbehaviour<'a> {
+    pub(super) method: &'a str,
+    pub(super) check: &'static str,
+    pub(super) why: &'a str,
+    pub(super) rid: &'a str,
+    pub(super) request: &'a [u8],
+    pub(super) answer: &'a [u8],
+    /// The answer that won, when other hosts outvoted this one.
+    pub(super) winning: Option<&'a [u8]>,
+}
+
+impl Misbehaviour<'_> {
+    pub(super) fn record(&self, host: &Host) {
+        let clip = |b: &[u8]| String::from_utf8_lossy(&b[..b.len().min(LOGGED_BYTES)]).into_owned();
+        let mut line = json!({
             "pool": host.pool,
             "host": host.id,
-            "method": judged.method,
-            "check": judged.check.name(),
-            "why": why,
-            "request_id": rid,
-            "request": clip(request),
-            "answer": clip(answer),
-        })
-    );
-    metrics::disproved_answer(&host.pool, &host.id, judged.check.name());
-    host.record_failure(&format!("answer disproved: {why}"));
-    if host.conduct.disproved() {
-        log::warn!(
-            "pool {} host {}: cordoned for 5 minutes after 3 disproved answers in 10",
-            host.pool,
-            host.id
-        );
+            "method": self.method,
+            "check": self.check,
+            "why": self.why,
+            "request_id": self.rid,
+            "request": clip(self.request),
+            "answer": clip(self.answer),
+        });
+        if let Some(won) = self.winning {
+            line["winning_answer"] = clip(won).into();
+        }
+        log::warn!(target: "misbehaviour", "{line}");
+        metrics::disproved_answer(&host.pool, &host.id, self.check);
+        host.record_failure(&format!(
+            "answer not believed ({}): {}",
+            self.check, self.why
+        ));
+        if host.conduct.disproved() {
+            log::warn!(
+                "pool {} host {}: cordoned for 5 minutes after 3 answers not believed in 10",
+                host.pool,
+                host.id
+            );
+        }
     }
 }

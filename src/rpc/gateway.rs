@@ -155,7 +155,7 @@ impl Gateway {
             let read = async {
                 match self.quorum_for(method) {
                     Some(q) => {
-                        self.read_by_quorum(pool, class, need, &body, rid, q, judged)
+                        self.read_by_quorum(pool, class, need, &body, rid, method, q, judged)
                             .await
                     }
                     None => {

@@ -332,7 +332,7 @@ impl Gateway {
             let body = call.to_bytes();
             let reply = match self.quorum_for(GET_LOGS) {
                 Some(q) => {
-                    let read = self.read_by_quorum(split.pool, MethodClass::Read, need, &body, split.rid, q, None);
+                    let read = self.read_by_quorum(split.pool, MethodClass::Read, need, &body, split.rid, GET_LOGS, q, None);
                     Box::pin(read).await?
                 }
                 None => self.read(split.pool, MethodClass::Read, need, &body, split.rid).await?,

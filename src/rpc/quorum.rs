@@ -5,7 +5,7 @@
 //! whose answer is outvoted is logged with the winning answer and counted, like a
 //! disproved one.
 
-use super::checked::Judged;
+use super::checked::{Judged, Misbehaviour};
 use super::need::Need;
 use super::{Gateway, RpcReply};
 use crate::config::QuorumConf;
@@ -68,7 +68,7 @@ impl Gateway {
         self.conf.quorum.as_ref().filter(|q| q.covers(method))
     }
 
-    /// `body` to `q.ask` hosts at once (each answer judged by `judged` when there is
+    /// `body` (a call of `method`) to `q.ask` hosts at once (each answer judged by `judged` when there is
     /// one): the first answer `q.agree` of them give.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn read_by_quorum(
@@ -78,6 +78,7 @@ impl Gateway {
         need: Need,
         body: &[u8],
         rid: &str,
+        method: &str,
         q: &Quorum,
         judged: Option<Judged<'_>>,
     ) -> Result<RpcReply, ApiError> {
@@ -119,7 +120,7 @@ impl Gateway {
         let deadline = tokio::time::Instant::now() + budget.total;
         while let Ok(Some((host, answer))) = tokio::time::timeout_at(deadline, votes.next()).await {
             // A failed attempt, or an answer that is not JSON-RPC, casts no vote.
-            let Some((body, vote)) = answer
+            let Some((given, vote)) = answer
                 .ok()
                 .and_then(|(b, _)| canonical(&b).map(|vote| (b, vote)))
             else {
@@ -132,10 +133,10 @@ impl Gateway {
                     tally.len() - 1
                 }
             };
-            tally[at].1.push((host, body));
+            tally[at].1.push((host, given));
             if tally[at].1.len() >= q.agree {
                 let (_, hosts) = tally.swap_remove(at);
-                outvoted(&tally, body_of(&hosts), rid);
+                outvoted(&tally, body_of(&hosts), method, body, rid);
                 metrics::quorum_read(&pool.name, "agreed");
                 let (first, body) = &hosts[0];
                 let mut reply = RpcReply::from_host(body.clone(), first);
@@ -173,26 +174,18 @@ fn body_of(hosts: &[(Arc<Host>, Bytes)]) -> &[u8] {
     hosts.first().map_or(&[], |(_, b)| b)
 }
 
-/// Hosts whose answer lost the vote: one JSON line each, with the winning answer.
-fn outvoted(losers: &[Side], won: &[u8], rid: &str) {
-    let clip = |b: &[u8]| String::from_utf8_lossy(&b[..b.len().min(2048)]).into_owned();
-    for (_, hosts) in losers {
-        for (host, answer) in hosts {
-            log::warn!(
-                target: "misbehaviour",
-                "{}",
-                json!({
-                    "pool": host.pool,
-                    "host": host.id,
-                    "check": "quorum",
-                    "why": "outvoted",
-                    "request_id": rid,
-                    "answer": clip(answer),
-                    "winning_answer": clip(won),
-                })
-            );
-            metrics::disproved_answer(&host.pool, &host.id, "quorum");
-            host.record_failure("answer outvoted");
-        }
+/// Hosts whose answer lost the vote, each recorded with the winning answer.
+fn outvoted(losers: &[Side], won: &[u8], method: &str, request: &[u8], rid: &str) {
+    for (host, answer) in losers.iter().flat_map(|(_, hosts)| hosts) {
+        let seen = Misbehaviour {
+            method,
+            check: "quorum",
+            why: "outvoted",
+            rid,
+            request,
+            answer,
+            winning: Some(won),
+        };
+        seen.record(host);
     }
 }
