@@ -14,13 +14,13 @@
 # every machine, so a finding reproduces and CI does not fail on a lucky draw that the
 # last local run did not meet. Without it, runs grow corpus/ and draw a new seed.
 #
-#   fuzz/run.sh [seconds per target] [target ...]     targets: jsonrpc routes scrub upstream_head chunked request_head http_differential signed_tx sol_tx
+#   fuzz/run.sh [seconds per target] [target ...]     targets: jsonrpc routes scrub upstream_head chunked request_head http_differential signed_tx sol_tx proxy_protocol
 set -euo pipefail
 cd "$(dirname "$0")"
 secs=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(jsonrpc routes scrub upstream_head chunked request_head http_differential signed_tx sol_tx)
+[ ${#targets[@]} -gt 0 ] || targets=(jsonrpc routes scrub upstream_head chunked request_head http_differential signed_tx sol_tx proxy_protocol)
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 if [ "${FUZZ_TOOLCHAIN:-}" != stable ] && rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
   fuzz=(cargo +nightly fuzz)

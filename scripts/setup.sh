@@ -16,6 +16,8 @@ command -v redis-server >/dev/null || apt_pkgs+=(redis-server)
 # Real proxies in front of the edge (tests/cluster.rs, tests/security.rs).
 command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || apt_pkgs+=(haproxy)
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || apt_pkgs+=(nginx)
+# nginx's stream module: an L4 proxy writing the PROXY protocol (tests/proxy_protocol.rs).
+[ -f /usr/lib/nginx/modules/ngx_stream_module.so ] || apt_pkgs+=(libnginx-mod-stream)
 # A Go JSON-RPC node on go-ethereum's request decoding (tests/gonode, tests/one_reading.rs).
 command -v go >/dev/null || apt_pkgs+=(golang-go)
 if ((${#apt_pkgs[@]})); then

@@ -34,6 +34,7 @@
 /// The parsers that face untrusted input (request heads, node answers, chunked bodies,
 /// JSON-RPC bodies, route manifests, metrics exposition), for the fuzz targets.
 pub mod parsers {
+    pub use crate::front::proxy_protocol::{parse as parse_proxy_header, Parsed as ProxyHeader};
     pub use crate::front::request::{Head, Parsed};
     pub use crate::handlers::beacon::policy as beacon_policy;
     pub use crate::handlers::registry::names as handler_names;

@@ -70,6 +70,9 @@ fn main() -> ExitCode {
             loaded.app.path.display()
         );
         print!("{}", cli::method_table(&loaded.app));
+        for advice in loaded.app.advice() {
+            eprintln!("chainedge: warning: {advice}");
+        }
         return ExitCode::SUCCESS;
     }
     match app::serve(cli.pingora, loaded) {

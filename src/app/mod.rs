@@ -152,6 +152,9 @@ pub fn serve(mut opt: Opt, loaded: Loaded) -> Result<(), String> {
         contract: _,
     } = loaded;
     observe::metrics::init();
+    for advice in app.advice() {
+        log::warn!("{advice}");
+    }
     let metrics_addr = app.app.metrics.listen.clone();
 
     let server_yaml = opt.conf.take(); // already loaded (strictly) by `load`; a reload reads it again
@@ -262,6 +265,20 @@ fn add_edge(
                 .map_err(|e| format!("TLS listener {}: {e}", t.addr))?;
         settings.enable_h2();
         proxy.add_tls_with_settings(&t.addr, None, settings);
+    }
+    // TLS listeners behind an L4 proxy read its PROXY header before the handshake
+    // (plain ones in the front, src/front/proxy_protocol.rs).
+    let proxied = edge::Edge::live(live.clone()).proxied_listeners();
+    let proxied_tls: std::collections::HashSet<std::net::SocketAddr> = (app.app.listen.tls)
+        .iter()
+        .filter_map(|t| t.addr.parse().ok())
+        .filter(|a| proxied.contains(a))
+        .collect();
+    if !proxied_tls.is_empty() {
+        let before = front::proxy_protocol::BeforeTls {
+            listeners: proxied_tls,
+        };
+        proxy.endpoints().set_pre_tls_callback(Arc::new(before));
     }
     if app.app.threads.is_some() {
         proxy.threads = app.app.threads;
@@ -433,7 +450,7 @@ pub(crate) fn edge_state(
 /// the method table and RPC settings and the cost table from `app`; everything that
 /// holds state (keys, usage, caches, sessions, subscriptions, streams, the store and
 /// its handles, the console) shared with `old`, and unchanged hosts carried over with
-/// their health. What only a new process can change is named in `needs_restart`.
+/// their health. What only a new process can change is named in `reload::changes`.
 pub(crate) fn reloaded_state(
     old: &edge::State,
     app: config::Loaded,
@@ -491,88 +508,4 @@ pub(crate) fn reloaded_state(
         store: old.store.clone(),
         mempools: old.mempools.clone(),
     })
-}
-
-/// Sections a reload read but cannot apply in place: listeners, the store, the cluster
-/// link, background capture and the console keep what the process started with until
-/// the next upgrade (`-u`) or restart.
-pub(crate) fn needs_restart(old: &config::AppConfig, new: &config::AppConfig) -> Vec<&'static str> {
-    let mut changed = Vec::new();
-    let mut check = |name: &'static str, a: String, b: String| {
-        if a != b {
-            changed.push(name);
-        }
-    };
-    check(
-        "listen",
-        format!("{:?}", old.listen),
-        format!("{:?}", new.listen),
-    );
-    check(
-        "metrics",
-        format!("{:?}", old.metrics),
-        format!("{:?}", new.metrics),
-    );
-    check(
-        "admin",
-        format!("{:?}", old.admin),
-        format!("{:?}", new.admin),
-    );
-    check(
-        "store",
-        format!("{:?}", old.store),
-        format!("{:?}", new.store),
-    );
-    check(
-        "cluster",
-        format!("{:?}", old.cluster),
-        format!("{:?}", new.cluster),
-    );
-    check(
-        "threads",
-        format!("{:?}", old.threads),
-        format!("{:?}", new.threads),
-    );
-    check(
-        "console",
-        format!("{:?}", old.console),
-        format!("{:?}", new.console),
-    );
-    check("auth", format!("{:?}", old.auth), format!("{:?}", new.auth));
-    check(
-        "usage",
-        format!("{:?}", old.usage),
-        format!("{:?}", new.usage),
-    );
-    check(
-        "health",
-        format!("{:?}", old.health),
-        format!("{:?}", new.health),
-    );
-    check(
-        "index",
-        format!("{:?}", old.index),
-        format!("{:?}", new.index),
-    );
-    check(
-        "mempool",
-        format!("{:?}", old.mempool),
-        format!("{:?}", new.mempool),
-    );
-    check(
-        "solana",
-        format!("{:?}", old.solana),
-        format!("{:?}", new.solana),
-    );
-    check(
-        "streams",
-        format!("{:?}", old.streams),
-        format!("{:?}", new.streams),
-    );
-    check(
-        "metrics_mirror",
-        format!("{:?}", old.metrics_mirror),
-        format!("{:?}", new.metrics_mirror),
-    );
-    changed
 }

@@ -46,6 +46,21 @@ pub(super) fn listeners(app: &AppConfig, rel: &Rel, bad: &mut Bad) {
             }
         }
     }
+    let listening: Vec<SocketAddr> = app
+        .listen
+        .http
+        .iter()
+        .chain(app.listen.tls.iter().map(|t| &t.addr))
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    for (i, a) in app.listen.proxy_protocol.iter().enumerate() {
+        if !a.parse().is_ok_and(|a| listening.contains(&a)) {
+            bad(
+                &format!("listen.proxy_protocol[{i}]"),
+                format!("'{a}' is not one of the http or tls listeners' addresses"),
+            );
+        }
+    }
     if app.metrics.listen.parse::<SocketAddr>().is_err() {
         bad(
             "metrics.listen",

@@ -1,5 +1,6 @@
 //! Operator configuration: the app YAML, validated into what the edge runs on.
 
+mod advice;
 mod check;
 pub mod limits;
 mod pool_check;

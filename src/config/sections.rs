@@ -23,6 +23,11 @@ pub struct Listen {
     pub http: Vec<String>,
     #[serde(default)]
     pub tls: Vec<TlsListen>,
+    /// Listeners (addresses from `http` or `tls`) behind an L4 proxy that writes the
+    /// PROXY protocol header (v1 or v2) before each connection's first byte: the client
+    /// it names is judged, and a connection there without a header is closed.
+    #[serde(default)]
+    pub proxy_protocol: Vec<String>,
     /// Most open client connections per listener; more are closed at accept (0: no cap).
     #[serde(default = "default_max_connections")]
     pub max_connections: usize,

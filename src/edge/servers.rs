@@ -62,6 +62,12 @@ impl Edge {
         (listen.max_connections, listen.max_connections_per_client)
     }
 
+    /// The listeners behind an L4 proxy that writes the PROXY protocol header.
+    pub(crate) fn proxied_listeners(&self) -> std::collections::HashSet<std::net::SocketAddr> {
+        let listen = &self.state.config.app.listen;
+        listen.proxy_protocol.iter().filter_map(|a| a.parse().ok()).collect()
+    }
+
     /// Whether a peer is a trusted proxy (its `X-Forwarded-*` are believed).
     pub(crate) fn trusts(&self, peer: Option<IpAddr>) -> bool {
         self.state.console.trusts(peer)

@@ -65,13 +65,23 @@ impl ClientIo {
     /// The connection as Pingora's stream for one request, `unread` bytes (a head of
     /// `head_len` bytes first, then what followed it) to be read first, and the request's
     /// body held to the front's deadline.
-    pub fn into_pingora(self, unread: BytesMut, head_len: usize, body: BodyFraming) -> Stream {
+    /// Its peer is `client`: the socket's, or the one a PROXY header named.
+    pub fn into_pingora(
+        self,
+        client: Option<SocketAddr>,
+        unread: BytesMut,
+        head_len: usize,
+        body: BodyFraming,
+    ) -> Stream {
         let io: Stream = match self {
             ClientIo::Pingora(io) => io,
             ClientIo::Tcp(tcp) => {
                 let fd = tcp.as_raw_fd();
                 let mut l4 = Box::new(L4Stream::from(tcp));
-                l4.set_socket_digest(SocketDigest::from_raw_fd(fd));
+                l4.set_socket_digest(match client {
+                    Some(c) => super::proxy_protocol::digest_for(fd, Some(c)),
+                    None => SocketDigest::from_raw_fd(fd),
+                });
                 if body == BodyFraming::None {
                     // The cheapest replay: Pingora's own.
                     l4.rewind(&unread);

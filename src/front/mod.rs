@@ -22,6 +22,7 @@ mod conn;
 mod hand_over;
 mod prefixed;
 mod proxy;
+pub mod proxy_protocol;
 pub mod request;
 
 use crate::edge::{Ctx, Edge, Outcome, PreMatch, WsUpgrade};
@@ -76,6 +77,8 @@ pub struct LeanFront {
     /// Pools whose hosts are all plain-HTTP addresses: passthroughs to them stay here.
     plain_pools: HashSet<String>,
     max_body: usize,
+    /// Plain listeners whose connections start with a PROXY protocol header.
+    proxied: HashSet<std::net::SocketAddr>,
 }
 
 impl LeanFront {
@@ -89,12 +92,14 @@ impl LeanFront {
         let max_body = edge.max_rpc_body().max(MIN_LEAN_BODY);
         let (per_listener, per_client) = edge.connection_caps();
         let admission = Admission::new(per_listener, per_client);
+        let proxied = edge.proxied_listeners();
         LeanFront {
             edge,
             admission,
             proxy: Arc::new(proxy),
             plain_pools,
             max_body,
+            proxied,
         }
     }
 }
@@ -151,10 +156,15 @@ impl ServerApp for LeanFront {
                 (inet(d.local_addr()), inet(d.peer_addr()))
             })
             .unwrap_or_default();
-        // Held until the connection ends; over a cap the connection closes unread.
-        let slot = self.admission.admit(listener, peer.map(|a| a.ip())).ok()?;
         let tls = io.get_ssl_digest().is_some();
-        let (io, client) = if tls {
+        // Behind an L4 proxy the socket's peer is the proxy: the client is admitted once
+        // its header names it (TLS listeners read it before the handshake).
+        let proxied = !tls && listener.is_some_and(|l| self.proxied.contains(&l));
+        // Held until the connection ends; over a cap the connection closes unread.
+        let slot = (self.admission)
+            .admit(listener, peer.filter(|_| !proxied).map(|a| a.ip()))
+            .ok()?;
+        let (mut io, mut client) = if tls {
             // HTTP/2 is framed by Pingora's h2; HTTP/1.1 over TLS is read here like
             // plain HTTP/1.1, on the TLS stream.
             if io.selected_alpn_proto() == Some(pingora_core::protocols::ALPN::H2) {
@@ -168,11 +178,27 @@ impl ServerApp for LeanFront {
                 Err(io) => return ServerApp::process_new(&self.proxy, io, shutdown).await,
             }
         };
+        let mut unread = Vec::new();
+        let mut client_slot = None;
+        if proxied {
+            match proxy_protocol::read_header(&mut io).await {
+                Ok((named, rest)) => {
+                    let named = named.unwrap_or(proxy_protocol::UNKNOWN_CLIENT);
+                    client_slot = Some(self.admission.admit(None, Some(named.ip())).ok()?);
+                    (client, unread) = (Some(named), rest);
+                }
+                Err(_) => {
+                    metrics::connection_refused("proxy_protocol");
+                    return None;
+                }
+            }
+        }
         let mut conn = Box::new(Conn::new(
             io,
             client,
             crate::shutdown::for_this_thread(shutdown),
         ));
+        conn.buf.extend_from_slice(&unread);
         conn.tls = tls;
         conn.local = listener;
         conn.trusted_proxy = self.edge.trusts(client.map(|a| a.ip()));
@@ -181,7 +207,7 @@ impl ServerApp for LeanFront {
         // boxed for the request's length, so an idle keep-alive connection holds its
         // socket and little more (bench/RESULTS.md: idle connections).
         let front = self.clone();
-        tokio::spawn(front.serve_connection(conn, slot));
+        tokio::spawn(front.serve_connection(conn, (slot, client_slot)));
         None
     }
 
@@ -192,8 +218,9 @@ impl ServerApp for LeanFront {
 
 impl LeanFront {
     /// Serve one client connection's requests until it closes or a session (WebSocket,
-    /// event stream) takes it over; `_slot` is its place under the connection caps.
-    async fn serve_connection(self: Arc<Self>, mut conn: Box<Conn>, _slot: Slot) {
+    /// event stream) takes it over; `_slots` are its places under the connection caps
+    /// (the listener's, and the client's once a PROXY header named it).
+    async fn serve_connection(self: Arc<Self>, mut conn: Box<Conn>, _slots: (Slot, Option<Slot>)) {
         loop {
             let next = self.next_request(&mut conn).await;
             match self.answer(conn, next).await {
@@ -465,7 +492,7 @@ impl LeanFront {
     async fn hand_over(&self, mut conn: Conn, head_len: usize, body: BodyFraming) -> Option<Conn> {
         let unread = std::mem::replace(&mut conn.buf, BytesMut::with_capacity(READ_STEP));
         let keepalive = if conn.shutting_down() { None } else { Some(60) };
-        let mut session = ServerSession::new_http1(conn.io.into_pingora(unread, head_len, body));
+        let mut session = ServerSession::new_http1(conn.io.into_pingora(conn.client, unread, head_len, body));
         session.set_keepalive(keepalive);
         let reused = self.proxy.process_new_http(session, &conn.shutdown).await?;
         conn.io = ClientIo::from_pingora(reused.consume().0);

@@ -475,6 +475,9 @@ pub struct GatewayOpts {
     pub redis: Option<String>,
     /// Extra keys under `admin:` (indented two spaces).
     pub admin_yaml: String,
+    /// Also listen on `Gateway::proxied_port` for connections that start with a PROXY
+    /// protocol header; the TLS listener (with `tls`) takes only such connections too.
+    pub proxy_protocol: bool,
 }
 
 impl Default for GatewayOpts {
@@ -490,6 +493,7 @@ impl Default for GatewayOpts {
             postgres: None,
             redis: None,
             admin_yaml: String::new(),
+            proxy_protocol: false,
         }
     }
 }
@@ -497,6 +501,8 @@ impl Default for GatewayOpts {
 pub struct Gateway {
     pub port: u16,
     pub tls_port: Option<u16>,
+    /// The plain listener behind a PROXY protocol writer (`GatewayOpts::proxy_protocol`).
+    pub proxied_port: Option<u16>,
     pub metrics_port: u16,
     pub dir: PathBuf,
     pub app: PathBuf,
@@ -565,6 +571,18 @@ impl Gateway {
             }
             None => String::new(),
         };
+        let proxied_port = opts.proxy_protocol.then(free_port);
+        let proxied = match proxied_port {
+            Some(p) => {
+                let tls = tls_port.map(|t| format!(", \"127.0.0.1:{t}\"")).unwrap_or_default();
+                format!("  proxy_protocol: [\"127.0.0.1:{p}\"{tls}]\n")
+            }
+            None => String::new(),
+        };
+        let http = match proxied_port {
+            Some(p) => format!("\"127.0.0.1:{port}\", \"127.0.0.1:{p}\""),
+            None => format!("\"127.0.0.1:{port}\""),
+        };
         let store = match &opts.postgres {
             Some(url) => {
                 env.push(("CHAINEDGE_TEST_PG_URL".into(), url.clone()));
@@ -591,7 +609,7 @@ impl Gateway {
         std::fs::write(
             &app,
             format!(
-                "plugins: {plugins}\nlisten:\n  http: [\"127.0.0.1:{port}\"]\n{listen}{tls}metrics:\n  listen: \"127.0.0.1:{metrics_port}\"\n\
+                "plugins: {plugins}\nlisten:\n  http: [{http}]\n{proxied}{listen}{tls}metrics:\n  listen: \"127.0.0.1:{metrics_port}\"\n\
                  console:\n{origin}{console}{admin}store:\n  {store}\n\
                  plans: [free, basic, pro, business, enterprise, scale]\nthreads: 1\n{cluster}{pools}{extra}",
                 plugins = root().join("plugins").display(),
@@ -619,6 +637,7 @@ impl Gateway {
         Gateway {
             port,
             tls_port,
+            proxied_port,
             metrics_port,
             dir,
             app,
