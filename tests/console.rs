@@ -624,16 +624,15 @@ fn email_sign_in_cookies_csrf_default_key_and_keys() {
     assert_eq!(me3["default_key"]["created"], true);
     assert_ne!(me3["default_key"]["id"], dk["id"]);
     let raw3 = me3["default_key"]["raw"].as_str().unwrap().to_string();
-    // Rotating the default key also leads to a fresh default on the next /me.
+    // Rotating the default key: its replacement is the default (no second key made).
     let id3 = me3["default_key"]["id"].as_str().unwrap().to_string();
-    assert_eq!(
-        b.send("POST", &format!("/v1/keys/{id3}/rotate"), None, None)
-            .status,
-        200
-    );
+    let r = b.send("POST", &format!("/v1/keys/{id3}/rotate"), None, None);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["is_default"], true, "{}", r.text());
     assert_eq!(rpc_status(gw.port, &raw3), 401);
     let me4 = b.send("GET", "/v1/auth/me", None, None).json();
-    assert_eq!(me4["default_key"]["created"], true);
+    assert_eq!(me4["default_key"]["id"], r.json()["id"], "{me4}");
+    assert!(me4["default_key"].get("created").is_none(), "{me4}");
 
     // Console routes are never rate limited (chain limits here are 1 rps).
     for _ in 0..30 {

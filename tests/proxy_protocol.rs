@@ -54,7 +54,10 @@ fn clients_logged(gw: &Gateway, path: &str, n: usize) -> Vec<String> {
             .filter(|l| l["path"] == path)
             .map(|l| {
                 let client = l["client"].as_str().unwrap_or("");
-                client.rsplit_once(':').map_or(client, |(ip, _)| ip).to_string()
+                client
+                    .rsplit_once(':')
+                    .map_or(client, |(ip, _)| ip)
+                    .to_string()
             })
             .collect();
         if clients.len() >= n || Instant::now() > until {
@@ -100,35 +103,63 @@ fn the_client_a_header_names_is_the_one_judged() {
     clients.sort();
     assert_eq!(
         clients,
-        ["0.0.0.0", "0.0.0.0", "127.0.0.1", "203.0.113.7", "203.0.113.8"],
+        [
+            "0.0.0.0",
+            "0.0.0.0",
+            "127.0.0.1",
+            "203.0.113.7",
+            "203.0.113.8"
+        ],
         "the access log names the header's clients"
     );
 
     // Without a header, or with something else first, the connection closes unanswered.
     assert_eq!(through_header(port, b"", ADMIN), None);
-    assert_eq!(through_header(port, b"PROXY TCP4 nonsense\r\n", ADMIN), None);
+    assert_eq!(
+        through_header(port, b"PROXY TCP4 nonsense\r\n", ADMIN),
+        None
+    );
     // A header sent to a listener that takes none is not believed: a bad request.
     assert_eq!(through_header(gw.port, outside, ADMIN), Some(400));
     // A connection that never completes its header is closed, not held.
     let mut idle = TcpStream::connect(("127.0.0.1", port)).unwrap();
     idle.write_all(b"PROXY TCP4 203.0").unwrap();
-    idle.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    idle.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
     let start = Instant::now();
     let mut buf = [0u8; 16];
     assert!(matches!(idle.read(&mut buf), Ok(0) | Err(_)));
-    assert!(start.elapsed() < Duration::from_secs(10), "{:?}", start.elapsed());
-    let refused = metric_sum(&gw, "chainedge_connections_refused_total{cap=\"proxy_protocol\"");
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+    let refused = metric_sum(
+        &gw,
+        "chainedge_connections_refused_total{cap=\"proxy_protocol\"",
+    );
     assert!(refused >= 3.0, "{refused}");
 }
 
 /// `curl` from `source` (a loopback address of its own) to `url`: the status.
 fn curl_from(source: &str, url: &str) -> u16 {
     let out = std::process::Command::new("curl")
-        .args(["-sk", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10"])
+        .args([
+            "-sk",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--max-time",
+            "10",
+        ])
         .args(["--interface", source, url])
         .output()
         .expect("curl");
-    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(0)
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0)
 }
 
 #[test]

@@ -132,6 +132,59 @@ fn sign_in_codes_cannot_be_walked() {
     }
 }
 
+/// Wrong codes lock out the client that sent them, not the address: a stranger who
+/// guesses at the owner's address until locked out leaves the owner, on its own client,
+/// able to sign in (with a fresh code: the stranger's guesses spent the first one).
+#[test]
+fn a_strangers_wrong_codes_never_lock_the_owner_out() {
+    let node = Fixture::json_rpc();
+    let dir = tempdir("lockout");
+    let outbox = dir.join("outbox.jsonl");
+    let gw = Gateway::start(GatewayOpts {
+        pools: el_pools(&node),
+        console_yaml: format!(
+            "  email:\n    outbox: {}\n    lockout_secs: 600\n  trusted_proxies: [\"127.0.0.1\"]\n",
+            outbox.display()
+        ),
+        ..Default::default()
+    });
+    let owner = "owner@example.com";
+    let (stranger, own) = ("203.0.113.66", "198.51.100.7");
+    let from = |client: &str, path: &str, body: Value| {
+        json_post(gw.port, path, &body, &[("X-Forwarded-For", client)])
+    };
+    let verify = |client: &str, code: &str| {
+        from(
+            client,
+            "/v1/auth/email/verify",
+            json!({"email": owner, "code": code}),
+        )
+    };
+    let start = |client: &str| from(client, "/v1/auth/email/start", json!({"email": owner}));
+    assert_eq!(start(own).status, 202);
+    let first = outbox_code(&outbox, owner).unwrap();
+    let mut guesses = (0..)
+        .map(|n| format!("{:06}", 100_000 + n))
+        .filter(|c| *c != first);
+    let locked_out = |r: &Resp| r.status == 429 && r.header("retry-after").is_some();
+    let mut tries = 0;
+    while !locked_out(&verify(stranger, &guesses.next().unwrap())) {
+        tries += 1;
+        assert!(tries < 10, "the stranger was never locked out");
+    }
+    assert!(
+        locked_out(&verify(stranger, &first)),
+        "locked out, even with the code"
+    );
+    // The owner's first code took the stranger's guesses; a new one signs in at once.
+    assert_eq!(start(own).status, 202);
+    let second = outbox_code(&outbox, owner).unwrap();
+    let r = verify(own, &second);
+    assert_eq!(r.status, 200, "the owner was locked out: {}", r.text());
+    // ... while the stranger's lock-out stands.
+    assert!(locked_out(&verify(stranger, &guesses.next().unwrap())));
+}
+
 /// Anonymous writes have a budget per client address: wallet challenges outstanding,
 /// and codes mailed (to any number of addresses).
 #[test]

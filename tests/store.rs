@@ -1353,17 +1353,18 @@ async fn default_and_user_keys(store: &Store) {
         .unwrap();
     let user = store.user(&u).await.unwrap().unwrap();
     let scopes = vec!["rpc:read".to_string()];
-    let (k, raw) = store.bootstrap_default_key(&user, &scopes).await.unwrap();
+    let bootstrap = || async { store.bootstrap_default_key(&user, &scopes).await.unwrap() };
+    let (k, raw) = bootstrap().await.unwrap();
     assert!(k.is_default && raw.is_some());
-    let (k2, raw2) = store.bootstrap_default_key(&user, &scopes).await.unwrap();
+    let (k2, raw2) = bootstrap().await.unwrap();
     assert_eq!((k2.id.as_str(), raw2), (k.id.as_str(), None));
-    // Rotating the default: the new key is not the default, the next bootstrap makes one.
+    // Rotating the default: its replacement is the default, no second key is made.
     let t = user.tenant_id.as_str();
     let (rotated, _, old) = store.rotate_user_key(t, &u, &k.id).await.unwrap().unwrap();
     assert_eq!(old, sha256(raw.as_deref().unwrap()));
-    assert!(!rotated.is_default);
-    let (k3, raw3) = store.bootstrap_default_key(&user, &scopes).await.unwrap();
-    assert!(k3.id != k.id && raw3.is_some());
+    assert!(rotated.is_default);
+    let (k3, raw3) = bootstrap().await.unwrap();
+    assert_eq!((k3.id.as_str(), raw3), (rotated.id.as_str(), None));
     // The per-user cap.
     let active = store.tenant_keys(t).await.unwrap().len() as i64;
     for i in active..MAX_KEYS_PER_USER {
@@ -1378,6 +1379,35 @@ async fn default_and_user_keys(store: &Store) {
         .await
         .unwrap()
         .is_none());
+    let keys = store.tenant_keys(t).await.unwrap();
+    assert_eq!(keys.len() as i64, MAX_KEYS_PER_USER);
+    // Rotating the default a hundred times keeps the count.
+    let mut default = k3.id.clone();
+    for _ in 0..100 {
+        default = store
+            .rotate_user_key(t, &u, &default)
+            .await
+            .unwrap()
+            .unwrap()
+            .0
+            .id;
+    }
+    assert_eq!(
+        store.tenant_keys(t).await.unwrap().len() as i64,
+        MAX_KEYS_PER_USER
+    );
+    // Without a default, a full user gets none made until a key goes.
+    assert!(store
+        .revoke_user_key(t, &u, &default)
+        .await
+        .unwrap()
+        .is_some());
+    assert!(store
+        .create_user_key(t, &u, "in its place", &scopes, &Default::default())
+        .await
+        .unwrap()
+        .is_some());
+    assert!(bootstrap().await.is_none());
     let keys = store.tenant_keys(t).await.unwrap();
     assert_eq!(keys.len() as i64, MAX_KEYS_PER_USER);
     let hash = store.revoke_user_key(t, &u, &keys[0].id).await.unwrap();
@@ -1599,21 +1629,21 @@ async fn codes_and_challenges(store: &Store) {
     );
     assert_eq!(
         store
-            .check_code("c@example.com", &sha256("000000"), &guard)
+            .check_code("c@example.com", a, &sha256("000000"), &guard)
             .await
             .unwrap(),
         CodeCheck::Wrong
     );
     assert_eq!(
         store
-            .check_code("c@example.com", &code, &guard)
+            .check_code("c@example.com", a, &code, &guard)
             .await
             .unwrap(),
         CodeCheck::Ok
     );
     assert_eq!(
         store
-            .check_code("c@example.com", &code, &guard)
+            .check_code("c@example.com", a, &code, &guard)
             .await
             .unwrap(),
         CodeCheck::NoCode,
@@ -1640,7 +1670,7 @@ async fn codes_and_challenges(store: &Store) {
     for want in [CodeCheck::Wrong, CodeCheck::Wrong, CodeCheck::LockedOut(1)] {
         assert_eq!(
             store
-                .check_code("d@example.com", &sha256("x"), &guard)
+                .check_code("d@example.com", a, &sha256("x"), &guard)
                 .await
                 .unwrap(),
             want
@@ -1648,11 +1678,20 @@ async fn codes_and_challenges(store: &Store) {
     }
     assert_eq!(
         store
-            .check_code("d@example.com", &code, &guard)
+            .check_code("d@example.com", a, &code, &guard)
             .await
             .unwrap(),
         CodeCheck::LockedOut(1),
         "locked out: even the right code is not tried"
+    );
+    // ... from that client only: another is not locked out (the code itself has had its
+    // three wrong guesses, so it is spent for everyone).
+    assert_eq!(
+        store
+            .check_code("d@example.com", b, &code, &guard)
+            .await
+            .unwrap(),
+        CodeCheck::TooManyAttempts
     );
     // The client asked for three codes: its fourth is refused, another client's is not.
     assert_eq!(
@@ -1668,7 +1707,7 @@ async fn codes_and_challenges(store: &Store) {
         .unwrap();
     assert_eq!(
         store
-            .check_code("e@example.com", &code, &guard)
+            .check_code("e@example.com", a, &code, &guard)
             .await
             .unwrap(),
         CodeCheck::Expired
@@ -1682,19 +1721,55 @@ async fn codes_and_challenges(store: &Store) {
     let g = "g@example.com";
     store.store_code(g, b, &code, 600, &roomy).await.unwrap();
     for _ in 0..3 {
-        store.check_code(g, &sha256("x"), &guard).await.unwrap();
+        store.check_code(g, b, &sha256("x"), &guard).await.unwrap();
     }
     tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
     store.store_code(g, b, &code, 600, &roomy).await.unwrap();
     for want in [CodeCheck::Wrong, CodeCheck::Wrong, CodeCheck::LockedOut(2)] {
         assert_eq!(
-            store.check_code(g, &sha256("y"), &guard).await.unwrap(),
+            store.check_code(g, b, &sha256("y"), &guard).await.unwrap(),
             want
         );
     }
     assert_eq!(
         [3, 6, 9, 12, 4].map(|n| guard.lockout_after(n)),
         [Some(1), Some(2), Some(4), Some(4), None]
+    );
+    // Guesses spread over many clients: each client is locked out at its third, and the
+    // whole address at the thirtieth wrong guess from any of them, its owner included.
+    let spread = CodeBounds {
+        per_address: 100,
+        per_client: 100,
+        ..bounds
+    };
+    let h = "h@example.com";
+    for i in 0..10 {
+        let stranger = format!("192.0.2.{i}");
+        store
+            .store_code(h, &stranger, &code, 600, &spread)
+            .await
+            .unwrap();
+        for n in 0..3 {
+            let r = store
+                .check_code(h, &stranger, &sha256("z"), &guard)
+                .await
+                .unwrap();
+            match (i, n) {
+                (9, 2) => assert_eq!(r, CodeCheck::LockedOut(1), "the 30th"),
+                (_, 2) => assert_eq!(r, CodeCheck::LockedOut(1), "a client's 3rd"),
+                _ => assert_eq!(r, CodeCheck::Wrong),
+            }
+        }
+    }
+    store.store_code(h, b, &code, 600, &spread).await.unwrap();
+    assert_eq!(
+        store.check_code(h, b, &code, &guard).await.unwrap(),
+        CodeCheck::LockedOut(1),
+        "the address as a whole is locked out"
+    );
+    assert_eq!(
+        [29, 30, 60].map(|n| guard.address_lockout_after(n)),
+        [None, Some(1), Some(2)]
     );
 
     let c = Challenge {
@@ -1789,7 +1864,10 @@ async fn concurrency(store: &Store) {
         tokio::spawn(async move { store.bootstrap_default_key(&user, &[]).await })
     }))
     .await;
-    let defaults: Vec<_> = defaults.into_iter().map(|r| r.unwrap().unwrap()).collect();
+    let defaults: Vec<_> = defaults
+        .into_iter()
+        .map(|r| r.unwrap().unwrap().unwrap())
+        .collect();
     assert_eq!(defaults.iter().filter(|(_, raw)| raw.is_some()).count(), 1);
     assert!(defaults.iter().all(|(k, _)| k.id == defaults[0].0.id));
 

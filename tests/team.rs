@@ -129,6 +129,14 @@ fn a_team_is_joined_by_code_and_each_role_holds_its_line() {
     }
     let r = Browser::new(gw.port).send("GET", "/v1/team", None, None);
     assert_eq!(r.status, 401);
+    // A code that reached the outsider (forwarded, leaked) joins only its addressee.
+    let r = eve.send(
+        "POST",
+        "/v1/team/join",
+        Some(json!({"code": bob_code})),
+        None,
+    );
+    assert_eq!(error(&r), (403, json!("invite_for_another_address")));
 
     // A viewer reads the team's keys and usage, and can neither write nor see a secret.
     let (mut bob, _) = signed_in(&gw, &outbox, "bob@example.com");

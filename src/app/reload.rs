@@ -190,7 +190,13 @@ pub(crate) fn changes(old: &config::AppConfig, new: &config::AppConfig) -> Chang
 impl Changes {
     /// One clause for the reload's log line.
     fn describe(&self) -> String {
-        let list = |v: &[&str]| if v.is_empty() { "nothing".to_string() } else { v.join(", ") };
+        let list = |v: &[&str]| {
+            if v.is_empty() {
+                "nothing".to_string()
+            } else {
+                v.join(", ")
+            }
+        };
         if self.at_restart.is_empty() {
             format!("applied now: {}", list(&self.now))
         } else {
@@ -221,12 +227,18 @@ mod tests {
         let same = changes(&old, &app("  allow_loopback: true\n", "127.0.0.1:8080"));
         assert_eq!(same.describe(), "applied now: nothing");
         // Admin's token and loopback rule are read per request: applied at once.
-        let admin = app("  allow_loopback: false\n  token: env:T\n", "127.0.0.1:8080");
+        let admin = app(
+            "  allow_loopback: false\n  token: env:T\n",
+            "127.0.0.1:8080",
+        );
         let c = changes(&old, &admin);
         assert_eq!(c.now, ["admin.token", "admin.allow_loopback"]);
         assert!(c.at_restart.is_empty());
         // Its listener, like every listener, waits.
-        let apart = app("  allow_loopback: true\n  listen: \"127.0.0.1:9099\"\n", "127.0.0.1:8081");
+        let apart = app(
+            "  allow_loopback: true\n  listen: \"127.0.0.1:9099\"\n",
+            "127.0.0.1:8081",
+        );
         let c = changes(&old, &apart);
         assert_eq!(c.at_restart, ["listen", "admin.listen"]);
         assert_eq!(

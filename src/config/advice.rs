@@ -24,8 +24,18 @@ impl Loaded {
             Some(a) if !a.ip().is_loopback() => vec![("admin.listen".into(), a.to_string())],
             Some(_) => Vec::new(),
             None => {
-                let http = app.listen.http.iter().enumerate().map(|(i, a)| (format!("listen.http[{i}]"), a));
-                let tls = app.listen.tls.iter().enumerate().map(|(i, t)| (format!("listen.tls[{i}]"), &t.addr));
+                let http = app
+                    .listen
+                    .http
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| (format!("listen.http[{i}]"), a));
+                let tls = app
+                    .listen
+                    .tls
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| (format!("listen.tls[{i}]"), &t.addr));
                 http.chain(tls)
                     .filter(|(_, a)| {
                         a.parse::<SocketAddr>().is_ok_and(|s| !s.ip().is_loopback())
@@ -73,7 +83,11 @@ mod tests {
     fn loopback_admin_is_questioned_only_where_a_listener_faces_the_network() {
         let facing = advice("  http: [\"0.0.0.0:8080\"]\n", "  allow_loopback: true\n");
         assert_eq!(facing.len(), 1, "{facing:?}");
-        assert!(facing[0].contains("listen.http[0] (0.0.0.0:8080)"), "{}", facing[0]);
+        assert!(
+            facing[0].contains("listen.http[0] (0.0.0.0:8080)"),
+            "{}",
+            facing[0]
+        );
         let off = advice("  http: [\"0.0.0.0:8080\"]\n", "  allow_loopback: false\n");
         assert!(off.is_empty(), "{off:?}");
         let local = advice("  http: [\"127.0.0.1:8080\"]\n", "  allow_loopback: true\n");

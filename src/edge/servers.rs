@@ -65,7 +65,11 @@ impl Edge {
     /// The listeners behind an L4 proxy that writes the PROXY protocol header.
     pub(crate) fn proxied_listeners(&self) -> std::collections::HashSet<std::net::SocketAddr> {
         let listen = &self.state.config.app.listen;
-        listen.proxy_protocol.iter().filter_map(|a| a.parse().ok()).collect()
+        listen
+            .proxy_protocol
+            .iter()
+            .filter_map(|a| a.parse().ok())
+            .collect()
     }
 
     /// Whether a peer is a trusted proxy (its `X-Forwarded-*` are believed).

@@ -492,7 +492,8 @@ impl LeanFront {
     async fn hand_over(&self, mut conn: Conn, head_len: usize, body: BodyFraming) -> Option<Conn> {
         let unread = std::mem::replace(&mut conn.buf, BytesMut::with_capacity(READ_STEP));
         let keepalive = if conn.shutting_down() { None } else { Some(60) };
-        let mut session = ServerSession::new_http1(conn.io.into_pingora(conn.client, unread, head_len, body));
+        let mut session =
+            ServerSession::new_http1(conn.io.into_pingora(conn.client, unread, head_len, body));
         session.set_keepalive(keepalive);
         let reused = self.proxy.process_new_http(session, &conn.shutdown).await?;
         conn.io = ClientIo::from_pingora(reused.consume().0);

@@ -64,8 +64,12 @@ pub fn parse(buf: &[u8]) -> Parsed {
         HeaderResult::V1(Ok(h)) => Parsed::Header {
             len: h.header.len(),
             client: match h.addresses {
-                v1::Addresses::Tcp4(a) => Some(SocketAddr::new(a.source_address.into(), a.source_port)),
-                v1::Addresses::Tcp6(a) => Some(SocketAddr::new(a.source_address.into(), a.source_port)),
+                v1::Addresses::Tcp4(a) => {
+                    Some(SocketAddr::new(a.source_address.into(), a.source_port))
+                }
+                v1::Addresses::Tcp6(a) => {
+                    Some(SocketAddr::new(a.source_address.into(), a.source_port))
+                }
                 v1::Addresses::Unknown => None,
             },
         },
@@ -73,18 +77,26 @@ pub fn parse(buf: &[u8]) -> Parsed {
             len: h.len(),
             client: match (h.command, h.addresses) {
                 (v2::Command::Local, _) => None,
-                (_, v2::Addresses::IPv4(a)) => Some(SocketAddr::new(a.source_address.into(), a.source_port)),
-                (_, v2::Addresses::IPv6(a)) => Some(SocketAddr::new(a.source_address.into(), a.source_port)),
+                (_, v2::Addresses::IPv4(a)) => {
+                    Some(SocketAddr::new(a.source_address.into(), a.source_port))
+                }
+                (_, v2::Addresses::IPv6(a)) => {
+                    Some(SocketAddr::new(a.source_address.into(), a.source_port))
+                }
                 (_, v2::Addresses::Unix(_) | v2::Addresses::Unspecified) => None,
             },
         },
-        HeaderResult::V1(Err(_)) | HeaderResult::V2(Err(_)) => Parsed::Invalid("not a PROXY header"),
+        HeaderResult::V1(Err(_)) | HeaderResult::V2(Err(_)) => {
+            Parsed::Invalid("not a PROXY header")
+        }
     }
 }
 
 /// Read the header from `io`: the client it names and the bytes read past it (the
 /// start of the HTTP or TLS stream), or why the connection is to be closed.
-pub async fn read_header<S: AsyncRead + Unpin>(io: &mut S) -> Result<(Client, Vec<u8>), &'static str> {
+pub async fn read_header<S: AsyncRead + Unpin>(
+    io: &mut S,
+) -> Result<(Client, Vec<u8>), &'static str> {
     let mut buf = Vec::with_capacity(256);
     let read = async {
         loop {
@@ -166,7 +178,10 @@ mod tests {
         let client: SocketAddr = "203.0.113.7:51000".parse().unwrap();
         assert_eq!(
             parse(text),
-            Parsed::Header { client: Some(client), len: 45 }
+            Parsed::Header {
+                client: Some(client),
+                len: 45
+            }
         );
         let six = b"PROXY TCP6 2001:db8::1 ::1 443 8080\r\n";
         let Parsed::Header { client: six, .. } = parse(six) else {
@@ -180,26 +195,50 @@ mod tests {
         let mut bin = v2(1, 0x11, &addrs);
         let len = bin.len();
         bin.extend_from_slice(b"GET /");
-        assert_eq!(parse(&bin), Parsed::Header { client: Some(client), len });
+        assert_eq!(
+            parse(&bin),
+            Parsed::Header {
+                client: Some(client),
+                len
+            }
+        );
     }
 
     #[test]
     fn a_header_naming_no_client_leaves_it_unknown() {
         assert_eq!(
             parse(b"PROXY UNKNOWN\r\n"),
-            Parsed::Header { client: None, len: 15 }
+            Parsed::Header {
+                client: None,
+                len: 15
+            }
         );
         let local = v2(0, 0x00, &[]);
-        assert_eq!(parse(&local), Parsed::Header { client: None, len: 16 });
+        assert_eq!(
+            parse(&local),
+            Parsed::Header {
+                client: None,
+                len: 16
+            }
+        );
     }
 
     #[test]
     fn anything_else_is_partial_for_a_while_then_refused() {
         assert_eq!(parse(b"PROXY TCP4 203.0"), Parsed::Partial);
         assert_eq!(parse(b"\r\n\r\n\0\r\n"), Parsed::Partial);
-        assert!(matches!(parse(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"), Parsed::Invalid(_)));
-        assert!(matches!(parse(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"), Parsed::Invalid(_) | Parsed::Partial));
-        assert!(matches!(parse(b"PROXY TCP4 999.0.0.1 127.0.0.1 1 2\r\n"), Parsed::Invalid(_)));
+        assert!(matches!(
+            parse(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
+            Parsed::Invalid(_)
+        ));
+        assert!(matches!(
+            parse(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"),
+            Parsed::Invalid(_) | Parsed::Partial
+        ));
+        assert!(matches!(
+            parse(b"PROXY TCP4 999.0.0.1 127.0.0.1 1 2\r\n"),
+            Parsed::Invalid(_)
+        ));
         // A v2 header announcing more than MAX_HEADER is refused before it arrives.
         let mut long = v2(1, 0x11, &[]);
         long[14..16].copy_from_slice(&u16::MAX.to_be_bytes());
@@ -211,7 +250,8 @@ mod tests {
 
     #[tokio::test]
     async fn the_bytes_past_the_header_are_kept() {
-        let mut wire: &[u8] = b"PROXY TCP4 203.0.113.7 127.0.0.1 51000 8080\r\nGET / HTTP/1.1\r\n\r\n";
+        let mut wire: &[u8] =
+            b"PROXY TCP4 203.0.113.7 127.0.0.1 51000 8080\r\nGET / HTTP/1.1\r\n\r\n";
         let (client, rest) = read_header(&mut wire).await.unwrap();
         assert_eq!(client, Some("203.0.113.7:51000".parse().unwrap()));
         assert_eq!(rest, b"GET / HTTP/1.1\r\n\r\n");

@@ -99,13 +99,15 @@ impl Store {
     }
 
     /// The user's active default key, creating one if there is none. Returns the key and,
-    /// when it was just created, its raw secret. Atomic: two concurrent first calls get
-    /// the same key (and the partial unique index forbids a second default).
+    /// when it was just created, its raw secret; `None` when there is none and the user
+    /// already holds `MAX_KEYS_PER_USER` keys (the default counts among them). Atomic: two
+    /// concurrent first calls get the same key (and the partial unique index forbids a
+    /// second default).
     pub async fn bootstrap_default_key(
         &self,
         user: &UserRow,
         scopes: &[String],
-    ) -> Result<(KeyInfo, Option<String>), StoreError> {
+    ) -> Result<Option<(KeyInfo, Option<String>)>, StoreError> {
         self.retry_conflicts(|mut tx| async move {
             let existing = query_opt(
                 tx.as_mut(),
@@ -117,7 +119,10 @@ impl Store {
             .await?;
             if let Some(k) = existing {
                 tx.commit().await?;
-                return Ok((key_info(&k)?, None));
+                return Ok(Some((key_info(&k)?, None)));
+            }
+            if active_keys(tx.as_mut(), &user.id, &user.tenant_id).await? >= MAX_KEYS_PER_USER {
+                return Ok(None);
             }
             let (id, raw) = insert_key(
                 tx.as_mut(),
@@ -141,7 +146,7 @@ impl Store {
             .await?;
             let k = key_by_id(tx.as_mut(), &id).await?;
             tx.commit().await?;
-            Ok((k, Some(raw)))
+            Ok(Some((k, Some(raw))))
         })
         .await
     }
@@ -174,16 +179,7 @@ impl Store {
         let restrictions = stored(restrictions);
         let restrictions = restrictions.as_deref();
         self.retry_conflicts(|mut tx| async move {
-            let active = query_opt(
-                tx.as_mut(),
-                "SELECT COUNT(*) FROM api_keys WHERE user_id = $1 AND tenant_id = $2 AND revoked_at IS NULL",
-                params![user_id, tenant],
-            )
-            .await?
-            .map(|r| r.int(0))
-            .transpose()?
-            .unwrap_or(0);
-            if active >= MAX_KEYS_PER_USER {
+            if active_keys(tx.as_mut(), user_id, tenant).await? >= MAX_KEYS_PER_USER {
                 return Ok(None);
             }
             let (id, raw) = insert_key(
@@ -291,9 +287,9 @@ impl Store {
     }
 
     /// Replace one of a tenant's console keys by a new secret with the same name, scopes,
-    /// restrictions and maker. The old key is revoked; the new one is never the default
-    /// (so `/v1/auth/me` makes a fresh default after the default was rotated). Returns
-    /// (new key, raw, old hash).
+    /// restrictions and maker. The old key is revoked; a default key's replacement is the
+    /// default (so rotating never adds a key to the user's count). Returns (new key, raw,
+    /// old hash).
     pub async fn rotate_user_key(
         &self,
         tenant: &str,
@@ -303,7 +299,7 @@ impl Store {
         self.retry_conflicts(|mut tx| async move {
             let old = query_opt(
                 tx.as_mut(),
-                "SELECT name, scopes, secret_sha256, restrictions, user_id FROM api_keys
+                "SELECT name, scopes, secret_sha256, restrictions, user_id, is_default FROM api_keys
                  WHERE id = $1 AND tenant_id = $2 AND user_id IS NOT NULL AND revoked_at IS NULL",
                 params![key_id, tenant],
             )
@@ -313,6 +309,7 @@ impl Store {
             };
             let (name, scopes, hash) = (old.text(0)?, old.text(1)?, old.bytes(2)?);
             let (restrictions, maker) = (old.opt_text(3)?, old.text(4)?);
+            let is_default = old.int(5)? != 0;
             tx.execute(
                 "UPDATE api_keys SET revoked_at = $2 WHERE id = $1",
                 params![key_id, now()],
@@ -324,7 +321,7 @@ impl Store {
                 Some(&maker),
                 &name,
                 &parse_list(&scopes),
-                false,
+                is_default,
                 restrictions.as_deref(),
             )
             .await?;
@@ -345,6 +342,19 @@ impl Store {
         })
         .await
     }
+}
+
+/// How many active keys a user holds in a tenant, inside a transaction.
+async fn active_keys(tx: &mut dyn Tx, user_id: &str, tenant: &str) -> Result<i64, StoreError> {
+    Ok(query_opt(
+        tx,
+        "SELECT COUNT(*) FROM api_keys WHERE user_id = $1 AND tenant_id = $2 AND revoked_at IS NULL",
+        params![user_id, tenant],
+    )
+    .await?
+    .map(|r| r.int(0))
+    .transpose()?
+    .unwrap_or(0))
 }
 
 /// One of a tenant's active console keys inside a transaction: its hash and name.

@@ -556,4 +556,18 @@ UPDATE index_cursor SET nft_state_hash = nft_holdings_hash;
 CREATE INDEX invites_by_email ON invites(email, created_at);
 CREATE INDEX audit_events_by_action ON audit_events(tenant_id, action, at_us);
 "#,
+    // Wrong sign-in codes lock an address out per client (`store/sign_in.rs`): a
+    // stranger's guesses no longer lock the address's owner out everywhere. A table of
+    // its own, so an instance of the version before keeps writing `login_guards` during a
+    // rolling upgrade.
+    r#"
+CREATE TABLE sign_in_guards (
+    email TEXT NOT NULL,
+    client TEXT NOT NULL,
+    failures INTEGER NOT NULL,
+    last_failure INTEGER NOT NULL,
+    locked_until INTEGER NOT NULL,
+    PRIMARY KEY (email, client)
+);
+"#,
 ];

@@ -49,14 +49,34 @@ pub struct GuessGuard {
     pub forget_after: i64,
 }
 
+/// The guard row counting every client's wrong guesses at an address (client buckets
+/// are addresses, /64s or `unknown`: never this).
+const ANY_CLIENT: &str = "*";
+
+/// Wrong guesses from all clients together per lock-out step of the whole address, in
+/// `max_attempts`: a backstop against guesses spread over many clients, high enough that
+/// one stranger's guesses (locked out of the address every `max_attempts`, doubling)
+/// take more than a day to reach it.
+const ANY_CLIENT_STEP: i64 = 10;
+
 impl GuessGuard {
-    /// The lock-out that the `failures`-th wrong guess starts, if any: every
+    /// The lock-out that one client's `failures`-th wrong guess starts, if any: every
     /// `max_attempts`-th failure, doubling from `lockout_secs` up to `max_lockout_secs`.
     pub fn lockout_after(&self, failures: i64) -> Option<i64> {
-        if failures <= 0 || failures % self.max_attempts != 0 {
+        self.lockout_every(failures, self.max_attempts)
+    }
+
+    /// The lock-out of the whole address that the `failures`-th wrong guess from any
+    /// client starts: every `ANY_CLIENT_STEP × max_attempts`-th, doubling likewise.
+    pub fn address_lockout_after(&self, failures: i64) -> Option<i64> {
+        self.lockout_every(failures, self.max_attempts * ANY_CLIENT_STEP)
+    }
+
+    fn lockout_every(&self, failures: i64, every: i64) -> Option<i64> {
+        if failures <= 0 || every <= 0 || failures % every != 0 {
             return None;
         }
-        let step = (failures / self.max_attempts - 1).clamp(0, 40) as u32;
+        let step = (failures / every - 1).clamp(0, 40) as u32;
         Some(
             self.lockout_secs
                 .saturating_mul(1i64 << step.min(62))
@@ -113,34 +133,27 @@ impl Store {
         .await
     }
 
-    /// Check a code against the latest unused code of `email`. A right code is used up
-    /// and clears the address's guard; a wrong one counts against the code and against
-    /// the address, whose every `max_attempts`-th failure locks it out for a doubling
-    /// time (a new code resets neither).
+    /// Check a code from `client` (its bucket) against the latest unused code of
+    /// `email`. A right code is used up and clears that client's guard on the address; a
+    /// wrong one counts against the code, against the (address, client) pair, whose every
+    /// `max_attempts`-th failure locks that client out of the address for a doubling
+    /// time, and against the address from any client, locked out as a whole at a tenfold
+    /// step (a new code resets none of them). So a stranger's guesses lock the stranger
+    /// out, not the owner, while guesses spread over many clients stay bounded.
     pub async fn check_code(
         &self,
         email: &str,
+        client: &str,
         code_hash: &[u8; 32],
         guard: &GuessGuard,
     ) -> Result<CodeCheck, StoreError> {
         self.retry_conflicts(|mut tx| async move {
             let t = now();
-            let locked = query_opt(
-                tx.as_mut(),
-                "SELECT failures, last_failure, locked_until FROM login_guards WHERE email = $1",
-                params![email],
-            )
-            .await?;
-            let (mut failures, last_failure, locked_until) = match &locked {
-                Some(r) => (r.int(0)?, r.int(1)?, r.int(2)?),
-                None => (0, 0, 0),
-            };
+            let mut mine = read_guard(tx.as_mut(), email, client, guard, t).await?;
+            let mut anyone = read_guard(tx.as_mut(), email, ANY_CLIENT, guard, t).await?;
+            let locked_until = mine.locked_until.max(anyone.locked_until);
             if locked_until > t {
                 return Ok(CodeCheck::LockedOut(locked_until - t));
-            }
-            // A quiet day forgives the past failures.
-            if t - last_failure > guard.forget_after {
-                failures = 0;
             }
             let row = query_opt(
                 tx.as_mut(),
@@ -165,8 +178,11 @@ impl Store {
                     params![&id, t],
                 )
                 .await?;
-                tx.execute("DELETE FROM login_guards WHERE email = $1", params![email])
-                    .await?;
+                tx.execute(
+                    "DELETE FROM sign_in_guards WHERE email = $1 AND client = $2",
+                    params![email, client],
+                )
+                .await?;
                 CodeCheck::Ok
             } else {
                 tx.execute(
@@ -174,17 +190,16 @@ impl Store {
                     params![&id],
                 )
                 .await?;
-                failures += 1;
-                let until = guard.lockout_after(failures).map_or(0, |secs| t + secs);
-                tx.execute(
-                    "INSERT INTO login_guards (email, failures, last_failure, locked_until)
-                     VALUES ($1, $2, $3, $4)
-                     ON CONFLICT (email) DO UPDATE SET failures = $2, last_failure = $3, locked_until = $4",
-                    params![email, failures, t, until],
-                )
-                .await?;
-                if until > t {
-                    CodeCheck::LockedOut(until - t)
+                mine.failures += 1;
+                anyone.failures += 1;
+                let until = |secs: Option<i64>| secs.map_or(0, |secs| t + secs);
+                mine.locked_until = until(guard.lockout_after(mine.failures));
+                anyone.locked_until = until(guard.address_lockout_after(anyone.failures));
+                write_guard(tx.as_mut(), email, client, &mine, t).await?;
+                write_guard(tx.as_mut(), email, ANY_CLIENT, &anyone, t).await?;
+                let locked_until = mine.locked_until.max(anyone.locked_until);
+                if locked_until > t {
+                    CodeCheck::LockedOut(locked_until - t)
                 } else {
                     CodeCheck::Wrong
                 }
@@ -275,4 +290,59 @@ async fn count(
     query_opt(tx, sql, params)
         .await?
         .map_or(Ok(0), |r| r.int(0))
+}
+
+/// One guard row as read: its failures (forgotten after a quiet `forget_after`) and
+/// lock-out.
+struct Guard {
+    failures: i64,
+    locked_until: i64,
+}
+
+async fn read_guard(
+    tx: &mut dyn Tx,
+    email: &str,
+    client: &str,
+    guard: &GuessGuard,
+    t: i64,
+) -> Result<Guard, StoreError> {
+    let row = query_opt(
+        tx,
+        "SELECT failures, last_failure, locked_until FROM sign_in_guards
+         WHERE email = $1 AND client = $2",
+        params![email, client],
+    )
+    .await?;
+    let (failures, last_failure, locked_until) = match &row {
+        Some(r) => (r.int(0)?, r.int(1)?, r.int(2)?),
+        None => (0, 0, 0),
+    };
+    // A quiet stretch forgives the past failures.
+    let failures = if t - last_failure > guard.forget_after {
+        0
+    } else {
+        failures
+    };
+    Ok(Guard {
+        failures,
+        locked_until,
+    })
+}
+
+async fn write_guard(
+    tx: &mut dyn Tx,
+    email: &str,
+    client: &str,
+    g: &Guard,
+    t: i64,
+) -> Result<(), StoreError> {
+    tx.execute(
+        "INSERT INTO sign_in_guards (email, client, failures, last_failure, locked_until)
+         VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (email, client)
+         DO UPDATE SET failures = $3, last_failure = $4, locked_until = $5",
+        params![email, client, g.failures, t, g.locked_until],
+    )
+    .await?;
+    Ok(())
 }

@@ -109,6 +109,8 @@ pub enum Refused {
     /// A user cannot leave (or be removed from) the tenant made at its sign-up.
     HomeTenant,
     AlreadyMember,
+    /// The invitation was sent to another address than the joining user's.
+    OtherAddress,
     TooMany,
     /// Too many invitation mails lately: to this address, or from this team.
     TooManyMails {
@@ -376,7 +378,7 @@ impl Store {
             let t = now();
             let Some(inv) = query_opt(
                 tx.as_mut(),
-                "SELECT i.id, i.tenant_id, i.role, t.name FROM invites i JOIN tenants t ON t.id = i.tenant_id
+                "SELECT i.id, i.tenant_id, i.role, t.name, i.email FROM invites i JOIN tenants t ON t.id = i.tenant_id
                  WHERE i.code_sha256 = $1 AND i.accepted_at IS NULL AND i.revoked_at IS NULL
                  AND i.expires_at > $2",
                 params![code_hash, t],
@@ -386,6 +388,17 @@ impl Store {
                 return Ok(Err(Refused::NotFound));
             };
             let (id, tenant, role, name) = (inv.text(0)?, inv.text(1)?, role_at(&inv, 2)?, inv.text(3)?);
+            // An invitation is for the address it was mailed to: a code forwarded, leaked
+            // or read over a shoulder joins no one else (a wallet-only user has none).
+            let own = query_opt(tx.as_mut(), "SELECT email FROM users WHERE id = $1", params![user_id])
+                .await?
+                .map(|r| r.opt_text(0))
+                .transpose()?
+                .flatten();
+            let invited = inv.text(4)?;
+            if !own.is_some_and(|e| e.trim().eq_ignore_ascii_case(invited.trim())) {
+                return Ok(Err(Refused::OtherAddress));
+            }
             let already = query_opt(
                 tx.as_mut(),
                 "SELECT 1 FROM members WHERE tenant_id = $1 AND user_id = $2",

@@ -574,7 +574,9 @@ impl Gateway {
         let proxied_port = opts.proxy_protocol.then(free_port);
         let proxied = match proxied_port {
             Some(p) => {
-                let tls = tls_port.map(|t| format!(", \"127.0.0.1:{t}\"")).unwrap_or_default();
+                let tls = tls_port
+                    .map(|t| format!(", \"127.0.0.1:{t}\""))
+                    .unwrap_or_default();
                 format!("  proxy_protocol: [\"127.0.0.1:{p}\"{tls}]\n")
             }
             None => String::new(),

@@ -468,8 +468,9 @@ pub(super) async fn me(
         return json_reply(200, body);
     }
     let scopes: Vec<String> = DEFAULT_SCOPES.iter().map(|s| s.to_string()).collect();
-    // A failed bootstrap leaves `default_key` out; a later call returns it.
-    if let Ok((k, raw)) = db(console.store.bootstrap_default_key(user, &scopes)).await {
+    // A failed bootstrap leaves `default_key` out; a later call returns it. So does a
+    // user without a default who holds as many keys as a user may.
+    if let Ok(Some((k, raw))) = db(console.store.bootstrap_default_key(user, &scopes)).await {
         let mut dk = json!({
             "id": k.id,
             "key_prefix": k.key_prefix,

@@ -115,8 +115,8 @@ pub(super) async fn email_verify(console: &Console, req: &Request<'_>) -> Result
         // Longer than the longest lock-out: waiting one out never resets the budget.
         forget_after: 7 * 86400,
     };
-    let a = addr.clone();
-    match db(console.store.check_code(&a, &hash, &guard)).await? {
+    let (a, client) = (addr.clone(), client_bucket(req.client));
+    match db(console.store.check_code(&a, &client, &hash, &guard)).await? {
         CodeCheck::Ok => sign_in(console, Identity::Email(addr), req.secure).await,
         CodeCheck::Wrong | CodeCheck::NoCode => Err(bad("invalid_code", "wrong or unknown code")),
         CodeCheck::Expired => Err(bad(

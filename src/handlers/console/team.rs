@@ -89,6 +89,11 @@ fn refused(r: Refused) -> ApiError {
         Refused::AlreadyMember => {
             ApiError::new(409, "already_member", "already a member of this team")
         }
+        Refused::OtherAddress => ApiError::new(
+            403,
+            "invite_for_another_address",
+            "this invitation was sent to another email address: sign in with that address to accept it",
+        ),
         Refused::TooMany => ApiError::new(
             409,
             "too_many_invites",
