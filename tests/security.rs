@@ -13,12 +13,55 @@ fn json_post(port: u16, path: &str, body: &Value, headers: &[(&str, &str)]) -> R
     request(port, "POST", path, &h, body.to_string().as_bytes()).expect("request")
 }
 
-/// One `eth_el` pool of one node.
-fn el_pools(node: &Fixture) -> String {
-    format!(
-        "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-geth}}\n",
-        node.url()
-    )
+/// One `eth_el` pool of the node at `url`.
+fn el_pools(url: &str) -> String {
+    format!("  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{url}\", family: el-geth}}\n")
+}
+
+/// The node a boundary test runs against: the JSON-RPC fixture, which reads keys
+/// exactly, and the Go node (`tests/gonode`), which reads them as geth, erigon and bor
+/// do (case-folded, the last match wins). Each test runs on both: what the edge refused
+/// must reach neither, whichever way the node reads JSON.
+enum Node {
+    Fixture(Fixture),
+    Go(GoNode),
+}
+
+impl Node {
+    fn both() -> [Node; 2] {
+        [
+            Node::Fixture(Fixture::json_rpc()),
+            Node::Go(GoNode::start()),
+        ]
+    }
+
+    fn url(&self) -> String {
+        match self {
+            Node::Fixture(f) => f.url(),
+            Node::Go(g) => g.url(),
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            Node::Fixture(_) => "fixture",
+            Node::Go(_) => "go node",
+        }
+    }
+
+    /// Whether `method` reached the node: named anywhere in a body the fixture got, or
+    /// executed by the Go node as it decoded the call.
+    fn reached(&self, method: &str) -> bool {
+        match self {
+            Node::Fixture(f) => f
+                .seen
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|r| String::from_utf8_lossy(&r.body).contains(&format!("\"{method}\""))),
+            Node::Go(g) => g.executed().iter().any(|e| e["method"] == method),
+        }
+    }
 }
 
 /// The access log's lines, as JSON.
@@ -40,7 +83,7 @@ fn console_gateway(node: &Fixture, console_yaml: &str) -> (Gateway, std::path::P
     let dir = tempdir("security");
     let outbox = dir.join("outbox.jsonl");
     let gw = Gateway::start(GatewayOpts {
-        pools: el_pools(node),
+        pools: el_pools(&node.url()),
         console_yaml: format!(
             "  email:\n    outbox: {}\n    lockout_secs: 2\n{console_yaml}",
             outbox.display()
@@ -141,7 +184,7 @@ fn a_strangers_wrong_codes_never_lock_the_owner_out() {
     let dir = tempdir("lockout");
     let outbox = dir.join("outbox.jsonl");
     let gw = Gateway::start(GatewayOpts {
-        pools: el_pools(&node),
+        pools: el_pools(&node.url()),
         console_yaml: format!(
             "  email:\n    outbox: {}\n    lockout_secs: 600\n  trusted_proxies: [\"127.0.0.1\"]\n",
             outbox.display()
@@ -233,7 +276,12 @@ fn an_anonymous_client_cannot_grow_the_store_or_send_mail_at_will() {
 /// the per-host route: every one is refused as unknown, and the node never hears of it.
 #[test]
 fn node_administrative_methods_never_reach_a_node() {
-    let node = Fixture::json_rpc();
+    for node in Node::both() {
+        administrative_methods_refused(&node);
+    }
+}
+
+fn administrative_methods_refused(node: &Node) {
     let gw = Gateway::start(GatewayOpts {
         pools: format!(
             "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-geth, capabilities: [debug, trace, txpool]}}\n",
@@ -256,8 +304,11 @@ fn node_administrative_methods_never_reach_a_node() {
         "miner_setEtherbase",
         "personal_unlockAccount",
     ];
+    let on = node.name();
     for m in ADMINISTRATIVE {
         let call = json!({"jsonrpc": "2.0", "id": 1, "method": m, "params": ["/tmp/x"]});
+        // The same method under a member a Go node reads as `method`.
+        let folded = json!({"jsonrpc": "2.0", "id": 1, "method": "eth_blockNumber", "Method": m, "params": []});
         for (path, key) in [
             ("/rpc/eth", Some(pro.as_str())),
             ("/v1/eth/mesh/rpc/el-1", None),
@@ -266,7 +317,9 @@ fn node_administrative_methods_never_reach_a_node() {
             // JSON-RPC's envelope on /rpc/eth, the admin envelope on the per-host route.
             let v = r.json();
             let code = v["error"]["data"]["error"].as_str().or(v["error"].as_str());
-            assert_eq!(code, Some("method_unknown"), "{m} on {path}: {v}");
+            assert_eq!(code, Some("method_unknown"), "{m} on {path} ({on}): {v}");
+            let r = rpc(gw.port, path, key, &folded);
+            assert_eq!(r.status, 400, "{m} folded on {path} ({on}): {}", r.text());
         }
     }
     let batch: Vec<Value> = ADMINISTRATIVE
@@ -289,12 +342,12 @@ fn node_administrative_methods_never_reach_a_node() {
         &json!({"jsonrpc": "2.0", "id": 1, "method": "debug_traceTransaction", "params": ["0x00"]}),
     );
     assert!(r.json().get("result").is_some(), "{}", r.text());
-    let seen = node.seen.lock().unwrap();
-    for req in seen.iter() {
-        let body = String::from_utf8_lossy(&req.body);
-        for m in ADMINISTRATIVE {
-            assert!(!body.contains(&format!("\"{m}\"")), "{m} reached the node");
-        }
+    assert!(
+        node.reached("debug_traceTransaction"),
+        "the read reached the {on}"
+    );
+    for m in ADMINISTRATIVE {
+        assert!(!node.reached(m), "{m} reached the {on}");
     }
 }
 
@@ -302,9 +355,14 @@ fn node_administrative_methods_never_reach_a_node() {
 /// before any node sees them; the same key still reads.
 #[test]
 fn a_read_only_key_cannot_send_transactions() {
-    let node = Fixture::json_rpc();
+    for node in Node::both() {
+        read_only_key_sends_nothing(&node);
+    }
+}
+
+fn read_only_key_sends_nothing(node: &Node) {
     let gw = Gateway::start(GatewayOpts {
-        pools: el_pools(&node),
+        pools: el_pools(&node.url()),
         ..Default::default()
     });
     let reader = gw.key("pro", &["rpc:read"]);
@@ -350,14 +408,17 @@ fn a_read_only_key_cannot_send_transactions() {
     );
     assert_eq!(r.status, 403, "{}", r.text());
     assert_eq!(r.json()["error"]["data"]["required_scope"], "rpc:read");
-    let seen = node.seen.lock().unwrap();
+    // Nor under a member a Go node reads as `method`.
+    let folded = json!({"jsonrpc": "2.0", "id": 9, "method": "eth_chainId", "METHOD": "eth_sendRawTransaction", "params": [raw_tx]});
+    let r = rpc(gw.port, "/rpc/eth", Some(&reader), &folded);
+    assert_eq!(r.status, 400, "{}", r.text());
+    let answer = ws_ask(gw.port, &reader, &folded.to_string());
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
     assert!(
-        !seen
-            .iter()
-            .any(|r| String::from_utf8_lossy(&r.body).contains("eth_sendRawTransaction")),
-        "a write reached the node"
+        !node.reached("eth_sendRawTransaction"),
+        "a write reached the {}",
+        node.name()
     );
-    drop(seen);
     // Unknown scopes and features are refused by the CLI.
     let tenant = gw.cli(&["tenants", "create", "--name", "t", "--plan", "free"]);
     for args in [
@@ -415,7 +476,7 @@ fn ws_ask(port: u16, key: &str, body: &str) -> Value {
 #[test]
 fn a_proxy_on_loopback_never_makes_its_clients_admin() {
     let node = Fixture::json_rpc();
-    let pools = el_pools(&node);
+    let pools = el_pools(&node.url());
     let gw = Gateway::start(GatewayOpts {
         pools: pools.clone(),
         ..Default::default()
@@ -497,7 +558,7 @@ fn a_proxy_on_loopback_never_makes_its_clients_admin() {
     // Admin on a listener of its own: only there, and nothing else there.
     let admin_port = free_port();
     let apart = Gateway::start(GatewayOpts {
-        pools: el_pools(&node),
+        pools: el_pools(&node.url()),
         admin_yaml: format!("  listen: \"127.0.0.1:{admin_port}\"\n"),
         ..Default::default()
     });
@@ -519,9 +580,14 @@ fn a_proxy_on_loopback_never_makes_its_clients_admin() {
 /// are refused rather than passed on.
 #[test]
 fn the_logs_range_guard_holds_through_filters() {
-    let node = Fixture::json_rpc();
+    for node in Node::both() {
+        logs_range_guarded(&node);
+    }
+}
+
+fn logs_range_guarded(node: &Node) {
     let gw = Gateway::start(GatewayOpts {
-        pools: el_pools(&node),
+        pools: el_pools(&node.url()),
         ..Default::default()
     });
     let free = gw.key("free", &[]);
@@ -542,15 +608,20 @@ fn the_logs_range_guard_holds_through_filters() {
             json!({"fromBlock": "0x0", "toBlock": "0x1ffffffffffffffff"}),
         );
         assert_eq!(huge["error"]["code"], -32602, "{method}: {huge}");
+        // The wide range under members a Go node reads as `fromBlock` and `toBlock`.
+        let folded = call(
+            method,
+            json!({"fromBlock": "0x0", "FROMBLOCK": "0x0", "TOBLOCK": "0xffffffff"}),
+        );
+        assert_eq!(folded["error"]["code"], -32600, "{method}: {folded}");
     }
-    let seen = node.seen.lock().unwrap();
-    assert!(
-        !seen.iter().any(|r| {
-            let b = String::from_utf8_lossy(&r.body);
-            b.contains("eth_newFilter") || b.contains("eth_getLogs")
-        }),
-        "a refused range reached the node"
-    );
+    for method in ["eth_newFilter", "eth_getLogs"] {
+        assert!(
+            !node.reached(method),
+            "a refused range reached the {}",
+            node.name()
+        );
+    }
 }
 
 /// Open a WebSocket on `/rpc/eth` with `key`, and wait for the server to end it: the
@@ -581,7 +652,7 @@ fn session_closed_after(port: u16, key: &str, revoke: impl FnOnce()) -> (u16, Du
 #[test]
 fn revoking_a_key_ends_its_open_sessions() {
     let node = Fixture::json_rpc();
-    let pools = el_pools(&node);
+    let pools = el_pools(&node.url());
     // No Redis: the session rechecks its key every quarter of the 2 s TTL.
     let gw = Gateway::start(GatewayOpts {
         pools: pools.clone(),
@@ -619,11 +690,11 @@ fn revoking_a_key_ends_its_open_sessions() {
 fn real_proxies_on_loopback_never_make_their_clients_admin() {
     let node = Fixture::json_rpc();
     let gw = Gateway::start(GatewayOpts {
-        pools: el_pools(&node),
+        pools: el_pools(&node.url()),
         ..Default::default()
     });
     let strict = Gateway::start(GatewayOpts {
-        pools: el_pools(&node),
+        pools: el_pools(&node.url()),
         admin_yaml: "  allow_loopback: false\n".into(),
         ..Default::default()
     });
