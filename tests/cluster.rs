@@ -650,3 +650,162 @@ fn a_daemon_on_postgres_reads_the_store() {
         "a key lookup from the daemon (after {took:?})"
     );
 }
+
+/// The p-th percentile of `samples` (sorted here).
+fn percentile(samples: &mut [Duration], p: f64) -> Duration {
+    samples.sort_unstable();
+    samples[((samples.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// Clients sending on `keys` in turn until `stop`: each answer's status and latency, per
+/// key.
+type Answers = Vec<(usize, u16, Duration)>;
+
+fn keyed_load(
+    port: u16,
+    keys: Vec<String>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Vec<std::thread::JoinHandle<Answers>> {
+    (0..2)
+        .map(|n| {
+            let (keys, stop) = (keys.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut out = Vec::new();
+                let mut i = n;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let k = i % keys.len();
+                    let started = Instant::now();
+                    let s = status(port, &keys[k]);
+                    out.push((k, s, started.elapsed()));
+                    i += 1;
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                out
+            })
+        })
+        .collect()
+}
+
+/// PostgreSQL hung (SIGSTOP on the server and its backends: it neither answers nor
+/// refuses) for 75 s under keyed load. Keys in use answer as before (p99 within 2x of
+/// the minute before), an unseen key is refused 503 within 1 s every time, and once the
+/// server thaws every answered call is in the store exactly once.
+#[test]
+fn a_hung_postgres_costs_keys_in_use_nothing() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let pg = PgServer::start();
+    let db = pg.create_db();
+    let node = heimdall();
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  polygon_heimdall:\n    hosts:\n      - {{id: hd-1, url: \"{}\", family: heimdall}}\n",
+            node.url()
+        ),
+        postgres: Some(db),
+        extra_yaml: format!(
+            "{UNLIMITED}auth:\n  key_cache_ttl_ms: 1000\nusage:\n  flush_interval_ms: 500\n"
+        ),
+        ..Default::default()
+    });
+    let (keys, ids): (Vec<String>, Vec<String>) = (0..2).map(|_| gw.key_and_id("pro")).unzip();
+    let never_seen = gw.key("pro", &[]);
+    let run = |secs: u64, during: &mut dyn FnMut()| -> Answers {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let clients = keyed_load(gw.port, keys.clone(), stop.clone());
+        let until = Instant::now() + Duration::from_secs(secs);
+        while Instant::now() < until {
+            during();
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        clients
+            .into_iter()
+            .flat_map(|c| c.join().unwrap())
+            .collect()
+    };
+    let before = run(10, &mut || std::thread::sleep(Duration::from_millis(100)));
+
+    pg.signal("STOP");
+    let mut refusals = Vec::new();
+    let during = run(75, &mut || {
+        let started = Instant::now();
+        let r = request(
+            gw.port,
+            "GET",
+            "/v1/polygon/heimdall/echo",
+            &[("x-token", &never_seen)],
+            b"",
+        )
+        .unwrap();
+        refusals.push((r.status, started.elapsed()));
+        std::thread::sleep(Duration::from_millis(1000));
+    });
+    pg.signal("CONT");
+
+    let latencies = |a: &Answers| a.iter().map(|(_, _, d)| *d).collect::<Vec<_>>();
+    let (p99_before, p99_during) = (
+        percentile(&mut latencies(&before), 0.99),
+        percentile(&mut latencies(&during), 0.99),
+    );
+    let slowest_refusal = refusals.iter().map(|(_, d)| *d).max().unwrap();
+    eprintln!(
+        "PostgreSQL hung 75 s: keys in use p99 {p99_before:?} before, {p99_during:?} during \
+         ({} and {} calls); {} unseen-key refusals, the slowest {slowest_refusal:?}",
+        before.len(),
+        during.len(),
+        refusals.len()
+    );
+    let failed: Vec<_> = before
+        .iter()
+        .chain(&during)
+        .filter(|(_, s, _)| *s != 200)
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{} calls on keys in use failed, the first: {:?}",
+        failed.len(),
+        &failed[..failed.len().min(5)]
+    );
+    assert!(during.len() > 1000, "too little load to mean anything");
+    // Twice the minute before, and a millisecond for a busy machine's scheduling.
+    assert!(
+        p99_during <= p99_before * 2 + Duration::from_millis(1),
+        "{p99_during:?} against {p99_before:?}"
+    );
+    // The first refusal may wait out one store deadline; every one within 1 s.
+    assert!(refusals.iter().all(|(s, _)| *s == 503), "{refusals:?}");
+    assert!(
+        slowest_refusal < Duration::from_secs(1),
+        "{slowest_refusal:?}"
+    );
+
+    // Thawed: every call answered is counted once.
+    for (k, id) in ids.iter().enumerate() {
+        let answered = before
+            .iter()
+            .chain(&during)
+            .filter(|(i, _, _)| *i == k)
+            .count() as i64;
+        wait_for("the counts", Duration::from_secs(20), || {
+            let r = gw.get(
+                &format!("/v1/admin/usage?key={id}&step=day"),
+                &[("x-admin-token", "test-admin-token")],
+            );
+            let rows = if r.status == 200 {
+                r.json()["rows"].clone()
+            } else {
+                return false;
+            };
+            let stored: i64 = rows
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["calls"].as_i64().unwrap())
+                .sum();
+            assert!(
+                stored <= answered,
+                "{stored} stored for {answered} answered"
+            );
+            stored == answered
+        });
+    }
+}

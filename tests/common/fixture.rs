@@ -178,6 +178,9 @@ fn serve(
     down: &AtomicBool,
 ) {
     let _ = conn.set_read_timeout(Some(Duration::from_secs(30)));
+    // An answer's head and body are two writes: without this, Nagle holds the body until
+    // the edge's delayed ACK (40 ms a request).
+    let _ = conn.set_nodelay(true);
     let mut w = conn.try_clone().unwrap();
     let mut r = BufReader::new(conn);
     loop {

@@ -212,8 +212,10 @@ pub fn request(
         req.push_str(&format!("Content-Length: {}\r\n", body.len()));
     }
     req.push_str("\r\n");
-    s.write_all(req.as_bytes())?;
-    s.write_all(body)?;
+    // One write: a body sent apart waits for the edge's delayed ACK (Nagle).
+    let mut wire = req.into_bytes();
+    wire.extend_from_slice(body);
+    s.write_all(&wire)?;
     read_response(&mut BufReader::new(s), method == "HEAD")
 }
 

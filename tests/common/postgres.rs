@@ -108,8 +108,25 @@ impl PgServer {
         self.wait_ready();
     }
 
+    /// Send `sig` (`STOP`, `CONT`) to the server and every process it started (each
+    /// connection's backend): `STOP` is a hung database, not a refusing one.
+    pub fn signal(&self, sig: &str) {
+        let Some(child) = &self.child else {
+            return;
+        };
+        let pid = child.id().to_string();
+        let _ = Command::new("kill")
+            .args([&format!("-{sig}"), &pid])
+            .status();
+        let _ = Command::new("pkill")
+            .args([&format!("-{sig}"), "-P", &pid])
+            .status();
+    }
+
     /// Stop the server (fast shutdown: open connections are cut).
     pub fn stop(&mut self) {
+        // A frozen server (a test that failed mid-freeze) must run to shut down.
+        self.signal("CONT");
         let Some(mut child) = self.child.take() else {
             return;
         };
