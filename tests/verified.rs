@@ -357,6 +357,36 @@ fn a_caller_can_require_a_checked_answer() {
     let bad = ask("eth_getBalance", json!([DEV, "latest"]), "root-please");
     assert_eq!(bad.status, 400, "{}", bad.text());
     assert_eq!(metric_sum(&gw, "chainedge_upstream_attempts_total{"), calls);
+
+    // Over WebSocket the level is asked on the upgrade and holds for every message.
+    let headers = [
+        ("X-Token", key.as_str()),
+        ("X-Chainedge-Require-Verified", "self"),
+    ];
+    let mut ws = ws_connect(gw.port, "/rpc/eth", &headers).expect("upgrade");
+    let mut on_ws = |method: &str, params: Value| -> Value {
+        let body = json!({"jsonrpc": "2.0", "id": 9, "method": method, "params": params});
+        ws.send(tungstenite::Message::text(body.to_string()))
+            .unwrap();
+        loop {
+            if let tungstenite::Message::Text(t) = ws.read().unwrap() {
+                return serde_json::from_str(&t).unwrap();
+            }
+        }
+    };
+    let block = on_ws("eth_getBlockByNumber", json!([hex(busy), false]));
+    assert!(block["result"]["hash"].is_string(), "{block}");
+    let balance = on_ws("eth_getBalance", json!([DEV, "latest"]));
+    assert_eq!(balance["error"]["data"]["error"], "unverified", "{balance}");
+    let refused = ws_connect(
+        gw.port,
+        "/rpc/eth",
+        &[
+            ("X-Token", key.as_str()),
+            ("X-Chainedge-Require-Verified", "root-please"),
+        ],
+    );
+    assert_eq!(refused.err().map(|(status, _)| status), Some(400));
 }
 
 /// A gateway over `hosts` (id, url) with `quorum` as `rpc.verify.quorum`.

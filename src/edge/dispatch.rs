@@ -326,10 +326,10 @@ const MIN_BLOCK_HEADER: &str = "x-chainedge-min-block";
 const BLOCK_HEADER: &str = "X-Chainedge-Block";
 
 /// A request may ask for answers checked at least so (`self`): a weaker one is withheld.
-const REQUIRE_HEADER: &str = "x-chainedge-require-verified";
+pub(super) const REQUIRE_HEADER: &str = "x-chainedge-require-verified";
 
 /// `X-Chainedge-Require-Verified`: `self` or `none`; absent is `none`.
-fn required_level(header: Option<&str>) -> Result<Verified, ApiError> {
+pub(super) fn required_level(header: Option<&str>) -> Result<Verified, ApiError> {
     let Some(v) = header else {
         return Ok(Verified::None);
     };
@@ -345,7 +345,7 @@ fn required_level(header: Option<&str>) -> Result<Verified, ApiError> {
 /// The answer, unless it was checked less than the caller required: then 502
 /// `unverified`, naming how it was checked (the node was asked; nothing unchecked is
 /// served).
-fn unverified(reply: RpcReply, required: Verified) -> Result<RpcReply, ApiError> {
+pub(super) fn unverified(reply: RpcReply, required: Verified) -> Result<RpcReply, ApiError> {
     if reply.verified.meets(required) {
         return Ok(reply);
     }

@@ -92,6 +92,7 @@ impl Edge {
             request_id: ctx.request_id.clone(),
             route: ctx.route.clone(),
             grant: Some((grant.key_id.clone(), grant.expires as i64)),
+            required: crate::verify::Verified::None,
             _slot: slot,
         })
     }

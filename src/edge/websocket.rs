@@ -88,6 +88,9 @@ impl Edge {
     ) -> Result<WsUpgrade, ApiError> {
         let st = &*self.state;
         let accept = handshake_accept(session)?;
+        // A level asked on the upgrade holds for every answer of the session.
+        let required =
+            super::dispatch::required_level(session.header(super::dispatch::REQUIRE_HEADER))?;
         let pool = route.pool.clone().unwrap_or_else(|| "eth_el".into());
         self.pool(&pool)?;
         let principal = ctx.principal.clone().unwrap_or(Principal::Anonymous);
@@ -119,6 +122,7 @@ impl Edge {
             request_id: ctx.request_id.clone(),
             route: ctx.route.clone(),
             grant: None,
+            required,
             _slot: slot,
         })
     }
@@ -182,7 +186,8 @@ impl Edge {
             .gateway
             .enter(pool, incoming, &caller, request_id, prices, limit)
             .await;
-        let mut answered = match entered.reply {
+        let reply = (entered.reply).and_then(|r| super::dispatch::unverified(r, up.required));
+        let mut answered = match reply {
             Ok(r) => {
                 let answer = (!r.body.is_empty()).then_some(r.body);
                 self.count_answer(up, entered.cost, answer.as_deref());

@@ -33,6 +33,9 @@ pub struct WsUpgrade {
     pub(super) route: Option<Arc<Route>>,
     /// A channel opened with a token: the key it was given to, and when it expires.
     pub(super) grant: Option<(String, i64)>,
+    /// How checked every answer of the session must be (`X-Chainedge-Require-Verified`
+    /// on the upgrade).
+    pub(super) required: crate::verify::Verified,
     pub(super) _slot: OwnerPlace,
 }
 
@@ -113,6 +116,7 @@ impl KeyChannel {
             request_id: ctx.request_id.clone(),
             route: ctx.route.clone(),
             grant: None,
+            required: crate::verify::Verified::None,
             _slot: self.slot,
         }
     }
