@@ -177,6 +177,29 @@ pids+=($!)
 "$bin" -c "$demo/pingora.yaml" "${app[@]}" &
 gateway=$!
 pids+=($gateway)
+echo "$gateway" > "$demo/chainedge.pid"
+echo $$ > "$demo/demo.pid"
+
+# A graceful upgrade of the demo's gateway (a new build, a change a reload cannot
+# apply): `kill -USR1 $(cat .demo/demo.pid)`. The new process starts with -u and waits
+# on upgrade_sock, the old one hands its listeners over and drains (SIGQUIT), and the
+# fleet stays up: the same steps as scripts/upgrade.sh, in the shell that holds the
+# demo's secrets.
+upgrade() {
+  rm -f "$demo/upgrade.sock"
+  "$bin" -u -c "$demo/pingora.yaml" "${app[@]}" &
+  local next=$!
+  for _ in $(seq 1 100); do [ -S "$demo/upgrade.sock" ] && break; sleep 0.1; done
+  if ! kill -0 "$next" 2>/dev/null; then
+    echo "demo: the new chainedge did not start; $gateway keeps serving" >&2; return
+  fi
+  kill -QUIT "$gateway" 2>/dev/null || true
+  echo "demo: chainedge upgraded (pid $gateway -> $next); the fleet stays up"
+  gateway=$next
+  pids+=($next)
+  echo "$gateway" > "$demo/chainedge.pid"
+}
+trap upgrade USR1
 
 # Tokens deployed on both chains and a steady flow of transfers (docs/index.md).
 python3 scripts/demo_flow.py "$el1,$el2" "$bor" &
@@ -197,7 +220,11 @@ demo: chainedge is up
   keys       $demo/keys.json   admin token  $demo/admin-token
   failover   kill \$(cat $demo/el-anvil-2.pid)   then watch the mesh quarantine it while /rpc/eth answers
              (kill -STOP / -CONT freezes and thaws a node instead)
+  upgrade    kill -USR1 \$(cat $demo/demo.pid)   hands the listeners to a new chainedge (-u), fleet kept
+  reload     kill -HUP \$(cat $demo/chainedge.pid)
 Ctrl-C stops everything.
 MSG
-# Only the gateway's end ends the demo: a node killed to try failover does not.
-wait "$gateway" || true
+# Only the gateway's end ends the demo: a node killed to try failover does not, and a
+# graceful upgrade (USR1, above) hands over to the new process, which the demo then
+# waits on.
+while kill -0 "$gateway" 2>/dev/null; do wait "$gateway" || true; done

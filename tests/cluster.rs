@@ -6,6 +6,7 @@
 mod common;
 
 use common::*;
+use serde_json::json;
 use std::time::{Duration, Instant};
 
 /// A heimdall node: its health probe, and an echo for everything else.
@@ -492,31 +493,10 @@ fn a_postgres_outage_keeps_keys_in_use_serving() {
     assert_eq!(status(gw.port, &revoked), 401);
 }
 
-/// `conf/haproxy-cluster.cfg` as shipped (its addresses and ports substituted, nothing
-/// else), under a descriptor limit of 4096: one instance SIGKILLed under load costs no
-/// client an error.
-#[test]
-fn the_shipped_haproxy_config_hides_an_instance_dying() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let redis = RedisServer::start();
-    let pg = PgServer::start();
-    let db = pg.create_db();
-    let node = heimdall();
-    let start = || {
-        Gateway::start(GatewayOpts {
-            pools: format!(
-                "  polygon_heimdall:\n    hosts:\n      - {{id: hd-1, url: \"{}\", family: heimdall}}\n",
-                node.url()
-            ),
-            postgres: Some(db.clone()),
-            redis: Some(redis.url()),
-            extra_yaml: UNLIMITED.into(),
-            ..Default::default()
-        })
-    };
-    let (a, mut b) = (start(), start());
-    let key = a.key("pro", &[]);
-
+/// `conf/haproxy-cluster.cfg` as shipped, its two servers `a` and `b` (addresses and
+/// ports substituted, nothing else), under a descriptor limit of 4096; answering `key`
+/// when this returns. The process and its port.
+fn shipped_haproxy(a: &Gateway, b: &Gateway, key: &str) -> (Proc, u16) {
     let shipped = std::fs::read_to_string(root().join("conf/haproxy-cluster.cfg")).unwrap();
     let port = free_port();
     let mut cfg = shipped.clone();
@@ -552,13 +532,42 @@ fn the_shipped_haproxy_config_hides_an_instance_dying() {
             .expect("haproxy (scripts/setup.sh installs it)"),
     };
     wait_for("haproxy up", Duration::from_secs(10), || {
-        status(port, &key) == 200
+        status(port, key) == 200
     });
     assert!(
         haproxy.child.try_wait().unwrap().is_none(),
         "haproxy exited: {}",
         std::fs::read_to_string(dir.join("haproxy.err")).unwrap_or_default()
     );
+    (haproxy, port)
+}
+
+/// `conf/haproxy-cluster.cfg` as shipped (its addresses and ports substituted, nothing
+/// else), under a descriptor limit of 4096: one instance SIGKILLed under load costs no
+/// client an error.
+#[test]
+fn the_shipped_haproxy_config_hides_an_instance_dying() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let redis = RedisServer::start();
+    let pg = PgServer::start();
+    let db = pg.create_db();
+    let node = heimdall();
+    let start = || {
+        Gateway::start(GatewayOpts {
+            pools: format!(
+                "  polygon_heimdall:\n    hosts:\n      - {{id: hd-1, url: \"{}\", family: heimdall}}\n",
+                node.url()
+            ),
+            postgres: Some(db.clone()),
+            redis: Some(redis.url()),
+            extra_yaml: UNLIMITED.into(),
+            ..Default::default()
+        })
+    };
+    let (a, mut b) = (start(), start());
+    let key = a.key("pro", &[]);
+
+    let (mut haproxy, port) = shipped_haproxy(&a, &b, &key);
 
     // Three clients through haproxy; instance B is SIGKILLed 1.5 s in.
     let clients: Vec<_> = (0..3)
@@ -808,4 +817,191 @@ fn a_hung_postgres_costs_keys_in_use_nothing() {
             stored == answered
         });
     }
+}
+
+/// Rounds the transaction follower of `eth` has run on this instance.
+fn follower_rounds(gw: &Gateway) -> f64 {
+    let Ok(r) = request(gw.metrics_port, "GET", "/metrics", &[], b"") else {
+        return 0.0;
+    };
+    r.text()
+        .lines()
+        .filter(|l| l.starts_with("chainedge_capture_rounds_total{"))
+        .filter(|l| l.contains("producer=\"txs/follow/eth\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// How many of `instances` ran follower rounds over the next 1.5 s.
+fn following(instances: &[&Gateway]) -> usize {
+    let before: Vec<f64> = instances.iter().map(|g| follower_rounds(g)).collect();
+    std::thread::sleep(Duration::from_millis(1500));
+    instances
+        .iter()
+        .zip(before)
+        .filter(|(g, b)| follower_rounds(g) > *b)
+        .count()
+}
+
+/// Redis hung (SIGSTOP) for 4 s under two instances that follow transactions. While it
+/// is away each may follow on its own (fail-open); once it answers again exactly one
+/// does (a lease granted without Redis is taken again, and its holder steps down when
+/// the other holds it), and a transaction every node dropped is sent again once.
+#[test]
+fn after_redis_hangs_one_instance_follows_and_resends_once() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let redis = RedisServer::start();
+    let pg = PgServer::start();
+    let db = pg.create_db();
+    let node = Anvil::start(1, &["--no-mining"]);
+    let instance = || {
+        Gateway::start(GatewayOpts {
+            pools: format!(
+                "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{}\", family: el-anvil}}\n",
+                node.url()
+            ),
+            postgres: Some(db.clone()),
+            redis: Some(redis.url()),
+            extra_yaml: format!(
+                "{UNLIMITED}tx_tracking:\n  follow_interval_ms: 200\n  resend_after_secs: 1\n"
+            ),
+            ..Default::default()
+        })
+    };
+    let (a, b) = (instance(), instance());
+    wait_for("one follower", Duration::from_secs(30), || {
+        following(&[&a, &b]) == 1
+    });
+
+    redis.signal("STOP");
+    // Without Redis each instance takes the lease on its own (fail-open): both follow.
+    std::thread::sleep(Duration::from_millis(1500));
+    let while_hung = following(&[&a, &b]);
+    std::thread::sleep(Duration::from_millis(1000));
+    redis.signal("CONT");
+    assert_eq!(while_hung, 2, "the freeze did not reach the lease");
+    let settled = wait_for("one follower after Redis", Duration::from_secs(30), || {
+        following(&[&a, &b]) == 1
+    });
+    for _ in 0..3 {
+        assert_eq!(following(&[&a, &b]), 1, "two followers again");
+    }
+    eprintln!(
+        "Redis hung 4 s: two followers while it was, one again {settled:?} after it answered"
+    );
+
+    // A transaction every node dropped is sent again by the one follower, once.
+    let key = a.key("basic", &["rpc:read", "rpc:write"]);
+    let tx = json!({"from": "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266",
+        "to": "0x000000000000000000000000000000000000dEaD", "value": "0x1",
+        "gas": "0x5208", "gasPrice": "0x3b9aca00", "nonce": "0x0", "chainId": "0x1"});
+    let raw = node.call("eth_signTransaction", json!([tx]));
+    let sent = rpc(
+        a.port,
+        "/rpc/eth",
+        Some(&key),
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "eth_sendRawTransaction", "params": [raw]}),
+    )
+    .json();
+    let hash = sent["result"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{sent}"))
+        .to_string();
+    node.call("anvil_dropTransaction", json!([hash]));
+    wait_for("sent again", Duration::from_secs(15), || {
+        !node
+            .call("eth_getTransactionByHash", json!([hash]))
+            .is_null()
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let followed = b
+        .get(&format!("/v1/eth/tx/{hash}"), &[("x-token", &key)])
+        .json();
+    assert_eq!(followed["resends"], 1, "{followed}");
+}
+
+/// `scripts/upgrade.sh` on a daemonized cluster member behind the shipped haproxy config,
+/// twice, under load through the balancer: each time the new process serves with its
+/// pid in the pid file and the old one is gone, no client sees an error, and every
+/// answered call is in the store exactly once.
+#[test]
+fn the_upgrade_script_upgrades_a_cluster_member_under_load() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let redis = RedisServer::start();
+    let pg = PgServer::start();
+    let db = pg.create_db();
+    let node = heimdall();
+    let start = || {
+        Gateway::start(GatewayOpts {
+            pools: format!(
+                "  polygon_heimdall:\n    hosts:\n      - {{id: hd-1, url: \"{}\", family: heimdall}}\n",
+                node.url()
+            ),
+            postgres: Some(db.clone()),
+            redis: Some(redis.url()),
+            extra_yaml: format!("{UNLIMITED}usage:\n  flush_interval_ms: 500\n"),
+            ..Default::default()
+        })
+    };
+    let (mut a, b) = (start(), start());
+    let daemon = a.daemonize();
+    let (key, key_id) = a.key_and_id("pro");
+    // The balancer's readiness is asked with a key of its own: `key` counts the load.
+    let (mut haproxy, port) = shipped_haproxy(&a, &b, &a.key("pro", &[]));
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients: Vec<_> = (0..3)
+        .map(|_| {
+            let (key, stop) = (key.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let (mut ok, mut failed) = (0i64, Vec::new());
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    match status(port, &key) {
+                        200 => ok += 1,
+                        s => failed.push(s),
+                    }
+                }
+                (ok, failed)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1000));
+    for round in 0..2 {
+        let old = daemon.pid().expect("a pid file");
+        let (upgraded, said) = a.upgrade_script();
+        assert!(upgraded, "round {round}: {said}");
+        let new = daemon.pid().expect("a pid file");
+        assert_ne!(new, old, "round {round}: {said}");
+        assert!(alive(new), "round {round}: {new} is not running: {said}");
+        assert!(!alive(old), "round {round}: {old} still runs: {said}");
+        std::thread::sleep(Duration::from_millis(1000));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (mut answered, mut failed) = (0, Vec::new());
+    for c in clients {
+        let (o, f) = c.join().unwrap();
+        answered += o;
+        failed.extend(f);
+    }
+    let _ = haproxy.child.kill();
+    assert!(
+        failed.is_empty(),
+        "{} failed: {:?}",
+        failed.len(),
+        &failed[..failed.len().min(5)]
+    );
+    assert!(answered > 200, "{answered}");
+    let mut stored = 0;
+    wait_for("the counts", Duration::from_secs(20), || {
+        let r = b.get(
+            &format!("/v1/admin/usage?key={key_id}&step=day"),
+            &[("x-admin-token", "test-admin-token")],
+        );
+        stored = r.json()["rows"].as_array().map_or(0, |rows| {
+            rows.iter().map(|r| r["calls"].as_i64().unwrap_or(0)).sum()
+        });
+        stored >= answered
+    });
+    eprintln!("two scripted upgrades of a cluster member: {answered} answered, {stored} counted");
+    assert_eq!(stored, answered);
 }

@@ -334,51 +334,13 @@ fn graceful_upgrade_under_load_loses_no_request() {
     assert_eq!(r.status, 200);
 }
 
-/// The process named by a pid file, killed when dropped (a daemon outlives its parent).
-struct Daemon(std::path::PathBuf);
-
-impl Daemon {
-    fn pid(&self) -> Option<u32> {
-        std::fs::read_to_string(&self.0).ok()?.trim().parse().ok()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(pid) = self.pid() {
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-        }
-    }
-}
-
-fn alive(pid: u32) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}")).exists()
-        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
-}
-
 /// `scripts/upgrade.sh`, as an operator (or the documented command) runs it, on a
 /// daemonized gateway under load: the new process serves, its pid in the pid file, the
 /// old one gone, no request lost; run twice, as a second upgrade follows the first.
 #[test]
 fn the_upgrade_script_upgrades_a_daemon_under_load() {
     let (_anvil, mut gw, key) = one_node_gateway();
-    // The same gateway, daemonized as systemd's unit starts it.
-    let mut first = gw.proc.take().unwrap();
-    first.signal("INT");
-    assert!(first.exited_within(Duration::from_secs(10)));
-    let daemon = Daemon(gw.dir.join("pid"));
-    let status = Command::new(bin())
-        .args(["-d", "-c"])
-        .arg(&gw.server_conf)
-        .arg("--app")
-        .arg(&gw.app)
-        .envs(gw.env.iter().cloned())
-        .stdout(std::fs::File::create(gw.access_log()).unwrap())
-        .stderr(std::fs::File::create(gw.dir.join("stderr-daemon")).unwrap())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    gw.wait_ready(Duration::from_secs(20));
+    let daemon = gw.daemonize();
     let r = rpc(
         gw.port,
         "/rpc/eth",
@@ -391,21 +353,8 @@ fn the_upgrade_script_upgrades_a_daemon_under_load() {
     let before = load.answered();
     for round in 0..2 {
         let old = daemon.pid().expect("a pid file");
-        let out = Command::new("bash")
-            .arg(root().join("scripts/upgrade.sh"))
-            .arg(&gw.server_conf)
-            .arg(&gw.app)
-            .env("CHAINEDGE_BIN", bin())
-            .env("UPGRADE_DRAIN_SECS", "15")
-            .envs(gw.env.iter().cloned())
-            .output()
-            .unwrap();
-        let said = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(out.status.success(), "round {round}: {said}");
+        let (upgraded, said) = gw.upgrade_script();
+        assert!(upgraded, "round {round}: {said}");
         let new = daemon.pid().expect("a pid file");
         assert_ne!(new, old, "round {round}: {said}");
         assert!(alive(new), "round {round}: {new} is not running: {said}");
@@ -763,7 +712,9 @@ fn start_demo() -> (Demo, serde_json::Value) {
 }
 
 /// `make demo`'s fleet: killing one EL node stops nothing; the mesh quarantines it while
-/// `/rpc/eth` keeps answering from the other node; Ctrl-C (SIGTERM) still stops it all.
+/// `/rpc/eth` keeps answering from the other node; a graceful upgrade of its gateway
+/// (USR1) keeps the fleet and every read answered; Ctrl-C (SIGTERM) still stops it all,
+/// the upgraded gateway included.
 #[test]
 fn the_demo_survives_a_node_dying() {
     let (mut demo, keys) = start_demo();
@@ -803,6 +754,41 @@ fn the_demo_survives_a_node_dying() {
     assert!(
         demo.child.try_wait().unwrap().is_none(),
         "the demo went down with its node"
+    );
+
+    // A graceful upgrade of the demo's gateway, as its banner says (USR1 to the demo):
+    // a new process takes the listeners, the old one drains, the fleet stays; reads go
+    // on.
+    let pid = || {
+        let text = std::fs::read_to_string(demo.dir.join("chainedge.pid")).unwrap();
+        text.trim().parse::<u32>().unwrap()
+    };
+    let old = pid();
+    let _ = Command::new("kill")
+        .args(["-USR1", &demo.child.id().to_string()])
+        .status();
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    while pid() == old || alive(old) {
+        assert!(
+            std::time::Instant::now() < until,
+            "no upgrade: {old} -> {}",
+            pid()
+        );
+        let r = demo_block(&demo, &key).expect("the gateway answers through the upgrade");
+        assert_eq!(r.status, 200, "{}", r.text());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        listens_on(pid(), demo.edge),
+        "the new gateway does not hold the port"
+    );
+    for _ in 0..20 {
+        let r = demo_block(&demo, &key).expect("the new gateway answers");
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    assert!(
+        demo.child.try_wait().unwrap().is_none(),
+        "the demo ended with its first gateway"
     );
 
     // Ctrl-C's signal still stops everything it started.

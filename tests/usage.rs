@@ -497,3 +497,69 @@ fn an_upgrade_and_a_stop_lose_no_count() {
         .count();
     assert_eq!(journals, 0, "a clean stop leaves no journal");
 }
+
+/// Bytes in the usage journal's directory.
+fn journal_bytes(gw: &Gateway) -> u64 {
+    std::fs::read_dir(gw.dir.join("usage-journal"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// 800 calls/s on many keys for 90 s, the store taking every flush: the journal holds
+/// what the store has not taken, so its size stays flat whatever the uptime (it grew
+/// ~20 KB/s before segments were cut at every flush).
+#[test]
+fn under_steady_traffic_the_journal_stays_flat() {
+    let anvil = Anvil::start(31337, &[]);
+    let gw = gateway(
+        &anvil,
+        &format!("{UNLIMITED}usage:\n  flush_interval_ms: 1000\n"),
+        String::new(),
+    );
+    let keys: Vec<String> = (0..8).map(|_| gw.key("pro", &[])).collect();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients: Vec<_> = (0..4)
+        .map(|n| {
+            let (stop, keys, port) = (stop.clone(), keys.clone(), gw.port);
+            std::thread::spawn(move || {
+                // 200 calls/s each, paced from the start so a slow answer is caught up.
+                let body = call("eth_chainId", json!([])).to_string();
+                let started = Instant::now();
+                let mut sent = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let due = started + Duration::from_millis(sent * 5);
+                    if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                        std::thread::sleep(wait);
+                    }
+                    let auth = format!("Bearer {}", keys[(n + sent as usize) % keys.len()]);
+                    let headers = [("Authorization", auth.as_str())];
+                    let _ = request(port, "POST", "/rpc/eth", &headers, body.as_bytes());
+                    sent += 1;
+                }
+                sent
+            })
+        })
+        .collect();
+    let mut sizes = Vec::new();
+    for _ in 0..9 {
+        std::thread::sleep(Duration::from_secs(10));
+        sizes.push(journal_bytes(&gw));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let sent: u64 = clients.into_iter().map(|c| c.join().unwrap()).sum();
+    eprintln!("{sent} calls in 90 s; the journal's size every 10 s: {sizes:?} bytes");
+    assert!(sent as f64 / 90.0 > 600.0, "too little load: {sent} calls");
+    // Two segments of at most a second's counts: a few KB, never growing with uptime.
+    let most = *sizes.iter().max().unwrap();
+    assert!(most < 64 * 1024, "{sizes:?}");
+    let (early, late) = (
+        sizes[..3].iter().max().unwrap(),
+        sizes[6..].iter().max().unwrap(),
+    );
+    assert!(*late <= early * 2 + 4096, "the journal grew: {sizes:?}");
+}

@@ -839,3 +839,73 @@ pub fn rss_kib(pid: u32) -> u64 {
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .unwrap()
 }
+
+/// The process named by a pid file, killed when dropped (a daemon outlives its parent).
+pub struct Daemon(pub std::path::PathBuf);
+
+impl Daemon {
+    pub fn pid(&self) -> Option<u32> {
+        std::fs::read_to_string(&self.0).ok()?.trim().parse().ok()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(pid) = self.pid() {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status();
+        }
+    }
+}
+
+/// Whether `pid` runs (a zombie does not).
+pub fn alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
+}
+
+impl Gateway {
+    /// The same gateway, stopped and started again daemonized (`-d`), as systemd's unit
+    /// starts it; its access log where the first process wrote it.
+    pub fn daemonize(&mut self) -> Daemon {
+        if let Some(mut first) = self.proc.take() {
+            first.signal("INT");
+            assert!(first.exited_within(Duration::from_secs(10)));
+        }
+        let daemon = Daemon(self.dir.join("pid"));
+        let status = Command::new(bin())
+            .args(["-d", "-c"])
+            .arg(&self.server_conf)
+            .arg("--app")
+            .arg(&self.app)
+            .envs(self.env.iter().cloned())
+            .stdout(std::fs::File::create(self.access_log()).unwrap())
+            .stderr(std::fs::File::create(self.dir.join("stderr-daemon")).unwrap())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        self.wait_ready(Duration::from_secs(20));
+        daemon
+    }
+
+    /// `scripts/upgrade.sh` run on this (daemonized) gateway, as an operator runs it:
+    /// whether it succeeded, and what it said.
+    pub fn upgrade_script(&self) -> (bool, String) {
+        let out = Command::new("bash")
+            .arg(root().join("scripts/upgrade.sh"))
+            .arg(&self.server_conf)
+            .arg(&self.app)
+            .env("CHAINEDGE_BIN", bin())
+            .env("UPGRADE_DRAIN_SECS", "15")
+            .envs(self.env.iter().cloned())
+            .output()
+            .unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), said)
+    }
+}

@@ -27,9 +27,19 @@ impl RedisServer {
 
     /// Kill it (SIGKILL: no goodbye to clients).
     pub fn kill(&mut self) {
+        self.signal("CONT");
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
+        }
+    }
+
+    /// Send `sig` (`STOP`: a hung Redis, which neither answers nor refuses; `CONT`).
+    pub fn signal(&self, sig: &str) {
+        if let Some(c) = &self.child {
+            let _ = Command::new("kill")
+                .args([&format!("-{sig}"), &c.id().to_string()])
+                .status();
         }
     }
 

@@ -592,8 +592,9 @@ def main():
     args = ap.parse_args()
     chain = Chain(args.slots_per_epoch)
     start_pubsub(chain, args.ws_port or args.port + 1)
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), handler_for(chain))
-    server.daemon_threads = True
+    from stub import QuietServer
+
+    server = QuietServer(("127.0.0.1", args.port), handler_for(chain))
 
     def ticker():
         while True:

@@ -8,6 +8,7 @@ byte chunks; the server writes each as it comes and stops when the client goes.
 
 import json
 import ssl
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -102,6 +103,20 @@ class Mode:
             self.stall_ms = int(v.get("stall_ms") or 0)
 
 
+class QuietServer(ThreadingHTTPServer):
+    """A threading HTTP server that reports a failed connection (a client gone mid-answer,
+    a TLS handshake refused) as one line on stderr, not socketserver's traceback: a demo
+    whose gateway restarts or a test that kills clients leaves a readable log."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def handle_error(self, request, client_address):
+        kind, err, _ = sys.exc_info()
+        name = kind.__name__ if kind else "error"
+        print(f"standin: {client_address[0]}:{client_address[1]}: {name}: {err}", file=sys.stderr, flush=True)
+
+
 def serve(app, port, host="127.0.0.1", tls=None):
     """Serve `app` on `port` in a daemon thread; returns the server. `tls`: (cert, key)
     files to serve HTTPS with."""
@@ -166,11 +181,7 @@ def serve(app, port, host="127.0.0.1", tls=None):
         def do_HEAD(self):
             self.handle_one("HEAD")
 
-    class Server(ThreadingHTTPServer):
-        daemon_threads = True
-        allow_reuse_address = True
-
-    server = Server((host, port), Handler)
+    server = QuietServer((host, port), Handler)
     if tls:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(*tls)
