@@ -325,7 +325,7 @@ fn a_caller_can_require_a_checked_answer() {
             "  eth_el:\n    hosts:\n      - {{id: el, url: \"{}\", family: el-anvil}}\n",
             node.url()
         ),
-        extra_yaml: UNLIMITED.to_string(),
+        extra_yaml: format!("rpc:\n  verify: {{require: {{business: self}}}}\n{UNLIMITED}"),
         ..Default::default()
     });
     let key = gw.key("scale", &[]);
@@ -387,6 +387,44 @@ fn a_caller_can_require_a_checked_answer() {
         ],
     );
     assert_eq!(refused.err().map(|(status, _)| status), Some(400));
+
+    // A plan (`rpc.verify.require`) or a key (`require_verified`) requires it for its
+    // callers, who need not ask.
+    let plain = |key: &str, method: &str, params: Value| {
+        let body = json!({"jsonrpc": "2.0", "id": 8, "method": method, "params": params});
+        let headers = [("X-Token", key), ("Content-Type", "application/json")];
+        request(
+            gw.port,
+            "POST",
+            "/rpc/eth",
+            &headers,
+            &serde_json::to_vec(&body).unwrap(),
+        )
+        .unwrap()
+    };
+    let business = gw.key("business", &[]);
+    let tenant = gw.cli(&["tenants", "create", "--name", "strict", "--plan", "scale"]);
+    let restricted = r#"{"require_verified": "self"}"#;
+    let strict = gw.cli(&[
+        "keys",
+        "create",
+        "--tenant",
+        &tenant,
+        "--restrictions",
+        restricted,
+    ]);
+    for k in [&business, &strict] {
+        let r = plain(k, "eth_getBalance", json!([DEV, "latest"]));
+        assert_eq!(r.status, 502, "{}", r.text());
+        assert_eq!(r.json()["error"]["data"]["error"], "unverified");
+        let r = plain(k, "eth_getBlockByNumber", json!([hex(busy), false]));
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.header("x-chainedge-verified"), Some("self"));
+    }
+    assert_eq!(
+        plain(&key, "eth_getBalance", json!([DEV, "latest"])).status,
+        200
+    );
 }
 
 /// A gateway over `hosts` (id, url) with `quorum` as `rpc.verify.quorum`.

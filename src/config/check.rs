@@ -528,6 +528,18 @@ pub(super) fn rpc(app: &AppConfig, bad: &mut Bad) {
         }
     }
     check_rpc_timing(&app.rpc, bad);
+    for (plan, level) in &app.rpc.verify.require {
+        let at = format!("rpc.verify.require.{plan}");
+        if !app.plans.contains(plan) {
+            bad(&at, format!("unknown plan '{plan}'"));
+        }
+        if crate::verify::Verified::named(level).is_none() {
+            bad(
+                &at,
+                format!("'{level}' is not a level (self, quorum or none)"),
+            );
+        }
+    }
     let cache = &app.rpc.cache;
     if cache.max_entry_bytes == 0
         || cache.max_entry_bytes > cache.max_bytes

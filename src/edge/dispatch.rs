@@ -218,7 +218,7 @@ impl Edge {
             .and_then(|floor| Ok((floor, required_level(session.header(REQUIRE_HEADER))?)));
         let entered = match asked {
             Ok((floor, required)) => {
-                ctx.required = required;
+                ctx.required = self.required_of(&principal, required);
                 caller.min_block = floor;
                 let client = ctx.client(session.client_ip());
                 let limit = |cost| match route.rate.as_deref() {
@@ -282,6 +282,20 @@ impl Edge {
 }
 
 impl Edge {
+    /// The level a caller's answers must reach: what the request asked, its key's
+    /// `require_verified` and its plan's `rpc.verify.require`, whichever is strongest.
+    pub(super) fn required_of(&self, principal: &Principal, asked: Verified) -> Verified {
+        let Principal::Key(k) = principal else {
+            return asked;
+        };
+        let key = (k.restrictions.as_deref())
+            .and_then(|r| r.require_verified)
+            .and_then(Verified::named)
+            .unwrap_or(Verified::None);
+        let plan = self.state.gateway.conf.required_for_plan(&k.plan);
+        asked.strongest(key).strongest(plan)
+    }
+
     /// Who calls the gateway, for per-family method plans.
     pub(super) fn rpc_caller<'p>(&self, principal: &'p Principal) -> crate::rpc::Caller<'p> {
         match principal {

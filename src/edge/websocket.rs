@@ -88,12 +88,14 @@ impl Edge {
     ) -> Result<WsUpgrade, ApiError> {
         let st = &*self.state;
         let accept = handshake_accept(session)?;
-        // A level asked on the upgrade holds for every answer of the session.
-        let required =
+        // A level asked on the upgrade (or by the key or its plan) holds for every answer
+        // of the session.
+        let asked =
             super::dispatch::required_level(session.header(super::dispatch::REQUIRE_HEADER))?;
         let pool = route.pool.clone().unwrap_or_else(|| "eth_el".into());
         self.pool(&pool)?;
         let principal = ctx.principal.clone().unwrap_or(Principal::Anonymous);
+        let required = self.required_of(&principal, asked);
         let client_ip = ctx.client(session.client_ip());
         if let Some(category) = &route.rate {
             ctx.rate_headers = self.limit(client_ip, &principal, category, Cost::request(0))?;

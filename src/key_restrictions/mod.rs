@@ -56,6 +56,10 @@ pub struct RestrictionsDoc {
     /// RFC 3339; from then on the key answers 401 `key_expired`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<String>,
+    /// The level every JSON-RPC answer to this key must reach (`self` or `quorum`), as
+    /// if each request sent `X-Chainedge-Require-Verified`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_verified: Option<String>,
 }
 
 /// serde would also read a struct from a JSON array, field by field in order (`[[]]`
@@ -114,6 +118,34 @@ pub struct Restrictions {
     contracts: Vec<[u8; 20]>,
     pub max_rps: Option<f64>,
     pub expires_at: Option<i64>,
+    /// The level every answer must reach (`self`, `quorum`), by the name
+    /// `X-Chainedge-Require-Verified` takes.
+    pub require_verified: Option<&'static str>,
+}
+
+/// `expires_at`: Unix seconds, and the time as shown (RFC 3339, whole seconds).
+fn expiry(at: &str) -> Result<(i64, String), String> {
+    let secs = humantime::parse_rfc3339_weak(at)
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_secs() as i64)
+        .ok_or("expires_at is an RFC 3339 time")?;
+    let shown = humantime::format_rfc3339_seconds(
+        std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs.max(0) as u64),
+    );
+    Ok((secs, shown.to_string()))
+}
+
+/// `require_verified`: `self` or `quorum`; `none` (or absent) is no level.
+fn level(named: Option<&str>) -> Result<Option<&'static str>, String> {
+    match named.map(str::trim) {
+        None | Some("none") => Ok(None),
+        Some("self") => Ok(Some("self")),
+        Some("quorum") => Ok(Some("quorum")),
+        Some(other) => Err(format!(
+            "require_verified: '{other}' is not a level (self or quorum)"
+        )),
+    }
 }
 
 /// The refusal of a restricted key, naming the restriction.
@@ -150,6 +182,7 @@ impl Restrictions {
             contracts: Vec::new(),
             max_rps: None,
             expires_at: None,
+            require_verified: None,
         };
         let mut shown = RestrictionsDoc::default();
         for o in &doc.allowed_origins {
@@ -203,19 +236,11 @@ impl Restrictions {
             shown.max_rps = Some(rps);
         }
         if let Some(at) = &doc.expires_at {
-            let secs = humantime::parse_rfc3339_weak(at)
-                .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map(|d| d.as_secs() as i64)
-                .ok_or("expires_at is an RFC 3339 time")?;
-            out.expires_at = Some(secs);
-            shown.expires_at = Some(
-                humantime::format_rfc3339_seconds(
-                    std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs.max(0) as u64),
-                )
-                .to_string(),
-            );
+            let (secs, text) = expiry(at)?;
+            (out.expires_at, shown.expires_at) = (Some(secs), Some(text));
         }
+        out.require_verified = level(doc.require_verified.as_deref())?;
+        shown.require_verified = out.require_verified.map(str::to_string);
         if shown.is_empty() {
             return Ok(None);
         }

@@ -231,6 +231,17 @@ fn bounds_rate_expiry_and_nothing() {
     assert_eq!(r.doc().expires_at.as_deref(), Some("2030-01-01T00:00:00Z"));
     let bad: Result<RestrictionsDoc, _> = serde_json::from_value(json!({"allowed_referrers": []}));
     assert!(bad.is_err());
+    // A level every answer must reach: named as the header names it; `none` is nothing.
+    let r = compiled(json!({"require_verified": "self"}));
+    assert_eq!(r.require_verified, Some("self"));
+    assert_eq!(r.doc().require_verified.as_deref(), Some("self"));
+    let none: RestrictionsDoc =
+        serde_json::from_value(json!({"require_verified": "none"})).unwrap();
+    assert_eq!(Restrictions::compile(&none).unwrap(), None);
+    let root: RestrictionsDoc =
+        serde_json::from_value(json!({"require_verified": "root"})).unwrap();
+    let e = Restrictions::compile(&root).err().unwrap();
+    assert!(e.starts_with("require_verified: 'root'"), "{e}");
 }
 
 #[test]

@@ -77,6 +77,8 @@ pub struct RpcSettings {
     pub verify: crate::config::VerifyMode,
     /// Methods put to a vote of several hosts (`rpc.verify.quorum`).
     pub quorum: Option<quorum::Quorum>,
+    /// The level each plan's answers must reach (`rpc.verify.require`).
+    pub required_by_plan: Vec<(String, crate::verify::Verified)>,
 }
 
 impl RpcSettings {
@@ -118,7 +120,20 @@ impl RpcSettings {
             upgrade_url: upgrade_url.to_string(),
             verify: c.verify.mode,
             quorum: c.verify.quorum.as_ref().map(quorum::Quorum::new),
+            required_by_plan: (c.verify.require)
+                .iter()
+                .filter_map(|(plan, level)| {
+                    Some((plan.clone(), crate::verify::Verified::named(level)?))
+                })
+                .collect(),
         }
+    }
+
+    /// The level a plan's answers must reach (`none` unless configured).
+    pub fn required_for_plan(&self, plan: &str) -> crate::verify::Verified {
+        (self.required_by_plan.iter())
+            .find(|(p, _)| p == plan)
+            .map_or(crate::verify::Verified::None, |(_, v)| *v)
     }
 
     /// The time a call of `class` may take, and whether it is hedged. Writes, filters

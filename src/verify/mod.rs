@@ -66,6 +66,16 @@ impl Verified {
         self.rank() >= required.rank()
     }
 
+    /// The stronger of two (what a request must meet when its caller, key and plan each
+    /// ask for a level).
+    pub fn strongest(self, other: Verified) -> Verified {
+        if other.rank() > self.rank() {
+            other
+        } else {
+            self
+        }
+    }
+
     /// The weaker of two (an answer made of several is checked as its weakest part).
     pub fn weakest(self, other: Verified) -> Verified {
         if other.rank() < self.rank() {

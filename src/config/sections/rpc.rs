@@ -61,6 +61,10 @@ pub struct VerifyConf {
     pub mode: VerifyMode,
     #[serde(default)]
     pub quorum: Option<QuorumConf>,
+    /// The level every answer to a plan's keys must reach (`pro: self`), as if each of
+    /// its requests sent `X-Chainedge-Require-Verified`.
+    #[serde(default)]
+    pub require: std::collections::BTreeMap<String, String>,
 }
 
 /// `rpc.verify.quorum`: `methods` are asked of `ask` hosts at once and answered when
