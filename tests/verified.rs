@@ -95,7 +95,7 @@ fn hex(n: u64) -> String {
 }
 
 #[test]
-fn no_lie_about_a_block_or_its_receipts_reaches_the_client() {
+fn no_lie_about_a_block_its_receipts_or_transactions_reaches_the_client() {
     let node = Arc::new(Anvil::start(1, &[]));
     let busy = chain(&node);
     let lies: Vec<(&str, Lie, &str)> = vec![
@@ -190,13 +190,41 @@ fn no_lie_about_a_block_or_its_receipts_reaches_the_client() {
             },
             "eth_getBlockReceipts",
         ),
+        (
+            "a transaction's recipient",
+            |_, m, _, r| {
+                if m == "eth_getTransactionByHash" {
+                    r["to"] = json!("0x000000000000000000000000000000000000dead");
+                }
+            },
+            "eth_getTransactionByHash",
+        ),
+        (
+            "a transaction placed in another slot of its block",
+            |_, m, _, r| {
+                if m == "eth_getTransactionByHash" {
+                    let i = r["transactionIndex"].as_str().unwrap_or("0x0") == "0x0";
+                    r["transactionIndex"] = json!(if i { "0x1" } else { "0x0" });
+                }
+            },
+            "eth_getTransactionByHash",
+        ),
     ];
     let block = node.call("eth_getBlockByNumber", json!([hex(busy), false]));
     let (block_hash, txs) = (block["hash"].clone(), block["transactions"].clone());
     let calls = |method: &str| -> Vec<(&'static str, Value)> {
         match method {
-            "eth_getTransactionReceipt" => (0..6)
-                .map(|i| ("eth_getTransactionReceipt", json!([txs[i % 3]])))
+            "eth_getTransactionReceipt" | "eth_getTransactionByHash" => (0..6)
+                .map(|i| {
+                    (
+                        if method == "eth_getTransactionReceipt" {
+                            "eth_getTransactionReceipt"
+                        } else {
+                            "eth_getTransactionByHash"
+                        },
+                        json!([txs[i % 3]]),
+                    )
+                })
                 .collect(),
             "eth_getLogs" => (0..6)
                 .map(|_| ("eth_getLogs", json!([{"blockHash": block_hash}])))

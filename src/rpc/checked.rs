@@ -236,6 +236,7 @@ impl Gateway {
                 self.judge_receipts(host, result, want, rid, left).await
             }
             Check::TxReceipt { hash } => self.judge_tx_receipt(host, result, hash, rid, left).await,
+            Check::Tx { hash } => self.judge_tx(host, result, hash, rid, left).await,
             Check::BlockLogs { hash } => {
                 let filter = judged.params.and_then(|p| p.get(0)).and_then(LogFilter::of);
                 match filter {
@@ -324,6 +325,32 @@ impl Gateway {
         match index.and_then(|i| receipts.get(i as usize)) {
             Some(checked) if checked == result => Verdict::Proven(()),
             _ => Verdict::Disproved("not the receipt at its place in its block".into()),
+        }
+    }
+
+    /// A transaction: itself (hash, signature), then, when it claims a block, that it is
+    /// the transaction at its index among the block's checked ones. `null` (unknown to
+    /// the node) commits to nothing.
+    async fn judge_tx(
+        &self,
+        host: &Arc<Host>,
+        result: &Value,
+        asked: B256,
+        rid: &str,
+        left: Duration,
+    ) -> Verdict<()> {
+        if result.is_null() {
+            return Verdict::Unchecked("no transaction".into());
+        }
+        let seen = proven!(crate::verify::tx::check(result, asked));
+        let Some((block, index)) = seen.place else {
+            // Pending: its hash and signature are all there is to check.
+            return Verdict::Proven(());
+        };
+        let facts = proven!(self.facts_of(host, block, rid, left).await);
+        match facts.txs.get(index as usize) {
+            Some(t) if t.hash == asked && t.from == seen.from => Verdict::Proven(()),
+            _ => Verdict::Disproved("not the transaction at its place in its block".into()),
         }
     }
 

@@ -105,14 +105,14 @@ fn optional<'a, T: Deserialize<'a>>(v: Option<&'a Value>) -> Result<Option<T>, s
 /// Where a transaction object says it sits.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct TxPlace {
-    hash: B256,
-    from: Address,
-    block_hash: Option<B256>,
+pub(super) struct TxPlace {
+    pub(super) hash: B256,
+    pub(super) from: Address,
+    pub(super) block_hash: Option<B256>,
     #[serde(default, with = "alloy_serde::quantity::opt")]
-    block_number: Option<u64>,
+    pub(super) block_number: Option<u64>,
     #[serde(default, with = "alloy_serde::quantity::opt")]
-    transaction_index: Option<u64>,
+    pub(super) transaction_index: Option<u64>,
     #[serde(default, with = "alloy_serde::quantity::opt")]
     block_timestamp: Option<u64>,
 }

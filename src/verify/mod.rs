@@ -7,6 +7,7 @@
 pub mod block;
 pub mod logs;
 pub mod receipts;
+pub mod tx;
 
 use alloy_primitives::B256;
 use serde_json::Value;
@@ -184,6 +185,9 @@ pub enum Check {
     /// `eth_getLogs` for one block (`blockHash`): exactly the logs of its checked
     /// receipts the filter selects.
     BlockLogs { hash: B256 },
+    /// `eth_getTransactionByHash`: its hash and signature, and its claimed place among
+    /// its block's checked transactions.
+    Tx { hash: B256 },
 }
 
 impl Check {
@@ -199,6 +203,9 @@ impl Check {
                 want: Want::of(p(0))?,
             }),
             "eth_getTransactionReceipt" => Some(Check::TxReceipt {
+                hash: p(0)?.as_str()?.parse().ok()?,
+            }),
+            "eth_getTransactionByHash" => Some(Check::Tx {
                 hash: p(0)?.as_str()?.parse().ok()?,
             }),
             "eth_getLogs" => {
@@ -219,6 +226,7 @@ impl Check {
             Check::BlockReceipts { .. } => "receipts",
             Check::TxReceipt { .. } => "receipt",
             Check::BlockLogs { .. } => "logs",
+            Check::Tx { .. } => "transaction",
         }
     }
 }
