@@ -26,7 +26,9 @@ static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// Pro callers get 10 requests/s (bursts to 20) on every category.
 const LIMITS: &str = "limits:\n  burst: 2\n  horizon_secs: 10\n  default: {anonymous: 10, free: 10, basic: 10, pro: 10, business: 10, enterprise: 10, scale: 10}\n";
 
-fn instance(node: &Fixture, postgres: &str, redis: &str) -> Gateway {
+/// One instance of the cluster: a heimdall pool of `node`, the store on `postgres`,
+/// `redis` shared, `extra` YAML (limits, usage).
+fn instance(node: &Fixture, postgres: &str, redis: &str, extra: &str) -> Gateway {
     Gateway::start(GatewayOpts {
         pools: format!(
             "  polygon_heimdall:\n    hosts:\n      - {{id: hd-1, url: \"{}\", family: heimdall}}\n",
@@ -34,7 +36,7 @@ fn instance(node: &Fixture, postgres: &str, redis: &str) -> Gateway {
         ),
         postgres: Some(postgres.to_string()),
         redis: Some(redis.to_string()),
-        extra_yaml: LIMITS.into(),
+        extra_yaml: extra.into(),
         ..Default::default()
     })
 }
@@ -94,8 +96,8 @@ fn a_limit_holds_across_instances_revocations_spread_and_redis_loss_falls_back()
     let pg = PgServer::start();
     let db = pg.create_db();
     let node = heimdall();
-    let a = instance(&node, &db, &redis.url());
-    let b = instance(&node, &db, &redis.url());
+    let a = instance(&node, &db, &redis.url(), LIMITS);
+    let b = instance(&node, &db, &redis.url(), LIMITS);
     wait_for("redis up on both", Duration::from_secs(10), || {
         redis_up(&a) == Some(1) && redis_up(&b) == Some(1)
     });
@@ -552,18 +554,7 @@ fn the_shipped_haproxy_config_hides_an_instance_dying() {
     let pg = PgServer::start();
     let db = pg.create_db();
     let node = heimdall();
-    let start = || {
-        Gateway::start(GatewayOpts {
-            pools: format!(
-                "  polygon_heimdall:\n    hosts:\n      - {{id: hd-1, url: \"{}\", family: heimdall}}\n",
-                node.url()
-            ),
-            postgres: Some(db.clone()),
-            redis: Some(redis.url()),
-            extra_yaml: UNLIMITED.into(),
-            ..Default::default()
-        })
-    };
+    let start = || instance(&node, &db, &redis.url(), UNLIMITED);
     let (a, mut b) = (start(), start());
     let key = a.key("pro", &[]);
 
@@ -931,18 +922,8 @@ fn the_upgrade_script_upgrades_a_cluster_member_under_load() {
     let pg = PgServer::start();
     let db = pg.create_db();
     let node = heimdall();
-    let start = || {
-        Gateway::start(GatewayOpts {
-            pools: format!(
-                "  polygon_heimdall:\n    hosts:\n      - {{id: hd-1, url: \"{}\", family: heimdall}}\n",
-                node.url()
-            ),
-            postgres: Some(db.clone()),
-            redis: Some(redis.url()),
-            extra_yaml: format!("{UNLIMITED}usage:\n  flush_interval_ms: 500\n"),
-            ..Default::default()
-        })
-    };
+    let extra = format!("{UNLIMITED}usage:\n  flush_interval_ms: 500\n");
+    let start = || instance(&node, &db, &redis.url(), &extra);
     let (mut a, b) = (start(), start());
     let daemon = a.daemonize();
     let (key, key_id) = a.key_and_id("pro");
