@@ -41,7 +41,8 @@ fn instance(node: &Fixture, postgres: &str, redis: &str, extra: &str) -> Gateway
     })
 }
 
-fn status(port: u16, key: &str) -> u16 {
+/// The heimdall echo through the edge with `key`.
+fn echo(port: u16, key: &str) -> std::io::Result<Resp> {
     request(
         port,
         "GET",
@@ -49,8 +50,10 @@ fn status(port: u16, key: &str) -> u16 {
         &[("x-token", key)],
         b"",
     )
-    .map(|r| r.status)
-    .unwrap_or(0)
+}
+
+fn status(port: u16, key: &str) -> u16 {
+    echo(port, key).map(|r| r.status).unwrap_or(0)
 }
 
 /// Send as fast as one client can to `port` for `secs`: (admitted, refused, other).
@@ -441,14 +444,7 @@ fn a_postgres_outage_keeps_keys_in_use_serving() {
     let mut slowest = Duration::ZERO;
     while outage.elapsed() < Duration::from_secs(20) {
         let started = Instant::now();
-        let r = request(
-            gw.port,
-            "GET",
-            "/v1/polygon/heimdall/echo",
-            &[("x-token", &never_seen)],
-            b"",
-        )
-        .unwrap();
+        let r = echo(gw.port, &never_seen).unwrap();
         assert_eq!(r.status, 503, "{}", r.text());
         assert_eq!(r.json()["error"], "store_unavailable");
         assert!(r.header("retry-after").is_some());
@@ -568,14 +564,7 @@ fn the_shipped_haproxy_config_hides_an_instance_dying() {
                 let until = Instant::now() + Duration::from_secs(5);
                 let (mut ok, mut failed) = (0u32, Vec::new());
                 while Instant::now() < until {
-                    let r = request(
-                        port,
-                        "GET",
-                        "/v1/polygon/heimdall/echo",
-                        &[("x-token", &key)],
-                        b"",
-                    );
-                    match r {
+                    match echo(port, &key) {
                         Ok(r) if r.status == 200 => ok += 1,
                         Ok(r) => failed.push(format!("{} {}", r.status, r.text())),
                         Err(e) => failed.push(e.to_string()),
@@ -728,14 +717,7 @@ fn a_hung_postgres_costs_keys_in_use_nothing() {
     let mut refusals = Vec::new();
     let during = run(75, &mut || {
         let started = Instant::now();
-        let r = request(
-            gw.port,
-            "GET",
-            "/v1/polygon/heimdall/echo",
-            &[("x-token", &never_seen)],
-            b"",
-        )
-        .unwrap();
+        let r = echo(gw.port, &never_seen).unwrap();
         refusals.push((r.status, started.elapsed()));
         std::thread::sleep(Duration::from_millis(1000));
     });
