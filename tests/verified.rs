@@ -542,3 +542,32 @@ fn a_vote_outvotes_a_liar_and_a_dispute_is_an_error_not_a_guess() {
     assert_eq!(r.status, 503, "{}", r.text());
     assert_eq!(r.json()["error"]["data"]["error"], "quorum_unavailable");
 }
+
+/// A voter frozen (SIGSTOP: it takes the connection and never answers) costs a vote
+/// nothing while the others can still agree: the read is answered by the first
+/// agreeing majority, not after the frozen host's timeout.
+#[test]
+fn a_frozen_voter_costs_a_vote_nothing() {
+    let nodes: Vec<Anvil> = (0..3).map(|_| Anvil::start(1, &[])).collect();
+    let hosts: Vec<(&str, String)> = ["v1", "v2", "v3"]
+        .into_iter()
+        .zip(nodes.iter().map(Anvil::url))
+        .collect();
+    let gw = voting_gateway(&hosts, "{methods: [eth_getBalance], ask: 3, agree: 2}");
+    let key = gw.key("scale", &[]);
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "eth_getBalance", "params": [DEV, "latest"]});
+    let want = nodes[0].call("eth_getBalance", json!([DEV, "latest"]));
+    nodes[2].proc.signal("STOP");
+    let mut slowest = std::time::Duration::ZERO;
+    for _ in 0..10 {
+        let started = std::time::Instant::now();
+        let r = rpc(gw.port, "/rpc/eth", Some(&key), &body);
+        slowest = slowest.max(started.elapsed());
+        assert_eq!(r.json()["result"], want, "{}", r.text());
+        assert_eq!(r.header("x-chainedge-verified"), Some("quorum=2/3"));
+    }
+    nodes[2].proc.signal("CONT");
+    eprintln!("one of three voters frozen: 10 votes, the slowest {slowest:?}");
+    assert!(slowest < std::time::Duration::from_secs(1), "{slowest:?}");
+}
