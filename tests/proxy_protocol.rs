@@ -178,15 +178,7 @@ fn real_l4_proxies_hand_the_edge_their_clients() {
         ),
     )
     .unwrap();
-    let _haproxy = Proc {
-        child: std::process::Command::new("haproxy")
-            .args(["-db", "-f"])
-            .arg(dir.join("haproxy.cfg"))
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("haproxy (scripts/setup.sh installs it)"),
-    };
+    let _haproxy = haproxy(&dir.join("haproxy.cfg"));
     let d = dir.display();
     std::fs::write(
         dir.join("nginx.conf"),
@@ -198,17 +190,7 @@ fn real_l4_proxies_hand_the_edge_their_clients() {
         ),
     )
     .unwrap();
-    let _nginx = Proc {
-        child: std::process::Command::new("nginx")
-            .args(["-c"])
-            .arg(dir.join("nginx.conf"))
-            .args(["-p"])
-            .arg(&dir)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("nginx with its stream module (scripts/setup.sh installs it)"),
-    };
+    let _nginx = nginx(&dir);
     for port in [v1, v2, v2_tls, stream] {
         wait_for_port(port, Duration::from_secs(10));
     }

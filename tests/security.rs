@@ -716,15 +716,7 @@ fn real_proxies_on_loopback_never_make_their_clients_admin() {
             &format!("127.0.0.1:{} check port {}", gw.port, gw.metrics_port),
         );
     std::fs::write(dir.join("haproxy.cfg"), cfg).unwrap();
-    let _haproxy = Proc {
-        child: std::process::Command::new("haproxy")
-            .args(["-db", "-f"])
-            .arg(dir.join("haproxy.cfg"))
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("haproxy (scripts/setup.sh installs it)"),
-    };
+    let _haproxy = haproxy(&dir.join("haproxy.cfg"));
 
     // nginx: one server with the usual headers in front of `gw`, one bare in front of
     // `strict`.
@@ -747,17 +739,7 @@ fn real_proxies_on_loopback_never_make_their_clients_admin() {
         ),
     )
     .unwrap();
-    let _nginx = Proc {
-        child: std::process::Command::new("nginx")
-            .args(["-c"])
-            .arg(dir.join("nginx.conf"))
-            .args(["-p"])
-            .arg(&dir)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("nginx (scripts/setup.sh installs it)"),
-    };
+    let _nginx = nginx(&dir);
     for port in [haproxy_port, nginx_port, bare_port] {
         wait_for_port(port, Duration::from_secs(10));
     }

@@ -268,7 +268,7 @@ fn add_edge(
     }
     // TLS listeners behind an L4 proxy read its PROXY header before the handshake
     // (plain ones in the front, src/front/proxy_protocol.rs).
-    let proxied = edge::Edge::live(live.clone()).proxied_listeners();
+    let proxied = app.app.listen.proxied();
     let proxied_tls: std::collections::HashSet<std::net::SocketAddr> = (app.app.listen.tls)
         .iter()
         .filter_map(|t| t.addr.parse().ok())

@@ -36,10 +36,11 @@ impl Loaded {
                     .iter()
                     .enumerate()
                     .map(|(i, t)| (format!("listen.tls[{i}]"), &t.addr));
+                let proxied = app.listen.proxied();
                 http.chain(tls)
                     .filter(|(_, a)| {
-                        a.parse::<SocketAddr>().is_ok_and(|s| !s.ip().is_loopback())
-                            && !app.listen.proxy_protocol.contains(a)
+                        a.parse::<SocketAddr>()
+                            .is_ok_and(|s| !s.ip().is_loopback() && !proxied.contains(&s))
                     })
                     .map(|(k, a)| (k, a.clone()))
                     .collect()

@@ -44,6 +44,16 @@ fn default_max_connections_per_client() -> usize {
     1_024
 }
 
+impl Listen {
+    /// The listeners behind an L4 proxy that writes the PROXY protocol header, parsed
+    /// (`-t` refuses an entry that is not a listener's address).
+    pub fn proxied(&self) -> std::collections::HashSet<std::net::SocketAddr> {
+        (self.proxy_protocol.iter())
+            .filter_map(|a| a.parse().ok())
+            .collect()
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TlsListen {

@@ -64,12 +64,7 @@ impl Edge {
 
     /// The listeners behind an L4 proxy that writes the PROXY protocol header.
     pub(crate) fn proxied_listeners(&self) -> std::collections::HashSet<std::net::SocketAddr> {
-        let listen = &self.state.config.app.listen;
-        listen
-            .proxy_protocol
-            .iter()
-            .filter_map(|a| a.parse().ok())
-            .collect()
+        self.state.config.app.listen.proxied()
     }
 
     /// Whether a peer is a trusted proxy (its `X-Forwarded-*` are believed).

@@ -909,3 +909,32 @@ impl Gateway {
         (out.status.success(), said)
     }
 }
+
+/// haproxy in the foreground on the configuration file `cfg`, killed when dropped.
+pub fn haproxy(cfg: &std::path::Path) -> Proc {
+    Proc {
+        child: Command::new("haproxy")
+            .args(["-db", "-f"])
+            .arg(cfg)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("haproxy (scripts/setup.sh installs it)"),
+    }
+}
+
+/// nginx in the foreground on `dir/nginx.conf` with `dir` as its prefix, killed when
+/// dropped.
+pub fn nginx(dir: &std::path::Path) -> Proc {
+    Proc {
+        child: Command::new("nginx")
+            .arg("-c")
+            .arg(dir.join("nginx.conf"))
+            .arg("-p")
+            .arg(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nginx, with its stream module (scripts/setup.sh installs both)"),
+    }
+}
