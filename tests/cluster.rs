@@ -122,10 +122,12 @@ fn a_limit_holds_across_instances_revocations_spread_and_redis_loss_falls_back()
     assert_eq!((other_a, other_b), (0, 0), "only 200 and 429");
     assert!(ok_a > 0 && ok_b > 0, "both instances served");
     assert!(lim_a > 0 && lim_b > 0, "both instances refused");
-    // Tolerance: one sync round (100 ms) of the other's traffic may go unseen, and a
-    // 4 s run touches 5 seconds.
+    // Bound: one budget over a 4 s run that touches 5 seconds admits at most 100; a
+    // caller new to both instances gets its first burst (20) from each alone until the
+    // first sync round; a round of the other's traffic (100 ms, longer on a loaded box)
+    // may go unseen. Unshared, the same run admits ~160.
     assert!(
-        (60..=110).contains(&admitted),
+        (60..=130).contains(&admitted),
         "{admitted} admitted across both in 4 s (one budget is ~80, two ~160)"
     );
 
