@@ -180,6 +180,15 @@ fn no_lie_about_a_block_its_receipts_or_transactions_reaches_the_client() {
             "eth_getLogs",
         ),
         (
+            "every receipt withheld",
+            |_, m, _, r| {
+                if m == "eth_getBlockReceipts" {
+                    *r = json!([]);
+                }
+            },
+            "eth_getBlockReceipts",
+        ),
+        (
             "receipts of a block that does not exist",
             |_, m, _, r| {
                 if m == "eth_getBlockReceipts" {
@@ -264,6 +273,83 @@ fn no_lie_about_a_block_its_receipts_or_transactions_reaches_the_client() {
         let entry: Value = serde_json::from_str(json_part).unwrap();
         assert_eq!(entry["host"], "liar", "{entry}");
         assert!(entry["why"].as_str().unwrap().len() > 5, "{entry}");
+    }
+}
+
+/// An OP-stack block (`anvil --network optimism`): a fee-market transfer, a deposit
+/// that mints and transfers, a deposit creating a contract that logs.
+fn op_chain(node: &Anvil) -> (u64, Vec<Value>) {
+    node.call("evm_setAutomine", json!([false]));
+    let deposit = |from: &str, extra: Value| {
+        let mut tx = json!({"from": from, "type": "0x7e", "mint": "0x64", "isSystemTx": false,
+                            "gas": "0x186a0", "sourceHash": format!("0x{}", "aa".repeat(32))});
+        tx.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        node.call("eth_sendTransaction", json!([tx]))
+    };
+    let hashes = vec![
+        node.call(
+            "eth_sendTransaction",
+            json!([{"from": DEV, "to": "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc", "value": "0x7"}]),
+        ),
+        deposit(
+            "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+            json!({"to": "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc", "value": "0x5"}),
+        ),
+        // Creates a contract whose constructor logs one word.
+        deposit(
+            "0x90f79bf6eb2c4f870365e785982e1f101e93b906",
+            json!({"data": "0x600160005260206000a0", "sourceHash": format!("0x{}", "bb".repeat(32))}),
+        ),
+    ];
+    node.call("evm_mine", json!([]));
+    node.call("evm_setAutomine", json!([true]));
+    (node.block_number(), hashes)
+}
+
+#[test]
+fn on_an_op_stack_chain_deposits_are_checked_too() {
+    let node = Arc::new(Anvil::start(10, &["--network", "optimism"]));
+    let (busy, txs) = op_chain(&node);
+    let lies: Vec<(&str, Lie)> = vec![
+        ("a deposit's mint", |_, m, _, r| {
+            if m.starts_with("eth_getBlockBy") && r["transactions"][1].is_object() {
+                r["transactions"][1]["mint"] = json!("0x6500");
+            }
+        }),
+        ("a deposit receipt's nonce", |_, m, _, r| {
+            if m == "eth_getBlockReceipts" && r[1].is_object() {
+                r[1]["depositNonce"] = json!("0x9");
+            }
+        }),
+        ("a deposit's sender", |_, m, _, r| {
+            if m == "eth_getTransactionByHash" || m == "eth_getTransactionReceipt" {
+                r["from"] = json!(DEV);
+            }
+        }),
+    ];
+    let mut calls = vec![];
+    for i in 0..3 {
+        calls.push(("eth_getBlockByNumber", json!([hex(busy - i % 2), true])));
+        calls.push(("eth_getBlockByNumber", json!([hex(busy), false])));
+        calls.push(("eth_getBlockReceipts", json!([hex(busy)])));
+        calls.push(("eth_getBlockReceipts", json!([hex(busy - i % 2)])));
+        for tx in &txs[1..] {
+            calls.push(("eth_getTransactionByHash", json!([tx])));
+            calls.push(("eth_getTransactionReceipt", json!([tx])));
+        }
+    }
+    for (what, lie) in lies {
+        let proxy = liar(node.clone(), Arc::new(Mutex::new(lie)));
+        let gw = gateway(&node, &proxy, "enforce");
+        let key = gw.key("scale", &[]);
+        let (wrong, levels) = ask_all(&gw, &node, &key, &calls);
+        let caught = disproved(&gw);
+        eprintln!("{what}: {wrong} wrong answers, {caught} disproved, levels {levels:?}");
+        assert_eq!(wrong, 0, "{what}: a lie reached the client");
+        assert!(caught >= 1.0, "{what}: the liar was never asked");
+        assert!(levels.iter().all(|l| l == "self"), "{what}: {levels:?}");
     }
 }
 

@@ -290,11 +290,17 @@ impl Gateway {
             .and_then(|r| r.get("blockHash"))
             .and_then(Value::as_str)
             .and_then(|h| h.parse::<B256>().ok());
-        let hash = match (named, want) {
-            (Some(h), _) | (None, Want::Hash(h)) => h,
-            (None, _) => return Verdict::Unchecked("no receipts to name their block".into()),
+        let facts = match (named, want) {
+            (Some(h), _) | (None, Want::Hash(h)) => {
+                proven!(self.facts_of(host, h, rid, left).await)
+            }
+            // No receipts for a block by number: its block, from the same host, must
+            // have no transactions (a withheld list is disproved by the block).
+            (None, Want::Number(_)) => proven!(self.block_of(host, want, rid, left).await),
+            (None, Want::Tag) => {
+                return Verdict::Unchecked("no receipts to name their block".into())
+            }
         };
-        let facts = proven!(self.facts_of(host, hash, rid, left).await);
         if let Err(e) = want.answered_by(facts.number, facts.hash) {
             return Verdict::Disproved(e);
         }
@@ -421,23 +427,25 @@ impl Gateway {
     ) -> Verdict<Arc<BlockFacts>> {
         match self.checked.facts(&hash) {
             Some(kept) => Verdict::Proven(kept),
-            None => self.block_of(host, hash, rid, left).await,
+            None => self.block_of(host, Want::Hash(hash), rid, left).await,
         }
     }
 
-    /// Block `hash` with its transactions, from `host`, checked and kept.
+    /// The block `at` (a hash or a number) with its transactions, from `host`, checked
+    /// and kept.
     async fn block_of(
         &self,
         host: &Arc<Host>,
-        hash: B256,
+        at: Want,
         rid: &str,
         left: Duration,
     ) -> Verdict<Arc<BlockFacts>> {
-        let call = Request::new(
-            Id::index(1),
-            "eth_getBlockByHash",
-            json!([hash.to_string(), true]),
-        );
+        let (method, param) = match at {
+            Want::Hash(hash) => ("eth_getBlockByHash", hash.to_string()),
+            Want::Number(n) => ("eth_getBlockByNumber", format!("0x{n:x}")),
+            Want::Tag => return Verdict::Unchecked("a block by tag moves".into()),
+        };
+        let call = Request::new(Id::index(1), method, json!([param, true]));
         let Ok(answer) = self
             .attempt(host.clone(), &call.to_bytes(), rid, left)
             .await
@@ -447,9 +455,9 @@ impl Gateway {
         let response: Value = serde_json::from_slice(&answer).unwrap_or(Value::Null);
         match response.get("result") {
             Some(Value::Null) => {
-                Verdict::Disproved(format!("it names block {hash}, which it does not have"))
+                Verdict::Disproved(format!("it names block {param}, which it does not have"))
             }
-            Some(b) => block::check(b, Want::Hash(hash))
+            Some(b) => block::check(b, at)
                 .context("its block")
                 .map(|f| self.checked.keep(f)),
             None => Verdict::Unchecked("the block the receipts name was not given".into()),

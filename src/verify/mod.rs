@@ -5,6 +5,7 @@
 //! and said unchecked, never refused. docs/verification.md has the threat model.
 
 pub mod block;
+pub mod envelope;
 pub mod logs;
 pub mod receipts;
 pub mod tx;

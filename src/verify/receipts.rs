@@ -5,14 +5,15 @@
 //! cumulative counts.
 
 use super::block::BlockFacts;
+use super::envelope::{self, AnyReceipt};
 use super::Verdict;
-use alloy_consensus::{proofs, ReceiptEnvelope};
-use alloy_primitives::{Address, Bloom, Log, B256};
+use alloy_primitives::{Address, Bloom, B256};
 use serde::Deserialize;
 use serde_json::Value;
 
 /// Receipt members the edge checks, and those it passes as they are (blob fees, which
-/// need the parent's excess blob gas: said in docs/verification.md).
+/// need the parent's excess blob gas; an OP chain's L1 and operator fees, derived from
+/// the block's L1 attributes: said in docs/verification.md).
 const FIELDS: &[&str] = &[
     "type",
     "status",
@@ -32,6 +33,18 @@ const FIELDS: &[&str] = &[
     "effectiveGasPrice",
     "blobGasUsed",
     "blobGasPrice",
+    "depositNonce",
+    "depositReceiptVersion",
+    "l1GasPrice",
+    "l1GasUsed",
+    "l1Fee",
+    "l1FeeScalar",
+    "l1BaseFeeScalar",
+    "l1BlobBaseFee",
+    "l1BlobBaseFeeScalar",
+    "operatorFeeScalar",
+    "operatorFeeConstant",
+    "daFootprintGasScalar",
 ];
 
 #[derive(Deserialize)]
@@ -94,17 +107,18 @@ pub fn check(receipts: &Value, block: &BlockFacts) -> Verdict<()> {
         {
             return Verdict::Unchecked(format!("receipt field {unknown} unknown to the edge"));
         }
-        let (envelope, place) = match (
-            ReceiptEnvelope::<Log>::deserialize(r),
-            ReceiptPlace::deserialize(r),
-        ) {
+        let (receipt, place) = match (AnyReceipt::from_json(r), ReceiptPlace::deserialize(r)) {
             (Ok(e), Ok(p)) => (e, p),
             (Err(e), _) | (_, Err(e)) => {
                 return Verdict::Unchecked(format!("receipt {i} not decoded: {e}"))
             }
         };
         let tx = &block.txs[i];
-        let expected_contract = tx.to.is_none().then(|| tx.from.create(tx.nonce));
+        let expected_contract = match (tx.to, tx.nonce) {
+            (None, Some(nonce)) => Some(tx.from.create(nonce)),
+            (None, None) => place.contract_address,
+            (Some(_), _) => None,
+        };
         let claims = (
             place.transaction_hash,
             place.transaction_index,
@@ -132,11 +146,11 @@ pub fn check(receipts: &Value, block: &BlockFacts) -> Verdict<()> {
                 "receipt {i} does not repeat its transaction: {claims:?}"
             ));
         }
-        let used = envelope.cumulative_gas_used().checked_sub(cumulative);
+        let used = receipt.cumulative_gas_used().checked_sub(cumulative);
         if used != Some(place.gas_used) {
             return Verdict::Disproved(format!("receipt {i}'s gas used does not add up"));
         }
-        cumulative = envelope.cumulative_gas_used();
+        cumulative = receipt.cumulative_gas_used();
         for (j, log) in place.logs.iter().enumerate() {
             let at = LogPlace {
                 block_hash: Some(block.hash),
@@ -152,10 +166,10 @@ pub fn check(receipts: &Value, block: &BlockFacts) -> Verdict<()> {
             }
             log_index += 1;
         }
-        bloom |= *envelope.logs_bloom();
-        envelopes.push(envelope);
+        bloom |= receipt.logs_bloom();
+        envelopes.push(receipt);
     }
-    if proofs::calculate_receipt_root(&envelopes) != block.receipts_root {
+    if envelope::receipts_root(&envelopes) != block.receipts_root {
         return Verdict::Disproved("the receipts do not recompute to the receipts root".into());
     }
     if bloom != block.logs_bloom {

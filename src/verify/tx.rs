@@ -4,11 +4,9 @@
 //! checks that place against the block's checked transactions.
 
 use super::block::TxPlace;
+use super::envelope::AnyTx;
 use super::Verdict;
-use alloy_consensus::transaction::SignerRecoverable;
-use alloy_consensus::TxEnvelope;
-use alloy_eips::eip2718::Encodable2718;
-use alloy_primitives::{keccak256, Address, B256};
+use alloy_primitives::{Address, B256};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -21,23 +19,22 @@ pub struct TxSeen {
 
 /// Check `tx` (the answer's `result`) as the transaction `asked`.
 pub fn check(tx: &Value, asked: B256) -> Verdict<TxSeen> {
-    let (envelope, place) = match (TxEnvelope::deserialize(tx), TxPlace::deserialize(tx)) {
-        (Ok(e), Ok(p)) => (e, p),
+    let (envelope, place) = match (AnyTx::from_json(tx), TxPlace::deserialize(tx)) {
+        (Some(e), Ok(p)) => (e, p),
         _ => {
             let ty = tx.get("type").and_then(Value::as_str).unwrap_or("?");
             return Verdict::Unchecked(format!("a transaction of type {ty} not decoded"));
         }
     };
-    let hash = keccak256(envelope.encoded_2718());
+    let hash = envelope.hash();
     if hash != asked || place.hash != asked {
         return Verdict::Disproved(format!(
             "asked for {asked}; it hashes to {hash} and claims {}",
             place.hash
         ));
     }
-    match envelope.recover_signer() {
-        Ok(from) if from == place.from => {}
-        _ => return Verdict::Disproved(format!("not signed by its from {}", place.from)),
+    if envelope.sender() != Some(place.from) {
+        return Verdict::Disproved(format!("not signed by its from {}", place.from));
     }
     let at = match (place.block_hash, place.transaction_index) {
         (Some(block), Some(index)) => Some((block, index)),
