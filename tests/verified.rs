@@ -410,6 +410,44 @@ fn a_liar_is_cordoned_and_unknown_fields_pass_unchecked() {
 }
 
 #[test]
+fn a_null_from_one_host_is_asked_of_another() {
+    let node = Arc::new(Anvil::start(1, &[]));
+    let busy = chain(&node);
+    // The liar hides what it has, as a lagging node would not have it yet.
+    let lying: Arc<Mutex<Lie>> = Arc::new(Mutex::new(|_, _, _, r| *r = Value::Null));
+    let proxy = liar(node.clone(), lying);
+    let gw = gateway(&node, &proxy, "enforce");
+    let key = gw.key("scale", &[]);
+    let block = node.call("eth_getBlockByNumber", json!([hex(busy), false]));
+    let mut calls = vec![];
+    for i in 0..3 {
+        let tx = &block["transactions"][i];
+        calls.push(("eth_getTransactionReceipt", json!([tx])));
+        calls.push(("eth_getTransactionByHash", json!([tx])));
+        calls.push(("eth_getBlockByHash", json!([block["hash"], i % 2 == 0])));
+    }
+    let (wrong, levels) = ask_all(&gw, &node, &key, &calls);
+    assert_eq!(
+        wrong, 0,
+        "a null reached the client while a host had the answer"
+    );
+    assert!(levels.iter().all(|l| l == "self"), "{levels:?}");
+    let passed = metric_sum(&gw, "chainedge_empty_answers_passed_total{");
+    assert!(passed >= 1.0, "the liar was never asked");
+    // What no host has is null, after one more host was asked.
+    let unknown = format!("0x{}", "ee".repeat(32));
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "eth_getTransactionReceipt",
+                      "params": [unknown]});
+    let r = rpc(gw.port, "/rpc/eth", Some(&key), &body);
+    assert_eq!((r.status, r.json()["result"].clone()), (200, Value::Null));
+    assert_eq!(r.header("x-chainedge-verified"), Some("none"));
+    assert_eq!(
+        metric_sum(&gw, "chainedge_empty_answers_passed_total{"),
+        passed + 1.0
+    );
+}
+
+#[test]
 fn observe_mode_serves_a_lie_and_counts_it() {
     let node = Arc::new(Anvil::start(1, &[]));
     let busy = chain(&node);

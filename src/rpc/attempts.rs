@@ -158,6 +158,7 @@ impl Gateway {
             max: self.conf.max_attempts,
             budget,
             on_node_state,
+            ask_past_empty: 0,
         }
     }
 
@@ -236,6 +237,16 @@ pub(super) fn node_state_error(body: &[u8]) -> Option<String> {
     }
 }
 
+/// Whether a JSON-RPC answer's `result` is `null`.
+fn result_is_null(body: &[u8]) -> bool {
+    let Some(at) = memchr::memmem::find(body, b"\"result\"") else {
+        return false;
+    };
+    let rest = &body[at + 8..];
+    let rest = rest.trim_ascii_start().strip_prefix(b":").unwrap_or(b"");
+    rest.trim_ascii_start().starts_with(b"null")
+}
+
 /// The attempt policy of one call, as a value: how many hosts it may try, its budget (a
 /// deadline over every attempt, each attempt's share, the hedge), and what a node's
 /// "cannot answer now" error does.
@@ -244,6 +255,9 @@ pub(super) struct Attempts {
     pub(super) max: usize,
     pub(super) budget: Budget,
     pub(super) on_node_state: NodeState,
+    /// More hosts to ask after an answer whose result is `null` (a checked read's: the
+    /// thing it names should exist); that answer is served when none has better.
+    pub(super) ask_past_empty: usize,
 }
 
 impl Attempts {
@@ -278,7 +292,7 @@ impl Attempts {
             let host = host.clone();
             attempt(host.clone(), share).map(move |outcome| (host, began, outcome))
         };
-        let mut race = Race::new(self.on_node_state);
+        let mut race = Race::new(self.on_node_state, self.ask_past_empty);
         let Some(first_host) = queue.next() else {
             return race.give_up(hosts);
         };
@@ -359,23 +373,29 @@ fn hedge_deadline(budget: Budget, host: &Arc<Host>, now: Instant, left: usize) -
 /// What a read's attempts have come to so far.
 struct Race {
     on_node_state: NodeState,
+    /// Empty answers still to pass over before one is served.
+    empties_left: usize,
     /// Hosts of the attempts in flight, with when each began (to tell who lost a race).
     in_flight: Vec<(Arc<Host>, Instant)>,
     hedged: bool,
     first_began: Option<Instant>,
     last_error: String,
     last_answer: Option<RpcReply>,
+    /// The first `null` passed over: served when no host has better.
+    empty_answer: Option<RpcReply>,
 }
 
 impl Race {
-    fn new(on_node_state: NodeState) -> Self {
+    fn new(on_node_state: NodeState, ask_past_empty: usize) -> Self {
         Race {
             on_node_state,
+            empties_left: ask_past_empty,
             in_flight: Vec::with_capacity(2),
             hedged: false,
             first_began: None,
             last_error: String::new(),
             last_answer: None,
+            empty_answer: None,
         }
     }
 
@@ -406,6 +426,15 @@ impl Race {
             return None;
         }
         host.record_success();
+        if self.empties_left > 0 && result_is_null(&body) {
+            // Not a failure of the host: another may have what this one does not yet.
+            self.empties_left -= 1;
+            metrics::empty_answer_passed(&host.pool);
+            self.last_error = format!("{}: an empty answer", host.id);
+            self.empty_answer
+                .get_or_insert(RpcReply::from_host(body, &host));
+            return None;
+        }
         // Attempts begun before this one and still silent lost a race.
         for (loser, since) in &self.in_flight {
             if *since < began {
@@ -432,7 +461,7 @@ impl Race {
         {
             metrics::hedged_read(pool, "none");
         }
-        if let Some(answer) = self.last_answer {
+        if let Some(answer) = self.empty_answer.or(self.last_answer) {
             return Ok(answer);
         }
         Err(ApiError::bad_gateway(

@@ -12,6 +12,7 @@ use tokio::time::Instant;
 
 const MS: Duration = Duration::from_millis(1);
 const RESULT: &str = r#"{"jsonrpc":"2.0","id":1,"result":"0x1"}"#;
+const EMPTY: &str = r#"{"jsonrpc":"2.0","id":1,"result" : null}"#;
 const LAGGING: &str =
     r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"header not found"}}"#;
 
@@ -92,6 +93,7 @@ fn policy(total_ms: u64, attempt_ms: u64, hedge_ms: Option<u64>) -> Attempts {
             }),
         },
         on_node_state: NodeState::NextHostElseAnswer,
+        ask_past_empty: 0,
     }
 }
 
@@ -217,4 +219,40 @@ async fn no_more_hosts_are_tried_than_the_retry_budget_allows() {
     assert_eq!(out, Err("upstream_unavailable".to_string()));
     assert_eq!(took, MS * 2);
     assert_eq!(fleet.called(), ["a", "b"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_null_is_asked_past_once_and_served_when_no_host_has_better() {
+    let mut asking = policy(1000, 500, None);
+    asking.ask_past_empty = 1;
+    // Another host has it: its answer.
+    let fleet = Fleet::new(&[
+        ("a", Does::Answer(EMPTY, 5)),
+        ("b", Does::Answer(RESULT, 5)),
+    ]);
+    assert_eq!(fleet.run(asking).await.0, Ok(format!("b {}", RESULT.len())));
+    // Nobody has better (b fails, c lags): the first null.
+    let fleet = Fleet::new(&[
+        ("a", Does::Answer(EMPTY, 5)),
+        ("b", Does::Fail(5)),
+        ("c", Does::Answer(LAGGING, 5)),
+    ]);
+    assert_eq!(fleet.run(asking).await.0, Ok(format!("a {}", EMPTY.len())));
+    // One more host only: the second null is served, the third host not asked.
+    let fleet = Fleet::new(&[
+        ("a", Does::Answer(EMPTY, 5)),
+        ("b", Does::Answer(EMPTY, 5)),
+        ("c", Does::Answer(RESULT, 5)),
+    ]);
+    assert_eq!(fleet.run(asking).await.0, Ok(format!("b {}", EMPTY.len())));
+    assert_eq!(fleet.called(), ["a", "b"]);
+    // Off (the unchecked reads' policy): the first answer stands.
+    let fleet = Fleet::new(&[
+        ("a", Does::Answer(EMPTY, 5)),
+        ("b", Does::Answer(RESULT, 5)),
+    ]);
+    assert_eq!(
+        fleet.run(policy(1000, 500, None)).await.0,
+        Ok(format!("a {}", EMPTY.len()))
+    );
 }

@@ -158,7 +158,8 @@ impl Gateway {
             return self.read(pool, class, need, body, rid).await;
         };
         let hosts = self.hosts_reaching(pool, class.capability(), need).await?;
-        let policy = self.policy(self.conf.budget(class), NodeState::NextHostElseAnswer);
+        let mut policy = self.policy(self.conf.budget(class), NodeState::NextHostElseAnswer);
+        policy.ask_past_empty = self.conf.ask_past_empty;
         policy
             .run(&hosts, |host, share| {
                 Box::pin(self.judged_attempt(host, body, rid, share, judged))

@@ -79,6 +79,8 @@ pub struct RpcSettings {
     pub quorum: Option<quorum::Quorum>,
     /// The level each plan's answers must reach (`rpc.verify.require`).
     pub required_by_plan: Vec<(String, crate::verify::Verified)>,
+    /// More hosts a checked read asks after a `null` (`rpc.verify.ask_past_empty`).
+    pub ask_past_empty: usize,
 }
 
 impl RpcSettings {
@@ -120,6 +122,7 @@ impl RpcSettings {
             upgrade_url: upgrade_url.to_string(),
             verify: c.verify.mode,
             quorum: c.verify.quorum.as_ref().map(quorum::Quorum::new),
+            ask_past_empty: c.verify.ask_past_empty,
             required_by_plan: (c.verify.require)
                 .iter()
                 .filter_map(|(plan, level)| {

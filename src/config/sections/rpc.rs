@@ -54,7 +54,7 @@ pub struct RpcConf {
 
 /// `rpc.verify`: what happens to an answer that carries its own commitment, and which
 /// methods are asked of several hosts and answered only when enough agree.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VerifyConf {
     #[serde(default)]
@@ -65,6 +65,26 @@ pub struct VerifyConf {
     /// its requests sent `X-Chainedge-Require-Verified`.
     #[serde(default)]
     pub require: std::collections::BTreeMap<String, String>,
+    /// How many more hosts a checked read asks after one answered `null` (a lagging
+    /// node, or one hiding what it has); the empty answer is served when none of them
+    /// has better. 0 serves the first answer.
+    #[serde(default = "d_ask_past_empty")]
+    pub ask_past_empty: usize,
+}
+
+fn d_ask_past_empty() -> usize {
+    1
+}
+
+impl Default for VerifyConf {
+    fn default() -> Self {
+        VerifyConf {
+            mode: VerifyMode::default(),
+            quorum: None,
+            require: Default::default(),
+            ask_past_empty: d_ask_past_empty(),
+        }
+    }
 }
 
 /// `rpc.verify.quorum`: `methods` are asked of `ask` hosts at once and answered when

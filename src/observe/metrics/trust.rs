@@ -95,3 +95,22 @@ pub static QUORUM: Lazy<IntCounterVec> = Lazy::new(|| {
 pub fn quorum_read(pool: &str, outcome: &str) {
     QUORUM.with_label_values(&[pool, outcome]).inc();
 }
+
+pub static EMPTY_PASSED: Lazy<IntCounterVec> = Lazy::new(|| {
+    register(
+        IntCounterVec::new(
+            Opts::new(
+                "chainedge_empty_answers_passed_total",
+                "Checked reads answered null by a host and asked of another \
+                 (rpc.verify.ask_past_empty)",
+            ),
+            &["pool"],
+        )
+        .unwrap(),
+    )
+});
+
+/// A checked read's `null` from a host, passed over for another host's answer.
+pub fn empty_answer_passed(pool: &str) {
+    EMPTY_PASSED.with_label_values(&[pool]).inc();
+}
