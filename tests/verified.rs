@@ -695,3 +695,129 @@ fn a_frozen_voter_costs_a_vote_nothing() {
     eprintln!("one of three voters frozen: 10 votes, the slowest {slowest:?}");
     assert!(slowest < std::time::Duration::from_secs(1), "{slowest:?}");
 }
+
+/// The first contract DEV deploys on a fresh anvil: `chain`'s token.
+const TOKEN: &str = "0x5fbdb2315678afecb367f032d93f642f64180aa3";
+
+/// The 2026 bridge attack (issue 65): two of three nodes forge log and balance answers
+/// for the verifier's contract only, then the honest node is flooded (slow) or killed
+/// so that only the liars are left to answer. Under the verifier preset the caller gets
+/// the honest answer or an error naming why, never the forgery; without a vote the
+/// range logs (no commitment in them) would carry the lie.
+#[test]
+fn the_bridge_attack_gets_errors_not_lies() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let node = Arc::new(Anvil::start(1, &[]));
+    let busy = chain(&node);
+    let token = node.call("eth_getBlockByNumber", json!([hex(busy), true]))["transactions"][2]
+        ["to"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(token.eq_ignore_ascii_case(TOKEN), "{token}");
+    // The honest node, behind a front the test can flood.
+    let slow = Arc::new(AtomicBool::new(false));
+    let (node2, slow2) = (node.clone(), slow.clone());
+    let honest = Fixture::start(move |req| {
+        if slow2.load(Ordering::Relaxed) {
+            std::thread::sleep(std::time::Duration::from_millis(1500));
+        }
+        let hdr = [("Content-Type", "application/json")];
+        let r = request(node2.port, "POST", "/", &hdr, &req.body).unwrap();
+        FixtureResponse::json(r.json())
+    });
+    // The liars agree with each other: a forged transfer into the bridge's contract.
+    let forge: Lie = |_, m, p, r| {
+        let about_token = |v: &Value| v.as_str().is_some_and(|a| a.eq_ignore_ascii_case(TOKEN));
+        if m == "eth_getLogs" && about_token(&p[0]["address"]) {
+            if let Some(log) = r.get(0).cloned() {
+                let mut forged = log;
+                forged["data"] = json!(format!("0x{:064x}", 1_000_000u64));
+                r.as_array_mut().unwrap().push(forged);
+            }
+        }
+        if m == "eth_getBalance" && about_token(&p[0]) {
+            *r = json!("0x3635c9adc5dea00000");
+        }
+    };
+    let liars: Vec<Fixture> = (0..2)
+        .map(|_| liar(node.clone(), Arc::new(Mutex::new(forge))))
+        .collect();
+    let hosts = [
+        ("honest", honest.url()),
+        ("liar-a", liars[0].url()),
+        ("liar-b", liars[1].url()),
+    ];
+    let verifier_calls = vec![
+        (
+            "eth_getLogs",
+            json!([{"fromBlock": "0x1", "toBlock": hex(busy), "address": token}]),
+        ),
+        (
+            "eth_getLogs",
+            json!([{"blockHash": node.call("eth_getBlockByNumber", json!([hex(busy), false]))["hash"], "address": token}]),
+        ),
+        ("eth_getBalance", json!([token, hex(busy)])),
+    ];
+    // A caller the liars do not target is answered as before.
+    let bystander = ("eth_getBalance", json!([DEV, hex(busy)]));
+    let tight = "  attempt_timeout_ms: 1000\n  timeout_ms: 2500\n";
+    let gateway = |verify: &str| {
+        Gateway::start(GatewayOpts {
+            pools: hosts
+                .iter()
+                .fold("  eth_el:\n    hosts:\n".to_string(), |p, (id, url)| {
+                    p + &format!("      - {{id: {id}, url: \"{url}\", family: el-anvil}}\n")
+                }),
+            extra_yaml: format!(
+                "rpc:\n  cache: {{enabled: false}}\n{tight}  verify: {verify}\n{UNLIMITED}"
+            ),
+            ..Default::default()
+        })
+    };
+    let gw = gateway("{quorum: {preset: verifier, methods: [eth_getBalance], ask: 3}}");
+    let self_only = gateway("{mode: enforce}");
+    let mut outcomes = vec![];
+    outcomes.extend(verdicts(&gw, &node, "all up", &verifier_calls));
+    outcomes.extend(verdicts(&gw, &node, "all up, a bystander", &[bystander]));
+    slow.store(true, Ordering::Relaxed);
+    outcomes.extend(verdicts(&gw, &node, "honest flooded", &verifier_calls));
+    slow.store(false, Ordering::Relaxed);
+    honest.down.store(true, Ordering::Relaxed);
+    outcomes.extend(verdicts(&gw, &node, "honest killed", &verifier_calls));
+    assert!(!outcomes.iter().any(|o| o == "FORGED"), "{outcomes:?}");
+    assert!(
+        (outcomes.iter()).all(|o| o == "honest" || o.contains("quorum_")),
+        "{outcomes:?}"
+    );
+
+    // The same fleet without a vote: the block's logs are still checked (their receipts
+    // disprove the forgery), but a range of logs and a balance carry no commitment and
+    // the liars' word is served: why a verifier runs the preset (and issue 66's proofs).
+    let unvoted = verdicts(&self_only, &node, "honest killed, no vote", &verifier_calls);
+    assert_eq!(unvoted[0], "FORGED", "the harness sees a forgery served");
+    assert_ne!(
+        unvoted[1], "FORGED",
+        "one block's logs are checked without a vote"
+    );
+}
+
+/// Each call's fate through `gw`: `honest` (the node's own answer), `FORGED`, or the
+/// error's status and code.
+fn verdicts(gw: &Gateway, node: &Anvil, phase: &str, calls: &[(&str, Value)]) -> Vec<String> {
+    let key = gw.key("scale", &[]);
+    let mut out = vec![];
+    for (method, params) in calls {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let r = rpc(gw.port, "/rpc/eth", Some(&key), &body);
+        let got = r.json();
+        let outcome = match got.get("result") {
+            Some(result) if *result == node.call(method, params.clone()) => "honest".into(),
+            Some(_) => "FORGED".into(),
+            None => format!("{} {}", r.status, got["error"]["data"]["error"]),
+        };
+        eprintln!("{phase}: {method} -> {outcome}");
+        out.push(outcome);
+    }
+    out
+}
