@@ -258,6 +258,76 @@ fn reads_move_off_an_unhealthy_node() {
     a.call("shim_setHealthy", json!([true]));
 }
 
+/// Solana reads by vote (issue 65): two real nodes, each at its own slot, and a front
+/// before one of them that inflates one wallet's balance. With two of three to agree
+/// the vote is on the value (the slots differ), the liar is outvoted and logged; with
+/// all three to agree the read is an error, never the liar's word.
+#[test]
+fn solana_reads_put_to_a_vote_outvote_a_liar() {
+    let a = SolNode::start(100, 32);
+    let b = SolNode::start(100, 32);
+    let wallet = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin";
+    for n in [&a, &b] {
+        n.call("requestAirdrop", json!([wallet, 4_200_000_000u64]));
+    }
+    let a_port = a.port;
+    let liar = Fixture::start(move |req| {
+        let hdr = [("Content-Type", "application/json")];
+        let mut answer = request(a_port, "POST", "/", &hdr, &req.body)
+            .unwrap()
+            .json();
+        let call: Value = serde_json::from_slice(&req.body).unwrap_or_default();
+        if call["method"] == "getBalance" && answer["result"]["value"].is_u64() {
+            answer["result"]["value"] = json!(999_000_000_000u64);
+        }
+        FixtureResponse::json(answer)
+    });
+    let hosts = |agree: u32| {
+        Gateway::start(GatewayOpts {
+            pools: format!(
+                "  sol_rpc:\n    hosts:\n      - {{id: sol-a, url: \"{}\", family: solana}}\n      \
+                 - {{id: sol-b, url: \"{}\", family: solana}}\n      \
+                 - {{id: sol-liar, url: \"{}\", family: solana}}\n",
+                a.url(),
+                b.url(),
+                liar.url()
+            ),
+            extra_yaml: format!(
+                "rpc:\n  verify: {{quorum: {{methods: [getBalance, getAccountInfo], ask: 3, \
+                 agree: {agree}}}}}\n{UNLIMITED}"
+            ),
+            ..Default::default()
+        })
+    };
+    let gw = hosts(2);
+    let key = gw.key("business", &[]);
+    for _ in 0..5 {
+        let r = get(&gw, &key, &format!("/v1/sol/wallet/{wallet}/balance"));
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.json()["lamports"], 4_200_000_000u64, "the liar outvoted");
+        assert_eq!(r.header("x-chainedge-verified"), Some("quorum=2/3"));
+    }
+    let outvoted = metric_sum(&gw, "chainedge_disproved_answers_total{");
+    assert!(
+        outvoted >= 1.0,
+        "the liar's answers were counted: {outvoted}"
+    );
+    // Reads not put to a vote say so.
+    let r = get(&gw, &key, &format!("/v1/sol/wallet/{wallet}/history"));
+    assert_eq!(
+        r.header("x-chainedge-verified"),
+        Some("none"),
+        "{}",
+        r.text()
+    );
+
+    let gw = hosts(3);
+    let key = gw.key("business", &[]);
+    let r = get(&gw, &key, &format!("/v1/sol/wallet/{wallet}/balance"));
+    assert_eq!(r.status, 502, "{}", r.text());
+    assert_eq!(r.json()["error"], "quorum_dispute", "{}", r.text());
+}
+
 #[test]
 fn the_senders_verify_first_send_once_and_bundles_land_all_or_none() {
     let node = SolNode::start(100, 32);

@@ -441,7 +441,9 @@ fn check_rpc_timing(rpc: &RpcConf, bad: &mut check::Bad) {
             );
         }
         for m in q.all_methods() {
-            if !crate::jsonrpc::methods::classify(&m).is_plain_read() {
+            let read = crate::jsonrpc::methods::classify(&m).is_plain_read()
+                || sections::SOLANA_VOTABLE.contains(&m.as_str());
+            if !read {
                 bad(
                     "rpc.verify.quorum.methods",
                     format!("'{m}': only reads are put to a vote (a write would be sent twice)"),
@@ -483,6 +485,8 @@ mod tests {
         assert_eq!(problems("{methods: [eth_getBalance], ask: 1}").len(), 1);
         let write = problems("{methods: [eth_sendRawTransaction]}");
         assert!(write[0].contains("only reads"), "{write:?}");
+        assert!(problems("{methods: [getBalance, getAccountInfo]}").is_empty());
+        assert_eq!(problems("{methods: [sendTransaction]}").len(), 1);
     }
 
     #[test]

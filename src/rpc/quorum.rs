@@ -6,11 +6,12 @@
 //! disproved one.
 
 use super::checked::{Judged, Misbehaviour};
-use super::need::Need;
+use super::need::{need_for, Need};
 use super::{Gateway, RpcReply};
 use crate::config::QuorumConf;
 use crate::errors::ApiError;
-use crate::jsonrpc::methods::MethodClass;
+use crate::jsonrpc::methods::{block_need, classify_on, MethodClass};
+use crate::jsonrpc::{Id, Request, Response};
 use crate::observe::metrics;
 use crate::pools::{Host, Pool};
 use crate::verify::Verified;
@@ -52,10 +53,15 @@ impl Quorum {
 /// One distinct answer (canonical form) and the hosts that gave it, with their bytes.
 type Side = (Value, Vec<(Arc<Host>, Bytes)>);
 
-/// An answer's canonical form: what two hosts must both say to agree.
+/// An answer's canonical form: what two hosts must both say to agree. A Solana answer
+/// (`{"context": {"slot": …}, "value": …}`) votes on its value: each node answers at
+/// its own slot, and the same value at two slots is the same answer.
 fn canonical(body: &[u8]) -> Option<Value> {
     let v: Value = serde_json::from_slice(body).ok()?;
     match (v.get("result"), v.get("error")) {
+        (Some(Value::Object(r)), None) if r.len() == 2 && r.contains_key("context") => {
+            r.get("value").cloned()
+        }
         (Some(r), None) => Some(r.clone()),
         (None, Some(e)) => Some(json!({"error_code": e.get("code")})),
         _ => None,
@@ -63,6 +69,38 @@ fn canonical(body: &[u8]) -> Option<Value> {
 }
 
 impl Gateway {
+    /// A product handler's read of `method(params)` on `pool`: put to a vote when
+    /// `rpc.verify.quorum` names the method (Solana's reads among them), else read as
+    /// `read_call` does. The result, the answering host, and how it was checked.
+    pub async fn read_call_voted(
+        &self,
+        pool: &Pool,
+        method: &str,
+        params: Value,
+        rid: &str,
+    ) -> Result<(Value, Option<String>, Verified), ApiError> {
+        let Some(q) = self.quorum_for(method) else {
+            let (result, host) = self.read_call(pool, method, params, rid).await?;
+            return Ok((result, host, Verified::None));
+        };
+        let class = classify_on(&pool.methods, method);
+        let need = need_for(pool, block_need(method, Some(&params)));
+        let call = Request::new(Id::index(1), method, params);
+        let reply =
+            (self.read_by_quorum(pool, class, need, &call.to_bytes(), rid, method, q, None))
+                .await?;
+        let answer: Response = serde_json::from_slice(&reply.body).map_err(|_| {
+            ApiError::bad_gateway("upstream_unavailable", "the node answered non-JSON-RPC")
+        })?;
+        match answer.into_result() {
+            Ok(result) => Ok((result, reply.upstream, reply.verified)),
+            Err(e) => Err(ApiError::bad_gateway(
+                "upstream_unavailable",
+                format!("{method}: the nodes agreed on an error: {}", e.message),
+            )),
+        }
+    }
+
     /// The quorum for `method`, when it is put to a vote.
     pub(super) fn quorum_for(&self, method: &str) -> Option<&Quorum> {
         self.conf.quorum.as_ref().filter(|q| q.covers(method))

@@ -119,6 +119,11 @@ pub const VERIFIER_METHODS: &[&str] = &[
     "eth_getTransactionReceipt",
 ];
 
+/// Solana reads the product layer makes that can be put to a vote: each answers at the
+/// node's own slot, and the vote is on the value (`GET /v1/sol/wallet/{a}/balance`,
+/// `GET /v1/sol/snapshot/account/{a}`).
+pub const SOLANA_VOTABLE: &[&str] = &["getBalance", "getAccountInfo"];
+
 impl QuorumConf {
     /// The methods voted on, the preset's included.
     pub fn all_methods(&self) -> Vec<String> {

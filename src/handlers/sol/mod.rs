@@ -15,6 +15,7 @@ use crate::errors::ApiError;
 use crate::pools::Pool;
 use crate::rpc::Gateway;
 use crate::sol_tx;
+use crate::verify::Verified;
 use serde_json::Value;
 
 /// Lamports in one SOL.
@@ -66,17 +67,35 @@ pub fn int_param(
     }
 }
 
-/// One JSON-RPC read on the pool's healthy hosts: its `result` and the host. A node's
-/// own error is a 502 (`upstream_unavailable`) with its message: the calls made here
-/// are checked first, so a node refusing one is the node's failure, not the caller's.
+/// Who answered a read, and how the answer was checked (a vote, when
+/// `rpc.verify.quorum` names the method).
+pub struct Served {
+    pub host: Option<String>,
+    pub verified: Verified,
+}
+
+impl Served {
+    pub fn by(host: Option<String>) -> Served {
+        Served {
+            host,
+            verified: Verified::None,
+        }
+    }
+}
+
+/// One JSON-RPC read on the pool's healthy hosts (put to a vote where configured): its
+/// `result` and who served it. A node's own error is a 502 (`upstream_unavailable`)
+/// with its message: the calls made here are checked first, so a node refusing one is
+/// the node's failure, not the caller's.
 pub async fn read(
     gateway: &Gateway,
     pool: &Pool,
     method: &str,
     params: Value,
     rid: &str,
-) -> Result<(Value, Option<String>), ApiError> {
-    gateway.read_call(pool, method, params, rid).await
+) -> Result<(Value, Served), ApiError> {
+    let (result, host, verified) = gateway.read_call_voted(pool, method, params, rid).await?;
+    Ok((result, Served { host, verified }))
 }
 
 /// The slot of an answer with a `context` (`{"context":{"slot":N},"value":...}`).

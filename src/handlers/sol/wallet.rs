@@ -3,7 +3,7 @@
 //! `/tokens`, `/nfts` and `/history`. Shapes in docs/api/sol.md.
 
 use super::{address_param, commitment, context_slot, int_param, read, unexpected};
-use super::{Request, LAMPORTS_PER_SOL};
+use super::{Request, Served, LAMPORTS_PER_SOL};
 use crate::errors::ApiError;
 use crate::pools::Pool;
 use crate::reply::Reply;
@@ -25,15 +25,20 @@ pub const HISTORY_MAX: i64 = 1000;
 /// The capability a `sol_rpc` host declares when it serves the DAS API (compressed NFTs).
 pub const DAS: &str = "das";
 
-fn reply(v: Value, host: Option<String>) -> Reply {
-    Reply::json(200, v.to_string()).served_by(host)
+fn reply(v: Value, served: Served) -> Reply {
+    Reply::json(200, v.to_string())
+        .served_by(served.host)
+        .with_headers(vec![(
+            "x-chainedge-verified",
+            served.verified.as_str().to_string(),
+        )])
 }
 
 /// `GET /v1/sol/snapshot/account/{address}`: the account as the node holds it now.
 pub async fn account(gateway: &Gateway, pool: &Pool, req: &Request<'_>) -> Result<Reply, ApiError> {
     let address = address_param(req, 0, "address")?;
     let commitment = commitment(req)?;
-    let (answer, host) = read(
+    let (answer, served) = read(
         gateway,
         pool,
         "getAccountInfo",
@@ -71,7 +76,7 @@ pub async fn account(gateway: &Gateway, pool: &Pool, req: &Request<'_>) -> Resul
             "slot": slot,
             "commitment": commitment,
         }),
-        host,
+        served,
     ))
 }
 
@@ -79,7 +84,7 @@ pub async fn account(gateway: &Gateway, pool: &Pool, req: &Request<'_>) -> Resul
 pub async fn balance(gateway: &Gateway, pool: &Pool, req: &Request<'_>) -> Result<Reply, ApiError> {
     let address = address_param(req, 0, "address")?;
     let commitment = commitment(req)?;
-    let (answer, host) = read(
+    let (answer, served) = read(
         gateway,
         pool,
         "getBalance",
@@ -98,7 +103,7 @@ pub async fn balance(gateway: &Gateway, pool: &Pool, req: &Request<'_>) -> Resul
             "slot": slot,
             "commitment": commitment,
         }),
-        host,
+        served,
     ))
 }
 
@@ -211,7 +216,7 @@ pub async fn tokens(gateway: &Gateway, pool: &Pool, req: &Request<'_>) -> Result
         .collect();
     Ok(reply(
         json!({"address": address, "slot": slot, "commitment": commitment, "tokens": tokens}),
-        host,
+        Served::by(host),
     ))
 }
 
@@ -251,7 +256,7 @@ pub async fn nfts(gateway: &Gateway, pool: &Pool, req: &Request<'_>) -> Result<R
             "nfts": regular,
             "compressed": compressed,
         }),
-        host,
+        Served::by(host),
     ))
 }
 
@@ -321,7 +326,7 @@ pub async fn history(gateway: &Gateway, pool: &Pool, req: &Request<'_>) -> Resul
         }
         opts["before"] = json!(b);
     }
-    let (answer, host) = read(
+    let (answer, served) = read(
         gateway,
         pool,
         "getSignaturesForAddress",
@@ -352,7 +357,7 @@ pub async fn history(gateway: &Gateway, pool: &Pool, req: &Request<'_>) -> Resul
         .flatten();
     Ok(reply(
         json!({"address": address, "items": items, "next_cursor": next}),
-        host,
+        served,
     ))
 }
 
