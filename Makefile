@@ -40,6 +40,7 @@ bench: build
 	bash bench/sse.sh
 	bash bench/cluster.sh
 	bash bench/write.sh
+	bash bench/verify.sh
 
 # Each fuzz target for 30 s on the stable toolchain, from the committed seeds with a fixed
 # libFuzzer seed (CI runs this after the tests; longer runs: fuzz/run.sh, docs/fuzzing.md).

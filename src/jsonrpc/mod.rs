@@ -138,18 +138,6 @@ impl<'a> Outgoing<'a> {
         Outgoing { id, method, params }
     }
 
-    /// The same call with other params (the edge asking for more than the caller did).
-    pub fn with_params<'b>(&self, params: &'b Value) -> Outgoing<'b>
-    where
-        'a: 'b,
-    {
-        Outgoing {
-            id: self.id,
-            method: self.method,
-            params: Some(params),
-        }
-    }
-
     pub fn to_bytes(&self) -> bytes::Bytes {
         bytes::Bytes::from(serde_json::to_vec(self).unwrap_or_default())
     }

@@ -98,12 +98,10 @@ impl CheckedBlocks {
     }
 }
 
-/// What the caller asked for and what is sent: a hashes-only block is asked for full
-/// (its hash list has no commitment of its own) and answered as hashes.
+/// The check a call's answers meet, and the call.
 #[derive(Clone, Copy)]
 pub(super) struct Judged<'a> {
     pub(super) check: Check,
-    pub(super) hashes_only: bool,
     pub(super) method: &'a str,
     pub(super) params: Option<&'a Value>,
 }
@@ -114,26 +112,11 @@ impl<'a> Judged<'a> {
         if mode == VerifyMode::Off {
             return None;
         }
-        let check = Check::of(method, params)?;
         Some(Judged {
-            check,
-            hashes_only: matches!(check, Check::Block { full: false, .. }),
+            check: Check::of(method, params)?,
             method,
             params,
         })
-    }
-
-    /// The params to send: a hashes-only block's flag turned to full.
-    pub(super) fn sent_params(&self, params: Option<&Value>) -> Option<Value> {
-        let mut p = params?.clone();
-        if self.hashes_only {
-            match p.as_array_mut() {
-                Some(a) if a.len() >= 2 => a[1] = Value::Bool(true),
-                Some(a) => a.push(Value::Bool(true)),
-                None => return None,
-            }
-        }
-        Some(p)
     }
 }
 
@@ -219,22 +202,30 @@ impl Gateway {
         rid: &str,
         left: Duration,
     ) -> Outcome {
-        let Ok(mut response) = serde_json::from_slice::<Value>(&answer) else {
+        let Ok(response) = serde_json::from_slice::<Value>(&answer) else {
             return Outcome::Serve(answer, Verified::None);
         };
         let Some(result) = response.get("result").filter(|r| !r.is_null()) else {
             return Outcome::Serve(answer, Verified::None);
         };
         let verdict = match judged.check {
-            Check::Block { want, .. } => {
+            Check::Block { want, full } => {
                 let claimed = result.get("hash").and_then(Value::as_str);
-                let known = claimed
-                    .and_then(|h| h.parse().ok())
-                    .and_then(|h| self.checked.facts(&h));
-                self.judge_block(result, want, known.as_deref())
+                let claimed = claimed.and_then(|h| h.parse::<B256>().ok());
+                let known = claimed.and_then(|h| self.checked.facts(&h));
+                match (full, claimed) {
+                    (true, _) => self.judge_block(result, want, known.as_deref()),
+                    (false, Some(hash)) => {
+                        self.judge_hashes_only(host, result, want, hash, rid, left)
+                            .await
+                    }
+                    (false, None) => Verdict::Disproved("a block without its hash".into()),
+                }
             }
             Check::BlockReceipts { want } => {
-                self.judge_receipts(host, result, want, rid, left).await
+                let size = answer.len();
+                self.judge_receipts(host, result, want, size, rid, left)
+                    .await
             }
             Check::TxReceipt { hash } => self.judge_tx_receipt(host, result, hash, rid, left).await,
             Check::Tx { hash } => self.judge_tx(host, result, hash, rid, left).await,
@@ -257,14 +248,7 @@ impl Gateway {
             }
             Verdict::Proven(()) => Verified::SelfConsistent,
         };
-        if !judged.hashes_only {
-            return Outcome::Serve(answer, verified);
-        }
-        if let Some(result) = response.get_mut("result") {
-            block::to_hashes_only(result);
-        }
-        let body = Bytes::from(serde_json::to_vec(&response).unwrap_or_default());
-        Outcome::Serve(body, verified)
+        Outcome::Serve(answer, verified)
     }
 
     /// A block answer, knowing what an earlier check of the block it claims found.
@@ -276,6 +260,21 @@ impl Gateway {
         })
     }
 
+    /// A hashes-only block: its hash list commits to nothing, so it is held to the block
+    /// checked whole (kept, else asked of the same host by its hash).
+    async fn judge_hashes_only(
+        &self,
+        host: &Arc<Host>,
+        result: &Value,
+        want: Want,
+        hash: B256,
+        rid: &str,
+        left: Duration,
+    ) -> Verdict<()> {
+        let facts = proven!(self.facts_of(host, hash, rid, left).await);
+        block::check_hashes(result, want, &facts)
+    }
+
     /// A block's receipts against the block they name, asked of the same host when not
     /// kept: a host that names a block it cannot give contradicts itself.
     async fn judge_receipts(
@@ -283,6 +282,7 @@ impl Gateway {
         host: &Arc<Host>,
         result: &Value,
         want: Want,
+        size: usize,
         rid: &str,
         left: Duration,
     ) -> Verdict<()> {
@@ -305,7 +305,19 @@ impl Gateway {
         if let Err(e) = want.answered_by(facts.number, facts.hash) {
             return Verdict::Disproved(e);
         }
-        receipts::check(result, &facts)
+        // The same receipts as checked before: nothing to recompute.
+        if self
+            .checked
+            .receipts(&facts.hash)
+            .is_some_and(|kept| *kept == *result)
+        {
+            return Verdict::Proven(());
+        }
+        proven!(receipts::check(result, &facts));
+        if !result.as_array().is_some_and(Vec::is_empty) {
+            (self.checked).keep_receipts(facts.hash, Arc::new(result.clone()), size);
+        }
+        Verdict::Proven(())
     }
 
     /// A transaction's receipt against the one at its place in its block's checked
@@ -349,7 +361,21 @@ impl Gateway {
         if result.is_null() {
             return Verdict::Unchecked("no transaction".into());
         }
-        let seen = proven!(crate::verify::tx::check(result, asked));
+        // A transaction of a block checked whole: its sender was recovered then.
+        let field = |name: &str| result.get(name).and_then(Value::as_str);
+        let kept = field("blockHash")
+            .and_then(|h| h.parse::<B256>().ok())
+            .and_then(|h| self.checked.facts(&h));
+        let index = field("transactionIndex")
+            .and_then(|i| u64::from_str_radix(i.strip_prefix("0x")?, 16).ok());
+        let known_sender = kept.zip(index).and_then(|(facts, i)| {
+            facts
+                .txs
+                .get(i as usize)
+                .filter(|t| t.hash == asked)
+                .map(|t| t.from)
+        });
+        let seen = proven!(crate::verify::tx::check(result, asked, known_sender));
         let Some((block, index)) = seen.place else {
             // Pending: its hash and signature are all there is to check.
             return Verdict::Proven(());

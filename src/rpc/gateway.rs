@@ -147,11 +147,7 @@ impl Gateway {
         let (coalesce, key) = (self.conf.coalesce, &slot.key);
         let mut reply = Box::pin(async move {
             let judged = Judged::of(self.conf.verify, method, params);
-            let asked = judged.and_then(|j| j.sent_params(params));
-            let body = match &asked {
-                Some(p) => sent.with_params(p).to_bytes(),
-                None => sent.to_bytes(),
-            };
+            let body = sent.to_bytes();
             let read = async {
                 match self.quorum_for(method) {
                     Some(q) => {

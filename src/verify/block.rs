@@ -5,7 +5,7 @@
 //! an empty uncle list to the empty ommers hash.
 
 use super::envelope::{self, AnyTx};
-use super::{Verdict, Want};
+use super::{proven, Verdict, Want};
 use alloy_consensus::{proofs, Header, EMPTY_OMMER_ROOT_HASH};
 use alloy_eips::eip4895::Withdrawal;
 use alloy_primitives::{Address, Bloom, B256};
@@ -129,6 +129,43 @@ pub fn check(block: &Value, want: Want) -> Verdict<BlockFacts> {
 /// recovered again (the hash commits to the signature, the signature to the sender;
 /// recovery is most of a cold check's cost).
 pub fn check_knowing(block: &Value, want: Want, known: Option<&BlockFacts>) -> Verdict<BlockFacts> {
+    let (b, hash) = proven!(header(block, want));
+    let known = known.filter(|k| k.hash == hash).map(|k| k.txs.as_slice());
+    let txs = proven!(transactions(&b, hash, known.unwrap_or_default()));
+    Verdict::Proven(BlockFacts {
+        hash,
+        number: b.header.number,
+        timestamp: b.header.timestamp,
+        receipts_root: b.header.receipts_root,
+        logs_bloom: b.header.logs_bloom,
+        txs,
+    })
+}
+
+/// A hashes-only block answer (`full = false`) against the facts of the same block,
+/// checked whole before: its header hashes to the block's hash and the hashes listed
+/// are the checked transactions' (the list has no commitment of its own; the full
+/// block's transactions root did).
+pub fn check_hashes(block: &Value, want: Want, known: &BlockFacts) -> Verdict<()> {
+    let (b, hash) = proven!(header(block, want));
+    if hash != known.hash {
+        return Verdict::Disproved(format!("its header hashes to {hash}, not {}", known.hash));
+    }
+    let listed = b
+        .transactions
+        .iter()
+        .map(|t| t.as_str()?.parse::<B256>().ok());
+    let same = b.transactions.len() == known.txs.len()
+        && listed.zip(&known.txs).all(|(l, k)| l == Some(k.hash));
+    if !same {
+        return Verdict::Disproved("its transaction hashes are not the block's".into());
+    }
+    Verdict::Proven(())
+}
+
+/// A block answer's header and the members beside it that commit to nothing of their
+/// own (uncles, withdrawals), checked: its parts and its computed hash.
+fn header(block: &Value, want: Want) -> Verdict<(BlockJson<'_>, B256)> {
     let Some(members) = block.as_object() else {
         return Verdict::Disproved("the block is not an object".into());
     };
@@ -158,20 +195,7 @@ pub fn check_knowing(block: &Value, want: Want, known: Option<&BlockFacts>) -> V
     if let Some(err) = withdrawals_differ(&b) {
         return Verdict::Disproved(err);
     }
-    let known = known.filter(|k| k.hash == hash).map(|k| k.txs.as_slice());
-    let txs = match transactions(&b, hash, known.unwrap_or_default()) {
-        Verdict::Proven(txs) => txs,
-        Verdict::Unchecked(why) => return Verdict::Unchecked(why),
-        Verdict::Disproved(why) => return Verdict::Disproved(why),
-    };
-    Verdict::Proven(BlockFacts {
-        hash,
-        number: b.header.number,
-        timestamp: b.header.timestamp,
-        receipts_root: b.header.receipts_root,
-        logs_bloom: b.header.logs_bloom,
-        txs,
-    })
+    Verdict::Proven((b, hash))
 }
 
 fn withdrawals_differ(b: &BlockJson<'_>) -> Option<String> {
@@ -250,17 +274,6 @@ fn transactions(b: &BlockJson<'_>, block_hash: B256, known: &[TxFacts]) -> Verdi
     Verdict::Proven(facts)
 }
 
-/// A checked full block as the hashes-only answer a node gives for `full = false`.
-pub fn to_hashes_only(block: &mut Value) {
-    if let Some(Value::Array(txs)) = block.get_mut("transactions") {
-        for t in txs.iter_mut() {
-            if let Some(h) = t.get("hash").cloned() {
-                *t = h;
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -312,11 +325,28 @@ mod tests {
             check_knowing(&lie, Want::Tag, Some(&known)),
             Verdict::Disproved(_)
         ));
-        // The hashes-only form keeps the header and lists the hashes.
+        // The hashes-only form: held to the facts of the block checked whole.
         let mut h = b.clone();
-        to_hashes_only(&mut h);
-        assert_eq!(h["transactions"][1], b["transactions"][1]["hash"]);
+        for t in h["transactions"].as_array_mut().unwrap() {
+            *t = t["hash"].clone();
+        }
         assert!(matches!(check(&h, Want::Tag), Verdict::Unchecked(_)));
+        assert!(matches!(
+            check_hashes(&h, Want::Tag, &known),
+            Verdict::Proven(())
+        ));
+        let mut dropped = h.clone();
+        dropped["transactions"].as_array_mut().unwrap().pop();
+        assert!(matches!(
+            check_hashes(&dropped, Want::Tag, &known),
+            Verdict::Disproved(_)
+        ));
+        let mut swapped = h.clone();
+        swapped["transactions"].as_array_mut().unwrap().swap(0, 1);
+        assert!(matches!(
+            check_hashes(&swapped, Want::Tag, &known),
+            Verdict::Disproved(_)
+        ));
     }
 
     #[test]

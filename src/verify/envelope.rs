@@ -176,7 +176,7 @@ mod tests {
         let tx = &b["transactions"][1];
         let hash = tx["hash"].as_str().unwrap().parse().unwrap();
         assert!(matches!(
-            super::super::tx::check(tx, hash),
+            super::super::tx::check(tx, hash, None),
             Verdict::Proven(_)
         ));
     }

@@ -17,8 +17,10 @@ pub struct TxSeen {
     pub place: Option<(B256, u64)>,
 }
 
-/// Check `tx` (the answer's `result`) as the transaction `asked`.
-pub fn check(tx: &Value, asked: B256) -> Verdict<TxSeen> {
+/// Check `tx` (the answer's `result`) as the transaction `asked`; `known_sender`: the
+/// sender an earlier check of the same transaction (same hash, so the same signature)
+/// recovered, not recovered again.
+pub fn check(tx: &Value, asked: B256, known_sender: Option<Address>) -> Verdict<TxSeen> {
     let (envelope, place) = match (AnyTx::from_json(tx), TxPlace::deserialize(tx)) {
         (Some(e), Ok(p)) => (e, p),
         _ => {
@@ -33,7 +35,8 @@ pub fn check(tx: &Value, asked: B256) -> Verdict<TxSeen> {
             place.hash
         ));
     }
-    if envelope.sender() != Some(place.from) {
+    let sender = known_sender.or_else(|| envelope.sender());
+    if sender != Some(place.from) {
         return Verdict::Disproved(format!("not signed by its from {}", place.from));
     }
     let at = match (place.block_hash, place.transaction_index) {
@@ -61,7 +64,7 @@ mod tests {
     fn a_mined_transaction_checks_and_says_where_it_sits() {
         let tx = first_tx();
         let hash: B256 = tx["hash"].as_str().unwrap().parse().unwrap();
-        let Verdict::Proven(seen) = check(&tx, hash) else {
+        let Verdict::Proven(seen) = check(&tx, hash, None) else {
             panic!("not proven")
         };
         let block: B256 = tx["blockHash"].as_str().unwrap().parse().unwrap();
@@ -83,12 +86,12 @@ mod tests {
             let mut told = tx.clone();
             told[field] = lie;
             assert!(
-                matches!(check(&told, hash), Verdict::Disproved(_)),
+                matches!(check(&told, hash, None), Verdict::Disproved(_)),
                 "a lie in {field} passed"
             );
         }
         // Another transaction than the one asked for.
         let other = B256::repeat_byte(7);
-        assert!(matches!(check(&tx, other), Verdict::Disproved(_)));
+        assert!(matches!(check(&tx, other, None), Verdict::Disproved(_)));
     }
 }
