@@ -6,6 +6,7 @@
 
 use super::attempts::NodeState;
 use super::need::Need;
+use super::proven::{raw_result, ProvenAnswers};
 use super::{Gateway, RpcReply};
 use crate::config::VerifyMode;
 use crate::errors::ApiError;
@@ -36,6 +37,8 @@ const LOGGED_BYTES: usize = 2048;
 pub struct CheckedBlocks {
     facts: Mutex<LruCache<B256, Arc<BlockFacts>>>,
     receipts: Mutex<KeptReceipts>,
+    /// Whole answers proven, by the call they answered.
+    answers: ProvenAnswers,
 }
 
 /// Receipts by block hash, within `RECEIPTS_KEPT_BYTES`.
@@ -54,6 +57,7 @@ impl Default for CheckedBlocks {
                 by_block: LruCache::unbounded(),
                 bytes: 0,
             }),
+            answers: ProvenAnswers::default(),
         }
     }
 }
@@ -107,6 +111,12 @@ pub(super) struct Judged<'a> {
 }
 
 impl<'a> Judged<'a> {
+    /// The call as a key: its method and params.
+    fn call(&self) -> String {
+        let params = self.params.map(Value::to_string).unwrap_or_default();
+        format!("{}{params}", self.method)
+    }
+
     /// The check for `method(params)` under the gateway's mode.
     pub(super) fn of(mode: VerifyMode, method: &'a str, params: Option<&'a Value>) -> Option<Self> {
         if mode == VerifyMode::Off {
@@ -202,6 +212,12 @@ impl Gateway {
         rid: &str,
         left: Duration,
     ) -> Outcome {
+        // The same bytes as an answer proven for the same call: proven.
+        let call = judged.call();
+        let raw = raw_result(&answer);
+        if raw.is_some_and(|r| self.checked.answers.holds(&call, r)) {
+            return Outcome::Serve(answer, Verified::SelfConsistent);
+        }
         let Ok(response) = serde_json::from_slice::<Value>(&answer) else {
             return Outcome::Serve(answer, Verified::None);
         };
@@ -246,7 +262,12 @@ impl Gateway {
                 log::debug!("{} from {}: unchecked: {why}", judged.method, host.id);
                 Verified::None
             }
-            Verdict::Proven(()) => Verified::SelfConsistent,
+            Verdict::Proven(()) => {
+                if let Some(raw) = raw {
+                    self.checked.answers.keep(call, raw);
+                }
+                Verified::SelfConsistent
+            }
         };
         Outcome::Serve(answer, verified)
     }

@@ -17,6 +17,7 @@ mod forward;
 mod gateway;
 mod logs;
 mod need;
+mod proven;
 mod quorum;
 mod write;
 

@@ -463,7 +463,7 @@ impl ResponseCache {
 
 /// An answer's `result`, borrowed from the answer rather than parsed into a tree (a
 /// block of a thousand transactions costs one scan); why it is not one to keep.
-fn result_of(body: &[u8]) -> Result<&RawValue, &'static str> {
+pub(crate) fn result_of(body: &[u8]) -> Result<&RawValue, &'static str> {
     #[derive(serde::Deserialize)]
     struct Answer<'a> {
         #[serde(borrow, default)]
