@@ -70,6 +70,7 @@ nginx -c "$work/upstream.conf" -p "$work" -g 'daemon off;' &
 pids+=($!)
 nginx -c "$work/nginx.conf" -p "$work" -g 'daemon off;' &
 pids+=($!)
+ngx_pid=$!
 python3 bench/rpc_upstream.py $NODE &
 pids+=($!)
 
@@ -112,10 +113,12 @@ start() { # start NAME PORT: the instance (in this shell, so cleanup stops it); 
   started_key=$($bin --app "$work/$1.yaml" keys create --tenant "$tenant" 2>/dev/null)
   $bin -c "$work/$1-pingora.yaml" --app "$work/$1.yaml" >/dev/null 2>"$work/$1.log" &
   pids+=($!)
+  started_pid=$!
   for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$2/console/" && break; sleep 0.1; done
 }
 start static $CE
 key=$started_key
+edge_pid=$started_pid
 start counted $CE2
 key2=$started_key
 
@@ -206,6 +209,33 @@ read -r d4hp99 d4hp50 <<<"$(median "${d4hs[@]}")"
 b4h_rounds=$(printf '%s\n' "${b4hs[@]}" | awk '{printf "%s ", $1}')
 d4h_rounds=$(printf '%s\n' "${d4hs[@]}" | awk '{printf "%s ", $1}')
 
+# CPU per request at a fixed rate below saturation ($cpu_rate req/s, $secs s): the
+# user+system time of the proxy's own processes (/proc; nginx's master and workers, the
+# edge's one process), divided by the requests answered. Three interleaved rounds.
+cpu_rate=${CPU_RATE:-5000}
+ticks_of() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done; echo $t; }
+# cpu_per_request NAME "PIDS" URL [distinct | BODY] -> µs per request
+cpu_per_request() {
+  local name=$1 procs=$2 url=$3 what=$4 t0 t1
+  local args=(--no-tui --output-format json -z "${secs}s" -c $conns -q "$cpu_rate" -m POST -H "Content-Type: application/json" -H "x-token: $key")
+  if [ "$what" = distinct ]; then args+=(-Z "$work/distinct.txt"); else args+=(-d "$what"); fi
+  # shellcheck disable=SC2086
+  t0=$(ticks_of $procs)
+  oha "${args[@]}" "$url" > "$work/$name.json" 2>/dev/null || true
+  # shellcheck disable=SC2086
+  t1=$(ticks_of $procs)
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); n=sum(d["statusCodeDistribution"].values()); print("%.1f" % ((int(sys.argv[3]) - int(sys.argv[2])) / int(sys.argv[4]) * 1e6 / n))' \
+    "$work/$name.json" "$t0" "$t1" "$(getconf CLK_TCK)" 2>/dev/null || echo "n/a"
+}
+ngx_procs="$ngx_pid $(pgrep -P "$ngx_pid" | tr '\n' ' ')"
+cpu_b4=(); cpu_d4=(); cpu_d2=()
+for round in 1 2 3; do
+  cpu_b4+=("$(cpu_per_request "cpu_nginx_$round" "$ngx_procs" "http://127.0.0.1:$NGX/" distinct)")
+  cpu_d4+=("$(cpu_per_request "cpu_distinct_$round" "$edge_pid" "http://127.0.0.1:$CE/rpc/eth" distinct)")
+  cpu_d2+=("$(cpu_per_request "cpu_cached_$round" "$edge_pid" "http://127.0.0.1:$CE/rpc/eth" "$chain_id")")
+done
+cb4=$(median "${cpu_b4[@]}"); cd4=$(median "${cpu_d4[@]}"); cd2=$(median "${cpu_d2[@]}")
+
 # The herd and getLogs, against the counting node.
 read -r herd_edge herd_direct logs_line <<<"$(python3 - "$CE2" "$NODE" "$key2" <<'PY'
 import http.client, json, sys, threading, time
@@ -271,6 +301,16 @@ profile \`${BENCH_PROFILE:-dist}\`. The load generator, the upstream and the pro
 | (d4)/(b4) requests/s: distinct reads, the gateway path, against nginx proxying the same bodies (each round's: ${d4_rounds% }) | $(ratio "$d4r" "$b4r") | ≥ 0.95 |
 | (d4) against (b4) at $half req/s (half (d4)'s peak, oha fixed rate, median of 3 rounds), p50 / p99 ms (each round's p99: ${d4h_rounds% } against ${b4h_rounds% }) | $d4hp50 / $d4hp99 against $b4hp50 / $b4hp99 | p99 ≤ nginx's |
 | (d3)×10/(d2) calls/s: cached reads in a batch of 10 against one per request | $(ratio "$(awk -v x="$d3r" 'BEGIN{ print x * 10 }')" "$d2r") | — |
+
+**CPU per request** at a fixed $cpu_rate req/s (below every row's peak), the proxy's own
+processes' user+system time from /proc over the requests answered, median of 3
+interleaved rounds (each round: ${cpu_b4[*]} / ${cpu_d4[*]} / ${cpu_d2[*]} µs):
+
+| proxy, load | µs per request | against nginx | goal |
+|---|---|---|---|
+| (b4) nginx proxying the distinct reads | $cb4 | 1.00 | — |
+| (d4) chainedge, distinct reads (the gateway path) | $cd4 | $(ratio "$cd4" "$cb4") | ≤ 1.1 |
+| (d2) chainedge, a cache hit | $cd2 | $(ratio "$cd2" "$cb4") | — |
 
 **Thundering herd** (200 identical \`eth_getBalance\` at \`latest\` released at once, against a
 node that takes 50 ms; 5 waves): node calls per wave through chainedge **$herd_edge**, straight
