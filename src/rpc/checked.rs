@@ -351,16 +351,14 @@ impl Gateway {
         rid: &str,
         left: Duration,
     ) -> Verdict<()> {
-        let field = |name: &str| result.get(name).and_then(Value::as_str);
-        let hash = field("transactionHash").and_then(|h| h.parse::<B256>().ok());
+        let hash = result.get("transactionHash").and_then(Value::as_str);
+        let hash = hash.and_then(|h| h.parse::<B256>().ok());
         if hash != Some(asked) {
             return Verdict::Disproved(format!("a receipt of another transaction: {hash:?}"));
         }
-        let Some(block) = field("blockHash").and_then(|h| h.parse::<B256>().ok()) else {
+        let (Some(block), index) = claimed_place(result) else {
             return Verdict::Unchecked("a receipt without its block".into());
         };
-        let index = field("transactionIndex")
-            .and_then(|i| u64::from_str_radix(i.strip_prefix("0x")?, 16).ok());
         let receipts = proven!(self.receipts_of(host, block, rid, left).await);
         match index.and_then(|i| receipts.get(i as usize)) {
             Some(checked) if checked == result => Verdict::Proven(()),
@@ -383,12 +381,8 @@ impl Gateway {
             return Verdict::Unchecked("no transaction".into());
         }
         // A transaction of a block checked whole: its sender was recovered then.
-        let field = |name: &str| result.get(name).and_then(Value::as_str);
-        let kept = field("blockHash")
-            .and_then(|h| h.parse::<B256>().ok())
-            .and_then(|h| self.checked.facts(&h));
-        let index = field("transactionIndex")
-            .and_then(|i| u64::from_str_radix(i.strip_prefix("0x")?, 16).ok());
+        let (block, index) = claimed_place(result);
+        let kept = block.and_then(|h| self.checked.facts(&h));
         let known_sender = kept.zip(index).and_then(|(facts, i)| {
             facts
                 .txs
@@ -511,6 +505,15 @@ impl Gateway {
             None => Verdict::Unchecked("the block the receipts name was not given".into()),
         }
     }
+}
+
+/// The block hash and index a transaction or receipt answer claims to sit at.
+fn claimed_place(answer: &Value) -> (Option<B256>, Option<u64>) {
+    let field = |name: &str| answer.get(name).and_then(Value::as_str);
+    let block = field("blockHash").and_then(|h| h.parse().ok());
+    let index =
+        field("transactionIndex").and_then(|i| u64::from_str_radix(i.strip_prefix("0x")?, 16).ok());
+    (block, index)
 }
 
 /// One answer the edge would not believe (disproved by its own commitments, or outvoted):
