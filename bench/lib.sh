@@ -90,6 +90,37 @@ pools:
 YAML
 }
 
+# edge_app NAME PORT METRICS_PORT: an edge's app YAML in $work/NAME.yaml: its listener,
+# metrics, its own SQLite store, every plan, rate limits out of the way, then the
+# caller's own sections (stdin: health, rpc, pools, ...). `threads` from $threads (2).
+edge_app() {
+  { cat <<YAML
+plugins: $PWD/plugins
+listen:
+  http: ["127.0.0.1:$2"]
+metrics:
+  listen: "127.0.0.1:$3"
+store:
+  path: $work/$1.db
+plans: [free, basic, pro, business, enterprise, scale]
+threads: ${threads:-2}
+limits:
+  default: {anonymous: 10000000, free: 10000000, basic: 10000000, pro: 10000000, business: 10000000, enterprise: 10000000, scale: 10000000}
+YAML
+    cat; } > "$work/$1.yaml"
+}
+
+# edge_pingora NAME: Pingora's YAML for the edge NAME in $work/NAME-pingora.yaml.
+edge_pingora() {
+  cat > "$work/$1-pingora.yaml" <<YAML
+version: 1
+threads: ${threads:-2}
+work_stealing: false
+pid_file: $work/$1.pid
+upgrade_sock: $work/$1.sock
+YAML
+}
+
 # Stop the process started last and forget it.
 stop_last() {
   local p=${pids[-1]}

@@ -51,18 +51,7 @@ tx=$(echo "$block" | python3 -c 'import json,sys; print(json.load(sys.stdin)["re
 ntx=$(echo "$block" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["result"]["transactions"]))')
 
 app() { # app NAME PORT METRICS MODE
-  cat > "$work/$1.yaml" <<YAML
-plugins: $PWD/plugins
-listen:
-  http: ["127.0.0.1:$2"]
-metrics:
-  listen: "127.0.0.1:$3"
-store:
-  path: $work/$1.db
-plans: [free, basic, pro, business, enterprise, scale]
-threads: 2
-limits:
-  default: {anonymous: 10000000, free: 10000000, basic: 10000000, pro: 10000000, business: 10000000, enterprise: 10000000, scale: 10000000}
+  edge_app "$1" "$2" "$3" <<YAML
 health:
   interval_ms: 5000
 rpc:
@@ -75,13 +64,7 @@ pools:
     hosts:
       - {id: anvil, url: "http://127.0.0.1:$NODE", family: el-anvil}
 YAML
-  cat > "$work/$1-pingora.yaml" <<YAML
-version: 1
-threads: 2
-work_stealing: false
-pid_file: $work/$1.pid
-upgrade_sock: $work/$1.sock
-YAML
+  edge_pingora "$1"
   local tenant
   tenant=$($bin --app "$work/$1.yaml" tenants create --name bench --plan enterprise)
   $bin --app "$work/$1.yaml" keys create --tenant "$tenant" 2>/dev/null > "$work/$1.key"
