@@ -76,18 +76,7 @@ pids+=($!)
 
 # app NAME PORT METRICS UPSTREAM FAMILY
 app() {
-  cat > "$work/$1.yaml" <<YAML
-plugins: $PWD/plugins
-listen:
-  http: ["127.0.0.1:$2"]
-metrics:
-  listen: "127.0.0.1:$3"
-store:
-  path: $work/$1.db
-plans: [free, basic, pro, business, enterprise, scale]
-threads: $workers
-limits:
-  default: {anonymous: 10000000, free: 10000000, basic: 10000000, pro: 10000000, business: 10000000, enterprise: 10000000, scale: 10000000}
+  threads=$workers edge_app "$1" "$2" "$3" <<YAML
 health:
   interval_ms: 5000
 rpc:
@@ -97,13 +86,7 @@ pools:
     hosts:
       - {id: el-1, url: "http://127.0.0.1:$4", family: $5}
 YAML
-  cat > "$work/$1-pingora.yaml" <<YAML
-version: 1
-threads: $workers
-work_stealing: false
-pid_file: $work/$1.pid
-upgrade_sock: $work/$1.sock
-YAML
+  threads=$workers edge_pingora "$1"
 }
 app static $CE $CEM $UP portal
 app counted $CE2 $CEM2 $NODE el-geth
