@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# What checking answers costs in wall-clock time, node calls and CPU (issues 65 and 67):
+# What checking answers costs in wall-clock time, node calls and CPU (issues 65-67):
 # one real anvil with a block of eight transactions (transfers and token calls that
 # log), two edges before it with the response cache off, `rpc.verify.mode: off` and
-# `enforce`, asked the same checked reads in interleaved rounds (oha, 8 connections,
+# `enforce` (account reads proven, `root: {ask: 1}`), asked the same checked reads in interleaved rounds (oha, 8 connections,
 # $1 seconds each, 3 rounds; the median round reported). Per read: requests/s, p50 and
 # p99 (ms), node calls per request (the edge's own attempt counter), and the edge's CPU
 # per request (user+system from /proc, µs). The block's facts and receipts are warm (one
@@ -58,7 +58,7 @@ rpc:
   cache: {enabled: false}
   coalesce: false
   hedge: {enabled: false}
-  verify: {mode: "$4"}
+  verify: {mode: "$4", root: {ask: 1}}
 pools:
   eth_el:
     hosts:
@@ -114,6 +114,9 @@ reads=(
   "block receipts|{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_getBlockReceipts\",\"params\":[\"$number\"]}"
   "transaction receipt|{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_getTransactionReceipt\",\"params\":[\"$tx\"]}"
   "transaction|{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_getTransactionByHash\",\"params\":[\"$tx\"]}"
+  "balance (proof)|{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_getBalance\",\"params\":[\"$DEV\",\"$number\"]}"
+  "storage word (proof)|{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_getStorageAt\",\"params\":[\"$contract\",\"0x0\",\"$number\"]}"
+  "code (proof)|{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_getCode\",\"params\":[\"$contract\",\"$number\"]}"
   "block number (not checked)|{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_blockNumber\",\"params\":[]}"
 )
 rows=""

@@ -11,22 +11,6 @@ use common::*;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 
-type Lie = fn(&Anvil, &str, &Value, &mut Value);
-
-/// A proxy before `node` that rewrites the `result` of single calls with `lie`.
-fn liar(node: Arc<Anvil>, lie: Arc<Mutex<Lie>>) -> Fixture {
-    Fixture::start(move |req| {
-        let call: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
-        let hdr = [("Content-Type", "application/json")];
-        let r = request(node.port, "POST", "/", &hdr, &req.body).unwrap();
-        let mut answer = r.json();
-        if let (Some(method), Some(result)) = (call["method"].as_str(), answer.get_mut("result")) {
-            (*lie.lock().unwrap())(&node, method, &call["params"], result);
-        }
-        FixtureResponse::json(answer)
-    })
-}
-
 /// A chain with something to lie about: a block of three transactions (two transfers
 /// and a token call that logs), token blocks with logs.
 fn chain(node: &Anvil) -> u64 {

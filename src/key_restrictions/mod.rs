@@ -136,14 +136,15 @@ fn expiry(at: &str) -> Result<(i64, String), String> {
     Ok((secs, shown.to_string()))
 }
 
-/// `require_verified`: `self` or `quorum`; `none` (or absent) is no level.
+/// `require_verified`: `self`, `quorum` or `proof`; `none` (or absent) is no level.
 fn level(named: Option<&str>) -> Result<Option<&'static str>, String> {
     match named.map(str::trim) {
         None | Some("none") => Ok(None),
         Some("self") => Ok(Some("self")),
         Some("quorum") => Ok(Some("quorum")),
+        Some("proof") => Ok(Some("proof")),
         Some(other) => Err(format!(
-            "require_verified: '{other}' is not a level (self or quorum)"
+            "require_verified: '{other}' is not a level (self, quorum or proof)"
         )),
     }
 }

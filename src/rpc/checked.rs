@@ -5,6 +5,7 @@
 //! of itself is kept by hash, so the receipts naming it are checked without asking again.
 
 use super::attempts::NodeState;
+use super::misbehaviour::Misbehaviour;
 use super::need::Need;
 use super::proven::{raw_result, ProvenAnswers};
 use super::{Gateway, RpcReply};
@@ -29,8 +30,6 @@ use std::time::Duration;
 const FACTS_KEPT: usize = 256;
 /// Checked block receipts kept by hash, by their size as the node wrote them.
 const RECEIPTS_KEPT_BYTES: usize = 16 << 20;
-/// How much of a request and an answer the misbehaviour log keeps.
-const LOGGED_BYTES: usize = 2048;
 
 /// What checked blocks said of themselves, and their checked receipts, by block hash:
 /// one checked fetch per block for every answer that names it.
@@ -39,6 +38,8 @@ pub struct CheckedBlocks {
     receipts: Mutex<KeptReceipts>,
     /// Whole answers proven, by the call they answered.
     answers: ProvenAnswers,
+    /// Blocks whose hash is trusted, and their roots.
+    pub(super) anchors: super::anchor::Anchors,
 }
 
 /// Receipts by block hash, within `RECEIPTS_KEPT_BYTES`.
@@ -58,6 +59,7 @@ impl Default for CheckedBlocks {
                 bytes: 0,
             }),
             answers: ProvenAnswers::default(),
+            anchors: Default::default(),
         }
     }
 }
@@ -514,50 +516,4 @@ fn claimed_place(answer: &Value) -> (Option<B256>, Option<u64>) {
     let index =
         field("transactionIndex").and_then(|i| u64::from_str_radix(i.strip_prefix("0x")?, 16).ok());
     (block, index)
-}
-
-/// One answer the edge would not believe (disproved by its own commitments, or outvoted):
-/// a JSON line in the misbehaviour log (target `misbehaviour`), counted, and towards the
-/// host's cordon.
-pub(super) struct Misbehaviour<'a> {
-    pub(super) method: &'a str,
-    pub(super) check: &'static str,
-    pub(super) why: &'a str,
-    pub(super) rid: &'a str,
-    pub(super) request: &'a [u8],
-    pub(super) answer: &'a [u8],
-    /// The answer that won, when other hosts outvoted this one.
-    pub(super) winning: Option<&'a [u8]>,
-}
-
-impl Misbehaviour<'_> {
-    pub(super) fn record(&self, host: &Host) {
-        let clip = |b: &[u8]| String::from_utf8_lossy(&b[..b.len().min(LOGGED_BYTES)]).into_owned();
-        let mut line = json!({
-            "pool": host.pool,
-            "host": host.id,
-            "method": self.method,
-            "check": self.check,
-            "why": self.why,
-            "request_id": self.rid,
-            "request": clip(self.request),
-            "answer": clip(self.answer),
-        });
-        if let Some(won) = self.winning {
-            line["winning_answer"] = clip(won).into();
-        }
-        log::warn!(target: "misbehaviour", "{line}");
-        metrics::disproved_answer(&host.pool, &host.id, self.check);
-        host.record_failure(&format!(
-            "answer not believed ({}): {}",
-            self.check, self.why
-        ));
-        if host.conduct.disproved() {
-            log::warn!(
-                "pool {} host {}: cordoned for 5 minutes after 3 answers not believed in 10",
-                host.pool,
-                host.id
-            );
-        }
-    }
 }

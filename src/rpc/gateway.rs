@@ -149,6 +149,11 @@ impl Gateway {
             let judged = Judged::of(self.conf.verify, method, params);
             let body = sent.to_bytes();
             let read = async {
+                let proven =
+                    self.read_proven(pool, class, method, params, &body, sent.answer_id(), rid);
+                if let Some(reply) = proven.await {
+                    return reply;
+                }
                 match self.quorum_for(method) {
                     Some(q) => {
                         self.read_by_quorum(pool, class, need, &body, rid, method, q, judged)

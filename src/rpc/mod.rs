@@ -1,6 +1,7 @@
 //! The JSON-RPC gateway behind `/rpc/eth` (and `/rpc/base`): parse, classify, route with
 //! fallback, dispatch writes by policy.
 
+mod anchor;
 mod attempts;
 #[cfg(test)]
 mod attempts_tests;
@@ -16,9 +17,11 @@ mod filters;
 mod forward;
 mod gateway;
 mod logs;
+mod misbehaviour;
 mod need;
 mod proven;
 mod quorum;
+mod state_proofs;
 mod write;
 
 pub use crate::signed_tx::tx_hash;
@@ -82,6 +85,8 @@ pub struct RpcSettings {
     pub required_by_plan: Vec<(String, crate::verify::Verified)>,
     /// More hosts a checked read asks after a `null` (`rpc.verify.ask_past_empty`).
     pub ask_past_empty: usize,
+    /// Account reads proven against anchored blocks (`rpc.verify.root`).
+    pub root: Option<crate::config::RootConf>,
 }
 
 impl RpcSettings {
@@ -124,6 +129,7 @@ impl RpcSettings {
             verify: c.verify.mode,
             quorum: c.verify.quorum.as_ref().map(quorum::Quorum::new),
             ask_past_empty: c.verify.ask_past_empty,
+            root: c.verify.root.clone(),
             required_by_plan: (c.verify.require)
                 .iter()
                 .filter_map(|(plan, level)| {

@@ -5,7 +5,8 @@
 //! whose answer is outvoted is logged with the winning answer and counted, like a
 //! disproved one.
 
-use super::checked::{Judged, Misbehaviour};
+use super::checked::Judged;
+use super::misbehaviour::Misbehaviour;
 use super::need::{need_for, Need};
 use super::{Gateway, RpcReply};
 use crate::config::QuorumConf;

@@ -142,6 +142,30 @@ pub fn check_knowing(block: &Value, want: Want, known: Option<&BlockFacts>) -> V
     })
 }
 
+/// What a block's header commits to: the roots the answers about the block are proven
+/// against once its hash is trusted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeaderFacts {
+    pub hash: B256,
+    pub number: u64,
+    pub state_root: B256,
+    pub receipts_root: B256,
+    pub logs_bloom: Bloom,
+}
+
+/// A block answer's header alone (transactions as hashes or objects; the body is not
+/// checked): its hash recomputed, and the block asked for.
+pub fn check_header(block: &Value, want: Want) -> Verdict<HeaderFacts> {
+    let (b, hash) = proven!(header(block, want));
+    Verdict::Proven(HeaderFacts {
+        hash,
+        number: b.header.number,
+        state_root: b.header.state_root,
+        receipts_root: b.header.receipts_root,
+        logs_bloom: b.header.logs_bloom,
+    })
+}
+
 /// A hashes-only block answer (`full = false`) against the facts of the same block,
 /// checked whole before: its header hashes to the block's hash and the hashes listed
 /// are the checked transactions' (the list has no commitment of its own; the full

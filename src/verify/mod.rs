@@ -8,6 +8,8 @@ pub mod block;
 pub mod envelope;
 pub mod logs;
 pub mod receipts;
+pub mod root;
+pub mod state;
 pub mod tx;
 
 use alloy_primitives::B256;
@@ -23,6 +25,8 @@ pub enum Verified {
     SelfConsistent,
     /// `agree` of the `asked` hosts gave this answer (in canonical form).
     Quorum { agree: u8, asked: u8 },
+    /// Proven by a Merkle proof against the state root of a block the edge trusts.
+    Proof(root::AnchorNote),
 }
 
 impl Verified {
@@ -42,6 +46,15 @@ impl Verified {
                 (5, 5) => "quorum=5/5",
                 _ => "quorum",
             },
+            Verified::Proof(_) => "proof",
+        }
+    }
+
+    /// The trusted block the answer was proven against (`x-chainedge-anchor`).
+    pub fn anchor(self) -> Option<root::AnchorNote> {
+        match self {
+            Verified::Proof(a) => Some(a),
+            _ => None,
         }
     }
 
@@ -50,6 +63,7 @@ impl Verified {
             Verified::None => 0,
             Verified::SelfConsistent => 1,
             Verified::Quorum { .. } => 2,
+            Verified::Proof(_) => 3,
         }
     }
 
@@ -59,6 +73,7 @@ impl Verified {
             "none" => Some(Verified::None),
             "self" => Some(Verified::SelfConsistent),
             "quorum" => Some(Verified::Quorum { agree: 0, asked: 0 }),
+            "proof" => Some(Verified::Proof(root::AnchorNote::default())),
             _ => None,
         }
     }

@@ -164,3 +164,21 @@ pub fn all_history(gw: &Gateway, key: &str, addr: &str, limit: usize) -> Vec<Val
         }
     }
 }
+
+/// A rewrite of a node's answer: (the node, the method, its params, the result to change).
+pub type Lie = fn(&Anvil, &str, &Value, &mut Value);
+
+/// A proxy before `node` that rewrites the `result` of single calls with `lie`, as a
+/// compromised node would answer.
+pub fn liar(node: std::sync::Arc<Anvil>, lie: std::sync::Arc<std::sync::Mutex<Lie>>) -> Fixture {
+    Fixture::start(move |req| {
+        let call: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+        let hdr = [("Content-Type", "application/json")];
+        let r = request(node.port, "POST", "/", &hdr, &req.body).unwrap();
+        let mut answer = r.json();
+        if let (Some(method), Some(result)) = (call["method"].as_str(), answer.get_mut("result")) {
+            (*lie.lock().unwrap())(&node, method, &call["params"], result);
+        }
+        FixtureResponse::json(answer)
+    })
+}

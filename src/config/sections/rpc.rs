@@ -70,6 +70,32 @@ pub struct VerifyConf {
     /// has better. 0 serves the first answer.
     #[serde(default = "d_ask_past_empty")]
     pub ask_past_empty: usize,
+    /// Account reads proven against a trusted block's state root (absent: not proven).
+    #[serde(default)]
+    pub root: Option<RootConf>,
+}
+
+/// `rpc.verify.root`: `eth_getBalance`, `eth_getTransactionCount`, `eth_getCode` and
+/// `eth_getStorageAt` within `window` blocks of the head answered from an `eth_getProof`
+/// checked against the state root of a block anchored by a strict majority of `ask`
+/// hosts giving the same self-consistent header (docs/verification.md#proofs).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RootConf {
+    #[serde(default = "d_root_ask")]
+    pub ask: usize,
+    #[serde(default = "d_root_window")]
+    pub window: u64,
+}
+
+fn d_root_ask() -> usize {
+    3
+}
+
+/// Full nodes keep the state of the last 128 blocks (geth's default): older reads need
+/// an archive node's proofs, and are served unproven.
+fn d_root_window() -> u64 {
+    128
 }
 
 fn d_ask_past_empty() -> usize {
@@ -83,6 +109,7 @@ impl Default for VerifyConf {
             quorum: None,
             require: Default::default(),
             ask_past_empty: d_ask_past_empty(),
+            root: None,
         }
     }
 }

@@ -1,0 +1,309 @@
+//! Answers proven against a root (issue 66): with `rpc.verify.root`, account reads
+//! (`eth_getBalance`, `eth_getTransactionCount`, `eth_getCode`, `eth_getStorageAt`) are
+//! answered from an `eth_getProof` walked to the state root of a block a majority of
+//! hosts anchored. Every host behind the tampering proxy lying the same way about the
+//! state gets the client errors naming the failed proof, never the lie; honest hosts
+//! answer exactly what the node says, `X-Chainedge-Verified: proof`.
+
+mod common;
+use common::evm::*;
+use common::*;
+use serde_json::{json, Value};
+use std::sync::{Arc, Mutex};
+
+/// A contract with code, a nonce and storage slots 0 and 2 set (slot 1 empty).
+const CONTRACT: &str = "0x5fbdb2315678afecb367f032d93f642f64180aa3";
+/// An account that does not exist.
+const ABSENT: &str = "0x00000000000000000000000000000000000000aa";
+
+/// State to prove: the contract, a transfer from the dev account; the block after.
+fn state(node: &Anvil) -> (u64, String) {
+    node.call("anvil_setCode", json!([CONTRACT, "0x600160005500"]));
+    node.call("anvil_setNonce", json!([CONTRACT, "0x1"]));
+    for (slot, value) in [(0u8, 0xffu64), (2, 0x1234)] {
+        node.call(
+            "anvil_setStorageAt",
+            json!([
+                CONTRACT,
+                format!("0x{slot:064x}"),
+                format!("0x{value:064x}")
+            ]),
+        );
+    }
+    send(node, Some(BOB), "0x", "0x1234");
+    let block = node.call("eth_getBlockByNumber", json!(["latest", false]));
+    let number = u64::from_str_radix(
+        block["number"].as_str().unwrap().trim_start_matches("0x"),
+        16,
+    );
+    (number.unwrap(), block["hash"].as_str().unwrap().to_string())
+}
+
+/// Every provable read, at the head, by number and by hash.
+fn calls(number: u64, hash: &str) -> Vec<(&'static str, Value)> {
+    let n = format!("0x{number:x}");
+    vec![
+        ("eth_getBalance", json!([DEV, "latest"])),
+        ("eth_getBalance", json!([DEV, n])),
+        ("eth_getBalance", json!([DEV, {"blockHash": hash}])),
+        ("eth_getBalance", json!([ABSENT, "latest"])),
+        ("eth_getTransactionCount", json!([DEV, "latest"])),
+        ("eth_getTransactionCount", json!([CONTRACT, n])),
+        ("eth_getCode", json!([CONTRACT, "latest"])),
+        ("eth_getCode", json!([DEV, n])),
+        ("eth_getStorageAt", json!([CONTRACT, "0x0", "latest"])),
+        ("eth_getStorageAt", json!([CONTRACT, "0x1", n])),
+        (
+            "eth_getStorageAt",
+            json!([CONTRACT, "0x2", {"blockHash": hash}]),
+        ),
+        ("eth_getStorageAt", json!([ABSENT, "0x0", "latest"])),
+    ]
+}
+
+fn gateway(hosts: &[String], mode: &str) -> Gateway {
+    gateway_asking(hosts, mode, 3)
+}
+
+/// A gateway anchoring blocks on a majority of `ask` hosts.
+fn gateway_asking(hosts: &[String], mode: &str, ask: usize) -> Gateway {
+    let mut pools = "  eth_el:\n    hosts:\n".to_string();
+    for (i, url) in hosts.iter().enumerate() {
+        pools.push_str(&format!(
+            "      - {{id: el-{i}, url: \"{url}\", family: el-anvil}}\n"
+        ));
+    }
+    Gateway::start(GatewayOpts {
+        pools,
+        extra_yaml: format!(
+            "rpc:\n  cache: {{enabled: false}}\n  verify: {{mode: {mode}, root: {{ask: {ask}}}}}\n{UNLIMITED}"
+        ),
+        ..Default::default()
+    })
+}
+
+/// Each call's outcome: `honest` (the node's own answer, checked by proof), `FORGED`, or
+/// the error the client got.
+fn outcomes(gw: &Gateway, node: &Anvil, calls: &[(&str, Value)]) -> Vec<String> {
+    let key = gw.key("scale", &[]);
+    let mut out = Vec::new();
+    for (method, params) in calls {
+        let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
+        let r = rpc(gw.port, "/rpc/eth", Some(&key), &body);
+        let got = r.json();
+        let outcome = match got.get("result") {
+            Some(result) if *result == node.call(method, params.clone()) => {
+                assert_eq!(got["id"], 7, "{got}");
+                assert_eq!(r.header("x-chainedge-verified"), Some("proof"), "{method}");
+                format!("honest {}", r.header("x-chainedge-anchor").unwrap_or(""))
+            }
+            Some(_) => format!("FORGED {method} {params}: {got}"),
+            None => format!("{} {}", r.status, got["error"]["message"]),
+        };
+        out.push(outcome);
+    }
+    out
+}
+
+#[test]
+fn honest_hosts_answer_by_proof_against_an_anchored_block() {
+    let node = Arc::new(Anvil::start(1, &[]));
+    let (number, hash) = state(&node);
+    let fronts: Vec<Fixture> = (0..2)
+        .map(|_| liar(node.clone(), Arc::new(Mutex::new(|_, _, _, _| {}))))
+        .collect();
+    let hosts = vec![node.url(), fronts[0].url(), fronts[1].url()];
+    let gw = gateway(&hosts, "enforce");
+    let got = outcomes(&gw, &node, &calls(number, &hash));
+    let anchor = format!("block=0x{number:x}; hash={hash}; by=majority-");
+    for outcome in &got {
+        assert!(outcome.starts_with("honest "), "{got:#?}");
+        assert!(outcome.contains(&anchor), "{outcome}");
+    }
+    assert_eq!(metric_sum(&gw, "chainedge_disproved_answers_total{"), 0.0);
+    // An old block outside the window, and `pending`, are read as before: unproven.
+    node.mine(200);
+    let key = gw.key("scale", &[]);
+    let head = node.block_number() as f64;
+    let tip = r#"chainedge_pool_tip{of="majority",pool="eth_el"}"#;
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while metric_value(&gw, tip) < head {
+        assert!(
+            std::time::Instant::now() < until,
+            "the pool's head never moved"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    for params in [json!([DEV, "0x1"]), json!([DEV, "pending"])] {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "eth_getBalance", "params": params});
+        let r = rpc(gw.port, "/rpc/eth", Some(&key), &body);
+        assert_eq!(
+            r.json()["result"],
+            node.call("eth_getBalance", params.clone())
+        );
+        assert_eq!(r.header("x-chainedge-verified"), Some("none"), "{params}");
+    }
+    // A caller may require proof: a read the edge proves meets it, one it cannot does not.
+    let require = [("x-chainedge-require-verified", "proof")];
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "eth_getBalance", "params": [DEV, "latest"]});
+    let r = request_json(&gw, &key, &require, &body);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "eth_getBalance", "params": [DEV, "pending"]});
+    let r = request_json(&gw, &key, &require, &body);
+    assert_eq!(r.status, 502, "{}", r.text());
+}
+
+fn request_json(gw: &Gateway, key: &str, extra: &[(&str, &str)], body: &Value) -> Resp {
+    let auth = format!("Bearer {key}");
+    let mut headers = vec![
+        ("Content-Type", "application/json"),
+        ("Authorization", auth.as_str()),
+    ];
+    headers.extend_from_slice(extra);
+    request(
+        gw.port,
+        "POST",
+        "/rpc/eth",
+        &headers,
+        body.to_string().as_bytes(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn every_host_lying_the_same_way_gets_errors_naming_the_proof_not_lies() {
+    let node = Arc::new(Anvil::start(1, &[]));
+    let (number, hash) = state(&node);
+    let calls = calls(number, &hash);
+    let lies: Vec<(&str, Lie)> = vec![
+        ("a balance", |_, m, _, r| match m {
+            "eth_getProof" => r["balance"] = json!("0x3635c9adc5dea00000"),
+            "eth_getBalance" => *r = json!("0x3635c9adc5dea00000"),
+            _ => {}
+        }),
+        ("a nonce", |_, m, _, r| match m {
+            "eth_getProof" => r["nonce"] = json!("0x99"),
+            "eth_getTransactionCount" => *r = json!("0x99"),
+            _ => {}
+        }),
+        ("a storage word", |_, m, _, r| {
+            let forged = format!("0x{:064x}", 0xdead);
+            match m {
+                "eth_getProof" => {
+                    for slot in r["storageProof"].as_array_mut().unwrap() {
+                        slot["value"] = json!("0xdead");
+                    }
+                }
+                "eth_getStorageAt" => *r = json!(forged),
+                _ => {}
+            }
+        }),
+        ("the code", |_, m, _, r| {
+            if m == "eth_getCode" {
+                *r = json!("0x6000");
+            }
+        }),
+        ("an account said absent", |_, m, _, r| {
+            if m == "eth_getProof" {
+                r["balance"] = json!("0x0");
+                r["nonce"] = json!("0x0");
+                r["codeHash"] =
+                    json!("0xc5d2460186f7233c927e7db2dcc703c0e500b653ca82273b7bfad8045d85a470");
+                r["storageHash"] =
+                    json!("0x56e81f171bcc55a6ff8345e692c0f86e5b48e01b996cadc001622fb5e363b421");
+            }
+        }),
+        ("a proof from an earlier block", |n, m, p, r| {
+            if m == "eth_getProof" {
+                let earlier = format!("0x{:x}", n.block_number() - 1);
+                *r = n.call("eth_getProof", json!([p[0], p[1], earlier]));
+            }
+        }),
+    ];
+    for (what, lie) in lies {
+        let liars: Vec<Fixture> = (0..3)
+            .map(|_| liar(node.clone(), Arc::new(Mutex::new(lie))))
+            .collect();
+        let hosts: Vec<String> = liars.iter().map(Fixture::url).collect();
+        let gw = gateway(&hosts, "enforce");
+        let got = outcomes(&gw, &node, &calls);
+        let forged: Vec<&String> = got.iter().filter(|o| o.starts_with("FORGED")).collect();
+        assert!(
+            forged.is_empty(),
+            "{what}: a lie reached the client: {forged:#?}"
+        );
+        let refused: Vec<&String> = got.iter().filter(|o| !o.starts_with("honest")).collect();
+        assert!(
+            !refused.is_empty(),
+            "{what}: the lie touched no call: {got:#?}"
+        );
+        for error in &refused {
+            assert!(
+                error.contains("proof") || error.contains("code"),
+                "{what}: {error}"
+            );
+        }
+        assert!(
+            metric_sum(&gw, "chainedge_disproved_answers_total{") >= refused.len() as f64,
+            "{what}: every lie recorded"
+        );
+        eprintln!(
+            "{what}: {} refused, {} proven",
+            refused.len(),
+            got.len() - refused.len()
+        );
+    }
+}
+
+#[test]
+fn a_header_lie_is_outvoted_and_observe_mode_serves_the_node() {
+    let node = Arc::new(Anvil::start(1, &[]));
+    let (number, hash) = state(&node);
+    // One host forges the state root in every header it gives (its hash then fails).
+    let forged_root: Lie = |_, m, _, r| {
+        if m.starts_with("eth_getBlockBy") && r.is_object() {
+            r["stateRoot"] = json!(format!("0x{:064x}", 1));
+        }
+    };
+    let header_liar = liar(node.clone(), Arc::new(Mutex::new(forged_root)));
+    let front = liar(node.clone(), Arc::new(Mutex::new(|_, _, _, _| {})));
+    let hosts = vec![header_liar.url(), node.url(), front.url()];
+    let gw = gateway(&hosts, "enforce");
+    let got = outcomes(&gw, &node, &calls(number, &hash));
+    assert!(got.iter().all(|o| o.starts_with("honest")), "{got:#?}");
+    // Two hosts, one of them forging headers: no majority, so nothing is anchored, and
+    // the reads are refused rather than proven against the forged root.
+    let gw = gateway_asking(&hosts[..2], "enforce", 2);
+    let got = outcomes(&gw, &node, &calls(number, &hash));
+    for outcome in &got {
+        assert!(outcome.contains("is not anchored"), "{outcome}");
+        assert!(
+            outcome.contains("a header that is not its block's"),
+            "{outcome}"
+        );
+    }
+    assert!(metric_sum(&gw, "chainedge_disproved_answers_total{") >= 1.0);
+    // Observe mode: a lying proof is recorded, and the node's own answer served unproven.
+    let lying: Lie = |_, m, _, r| {
+        if m == "eth_getProof" {
+            r["balance"] = json!("0x1");
+        }
+    };
+    let liars: Vec<Fixture> = (0..3)
+        .map(|_| liar(node.clone(), Arc::new(Mutex::new(lying))))
+        .collect();
+    let hosts: Vec<String> = liars.iter().map(Fixture::url).collect();
+    let gw = gateway(&hosts, "observe");
+    let key = gw.key("scale", &[]);
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "eth_getBalance", "params": [DEV, "latest"]});
+    let r = rpc(gw.port, "/rpc/eth", Some(&key), &body);
+    assert_eq!(
+        r.json()["result"],
+        node.call("eth_getBalance", json!([DEV, "latest"]))
+    );
+    assert_eq!(r.header("x-chainedge-verified"), Some("none"));
+    assert!(metric_sum(&gw, "chainedge_disproved_answers_total{") >= 1.0);
+}
