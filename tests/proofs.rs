@@ -307,3 +307,156 @@ fn a_header_lie_is_outvoted_and_observe_mode_serves_the_node() {
     assert_eq!(r.header("x-chainedge-verified"), Some("none"));
     assert!(metric_sum(&gw, "chainedge_disproved_answers_total{") >= 1.0);
 }
+
+/// A chain of token transfers spread over blocks, empty blocks between: the token.
+fn transfers(node: &Anvil) -> String {
+    let token = deploy_erc20(node, "Complete", "CPL", "1000000");
+    for (i, to) in [ALICE, BOB, CAROL, ALICE].iter().enumerate() {
+        let data = format!(
+            "0x{}{}{}",
+            selector("transfer(address,uint256)"),
+            word(to),
+            word(&(i + 1).to_string())
+        );
+        send(node, Some(&token), &data, "0x0");
+        node.mine(2);
+    }
+    token
+}
+
+/// Range filters over the whole chain: by address, by topic, matching nothing, all.
+fn range_calls(node: &Anvil, token: &str) -> Vec<(&'static str, Value)> {
+    let head = format!("0x{:x}", node.block_number());
+    let transfer = format!("0x{}", hex_topic("Transfer(address,address,uint256)"));
+    vec![
+        (
+            "eth_getLogs",
+            json!([{"fromBlock": "0x1", "toBlock": head, "address": token}]),
+        ),
+        (
+            "eth_getLogs",
+            json!([{"fromBlock": "0x1", "toBlock": head, "topics": [transfer]}]),
+        ),
+        (
+            "eth_getLogs",
+            json!([{"fromBlock": "0x1", "toBlock": head, "address": CAROL}]),
+        ),
+        (
+            "eth_getLogs",
+            json!([{"fromBlock": "0x3", "toBlock": head}]),
+        ),
+    ]
+}
+
+fn hex_topic(signature: &str) -> String {
+    use sha3::Digest;
+    hex::encode(sha3::Keccak256::digest(signature.as_bytes()))
+}
+
+/// Each range answer: `honest` (the node's own, said `root`), `FORGED`, or the error.
+fn range_outcomes(gw: &Gateway, node: &Anvil, calls: &[(&str, Value)]) -> Vec<String> {
+    let key = gw.key("scale", &[]);
+    calls
+        .iter()
+        .map(|(method, params)| {
+            let body = json!({"jsonrpc": "2.0", "id": 3, "method": method, "params": params});
+            let r = rpc(gw.port, "/rpc/eth", Some(&key), &body);
+            let got = r.json();
+            match got.get("result") {
+                Some(result) if *result == node.call(method, params.clone()) => {
+                    let level = r.header("x-chainedge-verified").unwrap_or("");
+                    format!(
+                        "honest {level} {}",
+                        r.header("x-chainedge-anchor").unwrap_or("")
+                    )
+                }
+                Some(_) => format!("FORGED {params}: {got}"),
+                None => format!("{} {}", r.status, got["error"]["message"]),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn a_range_of_logs_is_complete_or_refused_even_when_every_host_lies() {
+    let node = Arc::new(Anvil::start(1, &[]));
+    let token = transfers(&node);
+    let calls = range_calls(&node, &token);
+    // Honest hosts: every range answered as the node answers it, said `root`.
+    let fronts: Vec<Fixture> = (0..2)
+        .map(|_| liar(node.clone(), Arc::new(Mutex::new(|_, _, _, _| {}))))
+        .collect();
+    let gw = gateway(&[node.url(), fronts[0].url(), fronts[1].url()], "enforce");
+    let got = range_outcomes(&gw, &node, &calls);
+    for outcome in &got {
+        assert!(outcome.starts_with("honest root block=0x"), "{got:#?}");
+    }
+    // Every host lying the same way about ranges of logs.
+    let lies: Vec<(&str, Lie)> = vec![
+        ("a log dropped", |_, m, p, r| {
+            if m == "eth_getLogs" && p[0].get("fromBlock").is_some() {
+                r.as_array_mut().unwrap().pop();
+            }
+        }),
+        ("every log withheld", |_, m, p, r| {
+            if m == "eth_getLogs" && p[0].get("fromBlock").is_some() {
+                *r = json!([]);
+            }
+        }),
+        ("a log forged", |_, m, _, r| {
+            if let Some(log) = r
+                .as_array_mut()
+                .filter(|_| m == "eth_getLogs")
+                .and_then(|l| l.first_mut())
+            {
+                log["data"] = json!(format!("0x{:064x}", 0xdead_beef_u64));
+            }
+        }),
+        ("a log added twice", |_, m, _, r| {
+            if let Some(logs) = r.as_array_mut().filter(|_| m == "eth_getLogs") {
+                if let Some(first) = logs.first().cloned() {
+                    logs.push(first);
+                }
+            }
+        }),
+        ("a log moved to a fork's block", |_, m, _, r| {
+            if let Some(log) = r
+                .as_array_mut()
+                .filter(|_| m == "eth_getLogs")
+                .and_then(|l| l.first_mut())
+            {
+                log["blockHash"] = json!(format!("0x{}", "ab".repeat(32)));
+            }
+        }),
+    ];
+    for (what, lie) in lies {
+        let liars: Vec<Fixture> = (0..3)
+            .map(|_| liar(node.clone(), Arc::new(Mutex::new(lie))))
+            .collect();
+        let hosts: Vec<String> = liars.iter().map(Fixture::url).collect();
+        let gw = gateway(&hosts, "enforce");
+        let got = range_outcomes(&gw, &node, &calls);
+        let forged: Vec<&String> = got.iter().filter(|o| o.starts_with("FORGED")).collect();
+        assert!(
+            forged.is_empty(),
+            "{what}: a lie reached the client: {forged:#?}"
+        );
+        let refused: Vec<&String> = got.iter().filter(|o| !o.starts_with("honest")).collect();
+        assert!(
+            !refused.is_empty(),
+            "{what}: the lie touched no call: {got:#?}"
+        );
+        for error in &refused {
+            assert!(
+                error.contains("its logs are not the blocks'"),
+                "{what}: {error}"
+            );
+        }
+        assert!(metric_sum(&gw, "chainedge_disproved_answers_total{") >= refused.len() as f64);
+        eprintln!(
+            "{what}: {} refused, {} complete",
+            refused.len(),
+            got.len() - refused.len()
+        );
+    }
+}

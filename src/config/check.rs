@@ -536,7 +536,7 @@ pub(super) fn rpc(app: &AppConfig, bad: &mut Bad) {
         if crate::verify::Verified::named(level).is_none() {
             bad(
                 &at,
-                format!("'{level}' is not a level (self, quorum, proof or none)"),
+                format!("'{level}' is not a level (self, quorum, proof, root or none)"),
             );
         }
     }

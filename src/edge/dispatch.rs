@@ -347,14 +347,15 @@ const BLOCK_HEADER: &str = "X-Chainedge-Block";
 /// A request may ask for answers checked at least so (`self`): a weaker one is withheld.
 pub(super) const REQUIRE_HEADER: &str = "x-chainedge-require-verified";
 
-/// `X-Chainedge-Require-Verified`: `self`, `quorum`, `proof` or `none`; absent is `none`.
+/// `X-Chainedge-Require-Verified`: `self`, `quorum`, `proof`, `root` or `none`; absent is
+/// `none`.
 pub(super) fn required_level(header: Option<&str>) -> Result<Verified, ApiError> {
     let Some(v) = header else {
         return Ok(Verified::None);
     };
     Verified::named(v).ok_or_else(|| {
         ApiError::invalid_params(format!(
-            "X-Chainedge-Require-Verified: '{}' is not a level (self, quorum, proof or none)",
+            "X-Chainedge-Require-Verified: '{}' is not a level (self, quorum, proof, root or none)",
             v.trim()
         ))
         .with_field("jsonrpc_code", -32602)

@@ -136,15 +136,16 @@ fn expiry(at: &str) -> Result<(i64, String), String> {
     Ok((secs, shown.to_string()))
 }
 
-/// `require_verified`: `self`, `quorum` or `proof`; `none` (or absent) is no level.
+/// `require_verified`: `self`, `quorum`, `proof` or `root`; `none` (or absent) is no level.
 fn level(named: Option<&str>) -> Result<Option<&'static str>, String> {
     match named.map(str::trim) {
         None | Some("none") => Ok(None),
         Some("self") => Ok(Some("self")),
         Some("quorum") => Ok(Some("quorum")),
         Some("proof") => Ok(Some("proof")),
+        Some("root") => Ok(Some("root")),
         Some(other) => Err(format!(
-            "require_verified: '{other}' is not a level (self, quorum or proof)"
+            "require_verified: '{other}' is not a level (self, quorum, proof or root)"
         )),
     }
 }

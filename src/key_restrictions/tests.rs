@@ -239,9 +239,9 @@ fn bounds_rate_expiry_and_nothing() {
         serde_json::from_value(json!({"require_verified": "none"})).unwrap();
     assert_eq!(Restrictions::compile(&none).unwrap(), None);
     let root: RestrictionsDoc =
-        serde_json::from_value(json!({"require_verified": "root"})).unwrap();
+        serde_json::from_value(json!({"require_verified": "light"})).unwrap();
     let e = Restrictions::compile(&root).err().unwrap();
-    assert!(e.starts_with("require_verified: 'root'"), "{e}");
+    assert!(e.starts_with("require_verified: 'light'"), "{e}");
 }
 
 #[test]

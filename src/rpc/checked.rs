@@ -406,7 +406,7 @@ impl Gateway {
 
     /// Block `hash`'s receipts, checked against the block (kept, else asked of `host`
     /// with the block): from what is kept, else from `host`.
-    async fn receipts_of(
+    pub(super) async fn receipts_of(
         &self,
         host: &Arc<Host>,
         hash: B256,

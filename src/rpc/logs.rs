@@ -223,6 +223,12 @@ impl Gateway {
             let floor = caller.min_block;
             self.shared_read(pool, MethodClass::Read, GET_LOGS, params, sent, rid, floor)
         };
+        if let (Some(f), Some(r)) = (filter, range) {
+            let body = sent.to_bytes();
+            if let Some(reply) = self.complete_logs(pool, f, r, &body, rid).await {
+                return reply;
+            }
+        }
         let (filter, (from, to)) = match (filter.and_then(Value::as_object), range) {
             (Some(f), Some(r)) => (f, r),
             _ => return as_sent().await,

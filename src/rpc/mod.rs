@@ -11,6 +11,7 @@ mod cache;
 mod call;
 mod checked;
 mod coalesce;
+mod complete_logs;
 pub mod compute_units;
 mod entry;
 mod filters;

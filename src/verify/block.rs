@@ -148,6 +148,7 @@ pub fn check_knowing(block: &Value, want: Want, known: Option<&BlockFacts>) -> V
 pub struct HeaderFacts {
     pub hash: B256,
     pub number: u64,
+    pub parent_hash: B256,
     pub state_root: B256,
     pub receipts_root: B256,
     pub logs_bloom: Bloom,
@@ -160,6 +161,7 @@ pub fn check_header(block: &Value, want: Want) -> Verdict<HeaderFacts> {
     Verdict::Proven(HeaderFacts {
         hash,
         number: b.header.number,
+        parent_hash: b.header.parent_hash,
         state_root: b.header.state_root,
         receipts_root: b.header.receipts_root,
         logs_bloom: b.header.logs_bloom,

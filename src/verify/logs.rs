@@ -3,6 +3,7 @@
 //! in order: none forged, none missing.
 
 use super::Verdict;
+use alloy_primitives::{Bloom, BloomInput};
 use serde_json::Value;
 
 /// An `eth_getLogs` filter's selection: addresses (any of, lowercase; empty: any) and
@@ -14,13 +15,21 @@ pub struct LogFilter {
 }
 
 impl LogFilter {
-    /// The selection of a filter object, when the edge reads every member of it.
+    /// The selection of a one-block filter object (`blockHash`), when the edge reads
+    /// every member of it.
     pub fn of(filter: &Value) -> Option<LogFilter> {
+        Self::reading(filter, &["blockHash", "address", "topics"])
+    }
+
+    /// The selection of a range filter object (`fromBlock`, `toBlock`), when the edge
+    /// reads every member of it.
+    pub fn of_range(filter: &Value) -> Option<LogFilter> {
+        Self::reading(filter, &["fromBlock", "toBlock", "address", "topics"])
+    }
+
+    fn reading(filter: &Value, known: &[&str]) -> Option<LogFilter> {
         let members = filter.as_object()?;
-        if members
-            .keys()
-            .any(|k| !matches!(k.as_str(), "blockHash" | "address" | "topics"))
-        {
+        if members.keys().any(|k| !known.contains(&k.as_str())) {
             return None;
         }
         let addresses = any_of(members.get("address"))?;
@@ -30,6 +39,23 @@ impl LogFilter {
             Some(_) => return None,
         };
         Some(LogFilter { addresses, topics })
+    }
+
+    /// Whether a block whose logs bloom is `bloom` may hold a log this filter selects:
+    /// one of the addresses, and one of the topics at each position, are in the bloom.
+    /// `false` is a proof that it holds none.
+    pub fn may_match(&self, bloom: &Bloom) -> bool {
+        let any_in = |wanted: &[String]| {
+            wanted.is_empty()
+                || wanted
+                    .iter()
+                    .any(|w| match hex::decode(w.trim_start_matches("0x")) {
+                        Ok(raw) => bloom.contains_input(BloomInput::Raw(&raw)),
+                        // Not hex: no node matches it either; the receipts will tell.
+                        Err(_) => true,
+                    })
+        };
+        any_in(&self.addresses) && self.topics.iter().all(|t| any_in(t))
     }
 
     fn matches(&self, log: &Value) -> bool {
@@ -65,6 +91,13 @@ pub fn check(logs: &Value, receipts: &Value, filter: &LogFilter) -> Verdict<()> 
     let Some(answered) = logs.as_array() else {
         return Verdict::Disproved("the logs are not a list".into());
     };
+    let answered: Vec<&Value> = answered.iter().collect();
+    check_block(&answered, receipts, filter)
+}
+
+/// One block's logs of an answer (in the answer's order) against that block's checked
+/// receipts: exactly the logs the filter selects, in order.
+pub fn check_block(answered: &[&Value], receipts: &Value, filter: &LogFilter) -> Verdict<()> {
     let expected: Vec<&Value> = receipts
         .as_array()
         .into_iter()
@@ -80,7 +113,7 @@ pub fn check(logs: &Value, receipts: &Value, filter: &LogFilter) -> Verdict<()> 
             expected.len()
         ));
     }
-    match answered.iter().zip(&expected).position(|(a, e)| a != *e) {
+    match answered.iter().zip(&expected).position(|(a, e)| a != e) {
         Some(i) => Verdict::Disproved(format!("log {i} is not the block's")),
         None => Verdict::Proven(()),
     }

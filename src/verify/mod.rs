@@ -27,6 +27,9 @@ pub enum Verified {
     Quorum { agree: u8, asked: u8 },
     /// Proven by a Merkle proof against the state root of a block the edge trusts.
     Proof(root::AnchorNote),
+    /// Recomputed from the receipts of blocks linked by their parent hashes to a block
+    /// the edge trusts (a range's logs, complete).
+    Root(root::AnchorNote),
 }
 
 impl Verified {
@@ -47,13 +50,14 @@ impl Verified {
                 _ => "quorum",
             },
             Verified::Proof(_) => "proof",
+            Verified::Root(_) => "root",
         }
     }
 
     /// The trusted block the answer was proven against (`x-chainedge-anchor`).
     pub fn anchor(self) -> Option<root::AnchorNote> {
         match self {
-            Verified::Proof(a) => Some(a),
+            Verified::Proof(a) | Verified::Root(a) => Some(a),
             _ => None,
         }
     }
@@ -63,7 +67,7 @@ impl Verified {
             Verified::None => 0,
             Verified::SelfConsistent => 1,
             Verified::Quorum { .. } => 2,
-            Verified::Proof(_) => 3,
+            Verified::Proof(_) | Verified::Root(_) => 3,
         }
     }
 
@@ -74,6 +78,7 @@ impl Verified {
             "self" => Some(Verified::SelfConsistent),
             "quorum" => Some(Verified::Quorum { agree: 0, asked: 0 }),
             "proof" => Some(Verified::Proof(root::AnchorNote::default())),
+            "root" => Some(Verified::Root(root::AnchorNote::default())),
             _ => None,
         }
     }

@@ -86,6 +86,14 @@ pub struct RootConf {
     pub ask: usize,
     #[serde(default = "d_root_window")]
     pub window: u64,
+    /// `eth_getLogs` ranges of at most this many blocks are held to the blocks' receipts
+    /// (complete logs); wider ones are served as before, unchecked.
+    #[serde(default = "d_root_logs_blocks")]
+    pub logs_blocks: u64,
+}
+
+fn d_root_logs_blocks() -> u64 {
+    100
 }
 
 fn d_root_ask() -> usize {
