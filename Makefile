@@ -11,10 +11,13 @@ demo: build
 	bash scripts/demo.sh
 
 # Every test tier: unit and pipeline tests, and the scenario tests that start the real
-# binary (`cargo test` alone runs the first two, with no external tool). Every test binary
-# runs even after one fails, so one run shows every failure.
-test: build
-	cargo test --release --features scenario --no-fail-fast -- --test-threads=2
+# binary (`cargo test` alone runs the first two, with no external tool). cargo-nextest
+# runs each test in its own process, four at a time across binaries (most of a scenario
+# test waits on its fleet), and every test even after one fails, so one run shows every
+# failure (.config/nextest.toml; docs/testing.md#time). Cargo builds the binary the
+# scenario tests start with the test binaries, so no separate build step.
+test: setup
+	cargo nextest run --release --features scenario
 
 lint: setup
 	python3 scripts/check_shape.py

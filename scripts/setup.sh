@@ -42,4 +42,7 @@ if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import web3, eth_account,
   python3 -m venv .venv
   .venv/bin/pip install -q --disable-pip-version-check -r tests/requirements.txt
 fi
+# The test runner `make test` uses: every test its own process, tests of different
+# binaries side by side (.config/nextest.toml).
+command -v cargo-nextest >/dev/null || cargo install cargo-nextest --locked -q
 echo "setup: ok"
