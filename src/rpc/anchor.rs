@@ -63,7 +63,12 @@ impl Anchors {
             .then_some(anchor)
     }
 
-    fn keep(&self, pool: &Pool, anchor: Anchor) {
+    /// The block numbered `number` on `pool`, when it is anchored (and not stale).
+    pub(super) fn at_number(&self, pool: &Pool, number: u64) -> Option<Anchor> {
+        self.get(pool, &Place::Number(number))
+    }
+
+    pub(super) fn keep(&self, pool: &Pool, anchor: Anchor) {
         if let Ok(mut kept) = self.kept.lock() {
             let now = Instant::now();
             let h = anchor.header;

@@ -175,7 +175,8 @@ impl Gateway {
     }
 
     /// Blocks `from..=to` trusted: `to` anchored, each header before it linked to the next
-    /// by its parent hash (headers asked as one batch of one host, each hash recomputed).
+    /// by its parent hash (kept from an earlier range, else asked as one batch of one
+    /// host, each hash recomputed, and kept as anchored).
     async fn anchored_chain(
         &self,
         pool: &Pool,
@@ -186,7 +187,13 @@ impl Gateway {
     ) -> Result<Chain, ApiError> {
         let anchor = self.anchor(pool, At::Number(to), ask, rid).await?;
         let mut headers = vec![anchor.header];
-        if from < to {
+        let anchors = &self.checked.anchors;
+        let kept: Option<Vec<HeaderFacts>> = (from..to)
+            .map(|n| anchors.at_number(pool, n).map(|a| a.header))
+            .collect();
+        if let Some(kept) = kept.filter(|k| linked(k, &anchor.header).is_ok()) {
+            headers.splice(0..0, kept);
+        } else if from < to {
             let calls: Vec<Request> = (from..to)
                 .map(|n| {
                     let params = json!([format!("0x{n:x}"), false]);
@@ -209,6 +216,15 @@ impl Gateway {
                     format!("eth_getLogs: the headers before block {to} do not lead to it: {why}"),
                 )
             })?;
+            for header in &earlier {
+                anchors.keep(
+                    pool,
+                    Anchor {
+                        header: *header,
+                        ..anchor
+                    },
+                );
+            }
             headers.splice(0..0, earlier);
         }
         Ok(Chain { anchor, headers })
@@ -266,6 +282,12 @@ fn linked_headers(batch: &[u8], from: u64, last: &HeaderFacts) -> Result<Vec<Hea
         .into_iter()
         .collect::<Option<_>>()
         .ok_or("a header missing")?;
+    linked(&headers, last)?;
+    Ok(headers)
+}
+
+/// Whether `headers` (consecutive, oldest first) lead by parent hashes to `last`.
+fn linked(headers: &[HeaderFacts], last: &HeaderFacts) -> Result<(), String> {
     let mut next = last;
     for header in headers.iter().rev() {
         if next.parent_hash != header.hash {
@@ -276,7 +298,7 @@ fn linked_headers(batch: &[u8], from: u64, last: &HeaderFacts) -> Result<Vec<Hea
         }
         next = header;
     }
-    Ok(headers)
+    Ok(())
 }
 
 fn quantity(s: &str) -> Option<u64> {
