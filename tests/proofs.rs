@@ -121,6 +121,13 @@ fn honest_hosts_answer_by_proof_against_an_anchored_block() {
         assert!(outcome.contains(&anchor), "{outcome}");
     }
     assert_eq!(metric_sum(&gw, "chainedge_disproved_answers_total{"), 0.0);
+    // Asked again: answered from what the proofs proved, no node asked (but for the
+    // head's anchor, asked again once it is 2 s old).
+    let attempts = || metric_sum(&gw, "chainedge_upstream_attempts_total{");
+    let before = attempts();
+    let again = outcomes(&gw, &node, &calls(number, &hash));
+    assert_eq!(again, got);
+    assert!(attempts() - before <= 3.0, "{} node calls", attempts() - before);
     // An old block outside the window, and `pending`, are read as before: unproven.
     node.mine(200);
     let key = gw.key("scale", &[]);

@@ -40,6 +40,8 @@ pub struct CheckedBlocks {
     answers: ProvenAnswers,
     /// Blocks whose hash is trusted, and their roots.
     pub(super) anchors: super::anchor::Anchors,
+    /// Account state proven at a block, by the block's hash.
+    pub(super) proven_state: super::proven_state::ProvenState,
 }
 
 /// Receipts by block hash, within `RECEIPTS_KEPT_BYTES`.
@@ -60,6 +62,7 @@ impl Default for CheckedBlocks {
             }),
             answers: ProvenAnswers::default(),
             anchors: Default::default(),
+            proven_state: Default::default(),
         }
     }
 }

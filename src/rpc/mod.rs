@@ -21,6 +21,7 @@ mod logs;
 mod misbehaviour;
 mod need;
 mod proven;
+mod proven_state;
 mod quorum;
 mod state_proofs;
 mod write;

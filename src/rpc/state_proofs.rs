@@ -58,6 +58,9 @@ impl Gateway {
         if !in_window(anchor.header.number) {
             return None;
         }
+        if let Some(reply) = self.already_proven(&call, &anchor, &id) {
+            return Some(Ok(reply));
+        }
         let need = Need {
             min_head: anchor.header.number,
             ..Need::default()
@@ -85,6 +88,24 @@ impl Gateway {
         )
     }
 
+    /// The read answered from what an earlier proof at the same block proved.
+    fn already_proven(&self, call: &StateCall, anchor: &Anchor, id: &Id) -> Option<RpcReply> {
+        let kept = &self.checked.proven_state;
+        let account = kept.account(anchor.header.hash, call.address, &call.slots())?;
+        let value = match call.field {
+            StateField::Code if account.code_hash == KECCAK_EMPTY => json!("0x"),
+            StateField::Code => json!(kept.code(&account.code_hash)?.to_string()),
+            _ => call.result(&account)?,
+        };
+        Some(RpcReply {
+            body: Response::result(id.clone(), value).to_bytes(),
+            upstream: None,
+            block: Some(anchor.header.number),
+            cache: None,
+            verified: Verified::Proof(anchor.note()),
+        })
+    }
+
     /// One host's proof of the read, checked; the answer written from it.
     async fn proven_attempt(
         &self,
@@ -108,16 +129,20 @@ impl Gateway {
         let checked =
             state::check_account(&result, call.address, &slots, read.anchor.header.state_root);
         let value = match checked {
-            Verdict::Proven(account) => match call.field {
-                StateField::Code if account.code_hash != KECCAK_EMPTY => {
-                    let left = share.saturating_sub(began.elapsed());
-                    (self.proven_code(&host, read, account.code_hash, left)).await
+            Verdict::Proven(account) => {
+                let hash = read.anchor.header.hash;
+                self.checked.proven_state.keep(hash, call.address, &account);
+                match call.field {
+                    StateField::Code if account.code_hash != KECCAK_EMPTY => {
+                        let left = share.saturating_sub(began.elapsed());
+                        (self.proven_code(&host, read, account.code_hash, left)).await
+                    }
+                    StateField::Code => Ok(json!("0x")),
+                    _ => call
+                        .result(&account)
+                        .ok_or_else(|| "no value proven".to_string()),
                 }
-                StateField::Code => Ok(json!("0x")),
-                _ => call
-                    .result(&account)
-                    .ok_or_else(|| "no value proven".to_string()),
-            },
+            }
             Verdict::Unchecked(why) | Verdict::Disproved(why) => Err(why),
         };
         let value = match value {
@@ -148,7 +173,12 @@ impl Gateway {
             .await?;
         let code = node_result(&answer, "eth_getCode")?;
         match state::check_code(&code, code_hash) {
-            Verdict::Proven(()) => Ok(code),
+            Verdict::Proven(()) => {
+                if let Some(bytes) = code.as_str().and_then(|c| c.parse().ok()) {
+                    self.checked.proven_state.keep_code(code_hash, bytes);
+                }
+                Ok(code)
+            }
             Verdict::Unchecked(why) | Verdict::Disproved(why) => Err(why),
         }
     }
