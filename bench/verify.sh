@@ -117,6 +117,7 @@ reads=(
   "balance (proof)|{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_getBalance\",\"params\":[\"$DEV\",\"$number\"]}"
   "storage word (proof)|{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_getStorageAt\",\"params\":[\"$contract\",\"0x0\",\"$number\"]}"
   "code (proof)|{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_getCode\",\"params\":[\"$contract\",\"$number\"]}"
+  "logs of the range (root)|{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_getLogs\",\"params\":[{\"fromBlock\":\"0x1\",\"toBlock\":\"$number\",\"address\":\"$contract\"}]}"
   "block number (not checked)|{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_blockNumber\",\"params\":[]}"
 )
 rows=""

@@ -127,7 +127,11 @@ fn honest_hosts_answer_by_proof_against_an_anchored_block() {
     let before = attempts();
     let again = outcomes(&gw, &node, &calls(number, &hash));
     assert_eq!(again, got);
-    assert!(attempts() - before <= 3.0, "{} node calls", attempts() - before);
+    assert!(
+        attempts() - before <= 3.0,
+        "{} node calls",
+        attempts() - before
+    );
     // An old block outside the window, and `pending`, are read as before: unproven.
     node.mine(200);
     let key = gw.key("scale", &[]);
@@ -466,4 +470,60 @@ fn a_range_of_logs_is_complete_or_refused_even_when_every_host_lies() {
             got.len() - refused.len()
         );
     }
+}
+
+#[test]
+fn checked_reads_are_anchored_and_a_forks_block_is_refused() {
+    let node = Arc::new(Anvil::start(1, &[]));
+    let (number, hash) = state(&node);
+    // Another chain of the same length: its blocks check against themselves, but they
+    // are not the blocks a majority has.
+    let fork = Arc::new(Anvil::start(1, &[]));
+    send(&fork, Some(ALICE), "0x", "0x1");
+    fork.mine(number - fork.block_number());
+    assert_eq!(fork.block_number(), number);
+    let (main, other) = (node.clone(), fork.clone());
+    let forker = Fixture::start(move |req| {
+        let call: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+        let to = match call["method"].as_str() {
+            Some("eth_getBlockByNumber") => other.port,
+            _ => main.port,
+        };
+        let hdr = [("Content-Type", "application/json")];
+        FixtureResponse::json(request(to, "POST", "/", &hdr, &req.body).unwrap().json())
+    });
+    let front = liar(node.clone(), Arc::new(Mutex::new(|_, _, _, _| {})));
+    let hosts = vec![forker.url(), node.url(), front.url()];
+    let gw = gateway(&hosts, "enforce");
+    let key = gw.key("scale", &[]);
+    let n = format!("0x{number:x}");
+    let tx = node.call("eth_getBlockByNumber", json!([n, false]))["transactions"][0].clone();
+    let reads = [
+        ("eth_getBlockByNumber", json!([n, true])),
+        ("eth_getBlockByNumber", json!([n, false])),
+        ("eth_getBlockByHash", json!([hash, false])),
+        ("eth_getBlockReceipts", json!([n])),
+        ("eth_getTransactionReceipt", json!([tx])),
+        ("eth_getTransactionByHash", json!([tx])),
+    ];
+    // Each read several times, so the fork's host is asked first at least once.
+    for _ in 0..3 {
+        for (method, params) in &reads {
+            let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+            let r = rpc(gw.port, "/rpc/eth", Some(&key), &body);
+            assert_eq!(
+                r.json()["result"],
+                node.call(method, params.clone()),
+                "{method}"
+            );
+            assert_eq!(r.header("x-chainedge-verified"), Some("root"), "{method}");
+            let anchor = r.header("x-chainedge-anchor").unwrap_or("");
+            assert!(
+                anchor.contains(&format!("hash={hash}")),
+                "{method}: {anchor}"
+            );
+        }
+    }
+    let disproved = metric_sum(&gw, "chainedge_disproved_answers_total{");
+    assert!(disproved >= 1.0, "the fork's block was never refused");
 }

@@ -7,7 +7,7 @@
 use super::attempts::NodeState;
 use super::misbehaviour::Misbehaviour;
 use super::need::Need;
-use super::proven::{raw_result, ProvenAnswers};
+use super::proven::{raw_result, About, ProvenAnswers};
 use super::{Gateway, RpcReply};
 use crate::config::VerifyMode;
 use crate::errors::ApiError;
@@ -17,6 +17,7 @@ use crate::observe::metrics;
 use crate::pools::{Host, Pool};
 use crate::verify::block::{self, BlockFacts};
 use crate::verify::logs::{self, LogFilter};
+use crate::verify::state::At;
 use crate::verify::{proven, receipts, Check, Verdict, Verified, Want};
 use alloy_primitives::B256;
 use bytes::Bytes;
@@ -135,9 +136,10 @@ impl<'a> Judged<'a> {
     }
 }
 
-/// One answer after its judgement: what to serve, or why it is refused.
+/// One answer after its judgement: what to serve (and the block it is about, when it
+/// names one), or why it is refused.
 enum Outcome {
-    Serve(Bytes, Verified),
+    Serve(Bytes, Verified, About),
     Disproved(String),
 }
 
@@ -160,13 +162,14 @@ impl Gateway {
         policy.ask_past_empty = self.conf.ask_past_empty;
         policy
             .run(&hosts, |host, share| {
-                Box::pin(self.judged_attempt(host, body, rid, share, judged))
+                Box::pin(self.judged_attempt(pool, host, body, rid, share, judged))
             })
             .await
     }
 
     pub(super) async fn judged_attempt(
         &self,
+        pool: &Pool,
         host: Arc<Host>,
         body: &[u8],
         rid: &str,
@@ -177,8 +180,12 @@ impl Gateway {
         let answer = self.attempt(host.clone(), body, rid, share).await?;
         let left = share.saturating_sub(began.elapsed());
         let check = judged.check.name();
-        match self.judge(&host, judged, answer.clone(), rid, left).await {
-            Outcome::Serve(body, verified) => {
+        let mut outcome = self.judge(&host, judged, answer.clone(), rid, left).await;
+        if let Outcome::Serve(body, Verified::SelfConsistent, Some(about)) = outcome {
+            outcome = self.anchored(pool, body, about, rid).await;
+        }
+        match outcome {
+            Outcome::Serve(body, verified, _) => {
                 let outcome = if verified == Verified::None {
                     "unchecked"
                 } else {
@@ -220,14 +227,14 @@ impl Gateway {
         // The same bytes as an answer proven for the same call: proven.
         let call = judged.call();
         let raw = raw_result(&answer);
-        if raw.is_some_and(|r| self.checked.answers.holds(&call, r)) {
-            return Outcome::Serve(answer, Verified::SelfConsistent);
+        if let Some(about) = raw.and_then(|r| self.checked.answers.holds(&call, r)) {
+            return Outcome::Serve(answer, Verified::SelfConsistent, about);
         }
         let Ok(response) = serde_json::from_slice::<Value>(&answer) else {
-            return Outcome::Serve(answer, Verified::None);
+            return Outcome::Serve(answer, Verified::None, None);
         };
         let Some(result) = response.get("result").filter(|r| !r.is_null()) else {
-            return Outcome::Serve(answer, Verified::None);
+            return Outcome::Serve(answer, Verified::None, None);
         };
         let verdict = match judged.check {
             Check::Block { want, full } => {
@@ -261,20 +268,44 @@ impl Gateway {
                 }
             }
         };
-        let verified = match verdict {
-            Verdict::Disproved(why) => return Outcome::Disproved(why),
+        match verdict {
+            Verdict::Disproved(why) => Outcome::Disproved(why),
             Verdict::Unchecked(why) => {
                 log::debug!("{} from {}: unchecked: {why}", judged.method, host.id);
-                Verified::None
+                Outcome::Serve(answer, Verified::None, None)
             }
             Verdict::Proven(()) => {
+                let about = block_about(result);
                 if let Some(raw) = raw {
-                    self.checked.answers.keep(call, raw);
+                    self.checked.answers.keep(call, raw, about);
                 }
-                Verified::SelfConsistent
+                Outcome::Serve(answer, Verified::SelfConsistent, about)
             }
+        }
+    }
+
+    /// A self-consistent answer about block `(number, hash)`, where reads are proven
+    /// (`rpc.verify.root`): `root` when that block is the one anchored at its number,
+    /// disproved when another is (a fork's block, or a forged one); `self` when no
+    /// block could be anchored there.
+    async fn anchored(&self, pool: &Pool, body: Bytes, about: (u64, B256), rid: &str) -> Outcome {
+        let Some(root) = self.conf.root.as_ref() else {
+            return Outcome::Serve(body, Verified::SelfConsistent, Some(about));
         };
-        Outcome::Serve(answer, verified)
+        let (number, hash) = about;
+        match self.anchor(pool, At::Number(number), root.ask, rid).await {
+            Ok(anchor) if anchor.header.hash == hash => {
+                Outcome::Serve(body, Verified::Root(anchor.note()), Some(about))
+            }
+            Ok(anchor) => Outcome::Disproved(format!(
+                "block {number} is {hash} in its answer; the block anchored there is {}",
+                anchor.header.hash
+            )),
+            Err(e) => {
+                log::debug!("block {number} not anchored: {}", e.message);
+                Outcome::Serve(body, Verified::SelfConsistent, Some(about))
+            }
+        }
     }
 
     /// A block answer, knowing what an earlier check of the block it claims found.
@@ -510,6 +541,22 @@ impl Gateway {
             None => Verdict::Unchecked("the block the receipts name was not given".into()),
         }
     }
+}
+
+/// The block an answer is about: a block's own number and hash; a transaction's, a
+/// receipt's or a log's block; for a list, its first item's.
+fn block_about(result: &Value) -> About {
+    let item = match result {
+        Value::Array(items) => items.first()?,
+        other => other,
+    };
+    let field = |name: &str| item.get(name).and_then(Value::as_str);
+    let (number, hash) = match (field("blockNumber"), field("blockHash")) {
+        (Some(n), Some(h)) => (n, h),
+        _ => (field("number")?, field("hash")?),
+    };
+    let number = u64::from_str_radix(number.strip_prefix("0x")?, 16).ok()?;
+    Some((number, hash.parse().ok()?))
 }
 
 /// The block hash and index a transaction or receipt answer claims to sit at.

@@ -143,7 +143,7 @@ impl Gateway {
             .map(|host| async move {
                 let answer = match judged {
                     Some(j) => {
-                        self.judged_attempt(host.clone(), body, rid, budget.attempt, j)
+                        self.judged_attempt(pool, host.clone(), body, rid, budget.attempt, j)
                             .await
                     }
                     None => self
