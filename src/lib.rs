@@ -26,7 +26,8 @@
 //! - **Policy and data**: `routes` (manifests → the route table), `contract` (the
 //!   route table and its schemas as OpenAPI), `auth`, `limits`, `usage` (per-key
 //!   counts in memory), `cluster` (limits and notices shared over Redis), `store`,
-//!   `config`.
+//!   `config`, `tracking` (sent transactions followed to finality), `verify` (answers
+//!   checked against themselves, proofs walked to a root).
 //! - **Leaves** (importing at most each other): `reply`, `errors`, `jsonrpc` (with the
 //!   method table), `signed_tx`, `sol_tx`, `net_policy`, `key_restrictions` (what an owner narrowed a key to), `crypto`, `address`, `scrub`,
 //!   `shutdown`, `deadline`, `observe`.
