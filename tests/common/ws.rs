@@ -30,6 +30,9 @@ pub fn ws_connect_protocol(
         let name: tungstenite::http::HeaderName = name.parse().unwrap();
         req.headers_mut().insert(name, value.parse().unwrap());
     }
+    // The handshake gets a second handle on the socket: a refusal's body may arrive after
+    // the head tungstenite read, and is read to its length from this one.
+    let mut rest = stream.try_clone().unwrap();
     match tungstenite::client(req, stream) {
         Ok((ws, resp)) => Ok((
             ws,
@@ -37,10 +40,24 @@ pub fn ws_connect_protocol(
                 .get("sec-websocket-protocol")
                 .map(|v| v.to_str().unwrap().to_string()),
         )),
-        Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(r))) => Err((
-            r.status().as_u16(),
-            String::from_utf8_lossy(r.body().as_deref().unwrap_or_default()).into_owned(),
-        )),
+        Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(r))) => {
+            let mut body = r.body().clone().unwrap_or_default();
+            let length = r.headers().get("content-length");
+            let length: usize = length
+                .and_then(|l| l.to_str().ok()?.parse().ok())
+                .unwrap_or(0);
+            let mut chunk = [0u8; 4096];
+            while body.len() < length {
+                match std::io::Read::read(&mut rest, &mut chunk) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => body.extend_from_slice(&chunk[..n]),
+                }
+            }
+            Err((
+                r.status().as_u16(),
+                String::from_utf8_lossy(&body).into_owned(),
+            ))
+        }
         Err(e) => panic!("handshake: {e}"),
     }
 }
