@@ -512,3 +512,41 @@ fn checked_reads_are_anchored_and_a_forks_block_is_refused() {
     let disproved = metric_sum(&gw, "chainedge_disproved_answers_total{");
     assert!(disproved >= 1.0, "the fork's block was never refused");
 }
+
+#[test]
+fn a_frozen_host_costs_a_proven_read_a_hedge_not_its_timeout() {
+    let node = Arc::new(Anvil::start(1, &[]));
+    let (number, hash) = state(&node);
+    let token = transfers(&node);
+    // A host that takes every call and never answers within any budget (a SIGSTOPped
+    // node, as a client sees it).
+    let frozen = Fixture::start(|_| {
+        std::thread::sleep(std::time::Duration::from_secs(20));
+        FixtureResponse::json(json!({}))
+    });
+    let front = liar(node.clone(), Arc::new(Mutex::new(|_, _, _, _| {})));
+    let hosts = vec![frozen.url(), node.url(), front.url()];
+    let gw = gateway(&hosts, "enforce");
+    let key = gw.key("scale", &[]);
+    // At fixed blocks (the head moved since the state was written).
+    let mut reads: Vec<(&str, Value)> = calls(number, &hash)
+        .into_iter()
+        .filter(|(_, p)| !p.to_string().contains("latest"))
+        .collect();
+    reads.extend(range_calls(&node, &token));
+    for (method, params) in &reads {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let began = std::time::Instant::now();
+        let r = rpc(gw.port, "/rpc/eth", Some(&key), &body);
+        let took = began.elapsed();
+        assert_eq!(
+            r.json()["result"],
+            node.call(method, params.clone()),
+            "{method}"
+        );
+        assert!(
+            took < std::time::Duration::from_millis(1500),
+            "{method} {params}: {took:?}"
+        );
+    }
+}
