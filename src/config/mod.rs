@@ -429,6 +429,18 @@ fn check_rpc_timing(rpc: &RpcConf, bad: &mut check::Bad) {
             );
         }
     }
+    if let Some(r) = &rpc.verify.root {
+        if !(1..=5).contains(&r.ask) || r.window == 0 || !(1..=1000).contains(&r.logs_blocks) {
+            bad(
+                "rpc.verify.root",
+                format!(
+                    "ask 1 to 5 hosts, a window of at least 1 block and logs_blocks 1 to 1,000 \
+                     (ask {}, window {}, logs_blocks {})",
+                    r.ask, r.window, r.logs_blocks
+                ),
+            );
+        }
+    }
     if let Some(q) = &rpc.verify.quorum {
         let agree = q.agreeing();
         if q.ask < 2 || q.ask > 5 || agree <= q.ask / 2 || agree > q.ask {
@@ -456,6 +468,36 @@ fn check_rpc_timing(rpc: &RpcConf, bad: &mut check::Bad) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proofs_ask_few_hosts_and_bound_their_ranges() {
+        let problems = |root: &str| {
+            let mut rpc: RpcConf =
+                serde_yaml::from_str(&format!("verify: {{root: {root}}}")).expect("parses");
+            rpc.timeout_ms = 10_000;
+            let mut found = Vec::new();
+            check_rpc_timing(&rpc, &mut |at: &str, why: String| {
+                found.push(format!("{at}: {why}"))
+            });
+            found
+        };
+        assert!(problems("{}").is_empty(), "the defaults hold");
+        assert!(problems("{ask: 1, window: 1, logs_blocks: 1000}").is_empty());
+        for bad in [
+            "{ask: 0}",
+            "{ask: 9}",
+            "{window: 0}",
+            "{logs_blocks: 0}",
+            "{logs_blocks: 100000}",
+        ] {
+            let found = problems(bad);
+            assert_eq!(found.len(), 1, "{bad}: {found:?}");
+            assert!(
+                found[0].starts_with("rpc.verify.root: ask 1 to 5"),
+                "{found:?}"
+            );
+        }
+    }
 
     #[test]
     fn a_vote_is_a_strict_majority_of_reads() {

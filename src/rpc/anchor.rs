@@ -29,18 +29,13 @@ const ANCHORS_KEPT: usize = 4096;
 const REORG_DEPTH: u64 = 64;
 const NEAR_HEAD_FOR: Duration = Duration::from_secs(2);
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum Place {
-    Number(u64),
-    Hash(B256),
-}
-
 /// The hosts that gave one header, with their answers.
 type Givers = Vec<(Arc<Host>, Bytes)>;
 
-/// Anchored blocks by pool and place (number or hash), with when they were anchored.
+/// Anchored blocks by pool and place (`Want::Number` or `Want::Hash`), with when they
+/// were anchored.
 pub struct Anchors {
-    kept: Mutex<LruCache<(String, Place), (Anchor, Instant)>>,
+    kept: Mutex<LruCache<(String, Want), (Anchor, Instant)>>,
 }
 
 impl Default for Anchors {
@@ -54,26 +49,26 @@ impl Default for Anchors {
 }
 
 impl Anchors {
-    fn get(&self, pool: &Pool, place: &Place) -> Option<Anchor> {
+    fn get(&self, pool: &Pool, place: Want) -> Option<Anchor> {
         let mut kept = self.kept.lock().ok()?;
-        let (anchor, when) = *kept.get(&(pool.name.clone(), place.clone()))?;
+        let (anchor, when) = *kept.get(&(pool.name.clone(), place))?;
         let head = pool.head.load(std::sync::atomic::Ordering::Relaxed);
         let settled = anchor.header.number.saturating_add(REORG_DEPTH) <= head;
-        (matches!(place, Place::Hash(_)) || settled || when.elapsed() < NEAR_HEAD_FOR)
+        (matches!(place, Want::Hash(_)) || settled || when.elapsed() < NEAR_HEAD_FOR)
             .then_some(anchor)
     }
 
     /// The block numbered `number` on `pool`, when it is anchored (and not stale).
     pub(super) fn at_number(&self, pool: &Pool, number: u64) -> Option<Anchor> {
-        self.get(pool, &Place::Number(number))
+        self.get(pool, Want::Number(number))
     }
 
     pub(super) fn keep(&self, pool: &Pool, anchor: Anchor) {
         if let Ok(mut kept) = self.kept.lock() {
             let now = Instant::now();
             let h = anchor.header;
-            kept.put((pool.name.clone(), Place::Number(h.number)), (anchor, now));
-            kept.put((pool.name.clone(), Place::Hash(h.hash)), (anchor, now));
+            kept.put((pool.name.clone(), Want::Number(h.number)), (anchor, now));
+            kept.put((pool.name.clone(), Want::Hash(h.hash)), (anchor, now));
         }
     }
 }
@@ -93,13 +88,9 @@ impl Gateway {
             At::Latest if head > 0 => At::Number(head),
             other => other,
         };
-        let place = match at {
-            At::Number(n) => Some(Place::Number(n)),
-            At::Hash(h) => Some(Place::Hash(h)),
-            _ => None,
-        };
         let anchors = &self.checked.anchors;
-        if let Some(kept) = place.as_ref().and_then(|p| anchors.get(pool, p)) {
+        let kept = Some(at.want()).filter(|w| *w != Want::Tag);
+        if let Some(kept) = kept.and_then(|w| anchors.get(pool, w)) {
             return Ok(kept);
         }
         let anchor = self.vote_on_header(pool, at, ask, rid).await?;
@@ -116,10 +107,10 @@ impl Gateway {
         ask: usize,
         rid: &str,
     ) -> Result<Anchor, ApiError> {
-        let (method, want) = match at {
-            At::Hash(h) => ("eth_getBlockByHash", Want::Hash(h)),
-            At::Number(n) => ("eth_getBlockByNumber", Want::Number(n)),
-            _ => ("eth_getBlockByNumber", Want::Tag),
+        let want = at.want();
+        let method = match want {
+            Want::Hash(_) => "eth_getBlockByHash",
+            _ => "eth_getBlockByNumber",
         };
         let call = Request::new(Id::index(1), method, json!([at.param(), false]));
         let body = &call.to_bytes();

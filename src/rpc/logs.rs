@@ -223,7 +223,7 @@ impl Gateway {
             let floor = caller.min_block;
             self.shared_read(pool, MethodClass::Read, GET_LOGS, params, sent, rid, floor)
         };
-        if let (Some(f), Some(r)) = (filter, range) {
+        if let (Some(f), Some(r), true) = (filter, range, self.conf.root.is_some()) {
             let body = sent.to_bytes();
             if let Some(reply) = self.complete_logs(pool, f, r, &body, rid).await {
                 return reply;

@@ -156,7 +156,7 @@ macro_rules! proven {
 pub(crate) use proven;
 
 /// The block a call names: by number, by hash, or by a tag the answer cannot be held to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Want {
     Number(u64),
     Hash(B256),

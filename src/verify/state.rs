@@ -3,7 +3,7 @@
 //! by alloy-trie. An account or slot the proof shows absent is proven absent (an
 //! exclusion proof), not taken as zero on the node's word.
 
-use super::Verdict;
+use super::{Verdict, Want};
 use alloy_primitives::{keccak256, Address, Bytes, B256, U256, U64};
 use alloy_rlp::Encodable;
 use alloy_trie::proof::verify_proof;
@@ -172,6 +172,15 @@ impl At {
                 _ => None,
             },
             _ => None,
+        }
+    }
+
+    /// The block as the checks name it (a tag moves: `Want::Tag`).
+    pub fn want(self) -> Want {
+        match self {
+            At::Number(n) => Want::Number(n),
+            At::Hash(h) => Want::Hash(h),
+            _ => Want::Tag,
         }
     }
 
