@@ -6,6 +6,7 @@
 
 pub mod block;
 pub mod envelope;
+pub mod light_client;
 pub mod logs;
 pub mod receipts;
 pub mod root;
