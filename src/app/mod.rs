@@ -202,6 +202,21 @@ pub fn serve(mut opt: Opt, loaded: Loaded) -> Result<(), String> {
         ));
     }
 
+    // The beacon light client that roots proven answers (src/rpc/light_client.rs).
+    let root = state.config.app.rpc.verify.root.as_ref();
+    if let Some(conf) = root.and_then(|r| r.light_client.clone()) {
+        let network = conf.network.network()?;
+        server.add_service(pingora_core::services::background::background_service(
+            "light client",
+            rpc::LightClientFollower {
+                gateway: state.gateway.clone(),
+                pools: state.pools.clone(),
+                conf,
+                network,
+            },
+        ));
+    }
+
     let mut metrics = Service::new(
         "chainedge metrics".to_string(),
         observe::metrics::MetricsApp,

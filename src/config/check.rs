@@ -540,6 +540,10 @@ pub(super) fn rpc(app: &AppConfig, bad: &mut Bad) {
             );
         }
     }
+    let light_client = app.rpc.verify.root.iter().flat_map(|r| &r.light_client);
+    for problem in light_client.flat_map(|l| l.problems(&app.pools)) {
+        bad("rpc.verify.root.light_client", problem);
+    }
     let cache = &app.rpc.cache;
     if cache.max_entry_bytes == 0
         || cache.max_entry_bytes > cache.max_bytes

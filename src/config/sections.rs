@@ -4,10 +4,12 @@
 //! with its defaults (`deny_unknown_fields`: a typo is an error, not a silent default).
 
 mod console;
+mod light_client;
 mod rpc;
 mod streams;
 pub use crate::jsonrpc::methods::MethodsConf;
 pub use console::*;
+pub use light_client::*;
 pub use rpc::*;
 pub use streams::*;
 

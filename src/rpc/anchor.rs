@@ -58,6 +58,11 @@ impl Anchors {
             .then_some(anchor)
     }
 
+    /// The block `hash` names on `pool`, when it is anchored.
+    pub(super) fn at_hash(&self, pool: &Pool, hash: B256) -> Option<Anchor> {
+        self.get(pool, Want::Hash(hash))
+    }
+
     /// The block numbered `number` on `pool`, when it is anchored (and not stale).
     pub(super) fn at_number(&self, pool: &Pool, number: u64) -> Option<Anchor> {
         self.get(pool, Want::Number(number))
@@ -82,6 +87,10 @@ impl Gateway {
         ask: usize,
         rid: &str,
     ) -> Result<Anchor, ApiError> {
+        // Where a light client follows the pool, what it trusts needs no vote.
+        if let Some(anchor) = self.light_anchor(pool, at, rid).await? {
+            return Ok(anchor);
+        }
         let head = pool.head.load(std::sync::atomic::Ordering::Relaxed);
         let at = match at {
             // `latest` is the pool's head: the block a strict majority of hosts reached.

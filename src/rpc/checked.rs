@@ -43,6 +43,8 @@ pub struct CheckedBlocks {
     pub(super) anchors: super::anchor::Anchors,
     /// Account state proven at a block, by the block's hash.
     pub(super) proven_state: super::proven_state::ProvenState,
+    /// What the beacon light client trusts (`rpc.verify.root.light_client`).
+    pub(super) light: super::light_client::LightRoots,
 }
 
 /// Receipts by block hash, within `RECEIPTS_KEPT_BYTES`.
@@ -64,6 +66,7 @@ impl Default for CheckedBlocks {
             answers: ProvenAnswers::default(),
             anchors: Default::default(),
             proven_state: Default::default(),
+            light: Default::default(),
         }
     }
 }

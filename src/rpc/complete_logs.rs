@@ -255,7 +255,11 @@ struct RangeRead<'a> {
 
 /// A batch answer of headers `from..` (ids from 0), each checked against itself and
 /// linked, newest last, to `last` by parent hashes.
-fn linked_headers(batch: &[u8], from: u64, last: &HeaderFacts) -> Result<Vec<HeaderFacts>, String> {
+pub(super) fn linked_headers(
+    batch: &[u8],
+    from: u64,
+    last: &HeaderFacts,
+) -> Result<Vec<HeaderFacts>, String> {
     let answers: Vec<Value> = serde_json::from_slice(batch).map_err(|_| "not a batch answer")?;
     let count = (last.number - from) as usize;
     let mut headers: Vec<Option<HeaderFacts>> = vec![None; count];

@@ -17,6 +17,7 @@ mod entry;
 mod filters;
 mod forward;
 mod gateway;
+mod light_client;
 mod logs;
 mod misbehaviour;
 mod need;
@@ -33,6 +34,7 @@ pub use coalesce::InFlight;
 pub use entry::{Entered, Incoming};
 pub use filters::FilterHosts;
 pub use forward::{BUILDER_METHODS, PRIVATE_TX_METHODS};
+pub use light_client::Follower as LightClientFollower;
 pub use need::{need_at, Need};
 pub use write::{write_outcome, WriteOutcome};
 

@@ -1,7 +1,8 @@
-//! Blocks the edge trusts: the anchors answers are proven against. Today a block is
-//! anchored when a strict majority of the hosts asked give the same self-consistent
-//! header for it (its hash recomputed from its fields); a beacon light client is the
-//! root that needs no majority (issue 66, docs/verification.md#proofs).
+//! Blocks the edge trusts: the anchors answers are proven against. With a beacon light
+//! client configured, a block is anchored when a sync committee signed it, or it leads
+//! by parent hashes to one that was; otherwise (or past the client's head) when a strict
+//! majority of the hosts asked give the same self-consistent header for it (its hash
+//! recomputed from its fields). docs/verification.md#proofs says which answers say which.
 
 use super::block::HeaderFacts;
 use alloy_primitives::B256;
@@ -13,6 +14,9 @@ pub enum RootSource {
     /// `agree` of the `asked` hosts gave the same checked header.
     #[default]
     Majority,
+    /// Signed by two thirds of a beacon sync committee the edge's light client trusts
+    /// (or linked by parent hashes to a block that was).
+    LightClient,
 }
 
 /// A block the edge trusts and what its header commits to.
@@ -52,6 +56,7 @@ impl fmt::Display for AnchorNote {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let by = match self.by {
             RootSource::Majority => format!("majority-{}/{}", self.agree, self.asked),
+            RootSource::LightClient => "light-client".to_string(),
         };
         write!(f, "block=0x{:x}; hash={}; by={by}", self.number, self.hash)
     }

@@ -90,6 +90,9 @@ pub struct RootConf {
     /// (complete logs); wider ones are served as before, unchecked.
     #[serde(default = "d_root_logs_blocks")]
     pub logs_blocks: u64,
+    /// Blocks trusted by a beacon light client instead of a majority of hosts.
+    #[serde(default)]
+    pub light_client: Option<super::LightClientConf>,
 }
 
 fn d_root_logs_blocks() -> u64 {

@@ -62,6 +62,35 @@ impl Committee {
     }
 }
 
+/// Why an update was not applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// It holds, but is no news or of a period the client is not in (a lagging node).
+    Stale(String),
+    /// It does not hold: a forged or broken update.
+    Invalid(String),
+}
+
+impl From<String> for Refusal {
+    fn from(why: String) -> Refusal {
+        Refusal::Invalid(why)
+    }
+}
+
+impl From<&str> for Refusal {
+    fn from(why: &str) -> Refusal {
+        Refusal::Invalid(why.to_string())
+    }
+}
+
+impl Refusal {
+    pub fn why(&self) -> &str {
+        match self {
+            Refusal::Stale(why) | Refusal::Invalid(why) => why,
+        }
+    }
+}
+
 /// What applying an update changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Applied {
@@ -136,10 +165,6 @@ impl LightClient {
         })
     }
 
-    pub fn network(&self) -> &Network {
-        &self.network
-    }
-
     /// The latest finalized header.
     pub fn finalized(&self) -> &LightClientHeader {
         &self.finalized
@@ -163,14 +188,14 @@ impl LightClient {
     /// `process_light_client_update`, stricter in one way: the head moves only on a
     /// header two thirds of the committee signed (the spec's optimistic header needs
     /// more than half of the best participation seen).
-    pub fn process(&mut self, update: &Update, current_slot: u64) -> Result<Applied, String> {
+    pub fn process(&mut self, update: &Update, current_slot: u64) -> Result<Applied, Refusal> {
         let committee = self.validate(update, current_slot)?;
         let size = self.network.preset.sync_committee_size;
         let participants = update.sync_aggregate.participants();
         if participants * 3 < size * 2 {
-            return Err(format!(
+            return Err(Refusal::Invalid(format!(
                 "{participants} of {size} sync committee members signed: fewer than two thirds"
-            ));
+            )));
         }
         let mut applied = Applied::default();
         let attested = &update.attested_header;
@@ -214,7 +239,7 @@ impl LightClient {
     }
 
     /// `validate_light_client_update`; the next committee it proves, when it carries one.
-    fn validate(&self, update: &Update, current_slot: u64) -> Result<Option<Committee>, String> {
+    fn validate(&self, update: &Update, current_slot: u64) -> Result<Option<Committee>, Refusal> {
         let net = &self.network;
         let aggregate = &update.sync_aggregate;
         let size = net.preset.sync_committee_size;
@@ -222,7 +247,8 @@ impl LightClient {
             return Err(format!(
                 "sync committee bits for {} members, not {size}",
                 aggregate.sync_committee_bits.len() * 8
-            ));
+            )
+            .into());
         }
         if aggregate.participants() == 0 {
             return Err("no sync committee member signed".into());
@@ -243,7 +269,8 @@ impl LightClient {
             return Err(format!(
                 "slots out of order: signed at {signature_slot} (now {current_slot}), \
                  attested {attested_slot}, finalized {finalized_slot}"
-            ));
+            )
+            .into());
         }
         let store_period = self.period();
         let signature_period = net.period(signature_slot);
@@ -251,7 +278,7 @@ impl LightClient {
             (Some(0), _) => &self.current,
             (Some(1), Some(next)) => next,
             _ => {
-                return Err(format!(
+                return Err(Refusal::Stale(format!(
                     "signed in sync committee period {signature_period}; the client is in \
                      {store_period}{}",
                     if self.next.is_some() {
@@ -259,17 +286,17 @@ impl LightClient {
                     } else {
                         " and knows no next committee"
                     }
-                ))
+                )))
             }
         };
         let attested_period = net.period(attested_slot);
         let brings_next =
             self.next.is_none() && update.carries_committee() && attested_period == store_period;
         if attested_slot <= self.finalized.beacon.slot && !brings_next {
-            return Err(format!(
+            return Err(Refusal::Stale(format!(
                 "attested slot {attested_slot} is not past the finalized {}",
                 self.finalized.beacon.slot
-            ));
+            )));
         }
         let layout = net.electra_layout(attested_slot) as usize;
         let state_root = attested.beacon.state_root;
@@ -330,7 +357,8 @@ impl LightClient {
             return Err(format!(
                 "the sync committee signature does not verify ({} signers, {verdict:?})",
                 keys.len()
-            ));
+            )
+            .into());
         }
         Ok(committee)
     }

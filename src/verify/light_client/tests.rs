@@ -307,7 +307,12 @@ fn signed_updates_move_the_head_finality_and_the_committees() {
         assert_eq!(lc.period(), 2);
         // The old committee no longer signs for this period.
         let stale = chain.update(150, Some(144), &chain.current, 32);
-        let why = lc.process(&stale, NOW_SLOT).err().unwrap();
+        let why = lc
+            .process(&stale, NOW_SLOT)
+            .err()
+            .unwrap()
+            .why()
+            .to_string();
         assert!(why.contains("does not verify"), "{why}");
     }
 }
@@ -317,7 +322,14 @@ fn forged_updates_are_refused_with_their_reason() {
     let chain = Chain::new(true);
     let lc = chain.client(66);
     let good = chain.update(80, Some(72), &chain.current, 32);
-    let refused = |u: &Update| lc.clone().process(u, NOW_SLOT).err().unwrap();
+    let refused = |u: &Update| {
+        lc.clone()
+            .process(u, NOW_SLOT)
+            .err()
+            .unwrap()
+            .why()
+            .to_string()
+    };
     // Signed by keys not in the committee.
     let stranger = chain.update(80, Some(72), &keys(200), 32);
     assert!(refused(&stranger).contains("does not verify"));
@@ -326,7 +338,11 @@ fn forged_updates_are_refused_with_their_reason() {
     swapped.attested_header = chain
         .update(79, Some(72), &chain.current, 32)
         .attested_header;
-    assert!(refused(&swapped).contains("does not verify"), "{}", refused(&swapped));
+    assert!(
+        refused(&swapped).contains("does not verify"),
+        "{}",
+        refused(&swapped)
+    );
     // The bits claim a member who did not sign.
     let mut claimed = chain.update(80, Some(72), &chain.current, 22);
     claimed.claim_member(23);

@@ -130,6 +130,8 @@ impl Update {
 /// beacon-APIs' `{version, data}` around each light-client object.
 #[derive(Debug, Deserialize)]
 pub struct Versioned<T> {
+    /// The fork the object is of; its layout is told by its slot instead.
+    #[allow(dead_code)]
     pub version: String,
     pub data: T,
 }
