@@ -244,8 +244,8 @@ impl Follower {
             for update in updates(answer) {
                 match next.process(&update, slot) {
                     Ok(applied) => self.roots().trust(&self.conf.pool, &next, applied),
-                    Err(Refusal::Stale(why)) => {
-                        log::debug!("light client: {} {path}: {why}", host.id)
+                    Err(stale @ Refusal::Stale(_)) => {
+                        log::debug!("light client: {} {path}: {}", host.id, stale.why())
                     }
                     Err(Refusal::Invalid(why)) => {
                         forged = Some(why);

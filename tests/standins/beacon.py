@@ -14,6 +14,7 @@ import json
 import re
 import time
 
+import light_client
 from stub import Answer, empty, error, json_answer, sse
 
 SLOTS_PER_EPOCH = 32
@@ -32,8 +33,10 @@ def pubkey(i):
 
 
 class Beacon:
-    def __init__(self, clock, version="standin-beacon/1.0"):
+    def __init__(self, clock, version="standin-beacon/1.0", el_url=None):
         self.clock, self.version = clock, version
+        # Light-client data over the execution node's blocks (light_client.py).
+        self.light = light_client.LightChain(clock, el_url, GENESIS_VALIDATORS_ROOT) if el_url else None
 
     def head(self):
         return self.clock.slot()
@@ -198,6 +201,37 @@ def metrics(beacon):
     )
 
 
+def light_routes(light, req, p):
+    """beacon-APIs' light-client routes, and the stand-in's own: the checkpoint and
+    network a light client is configured with, and forging (light_client.py)."""
+    if light is None:
+        return error(404, "light client data is not served: no execution node given")
+    if p == "/standin/light_client" and req.method == "POST":
+        light.forge = (req.json() or {}).get("forge")
+        return json_answer({"ok": True})
+    if p == "/standin/light_client/checkpoint":
+        cp = light.checkpoint()
+        return json_answer({**cp, "network": light.network()}) if cp else error(503, "no block yet")
+    m = re.fullmatch(r"/eth/v1/beacon/light_client/bootstrap/(0x[0-9a-fA-F]{64})", p)
+    if m:
+        found = light.bootstrap(bytes.fromhex(m.group(1)[2:]))
+        return json_answer(found) if found else error(404, "LC bootstrap unavailable")
+    if p.startswith("/eth/v1/beacon/light_client/bootstrap/"):
+        return error(400, "Invalid block root")
+    if p == "/eth/v1/beacon/light_client/updates":
+        try:
+            start, count = int(req.query["start_period"]), int(req.query["count"])
+        except (KeyError, ValueError):
+            return error(400, "start_period and count are required unsigned integers")
+        return json_answer(light.updates(start, count))
+    if p in ("/eth/v1/beacon/light_client/finality_update", "/eth/v1/beacon/light_client/optimistic_update"):
+        block = light.signed()
+        if block is None or (p.endswith("finality_update") and block.finalized is None):
+            return error(404, "No LightClientUpdate available")
+        return json_answer(light.update(block, finality=p.endswith("finality_update")))
+    return error(404, f"no route {req.path}")
+
+
 def app(beacon):
     def handle(req):
         p = req.path.rstrip("/")
@@ -221,6 +255,8 @@ def app(beacon):
             if not topics or not topics <= TOPICS:
                 return error(400, f"Invalid topics: this node serves {sorted(TOPICS)}")
             return sse(beacon.events(topics))
+        if p.startswith("/eth/v1/beacon/light_client/") or p.startswith("/standin/light_client"):
+            return light_routes(beacon.light, req, p)
         m = re.fullmatch(r"/eth/v1/beacon/headers/([^/]+)", p)
         if m:
             try:

@@ -59,7 +59,7 @@ def main():
     shared_heimdall = heimdall.Heimdall(now)
     # Each stand-in's app, by the name given to --port (a front also needs its own name).
     apps = {
-        "beacon": lambda name: beacon.app(beacon.Beacon(clock)),
+        "beacon": lambda name: beacon.app(beacon.Beacon(clock, el_url=nodes.get("el-1"))),
         "heimdall-lcd": lambda name: heimdall.lcd(shared_heimdall),
         "heimdall-rpc": lambda name: heimdall.cometbft(shared_heimdall),
         "heimdall-v1-lcd": lambda name: heimdall.lcd_v1(shared_heimdall),
