@@ -15,6 +15,7 @@ use crate::config::LightClientConf;
 use crate::errors::ApiError;
 use crate::jsonrpc::methods::MethodClass;
 use crate::jsonrpc::{Id, Request};
+use crate::observe::metrics;
 use crate::pools::{Host, Pool, Pools};
 use crate::verify::block::{check_header, HeaderFacts};
 use crate::verify::light_client::network::Network;
@@ -38,6 +39,7 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_ANSWER: usize = 4 * 1024 * 1024;
 /// Updates asked for at once (`MAX_REQUEST_LIGHT_CLIENT_UPDATES`).
 const MAX_UPDATES: u64 = 128;
+const CLOCK_DISPARITY_MS: u64 = 500;
 
 /// What the light client trusts, for the anchors to read.
 #[derive(Default)]
@@ -138,7 +140,7 @@ impl pingora_core::services::background::BackgroundService for Follower {
                             lc.finalized().beacon.slot,
                             lc.finalized().execution.block_number
                         );
-                        self.roots().trust(&self.conf.pool, &lc, Applied::default());
+                        self.trust(&lc, Applied::default());
                         client = Some(lc);
                     }
                     Err(Fatal(why)) => {
@@ -159,14 +161,37 @@ impl pingora_core::services::background::BackgroundService for Follower {
 struct Fatal(String);
 
 impl Follower {
-    fn roots(&self) -> &LightRoots {
-        &self.gateway.checked.light
+    /// What `lc` trusts now, for the anchors and the metrics.
+    fn trust(&self, lc: &LightClient, applied: Applied) {
+        self.gateway
+            .checked
+            .light
+            .trust(&self.conf.pool, lc, applied);
+        let slots = metrics::LIGHT_CLIENT_SLOT.clone();
+        let pool = self.conf.pool.as_str();
+        slots
+            .with_label_values(&[pool, "head"])
+            .set(lc.head().beacon.slot as i64);
+        slots
+            .with_label_values(&[pool, "finalized"])
+            .set(lc.finalized().beacon.slot as i64);
     }
 
     fn now(&self) -> u64 {
+        self.now_ms() / 1000
+    }
+
+    fn now_ms(&self) -> u64 {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs())
+            .map_or(0, |d| d.as_millis() as u64)
+    }
+
+    /// The slot the clock is in, allowing the spec's gossip clock disparity (500 ms): an
+    /// update signed as a slot begins is not refused for a clock a little behind.
+    fn current_slot(&self) -> u64 {
+        self.network
+            .slot_at((self.now_ms() + CLOCK_DISPARITY_MS) / 1000)
     }
 
     fn hosts(&self) -> Vec<Arc<Host>> {
@@ -207,7 +232,7 @@ impl Follower {
 
     /// One round: committees for the periods behind, then finality and the head.
     async fn follow(&self, lc: &mut LightClient) {
-        let slot = self.network.slot_at(self.now());
+        let slot = self.current_slot();
         let behind = self.network.period(slot).saturating_sub(lc.period());
         if behind > 0 || !lc.knows_next_committee() {
             let count = (behind + 1).min(MAX_UPDATES);
@@ -242,8 +267,17 @@ impl Follower {
             let mut next = lc.clone();
             let mut forged = None;
             for update in updates(answer) {
-                match next.process(&update, slot) {
-                    Ok(applied) => self.roots().trust(&self.conf.pool, &next, applied),
+                let outcome = next.process(&update, slot);
+                let counted = match &outcome {
+                    Ok(_) => "applied",
+                    Err(Refusal::Stale(_)) => "stale",
+                    Err(Refusal::Invalid(_)) => "refused",
+                };
+                metrics::LIGHT_CLIENT_UPDATES
+                    .with_label_values(&[&host.id, counted])
+                    .inc();
+                match outcome {
+                    Ok(applied) => self.trust(&next, applied),
                     Err(stale @ Refusal::Stale(_)) => {
                         log::debug!("light client: {} {path}: {}", host.id, stale.why())
                     }

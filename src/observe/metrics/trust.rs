@@ -114,3 +114,31 @@ pub static EMPTY_PASSED: Lazy<IntCounterVec> = Lazy::new(|| {
 pub fn empty_answer_passed(pool: &str) {
     EMPTY_PASSED.with_label_values(&[pool]).inc();
 }
+
+pub static LIGHT_CLIENT_SLOT: Lazy<IntGaugeVec> = Lazy::new(|| {
+    register(
+        IntGaugeVec::new(
+            Opts::new(
+                "chainedge_light_client_slot",
+                "The beacon light client's slots: its signed head (`head`), its finalized \
+                 header (`finalized`); absent until it has bootstrapped",
+            ),
+            &["pool", "of"],
+        )
+        .unwrap(),
+    )
+});
+
+pub static LIGHT_CLIENT_UPDATES: Lazy<IntCounterVec> = Lazy::new(|| {
+    register(
+        IntCounterVec::new(
+            Opts::new(
+                "chainedge_light_client_updates_total",
+                "Beacon light-client updates by beacon host and outcome: applied, stale (no \
+                 news, or a lagging node) or refused (does not hold: logged)",
+            ),
+            &["beacon_host", "outcome"],
+        )
+        .unwrap(),
+    )
+});
