@@ -132,6 +132,14 @@ for entry in "${reads[@]}"; do
   rows+="| $what | $(col off 1) / $(col on 1) | $(col off 2) / $(col on 2) | $(col off 3) / $(col on 3) | $(col off 4) / $(col on 4) | $(col off 5) / $(col on 5) |"$'\n'
 done
 
+# The light client's own CPU at mainnet's committee size (512 keys, 500 signing): per
+# bootstrap (512 keys checked) and per update (branches, 500 keys aggregated, one
+# pairing check), from src/verify/light_client/tests.rs' light_client_cost.
+lc=$(cargo test --profile ${BENCH_PROFILE:-release} -q --lib light_client_cost -- --ignored --nocapture 2>/dev/null \
+  | grep -o 'bootstrap_us=[0-9]* committee_update_us=[0-9]* update_us=[0-9]*' || echo "bootstrap_us=? committee_update_us=? update_us=?")
+field() { echo "$lc" | tr ' ' '\n' | awk -F= -v k="$1" '$1 == k {print $2}'; }
+lc_bootstrap=$(field bootstrap_us); lc_committee=$(field committee_update_us); lc_update=$(field update_us)
+
 publish RESULTS-verify.md <<MD
 \`bench/verify.sh $secs\`: anvil block $number of $ntx transactions (transfers and calls
 that log), response cache, coalescing and hedging off, oha at $conns connections for
@@ -140,4 +148,11 @@ ${secs} s, median of $rounds interleaved rounds. Each cell: \`verify.mode: off\`
 | read | requests/s | p50 ms | p99 ms | node calls per request | edge CPU µs per request |
 |---|---|---|---|---|---|
 $rows
+Beacon light client (\`rpc.verify.root.light_client\`), CPU of one core at mainnet's
+committee size (512 keys, 500 signers): **$lc_bootstrap µs per bootstrap, $lc_update µs
+per finality or optimistic update, $lc_committee µs per update bringing a new committee**
+(its 512 keys checked; once a period, 27 hours on mainnet). Two updates a slot are
+asked (12 s on mainnet). A read the light client
+anchors needs no header vote: the signed head's block is the client's own, an older
+one costs one batch of the headers up to the nearest trusted block, once.
 MD

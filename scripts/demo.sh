@@ -128,6 +128,27 @@ for _ in $(seq 1 100); do
     rpc "$sol" '{"jsonrpc":"2.0","id":1,"method":"getHealth"}' >/dev/null 2>&1 && break
   sleep 0.1
 done
+# Proven reads (eth_getBalance and the rest, complete logs) rooted by the beacon light
+# client (docs/verification.md#light-client): its checkpoint is the beacon stand-in's
+# first block and its chain's constants the stand-in's, written into this run's config.
+# A real deployment takes a recent finalized root from a source it trusts.
+"$py" - "$demo/demo.yaml" "http://127.0.0.1:$((node_port + 6))" <<'PY'
+import json, sys, time, urllib.request
+import yaml
+path, beacon = sys.argv[1], sys.argv[2]
+for _ in range(50):
+    try:
+        cp = json.load(urllib.request.urlopen(beacon + "/standin/light_client/checkpoint", timeout=2))
+        break
+    except Exception:
+        time.sleep(0.2)
+else:
+    sys.exit("demo: the beacon stand-in has no light-client checkpoint")
+conf = yaml.safe_load(open(path))
+conf.setdefault("rpc", {})["verify"] = {"root": {"ask": 2, "light_client": {
+    "pool": "eth_el", "beacon": "eth_cl", "checkpoint": cp["root"], "network": cp["network"]}}}
+yaml.safe_dump(conf, open(path, "w"), sort_keys=False)
+PY
 # A Solana chain state made of real transactions: a wallet with SOL, SPL and Token-2022
 # balances and an NFT, two vote accounts and four delegated stake accounts. Its public
 # addresses go to sol.json (the keypairs are not kept).

@@ -92,6 +92,23 @@ class Tour:
         except ValueError:
             return data
 
+    def anchored(self, name, path, body, plan="scale"):
+        """One proven read: answered by proof against a block the beacon light client
+        trusts (`x-chainedge-anchor: ...; by=light-client`; it syncs in a few slots)."""
+        hdrs = {"x-token": KEYS[plan]}
+        deadline = time.time() + PATIENCE
+        while True:
+            status, data, got = self.client.call("POST", path, body, hdrs)
+            got = {k.lower(): v for k, v in got.items()}
+            anchor = got.get("x-chainedge-anchor", "")
+            problem = self.judge(status, data, 200, ["result"])
+            if not problem and (got.get("x-chainedge-verified") != "proof" or not anchor.endswith("by=light-client")):
+                problem = f"verified {got.get('x-chainedge-verified')!r}, anchor {anchor!r}"
+            if not problem or time.time() > deadline:
+                break
+            time.sleep(1)
+        self.record(name, f"{status} POST {path} {anchor}", problem)
+
     def record(self, name, what, problem):
         """One item's line: ok or MISS, what was asked, and what was wrong."""
         self.seen += 1
@@ -249,6 +266,9 @@ def console(tour):
 def ethereum(tour):
     rpc = {"jsonrpc": "2.0", "id": 1, "method": "eth_blockNumber", "params": []}
     tour.check("JSON-RPC", "POST", "/rpc/eth", "free", rpc, fields=["result"])
+    balance = {"jsonrpc": "2.0", "id": 1, "method": "eth_getBalance",
+               "params": ["0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266", "latest"]}
+    tour.anchored("proven read, rooted by the beacon light client", "/rpc/eth", balance)
     tour.websocket("JSON-RPC over WebSocket", "/rpc/eth", "free", send=rpc)
     tour.check("balance", "GET", f"/v1/eth/wallet/{ALICE}/balance", "free", fields=["wei", "block"])
     tour.check("ERC-20 balances", "GET", f"/v1/eth/wallet/{ALICE}/tokens", "basic", fields=["tokens"])

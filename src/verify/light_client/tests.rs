@@ -3,7 +3,7 @@
 //! forged part is refused with a reason (the stand-in's chain, made independently in
 //! Python and accepted by Lodestar's light client, is the integration test's).
 
-use super::network::{Fork, Network, MINIMAL_PRESET};
+use super::network::{Fork, Network, Preset, MAINNET_PRESET, MINIMAL_PRESET};
 use super::types::*;
 use super::*;
 use alloy_primitives::{Address, Bytes, FixedBytes, U256};
@@ -14,7 +14,7 @@ use std::collections::HashMap;
 const GENESIS: u64 = 1_000_000;
 const NOW_SLOT: u64 = 400;
 
-fn network(electra: bool) -> Network {
+fn network(electra: bool, preset: Preset) -> Network {
     let mut forks = vec![Fork {
         name: "deneb",
         epoch: 0,
@@ -29,7 +29,7 @@ fn network(electra: bool) -> Network {
     }
     Network {
         name: "test".into(),
-        preset: MINIMAL_PRESET,
+        preset,
         genesis_time: GENESIS,
         seconds_per_slot: 6,
         genesis_validators_root: B256::repeat_byte(7),
@@ -77,8 +77,16 @@ struct Keys {
 }
 
 fn keys(seed: u8) -> Keys {
-    let secret: Vec<SecretKey> = (0..MINIMAL_PRESET.sync_committee_size)
-        .map(|i| SecretKey::key_gen(&[seed.wrapping_add(i as u8); 32], &[]).unwrap())
+    keys_of(seed, MINIMAL_PRESET.sync_committee_size)
+}
+
+fn keys_of(seed: u8, size: usize) -> Keys {
+    let secret: Vec<SecretKey> = (0..size)
+        .map(|i| {
+            let mut ikm = [seed; 32];
+            ikm[..8].copy_from_slice(&(i as u64).to_le_bytes());
+            SecretKey::key_gen(&ikm, &[]).unwrap()
+        })
         .collect();
     let pubkeys = secret
         .iter()
@@ -146,10 +154,20 @@ struct Chain {
 impl Chain {
     fn new(electra: bool) -> Chain {
         Chain {
-            net: network(electra),
+            net: network(electra, MINIMAL_PRESET),
             layout: electra as usize,
             current: keys(1),
             next: keys(101),
+        }
+    }
+
+    /// Mainnet's sizes: committees of 512.
+    fn mainnet_sized() -> Chain {
+        Chain {
+            net: network(true, MAINNET_PRESET),
+            layout: 1,
+            current: keys_of(1, 512),
+            next: keys_of(101, 512),
         }
     }
 
@@ -213,7 +231,7 @@ impl Chain {
         let aggregate = AggregateSignature::aggregate(&refs, true)
             .unwrap()
             .to_signature();
-        let mut bits = vec![0u8; MINIMAL_PRESET.sync_committee_size / 8];
+        let mut bits = vec![0u8; self.net.preset.sync_committee_size / 8];
         for i in 0..signers {
             bits[i / 8] |= 1 << (i % 8);
         }
@@ -424,4 +442,46 @@ fn beacon_api_json_reads_into_the_containers() {
     });
     let read: Versioned<Bootstrap> = serde_json::from_value(json).unwrap();
     assert_eq!(read.data, b);
+}
+
+/// The light client's CPU per bootstrap and per update at mainnet's committee size (512
+/// keys), printed for `bench/verify.sh` (not a timed test: nothing is asserted on time).
+#[test]
+#[ignore]
+fn light_client_cost() {
+    let chain = Chain::mainnet_sized();
+    // Mainnet's periods are 8,192 slots: the same slot numbers stay in one period.
+    let rounds = 20;
+    let b = chain.bootstrap(66);
+    let root = b.header.beacon.tree_hash_root();
+    let at = now(&chain.net);
+    let started = std::time::Instant::now();
+    for _ in 0..rounds {
+        LightClient::bootstrap(chain.net.clone(), root, &b, at, 86_400).unwrap();
+    }
+    let bootstrap_us = started.elapsed().as_micros() / rounds;
+    let lc = chain.client(66);
+    let with_committee: Vec<Update> = (0..rounds as u64)
+        .map(|i| chain.update(80 + i, Some(72), &chain.current, 500))
+        .collect();
+    let finality: Vec<Update> = with_committee
+        .iter()
+        .map(|u| {
+            let mut u = u.clone();
+            u.next_sync_committee = None;
+            u.next_sync_committee_branch.clear();
+            u
+        })
+        .collect();
+    let per_update = |updates: &[Update]| {
+        let started = std::time::Instant::now();
+        for update in updates {
+            lc.clone().process(update, NOW_SLOT).unwrap();
+        }
+        started.elapsed().as_micros() / rounds
+    };
+    let (committee_us, update_us) = (per_update(&with_committee), per_update(&finality));
+    println!(
+        "light_client_cost bootstrap_us={bootstrap_us} committee_update_us={committee_us} update_us={update_us} committee=512 signers=500"
+    );
 }
