@@ -312,40 +312,56 @@ impl LightClient {
                 return Err("the finality branch does not lead to the attested state root".into());
             }
         }
-        let committee = match update
-            .next_sync_committee
-            .as_ref()
-            .filter(|_| update.carries_committee())
-        {
-            None => None,
-            Some(next) => {
-                // Hashing is cheap, checking 512 keys is not: branches first, and a
-                // committee already proven is not checked again.
-                let root = next.root();
-                let known = self.next.as_ref().filter(|k| k.root == root);
-                if attested_period == store_period && self.next.is_some() && known.is_none() {
-                    return Err("a next sync committee other than the one proven before".into());
-                }
-                let gindex = NEXT_SYNC_COMMITTEE_GINDEX[layout];
-                if !branch_leads_to(root, &update.next_sync_committee_branch, gindex, state_root) {
-                    return Err(
-                        "the next sync committee branch does not lead to the attested state root"
-                            .into(),
-                    );
-                }
-                match known {
-                    Some(known) => Some(known.clone()),
-                    None => Some(Committee::of(next, size)?),
-                }
-            }
+        let committee = self.proven_next(update, attested_period == store_period, layout)?;
+        self.check_signature(update, signers)?;
+        Ok(committee)
+    }
+
+    /// The next sync committee an update carries, proven against its attested state (a
+    /// committee already proven is not checked again: hashing is cheap, 512 keys not).
+    fn proven_next(
+        &self,
+        update: &Update,
+        same_period: bool,
+        layout: usize,
+    ) -> Result<Option<Committee>, Refusal> {
+        let carried = update.next_sync_committee.as_ref();
+        let Some(next) = carried.filter(|_| update.carries_committee()) else {
+            return Ok(None);
         };
-        let fork_slot = signature_slot.max(1) - 1;
+        let root = next.root();
+        let known = self.next.as_ref().filter(|k| k.root == root);
+        if same_period && self.next.is_some() && known.is_none() {
+            return Err("a next sync committee other than the one proven before".into());
+        }
+        let gindex = NEXT_SYNC_COMMITTEE_GINDEX[layout];
+        let state_root = update.attested_header.beacon.state_root;
+        if !branch_leads_to(root, &update.next_sync_committee_branch, gindex, state_root) {
+            return Err(
+                "the next sync committee branch does not lead to the attested state root".into(),
+            );
+        }
+        match known {
+            Some(known) => Ok(Some(known.clone())),
+            None => Ok(Some(Committee::of(
+                next,
+                self.network.preset.sync_committee_size,
+            )?)),
+        }
+    }
+
+    /// The aggregate signature of the members the bits name, over the attested header
+    /// in the domain of the fork at the slot before the signature slot.
+    fn check_signature(&self, update: &Update, signers: &Committee) -> Result<(), Refusal> {
+        let net = &self.network;
+        let aggregate = &update.sync_aggregate;
+        let fork_slot = update.signature_slot.max(1) - 1;
         let fork = net
             .fork_at(fork_slot)
             .ok_or_else(|| format!("slot {fork_slot} is before every fork this client follows"))?;
         let domain = net.sync_committee_domain(fork.version);
-        let message = signing_root(attested.beacon.tree_hash_root(), domain);
-        let keys: Vec<&PublicKey> = (0..size)
+        let message = signing_root(update.attested_header.beacon.tree_hash_root(), domain);
+        let keys: Vec<&PublicKey> = (0..net.preset.sync_committee_size)
             .filter(|i| aggregate.signed(*i))
             .map(|i| &signers.keys[i])
             .collect();
@@ -359,7 +375,7 @@ impl LightClient {
             )
             .into());
         }
-        Ok(committee)
+        Ok(())
     }
 }
 
