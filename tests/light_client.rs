@@ -12,31 +12,6 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The beacon stand-in following `node`'s blocks, one-second slots.
-fn beacon_over(node: &Anvil) -> Standin {
-    let el = format!("el-1={}", node.url());
-    Standin::start("beacon", &["--node", &el, "--slot-secs", "1"])
-}
-
-/// The stand-in's checkpoint root and chain constants, once it has a block.
-fn checkpoint(beacon: &Standin) -> Value {
-    let until = Instant::now() + Duration::from_secs(10);
-    loop {
-        let r = request(
-            beacon.port,
-            "GET",
-            "/standin/light_client/checkpoint",
-            &[],
-            b"",
-        );
-        if let Some(r) = r.ok().filter(|r| r.status == 200) {
-            return r.json();
-        }
-        assert!(Instant::now() < until, "the stand-in made no block");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
 /// A gateway over `hosts` whose proven reads are anchored by a light client following
 /// `beacon` (or, without one, by a majority of the three hosts).
 fn gateway(hosts: &[String], beacon: &Standin, light: bool) -> Gateway {
@@ -50,12 +25,8 @@ fn gateway(hosts: &[String], beacon: &Standin, light: bool) -> Gateway {
         "  eth_cl:\n    hosts:\n      - {{id: cl-1, url: \"{}\", family: cl-lighthouse}}\n",
         beacon.url()
     ));
-    let cp = checkpoint(beacon);
-    let light_client = json!({
-        "pool": "eth_el", "beacon": "eth_cl", "checkpoint": cp["root"], "poll_ms": 300,
-        "network": cp["network"],
-    });
     let root = if light {
+        let light_client = beacon.light_client_yaml("eth_el", "eth_cl");
         format!("{{ask: 3, light_client: {light_client}}}")
     } else {
         "{ask: 3}".to_string()
@@ -116,8 +87,8 @@ fn synced(gw: &Gateway, key: &str) -> String {
 #[test]
 fn lodestar_accepts_the_stand_ins_chain_and_the_edge_roots_reads_on_it() {
     let node = Arc::new(Anvil::start(1, &["--block-time", "1"]));
-    let beacon = beacon_over(&node);
-    checkpoint(&beacon);
+    let beacon = Standin::beacon_over(&node.url());
+    beacon.light_client_checkpoint();
     std::thread::sleep(Duration::from_secs(3));
     // An independent light client first: Lodestar takes the stand-in's bootstrap and
     // updates, and its signed head is a block of the anvil chain.
@@ -211,7 +182,7 @@ fn lodestar_accepts_the_stand_ins_chain_and_the_edge_roots_reads_on_it() {
 #[test]
 fn a_beacon_host_serving_forged_updates_is_not_followed() {
     let node = Arc::new(Anvil::start(1, &["--block-time", "1"]));
-    let beacon = beacon_over(&node);
+    let beacon = Standin::beacon_over(&node.url());
     let gw = gateway(&[node.url()], &beacon, true);
     let key = gw.key("scale", &[]);
     synced(&gw, &key);

@@ -67,19 +67,40 @@ fn gateway(hosts: &[String], mode: &str) -> Gateway {
 
 /// A gateway anchoring blocks on a majority of `ask` hosts.
 fn gateway_asking(hosts: &[String], mode: &str, ask: usize) -> Gateway {
+    gateway_rooted(hosts, mode, ask, None)
+}
+
+/// A gateway anchoring blocks on a beacon light client following `beacon` (when given)
+/// or on a majority of `ask` hosts; with a light client, once it has bootstrapped.
+fn gateway_rooted(hosts: &[String], mode: &str, ask: usize, beacon: Option<&Standin>) -> Gateway {
     let mut pools = "  eth_el:\n    hosts:\n".to_string();
     for (i, url) in hosts.iter().enumerate() {
         pools.push_str(&format!(
             "      - {{id: el-{i}, url: \"{url}\", family: el-anvil}}\n"
         ));
     }
-    Gateway::start(GatewayOpts {
+    let mut light_client = String::new();
+    if let Some(beacon) = beacon {
+        let cl = beacon.url();
+        pools.push_str(&format!(
+            "  eth_cl:\n    hosts:\n      - {{id: cl-1, url: \"{cl}\", family: cl-lighthouse}}\n"
+        ));
+        light_client = format!(", light_client: {}", beacon.light_client_yaml("eth_el", "eth_cl"));
+    }
+    let gw = Gateway::start(GatewayOpts {
         pools,
         extra_yaml: format!(
-            "rpc:\n  cache: {{enabled: false}}\n  verify: {{mode: {mode}, root: {{ask: {ask}}}}}\n{UNLIMITED}"
+            "rpc:\n  cache: {{enabled: false}}\n  verify: {{mode: {mode}, root: {{ask: {ask}{light_client}}}}}\n{UNLIMITED}"
         ),
         ..Default::default()
-    })
+    });
+    let head = "chainedge_light_client_slot{of=\"head\",pool=\"eth_el\"}";
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while beacon.is_some() && metric_value(&gw, head) == 0.0 {
+        assert!(std::time::Instant::now() < until, "{}", gw.stderr_tail());
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    gw
 }
 
 /// Each call's outcome: `honest` (the node's own answer, checked by proof), `FORGED`, or
@@ -241,20 +262,27 @@ fn every_host_lying_the_same_way_gets_errors_naming_the_proof_not_lies() {
     );
 }
 
-/// Each lie told by all three hosts at once: no lie reaches the client, some call is
-/// refused, every refusal says one of `says`, and each is recorded as misbehaviour.
+/// Each lie told by all three hosts at once, with blocks anchored by a majority of them
+/// and then by a beacon light client following the node: no lie reaches the client,
+/// some call is refused, every refusal says one of `says`, and each is recorded as
+/// misbehaviour.
 fn when_every_host_tells(
     node: &Arc<Anvil>,
     lies: Vec<(&str, Lie)>,
     ask: impl Fn(&Gateway) -> Vec<String>,
     says: &[&str],
 ) {
-    for (what, lie) in lies {
+    let beacon = Standin::beacon_over(&node.url());
+    let roots = [None, Some(&beacon)];
+    for ((what, lie), root) in lies.iter().flat_map(|l| roots.iter().map(move |r| (l, r))) {
+        let (what, lie) = (*what, *lie);
         let liars: Vec<Fixture> = (0..3)
             .map(|_| liar(node.clone(), Arc::new(Mutex::new(lie))))
             .collect();
         let hosts: Vec<String> = liars.iter().map(Fixture::url).collect();
-        let gw = gateway(&hosts, "enforce");
+        let gw = gateway_rooted(&hosts, "enforce", 3, *root);
+        let by = if root.is_some() { "light client" } else { "majority" };
+        let what = &format!("{what} (anchored by {by})");
         let got = ask(&gw);
         let forged: Vec<&String> = got.iter().filter(|o| o.starts_with("FORGED")).collect();
         assert!(

@@ -89,3 +89,36 @@ impl Standin {
         r.json()["hits"].as_u64().unwrap()
     }
 }
+
+impl Standin {
+    /// The beacon stand-in following execution node `el_url`'s blocks (one-second slots):
+    /// light-client data for `light_client_yaml`.
+    pub fn beacon_over(el_url: &str) -> Standin {
+        let el = format!("el-1={el_url}");
+        Standin::start("beacon", &["--node", &el, "--slot-secs", "1"])
+    }
+
+    /// This beacon stand-in's checkpoint root and chain constants, once it has a block.
+    pub fn light_client_checkpoint(&self) -> serde_json::Value {
+        let until = Instant::now() + Duration::from_secs(10);
+        loop {
+            let r = request(self.port, "GET", "/standin/light_client/checkpoint", &[], b"");
+            if let Some(r) = r.ok().filter(|r| r.status == 200) {
+                return r.json();
+            }
+            assert!(Instant::now() < until, "the beacon stand-in made no block");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// `rpc.verify.root.light_client` (flow YAML) rooting pool `el_pool` on this beacon
+    /// stand-in, named pool `cl_pool`.
+    pub fn light_client_yaml(&self, el_pool: &str, cl_pool: &str) -> String {
+        let cp = self.light_client_checkpoint();
+        serde_json::json!({
+            "pool": el_pool, "beacon": cl_pool, "checkpoint": cp["root"], "poll_ms": 300,
+            "network": cp["network"],
+        })
+        .to_string()
+    }
+}
