@@ -142,6 +142,13 @@ fn honest_hosts_answer_by_proof_against_an_anchored_block() {
         assert!(outcome.contains(&anchor), "{outcome}");
     }
     assert_eq!(metric_sum(&gw, "chainedge_disproved_answers_total{"), 0.0);
+    // Rooted by a beacon light client following the node instead: the same answers,
+    // anchored at the same block by what its sync committee signed.
+    let beacon = Standin::beacon_over(&node.url());
+    let rooted = gateway_rooted(&hosts, "enforce", 3, Some(&beacon));
+    let by_light = outcomes(&rooted, &node, &calls(number, &hash));
+    let anchor = format!("block=0x{number:x}; hash={hash}; by=light-client");
+    assert!(by_light.iter().all(|o| o.contains(&anchor)), "{by_light:#?}");
     // Asked again: answered from what the proofs proved, no node asked (but for the
     // head's anchor, asked again once it is 2 s old).
     let attempts = || metric_sum(&gw, "chainedge_upstream_attempts_total{");
