@@ -85,7 +85,10 @@ fn gateway_rooted(hosts: &[String], mode: &str, ask: usize, beacon: Option<&Stan
         pools.push_str(&format!(
             "  eth_cl:\n    hosts:\n      - {{id: cl-1, url: \"{cl}\", family: cl-lighthouse}}\n"
         ));
-        light_client = format!(", light_client: {}", beacon.light_client_yaml("eth_el", "eth_cl"));
+        light_client = format!(
+            ", light_client: {}",
+            beacon.light_client_yaml("eth_el", "eth_cl")
+        );
     }
     let gw = Gateway::start(GatewayOpts {
         pools,
@@ -148,7 +151,10 @@ fn honest_hosts_answer_by_proof_against_an_anchored_block() {
     let rooted = gateway_rooted(&hosts, "enforce", 3, Some(&beacon));
     let by_light = outcomes(&rooted, &node, &calls(number, &hash));
     let anchor = format!("block=0x{number:x}; hash={hash}; by=light-client");
-    assert!(by_light.iter().all(|o| o.contains(&anchor)), "{by_light:#?}");
+    assert!(
+        by_light.iter().all(|o| o.contains(&anchor)),
+        "{by_light:#?}"
+    );
     // Asked again: answered from what the proofs proved, no node asked (but for the
     // head's anchor, asked again once it is 2 s old).
     let attempts = || metric_sum(&gw, "chainedge_upstream_attempts_total{");
@@ -288,7 +294,11 @@ fn when_every_host_tells(
             .collect();
         let hosts: Vec<String> = liars.iter().map(Fixture::url).collect();
         let gw = gateway_rooted(&hosts, "enforce", 3, *root);
-        let by = if root.is_some() { "light client" } else { "majority" };
+        let by = if root.is_some() {
+            "light client"
+        } else {
+            "majority"
+        };
         let what = &format!("{what} (anchored by {by})");
         let got = ask(&gw);
         let forged: Vec<&String> = got.iter().filter(|o| o.starts_with("FORGED")).collect();

@@ -50,16 +50,27 @@ pub struct LightRoots {
 struct Trusted {
     pool: String,
     head: Option<HeaderFacts>,
+    /// When the head's slot began, and how long after it the head is still used.
+    head_time: u64,
+    stale_after: u64,
     finalized: Option<HeaderFacts>,
     by_number: BTreeMap<u64, HeaderFacts>,
 }
 
 impl LightRoots {
-    /// The execution block of the client's signed head, when it follows `pool`.
+    /// The execution block of the client's signed head, when it follows `pool` and the
+    /// head is recent: one `max_head_age_slots` behind the clock (a beacon pool that stopped
+    /// answering, a checkpoint never followed) would answer `latest` with an old block,
+    /// so the majority anchors instead, and says so.
     pub fn head(&self, pool: &str) -> Option<HeaderFacts> {
         let state = self.state.read().ok()?;
         let trusted = state.as_ref().filter(|t| t.pool == pool)?;
-        trusted.head
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        (now <= trusted.head_time.saturating_add(trusted.stale_after))
+            .then_some(trusted.head)
+            .flatten()
     }
 
     /// The execution block of the client's latest finalized header.
@@ -76,13 +87,15 @@ impl LightRoots {
         trusted.by_number.get(&number).copied()
     }
 
-    fn trust(&self, pool: &str, lc: &LightClient, applied: Applied) {
+    fn trust(&self, pool: &str, lc: &LightClient, applied: Applied, max_age_slots: u64) {
         let Ok(mut state) = self.state.write() else {
             return;
         };
         let trusted = state.get_or_insert_with(|| Trusted {
             pool: pool.to_string(),
             head: None,
+            head_time: 0,
+            stale_after: 0,
             finalized: None,
             by_number: BTreeMap::new(),
         });
@@ -93,6 +106,9 @@ impl LightRoots {
             trusted.by_number.retain(|n, _| *n <= head.number);
             trusted.head = Some(head);
         }
+        let network = lc.network();
+        trusted.head_time = network.slot_start(lc.head().beacon.slot);
+        trusted.stale_after = max_age_slots.saturating_mul(network.seconds_per_slot);
         trusted.finalized = Some(finalized);
         for block in [head, finalized] {
             trusted.by_number.insert(block.number, block);
@@ -163,10 +179,8 @@ struct Fatal(String);
 impl Follower {
     /// What `lc` trusts now, for the anchors and the metrics.
     fn trust(&self, lc: &LightClient, applied: Applied) {
-        self.gateway
-            .checked
-            .light
-            .trust(&self.conf.pool, lc, applied);
+        let (roots, max_age) = (&self.gateway.checked.light, self.conf.max_head_age_slots);
+        roots.trust(&self.conf.pool, lc, applied, max_age);
         let slots = metrics::LIGHT_CLIENT_SLOT.clone();
         let pool = self.conf.pool.as_str();
         slots

@@ -102,7 +102,13 @@ impl Standin {
     pub fn light_client_checkpoint(&self) -> serde_json::Value {
         let until = Instant::now() + Duration::from_secs(10);
         loop {
-            let r = request(self.port, "GET", "/standin/light_client/checkpoint", &[], b"");
+            let r = request(
+                self.port,
+                "GET",
+                "/standin/light_client/checkpoint",
+                &[],
+                b"",
+            );
             if let Some(r) = r.ok().filter(|r| r.status == 200) {
                 return r.json();
             }
@@ -112,12 +118,13 @@ impl Standin {
     }
 
     /// `rpc.verify.root.light_client` (flow YAML) rooting pool `el_pool` on this beacon
-    /// stand-in, named pool `cl_pool`.
+    /// stand-in, named pool `cl_pool`. The stand-in makes a block only when its node has a
+    /// new one (a test's node may mine none for a while): a head is used for 10 minutes.
     pub fn light_client_yaml(&self, el_pool: &str, cl_pool: &str) -> String {
         let cp = self.light_client_checkpoint();
         serde_json::json!({
             "pool": el_pool, "beacon": cl_pool, "checkpoint": cp["root"], "poll_ms": 300,
-            "network": cp["network"],
+            "network": cp["network"], "max_head_age_slots": 600,
         })
         .to_string()
     }

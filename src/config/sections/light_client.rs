@@ -20,6 +20,11 @@ pub struct LightClientConf {
     /// A checkpoint older than this is refused (weak subjectivity: 14 days by default).
     #[serde(default = "d_max_checkpoint_age")]
     pub max_checkpoint_age_secs: u64,
+    /// A signed head older than this many slots no longer anchors (the majority does,
+    /// and says so): a beacon pool that stopped answering must not pin `latest` to an
+    /// old block. 32 slots: 6.4 minutes on mainnet.
+    #[serde(default = "d_max_head_age_slots")]
+    pub max_head_age_slots: u64,
     /// `mainnet`, or a chain of its own (`{preset, genesis_time, ...}`).
     #[serde(default)]
     pub network: NetworkConf,
@@ -56,6 +61,10 @@ pub struct CustomNetwork {
 pub struct ForkConf {
     pub epoch: u64,
     pub version: String,
+}
+
+fn d_max_head_age_slots() -> u64 {
+    32
 }
 
 fn d_max_checkpoint_age() -> u64 {

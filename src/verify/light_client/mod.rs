@@ -165,6 +165,10 @@ impl LightClient {
         })
     }
 
+    pub fn network(&self) -> &Network {
+        &self.network
+    }
+
     /// The latest finalized header.
     pub fn finalized(&self) -> &LightClientHeader {
         &self.finalized
