@@ -15,6 +15,11 @@ use std::time::{Duration, Instant};
 /// A gateway over `hosts` whose proven reads are anchored by a light client following
 /// `beacon` (or, without one, by a majority of the three hosts).
 fn gateway(hosts: &[String], beacon: &Standin, light: bool) -> Gateway {
+    gateway_aged(hosts, beacon, light.then_some(600))
+}
+
+/// The same, the light client's head used for `max_age` slots (`None`: no light client).
+fn gateway_aged(hosts: &[String], beacon: &Standin, max_age: Option<u64>) -> Gateway {
     let mut pools = "  eth_el:\n    hosts:\n".to_string();
     for (i, url) in hosts.iter().enumerate() {
         pools.push_str(&format!(
@@ -25,8 +30,8 @@ fn gateway(hosts: &[String], beacon: &Standin, light: bool) -> Gateway {
         "  eth_cl:\n    hosts:\n      - {{id: cl-1, url: \"{}\", family: cl-lighthouse}}\n",
         beacon.url()
     ));
-    let root = if light {
-        let light_client = beacon.light_client_yaml("eth_el", "eth_cl");
+    let root = if let Some(max_age) = max_age {
+        let light_client = beacon.light_client_yaml_aged("eth_el", "eth_cl", max_age);
         format!("{{ask: 3, light_client: {light_client}}}")
     } else {
         "{ask: 3}".to_string()
@@ -245,4 +250,53 @@ fn a_beacon_host_serving_forged_updates_is_not_followed() {
     std::thread::sleep(Duration::from_secs(2));
     let log = gw.stderr_tail();
     assert!(log.contains("finality branch does not lead"), "{log}");
+}
+
+/// The hung variant: a beacon node that takes connections and never answers (SIGSTOP)
+/// costs reads nothing (the light client follows in the background); its signed head
+/// is used until `max_head_age_slots` old, then the majority anchors, saying so, and
+/// the light client takes over again once the beacon node answers.
+#[test]
+fn a_frozen_beacon_node_costs_reads_nothing_and_a_stale_head_gives_way() {
+    let node = Arc::new(Anvil::start(1, &["--block-time", "1"]));
+    let beacon = Standin::beacon_over(&node.url());
+    let gw = gateway_aged(&[node.url()], &beacon, Some(4));
+    let key = gw.key("scale", &[]);
+    synced(&gw, &key);
+    beacon.proc.signal("STOP");
+    let mut anchors = Vec::new();
+    let until = Instant::now() + Duration::from_secs(9);
+    while Instant::now() < until {
+        let asked = Instant::now();
+        let (status, said, anchor) = balance(&gw, &key, json!("latest"));
+        assert_eq!(status, 200, "{said}");
+        assert!(
+            asked.elapsed() < Duration::from_secs(1),
+            "a read waited on the frozen beacon node"
+        );
+        anchors.push(anchor.rsplit("by=").next().unwrap_or_default().to_string());
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    beacon.proc.signal("CONT");
+    assert_eq!(
+        anchors.first().map(String::as_str),
+        Some("light-client"),
+        "{anchors:?}"
+    );
+    assert_eq!(
+        anchors.last().map(String::as_str),
+        Some("majority-1/1"),
+        "{anchors:?}"
+    );
+    let until = Instant::now() + Duration::from_secs(15);
+    while !balance(&gw, &key, json!("latest"))
+        .2
+        .ends_with("by=light-client")
+    {
+        assert!(
+            Instant::now() < until,
+            "the light client never took over again"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }

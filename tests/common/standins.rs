@@ -121,10 +121,15 @@ impl Standin {
     /// stand-in, named pool `cl_pool`. The stand-in makes a block only when its node has a
     /// new one (a test's node may mine none for a while): a head is used for 10 minutes.
     pub fn light_client_yaml(&self, el_pool: &str, cl_pool: &str) -> String {
+        self.light_client_yaml_aged(el_pool, cl_pool, 600)
+    }
+
+    /// The same, its signed head used for `max_head_age_slots` slots (seconds here).
+    pub fn light_client_yaml_aged(&self, el_pool: &str, cl_pool: &str, max_age: u64) -> String {
         let cp = self.light_client_checkpoint();
         serde_json::json!({
             "pool": el_pool, "beacon": cl_pool, "checkpoint": cp["root"], "poll_ms": 300,
-            "network": cp["network"], "max_head_age_slots": 600,
+            "network": cp["network"], "max_head_age_slots": max_age,
         })
         .to_string()
     }
