@@ -198,16 +198,7 @@ fn a_beacon_host_serving_forged_updates_is_not_followed() {
         ("execution", "execution payload is not its body's"),
     ];
     for (forge, why) in forgeries {
-        let mode = json!({"forge": forge}).to_string();
-        let r = request(
-            beacon.port,
-            "POST",
-            "/standin/light_client",
-            &[],
-            mode.as_bytes(),
-        )
-        .unwrap();
-        assert_eq!(r.status, 200);
+        forge_updates(&beacon, json!(forge));
         std::thread::sleep(Duration::from_millis(700));
         let held = anchored_number(&balance(&gw, &key, json!("latest")).2);
         std::thread::sleep(Duration::from_secs(3));
@@ -220,14 +211,7 @@ fn a_beacon_host_serving_forged_updates_is_not_followed() {
         assert!(node.block_number() >= held + 2, "anvil kept mining");
         let log = gw.stderr_tail();
         assert!(log.contains(why), "{forge}: {why}: {log}");
-        request(
-            beacon.port,
-            "POST",
-            "/standin/light_client",
-            &[],
-            br#"{"forge": null}"#,
-        )
-        .unwrap();
+        forge_updates(&beacon, Value::Null);
         let until = Instant::now() + Duration::from_secs(10);
         while anchored_number(&balance(&gw, &key, json!("latest")).2) <= held {
             assert!(
@@ -238,18 +222,23 @@ fn a_beacon_host_serving_forged_updates_is_not_followed() {
         }
     }
     // A finality branch that leads elsewhere (finality updates carry one): refused.
-    let mode = json!({"forge": "branch"}).to_string();
-    request(
+    forge_updates(&beacon, json!("branch"));
+    std::thread::sleep(Duration::from_secs(2));
+    let log = gw.stderr_tail();
+    assert!(log.contains("finality branch does not lead"), "{log}");
+}
+
+/// The beacon stand-in serves updates forged as `forge` says from now on (null: honest).
+fn forge_updates(beacon: &Standin, forge: Value) {
+    let mode = json!({ "forge": forge }).to_string();
+    let r = request(
         beacon.port,
         "POST",
         "/standin/light_client",
         &[],
         mode.as_bytes(),
-    )
-    .unwrap();
-    std::thread::sleep(Duration::from_secs(2));
-    let log = gw.stderr_tail();
-    assert!(log.contains("finality branch does not lead"), "{log}");
+    );
+    assert_eq!(r.unwrap().status, 200);
 }
 
 /// The hung variant: a beacon node that takes connections and never answers (SIGSTOP)

@@ -194,28 +194,9 @@ impl Gateway {
         if let Some(kept) = kept.filter(|k| linked(k, &anchor.header).is_ok()) {
             headers.splice(0..0, kept);
         } else if from < to {
-            let calls: Vec<Request> = (from..to)
-                .map(|n| {
-                    let params = json!([format!("0x{n:x}"), false]);
-                    Request::new(
-                        Id::index((n - from) as usize),
-                        "eth_getBlockByNumber",
-                        params,
-                    )
-                })
-                .collect();
-            let body = serde_json::to_vec(&calls).unwrap_or_default();
-            let need = Need {
-                min_head: to,
-                ..Need::default()
-            };
-            let reply = self.read(pool, MethodClass::Read, need, &body, rid).await?;
-            let earlier = linked_headers(&reply.body, from, &anchor.header).map_err(|why| {
-                ApiError::bad_gateway(
-                    "upstream_unavailable",
-                    format!("eth_getLogs: the headers before block {to} do not lead to it: {why}"),
-                )
-            })?;
+            let earlier = self
+                .headers_leading_to(pool, from, &anchor.header, rid)
+                .await?;
             for header in &earlier {
                 anchors.keep(
                     pool,
@@ -228,6 +209,38 @@ impl Gateway {
             headers.splice(0..0, earlier);
         }
         Ok(Chain { anchor, headers })
+    }
+}
+
+impl Gateway {
+    /// Headers `from..top` asked as one batch of one host, each hash recomputed and
+    /// linked by parent hashes to `top` (trusted): then as trusted as it. Oldest first,
+    /// `top` not included. A range's blocks, and the light client's older blocks.
+    pub(super) async fn headers_leading_to(
+        &self,
+        pool: &Pool,
+        from: u64,
+        top: &HeaderFacts,
+        rid: &str,
+    ) -> Result<Vec<HeaderFacts>, ApiError> {
+        let calls: Vec<Request> = (from..top.number)
+            .map(|n| {
+                let params = json!([format!("0x{n:x}"), false]);
+                let id = Id::index((n - from) as usize);
+                Request::new(id, "eth_getBlockByNumber", params)
+            })
+            .collect();
+        let body = serde_json::to_vec(&calls).unwrap_or_default();
+        let need = Need {
+            min_head: top.number,
+            ..Need::default()
+        };
+        let reply = self.read(pool, MethodClass::Read, need, &body, rid).await?;
+        linked_headers(&reply.body, from, top).map_err(|why| {
+            let n = top.number;
+            let why = format!("the headers below block {n} do not lead to it: {why}");
+            ApiError::bad_gateway("upstream_unavailable", why)
+        })
     }
 }
 

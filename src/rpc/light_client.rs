@@ -8,7 +8,6 @@
 //! that is only behind is passed over quietly. Until the client is synced (or when it
 //! refused its checkpoint) anchors fall back to the majority, and say so.
 
-use super::complete_logs::linked_headers;
 use super::need::Need;
 use super::Gateway;
 use crate::config::LightClientConf;
@@ -443,42 +442,6 @@ impl Gateway {
             ));
         }
         Ok(Some(anchor))
-    }
-
-    /// Headers `from..top` asked as one batch, each hash recomputed, linked by parent
-    /// hashes to `top` (trusted): then trusted too. Oldest first, `top` not included.
-    async fn headers_leading_to(
-        &self,
-        pool: &Pool,
-        from: u64,
-        top: &HeaderFacts,
-        rid: &str,
-    ) -> Result<Vec<HeaderFacts>, ApiError> {
-        let calls: Vec<Request> = (from..top.number)
-            .map(|n| {
-                let params = json!([format!("0x{n:x}"), false]);
-                Request::new(
-                    Id::index((n - from) as usize),
-                    "eth_getBlockByNumber",
-                    params,
-                )
-            })
-            .collect();
-        let body = serde_json::to_vec(&calls).unwrap_or_default();
-        let need = Need {
-            min_head: top.number,
-            ..Need::default()
-        };
-        let reply = self.read(pool, MethodClass::Read, need, &body, rid).await?;
-        linked_headers(&reply.body, from, top).map_err(|why| {
-            ApiError::bad_gateway(
-                "quorum_dispute",
-                format!(
-                    "the headers below block {} (signed by the sync committee) do not lead to it: {why}",
-                    top.number
-                ),
-            )
-        })
     }
 }
 
