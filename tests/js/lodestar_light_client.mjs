@@ -55,11 +55,36 @@ const committeeRoot = ssz.altair.SyncCommittee.hashTreeRoot(bootstrap.currentSyn
 if (!isValidMerkleBranch(committeeRoot, bootstrap.currentSyncCommitteeBranch, 6, 22, bootstrap.header.beacon.stateRoot)) {
   throw new Error("the bootstrap's committee branch does not hold");
 }
+// The same objects as SSZ (Accept: application/octet-stream) decode to the same values.
+const getSsz = async (path, versioned = true) => {
+  const r = await fetch(base + path, { headers: { accept: "application/octet-stream" } });
+  if (r.status !== 200) throw new Error(`${path} as SSZ: ${r.status} ${await r.text()}`);
+  if (versioned && r.headers.get("eth-consensus-version") !== "electra") throw new Error(`${path}: no Eth-Consensus-Version`);
+  return new Uint8Array(await r.arrayBuffer());
+};
+const bootSsz = ssz.electra.LightClientBootstrap.deserialize(
+  await getSsz(`/eth/v1/beacon/light_client/bootstrap/${checkpoint.root}`),
+);
+if (!ssz.electra.LightClientBootstrap.equals(bootSsz, bootstrap)) throw new Error("the SSZ bootstrap is not the JSON one");
 const lc = new LightclientSpec(config, { allowForcedUpdates: false }, bootstrap);
 const period = Math.floor(bootstrap.header.beacon.slot / 64);
 const updates = await get(`/eth/v1/beacon/light_client/updates?start_period=${period}&count=4`);
 for (const u of updates) lc.onUpdate(slotNow(), ssz.electra.LightClientUpdate.fromJson(u.data));
 const finality = await get("/eth/v1/beacon/light_client/finality_update");
+const finalitySsz = ssz.electra.LightClientFinalityUpdate.deserialize(
+  await getSsz("/eth/v1/beacon/light_client/finality_update"),
+);
+lc.onFinalityUpdate(slotNow(), finalitySsz);
+// The updates as SSZ response chunks: length, fork digest, the update.
+const chunks = await getSsz(`/eth/v1/beacon/light_client/updates?start_period=${period}&count=4`, false);
+let sszUpdates = 0;
+for (let at = 0; at < chunks.length; ) {
+  const size = Number(new DataView(chunks.buffer, chunks.byteOffset + at, 8).getBigUint64(0, true));
+  ssz.electra.LightClientUpdate.deserialize(chunks.subarray(at + 12, at + 8 + size));
+  at += 8 + size;
+  sszUpdates += 1;
+}
+if (sszUpdates !== updates.length) throw new Error(`${sszUpdates} SSZ updates, ${updates.length} in JSON`);
 lc.onFinalityUpdate(slotNow(), ssz.electra.LightClientFinalityUpdate.fromJson(finality.data));
 const optimistic = await get("/eth/v1/beacon/light_client/optimistic_update");
 lc.onOptimisticUpdate(slotNow(), ssz.electra.LightClientOptimisticUpdate.fromJson(optimistic.data));
@@ -67,6 +92,7 @@ const s = lc.store;
 console.log(
   JSON.stringify({
     updates: updates.length,
+    ssz_updates: sszUpdates,
     finalized_slot: s.finalizedHeader.beacon.slot,
     finalized_block_number: Number(s.finalizedHeader.execution.blockNumber),
     optimistic_slot: s.optimisticHeader.beacon.slot,

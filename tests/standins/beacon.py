@@ -201,6 +201,16 @@ def metrics(beacon):
     )
 
 
+def lc_answer(versioned, ssz_type, ssz):
+    """A light-client object as JSON, or as SSZ when asked (`Accept:
+    application/octet-stream`), with its fork in `Eth-Consensus-Version` either way."""
+    headers = {"Eth-Consensus-Version": versioned["version"]}
+    if ssz:
+        body = light_client.ssz_of(ssz_type, versioned["data"]).encode_bytes()
+        return Answer(200, body, content_type="application/octet-stream", headers=headers)
+    return Answer(200, json.dumps(versioned, separators=(",", ":")), headers=headers)
+
+
 def light_routes(light, req, p):
     """beacon-APIs' light-client routes, and the stand-in's own: the checkpoint and
     network a light client is configured with, and forging (light_client.py)."""
@@ -212,10 +222,13 @@ def light_routes(light, req, p):
     if p == "/standin/light_client/checkpoint":
         cp = light.checkpoint()
         return json_answer({**cp, "network": light.network()}) if cp else error(503, "no block yet")
+    ssz = "application/octet-stream" in req.headers.get("accept", "")
     m = re.fullmatch(r"/eth/v1/beacon/light_client/bootstrap/(0x[0-9a-fA-F]{64})", p)
     if m:
         found = light.bootstrap(bytes.fromhex(m.group(1)[2:]))
-        return json_answer(found) if found else error(404, "LC bootstrap unavailable")
+        if not found:
+            return error(404, "LC bootstrap unavailable")
+        return lc_answer(found, light_client.LightClientBootstrap, ssz)
     if p.startswith("/eth/v1/beacon/light_client/bootstrap/"):
         return error(400, "Invalid block root")
     if p == "/eth/v1/beacon/light_client/updates":
@@ -223,12 +236,24 @@ def light_routes(light, req, p):
             start, count = int(req.query["start_period"]), int(req.query["count"])
         except (KeyError, ValueError):
             return error(400, "start_period and count are required unsigned integers")
-        return json_answer(light.updates(start, count))
-    if p in ("/eth/v1/beacon/light_client/finality_update", "/eth/v1/beacon/light_client/optimistic_update"):
+        updates = light.updates(start, count)
+        if not ssz:
+            return json_answer(updates)
+        # Each response chunk: its length (8 bytes, little-endian, of what follows), the
+        # fork digest, the update's SSZ.
+        chunks = b""
+        for u in updates:
+            body = light.fork_digest() + light_client.ssz_of(light_client.LightClientUpdate, u["data"]).encode_bytes()
+            chunks += len(body).to_bytes(8, "little") + body
+        return Answer(200, chunks, content_type="application/octet-stream")
+    kinds = {"finality_update": light_client.LightClientFinalityUpdate,
+             "optimistic_update": light_client.LightClientOptimisticUpdate}
+    kind = p.removeprefix("/eth/v1/beacon/light_client/")
+    if kind in kinds:
         block = light.signed()
-        if block is None or (p.endswith("finality_update") and block.finalized is None):
+        if block is None or (kind == "finality_update" and block.finalized is None):
             return error(404, "No LightClientUpdate available")
-        return json_answer(light.update(block, finality=p.endswith("finality_update")))
+        return lc_answer(light.update(block, finality=kind == "finality_update"), kinds[kind], ssz)
     return error(404, f"no route {req.path}")
 
 

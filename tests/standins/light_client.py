@@ -27,7 +27,8 @@ import urllib.request
 from py_ecc.bls import G2ProofOfPossession as bls
 from py_ecc.optimized_bls12_381 import curve_order as CURVE_ORDER
 from remerkleable.basic import uint64, uint256
-from remerkleable.byte_arrays import ByteList, ByteVector, Bytes32, Bytes48
+from remerkleable.bitfields import Bitvector
+from remerkleable.byte_arrays import ByteList, ByteVector, Bytes32, Bytes48, Bytes96
 from remerkleable.complex import Container, Vector
 
 COMMITTEE = 32
@@ -73,6 +74,61 @@ class ExecutionPayloadHeader(Container):
 class SyncCommittee(Container):
     pubkeys: Vector[Bytes48, COMMITTEE]
     aggregate_pubkey: Bytes48
+
+
+class LightClientHeader(Container):
+    beacon: BeaconBlockHeader
+    execution: ExecutionPayloadHeader
+    execution_branch: Vector[Bytes32, 4]
+
+
+class SyncAggregate(Container):
+    sync_committee_bits: Bitvector[COMMITTEE]
+    sync_committee_signature: Bytes96
+
+
+class LightClientBootstrap(Container):
+    header: LightClientHeader
+    current_sync_committee: SyncCommittee
+    current_sync_committee_branch: Vector[Bytes32, 6]
+
+
+class LightClientUpdate(Container):
+    attested_header: LightClientHeader
+    next_sync_committee: SyncCommittee
+    next_sync_committee_branch: Vector[Bytes32, 6]
+    finalized_header: LightClientHeader
+    finality_branch: Vector[Bytes32, 7]
+    sync_aggregate: SyncAggregate
+    signature_slot: uint64
+
+
+class LightClientFinalityUpdate(Container):
+    attested_header: LightClientHeader
+    finalized_header: LightClientHeader
+    finality_branch: Vector[Bytes32, 7]
+    sync_aggregate: SyncAggregate
+    signature_slot: uint64
+
+
+class LightClientOptimisticUpdate(Container):
+    attested_header: LightClientHeader
+    sync_aggregate: SyncAggregate
+    signature_slot: uint64
+
+
+def ssz_of(typ, value):
+    """A beacon-APIs JSON value as the SSZ view of `typ` (numbers are decimal strings,
+    bytes 0x hex, a bit vector's bits in its bytes)."""
+    if issubclass(typ, Container):
+        return typ(**{name: ssz_of(ftype, value[name]) for name, ftype in typ.fields().items()})
+    if issubclass(typ, Bitvector):
+        return typ.decode_bytes(bytes.fromhex(value[2:]))
+    if issubclass(typ, Vector):
+        return typ(*(ssz_of(typ.element_cls(), v) for v in value))
+    if issubclass(typ, (ByteVector, ByteList)):
+        return typ(bytes.fromhex(value[2:]))
+    return typ(int(value))
 
 
 def sha(data):
@@ -299,6 +355,10 @@ class LightChain:
                 break
             out.append(self.update(inside[-1], finality=True, committee=True))
         return out
+
+    def fork_digest(self):
+        """`compute_fork_digest` of the fork in force (Electra here), for SSZ chunks."""
+        return sha(bytes.fromhex(FORKS["electra"][1][2:]) + bytes(28) + self.gvr)[:4]
 
     def checkpoint(self):
         self.follow()

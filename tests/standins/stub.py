@@ -35,11 +35,12 @@ class Request:
 
 
 class Answer:
-    def __init__(self, status=200, body=b"", content_type="application/json", stream=None):
+    def __init__(self, status=200, body=b"", content_type="application/json", stream=None, headers=None):
         self.status = status
         self.body = body if isinstance(body, bytes) else body.encode()
         self.content_type = content_type
         self.stream = stream
+        self.headers = headers or {}
 
 
 def json_answer(value, status=200):
@@ -156,6 +157,8 @@ def serve(app, port, host="127.0.0.1", tls=None):
         def write(self, answer):
             self.send_response(answer.status)
             self.send_header("content-type", answer.content_type)
+            for name, value in answer.headers.items():
+                self.send_header(name, value)
             if answer.stream is None:
                 self.send_header("content-length", str(len(answer.body)))
                 self.end_headers()
