@@ -228,8 +228,8 @@ impl Follower {
             let age = self.conf.max_checkpoint_age_secs;
             match LightClient::bootstrap(self.network.clone(), root, &b.data, now, age) {
                 Ok(lc) => return Ok(Some(lc)),
-                Err(why) if why.contains("max_checkpoint_age") => return Err(Fatal(why)),
-                Err(why) => {
+                Err(Refusal::Stale(why)) => return Err(Fatal(why)),
+                Err(Refusal::Invalid(why)) => {
                     log::warn!(
                         "light client: beacon host {} served a bad bootstrap: {why}",
                         host.id

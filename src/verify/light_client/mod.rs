@@ -116,31 +116,33 @@ impl LightClient {
     /// `initialize_light_client_store`: the bootstrap must be the block `trusted_root`
     /// names, its committee proven against that block's state, and the block no older
     /// than `max_age_secs` at `now` (an old checkpoint could be from a chain the
-    /// committees that signed it have since left: weak subjectivity).
+    /// committees that signed it have since left: weak subjectivity). A checkpoint too
+    /// old is `Stale` (no host can serve it better), anything that does not hold `Invalid`.
     pub fn bootstrap(
         network: Network,
         trusted_root: B256,
         bootstrap: &Bootstrap,
         now: u64,
         max_age_secs: u64,
-    ) -> Result<LightClient, String> {
+    ) -> Result<LightClient, Refusal> {
         let header = &bootstrap.header;
         valid_header(&network, header).map_err(|e| format!("the checkpoint's {e}"))?;
         let root = header.beacon.tree_hash_root();
         if root != trusted_root {
             return Err(format!(
                 "the bootstrap is of block {root}, not the checkpoint {trusted_root}"
-            ));
+            )
+            .into());
         }
         let slot = header.beacon.slot;
         let age = now.saturating_sub(network.slot_start(slot));
         if age > max_age_secs {
-            return Err(format!(
+            return Err(Refusal::Stale(format!(
                 "the checkpoint {trusted_root} is at slot {slot}, {} old: older than \
                  max_checkpoint_age ({}); configure a recent finalized block root",
                 days(age),
                 days(max_age_secs)
-            ));
+            )));
         }
         let gindex = CURRENT_SYNC_COMMITTEE_GINDEX[network.electra_layout(slot) as usize];
         let committee_root = bootstrap.current_sync_committee.root();
@@ -193,7 +195,7 @@ impl LightClient {
     /// header two thirds of the committee signed (the spec's optimistic header needs
     /// more than half of the best participation seen).
     pub fn process(&mut self, update: &Update, current_slot: u64) -> Result<Applied, Refusal> {
-        let committee = self.validate(update, current_slot)?;
+        // Counting bits is free, a pairing is not: too few signers is refused first.
         let size = self.network.preset.sync_committee_size;
         let participants = update.sync_aggregate.participants();
         if participants * 3 < size * 2 {
@@ -201,31 +203,35 @@ impl LightClient {
                 "{participants} of {size} sync committee members signed: fewer than two thirds"
             )));
         }
+        let committee = self.validate(update, current_slot)?;
         let mut applied = Applied::default();
         let attested = &update.attested_header;
-        let finalized = update
+        let store_period = self.period();
+        let period_of = |h: &LightClientHeader| self.network.period(h.beacon.slot);
+        // The spec's `update_has_finalized_next_sync_committee`, or finality moving.
+        let applies = update
             .finalized_header
             .as_ref()
-            .filter(|_| update.carries_finality());
-        let store_period = self.period();
-        let gains_next = self.next.is_none()
-            && committee.is_some()
-            && finalized.is_some_and(|f| {
-                self.network.period(f.beacon.slot) == self.network.period(attested.beacon.slot)
+            .filter(|_| update.carries_finality())
+            .filter(|f| {
+                let gains_next = self.next.is_none()
+                    && committee.is_some()
+                    && period_of(f) == period_of(attested);
+                gains_next || f.beacon.slot > self.finalized.beacon.slot
             });
-        let finality_moves = finalized.is_some_and(|f| f.beacon.slot > self.finalized.beacon.slot);
-        if finality_moves || gains_next {
-            let finalized = finalized.expect("finality moves or the committee comes with it");
-            let finalized_period = self.network.period(finalized.beacon.slot);
-            if self.next.is_none() {
-                if finalized_period == store_period {
+        if let Some(finalized) = applies {
+            let finalized_period = period_of(finalized);
+            match self.next.take() {
+                None if finalized_period == store_period => {
                     self.next = committee;
                     applied.committee = self.next.is_some();
                 }
-            } else if finalized_period == store_period + 1 {
-                self.current = self.next.take().expect("known");
-                self.next = committee;
-                applied.committee = true;
+                Some(next) if finalized_period == store_period + 1 => {
+                    self.current = next;
+                    self.next = committee;
+                    applied.committee = true;
+                }
+                kept => self.next = kept,
             }
             if finalized.beacon.slot > self.finalized.beacon.slot {
                 self.finalized = finalized.clone();

@@ -251,10 +251,12 @@ fn a_checkpoint_is_its_root_its_committee_and_recent() {
         let at = now(&chain.net);
         assert!(LightClient::bootstrap(chain.net.clone(), root, &b, at, 86_400).is_ok());
         let other = LightClient::bootstrap(chain.net.clone(), B256::repeat_byte(1), &b, at, 86_400);
-        assert!(other.err().unwrap().contains("not the checkpoint"));
+        assert!(other.err().unwrap().why().contains("not the checkpoint"));
         let old =
             LightClient::bootstrap(chain.net.clone(), root, &b, at + 30 * 86_400, 14 * 86_400);
         let why = old.err().unwrap();
+        assert!(matches!(why, Refusal::Stale(_)), "{why:?}");
+        let why = why.why();
         assert!(
             why.contains("older than max_checkpoint_age (14.0 days)"),
             "{why}"
@@ -264,14 +266,17 @@ fn a_checkpoint_is_its_root_its_committee_and_recent() {
         let why = LightClient::bootstrap(chain.net.clone(), root, &forged, at, 86_400)
             .err()
             .unwrap();
-        assert!(why.contains("not the checkpoint state's"), "{why}");
+        assert!(why.why().contains("not the checkpoint state's"), "{why:?}");
         let mut forged = b.clone();
         forged.header.execution.block_number += 1;
         let root = forged.header.beacon.tree_hash_root();
         let why = LightClient::bootstrap(chain.net.clone(), root, &forged, at, 86_400)
             .err()
             .unwrap();
-        assert!(why.contains("execution payload is not its body's"), "{why}");
+        assert!(
+            why.why().contains("execution payload is not its body's"),
+            "{why:?}"
+        );
     }
 }
 
