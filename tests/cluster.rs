@@ -497,8 +497,31 @@ fn a_postgres_outage_keeps_keys_in_use_serving() {
 /// ports substituted, nothing else), under a descriptor limit of 4096; answering `key`
 /// when this returns. The process and its port.
 fn shipped_haproxy(a: &Gateway, b: &Gateway, key: &str) -> (Proc, u16) {
+    // haproxy binds with SO_REUSEPORT: should a proxy alongside have taken the same
+    // free port, both would listen and split the load. Then on another port.
+    for _ in 0..3 {
+        let port = free_port();
+        let (mut haproxy, err) = spawn_shipped_haproxy(a, b, port);
+        wait_for("haproxy up", Duration::from_secs(10), || {
+            status(port, key) == 200
+        });
+        assert!(
+            haproxy.child.try_wait().unwrap().is_none(),
+            "haproxy exited: {}",
+            std::fs::read_to_string(err).unwrap_or_default()
+        );
+        if listens_alone_on(haproxy.pid(), port) {
+            return (haproxy, port);
+        }
+        let _ = haproxy.child.kill();
+    }
+    panic!("haproxy shared its port with another listener three times");
+}
+
+/// haproxy on `conf/haproxy-cluster.cfg`, bound to `port` and balancing `a` and `b`;
+/// with the file its errors go to.
+fn spawn_shipped_haproxy(a: &Gateway, b: &Gateway, port: u16) -> (Proc, std::path::PathBuf) {
     let shipped = std::fs::read_to_string(root().join("conf/haproxy-cluster.cfg")).unwrap();
-    let port = free_port();
     let mut cfg = shipped.clone();
     for (from, to) in [
         ("bind :8080".to_string(), format!("bind 127.0.0.1:{port}")),
@@ -519,7 +542,7 @@ fn shipped_haproxy(a: &Gateway, b: &Gateway, key: &str) -> (Proc, u16) {
     }
     let dir = tempdir("haproxy");
     std::fs::write(dir.join("haproxy.cfg"), cfg).unwrap();
-    let mut haproxy = Proc {
+    let haproxy = Proc {
         child: std::process::Command::new("sh")
             .arg("-c")
             .arg(format!(
@@ -531,15 +554,7 @@ fn shipped_haproxy(a: &Gateway, b: &Gateway, key: &str) -> (Proc, u16) {
             .spawn()
             .expect("haproxy (scripts/setup.sh installs it)"),
     };
-    wait_for("haproxy up", Duration::from_secs(10), || {
-        status(port, key) == 200
-    });
-    assert!(
-        haproxy.child.try_wait().unwrap().is_none(),
-        "haproxy exited: {}",
-        std::fs::read_to_string(dir.join("haproxy.err")).unwrap_or_default()
-    );
-    (haproxy, port)
+    (haproxy, dir.join("haproxy.err"))
 }
 
 /// `conf/haproxy-cluster.cfg` as shipped (its addresses and ports substituted, nothing
@@ -919,14 +934,21 @@ fn the_upgrade_script_upgrades_a_cluster_member_under_load() {
         .map(|_| {
             let (key, stop) = (key.clone(), stop.clone());
             std::thread::spawn(move || {
-                let (mut ok, mut failed) = (0i64, Vec::new());
+                let (mut ok, mut failed, mut first) = (0i64, Vec::new(), None);
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    match status(port, &key) {
-                        200 => ok += 1,
-                        s => failed.push(s),
+                    match echo(port, &key) {
+                        Ok(r) if r.status == 200 => ok += 1,
+                        other => {
+                            failed.push(other.as_ref().map_or(0, |r| r.status));
+                            // Who answered, and what: enough to tell a stray listener.
+                            first.get_or_insert_with(|| match other {
+                                Ok(r) => format!("{:?} {}", r.headers, r.text()),
+                                Err(e) => e.to_string(),
+                            });
+                        }
                     }
                 }
-                (ok, failed)
+                (ok, failed, first)
             })
         })
         .collect();
@@ -942,18 +964,20 @@ fn the_upgrade_script_upgrades_a_cluster_member_under_load() {
         std::thread::sleep(Duration::from_millis(1000));
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let (mut answered, mut failed) = (0, Vec::new());
+    let (mut answered, mut failed, mut first) = (0, Vec::new(), None);
     for c in clients {
-        let (o, f) = c.join().unwrap();
+        let (o, f, one) = c.join().unwrap();
         answered += o;
         failed.extend(f);
+        first = first.or(one);
     }
     let _ = haproxy.child.kill();
     assert!(
         failed.is_empty(),
-        "{} failed: {:?}",
+        "{} failed ({answered} answered): {:?}; the first: {}",
         failed.len(),
-        &failed[..failed.len().min(5)]
+        &failed[..failed.len().min(5)],
+        first.unwrap_or_default()
     );
     assert!(answered > 200, "{answered}");
     let mut stored = 0;

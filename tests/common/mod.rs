@@ -72,6 +72,20 @@ pub fn bin() -> &'static str {
 /// Whether process `pid` holds the listening socket on `port` (another test's gateway
 /// may have bound it between `free_port` and this one's start, and would answer).
 pub fn listens_on(pid: u32, port: u16) -> bool {
+    let inodes = listening_sockets(port);
+    inodes.iter().any(|i| held_by(pid, i))
+}
+
+/// Whether every listening socket on `port` is held by `pid`: a proxy that binds with
+/// `SO_REUSEPORT` (haproxy does) shares its port with another one that does, and the
+/// kernel splits the connections between them.
+pub fn listens_alone_on(pid: u32, port: u16) -> bool {
+    let inodes = listening_sockets(port);
+    !inodes.is_empty() && inodes.iter().all(|i| held_by(pid, i))
+}
+
+/// The listening sockets on `port`, as `/proc/<pid>/fd` links name them.
+fn listening_sockets(port: u16) -> Vec<String> {
     let mut inodes = Vec::new();
     for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
         let text = std::fs::read_to_string(table).unwrap_or_default();
@@ -89,14 +103,15 @@ pub fn listens_on(pid: u32, port: u16) -> bool {
             }
         }
     }
+    inodes
+}
+
+fn held_by(pid: u32, socket: &str) -> bool {
     let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
         return false;
     };
-    fds.flatten().any(|fd| {
-        std::fs::read_link(fd.path())
-            .map(|l| inodes.iter().any(|i| l.to_string_lossy() == *i))
-            .unwrap_or(false)
-    })
+    fds.flatten()
+        .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.to_string_lossy() == socket))
 }
 
 /// The values of the gateway's `/metrics` lines that start with `line_start` (a name,
@@ -868,25 +883,53 @@ pub fn alive(pid: u32) -> bool {
 impl Gateway {
     /// The same gateway, stopped and started again daemonized (`-d`), as systemd's unit
     /// starts it; its access log where the first process wrote it.
+    /// Its ports are free between the two processes: when a test alongside took one, the
+    /// daemon is started again on fresh ports (the config rewritten), as `start` does.
     pub fn daemonize(&mut self) -> Daemon {
         if let Some(mut first) = self.proc.take() {
             first.signal("INT");
             assert!(first.exited_within(Duration::from_secs(10)));
         }
         let daemon = Daemon(self.dir.join("pid"));
-        let status = Command::new(bin())
-            .args(["-d", "-c"])
-            .arg(&self.server_conf)
-            .arg("--app")
-            .arg(&self.app)
-            .envs(self.env.iter().cloned())
-            .stdout(std::fs::File::create(self.access_log()).unwrap())
-            .stderr(std::fs::File::create(self.dir.join("stderr-daemon")).unwrap())
-            .status()
-            .unwrap();
-        assert!(status.success());
-        self.wait_ready(Duration::from_secs(20));
-        daemon
+        for _ in 0..3 {
+            let status = Command::new(bin())
+                .args(["-d", "-c"])
+                .arg(&self.server_conf)
+                .arg("--app")
+                .arg(&self.app)
+                .envs(self.env.iter().cloned())
+                .stdout(std::fs::File::create(self.access_log()).unwrap())
+                .stderr(std::fs::File::create(self.dir.join("stderr-daemon")).unwrap())
+                .status()
+                .unwrap();
+            assert!(status.success());
+            if self.ready(Duration::from_secs(20))
+                && daemon.pid().is_some_and(|pid| {
+                    listens_on(pid, self.port) && listens_on(pid, self.metrics_port)
+                })
+            {
+                return daemon;
+            }
+            if let Some(pid) = daemon.pid() {
+                let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            }
+            self.move_to_fresh_ports();
+        }
+        panic!("the daemon did not serve on its own ports in 3 attempts");
+    }
+
+    /// The edge and metrics listeners on other free ports (the config rewritten).
+    fn move_to_fresh_ports(&mut self) {
+        let mut app = std::fs::read_to_string(&self.app).unwrap();
+        for port in [&mut self.port, &mut self.metrics_port] {
+            let fresh = free_port();
+            app = app.replace(
+                &format!("127.0.0.1:{port}\""),
+                &format!("127.0.0.1:{fresh}\""),
+            );
+            *port = fresh;
+        }
+        std::fs::write(&self.app, app).unwrap();
     }
 
     /// `scripts/upgrade.sh` run on this (daemonized) gateway, as an operator runs it:
