@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 
 apt_pkgs=()
 command -v cmake >/dev/null || apt_pkgs+=(cmake)
+# OpenSSL from the system, not compiled (.cargo/config.toml), found by pkg-config.
+command -v pkg-config >/dev/null || apt_pkgs+=(pkg-config)
+[ -f /usr/include/openssl/ssl.h ] || apt_pkgs+=(libssl-dev)
 command -v promtool >/dev/null || apt_pkgs+=(prometheus)
 command -v curl >/dev/null || apt_pkgs+=(curl)
 [ -x /usr/bin/chromium ] || apt_pkgs+=(chromium)
