@@ -6,7 +6,7 @@
 //! listener as a whole stays within what the process can hold.
 
 use crate::observe::metrics;
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 

@@ -22,9 +22,9 @@
 pub mod shared;
 
 use crate::config::limits::{LimitsConf, ANONYMOUS};
+use foldhash::HashMap;
 use pingora_limits::estimator::Estimator;
 use shared::SharedCounts;
-use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -90,7 +90,7 @@ pub struct Limiter {
     categories: HashMap<String, Box<[f64]>>,
     /// Compute units/s by plan rank (anonymous last); infinite: not limited by units.
     compute_units: Option<Box<[f64]>>,
-    seed: std::collections::hash_map::RandomState,
+    seed: foldhash::fast::RandomState,
     /// Other instances' counts (`cluster.redis`), added to this instance's own.
     shared: Option<Arc<SharedCounts>>,
 }

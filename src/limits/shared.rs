@@ -11,7 +11,7 @@
 //! unseen). When Redis cannot be reached, the others' counts age out after
 //! `STALE_AFTER` and each instance falls back to its own limits (fail-open).
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -57,7 +57,9 @@ pub struct SharedCounts {
 impl SharedCounts {
     pub fn new(horizon: u64) -> SharedCounts {
         SharedCounts {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new(HashMap::default()))
+                .collect(),
             horizon,
         }
     }

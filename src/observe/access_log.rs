@@ -96,7 +96,7 @@ impl AccessLine<'_> {
     fn to_json(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(320);
         out.push(b'{');
-        field(&mut out, "ts", &self.ts);
+        str_field(&mut out, "ts", Some(self.ts));
         for (name, value) in [
             ("request_id", Some(self.request_id)),
             ("client", Some(self.client)),
@@ -109,7 +109,7 @@ impl AccessLine<'_> {
             ("user", self.user),
         ] {
             out.push(b',');
-            field(&mut out, name, &value);
+            str_field(&mut out, name, value);
         }
         out.push(b',');
         field(&mut out, "status", &self.status);
@@ -125,11 +125,11 @@ impl AccessLine<'_> {
         ]);
         for (name, value) in [("upstream", self.upstream), ("error", self.error)] {
             out.push(b',');
-            field(&mut out, name, &value);
+            str_field(&mut out, name, value);
         }
         if let Some(verified) = self.verified {
             out.push(b',');
-            field(&mut out, "verified", &verified);
+            str_field(&mut out, "verified", Some(verified));
         }
         out.extend_from_slice(b"}\n");
         out
@@ -143,6 +143,43 @@ fn field(out: &mut Vec<u8>, name: &str, value: &impl serde::Serialize) {
     out.extend_from_slice(b"\":");
     // Writing into a Vec cannot fail, and these values always serialize.
     let _ = serde_json::to_writer(&mut *out, value);
+}
+
+/// `"name":"value"` (`null` for `None`). Almost every value (ids, routes, addresses,
+/// paths) has nothing to escape and is copied as is; serde_json escapes the rest.
+fn str_field(out: &mut Vec<u8>, name: &str, value: Option<&str>) {
+    out.push(b'"');
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b"\":");
+    match value {
+        None => out.extend_from_slice(b"null"),
+        Some(v) if !needs_escape(v.as_bytes()) => {
+            out.push(b'"');
+            out.extend_from_slice(v.as_bytes());
+            out.push(b'"');
+        }
+        Some(v) => {
+            let _ = serde_json::to_writer(&mut *out, v);
+        }
+    }
+}
+
+/// Whether JSON needs any of these bytes escaped (a control byte, `"` or `\\`), eight
+/// bytes at a time: the check runs over every field of every line.
+fn needs_escape(bytes: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    // A byte of `x` is zero / below `n` (n <= 128): its high bit set in the result.
+    let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
+    let below = |x: u64, n: u64| x.wrapping_sub(ONES * n) & !x & HIGHS;
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        let x = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+        if below(x, 0x20) | zero(x ^ (ONES * 0x22)) | zero(x ^ (ONES * 0x5c)) != 0 {
+            return true;
+        }
+    }
+    (chunks.remainder().iter()).any(|&b| b < 0x20 || b == b'"' || b == b'\\')
 }
 
 /// Write every queued line to stdout in one go (the writer thread, and once at exit).
@@ -195,5 +232,19 @@ mod tests {
         assert!(v["key_id"].is_null() && v["error"].is_null());
         assert_eq!(v["upstream"], "u");
         assert_eq!(v.as_object().unwrap().len(), 15);
+    }
+
+    #[test]
+    fn needs_escape_finds_every_byte_json_escapes_and_no_other() {
+        for b in 0u8..=255 {
+            let escaped = b < 0x20 || b == b'"' || b == b'\\';
+            for at in [0, 3, 7, 8, 12] {
+                let mut s = vec![b'a'; 13];
+                s[at] = b;
+                assert_eq!(super::needs_escape(&s), escaped, "byte {b:#x} at {at}");
+            }
+        }
+        assert!(!super::needs_escape("/v1/éth/ü".as_bytes()));
+        assert!(!super::needs_escape(b""));
     }
 }

@@ -6,8 +6,8 @@
 
 use super::spec::HttpMethod;
 use super::Route;
+use foldhash::HashMap;
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 #[derive(Default)]
@@ -169,7 +169,7 @@ impl Matcher {
         let mut root = Node::default();
         // A WebSocket upgrade (`None`) is told apart from a plain GET by the matcher, so a
         // page and a channel may share a path.
-        let mut seen: HashMap<(String, Option<HttpMethod>), usize> = HashMap::new();
+        let mut seen: HashMap<(String, Option<HttpMethod>), usize> = HashMap::default();
         let mut overlaps = Vec::new();
         for (idx, route) in routes.iter().enumerate() {
             let sh = shape(&route.segments);

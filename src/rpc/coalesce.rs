@@ -11,7 +11,7 @@
 use super::RpcReply;
 use crate::errors::ApiError;
 use crate::jsonrpc::{Id, Response};
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;

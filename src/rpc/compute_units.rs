@@ -7,8 +7,8 @@
 //! `compute_units:` config section overrides any entry and adds methods and routes.
 
 use crate::config::usage::ComputeUnitsConf;
+use foldhash::HashMap;
 use serde::Deserialize;
-use std::collections::HashMap;
 
 /// Built-in cost per method; a method not listed costs `compute_units.default`.
 const TABLE: &[(&str, u32)] = &[

@@ -19,7 +19,7 @@ use super::chunked::{ChunkedScanner, Scan};
 use super::{UpstreamError, UpstreamResponse};
 use crate::deadline::Deadline;
 use bytes::Bytes;
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

@@ -23,7 +23,7 @@ pub mod requests;
 use crate::observe::metrics;
 use crate::store::usage::{Counts, UsageRow};
 use crate::store::KeyRecord;
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::hash::BuildHasher;
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -74,14 +74,16 @@ struct Pending {
 
 pub struct Usage {
     shards: Vec<Mutex<HashMap<String, Pending>>>,
-    seed: std::collections::hash_map::RandomState,
+    seed: foldhash::fast::RandomState,
     max_keys_per_shard: usize,
 }
 
 impl Usage {
     pub fn new(max_pending_keys: usize) -> Usage {
         Usage {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new(HashMap::default()))
+                .collect(),
             seed: Default::default(),
             max_keys_per_shard: max_pending_keys.div_ceil(SHARDS).max(1),
         }

@@ -372,8 +372,8 @@ struct RouteSeries {
 }
 
 thread_local! {
-    static ROUTE_SERIES: std::cell::RefCell<std::collections::HashMap<String, RouteSeries>> =
-        std::cell::RefCell::new(std::collections::HashMap::new());
+    static ROUTE_SERIES: std::cell::RefCell<foldhash::HashMap<String, RouteSeries>> =
+        std::cell::RefCell::new(foldhash::HashMap::default());
     static HOST_ATTEMPTS: std::cell::RefCell<Vec<(String, String, prometheus::IntCounter)>> =
         const { std::cell::RefCell::new(Vec::new()) };
     static CACHE_LOOKUP_SERIES: std::cell::RefCell<Vec<CacheLookupSeries>> =

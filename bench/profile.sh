@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# What one request costs, counted rather than timed: instructions (callgrind), heap
+# allocations (calls into the Rust allocator, from the same callgrind run) and syscalls
+# (strace, a run of its own, not under valgrind) per request, for chainedge's plain
+# passthrough, a cache hit and a distinct read (the gateway path: key, limits, method
+# table, parse, cache miss, node call, usage, request log), and nginx proxying the same
+# distinct reads. Counts do not move with what else the box is doing, so a change's cost
+# shows where wrk's ±5% would hide it. Loopback only.
+#
+#   bench/profile.sh [BIN, default target/release/chainedge] [requests, default 5000]
+#   TOP=40 bench/profile.sh ...   how many functions each route's profile lists
+#
+# Writes bench/RESULTS-profile.md (the table) and, per route, the functions with the most
+# inclusive instructions to $PROFILE_DIR (default target/profile/) with the raw
+# callgrind files, for callgrind_annotate or kcachegrind.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+bin=${1:-target/release/chainedge}; n=${2:-5000}; top=${TOP:-40}
+out=${PROFILE_DIR:-target/profile}
+for tool in valgrind callgrind_annotate strace nginx oha curl python3; do
+  command -v $tool >/dev/null || { echo "profile: needs $tool" >&2; exit 2; }
+done
+[ -x "$bin" ] || { echo "profile: no binary $bin (cargo build --release)" >&2; exit 2; }
+UP=19211; NGX=19212; CE=19213; CEM=19214
+for p in $UP $NGX $CE $CEM; do
+  if (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; then echo "profile: port $p is busy" >&2; exit 1; fi
+done
+work=$(mktemp -d /tmp/chainedge-profile.XXXXXX)
+pids=()
+cleanup() { stop_all; rm -rf "$work"; }
+trap cleanup EXIT
+mkdir -p "$out"
+workers=1
+
+# The node: nginx answering every call at once. The reference proxy: one nginx process
+# (no master) so that valgrind and strace see all of its work.
+nginx_conf upstream <<NGINX
+http {
+  keepalive_timeout 300s;
+  keepalive_requests 1000000;
+  server {
+    listen 127.0.0.1:$UP backlog=4096;
+    access_log off;
+    default_type application/json;
+    location / { return 200 '{"jsonrpc":"2.0","id":1,"result":"0x1"}'; }
+  }
+}
+NGINX
+nginx_conf nginx <<NGINX
+http {
+  keepalive_timeout 300s;
+  keepalive_requests 1000000;
+  upstream node { server 127.0.0.1:$UP; keepalive 128; }
+  server {
+    listen 127.0.0.1:$NGX backlog=4096;
+    access_log /dev/null combined buffer=64k flush=1s;
+    location / { proxy_pass http://node; proxy_http_version 1.1; proxy_set_header Connection ""; }
+  }
+}
+NGINX
+sed -i '1i master_process off;\ndaemon off;' "$work/nginx.conf"
+nginx -c "$work/upstream.conf" -p "$work" -g 'daemon off;' &
+pids+=($!)
+
+# chainedge on one worker thread, with a route that proxies without the gateway path.
+mkdir -p "$work/plugins"
+cp plugins/*.yaml "$work/plugins/"
+cat >> "$work/plugins/eth.yaml" <<'ROUTE'
+  - {name: bench.plain, methods: [GET, POST], path: "/bench/plain/{*rest}", handler: passthrough, credential: none, pool: eth_el}
+ROUTE
+threads=1 edge_app edge $CE $CEM <<YAML
+health:
+  interval_ms: 5000
+pools:
+  eth_el:
+    hosts:
+      - {id: static-el, url: "http://127.0.0.1:$UP", family: portal}
+YAML
+sed -i "s#^plugins: .*#plugins: $work/plugins#" "$work/edge.yaml"
+threads=1 edge_pingora edge
+tenant=$("$bin" --app "$work/edge.yaml" tenants create --name profile --plan enterprise)
+key=$("$bin" --app "$work/edge.yaml" keys create --tenant "$tenant" 2>/dev/null)
+
+# 200,000 reads of different addresses at `pending`: none kept, none shared (as bench/rpc.sh).
+python3 - "$work/distinct.txt" <<'PY'
+import random, sys
+random.seed(7)
+with open(sys.argv[1], "w") as f:
+    for n in range(200_000):
+        a = "0x%08x%032x" % (random.getrandbits(31), n)
+        f.write('{"jsonrpc":"2.0","id":%d,"method":"eth_getBalance","params":["%s","pending"]}\n' % (n, a))
+PY
+chain_id='{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}'
+
+# load N ROUTE: N requests, 4 connections, to one of the routes.
+load() {
+  local args=(--no-tui -n "$1" -c 4 -m POST -H "Content-Type: application/json")
+  case $2 in
+    plain) oha "${args[@]}" -d "$chain_id" "http://127.0.0.1:$CE/bench/plain/" ;;
+    hit) oha "${args[@]}" -H "x-token: $key" -d "$chain_id" "http://127.0.0.1:$CE/rpc/eth" ;;
+    distinct) oha "${args[@]}" -H "x-token: $key" -Z "$work/distinct.txt" "http://127.0.0.1:$CE/rpc/eth" ;;
+    nginx) oha "${args[@]}" -Z "$work/distinct.txt" "http://127.0.0.1:$NGX/" ;;
+  esac
+}
+ready() { for _ in $(seq 1 600); do curl -s -o /dev/null "$1" && return 0; sleep 0.2; done; return 1; }
+routes_of() { [ "$1" = nginx ] && echo nginx || echo "plain hit distinct"; }
+start() { # start WHO [TOOL...]: chainedge or nginx under TOOL, its pid in $started
+  local who=$1; shift
+  if [ "$who" = nginx ]; then
+    "$@" nginx -c "$work/nginx.conf" -p "$work" >"$work/nginx.out" 2>&1 &
+    started=$!; pids+=($started); ready "http://127.0.0.1:$NGX/"
+  else
+    "$@" "$bin" -c "$work/edge-pingora.yaml" --app "$work/edge.yaml" >/dev/null 2>"$work/edge.log" &
+    started=$!; pids+=($started); ready "http://127.0.0.1:$CE/console/"
+  fi
+}
+answered_all() { grep -q "\[200\] $2 responses" "$1" || { echo "profile: not every answer was 200:" >&2; grep -A4 "Status code distribution" "$1" >&2; exit 1; }; }
+
+declare -A instr allocs syscalls
+# Instructions and allocations: callgrind, counters zeroed after a warm-up.
+for who in chainedge nginx; do
+  start $who valgrind --tool=callgrind --callgrind-out-file="$work/cg.$who.%p"
+  vpid=$started
+  for route in $(routes_of $who); do load 3000 $route >/dev/null 2>&1; done
+  for route in $(routes_of $who); do
+    callgrind_control -z $vpid >/dev/null 2>&1
+    load "$n" $route > "$work/oha.$route" 2>&1
+    answered_all "$work/oha.$route" "$n"
+    callgrind_control -d "$route" $vpid >/dev/null 2>&1
+    sleep 1
+    files=$(ls "$work"/cg.$who.$vpid.* 2>/dev/null | grep -v '\.0$' || true)
+    read -r total alloc <<<"$(python3 bench/callgrind_counts.py $files)"
+    instr[$route]=$((total / n)); allocs[$route]=$(awk -v a="$alloc" -v n="$n" 'BEGIN{printf "%.1f", a/n}')
+    { callgrind_annotate --inclusive=yes $files 2>/dev/null || true; } | head -n $((top + 25)) > "$out/$route.txt" || true
+    mkdir -p "$out/raw"; for f in $files; do mv "$f" "$out/raw/$route.$(basename "$f")"; done
+  done
+  stop_last
+done
+
+# Syscalls: strace counting every thread, not under valgrind.
+for who in chainedge nginx; do
+  start $who
+  spid=$started
+  for route in $(routes_of $who); do load 3000 $route >/dev/null 2>&1; done
+  for route in $(routes_of $who); do
+    strace -c -f -p "$spid" -o "$work/strace.$route" 2>/dev/null &
+    tpid=$!
+    sleep 1
+    load "$n" $route > "$work/oha.$route" 2>&1
+    answered_all "$work/oha.$route" "$n"
+    kill -INT $tpid; wait $tpid 2>/dev/null || true
+    calls=$(awk '$NF == "total" {print $(NF-2)}' "$work/strace.$route")
+    syscalls[$route]=$(awk -v a="${calls:-0}" -v n="$n" 'BEGIN{printf "%.1f", a/n}')
+    sed -n '1,14p' "$work/strace.$route" > "$out/$route.syscalls.txt"
+  done
+  stop_last
+done
+
+# Where the time goes on the real CPU (kernel included): perf sampling chainedge while it
+# serves distinct reads at a fixed rate below saturation (valgrind counts no syscall or
+# wakeup, and runs no SHA extension).
+if command -v perf >/dev/null; then
+  start chainedge
+  ppid=$started
+  load 3000 distinct >/dev/null 2>&1
+  perf record -q -e cpu-clock -F 4999 -p "$ppid" -o "$work/perf.data" -- sleep 6 >/dev/null 2>&1 &
+  rpid=$!
+  oha --no-tui -z 5s -c 64 -q 5000 -m POST -H "Content-Type: application/json" -H "x-token: $key" \
+    -Z "$work/distinct.txt" "http://127.0.0.1:$CE/rpc/eth" >/dev/null 2>&1
+  wait $rpid || true
+  { perf report -q -i "$work/perf.data" --no-children --sort dso,sym --percent-limit 0.4 --stdio 2>/dev/null || true; } \
+    | head -n 80 > "$out/distinct.perf.txt" || true
+  stop_last
+fi
+
+{
+  echo "Per request, $n requests over 4 connections after 3,000 to warm up; one worker thread"
+  echo "(nginx: one process, no master); the node a static nginx. \`$bin\`."
+  echo
+  echo "| path | instructions | allocations | syscalls |"
+  echo "|---|---|---|---|"
+  echo "| nginx proxying the distinct reads | ${instr[nginx]} | ${allocs[nginx]} (its pools) | ${syscalls[nginx]} |"
+  echo "| chainedge plain passthrough | ${instr[plain]} | ${allocs[plain]} | ${syscalls[plain]} |"
+  echo "| chainedge cache hit (\`eth_chainId\`) | ${instr[hit]} | ${allocs[hit]} | ${syscalls[hit]} |"
+  echo "| chainedge distinct read (\`eth_getBalance\` at \`pending\`) | ${instr[distinct]} | ${allocs[distinct]} | ${syscalls[distinct]} |"
+  echo
+  echo "Each path's functions by inclusive instructions: \`$out/<path>.txt\`; syscalls by name: \`$out/<path>.syscalls.txt\`."
+} | publish RESULTS-profile.md
