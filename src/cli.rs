@@ -327,7 +327,7 @@ fn parse_restrictions(json: &str) -> Result<crate::key_restrictions::Restriction
     let asked: crate::key_restrictions::RestrictionsDoc =
         serde_json::from_str(json).map_err(|e| format!("--restrictions: {e}"))?;
     asked
-        .checked(crate::store::now())
+        .checked(crate::clock::now())
         .map_err(|e| format!("--restrictions: {e}"))
 }
 

@@ -30,7 +30,7 @@
 //!   checked against themselves, proofs walked to a root).
 //! - **Leaves** (importing at most each other): `reply`, `errors`, `jsonrpc` (with the
 //!   method table), `signed_tx`, `sol_tx`, `net_policy`, `key_restrictions` (what an owner narrowed a key to), `crypto`, `address`, `scrub`,
-//!   `shutdown`, `deadline`, `observe`.
+//!   `shutdown`, `deadline`, `observe`, `clock` (wall-clock time, Unix seconds).
 
 /// The parsers that face untrusted input (request heads, node answers, chunked bodies,
 /// JSON-RPC bodies, route manifests, metrics exposition), for the fuzz targets.
@@ -92,6 +92,7 @@ mod verify;
 
 // Leaves.
 mod address;
+mod clock;
 mod crypto;
 mod deadline;
 mod errors;

@@ -96,7 +96,7 @@ impl TxLog {
             raw: raw.to_string(),
             tenant: by.tenant.to_string(),
             key_id: by.key_id.to_string(),
-            at: crate::store::now(),
+            at: crate::clock::now(),
         };
         if self.sender.try_send(record).is_err() {
             metrics::TX_TRACKING_DROPPED.inc();
@@ -140,7 +140,7 @@ pub fn status_json(tx: &TrackedTx, head: Option<u64>) -> Value {
         (Some(block), Some(head)) => Some((head as i64 - block + 1).max(1)),
         _ => None,
     };
-    let time = crate::store::rfc3339;
+    let time = crate::clock::rfc3339;
     json!({
         "hash": tx.hash,
         "chain": tx.chain,

@@ -1487,7 +1487,7 @@ async fn team(store: &Store, owner: &chainedge::store::console::UserRow) {
     // The session acts where its user belongs, and nowhere else.
     let session = sha256("dev-session");
     store
-        .create_session(&session, &dev, "email", chainedge::store::now() + 600)
+        .create_session(&session, &dev, "email", unix_now() + 600)
         .await
         .unwrap();
     assert!(
@@ -1776,7 +1776,7 @@ async fn codes_and_challenges(store: &Store) {
         kind: "evm".into(),
         subject: "0xabc".into(),
         message: "sign this".into(),
-        expires_at: chainedge::store::now() + 60,
+        expires_at: unix_now() + 60,
     };
     let cb = ChallengeBounds {
         per_client: 2,
@@ -1833,6 +1833,14 @@ async fn codes_and_challenges(store: &Store) {
     );
 }
 
+/// Now in Unix seconds, as the store stamps rows.
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
 fn c_clone(c: &Challenge) -> Challenge {
     Challenge {
         kind: c.kind.clone(),
@@ -1875,7 +1883,7 @@ async fn concurrency(store: &Store) {
         kind: "evm".into(),
         subject: "s".into(),
         message: "m".into(),
-        expires_at: chainedge::store::now() + 60,
+        expires_at: unix_now() + 60,
     };
     store
         .store_challenge(

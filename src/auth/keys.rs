@@ -93,7 +93,7 @@ impl KeyAuth {
             },
         };
         match rec {
-            Some(r) if super::check_standing(&r, crate::store::now()).is_ok() => Standing::Valid,
+            Some(r) if super::check_standing(&r, crate::clock::now()).is_ok() => Standing::Valid,
             _ => Standing::Ended,
         }
     }
@@ -164,7 +164,7 @@ impl KeyAuth {
     /// channel that knows its key by id); a store that cannot be reached keeps it.
     pub async fn standing_by_id(&self, key_id: &str) -> Standing {
         match self.store.key_standing_by_id(key_id).await {
-            Ok(Some(rec)) if super::check_standing(&rec, crate::store::now()).is_ok() => {
+            Ok(Some(rec)) if super::check_standing(&rec, crate::clock::now()).is_ok() => {
                 Standing::Valid
             }
             Ok(_) => Standing::Ended,

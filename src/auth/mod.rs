@@ -69,7 +69,7 @@ pub fn check_standing(rec: &KeyRecord, now: i64) -> Result<(), ApiError> {
         return Err(ApiError::new(
             401,
             "key_expired",
-            format!("the API key expired at {}", crate::store::rfc3339(at)),
+            format!("the API key expired at {}", crate::clock::rfc3339(at)),
         ));
     }
     if let Some(end) = rec.subscription_ends_at {

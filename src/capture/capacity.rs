@@ -21,7 +21,7 @@ use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// The pool sampled.
 pub const POOL: &str = "eth_cl";
@@ -44,13 +44,6 @@ struct Minute {
     failures: u64,
 }
 
-fn unix_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-}
-
 #[async_trait]
 impl Producer for Sampler {
     fn name(&self) -> String {
@@ -71,8 +64,8 @@ impl Producer for Sampler {
             .map(|(id, _)| (id.as_str(), metrics::upstream_counts(POOL, id)))
             .collect();
         let mut minutes: HashMap<&str, Minute> = HashMap::new();
-        let mut current = unix_now() / 60 * 60;
-        let mut flushed_at = unix_now();
+        let mut current = crate::clock::now() / 60 * 60;
+        let mut flushed_at = crate::clock::now();
         let mut pruned_at = 0i64;
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -92,7 +85,7 @@ impl Producer for Sampler {
                 m.requests += sent;
                 m.failures += failed;
             }
-            let now = unix_now();
+            let now = crate::clock::now();
             let minute = now / 60 * 60;
             if minute != current || now - flushed_at >= FLUSH_EVERY_SECS || stopping {
                 flushed_at = now;

@@ -208,7 +208,7 @@ impl Health {
             .inc();
         metrics::CAPTURE_LAST_SUCCESS
             .with_label_values(&[&self.name])
-            .set(unix_now() as f64);
+            .set(crate::clock::now() as f64);
         if self.failing.swap(false, Ordering::Relaxed) {
             log::info!("{}: working again", self.name);
         }
@@ -258,10 +258,4 @@ impl BackgroundService for Service {
         self.producer.run(&self.health, shutdown).await;
         running.set(0);
     }
-}
-
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }

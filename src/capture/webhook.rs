@@ -163,7 +163,7 @@ impl Sender {
         let mut wait = self.backoff;
         let mut last = String::new();
         for n in 1..=self.attempts {
-            let ts = crate::store::now();
+            let ts = crate::clock::now();
             let header = |name: &str, value: &str| (name.to_string(), Secret::not_secret(value));
             let headers = [
                 header("X-Chainedge-Signature", &signature(entry_secret, ts, body)),

@@ -31,7 +31,7 @@ use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// The channel revocations go out on: a revoked key's hash (hex), or `tenant:<id>` when a
@@ -152,7 +152,7 @@ impl Cluster {
                 }
             }
             let Some(c) = conn.as_mut() else { continue };
-            let now = unix_now();
+            let now = crate::clock::now() as u64;
             let outgoing = self.shared.take_outgoing(now);
             if outgoing.is_empty() {
                 // Nothing to count; still check Redis is there (for the metric).
@@ -247,13 +247,6 @@ impl Cluster {
 fn parse_hash(payload: &[u8]) -> Option<[u8; 32]> {
     let bytes = hex::decode(payload).ok()?;
     bytes.try_into().ok()
-}
-
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }
 
 /// A connection whose calls fail after `CALL_TIMEOUT` instead of waiting.

@@ -132,7 +132,7 @@ impl Console {
         if row.revoked {
             return Err(unauthenticated());
         }
-        if row.expires_at <= store::now() {
+        if row.expires_at <= crate::clock::now() {
             let _ = db(self.store.revoke_session(&hash)).await;
             return Err(unauthenticated());
         }
@@ -156,7 +156,7 @@ impl Console {
         secure: bool,
         session_token: Option<&str>,
     ) -> Vec<String> {
-        let now = store::now();
+        let now = crate::clock::now();
         if s.expires_at - now >= self.ttl / 2 {
             return Vec::new();
         }
@@ -187,7 +187,7 @@ impl Console {
     ) -> Result<Vec<String>, ApiError> {
         let token = random_token(32);
         let csrf = random_token(16);
-        let expires = store::now() + self.ttl;
+        let expires = crate::clock::now() + self.ttl;
         let hash = crate::crypto::sha256(&token);
         db(self
             .store

@@ -66,8 +66,13 @@ impl Edge {
                 ),
             )
         })?;
-        let grant = firehose::verify(secret.expose().as_bytes(), token, channel, firehose::now())
-            .map_err(firehose::Refused::error)?;
+        let grant = firehose::verify(
+            secret.expose().as_bytes(),
+            token,
+            channel,
+            crate::clock::now() as u64,
+        )
+        .map_err(firehose::Refused::error)?;
         let client_ip = ctx.client(session.client_ip());
         self.grant_holds(&grant, session.header("origin"), client_ip)
             .await?;
@@ -118,7 +123,7 @@ impl Edge {
             .ok_or_else(|| {
                 ApiError::new(401, "unauthorized", "the token's key no longer exists")
             })?;
-        crate::auth::check_standing(&key, crate::store::now())?;
+        crate::auth::check_standing(&key, crate::clock::now())?;
         match &key.restrictions {
             Some(r) => r.request(origin, client, Some(CHAIN)),
             None => Ok(()),

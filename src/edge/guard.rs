@@ -91,7 +91,7 @@ impl Edge {
                     .resolve(secret)
                     .await?
                     .ok_or_else(|| ApiError::new(401, "unauthorized", "unknown API key"))?;
-                auth::check_standing(&rec, crate::store::now())?;
+                auth::check_standing(&rec, crate::clock::now())?;
                 self.authorize(route, &rec)?;
                 Ok(Principal::Key(rec))
             }
@@ -301,7 +301,7 @@ impl Edge {
         st.requests.add(&crate::usage::requests::Finished {
             key_id: &key.key_id,
             tenant_id: &key.tenant_id,
-            at_us: crate::store::now_us(),
+            at_us: crate::clock::now_us(),
             route,
             method,
             status,

@@ -38,7 +38,7 @@ impl Lease {
         let mut recheck = tokio::time::interval_at(Instant::now() + every, every);
         recheck.set_missed_tick_behavior(MissedTickBehavior::Skip);
         let expires = expires_at.map(|at| {
-            let left = at.saturating_sub(crate::store::now()).max(0) as u64;
+            let left = at.saturating_sub(crate::clock::now()).max(0) as u64;
             Instant::now() + Duration::from_secs(left)
         });
         Lease {

@@ -16,7 +16,6 @@ use crate::errors::ApiError;
 use crate::reply::Reply;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The WebSocket subprotocol a browser offers, followed by the token.
 pub const PROTOCOL: &str = "chainedge.firehose.v1";
@@ -120,13 +119,6 @@ pub fn presented<'a>(
         .map(|t| (t, true))
 }
 
-pub fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
 pub const HANDLERS: &[super::Handler] = &[super::Handler::new("polygon_firehose_info", |s, r| {
     Box::pin(info_route(s, r))
 })];
@@ -181,7 +173,7 @@ async fn info_route(s: &super::Services<'_>, req: &Request<'_>) -> Result<Reply,
     // now, never on a cached (perhaps revoked) record.
     if let Some(key) = req.key() {
         match s.keys.fresh(&key.secret_sha256).await? {
-            Some(rec) => crate::auth::check_standing(&rec, crate::store::now())?,
+            Some(rec) => crate::auth::check_standing(&rec, crate::clock::now())?,
             None => return Err(ApiError::new(401, "unauthorized", "unknown API key")),
         }
     }
@@ -220,7 +212,7 @@ pub fn info(
             "a firehose token is issued to an API key",
         )
     })?;
-    let expires = now() + ttl_secs;
+    let expires = crate::clock::now() as u64 + ttl_secs;
     let grant = Grant {
         channel: channel.to_string(),
         key_id: key.key_id.clone(),

@@ -104,7 +104,7 @@ pub async fn series(store: &Store, req: &Request<'_>) -> Result<Reply, ApiError>
                 }),
         }
     };
-    let now = crate::store::now();
+    let now = crate::clock::now();
     let to = unix("to")?.unwrap_or(now + 60) / 60 * 60;
     // As the MEV-cache series: the answer's `from` says what was read.
     let from = (unix("from")?.unwrap_or(to - DEFAULT_RANGE_SECS) / 60 * 60)

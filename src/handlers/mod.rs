@@ -73,7 +73,7 @@ pub struct Request<'a> {
     pub client: Option<std::net::IpAddr>,
 }
 
-pub use crate::store::rfc3339;
+pub use crate::clock::rfc3339;
 
 /// A push entry's dead letters as the API answers them (watchlist entries, transaction
 /// hooks).

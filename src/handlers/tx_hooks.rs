@@ -81,7 +81,7 @@ async fn create(s: &Services<'_>, req: &Request<'_>) -> Result<Reply, ApiError> 
         id: uuid::Uuid::new_v4().to_string(),
         tenant_id: tenant.to_string(),
         callback_url: c.callback_url,
-        created_at: crate::store::now(),
+        created_at: crate::clock::now(),
     };
     let max = push.conf().max_hooks_per_tenant;
     let added = s.store.add_tx_hook(&hook, max).await;

@@ -45,7 +45,8 @@ use sql::{params, Backend, ErrorKind, Row, StoreError, Tx};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+// Rows stamp wall-clock time from the clock, as everything else does.
+use crate::clock::{now, now_us};
 
 /// A handle on the store; cheap to clone.
 #[derive(Clone)]
@@ -439,14 +440,6 @@ fn stored_restrictions(
         .map_err(|e| StoreError::other(format!("stored key restrictions: {e}")))
 }
 
-/// Microseconds since the epoch: orders rows made within the same second.
-pub fn now_us() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_micros() as i64)
-        .unwrap_or(0)
-}
-
 #[derive(Debug, Clone)]
 pub struct KeyRecord {
     pub key_id: String,
@@ -479,19 +472,6 @@ pub struct KeyInfo {
     pub last_used_at: Option<i64>,
     /// The console user who made it; `None`: the operator's CLI.
     pub created_by: Option<String>,
-}
-
-pub fn now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-}
-
-/// Unix seconds as an RFC 3339 UTC time (`2026-11-26T05:00:00Z`), as answers carry times.
-pub fn rfc3339(unix_secs: i64) -> String {
-    let at = UNIX_EPOCH + std::time::Duration::from_secs(unix_secs.max(0) as u64);
-    humantime::format_rfc3339_seconds(at).to_string()
 }
 
 /// A new API key: `ce_` + 256 random bits, base64url. Returned once, stored hashed.

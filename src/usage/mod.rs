@@ -26,7 +26,6 @@ use crate::store::KeyRecord;
 use foldhash::HashMap;
 use std::hash::BuildHasher;
 use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Shards of the table: concurrent requests of different keys rarely share a lock.
 const SHARDS: usize = 16;
@@ -186,15 +185,8 @@ pub(crate) fn rows_of(
         .collect()
 }
 
-pub(crate) fn unix_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-}
-
 fn current_minute() -> i64 {
-    unix_now() / 60 * 60
+    crate::clock::now() / 60 * 60
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use pingora_core::server::ShutdownWatch;
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 pub const POOL: &str = "sol_rpc";
 /// How long a transaction is kept (mempool.space's rate window).
@@ -47,13 +47,6 @@ pub struct SolMempool {
     seen: Mutex<VecDeque<Seen>>,
 }
 
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
 impl SolMempool {
     /// A transaction a sender just had accepted.
     pub fn record(&self, tenant: &str, signature: &str, fee_payer: &str, source: &'static str) {
@@ -72,7 +65,7 @@ impl SolMempool {
             signature: signature.to_string(),
             fee_payer: fee_payer.to_string(),
             source,
-            first_seen: now_ms(),
+            first_seen: crate::clock::now_ms(),
             fate: Fate::Pending,
         });
     }
@@ -88,7 +81,7 @@ impl SolMempool {
 
     /// What is inside the window now, oldest first.
     pub fn window(&self) -> Vec<Seen> {
-        let cutoff = now_ms() - WINDOW.as_millis() as i64;
+        let cutoff = crate::clock::now_ms() - WINDOW.as_millis() as i64;
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
         while seen.front().is_some_and(|s| s.first_seen < cutoff) {
             seen.pop_front();
@@ -143,7 +136,7 @@ impl Tracker {
             let Some(statuses) = answer["value"].as_array() else {
                 return Err("getSignatureStatuses: no value list in the answer".into());
             };
-            let now = now_ms();
+            let now = crate::clock::now_ms();
             let window = self.mempool.window();
             for (sig, status) in chunk.iter().zip(statuses) {
                 if status.is_null() {

@@ -24,7 +24,7 @@ use pingora_core::server::ShutdownWatch;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 pub const POOL: &str = "sol_mev_cache";
 /// How long samples are kept.
@@ -58,13 +58,6 @@ impl Snapshots {
             .get(host)
             .map(|(s, _)| s.clone())
     }
-}
-
-fn unix_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 /// The hits counter in an exposition: the named metric summed over its label sets
@@ -144,7 +137,7 @@ impl Sampler {
                     continue;
                 }
             };
-            let at = unix_ms();
+            let at = crate::clock::now_ms();
             let counter = hits(&scrape.samples, &self.conf.hits_metric);
             let snapshot = snapshot_of(&scrape, at);
             let mut hosts = self
@@ -229,7 +222,7 @@ impl Producer for Sampler {
                 _ = shutdown.changed() => return,
             }
             health.round(self.round().await);
-            let now = unix_ms();
+            let now = crate::clock::now_ms();
             if now - pruned_at > 3_600_000 {
                 pruned_at = now;
                 if let Err(e) = self

@@ -29,7 +29,7 @@ use pingora_core::server::ShutdownWatch;
 use serde_json::{json, Value};
 use solana_stake_interface::state::StakeStateV2;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// The pool read.
 pub const POOL: &str = "sol_rpc";
@@ -45,13 +45,6 @@ pub struct Capture {
     pub pools: Arc<Pools>,
     pub gateway: Arc<Gateway>,
     pub store: Store,
-}
-
-fn unix_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
 }
 
 /// A stake account's data as the snapshot keeps it: `None` for accounts that are not
@@ -131,7 +124,7 @@ impl Capture {
             }
         }
         self.store
-            .begin_stake_capture(epoch, slot, unix_now())
+            .begin_stake_capture(epoch, slot, crate::clock::now())
             .await
             .map_err(|e| e.to_string())?;
         let (votes, _) = self
@@ -160,7 +153,7 @@ impl Capture {
                 .map_err(|e| e.to_string())?;
         }
         self.store
-            .complete_stake_capture(epoch, unix_now())
+            .complete_stake_capture(epoch, crate::clock::now())
             .await
             .map_err(|e| e.to_string())?;
         let pruned = self

@@ -64,7 +64,7 @@ impl Follower {
             .pools
             .get(self.pool)
             .ok_or_else(|| format!("no {} pool", self.pool))?;
-        let now = crate::store::now();
+        let now = crate::clock::now();
         if self.chain == "sol" {
             return self.sol_round(pool, &open, now).await;
         }
@@ -356,7 +356,7 @@ impl Producer for Follower {
                 }
             }
             health.round(self.round().await);
-            let now = crate::store::now();
+            let now = crate::clock::now();
             if now - pruned_at >= PRUNE_EVERY_SECS {
                 pruned_at = now;
                 let before = now - self.conf.retention_hours as i64 * 3600;

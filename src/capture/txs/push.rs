@@ -91,7 +91,7 @@ pub fn message(event: &TxEvent, extra: &[(&str, Value)]) -> String {
         for (k, v) in extra {
             o.insert((*k).to_string(), v.clone());
         }
-        o.insert("sent_at".into(), json!(crate::store::now()));
+        o.insert("sent_at".into(), json!(crate::clock::now()));
     }
     m.to_string()
 }
@@ -236,7 +236,7 @@ impl TxPush {
             payload: body,
             attempts: attempts as i64,
             last_error: why.chars().take(500).collect(),
-            created_at: crate::store::now(),
+            created_at: crate::clock::now(),
         };
         // A repeat after a crash finds its letter already kept.
         if let Err(e) = self.store.add_dead_letter(Letters::TxHooks, &letter).await {

@@ -15,7 +15,7 @@ use crate::capture::{Health, Producer};
 use crate::observe::metrics;
 use crate::store::usage::{Counts, Journaled, UsageRow};
 use crate::store::Store;
-use crate::usage::{rows_of, unix_now, Usage};
+use crate::usage::{rows_of, Usage};
 use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
 use std::collections::HashMap;
@@ -23,13 +23,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-fn unix_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
 
 /// A snapshot of the ledger, as one store write: batches `from..=to`.
 #[derive(Clone)]
@@ -182,7 +175,7 @@ impl Durable {
         if rows.is_empty() {
             return;
         }
-        let at_ms = unix_ms();
+        let at_ms = crate::clock::now_ms();
         match journal.append(&rows, at_ms) {
             Ok(seq) => {
                 if let Ok(mut l) = self.ledger.lock() {
@@ -383,7 +376,7 @@ pub struct Flusher {
 
 impl Flusher {
     async fn prune(&self) {
-        let now = unix_now();
+        let now = crate::clock::now();
         let minutes_before = now - self.minute_retention.as_secs() as i64;
         let hours_before = now - self.hour_retention.as_secs() as i64;
         if let Err(e) = self
@@ -424,9 +417,9 @@ impl Producer for Flusher {
                 return;
             }
             self.durable.replay_orphans().await;
-            if unix_now() - pruned_at >= 3600 {
+            if crate::clock::now() - pruned_at >= 3600 {
                 self.prune().await;
-                pruned_at = unix_now();
+                pruned_at = crate::clock::now();
             }
         }
     }

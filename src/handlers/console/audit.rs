@@ -6,13 +6,12 @@ use crate::console::{db, Console};
 use crate::errors::ApiError;
 use crate::handlers::Request;
 use crate::reply::Reply;
-use crate::store;
 use serde_json::{json, Value};
 
 /// A tenant's renames are budgeted (`audit::RENAMES_PER_HOUR`): each is an audit entry.
 pub(super) async fn renames_left(console: &Console, tenant: &str) -> Result<(), ApiError> {
     use crate::store::audit::RENAMES_PER_HOUR;
-    let since = store::now_us() - 3_600_000_000;
+    let since = crate::clock::now_us() - 3_600_000_000;
     let made = db(console.store.audit_count_since(tenant, "key.rename", since)).await?;
     if made < RENAMES_PER_HOUR {
         return Ok(());

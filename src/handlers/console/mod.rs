@@ -201,7 +201,7 @@ async fn keys_update(
         .restrictions
         .flatten()
         .as_ref()
-        .map(|r| restrictions_of(r, store::now()))
+        .map(|r| restrictions_of(r, crate::clock::now()))
         .transpose()?;
     match db(console.store.update_user_key(
         &member.tenant_id,
@@ -281,7 +281,7 @@ async fn keys_rotate(
 async fn keys_usage(console: &Console, req: &Request<'_>) -> Result<Reply, ApiError> {
     let id = tenant_key(console, req).await?;
     let window = req.query_param("window");
-    super::usage::key_series(&console.store, &id, window.as_deref(), store::now()).await
+    super::usage::key_series(&console.store, &id, window.as_deref(), crate::clock::now()).await
 }
 
 /// `GET /v1/keys/{id}/requests`: one of the tenant's keys' newest requests.
@@ -517,7 +517,7 @@ async fn create_key(console: &Console, req: &Request<'_>) -> Result<Reply, ApiEr
     let restrictions = new
         .restrictions
         .as_ref()
-        .map(|r| restrictions_of(r, store::now()))
+        .map(|r| restrictions_of(r, crate::clock::now()))
         .transpose()?
         .unwrap_or_default();
     match db(console.store.create_user_key(

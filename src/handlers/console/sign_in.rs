@@ -10,7 +10,6 @@ use crate::reply::Reply;
 use crate::store::console::{
     Challenge, ChallengeBounds, CodeBounds, CodeCheck, GuessGuard, Identity, Issued,
 };
-use crate::store::{self};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -186,7 +185,7 @@ pub(super) async fn wallet_challenge(
         .map(|(_, d)| d.to_string())
         .unwrap_or(origin.clone());
     let nonce = hex::encode(rand::random::<[u8; 16]>());
-    let now = store::now();
+    let now = crate::clock::now();
     let expires_at = now + console.challenge_ttl;
     let message = wallet::message(
         chain,
@@ -243,7 +242,7 @@ pub(super) async fn wallet_verify(console: &Console, req: &Request<'_>) -> Resul
             "the message differs from the challenge",
         ));
     }
-    if c.expires_at <= store::now() {
+    if c.expires_at <= crate::clock::now() {
         return Err(bad("challenge_expired", "the challenge has expired"));
     }
     let ok = match chain {
@@ -305,7 +304,7 @@ pub(super) async fn google_start(console: &Console, req: &Request<'_>) -> Result
         kind: "google".into(),
         subject: nonce,
         message: verifier,
-        expires_at: store::now() + crate::console::google::FLOW_TTL_SECS,
+        expires_at: crate::clock::now() + crate::console::google::FLOW_TTL_SECS,
     };
     let s = state.clone();
     issued(
@@ -353,7 +352,7 @@ pub(super) async fn google_callback(
     }
     let flow = db(console.store.take_challenge(&state))
         .await?
-        .filter(|c| c.kind == "google" && c.expires_at > store::now())
+        .filter(|c| c.kind == "google" && c.expires_at > crate::clock::now())
         .ok_or_else(|| bad("invalid_state", "unknown, used or expired sign-in"))?;
     let identity = oidc
         .sign_in(&code, &flow.message, &flow.subject, req.request_id)

@@ -70,7 +70,7 @@ pub(super) async fn breakdown(console: &Console, req: &Request<'_>) -> Result<Re
         }
     };
     let window = req.query_param("window");
-    let (w, from, to) = window_at(window.as_deref(), crate::store::now())?;
+    let (w, from, to) = window_at(window.as_deref(), crate::clock::now())?;
     let store = &console.store;
     let totals = store
         .usage_export(&ExportQuery {

@@ -3,7 +3,7 @@
 //! public mempool).
 
 use super::{int_param, Request};
-use crate::capture::sol::mempool::{now_ms, Fate, WINDOW};
+use crate::capture::sol::mempool::{Fate, WINDOW};
 use crate::errors::ApiError;
 use crate::reply::Reply;
 use serde_json::json;
@@ -48,7 +48,7 @@ fn serve(
     let window_secs = WINDOW.as_secs();
     let body = if snapshot {
         let limit = int_param(req, "limit", SNAPSHOT_DEFAULT, 1, SNAPSHOT_MAX)? as usize;
-        let now = now_ms();
+        let now = crate::clock::now_ms();
         let pending: Vec<_> = seen.iter().filter(|s| s.fate == Fate::Pending).collect();
         let items: Vec<_> = pending
             .iter()

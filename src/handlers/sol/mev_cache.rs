@@ -29,13 +29,6 @@ fn store_error(e: crate::store::sql::StoreError) -> ApiError {
     )
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
 /// Hits per second from an increase over covered milliseconds (3 decimals).
 fn rate(increase: i64, covered_ms: i64) -> Option<f64> {
     (covered_ms > 0)
@@ -68,7 +61,7 @@ fn json(body: Result<Value, ApiError>) -> Result<Reply, ApiError> {
 /// Every host with its state, last scrape and recent hit rate.
 async fn hosts(store: &Store, snapshots: &Snapshots, pool: &Pool) -> Result<Value, ApiError> {
     let recent = store
-        .mev_cache_hits_since(now_ms() - WINDOW_DEFAULT * 1000)
+        .mev_cache_hits_since(crate::clock::now_ms() - WINDOW_DEFAULT * 1000)
         .await
         .map_err(store_error)?;
     let hosts: Vec<Value> = pool
@@ -92,7 +85,7 @@ async fn hosts(store: &Store, snapshots: &Snapshots, pool: &Pool) -> Result<Valu
 async fn leaderboard(store: &Store, pool: &Pool, req: &Request<'_>) -> Result<Value, ApiError> {
     let window = int_param(req, "window_secs", WINDOW_DEFAULT, WINDOW_MIN, WINDOW_MAX)?;
     let mut rows = store
-        .mev_cache_hits_since(now_ms() - window * 1000)
+        .mev_cache_hits_since(crate::clock::now_ms() - window * 1000)
         .await
         .map_err(store_error)?;
     rows.retain(|r| pool.host(&r.host).is_some() && r.covered_ms > 0);
@@ -148,7 +141,7 @@ fn host_metrics(snapshots: &Snapshots, pool: &Pool, req: &Request<'_>) -> Result
 async fn host_series(store: &Store, pool: &Pool, req: &Request<'_>) -> Result<Value, ApiError> {
     let host = known_host(pool, req)?;
     // `to` is exclusive: by default the next second, so the latest sample is in.
-    let now = now_ms() / 1000 + 1;
+    let now = crate::clock::now_ms() / 1000 + 1;
     let to = int_param(req, "to", now, 0, i64::MAX / 2000)?;
     // A span longer than the samples are kept is cut to the kept part (the answer says
     // which `from` was read); `from >= to` is an empty span, not an error.

@@ -31,7 +31,7 @@ use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use tokio::sync::{broadcast, mpsc};
 use upstream::{Command, Key};
 
@@ -73,13 +73,6 @@ pub struct SolWatch {
     ws: broadcast::Sender<Arc<WsPush>>,
     sender: webhook::Sender,
     in_flight: AtomicUsize,
-}
-
-fn unix_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
 }
 
 fn key_of(e: &WatchEntry) -> Key {
@@ -265,7 +258,7 @@ impl SolWatch {
             payload,
             attempts,
             last_error: why.chars().take(500).collect(),
-            created_at: unix_now(),
+            created_at: crate::clock::now(),
         };
         if let Err(e) = self.store.add_dead_letter(Letters::SolWatchlist, &d).await {
             log::warn!(
@@ -303,7 +296,7 @@ pub fn payload(entry: &WatchEntry, change: &Change, delivery_id: &str) -> Value 
         "commitment": change.commitment,
         "slot": change.slot,
         "account": account,
-        "sent_at": unix_now(),
+        "sent_at": crate::clock::now(),
     })
 }
 
