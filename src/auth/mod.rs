@@ -2,6 +2,7 @@
 //! Console sessions (`crate::console`) are the other kind of principal.
 
 pub mod keys;
+pub mod plans;
 
 use crate::config::secrets::Secret;
 use crate::crypto::secret_eq;

@@ -2,6 +2,7 @@
 //! their plan, scopes and features allow the route, and the rate limit.
 
 use super::{Ctx, Downstream, Edge};
+use crate::auth::plans::{Grants, Plans, Requirement};
 use crate::auth::{self, Principal};
 use crate::errors::{ApiError, Envelope};
 use crate::limits::{Caller, Decision};
@@ -98,56 +99,33 @@ impl Edge {
         }
     }
 
+    /// The configured plans and where to upgrade (`auth::plans` holds the rules).
+    pub(super) fn plans(&self) -> Plans<'_> {
+        Plans {
+            order: &self.state.config.app.plans,
+            upgrade_url: &self.state.config.app.upgrade_url,
+        }
+    }
+
     /// A plan's rank in the configured order (lowest first); `None` for an unknown plan.
     pub(super) fn plan_rank(&self, plan: &str) -> Option<usize> {
-        self.state.config.app.plans.iter().position(|p| p == plan)
+        self.plans().rank(plan)
     }
 
     /// Plan ("X and above"), scopes and features of the route against the key's tenant.
     pub(super) fn authorize(&self, route: &Route, rec: &KeyRecord) -> Result<(), ApiError> {
-        let rank = self.plan_rank(&rec.plan).unwrap_or(0);
-        let streams = route.envelope == Envelope::Stream;
-        if let (Some(min), Some(required)) = (route.min_plan, &route.min_plan_name) {
-            if rank < min {
-                if streams {
-                    return Err(ApiError::new(
-                        403,
-                        "tier_locked",
-                        format!("plan {} does not include this route", rec.plan),
-                    ));
-                }
-                return Err(self.tier_insufficient(
-                    &rec.plan,
-                    required,
-                    format!("this route needs plan {required} or above"),
-                ));
-            }
-        }
-        // The plan is high enough here: a scope is granted per key and a feature per
-        // tenant, so no upgrade would help. SPEC's code and tier fields stay (the
-        // required tier is the caller's own); `required_scope` / `required_feature` say
-        // what is missing.
-        if let Some(scope) = route.scopes.iter().find(|s| !rec.scopes.contains(s)) {
-            return Err(self
-                .tier_insufficient(
-                    &rec.plan,
-                    &rec.plan,
-                    format!(
-                        "this API key lacks the scope {scope}; create a key with it in the console"
-                    ),
-                )
-                .with_field("required_scope", scope.as_str()));
-        }
-        if let Some(feature) = route.features.iter().find(|f| !rec.features.contains(f)) {
-            let message = format!("this tenant lacks the feature {feature}");
-            if streams {
-                return Err(ApiError::new(403, "tier_locked", message));
-            }
-            return Err(self
-                .tier_insufficient(&rec.plan, &rec.plan, message)
-                .with_field("required_feature", feature.as_str()));
-        }
-        Ok(())
+        let has = Grants {
+            plan: &rec.plan,
+            scopes: &rec.scopes,
+            features: &rec.features,
+        };
+        let needs = Requirement {
+            min_plan: route.min_plan_name.as_deref(),
+            scopes: &route.scopes,
+            features: &route.features,
+            stream: route.envelope == Envelope::Stream,
+        };
+        self.plans().admit(&has, &needs)
     }
 
     /// The limit stage, the one for every way in (a route's request, a JSON-RPC body,
@@ -341,24 +319,12 @@ impl Edge {
         required: &str,
         message: String,
     ) -> ApiError {
-        ApiError::new(403, "tier_insufficient", message)
-            .with_field("current_tier", current)
-            .with_field("required_tier", required)
-            .with_field("upgrade_url", self.state.config.app.upgrade_url.as_str())
-            .with_header("X-Required-Tier", required.to_string())
+        self.plans().needs_plan(current, required, message)
     }
 
     /// "X and above" against the key's plan, for checks finer than the route's own tier.
     pub(super) fn require_plan(&self, rec: &KeyRecord, required: &str) -> Result<(), ApiError> {
-        match (self.plan_rank(&rec.plan), self.plan_rank(required)) {
-            (Some(have), Some(need)) if have >= need => Ok(()),
-            (_, None) => Ok(()),
-            _ => Err(self.tier_insufficient(
-                &rec.plan,
-                required,
-                format!("this path needs plan {required} or above"),
-            )),
-        }
+        self.plans().require(&rec.plan, required)
     }
 }
 

@@ -61,15 +61,12 @@ impl Gateway {
         required: &str,
         caller: &Caller<'_>,
     ) -> ApiError {
-        ApiError::new(
-            403,
-            "tier_insufficient",
+        crate::auth::plans::needs_plan(
+            caller.plan,
+            required,
+            &self.conf.upgrade_url,
             format!("{method} needs plan {required} or above"),
         )
-        .with_field("current_tier", caller.plan)
-        .with_field("required_tier", required)
-        .with_field("upgrade_url", self.conf.upgrade_url.as_str())
-        .with_header("X-Required-Tier", required.to_string())
     }
 
     /// The pool's hosts that can take a call, in the order to try them.

@@ -294,18 +294,13 @@ impl Caller<'_> {
         if let Some(scopes) = self.scopes {
             let needed = required_scope(class);
             if class != MethodClass::Unknown && !scopes.iter().any(|s| s == needed) {
-                return Some(
-                    crate::errors::ApiError::new(
-                        403,
-                        "tier_insufficient",
-                        format!(
-                            "{method} needs the scope {needed}; create a key with it in the console"
-                        ),
-                    )
-                    .with_field("current_tier", self.plan)
-                    .with_field("required_tier", self.plan)
-                    .with_field("required_scope", needed),
-                );
+                return Some(crate::auth::plans::lacks_scope(
+                    self.plan,
+                    needed,
+                    format!(
+                        "{method} needs the scope {needed}; create a key with it in the console"
+                    ),
+                ));
             }
         }
         self.restrictions?.call(method, params).err()
