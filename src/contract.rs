@@ -65,6 +65,10 @@ pub struct RouteContract {
     /// any status may carry the node's body instead of the edge's envelope.
     #[serde(default)]
     passthrough: bool,
+    /// What the route answers `tests/routes.rs`'s probe (a gateway with one anvil pool and
+    /// a top-plan key with every scope), stated beside the route rather than in the test.
+    #[serde(default, rename = "probe")]
+    _probe: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -93,6 +93,18 @@ fn every_manifest_route_is_classified_in_its_envelope() {
     );
     let auth = format!("Bearer {key}");
 
+    // Each route's expected answer, from its contract entry.
+    let mut probes = serde_json::Map::new();
+    for entry in std::fs::read_dir(root().join("plugins/contract")).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        let c: Value = serde_yaml::from_str(&text).unwrap();
+        for (name, route) in c["routes"].as_object().into_iter().flatten() {
+            if !route["probe"].is_null() {
+                probes.insert(name.clone(), route["probe"].clone());
+            }
+        }
+    }
+
     let mut checked = 0;
     for entry in std::fs::read_dir(root().join("plugins")).unwrap() {
         let file = entry.unwrap().path();
@@ -162,148 +174,27 @@ fn every_manifest_route_is_classified_in_its_envelope() {
                     ctx(method)
                 );
                 assert_eq!(r.header("server"), Some("chainedge"), "{}", ctx(method));
-                // Every handler is built: each answers for real, or refuses in its envelope.
-                let handler = route["handler"].as_str().unwrap();
-                let (expected, built_code) = match handler {
-                    _ if disabled => (503, "route_disabled"),
-                    "json_rpc" | "mesh_health" | "polygon_mesh_health" | "mesh_hosts" => (200, ""),
-                    "eth_wallet_balance" => (200, ""),
-                    // The store answers (an empty series: no eth_cl pool here).
-                    "eth_validator_series" => (200, ""),
-                    // No polygon_bor or polygon_heimdall pool here.
-                    "polygon_wallet_balance"
-                    | "polygon_checkpoint"
-                    | "polygon_span"
-                    | "polygon_validators"
-                    | "polygon_trace_replay"
-                    | "polygon_trace_call" => (503, "pool_not_configured"),
-                    // No polygon_bor pool for logs, no polygon mempool watched here.
-                    "polygon_firehose_info"
-                        if route["path"].as_str().unwrap().ends_with("/logs") =>
-                    {
-                        (503, "pool_not_configured")
-                    }
-                    "polygon_firehose_info" => (503, "mempool_not_configured"),
-                    // Nothing indexed or watched here.
-                    "eth_wallet_tokens"
-                    | "eth_wallet_nfts"
-                    | "eth_wallet_history"
-                    | "polygon_wallet_tokens"
-                    | "polygon_wallet_nfts"
-                    | "polygon_wallet_history" => (503, "index_not_configured"),
-                    "eth_mempool_snapshot"
-                    | "eth_mempool_stats"
-                    | "polygon_mempool_snapshot"
-                    | "polygon_mempool_stats" => (503, "mempool_not_configured"),
-                    // The key has no eth.chain_metrics_el feature.
-                    "metrics_mirror" => (403, "tier_locked"),
-                    // Polygon layers are bor and heimdall.
-                    "polygon_metrics_mirror" => (404, "unknown_layer"),
-                    // Console: no session cookie here.
-                    "console_me"
-                    | "console_logout"
-                    | "console_keys_list"
-                    | "console_keys_create"
-                    | "console_keys_revoke"
-                    | "console_keys_rename"
-                    | "console_keys_rotate"
-                    | "console_keys_usage"
-                    | "console_keys_txs"
-                    | "console_keys_requests"
-                    | "console_plan_request"
-                    | "console_plan_request_get"
-                    | "console_audit"
-                    | "console_team"
-                    | "console_usage"
-                    | "console_team_invite"
-                    | "console_team_invite_revoke"
-                    | "console_team_join"
-                    | "console_team_role"
-                    | "console_team_remove"
-                    | "console_team_switch" => (401, "unauthenticated"),
-                    // Public: the plans page's table and the sign-in buttons.
-                    "console_plans" | "console_providers" => (200, ""),
-                    // Loopback is admin: the last day's usage, empty here.
-                    "admin_usage" => (200, ""),
-                    // This gateway has no consensus-layer pool.
-                    "beacon_proxy"
-                    | "beacon_events"
-                    | "heimdall_proxy"
-                    | "passthrough"
-                    | "eth_validator_intel" => (503, "pool_not_configured"),
-                    "mev_share_sse" => (503, "no_mev_share_upstream"),
-                    // Loopback is admin; the sampled host id does not exist.
-                    "host_rpc" | "eth_peer_graph_host" => (404, "unknown_host"),
-                    // No eth_el host here has the admin capability.
-                    "eth_peer_graph" => (503, "no_upstream"),
-                    // The call is checked before the pool: an empty body is not one.
-                    "builder_rpc" | "private_rpc" => (400, "invalid_params"),
-                    // Senders with an empty body; `{hash}` is sampled as "x1", not a hash.
-                    "eth_sender_raw" | "eth_sender_bundle" | "polygon_sender_raw"
-                    | "eth_tx_status" | "polygon_tx_status" | "sol_tx_status" => {
-                        (400, "invalid_params")
-                    }
-                    // `relay_path` is sampled as "x1": not one of the three data endpoints.
-                    "relay_data" => (404, "route_not_found"),
-                    // Google sign-in is not configured in this gateway.
-                    "console_google_start" | "console_google_callback" => (503, "google_disabled"),
-                    // Sign-in flows with an empty body.
-                    "console_email_start" | "console_email_verify" => (400, "invalid_request"),
-                    // `{chain}` is sampled as "x1": only evm and solana exist; likewise no such page file.
-                    "console_wallet_challenge" | "console_wallet_verify" | "console_page" => {
-                        (404, "not_found")
-                    }
-                    // Solana: the watchlist is read from the store (empty here); an
-                    // entry body is required; sampled ids are no one's entry.
-                    "sol_watchlist_list" | "tx_hooks_list" => (200, ""),
-                    // The contract: served to anyone.
-                    "openapi" => (200, ""),
-                    "sol_watchlist_create" | "tx_hooks_create" => (400, "invalid_params"),
-                    "tx_hooks_delete" | "tx_hooks_dead_letters" => (404, "not_found"),
-                    "sol_watchlist_get" | "sol_watchlist_delete" | "sol_watchlist_dead_letters" => {
-                        (404, "not_found")
-                    }
-                    // No snapshot captured here; sampled keys are not base58 addresses.
-                    "sol_stake_latest" | "sol_stake_epoch" => (404, "snapshot_not_found"),
-                    "sol_stake_by_voter" | "sol_stake_history" => (400, "invalid_params"),
-                    // No sol_rpc, sol_block_engine or sol_mev_cache pool here.
-                    "sol_account_snapshot"
-                    | "sol_wallet_balance"
-                    | "sol_wallet_tokens"
-                    | "sol_wallet_nfts"
-                    | "sol_wallet_history"
-                    | "sol_sender_tx"
-                    | "sol_sender_bundle"
-                    | "sol_mempool_snapshot"
-                    | "sol_mempool_stats"
-                    | "sol_mev_cache_hosts"
-                    | "sol_mev_cache_leaderboard"
-                    | "sol_mev_cache_host_metrics"
-                    | "sol_mev_cache_host_series" => (503, "pool_not_configured"),
-                    _ => (501, "not_implemented"),
+                // Every handler is built: each answers for real, or refuses in its
+                // envelope, as the route's contract entry says (`probe:`).
+                let (expected, built_code) = if disabled {
+                    (503, "route_disabled".to_string())
+                } else {
+                    let probe = probes.get(name).unwrap_or_else(|| {
+                        panic!("{name}: no `probe:` in its plugins/contract/ entry")
+                    });
+                    let code = probe["error"].as_str().unwrap_or_default().to_string();
+                    (probe["status"].as_u64().unwrap() as u16, code)
                 };
                 assert_eq!(r.status, expected, "{}: {}", ctx(method), r.text());
-                if r.status == 200 {
-                    if handler == "json_rpc" {
-                        assert_eq!(r.json()["result"], "0x1", "{}", ctx(method));
-                    } else if handler == "eth_wallet_balance" {
-                        assert!(r.json()["wei"].is_string(), "{}", ctx(method));
-                    } else if handler == "eth_validator_series" {
-                        assert!(r.json()["points"].is_array(), "{}", ctx(method));
-                    } else if handler == "openapi" {
-                        if method == "GET" {
-                            assert_eq!(r.json()["openapi"], "3.1.0", "{}", ctx(method));
-                        }
-                    } else if handler == "admin_usage" {
-                        assert_eq!(r.json()["rows"], json!([]), "{}", ctx(method));
-                    } else if handler == "sol_watchlist_list" || handler == "tx_hooks_list" {
-                        assert_eq!(r.json(), json!([]), "{}", ctx(method));
-                    } else if handler == "console_plans" {
-                        assert!(r.json()["plans"][0]["name"].is_string(), "{}", ctx(method));
-                    } else if handler == "console_providers" {
-                        assert_eq!(r.json()["wallet_evm"], true, "{}", ctx(method));
-                    } else {
-                        assert!(r.json()["generated_at"].is_string(), "{}", ctx(method));
+                if r.status == 200 && method != "HEAD" {
+                    let (v, probe) = (r.json(), &probes[name]);
+                    for (at, want) in probe["equals"].as_object().into_iter().flatten() {
+                        assert_eq!(v.pointer(at), Some(want), "{} {at}: {v}", ctx(method));
+                    }
+                    for at in probe["has"].as_array().into_iter().flatten() {
+                        let at = at.as_str().unwrap();
+                        let found = v.pointer(at).is_some_and(|x| !x.is_null());
+                        assert!(found, "{} has no {at}: {v}", ctx(method));
                     }
                 } else if method != "HEAD" {
                     assert_envelope(envelope, &r, &ctx(method));
