@@ -191,32 +191,7 @@ pub fn serve(mut opt: Opt, loaded: Loaded) -> Result<(), String> {
     }
     let durable_usage = add_capture(&mut server, &state)?;
 
-    // The response cache's head and finality tracker (src/rpc/cache.rs).
-    if state.config.app.rpc.cache.enabled {
-        server.add_service(pingora_core::services::background::background_service(
-            "cache tracker",
-            rpc::CacheTracker {
-                gateway: state.gateway.clone(),
-                pools: state.pools.clone(),
-            },
-        ));
-    }
-
-    // The beacon light client that roots proven answers (src/rpc/light_client.rs).
-    let root = state.config.app.rpc.verify.root.as_ref();
-    if let Some(conf) = root.and_then(|r| r.light_client.clone()) {
-        let network = conf.network.network()?;
-        server.add_service(pingora_core::services::background::background_service(
-            "light client",
-            rpc::LightClientFollower {
-                gateway: state.gateway.clone(),
-                pools: state.pools.clone(),
-                conf,
-                network,
-            },
-        ));
-    }
-
+    add_gateway_followers(&mut server, &state)?;
     let mut metrics = Service::new(
         "chainedge metrics".to_string(),
         observe::metrics::MetricsApp,
@@ -241,6 +216,35 @@ pub fn serve(mut opt: Opt, loaded: Loaded) -> Result<(), String> {
         durable.finish();
     }
     observe::access_log::flush();
+    Ok(())
+}
+
+/// What the JSON-RPC gateway follows in the background: the response cache's heads and
+/// finality (src/rpc/cache.rs) and the beacon light client that roots proven answers
+/// (src/rpc/light_client.rs), each when configured.
+fn add_gateway_followers(server: &mut Server, state: &edge::State) -> Result<(), String> {
+    if state.config.app.rpc.cache.enabled {
+        server.add_service(pingora_core::services::background::background_service(
+            "cache tracker",
+            rpc::CacheTracker {
+                gateway: state.gateway.clone(),
+                pools: state.pools.clone(),
+            },
+        ));
+    }
+    let root = state.config.app.rpc.verify.root.as_ref();
+    if let Some(conf) = root.and_then(|r| r.light_client.clone()) {
+        let network = conf.network.network()?;
+        server.add_service(pingora_core::services::background::background_service(
+            "light client",
+            rpc::LightClientFollower {
+                gateway: state.gateway.clone(),
+                pools: state.pools.clone(),
+                conf,
+                network,
+            },
+        ));
+    }
     Ok(())
 }
 
