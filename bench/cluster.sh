@@ -36,9 +36,7 @@ trap cleanup EXIT
 
 UP=19201; REDIS=19202; HA1=19203; HA2=19204
 LOCAL=19210; SHARED=19211; SHARED2=19212
-for p in $UP $REDIS $HA1 $HA2 $LOCAL $SHARED $SHARED2 19220 19221 19222; do
-  if (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; then echo "bench: port $p is busy" >&2; exit 1; fi
-done
+ports_free $UP $REDIS $HA1 $HA2 $LOCAL $SHARED $SHARED2 19220 19221 19222
 
 # The node: a static JSON-RPC answer from nginx.
 cat > "$work/upstream.conf" <<NGINX
@@ -135,7 +133,7 @@ backend two
 HA
 haproxy -f "$work/haproxy.cfg" -db >"$work/haproxy.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 1 50); do (exec 3<>/dev/tcp/127.0.0.1/$HA2) 2>/dev/null && break; sleep 0.1; done
+wait_port $HA2 50
 
 cat > "$work/post-key.lua" <<LUA
 wrk.method = "POST"

@@ -48,7 +48,7 @@ trap cleanup EXIT
 # box's disk); the backfill reads blocks and receipts, the tokens row the latest state.
 $anvil --port $NODE --no-mining --max-persisted-states 0 --silent >/dev/null 2>&1 &
 pids+=($!)
-for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$NODE) 2>/dev/null && break; sleep 0.1; done
+wait_port $NODE
 sleep 0.5
 
 # The chain: one ERC-20 and one ERC-721 (50 tokens minted to the wallet the NFT row

@@ -42,6 +42,23 @@ stop_all() {
   restore_scheduling
 }
 
+# Stop the script unless every port given is free: another bench or a demo holding one
+# would answer in its place.
+ports_free() {
+  local p
+  for p in "$@"; do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "bench: port $p is busy" >&2; exit 1; fi
+  done
+}
+
+# Wait up to TENTHS tenths of a second (default 100) until something listens on PORT.
+wait_port() {
+  local port=$1 tenths=${2:-100}
+  for _ in $(seq 1 "$tenths"); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0; sleep 0.1; done
+  echo "bench: nothing listens on port $port after $((tenths / 10)) s" >&2
+  return 1
+}
+
 # Write a results table to stdout and to bench/<file>, headed by the date and the box.
 publish() {
   local file=$1

@@ -23,9 +23,7 @@ for tool in valgrind callgrind_annotate strace nginx oha curl python3; do
 done
 [ -x "$bin" ] || { echo "profile: no binary $bin (cargo build --release)" >&2; exit 2; }
 UP=19211; NGX=19212; CE=19213; CEM=19214
-for p in $UP $NGX $CE $CEM; do
-  if (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; then echo "profile: port $p is busy" >&2; exit 1; fi
-done
+ports_free $UP $NGX $CE $CEM
 work=$(mktemp -d /tmp/chainedge-profile.XXXXXX)
 pids=()
 cleanup() { stop_all; rm -rf "$work"; }

@@ -35,9 +35,7 @@ pids=()
 cleanup() { stop_all; rm -rf "$work"; }
 trap cleanup EXIT
 UP=19201; NGX=19202; CE=19203; CEM=19204; NODE=19205; CE2=19206; CEM2=19207
-for p in $UP $NGX $CE $CEM $NODE $CE2 $CEM2; do
-  if (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; then echo "bench: port $p is busy" >&2; exit 1; fi
-done
+ports_free $UP $NGX $CE $CEM $NODE $CE2 $CEM2
 
 # The upstream and the reference proxy are separate nginx instances (as in run.sh): an
 # nginx proxying to its own workers would reach its upstream without waking another

@@ -43,9 +43,7 @@ cleanup() { stop_all; rm -rf "$work"; }
 trap cleanup EXIT
 
 UP=19101; NGX=19102; CE=19103; CEM=19104; BARE=19105; SSE=19106; NGX0=19107; FLOOR=19108; HYPER=19109
-for p in $UP $NGX $CE $CEM $BARE $SSE $NGX0 $FLOOR $HYPER; do
-  if (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; then echo "bench: port $p is busy" >&2; exit 1; fi
-done
+ports_free $UP $NGX $CE $CEM $BARE $SSE $NGX0 $FLOOR $HYPER
 
 # The upstream and the reference proxy are separate nginx instances, so each one's CPU
 # and memory are its own. The upstream hands beacon event streams to a small SSE server.

@@ -22,7 +22,7 @@ trap cleanup EXIT
 # No historical states: 20,000 blocks of them fill gigabytes of ~/.foundry/anvil/tmp.
 $anvil --port $NODE --no-mining --prune-history --silent >/dev/null 2>&1 &
 pids+=($!)
-for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$NODE) 2>/dev/null && break; sleep 0.1; done
+wait_port $NODE
 sleep 0.5
 
 # The chain, then the node alone reading every header (the same batches the indexer asks).

@@ -71,7 +71,7 @@ key=$($bin --app "$work/app.yaml" keys create --tenant "$tenant" 2>/dev/null)
 $bin -c "$work/pingora.yaml" --app "$work/app.yaml" >/dev/null 2>>"$work/chainedge.log" &
 ce_pid=$!; pids+=($ce_pid)
 for p in $NODE $NGX $CE; do
-  for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null && break; sleep 0.1; done
+  wait_port $p
 done
 sleep 2
 probe=$(curl -s -m 2 -o "$work/probe" -w '%{http_code}' -H "x-token: $key" "http://127.0.0.1:$CE/rpc/eth-beacon/eth/v1/events?topics=head" || true)

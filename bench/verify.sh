@@ -25,9 +25,7 @@ pids=()
 cleanup() { stop_all; rm -rf "$work"; }
 trap cleanup EXIT
 NODE=19301; OFF=19302; OFFM=19303; ON=19304; ONM=19305
-for p in $NODE $OFF $OFFM $ON $ONM; do
-  if (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; then echo "bench: port $p is busy" >&2; exit 1; fi
-done
+ports_free $NODE $OFF $OFFM $ON $ONM
 
 "$anvil" --port $NODE --silent &
 pids+=($!)

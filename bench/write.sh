@@ -29,9 +29,7 @@ pids=()
 cleanup() { stop_all; rm -rf "$work"; }
 trap cleanup EXIT
 NODE=19301; OFF=19302; OFFM=19303; ON=19304; ONM=19305; BG=19306; BGM=19307
-for p in $NODE $OFF $OFFM $ON $ONM $BG $BGM; do
-  if (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; then echo "bench: port $p is busy" >&2; exit 1; fi
-done
+ports_free $NODE $OFF $OFFM $ON $ONM $BG $BGM
 
 # anvil's own HOME: the states it writes to ~/.foundry/anvil/tmp go with $work.
 mkdir -p "$work/anvil-home"

@@ -30,7 +30,7 @@ trap cleanup EXIT
 mkdir -p "$work/anvil-home"
 HOME="$work/anvil-home" $anvil --port $NODE --silent >/dev/null 2>&1 &
 pids+=($!)
-for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$NODE) 2>/dev/null && break; sleep 0.1; done
+wait_port $NODE
 sleep 0.5
 # A fresh chain is at height 0, which health checks treat as broken.
 curl -s -o /dev/null -H 'Content-Type: application/json' \
@@ -90,12 +90,12 @@ start_ce() {
   [ -z "${ce_pid:-}" ] || { kill -INT "$ce_pid"; wait "$ce_pid" 2>/dev/null || true; }
   $bin -c "$work/pingora.yaml" --app "$work/app.yaml" >/dev/null 2>>"$work/chainedge.log" &
   ce_pid=$!; pids+=($ce_pid)
-  for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$CE) 2>/dev/null && break; sleep 0.1; done
+  wait_port $CE
   sleep 1.5
 }
 start_ce
 for p in $NODE $NGX $CE; do
-  for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null && break; sleep 0.1; done
+  wait_port $p
 done
 sleep 1.5
 
