@@ -56,11 +56,7 @@ http {
 NGINX
 nginx -c "$work/up.conf" -p "$work" -g 'daemon off;' &
 pids+=($!)
-mkdir -p "$work/plugins"
-cp plugins/*.yaml "$work/plugins/"
-cat >> "$work/plugins/eth.yaml" <<'ROUTE'
-  - {name: bench.plain, methods: [GET, POST], path: "/bench/plain/{*rest}", handler: passthrough, credential: none, pool: eth_el}
-ROUTE
+plugins_with_plain_route
 cat > "$work/app.yaml" <<YAML
 plugins: $work/plugins
 listen:

@@ -161,3 +161,62 @@ events { worker_connections 16384; }
 NGINX
     cat; } > "$work/$1.conf"
 }
+
+# The static node of the JSON-RPC benches: nginx answering every call at once on $UP
+# ($work/upstream.conf; started by the caller).
+nginx_static_node() {
+  nginx_conf upstream <<NGINX
+http {
+  keepalive_timeout 300s;
+  keepalive_requests 1000000;
+  server {
+    listen 127.0.0.1:$UP backlog=4096;
+    access_log off;
+    default_type application/json;
+    location / { return 200 '{"jsonrpc":"2.0","id":1,"result":"0x1"}'; }
+  }
+}
+NGINX
+}
+
+# The reference proxy: nginx on $NGX proxying to $UP over kept-alive connections and
+# logging every request in batches, as chainedge does ($work/nginx.conf). A separate
+# instance from the node: an nginx proxying to its own workers would reach its upstream
+# without waking another process, an advantage no proxy in front of a real node has.
+nginx_reference_proxy() {
+  nginx_conf nginx <<NGINX
+http {
+  keepalive_timeout 300s;
+  keepalive_requests 1000000;
+  upstream node { server 127.0.0.1:$UP; keepalive 128; }
+  server {
+    listen 127.0.0.1:$NGX backlog=4096;
+    access_log /dev/null combined buffer=64k flush=1s;
+    location / { proxy_pass http://node; proxy_http_version 1.1; proxy_set_header Connection ""; }
+  }
+}
+NGINX
+}
+
+# distinct_reads FILE: 200,000 reads of different addresses at `pending`, one per line
+# (oha -Z draws one per request): none kept by the cache, none shared in flight.
+distinct_reads() {
+  python3 - "$1" <<'PY'
+import random, sys
+random.seed(7)
+with open(sys.argv[1], "w") as f:
+    for n in range(200_000):
+        a = "0x%08x%032x" % (random.getrandbits(31), n)
+        f.write('{"jsonrpc":"2.0","id":%d,"method":"eth_getBalance","params":["%s","pending"]}\n' % (n, a))
+PY
+}
+
+# plugins_with_plain_route: the manifests in $work/plugins plus `bench.plain`, a route
+# that proxies to eth_el without the gateway path (no key, no JSON-RPC).
+plugins_with_plain_route() {
+  mkdir -p "$work/plugins"
+  cp plugins/*.yaml "$work/plugins/"
+  cat >> "$work/plugins/eth.yaml" <<'ROUTE'
+  - {name: bench.plain, methods: [GET, POST], path: "/bench/plain/{*rest}", handler: passthrough, credential: none, pool: eth_el}
+ROUTE
+}

@@ -31,42 +31,16 @@ trap cleanup EXIT
 mkdir -p "$out"
 workers=1
 
-# The node: nginx answering every call at once. The reference proxy: one nginx process
+# The node: nginx answering every call at once. The reference proxy as one nginx process
 # (no master) so that valgrind and strace see all of its work.
-nginx_conf upstream <<NGINX
-http {
-  keepalive_timeout 300s;
-  keepalive_requests 1000000;
-  server {
-    listen 127.0.0.1:$UP backlog=4096;
-    access_log off;
-    default_type application/json;
-    location / { return 200 '{"jsonrpc":"2.0","id":1,"result":"0x1"}'; }
-  }
-}
-NGINX
-nginx_conf nginx <<NGINX
-http {
-  keepalive_timeout 300s;
-  keepalive_requests 1000000;
-  upstream node { server 127.0.0.1:$UP; keepalive 128; }
-  server {
-    listen 127.0.0.1:$NGX backlog=4096;
-    access_log /dev/null combined buffer=64k flush=1s;
-    location / { proxy_pass http://node; proxy_http_version 1.1; proxy_set_header Connection ""; }
-  }
-}
-NGINX
+nginx_static_node
+nginx_reference_proxy
 sed -i '1i master_process off;\ndaemon off;' "$work/nginx.conf"
 nginx -c "$work/upstream.conf" -p "$work" -g 'daemon off;' &
 pids+=($!)
 
 # chainedge on one worker thread, with a route that proxies without the gateway path.
-mkdir -p "$work/plugins"
-cp plugins/*.yaml "$work/plugins/"
-cat >> "$work/plugins/eth.yaml" <<'ROUTE'
-  - {name: bench.plain, methods: [GET, POST], path: "/bench/plain/{*rest}", handler: passthrough, credential: none, pool: eth_el}
-ROUTE
+plugins_with_plain_route
 threads=1 edge_app edge $CE $CEM <<YAML
 health:
   interval_ms: 5000
@@ -80,15 +54,7 @@ threads=1 edge_pingora edge
 tenant=$("$bin" --app "$work/edge.yaml" tenants create --name profile --plan enterprise)
 key=$("$bin" --app "$work/edge.yaml" keys create --tenant "$tenant" 2>/dev/null)
 
-# 200,000 reads of different addresses at `pending`: none kept, none shared (as bench/rpc.sh).
-python3 - "$work/distinct.txt" <<'PY'
-import random, sys
-random.seed(7)
-with open(sys.argv[1], "w") as f:
-    for n in range(200_000):
-        a = "0x%08x%032x" % (random.getrandbits(31), n)
-        f.write('{"jsonrpc":"2.0","id":%d,"method":"eth_getBalance","params":["%s","pending"]}\n' % (n, a))
-PY
+distinct_reads "$work/distinct.txt"
 chain_id='{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}'
 
 # load N ROUTE: N requests, 4 connections, to one of the routes.

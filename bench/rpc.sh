@@ -37,33 +37,8 @@ trap cleanup EXIT
 UP=19201; NGX=19202; CE=19203; CEM=19204; NODE=19205; CE2=19206; CEM2=19207
 ports_free $UP $NGX $CE $CEM $NODE $CE2 $CEM2
 
-# The upstream and the reference proxy are separate nginx instances (as in run.sh): an
-# nginx proxying to its own workers would reach its upstream without waking another
-# process, an advantage no proxy in front of a real node has.
-nginx_conf upstream <<NGINX
-http {
-  keepalive_timeout 300s;
-  keepalive_requests 1000000;
-  server {
-    listen 127.0.0.1:$UP backlog=4096;
-    access_log off;
-    default_type application/json;
-    location / { return 200 '{"jsonrpc":"2.0","id":1,"result":"0x1"}'; }
-  }
-}
-NGINX
-nginx_conf nginx <<NGINX
-http {
-  keepalive_timeout 300s;
-  keepalive_requests 1000000;
-  upstream node { server 127.0.0.1:$UP; keepalive 128; }
-  server {
-    listen 127.0.0.1:$NGX backlog=4096;
-    access_log /dev/null combined buffer=64k flush=1s;
-    location / { proxy_pass http://node; proxy_http_version 1.1; proxy_set_header Connection ""; }
-  }
-}
-NGINX
+nginx_static_node
+nginx_reference_proxy
 nginx -c "$work/upstream.conf" -p "$work" -g 'daemon off;' &
 pids+=($!)
 nginx -c "$work/nginx.conf" -p "$work" -g 'daemon off;' &
@@ -137,14 +112,7 @@ echo "bench: (d) is '$d_status', (d2) is '$d2_status', (d3) is '$d3_status'" >&2
 # different addresses (at `pending`), so no answer is kept and, with 64 in flight out of
 # 200,000, practically none is shared. nginx proxies the same bodies: (b4) is the same
 # load against the reference.
-python3 - "$work/distinct.txt" <<'PY'
-import random, sys
-random.seed(7)
-with open(sys.argv[1], "w") as f:
-    for n in range(200_000):
-        a = "0x%08x%032x" % (random.getrandbits(31), n)
-        f.write('{"jsonrpc":"2.0","id":%d,"method":"eth_getBalance","params":["%s","pending"]}\n' % (n, a))
-PY
+distinct_reads "$work/distinct.txt"
 # distinct NAME URL [oha args] -> "rps p50_ms p99_ms"
 distinct() {
   local name=$1 url=$2; shift 2
