@@ -97,7 +97,7 @@ impl Mailer {
             Delivery::Off => Err("email delivery is not configured".into()),
             Delivery::Outbox(path) => {
                 let line = serde_json::json!({
-                    "ts": humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+                    "ts": crate::clock::rfc3339(crate::clock::now()),
                     "from": self.from, "to": to, "subject": subject, "body": body,
                 })
                 .to_string()

@@ -28,7 +28,7 @@ use crate::rpc::Gateway;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 /// How long a snapshot is answered before the graph is walked again.
 pub const FRESH: Duration = Duration::from_secs(60);
@@ -116,7 +116,7 @@ async fn ask(
 
 /// The capture time, RFC 3339 (SPEC's date-time).
 fn observed_at() -> String {
-    humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
+    crate::clock::rfc3339(crate::clock::now())
 }
 
 /// `depth`: 1 to 3, default 1.

@@ -28,7 +28,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// Trusted execution blocks kept by number (the head's and finalized ones, about one a
 /// slot: a day of mainnet's 12-second slots).
@@ -64,9 +64,7 @@ impl LightRoots {
     pub fn head(&self, pool: &str) -> Option<HeaderFacts> {
         let state = self.state.read().ok()?;
         let trusted = state.as_ref().filter(|t| t.pool == pool)?;
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let now = crate::clock::now() as u64;
         (now <= trusted.head_time.saturating_add(trusted.stale_after))
             .then_some(trusted.head)
             .flatten()
@@ -195,9 +193,7 @@ impl Follower {
     }
 
     fn now_ms(&self) -> u64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64)
+        crate::clock::now_ms() as u64
     }
 
     /// The slot the clock is in, allowing the spec's gossip clock disparity (500 ms): an

@@ -22,7 +22,7 @@ use pingora_core::server::ShutdownWatch;
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use tokio::sync::broadcast;
 
 /// Stats windows, by name (the complete set the stats endpoints take).
@@ -304,10 +304,7 @@ impl Watcher {
             return;
         };
         let now = Instant::now();
-        let unix = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
+        let unix = crate::clock::now() as u64;
         if complete {
             let current: HashSet<&str> = txs.iter().map(|t| t.hash.as_str()).collect();
             view.pending.retain(|h, _| current.contains(h.as_str()));

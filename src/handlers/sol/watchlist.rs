@@ -205,10 +205,7 @@ async fn create(
         commitment: commitment.to_string(),
         callback_type: c.callback_type,
         callback_url: c.callback_url,
-        created_at: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0),
+        created_at: crate::clock::now(),
     };
     let max = watch.conf().max_entries_per_tenant;
     if !store

@@ -26,7 +26,7 @@ use pingora_core::services::ServiceReadyNotifier;
 pub use probe::{probe, Observation, ProbeKind};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HealthState {
@@ -155,10 +155,7 @@ pub async fn check_pool(client: &UpstreamClient, pool: &Pool, conf: &HealthConf)
     }))
     .await;
 
-    let now_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0);
+    let now_ms = crate::clock::now_ms() as u64;
     // Heads first: the pool head is the majority's head of this round.
     for (h, (r, latency)) in pool.hosts.iter().zip(&results) {
         let hh = &h.health;
