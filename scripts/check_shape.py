@@ -88,19 +88,21 @@ def module_of(rel):
 
 
 def layers():
-    """Top-level module -> (layer index, layer name), from lib.rs's groups."""
+    """Top-level module -> (layer index, layer name, only the top may import it), from
+    lib.rs's groups (a group's comment ending "imported only by the top" marks it)."""
     text = open(os.path.join(SRC, "lib.rs")).read()
-    table, layer, index = {}, None, -1
+    table, layer, index, top_only = {}, None, -1, False
     for line in text.splitlines():
         m = re.match(r"^// ([A-Z][\w ]*)[.:]", line)
         if m:
             layer, index = m.group(1), index + 1
+            top_only = "imported only by the top" in line
             continue
         m = re.match(r"^(?:pub )?mod (\w+);", line)
         if m:
             if layer is None:
                 sys.exit("check_shape: lib.rs declares a module before any layer")
-            table[m.group(1)] = (index, layer)
+            table[m.group(1)] = (index, layer, top_only)
     return table
 
 
@@ -241,6 +243,11 @@ def main():
                     problems.append(
                         f"src/{rel}: imports crate::{'::'.join(target)}: "
                         f"{me[0]} ({mine[1]}) reaches up to {target[0]} ({theirs[1]})"
+                    )
+                elif theirs[2] and mine[0] != 0:
+                    problems.append(
+                        f"src/{rel}: imports crate::{'::'.join(target)}: "
+                        f"{target[0]} ({theirs[1]}) is imported only by the top"
                     )
                 continue
             other = file_of(target, files_by_module)

@@ -17,8 +17,12 @@
 //! - **Surfaces**: `handlers` (a plain `handlers::Request` in, a `reply::Reply` or
 //!   `reply::EventStream` out), `console` (sign-in and keys).
 //! - **Capture**: `capture`, every background producer behind one contract (indexers,
-//!   mempool watchers, Solana's producers, the capacity series, the usage flusher);
-//!   handlers read what it wrote.
+//!   mempool watchers, Solana's producers, the capacity series, the usage flusher).
+//!   Only the top (`app`) imports it: what handlers read of what it wrote is in `state`.
+//! - **State**: `state`, what handlers and producers share: the read models producers
+//!   write (mempools, Solana's mempool and MEV-cache snapshots), the registries and
+//!   push feeds both drive (watchlists, transaction webhooks and channels), and the
+//!   handlers' long-lived services (sent transactions, caches, stream slots).
 //! - **Gateway**: `rpc` (the JSON-RPC gateway), `streams` (shared node subscriptions
 //!   and event streams).
 //! - **Fleet**: `pools` (hosts, health, order of attempts), `upstream` (the client to
@@ -67,8 +71,11 @@ mod front;
 mod console;
 mod handlers;
 
-// Capture.
+// Capture: imported only by the top.
 mod capture;
+
+// State.
+mod state;
 
 // Gateway.
 mod rpc;

@@ -5,7 +5,7 @@
 mod detach;
 mod reload;
 
-use crate::capture::{self, mempool, sol};
+use crate::capture;
 use crate::{
     auth, cluster, config, console, contract, edge, front, handlers, limits, observe, pools,
     routes, rpc, store, streams, upstream, usage,
@@ -395,7 +395,7 @@ pub(crate) fn edge_state(
         txlog: Arc::new(crate::tracking::TxLog::new(app.app.tx_tracking.enabled)),
         checked: Default::default(),
     });
-    let metrics_cache = Arc::new(handlers::metrics_mirror::MetricsCache::new(
+    let metrics_cache = Arc::new(crate::state::metrics_cache::MetricsCache::new(
         app.app.metrics_mirror.clone(),
         client.clone(),
     ));
@@ -411,7 +411,9 @@ pub(crate) fn edge_state(
     let console = Arc::new(console::Console::new(&app, request_store.clone(), client)?);
     // Shared node subscriptions: WebSocket clients and the mempool watchers.
     let subscriptions = Arc::new(streams::subscriptions::Hub::default());
-    let mempools = Arc::new(mempool::Mempools::new(app.app.mempool.keys().cloned()));
+    let mempools = Arc::new(crate::state::mempool::Mempools::new(
+        app.app.mempool.keys().cloned(),
+    ));
     let keys = Arc::new(auth::keys::KeyAuth::new(
         request_store,
         app.app.auth.key_cache_size,
@@ -420,14 +422,14 @@ pub(crate) fn edge_state(
     ));
     let mut limiter = limits::Limiter::new(&app.app.limits, &app.app.plans);
     let cluster = join_cluster(&app, &mut limiter, &keys);
-    let sol_watch = sol::watch::SolWatch::new(
+    let sol_watch = crate::state::sol_watch::SolWatch::new(
         app.app.solana.watchlist.clone(),
         app.watchlist_secret.clone(),
         store.clone(),
         pools.clone(),
         gateway.clone(),
     );
-    let tx_push = capture::txs::push::TxPush::new(
+    let tx_push = crate::state::tx_push::TxPush::new(
         app.app.tx_tracking.clone(),
         app.tx_hook_secret.clone(),
         store.clone(),
@@ -447,7 +449,7 @@ pub(crate) fn edge_state(
         )),
         metrics_cache,
         console,
-        stream_slots: Arc::new(handlers::mev_share::StreamSlots::new(leases.clone())),
+        stream_slots: Arc::new(crate::state::stream_slots::StreamSlots::new(leases.clone())),
         ws_connections: Arc::new(cluster::places::OwnerPlaces::new("ws", leases.clone())),
         ws_subscriptions: Arc::new(cluster::places::OwnerPlaces::new("ws_sub", leases)),
         subscriptions,

@@ -21,7 +21,6 @@ pub mod mempool;
 pub mod sol;
 pub mod txs;
 pub mod usage;
-pub mod webhook;
 
 use crate::config::Loaded;
 use crate::observe::metrics;
@@ -43,12 +42,12 @@ pub struct Inputs<'a> {
     pub pools: &'a Arc<Pools>,
     pub gateway: &'a Arc<Gateway>,
     pub store: &'a Store,
-    pub mempools: &'a Arc<mempool::Mempools>,
+    pub mempools: &'a Arc<crate::state::mempool::Mempools>,
     pub subscriptions: &'a Arc<Hub>,
-    pub sol_watch: &'a Arc<sol::watch::SolWatch>,
-    pub tx_push: &'a Arc<txs::push::TxPush>,
-    pub sol_mempool: &'a Arc<sol::mempool::SolMempool>,
-    pub mev_cache: &'a Arc<sol::mev_cache::Snapshots>,
+    pub sol_watch: &'a Arc<crate::state::sol_watch::SolWatch>,
+    pub tx_push: &'a Arc<crate::state::tx_push::TxPush>,
+    pub sol_mempool: &'a Arc<crate::state::sol_mempool::SolMempool>,
+    pub mev_cache: &'a Arc<crate::state::mev_snapshots::Snapshots>,
     /// The usage journal, when usage is counted.
     pub usage: Option<&'a Arc<usage::Durable>>,
     /// The keys' request logs.

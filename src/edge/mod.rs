@@ -72,8 +72,8 @@ pub struct State {
     pub pools: Arc<Pools>,
     pub gateway: Arc<Gateway>,
     pub keys: Arc<crate::auth::keys::KeyAuth>,
-    /// What the mempool watchers keep (`src/capture/mempool/`).
-    pub mempools: Arc<crate::capture::mempool::Mempools>,
+    /// What the mempool watchers keep (`src/state/mempool.rs`).
+    pub mempools: Arc<crate::state::mempool::Mempools>,
     /// The store, for handlers that read it (the chain index).
     pub store: crate::store::Store,
     pub limiter: crate::limits::Limiter,
@@ -84,9 +84,9 @@ pub struct State {
     /// Each key's newest requests, gathered in memory (`src/capture/usage/requests.rs`
     /// writes them to the store).
     pub requests: Arc<crate::usage::requests::RequestLog>,
-    pub metrics_cache: Arc<crate::handlers::metrics_mirror::MetricsCache>,
+    pub metrics_cache: Arc<crate::state::metrics_cache::MetricsCache>,
     pub console: Arc<crate::console::Console>,
-    pub stream_slots: Arc<crate::handlers::mev_share::StreamSlots>,
+    pub stream_slots: Arc<crate::state::stream_slots::StreamSlots>,
     /// Open WebSocket connections per owner.
     pub ws_connections: Arc<crate::cluster::places::OwnerPlaces>,
     /// Subscriptions held over WebSocket per owner.
@@ -95,17 +95,17 @@ pub struct State {
     /// Shared event streams (beacon events).
     pub events: Arc<crate::streams::events::EventsHub>,
     /// Transactions the REST senders took recently (resends are answered once).
-    pub sent: Arc<crate::handlers::sent::SentTransactions>,
+    pub sent: Arc<crate::state::sent::SentTransactions>,
     /// Peer-graph snapshots by depth.
-    pub peer_graphs: Arc<crate::handlers::peer_graph::PeerGraphs>,
+    pub peer_graphs: Arc<crate::state::peer_graphs::PeerGraphs>,
     /// Solana watchlist push: the registry handlers update, the WebSocket channels' feed.
-    pub sol_watch: Arc<crate::capture::sol::watch::SolWatch>,
+    pub sol_watch: Arc<crate::state::sol_watch::SolWatch>,
     /// Status changes of followed transactions, for `/ws/txs` and the hooks.
-    pub tx_push: Arc<crate::capture::txs::push::TxPush>,
-    /// The MEV-cache hosts' last scrapes (`src/capture/sol/mev_cache.rs`).
-    pub mev_cache: Arc<crate::capture::sol::mev_cache::Snapshots>,
-    /// What the Solana senders submitted, followed until it lands (`src/capture/sol/mempool.rs`).
-    pub sol_mempool: Arc<crate::capture::sol::mempool::SolMempool>,
+    pub tx_push: Arc<crate::state::tx_push::TxPush>,
+    /// The MEV-cache hosts' last scrapes (`src/state/mev_snapshots.rs`).
+    pub mev_cache: Arc<crate::state::mev_snapshots::Snapshots>,
+    /// What the Solana senders submitted, followed until it lands (`src/state/sol_mempool.rs`).
+    pub sol_mempool: Arc<crate::state::sol_mempool::SolMempool>,
 }
 
 pub struct Edge {

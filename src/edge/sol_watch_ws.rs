@@ -9,9 +9,9 @@
 
 use super::ws_upgrade::{Item, PushSource, WsUpgrade};
 use super::{Ctx, Downstream, Edge};
-use crate::capture::sol::watch::WsPush;
 use crate::errors::ApiError;
 use crate::routes::Route;
+use crate::state::sol_watch::WsPush;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;

@@ -10,9 +10,9 @@
 
 use super::ws_upgrade::{Item, PushSource, WsUpgrade};
 use super::{Ctx, Downstream, Edge};
-use crate::capture::txs::push::{message, ChannelMessage};
 use crate::errors::ApiError;
 use crate::routes::Route;
+use crate::state::tx_push::{message, ChannelMessage};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;

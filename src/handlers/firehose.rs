@@ -129,7 +129,7 @@ pub const CHAIN: &str = "polygon";
 
 /// Whether a channel's source runs here: 503 naming what to configure when not.
 pub fn source_ready(
-    mempools: &crate::capture::mempool::Mempools,
+    mempools: &crate::state::mempool::Mempools,
     pools: &crate::pools::Pools,
     channel: &str,
 ) -> Result<(), ApiError> {

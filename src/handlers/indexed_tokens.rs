@@ -168,7 +168,8 @@ async fn balances_from_node(
 /// Metadata the indexer could not fetch yet: fetched now, kept for next time.
 async fn fetch_meta(ix: &Indexed<'_>, token: &str, request_id: &str) -> TokenMeta {
     let token = token.to_string();
-    match crate::capture::index::token_metadata(ix.gateway, ix.pool, &token, request_id).await {
+    match crate::rpc::token_metadata::token_metadata(ix.gateway, ix.pool, &token, request_id).await
+    {
         Some(m) => {
             let _ = ix.store.put_token_meta(ix.chain, &token, &m).await;
             m

@@ -6,9 +6,9 @@
 //!   price percentiles in gwei (0 when nothing arrived), the top 10 senders by count.
 
 use super::Request;
-use crate::capture::mempool::{Mempools, WINDOWS};
 use crate::errors::ApiError;
 use crate::reply::Reply;
+use crate::state::mempool::{Mempools, WINDOWS};
 use serde_json::json;
 
 pub const DEFAULT_SNAPSHOT: usize = 100;

@@ -31,7 +31,6 @@ pub mod registry;
 pub mod relay;
 pub mod rest_read;
 pub mod sender;
-pub mod sent;
 pub mod sol;
 pub mod trace;
 pub mod tx;

@@ -25,22 +25,16 @@ use crate::errors::ApiError;
 use crate::pools::{Host, Pool};
 use crate::reply::Reply;
 use crate::rpc::Gateway;
+use crate::state::peer_graphs::PeerGraphs;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// How long a snapshot is answered before the graph is walked again.
 pub const FRESH: Duration = Duration::from_secs(60);
 /// Most peers read from one host (a node keeps 50 by default; some allow hundreds).
 const MAX_PEERS_PER_HOST: usize = 1000;
-
-/// Snapshots by depth; one walk at a time.
-#[derive(Default)]
-pub struct PeerGraphs {
-    snapshots: Mutex<HashMap<u8, (Instant, Arc<String>)>>,
-    walking: tokio::sync::Mutex<()>,
-}
 
 /// One connection of the graph, as its first reporter (`from`) saw it.
 struct Edge {
@@ -135,29 +129,13 @@ pub async fn graph(
     req: &Request<'_>,
 ) -> Result<Reply, ApiError> {
     let depth = depth_param(req)?;
-    let fresh = |graphs: &PeerGraphs| {
-        graphs.snapshots.lock().ok().and_then(|s| {
-            s.get(&depth)
-                .filter(|(at, _)| at.elapsed() < FRESH)
-                .map(|(_, b)| b.clone())
+    let body = graphs
+        .get_or_walk(depth, FRESH, || async {
+            Ok(walk(gateway, pool, depth, req.request_id)
+                .await?
+                .to_string())
         })
-    };
-    if let Some(body) = fresh(graphs) {
-        return Ok(Reply::json(200, body.as_bytes().to_vec()));
-    }
-    let _walk = graphs.walking.lock().await;
-    // Another request may have walked while this one waited.
-    if let Some(body) = fresh(graphs) {
-        return Ok(Reply::json(200, body.as_bytes().to_vec()));
-    }
-    let body = Arc::new(
-        walk(gateway, pool, depth, req.request_id)
-            .await?
-            .to_string(),
-    );
-    if let Ok(mut s) = graphs.snapshots.lock() {
-        s.insert(depth, (Instant::now(), body.clone()));
-    }
+        .await?;
     Ok(Reply::json(200, body.as_bytes().to_vec()))
 }
 

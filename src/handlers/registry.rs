@@ -6,16 +6,16 @@
 
 use super::*;
 use crate::auth::keys::KeyAuth;
-use crate::capture::mempool::Mempools;
-use crate::capture::sol::mempool::SolMempool;
-use crate::capture::sol::mev_cache::Snapshots;
-use crate::capture::sol::watch::SolWatch;
 use crate::config::Loaded;
 use crate::console::Console;
 use crate::errors::ApiError;
 use crate::pools::{Pool, Pools};
 use crate::reply::Reply;
 use crate::rpc::Gateway;
+use crate::state::mempool::Mempools;
+use crate::state::mev_snapshots::Snapshots;
+use crate::state::sol_mempool::SolMempool;
+use crate::state::sol_watch::SolWatch;
 use crate::store::Store;
 use std::future::Future;
 use std::pin::Pin;
@@ -71,12 +71,12 @@ pub struct Services<'a> {
     pub store: &'a Store,
     pub keys: &'a KeyAuth,
     pub console: &'a Console,
-    pub sent: &'a sent::SentTransactions,
-    pub metrics_cache: &'a metrics_mirror::MetricsCache,
-    pub peer_graphs: &'a peer_graph::PeerGraphs,
+    pub sent: &'a crate::state::sent::SentTransactions,
+    pub metrics_cache: &'a crate::state::metrics_cache::MetricsCache,
+    pub peer_graphs: &'a crate::state::peer_graphs::PeerGraphs,
     pub mempools: &'a Mempools,
     pub sol_watch: &'a SolWatch,
-    pub tx_push: &'a crate::capture::txs::push::TxPush,
+    pub tx_push: &'a crate::state::tx_push::TxPush,
     pub mev_cache: &'a Snapshots,
     pub sol_mempool: &'a SolMempool,
     /// The route's pool: the manifest's `pool:`, else the handler's own.

@@ -5,7 +5,6 @@
 //! first (`signed_tx`), so what is not one is a 400 before any node sees it; resends
 //! are answered once (`sent`).
 
-use super::sent::{Accepted, SentTransactions};
 use super::Request;
 use crate::errors::ApiError;
 use crate::jsonrpc::{self, ErrorObject, Id, Response};
@@ -13,6 +12,7 @@ use crate::pools::{Pool, Pools};
 use crate::reply::Reply;
 use crate::rpc::{Gateway, BUILDER_METHODS, PRIVATE_TX_METHODS};
 use crate::signed_tx::{self, SignedTx};
+use crate::state::sent::{Accepted, SentTransactions};
 use crate::tracking;
 use serde::Deserialize;
 use serde_json::{json, Value};

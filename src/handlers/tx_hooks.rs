@@ -5,10 +5,10 @@
 //! itself is `capture::txs::push`.
 
 use super::{Request, Services};
-use crate::capture::txs::push::TxPush;
-use crate::capture::webhook;
 use crate::errors::ApiError;
 use crate::reply::Reply;
+use crate::state::tx_push::TxPush;
+use crate::state::webhook;
 use crate::store::sol_watchlist::Letters;
 use crate::store::tx_push::TxHook;
 use serde::Deserialize;

@@ -25,6 +25,7 @@ mod proven;
 mod proven_state;
 mod quorum;
 mod state_proofs;
+pub mod token_metadata;
 mod write;
 
 pub use crate::signed_tx::tx_hash;

@@ -15,7 +15,7 @@ pub struct TxEvent {
     pub chain: String,
     pub hash: String,
     pub status: String,
-    /// The change as JSON (`capture::txs::push::event_body`).
+    /// The change as JSON (`state::tx_push::event_body`).
     pub body: String,
     pub created_at: i64,
 }

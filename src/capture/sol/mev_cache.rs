@@ -16,14 +16,15 @@ use crate::capture::{Health, Producer};
 use crate::config::MevCacheConf;
 use crate::pools::{Host, Pools, Service};
 use crate::scrub::scrub;
+use crate::state::mev_snapshots::{Snapshot, Snapshots};
 use crate::store::mev_cache::Sample;
 use crate::store::Store;
 use crate::upstream::UpstreamClient;
 use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub const POOL: &str = "sol_mev_cache";
@@ -33,32 +34,6 @@ pub const RETENTION_SECS: i64 = 7 * 24 * 3600;
 pub const MAX_SNAPSHOT_SERIES: usize = 2000;
 const MAX_SCRAPE: usize = 8 << 20;
 const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// One host's last scrape.
-#[derive(Debug, Clone)]
-pub struct Snapshot {
-    /// Unix milliseconds.
-    pub sampled_at: i64,
-    /// `{name, labels, value}` per series, by name then labels.
-    pub series: Vec<Value>,
-    pub truncated: bool,
-}
-
-/// The hosts' snapshots (and their counters, for the next increase).
-#[derive(Default)]
-pub struct Snapshots {
-    hosts: Mutex<HashMap<String, (Snapshot, f64)>>,
-}
-
-impl Snapshots {
-    pub fn get(&self, host: &str) -> Option<Snapshot> {
-        self.hosts
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(host)
-            .map(|(s, _)| s.clone())
-    }
-}
 
 /// The hits counter in an exposition: the named metric summed over its label sets
 /// (`None` when the host does not expose it).
@@ -140,13 +115,7 @@ impl Sampler {
             let at = crate::clock::now_ms();
             let counter = hits(&scrape.samples, &self.conf.hits_metric);
             let snapshot = snapshot_of(&scrape, at);
-            let mut hosts = self
-                .snapshots
-                .hosts
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            let previous = hosts.get(&host.id).map(|(s, c)| (s.sampled_at, *c));
-            let now = counter.unwrap_or(0.0);
+            let previous = (self.snapshots).replace(&host.id, snapshot, counter.unwrap_or(0.0));
             if let (Some((before_at, before)), Some(now)) = (previous, counter) {
                 if at > before_at {
                     samples.push(Sample {
@@ -158,7 +127,6 @@ impl Sampler {
                     });
                 }
             }
-            hosts.insert(host.id.clone(), (snapshot, now));
         }
         self.store
             .record_mev_cache(&samples)

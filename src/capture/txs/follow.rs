@@ -102,8 +102,8 @@ impl Follower {
                     .observe((at - tx.submitted_at).max(0) as f64);
             }
         }
-        let event = super::push::worth_pushing(tx, change)
-            .then(|| super::push::event_body(tx, change, now));
+        let event = crate::state::tx_push::worth_pushing(tx, change)
+            .then(|| crate::state::tx_push::event_body(tx, change, now));
         self.store
             .update_tx(self.chain, &tx.hash, change, now, event.as_deref())
             .await

@@ -3,9 +3,9 @@
 //! public mempool).
 
 use super::{int_param, Request};
-use crate::capture::sol::mempool::{Fate, WINDOW};
 use crate::errors::ApiError;
 use crate::reply::Reply;
+use crate::state::sol_mempool::{Fate, WINDOW};
 use serde_json::json;
 
 pub const SNAPSHOT_DEFAULT: i64 = 100;

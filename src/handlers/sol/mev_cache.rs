@@ -4,10 +4,10 @@
 //! host's last scrape, and its series.
 
 use super::{int_param, Request};
-use crate::capture::sol::mev_cache::Snapshots;
 use crate::errors::ApiError;
 use crate::pools::Pool;
 use crate::reply::Reply;
+use crate::state::mev_snapshots::Snapshots;
 use crate::store::Store;
 use serde_json::{json, Value};
 

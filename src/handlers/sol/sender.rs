@@ -5,15 +5,15 @@
 //! before any node sees it; resends of a transaction are answered once (`sent`).
 
 use super::Request;
-use crate::capture::sol::mempool::SolMempool;
 use crate::errors::ApiError;
 use crate::handlers::object_body;
-use crate::handlers::sent::{Accepted, SentTransactions};
 use crate::jsonrpc::ErrorObject;
 use crate::pools::Pool;
 use crate::reply::Reply;
 use crate::rpc::Gateway;
 use crate::sol_tx::{self, Encoding, SolTx};
+use crate::state::sent::{Accepted, SentTransactions};
+use crate::state::sol_mempool::SolMempool;
 use crate::tracking;
 use base64::Engine;
 use serde::Deserialize;

@@ -4,11 +4,11 @@
 //! Push itself is `src/capture/sol/watch/`.
 
 use super::Request;
-use crate::capture::sol::watch::SolWatch;
-use crate::capture::webhook;
 use crate::errors::ApiError;
 use crate::reply::Reply;
 use crate::sol_tx;
+use crate::state::sol_watch::SolWatch;
+use crate::state::webhook;
 use crate::store::sol_watchlist::{Letters, WatchEntry};
 use crate::store::Store;
 use serde::Deserialize;

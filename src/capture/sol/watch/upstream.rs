@@ -4,9 +4,9 @@
 //! re-established on another host and each account is read once (`getAccountInfo`): a
 //! change made while no link was up is delivered then, so none is missed.
 
-use super::Change;
 use crate::pools::Pools;
 use crate::rpc::Gateway;
+use crate::state::sol_watch::{Change, Command, Key};
 use crate::streams::node_link::NodeLink;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -16,20 +16,6 @@ use tokio::sync::mpsc;
 
 pub const POOL: &str = "sol_rpc";
 const REQUEST_ID: &str = "sol-watchlist";
-
-/// What the registry asks of the link.
-#[derive(Debug)]
-pub enum Command {
-    Watch(Key),
-    Unwatch(Key),
-}
-
-/// One shared subscription: an account at a commitment level.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Key {
-    pub pubkey: String,
-    pub commitment: String,
-}
 
 /// What a watched account looked like last (to deliver changes only, once each).
 fn fingerprint(value: &Value) -> (Option<u64>, Value, Value) {
