@@ -15,14 +15,16 @@
 //! - **Servers**: `front` (the lean HTTP/1.1 front of plain listeners), `edge` (the
 //!   request pipeline over either server, and Pingora's `ProxyHttp` phases).
 //! - **Surfaces**: `handlers` (a plain `handlers::Request` in, a `reply::Reply` or
-//!   `reply::EventStream` out), `console` (sign-in and keys).
+//!   `reply::EventStream` out).
 //! - **Capture**: `capture`, every background producer behind one contract (indexers,
 //!   mempool watchers, Solana's producers, the capacity series, the usage flusher).
 //!   Only the top (`app`) imports it: what handlers read of what it wrote is in `state`.
 //! - **State**: `state`, what handlers and producers share: the read models producers
 //!   write (mempools, Solana's mempool and MEV-cache snapshots), the registries and
 //!   push feeds both drive (watchlists, transaction webhooks and channels), and the
-//!   handlers' long-lived services (sent transactions, caches, stream slots).
+//!   handlers' long-lived services (sent transactions, caches, stream slots); `Shared`
+//!   (`state::shared`), every long-lived service in one value; and `console` (sign-in
+//!   and sessions).
 //! - **Gateway**: `rpc` (the JSON-RPC gateway), `streams` (shared node subscriptions
 //!   and event streams).
 //! - **Fleet**: `pools` (hosts, health, order of attempts), `upstream` (the client to
@@ -68,13 +70,13 @@ mod edge;
 mod front;
 
 // Surfaces.
-mod console;
 mod handlers;
 
 // Capture: imported only by the top.
 mod capture;
 
 // State.
+mod console;
 mod state;
 
 // Gateway.

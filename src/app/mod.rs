@@ -7,8 +7,8 @@ mod reload;
 
 use crate::capture;
 use crate::{
-    auth, cluster, config, console, contract, edge, front, handlers, limits, observe, pools,
-    routes, rpc, store, streams, upstream, usage,
+    auth, cluster, config, contract, edge, front, handlers, limits, observe, pools, routes, rpc,
+    store, upstream,
 };
 use pingora_core::listeners::tls::TlsSettings;
 use pingora_core::listeners::{L4BufferSettings, ListenerConfig};
@@ -315,8 +315,8 @@ fn add_capture(
     let usage_conf = &state.config.app.usage;
     let durable_usage = if usage_conf.enabled {
         Some(capture::usage::Durable::open(
-            state.usage.clone(),
-            state.store.clone(),
+            state.usage().clone(),
+            state.store().clone(),
             &state.config.state_dir,
             std::time::Duration::from_millis(usage_conf.journal_interval_ms),
             usage_conf.max_pending_keys,
@@ -325,18 +325,11 @@ fn add_capture(
         None
     };
     let producers = capture::producers(&capture::Inputs {
+        shared: &state.shared,
         config: &state.config,
         pools: &state.pools,
         gateway: &state.gateway,
-        store: &state.store,
-        mempools: &state.mempools,
-        subscriptions: &state.subscriptions,
-        sol_watch: &state.sol_watch,
-        tx_push: &state.tx_push,
-        sol_mempool: &state.sol_mempool,
-        mev_cache: &state.mev_cache,
         usage: durable_usage.as_ref(),
-        requests: &state.requests,
     });
     for producer in producers {
         let name = format!("capture {}", producer.name());
@@ -348,9 +341,6 @@ fn add_capture(
     Ok(durable_usage)
 }
 
-/// The edge's state from a checked configuration and an open store: pools, the gateway,
-/// console, keys, limits, stream caps and shared subscriptions; and, when clustered, the
-/// service that shares limits and notices over Redis (the caller runs it).
 /// With Redis, limits and revocations are shared with the other instances.
 fn join_cluster(
     app: &config::Loaded,
@@ -372,6 +362,10 @@ fn join_cluster(
     Some(cluster)
 }
 
+/// The edge's state from a checked configuration and an open store: pools, the gateway,
+/// limits and costs, around every long-lived service (`state::shared::Shared`); and,
+/// when clustered, the service that shares limits and notices over Redis (the caller
+/// runs it).
 pub(crate) fn edge_state(
     app: config::Loaded,
     matcher: routes::matcher::Matcher,
@@ -395,83 +389,29 @@ pub(crate) fn edge_state(
         txlog: Arc::new(crate::tracking::TxLog::new(app.app.tx_tracking.enabled)),
         checked: Default::default(),
     });
-    let metrics_cache = Arc::new(crate::state::metrics_cache::MetricsCache::new(
-        app.app.metrics_mirror.clone(),
-        client.clone(),
-    ));
-    // Sign-in and key lookups answer within the request deadline when PostgreSQL cannot
-    // be reached. SQLite is a local file: a slow disk or a long write is not an outage,
-    // and giving up on it would answer 503 for work that completes anyway.
-    let request_store = match store.dialect() {
-        store::sql::Dialect::Postgres => store.with_deadline(std::time::Duration::from_millis(
-            app.app.store.request_deadline_ms,
-        )),
-        store::sql::Dialect::Sqlite => store.clone(),
-    };
-    let console = Arc::new(console::Console::new(&app, request_store.clone(), client)?);
-    // Shared node subscriptions: WebSocket clients and the mempool watchers.
-    let subscriptions = Arc::new(streams::subscriptions::Hub::default());
-    let mempools = Arc::new(crate::state::mempool::Mempools::new(
-        app.app.mempool.keys().cloned(),
-    ));
-    let keys = Arc::new(auth::keys::KeyAuth::new(
-        request_store,
-        app.app.auth.key_cache_size,
-        std::time::Duration::from_millis(app.app.auth.key_cache_ttl_ms),
-        std::time::Duration::from_secs(app.app.auth.key_stale_secs),
-    ));
+    let shared = Arc::new(crate::state::shared::Shared::build(
+        &app, store, &pools, &gateway, client, leases,
+    )?);
     let mut limiter = limits::Limiter::new(&app.app.limits, &app.app.plans);
-    let cluster = join_cluster(&app, &mut limiter, &keys);
-    let sol_watch = crate::state::sol_watch::SolWatch::new(
-        app.app.solana.watchlist.clone(),
-        app.watchlist_secret.clone(),
-        store.clone(),
-        pools.clone(),
-        gateway.clone(),
-    );
-    let tx_push = crate::state::tx_push::TxPush::new(
-        app.app.tx_tracking.clone(),
-        app.tx_hook_secret.clone(),
-        store.clone(),
-    );
+    let cluster = join_cluster(&app, &mut limiter, shared.keys());
     let state = Arc::new(edge::State {
+        shared,
         openapi,
-        sol_watch,
-        tx_push,
-        mev_cache: Default::default(),
-        sol_mempool: Default::default(),
+        matcher,
         limiter,
         compute_units: rpc::compute_units::ComputeUnits::new(&app.app.compute_units),
-        usage: Arc::new(usage::Usage::new(app.app.usage.max_pending_keys)),
-        requests: Arc::new(usage::requests::RequestLog::new(
-            app.app.usage.request_log_buffer,
-            app.app.usage.request_log_per_key,
-        )),
-        metrics_cache,
-        console,
-        stream_slots: Arc::new(crate::state::stream_slots::StreamSlots::new(leases.clone())),
-        ws_connections: Arc::new(cluster::places::OwnerPlaces::new("ws", leases.clone())),
-        ws_subscriptions: Arc::new(cluster::places::OwnerPlaces::new("ws_sub", leases)),
-        subscriptions,
-        events: Arc::new(streams::events::EventsHub::default()),
-        sent: Default::default(),
-        peer_graphs: Default::default(),
-        matcher,
         config: app,
         pools,
         gateway,
-        keys,
-        store,
-        mempools,
     });
     Ok((state, cluster))
 }
 
 /// The edge's state for a reloaded configuration (SIGHUP): routes, plans, limits, pools,
 /// the method table and RPC settings and the cost table from `app`; everything that
-/// holds state (keys, usage, caches, sessions, subscriptions, streams, the store and
-/// its handles, the console) shared with `old`, and unchanged hosts carried over with
-/// their health. What only a new process can change is named in `reload::changes`.
+/// holds state is `old`'s `Shared` (keys, usage, caches, sessions, subscriptions,
+/// streams, the store, the console), and unchanged hosts carried over with their
+/// health. What only a new process can change is named in `reload::changes`.
 pub(crate) fn reloaded_state(
     old: &edge::State,
     app: config::Loaded,
@@ -503,6 +443,7 @@ pub(crate) fn reloaded_state(
         cache,
     });
     Ok(edge::State {
+        shared: old.shared.clone(),
         openapi,
         matcher,
         limiter: old.limiter.reconfigured(&app.app.limits, &app.app.plans),
@@ -510,23 +451,5 @@ pub(crate) fn reloaded_state(
         pools,
         gateway,
         config: app,
-        sol_watch: old.sol_watch.clone(),
-        tx_push: old.tx_push.clone(),
-        mev_cache: old.mev_cache.clone(),
-        sol_mempool: old.sol_mempool.clone(),
-        usage: old.usage.clone(),
-        requests: old.requests.clone(),
-        metrics_cache: old.metrics_cache.clone(),
-        console: old.console.clone(),
-        stream_slots: old.stream_slots.clone(),
-        ws_connections: old.ws_connections.clone(),
-        ws_subscriptions: old.ws_subscriptions.clone(),
-        subscriptions: old.subscriptions.clone(),
-        events: old.events.clone(),
-        sent: old.sent.clone(),
-        peer_graphs: old.peer_graphs.clone(),
-        keys: old.keys.clone(),
-        store: old.store.clone(),
-        mempools: old.mempools.clone(),
     })
 }

@@ -26,8 +26,7 @@ use crate::config::Loaded;
 use crate::observe::metrics;
 use crate::pools::Pools;
 use crate::rpc::Gateway;
-use crate::store::Store;
-use crate::streams::subscriptions::Hub;
+use crate::state::shared::Shared;
 use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
@@ -35,23 +34,24 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// What the producers work with: the edge state's shared pieces, which request
-/// handlers read from.
+/// What the producers work with: the long-lived services they write and read
+/// (`Shared`, which `Inputs` dereferences to), the configuration, pools and gateway
+/// they started with, and the usage journal.
 pub struct Inputs<'a> {
+    pub shared: &'a Shared,
     pub config: &'a Loaded,
     pub pools: &'a Arc<Pools>,
     pub gateway: &'a Arc<Gateway>,
-    pub store: &'a Store,
-    pub mempools: &'a Arc<crate::state::mempool::Mempools>,
-    pub subscriptions: &'a Arc<Hub>,
-    pub sol_watch: &'a Arc<crate::state::sol_watch::SolWatch>,
-    pub tx_push: &'a Arc<crate::state::tx_push::TxPush>,
-    pub sol_mempool: &'a Arc<crate::state::sol_mempool::SolMempool>,
-    pub mev_cache: &'a Arc<crate::state::mev_snapshots::Snapshots>,
     /// The usage journal, when usage is counted.
     pub usage: Option<&'a Arc<usage::Durable>>,
-    /// The keys' request logs.
-    pub requests: &'a Arc<crate::usage::requests::RequestLog>,
+}
+
+impl std::ops::Deref for Inputs<'_> {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        self.shared
+    }
 }
 
 /// Every producer the configuration asks for: one indexer and one mempool watcher per
@@ -66,7 +66,7 @@ pub fn producers(i: &Inputs) -> Vec<Arc<dyn Producer>> {
             conf.clone(),
             i.pools.clone(),
             i.gateway.clone(),
-            i.store.clone(),
+            i.store().clone(),
         )));
     }
     for (chain, conf) in &app.mempool {
@@ -75,15 +75,15 @@ pub fn producers(i: &Inputs) -> Vec<Arc<dyn Producer>> {
             conf.clone(),
             i.pools.clone(),
             i.gateway.clone(),
-            i.mempools.clone(),
-            i.subscriptions.clone(),
+            i.mempools().clone(),
+            i.subscriptions().clone(),
         )));
     }
     let has = |pool: &str| i.pools.get(pool).is_some();
     if has(capacity::POOL) {
         all.push(Arc::new(capacity::Sampler {
             pools: i.pools.clone(),
-            store: i.store.clone(),
+            store: i.store().clone(),
         }));
     }
     let stake = &app.solana.stake_snapshots;
@@ -92,12 +92,12 @@ pub fn producers(i: &Inputs) -> Vec<Arc<dyn Producer>> {
             conf: stake.clone(),
             pools: i.pools.clone(),
             gateway: i.gateway.clone(),
-            store: i.store.clone(),
+            store: i.store().clone(),
         }));
     }
     if has(sol::mempool::POOL) {
         all.push(Arc::new(sol::mempool::Tracker {
-            mempool: i.sol_mempool.clone(),
+            mempool: i.sol_mempool().clone(),
             pools: i.pools.clone(),
             gateway: i.gateway.clone(),
         }));
@@ -106,18 +106,18 @@ pub fn producers(i: &Inputs) -> Vec<Arc<dyn Producer>> {
         all.push(Arc::new(sol::mev_cache::Sampler {
             conf: app.solana.mev_cache.clone(),
             pools: i.pools.clone(),
-            store: i.store.clone(),
+            store: i.store().clone(),
             client: i.gateway.client.clone(),
-            snapshots: i.mev_cache.clone(),
+            snapshots: i.mev_cache().clone(),
         }));
     }
     if app.solana.watchlist.push && has(sol::watch::upstream::POOL) {
-        all.push(Arc::new(sol::watch::Push(i.sol_watch.clone())));
+        all.push(Arc::new(sol::watch::Push(i.sol_watch().clone())));
     }
     if app.tx_tracking.enabled {
         all.push(Arc::new(txs::Recorder {
             conf: app.tx_tracking.clone(),
-            store: i.store.clone(),
+            store: i.store().clone(),
             queue: std::sync::Mutex::new(i.gateway.txlog.take_receiver()),
         }));
         let link = i
@@ -127,7 +127,7 @@ pub fn producers(i: &Inputs) -> Vec<Arc<dyn Producer>> {
             .map(|url| Arc::new(crate::cluster::link::Link::new(url.expose())));
         let leases = Arc::new(crate::cluster::leases::Leases::new(link));
         all.push(Arc::new(txs::push::Push {
-            push: i.tx_push.clone(),
+            push: i.tx_push().clone(),
             leases: leases.clone(),
         }));
         for chain in ["eth", "polygon", "sol"] {
@@ -141,7 +141,7 @@ pub fn producers(i: &Inputs) -> Vec<Arc<dyn Producer>> {
                 conf: app.tx_tracking.clone(),
                 pools: i.pools.clone(),
                 gateway: i.gateway.clone(),
-                store: i.store.clone(),
+                store: i.store().clone(),
             }));
         }
     }
@@ -162,10 +162,10 @@ fn usage_producers(i: &Inputs) -> Vec<Arc<dyn Producer>> {
             hour_retention: Duration::from_secs(conf.hour_retention_days * 86400),
         }));
     }
-    if app.usage.enabled && i.requests.enabled() {
+    if app.usage.enabled && i.requests().enabled() {
         all.push(Arc::new(usage::requests::RequestLogWriter {
-            log: i.requests.clone(),
-            store: i.store.clone(),
+            log: i.requests().clone(),
+            store: i.store().clone(),
             interval: Duration::from_millis(app.usage.flush_interval_ms),
         }));
     }

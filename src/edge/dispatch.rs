@@ -117,7 +117,7 @@ impl Edge {
         };
         let st = &*self.state;
         let stream = handlers::mev_share::open(
-            &st.stream_slots,
+            st.stream_slots(),
             &user,
             st.pools.get("eth_mev_share").map(|p| &**p),
             &st.gateway.client,
@@ -151,7 +151,7 @@ impl Edge {
             ping_every: std::time::Duration::from_secs(st.config.app.streams.ping_interval_secs),
         };
         let stream = st
-            .events
+            .events()
             .subscribe(&st.gateway.client, request, &ctx.request_id)
             .await?;
         ctx.upstream = stream.upstream.clone();
@@ -210,7 +210,7 @@ impl Edge {
         let body = session.read_body(st.config.app.rpc.max_body_bytes).await?;
         let incoming = Incoming::parse(&body);
         let principal = ctx.principal.clone().unwrap_or(Principal::Anonymous);
-        if matches!(principal, Principal::Key(_)) && st.requests.enabled() {
+        if matches!(principal, Principal::Key(_)) && st.requests().enabled() {
             ctx.rpc_method = Some(incoming.label(Some(&pool.methods)).into());
         }
         let mut caller = self.rpc_caller(&principal);

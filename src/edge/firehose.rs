@@ -76,11 +76,11 @@ impl Edge {
         let client_ip = ctx.client(session.client_ip());
         self.grant_holds(&grant, session.header("origin"), client_ip)
             .await?;
-        crate::handlers::firehose::source_ready(&st.mempools, &st.pools, channel)?;
+        crate::handlers::firehose::source_ready(st.mempools(), &st.pools, channel)?;
         let conf = &st.config.app.streams.websocket;
         let cap = conf.max_connections(&grant.plan);
         let slot = st
-            .ws_connections
+            .ws_connections()
             .take(format!("key:{}", grant.key_id), cap)
             .await
             .ok_or_else(|| connection_cap_reached(cap))?;
@@ -116,7 +116,7 @@ impl Edge {
     ) -> Result<(), ApiError> {
         let key = self
             .state
-            .store
+            .store()
             .key_standing_by_id(&grant.key_id)
             .await
             .map_err(|e| e.to_api_error())?
@@ -146,13 +146,13 @@ impl Feed {
                     .get(POOL)
                     .ok_or_else(|| ApiError::new(503, "pool_not_configured", POOL))?;
                 let share = state
-                    .subscriptions
+                    .subscriptions()
                     .subscribe(pool, &json!(["logs", {}]))
                     .await?;
                 Ok(Feed::Logs(share))
             }
             _ => state
-                .mempools
+                .mempools()
                 .arrivals(CHAIN)
                 .map(Feed::Mempool)
                 .ok_or_else(|| ApiError::new(503, "mempool_not_configured", CHAIN)),

@@ -58,7 +58,7 @@ impl Edge {
             Credential::Session => {
                 let cookies = session.cookies();
                 let s = st
-                    .console
+                    .console()
                     .resolve(cookies.as_deref(), self.secure(session))
                     .await?;
                 Ok(Principal::User(Arc::new(s)))
@@ -88,7 +88,7 @@ impl Edge {
                     ));
                 };
                 let rec = st
-                    .keys
+                    .keys()
                     .resolve(secret)
                     .await?
                     .ok_or_else(|| ApiError::new(401, "unauthorized", "unknown API key"))?;
@@ -251,7 +251,7 @@ impl Edge {
     pub(super) fn count_usage(&self, principal: &Principal, tally: Tally) {
         if let Principal::Key(rec) = principal {
             if self.state.config.app.usage.enabled {
-                self.state.usage.record(rec, tally);
+                self.state.usage().record(rec, tally);
             }
         }
     }
@@ -273,10 +273,10 @@ impl Edge {
         let Some(Principal::Key(key)) = principal else {
             return;
         };
-        if !st.requests.enabled() || !st.config.app.usage.enabled {
+        if !st.requests().enabled() || !st.config.app.usage.enabled {
             return;
         }
-        st.requests.add(&crate::usage::requests::Finished {
+        st.requests().add(&crate::usage::requests::Finished {
             key_id: &key.key_id,
             tenant_id: &key.tenant_id,
             at_us: crate::clock::now_us(),

@@ -90,21 +90,11 @@ impl Edge {
             client: ctx.client(session.client_ip()),
         };
         let services = Services {
+            shared: &st.shared,
             config: &st.config,
             openapi: &st.openapi,
             pools: &st.pools,
             gateway: &st.gateway,
-            store: &st.store,
-            keys: &st.keys,
-            console: &st.console,
-            sent: &st.sent,
-            metrics_cache: &st.metrics_cache,
-            peer_graphs: &st.peer_graphs,
-            mempools: &st.mempools,
-            sol_watch: &st.sol_watch,
-            tx_push: &st.tx_push,
-            mev_cache: &st.mev_cache,
-            sol_mempool: &st.sol_mempool,
             pool_name: route.pool.as_deref().or(handler.pool),
         };
         let reply = (handler.serve)(&services, &req).await;

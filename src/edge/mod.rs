@@ -47,6 +47,7 @@ use crate::config::Loaded;
 use crate::pools::Pools;
 use crate::routes::matcher::Matcher;
 use crate::rpc::Gateway;
+use crate::state::shared::Shared;
 use std::sync::Arc;
 
 pub use live::Live;
@@ -62,50 +63,30 @@ pub(crate) use hop::{
 pub(crate) use respond::each_header;
 pub(crate) use ws_upgrade::{handshake_headers, WsUpgrade};
 
-/// Everything the edge needs: built at start-up, and again (sharing what holds state:
-/// caches, sessions, counts) by each configuration reload (`app::reloaded_state`).
+/// The edge's snapshot of the configuration: what a reload rebuilds (routes, the
+/// OpenAPI document, the configuration, pools, the gateway and its settings, limits,
+/// costs), around the long-lived services it shares with every other snapshot
+/// (`state::shared::Shared`, which it dereferences to). Built at start-up
+/// (`app::edge_state`) and by each reload (`app::reloaded_state`).
 pub struct State {
+    pub shared: Arc<Shared>,
     pub matcher: Matcher,
-    /// The API's OpenAPI document (`src/contract.rs`), served at `/openapi.json`.
+    /// The API's OpenAPI document (`src/contract/`), served at `/openapi.json`.
     pub openapi: bytes::Bytes,
     pub config: Loaded,
     pub pools: Arc<Pools>,
     pub gateway: Arc<Gateway>,
-    pub keys: Arc<crate::auth::keys::KeyAuth>,
-    /// What the mempool watchers keep (`src/state/mempool.rs`).
-    pub mempools: Arc<crate::state::mempool::Mempools>,
-    /// The store, for handlers that read it (the chain index).
-    pub store: crate::store::Store,
     pub limiter: crate::limits::Limiter,
     /// What calls and routes cost, for compute-unit limits and usage.
     pub compute_units: crate::rpc::compute_units::ComputeUnits,
-    /// Per-key usage gathered in memory (`src/capture/usage/` journals and flushes it).
-    pub usage: Arc<crate::usage::Usage>,
-    /// Each key's newest requests, gathered in memory (`src/capture/usage/requests.rs`
-    /// writes them to the store).
-    pub requests: Arc<crate::usage::requests::RequestLog>,
-    pub metrics_cache: Arc<crate::state::metrics_cache::MetricsCache>,
-    pub console: Arc<crate::console::Console>,
-    pub stream_slots: Arc<crate::state::stream_slots::StreamSlots>,
-    /// Open WebSocket connections per owner.
-    pub ws_connections: Arc<crate::cluster::places::OwnerPlaces>,
-    /// Subscriptions held over WebSocket per owner.
-    pub ws_subscriptions: Arc<crate::cluster::places::OwnerPlaces>,
-    pub subscriptions: Arc<crate::streams::subscriptions::Hub>,
-    /// Shared event streams (beacon events).
-    pub events: Arc<crate::streams::events::EventsHub>,
-    /// Transactions the REST senders took recently (resends are answered once).
-    pub sent: Arc<crate::state::sent::SentTransactions>,
-    /// Peer-graph snapshots by depth.
-    pub peer_graphs: Arc<crate::state::peer_graphs::PeerGraphs>,
-    /// Solana watchlist push: the registry handlers update, the WebSocket channels' feed.
-    pub sol_watch: Arc<crate::state::sol_watch::SolWatch>,
-    /// Status changes of followed transactions, for `/ws/txs` and the hooks.
-    pub tx_push: Arc<crate::state::tx_push::TxPush>,
-    /// The MEV-cache hosts' last scrapes (`src/state/mev_snapshots.rs`).
-    pub mev_cache: Arc<crate::state::mev_snapshots::Snapshots>,
-    /// What the Solana senders submitted, followed until it lands (`src/state/sol_mempool.rs`).
-    pub sol_mempool: Arc<crate::state::sol_mempool::SolMempool>,
+}
+
+impl std::ops::Deref for State {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.shared
+    }
 }
 
 pub struct Edge {

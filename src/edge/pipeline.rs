@@ -33,10 +33,10 @@ impl Edge {
         // names (every line of it, one list): limited, logged and judged for admin as
         // such.
         let peer = session.client_ip();
-        let trusted = st.console.trusts(peer);
+        let trusted = st.console().trusts(peer);
         if trusted {
             let chain = session.header_list("x-forwarded-for");
-            ctx.forwarded_client = st.console.client(peer, chain.as_deref());
+            ctx.forwarded_client = st.console().client(peer, chain.as_deref());
         }
 
         let method = session.method().to_string();
@@ -217,7 +217,7 @@ impl Edge {
             crate::console::check_csrf(method, s.csrf.as_deref(), session.header("x-csrf-token"))?;
             let cookies = session.cookies();
             let token = crate::console::cookie(cookies.as_deref(), crate::console::SESSION_COOKIE);
-            ctx.cookies = st.console.refresh(s, self.secure(session), token).await;
+            ctx.cookies = st.console().refresh(s, self.secure(session), token).await;
         }
         // The limit stage (`Edge::limit`): here for a route priced per request; a
         // JSON-RPC body is priced by its calls when it enters the gateway
@@ -311,7 +311,7 @@ impl Edge {
 
     /// Whether cookies set on this response get `Secure`.
     pub(super) fn secure<D: Downstream + ?Sized>(&self, session: &D) -> bool {
-        self.state.console.secure(
+        self.state.console().secure(
             session.is_tls(),
             session.client_ip(),
             session.header("x-forwarded-proto"),

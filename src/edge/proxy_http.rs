@@ -173,7 +173,7 @@ impl ProxyHttp for Edge {
             req.remove_header(&h);
         }
         if let Some(peer) = Downstream::client_ip(session) {
-            let trusted = self.state.console.trusts(Some(peer));
+            let trusted = self.state.console().trusts(Some(peer));
             let peer = peer.to_string();
             let xff = forwarded_for(trusted, &peer, sent_xff.as_deref());
             req.insert_header("X-Forwarded-For", xff.into_owned())?;

@@ -43,7 +43,7 @@ where
     let mut ping = tokio::time::interval(Duration::from_secs(conf.ping_interval_secs.max(1)));
     ping.tick().await;
     let mut heard = Instant::now();
-    let mut lease = up.lease(&state.keys);
+    let mut lease = up.lease(state.keys());
     let slow = || {
         (
             CloseCode::Policy,
@@ -76,7 +76,7 @@ where
             _ = going_away(&mut shutdown) => {
                 break Some((CloseCode::Away, "server restarting; reconnect".into()));
             }
-            why = lease.ended(&state.keys) => {
+            why = lease.ended(state.keys()) => {
                 break Some((CloseCode::Policy, why.into()));
             }
         }

@@ -69,7 +69,7 @@ impl Edge {
 
     /// Whether a peer is a trusted proxy (its `X-Forwarded-*` are believed).
     pub(crate) fn trusts(&self, peer: Option<IpAddr>) -> bool {
-        self.state.console.trusts(peer)
+        self.state.console().trusts(peer)
     }
 
     /// Run an accepted WebSocket session on the socket until it ends: a server-to-client

@@ -51,7 +51,7 @@ impl Edge {
         });
         let channel = admitted.await?;
         let feed = Box::new(Deliveries {
-            feed: self.state.sol_watch.ws_feed(),
+            feed: self.state.sol_watch().ws_feed(),
             channel: WatchChannel {
                 tenant_id: channel.key.tenant_id.clone(),
                 client_id,

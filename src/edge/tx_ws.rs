@@ -44,7 +44,7 @@ impl Edge {
             Ok(())
         });
         let channel = admitted.await?;
-        let push = &self.state.tx_push;
+        let push = self.state.tx_push();
         // Subscribed before the replay is read: nothing falls between the two.
         let feed = push.channel_feed();
         let mut replay = VecDeque::new();

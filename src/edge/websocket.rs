@@ -104,7 +104,7 @@ impl Edge {
         let (owner, plan) = owner_and_plan(&principal, client_ip);
         let cap = conf.max_connections(plan);
         let slot = st
-            .ws_connections
+            .ws_connections()
             .take(owner, cap)
             .await
             .ok_or_else(|| connection_cap_reached(cap))?;
@@ -210,7 +210,7 @@ impl Edge {
 
     /// A message's method for its key's request log (none when nothing is logged).
     fn logged_method(&self, up: &WsUpgrade, incoming: &Incoming<'_>) -> Option<Box<str>> {
-        (matches!(up.principal, Principal::Key(_)) && self.state.requests.enabled()).then(|| {
+        (matches!(up.principal, Principal::Key(_)) && self.state.requests().enabled()).then(|| {
             let methods = self.state.pools.get(&up.pool).map(|p| &*p.methods);
             incoming.label(methods).into()
         })
@@ -359,15 +359,19 @@ impl Edge {
         // The key-wide cap (across instances when clustered), held while the share lives.
         let (owner, plan) = owner_and_plan(&up.principal, up.client_ip);
         let cap = st.config.app.streams.websocket.max_key_subscriptions(plan);
-        let place = st.ws_subscriptions.take(owner, cap).await.ok_or_else(|| {
-            ApiError::new(
-                429,
-                "subscription_cap_exceeded",
-                format!("this key holds at most {cap} subscriptions at once"),
-            )
-            .with_field("max_subscriptions_per_key", cap)
-        })?;
-        let mut share = st.subscriptions.subscribe(pool, params).await?;
+        let place = st
+            .ws_subscriptions()
+            .take(owner, cap)
+            .await
+            .ok_or_else(|| {
+                ApiError::new(
+                    429,
+                    "subscription_cap_exceeded",
+                    format!("this key holds at most {cap} subscriptions at once"),
+                )
+                .with_field("max_subscriptions_per_key", cap)
+            })?;
+        let mut share = st.subscriptions().subscribe(pool, params).await?;
         share.hold(place);
         Ok(Value::String(subs.add(share)))
     }
@@ -434,7 +438,7 @@ where
     let mut heard = Instant::now();
     let mut n = 0u64;
     let mut in_flight = FuturesUnordered::new();
-    let mut lease = up.lease(&edge.state.keys);
+    let mut lease = up.lease(edge.state.keys());
     let slow = || {
         (
             CloseCode::Policy,
@@ -498,7 +502,7 @@ where
             _ = going_away(&mut shutdown) => {
                 break Some((CloseCode::Away, "server restarting; reconnect".into()));
             }
-            why = lease.ended(&edge.state.keys) => {
+            why = lease.ended(edge.state.keys()) => {
                 break Some((CloseCode::Policy, why.into()));
             }
         }

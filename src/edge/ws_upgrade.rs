@@ -88,7 +88,7 @@ impl super::Edge {
         }
         let cap = st.config.app.streams.websocket.max_connections(&key.plan);
         let slot = st
-            .ws_connections
+            .ws_connections()
             .take(format!("key:{}", key.key_id), cap)
             .await
             .ok_or_else(|| connection_cap_reached(cap))?;

@@ -168,11 +168,11 @@ async fn info_route(s: &super::Services<'_>, req: &Request<'_>) -> Result<Reply,
     } else {
         "logs"
     };
-    source_ready(s.mempools, s.pools, channel)?;
+    source_ready(s.mempools(), s.pools, channel)?;
     // A token outlives the request: it is issued only on the key as the store has it
     // now, never on a cached (perhaps revoked) record.
     if let Some(key) = req.key() {
-        match s.keys.fresh(&key.secret_sha256).await? {
+        match s.keys().fresh(&key.secret_sha256).await? {
             Some(rec) => crate::auth::check_standing(&rec, crate::clock::now())?,
             None => return Err(ApiError::new(401, "unauthorized", "unknown API key")),
         }

@@ -96,7 +96,7 @@ impl<'a> Indexed<'a> {
             balance_refresh_blocks: conf.balance_refresh_blocks,
             pool: s.pool()?,
             gateway: s.gateway,
-            store: s.store,
+            store: s.store(),
         })
     }
 }

@@ -218,7 +218,9 @@ fn validator_state(answer: &Value) -> Option<Value> {
 }
 
 pub const HANDLERS: &[super::Handler] = &[
-    super::Handler::new("eth_validator_series", |s, r| Box::pin(series(s.store, r))),
+    super::Handler::new("eth_validator_series", |s, r| {
+        Box::pin(series(s.store(), r))
+    }),
     super::Handler::new("eth_validator_intel", |s, r| Box::pin(validator(s, r))).pool("eth_cl"),
 ];
 

@@ -16,16 +16,16 @@ pub const MAX_SNAPSHOT: usize = 500;
 
 pub const HANDLERS: &[super::Handler] = &[
     super::Handler::new("eth_mempool_snapshot", |s, r| {
-        Box::pin(async move { serve(s.mempools, "eth", false, r) })
+        Box::pin(async move { serve(s.mempools(), "eth", false, r) })
     }),
     super::Handler::new("eth_mempool_stats", |s, r| {
-        Box::pin(async move { serve(s.mempools, "eth", true, r) })
+        Box::pin(async move { serve(s.mempools(), "eth", true, r) })
     }),
     super::Handler::new("polygon_mempool_snapshot", |s, r| {
-        Box::pin(async move { serve(s.mempools, "polygon", false, r) })
+        Box::pin(async move { serve(s.mempools(), "polygon", false, r) })
     }),
     super::Handler::new("polygon_mempool_stats", |s, r| {
-        Box::pin(async move { serve(s.mempools, "polygon", true, r) })
+        Box::pin(async move { serve(s.mempools(), "polygon", true, r) })
     }),
 ];
 

@@ -78,10 +78,10 @@ pub fn is_pprof(raw_path: &str) -> bool {
 /// the cached or freshly scraped, scrubbed metrics.
 pub const HANDLERS: &[super::Handler] = &[
     super::Handler::new("metrics_mirror", |s, r| {
-        Box::pin(serve(s.metrics_cache, s.pools, Chain::Eth, r))
+        Box::pin(serve(s.metrics_cache(), s.pools, Chain::Eth, r))
     }),
     super::Handler::new("polygon_metrics_mirror", |s, r| {
-        Box::pin(serve(s.metrics_cache, s.pools, Chain::Polygon, r))
+        Box::pin(serve(s.metrics_cache(), s.pools, Chain::Polygon, r))
     }),
 ];
 

@@ -286,7 +286,7 @@ pub async fn host(gateway: &Gateway, pool: &Pool, req: &Request<'_>) -> Result<R
 
 pub const HANDLERS: &[super::Handler] = &[
     super::Handler::new("eth_peer_graph", |s, r| {
-        Box::pin(async move { graph(s.peer_graphs, s.gateway, s.pool()?, r).await })
+        Box::pin(async move { graph(s.peer_graphs(), s.gateway, s.pool()?, r).await })
     })
     .pool("eth_el"),
     super::Handler::new("eth_peer_graph_host", |s, r| {

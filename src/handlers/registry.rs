@@ -5,18 +5,12 @@
 //! not know is a configuration error, not a 501.
 
 use super::*;
-use crate::auth::keys::KeyAuth;
 use crate::config::Loaded;
-use crate::console::Console;
 use crate::errors::ApiError;
 use crate::pools::{Pool, Pools};
 use crate::reply::Reply;
 use crate::rpc::Gateway;
-use crate::state::mempool::Mempools;
-use crate::state::mev_snapshots::Snapshots;
-use crate::state::sol_mempool::SolMempool;
-use crate::state::sol_watch::SolWatch;
-use crate::store::Store;
+use crate::state::shared::Shared;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, LazyLock};
@@ -61,26 +55,26 @@ impl Handler {
     }
 }
 
-/// What a handler may use: the edge state's shared services, and the route's pool.
+/// What a handler may use: the long-lived services (`Shared`, which `Services`
+/// dereferences to: `s.store()`, `s.console()`, ...), the snapshot's configuration,
+/// pools and gateway, and the route's pool.
 pub struct Services<'a> {
+    pub shared: &'a Shared,
     pub config: &'a Loaded,
     /// The API's OpenAPI document.
     pub openapi: &'a bytes::Bytes,
     pub pools: &'a Pools,
     pub gateway: &'a Arc<Gateway>,
-    pub store: &'a Store,
-    pub keys: &'a KeyAuth,
-    pub console: &'a Console,
-    pub sent: &'a crate::state::sent::SentTransactions,
-    pub metrics_cache: &'a crate::state::metrics_cache::MetricsCache,
-    pub peer_graphs: &'a crate::state::peer_graphs::PeerGraphs,
-    pub mempools: &'a Mempools,
-    pub sol_watch: &'a SolWatch,
-    pub tx_push: &'a crate::state::tx_push::TxPush,
-    pub mev_cache: &'a Snapshots,
-    pub sol_mempool: &'a SolMempool,
     /// The route's pool: the manifest's `pool:`, else the handler's own.
     pub pool_name: Option<&'a str>,
+}
+
+impl std::ops::Deref for Services<'_> {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        self.shared
+    }
 }
 
 impl Services<'_> {

@@ -359,10 +359,10 @@ pub fn bundle_call(body: &[u8]) -> Result<(jsonrpc::Request, Vec<(SignedTx, Stri
 
 pub const HANDLERS: &[super::Handler] = &[
     super::Handler::new("eth_sender_raw", |s, r| {
-        Box::pin(raw(s.gateway, s.pools, s.sent, r))
+        Box::pin(raw(s.gateway, s.pools, s.sent(), r))
     }),
     super::Handler::new("polygon_sender_raw", |s, r| {
-        Box::pin(polygon_raw(s.gateway, s.pools, s.sent, r))
+        Box::pin(polygon_raw(s.gateway, s.pools, s.sent(), r))
     }),
     super::Handler::new("eth_sender_bundle", |s, r| {
         Box::pin(bundle(s.gateway, s.pools, r))

@@ -30,7 +30,7 @@ async fn status(s: &Services<'_>, req: &Request<'_>, chain: &str) -> Result<Repl
         return Err(ApiError::new(401, "unauthorized", "an API key is required"));
     };
     let tx = s
-        .store
+        .store()
         .tracked_tx(chain, &hash, &key.tenant_id)
         .await
         .map_err(|e| e.to_api_error())?

@@ -52,7 +52,7 @@ fn hook_json(h: &TxHook) -> Value {
 
 async fn list(s: &Services<'_>, req: &Request<'_>) -> Result<Reply, ApiError> {
     let hooks = s
-        .store
+        .store()
         .tx_hooks(tenant(req)?)
         .await
         .map_err(|e| e.to_api_error())?;
@@ -66,7 +66,7 @@ async fn list(s: &Services<'_>, req: &Request<'_>) -> Result<Reply, ApiError> {
 async fn create(s: &Services<'_>, req: &Request<'_>) -> Result<Reply, ApiError> {
     let tenant = tenant(req)?;
     let c: Create = crate::handlers::object_body(&req.body)?;
-    let push: &TxPush = s.tx_push;
+    let push: &TxPush = s.tx_push();
     if !push.webhooks_enabled() {
         return Err(ApiError::new(
             503,
@@ -84,7 +84,7 @@ async fn create(s: &Services<'_>, req: &Request<'_>) -> Result<Reply, ApiError> 
         created_at: crate::clock::now(),
     };
     let max = push.conf().max_hooks_per_tenant;
-    let added = s.store.add_tx_hook(&hook, max).await;
+    let added = s.store().add_tx_hook(&hook, max).await;
     if !added.map_err(|e| e.to_api_error())? {
         return Err(ApiError::new(
             409,
@@ -100,7 +100,7 @@ async fn create(s: &Services<'_>, req: &Request<'_>) -> Result<Reply, ApiError> 
 
 async fn delete(s: &Services<'_>, req: &Request<'_>) -> Result<Reply, ApiError> {
     let id = hook_id(req);
-    let deleted = s.store.delete_tx_hook(tenant(req)?, id).await;
+    let deleted = s.store().delete_tx_hook(tenant(req)?, id).await;
     if !deleted.map_err(|e| e.to_api_error())? {
         return Err(not_found(id));
     }
@@ -109,11 +109,11 @@ async fn delete(s: &Services<'_>, req: &Request<'_>) -> Result<Reply, ApiError> 
 
 async fn dead_letters(s: &Services<'_>, req: &Request<'_>) -> Result<Reply, ApiError> {
     let id = hook_id(req);
-    let owned = s.store.tx_hook(tenant(req)?, id).await;
+    let owned = s.store().tx_hook(tenant(req)?, id).await;
     owned
         .map_err(|e| e.to_api_error())?
         .ok_or_else(|| not_found(id))?;
-    let letters = s.store.dead_letters(Letters::TxHooks, id).await;
+    let letters = s.store().dead_letters(Letters::TxHooks, id).await;
     let letters = letters.map_err(|e| e.to_api_error())?;
     let answer = super::dead_letters_json(id, &letters);
     Ok(Reply::json(200, answer.to_string()))

@@ -236,5 +236,5 @@ pub async fn export(store: &Store, req: &Request<'_>, now: i64) -> Result<Reply,
 }
 
 pub const HANDLERS: &[super::Handler] = &[super::Handler::new("admin_usage", |s, r| {
-    Box::pin(export(s.store, r, crate::clock::now()))
+    Box::pin(export(s.store(), r, crate::clock::now()))
 })];

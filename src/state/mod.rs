@@ -11,6 +11,7 @@ pub mod metrics_cache;
 pub mod mev_snapshots;
 pub mod peer_graphs;
 pub mod sent;
+pub mod shared;
 pub mod sol_mempool;
 pub mod sol_watch;
 pub mod stream_slots;

@@ -33,109 +33,112 @@ pub const HANDLERS: &[Handler] = &[
         Box::pin(async move { crate::console::page::serve(r.tail()) })
     }),
     Handler::new("console_me", |s, r| {
-        Box::pin(async move { me(s.console, &s.config.app.limits, session(r)?).await })
+        Box::pin(async move { me(s.console(), &s.config.app.limits, session(r)?).await })
     })
     .form(),
-    Handler::new("console_logout", |s, r| Box::pin(logout(s.console, r))).form(),
+    Handler::new("console_logout", |s, r| Box::pin(logout(s.console(), r))).form(),
     Handler::new("console_keys_list", |s, r| {
-        Box::pin(keys_list(s.console, r))
+        Box::pin(keys_list(s.console(), r))
     })
     .form(),
     Handler::new("console_keys_create", |s, r| {
-        Box::pin(create_key(s.console, r))
+        Box::pin(create_key(s.console(), r))
     })
     .form(),
     Handler::new("console_keys_rename", |s, r| {
-        Box::pin(keys_update(s.console, s.keys, r))
+        Box::pin(keys_update(s.console(), s.keys(), r))
     })
     .form(),
     Handler::new("console_keys_revoke", |s, r| {
-        Box::pin(keys_revoke(s.console, s.keys, r))
+        Box::pin(keys_revoke(s.console(), s.keys(), r))
     })
     .form(),
     Handler::new("console_keys_rotate", |s, r| {
-        Box::pin(keys_rotate(s.console, s.keys, r))
+        Box::pin(keys_rotate(s.console(), s.keys(), r))
     })
     .form(),
     Handler::new("console_keys_txs", |s, r| Box::pin(key_txs(s, r))).form(),
     Handler::new("console_keys_requests", |s, r| {
         Box::pin(key_requests(
-            s.console,
+            s.console(),
             s.config.app.usage.request_log_per_key,
             r,
         ))
     })
     .form(),
     Handler::new("console_keys_usage", |s, r| {
-        Box::pin(keys_usage(s.console, r))
+        Box::pin(keys_usage(s.console(), r))
     })
     .form(),
     Handler::new("console_plans", |s, _| {
         Box::pin(async move { plans::list(s.config) })
     }),
     Handler::new("console_plan_request", |s, r| {
-        Box::pin(plans::ask(s.config, s.console, s.keys, r))
+        Box::pin(plans::ask(s.config, s.console(), s.keys(), r))
     })
     .form(),
     Handler::new("console_plan_request_get", |s, r| {
-        Box::pin(plans::current(s.console, r))
+        Box::pin(plans::current(s.console(), r))
     })
     .form(),
-    Handler::new("console_audit", |s, r| Box::pin(audit::audit(s.console, r))).form(),
+    Handler::new("console_audit", |s, r| {
+        Box::pin(audit::audit(s.console(), r))
+    })
+    .form(),
     Handler::new("console_usage", |s, r| {
-        Box::pin(usage::breakdown(s.console, r))
+        Box::pin(usage::breakdown(s.console(), r))
     })
     .form(),
-    Handler::new("console_team", |s, r| Box::pin(team::show(s.console, r))).form(),
+    Handler::new("console_team", |s, r| Box::pin(team::show(s.console(), r))).form(),
     Handler::new("console_team_invite", |s, r| {
-        Box::pin(team::invite(s.console, r))
+        Box::pin(team::invite(s.console(), r))
     })
     .form(),
     Handler::new("console_team_invite_revoke", |s, r| {
-        Box::pin(team::revoke_invite(s.console, r))
+        Box::pin(team::revoke_invite(s.console(), r))
     })
     .form(),
     Handler::new("console_team_join", |s, r| {
-        Box::pin(team::join(s.console, r))
+        Box::pin(team::join(s.console(), r))
     })
     .form(),
     Handler::new("console_team_role", |s, r| {
-        Box::pin(team::set_role(s.console, r))
+        Box::pin(team::set_role(s.console(), r))
     })
     .form(),
     Handler::new("console_team_remove", |s, r| {
-        Box::pin(team::remove(s.console, r))
+        Box::pin(team::remove(s.console(), r))
     })
     .form(),
     Handler::new("console_team_switch", |s, r| {
-        Box::pin(team::switch(s.console, r))
+        Box::pin(team::switch(s.console(), r))
     })
     .form(),
     Handler::new("console_providers", |s, _| {
-        Box::pin(async move { providers(s.console) })
+        Box::pin(async move { providers(s.console()) })
     }),
     Handler::new("console_email_start", |s, r| {
-        Box::pin(email_start(s.console, r))
+        Box::pin(email_start(s.console(), r))
     })
     .form(),
     Handler::new("console_email_verify", |s, r| {
-        Box::pin(email_verify(s.console, r))
+        Box::pin(email_verify(s.console(), r))
     })
     .form(),
     Handler::new("console_wallet_challenge", |s, r| {
-        Box::pin(wallet_challenge(s.console, r))
+        Box::pin(wallet_challenge(s.console(), r))
     })
     .form(),
     Handler::new("console_wallet_verify", |s, r| {
-        Box::pin(wallet_verify(s.console, r))
+        Box::pin(wallet_verify(s.console(), r))
     })
     .form(),
     Handler::new("console_google_start", |s, r| {
-        Box::pin(google_start(s.console, r))
+        Box::pin(google_start(s.console(), r))
     })
     .form(),
     Handler::new("console_google_callback", |s, r| {
-        Box::pin(google_callback(s.console, r))
+        Box::pin(google_callback(s.console(), r))
     })
     .form(),
 ];
@@ -325,10 +328,10 @@ const KEY_TXS_SHOWN: i64 = 50;
 
 /// `GET /v1/keys/{id}/txs`: one of the tenant's keys' recent transactions.
 async fn key_txs(s: &super::Services<'_>, req: &Request<'_>) -> Result<Reply, ApiError> {
-    let id = tenant_key(s.console, req).await?;
+    let id = tenant_key(s.console(), req).await?;
     let store_error = |e: crate::store::sql::StoreError| e.to_api_error();
     let txs = s
-        .store
+        .store()
         .key_txs(&id, KEY_TXS_SHOWN)
         .await
         .map_err(store_error)?;

@@ -39,7 +39,7 @@ fn serve(
 ) -> Result<Reply, ApiError> {
     // Without a Solana pool nothing is sent, so nothing is followed.
     services.pool()?;
-    let mempool = services.sol_mempool;
+    let mempool = services.sol_mempool();
     // A tenant sees what its own keys sent; an admin sees every tenant's.
     let seen = match req.caller {
         crate::auth::Principal::Admin => mempool.window_of(None),

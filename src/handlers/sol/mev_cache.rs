@@ -37,19 +37,19 @@ fn rate(increase: i64, covered_ms: i64) -> Option<f64> {
 
 pub const HANDLERS: &[super::super::Handler] = &[
     super::super::Handler::new("sol_mev_cache_hosts", |s, _| {
-        Box::pin(async move { json(hosts(s.store, s.mev_cache, s.pool()?).await) })
+        Box::pin(async move { json(hosts(s.store(), s.mev_cache(), s.pool()?).await) })
     })
     .pool("sol_mev_cache"),
     super::super::Handler::new("sol_mev_cache_leaderboard", |s, r| {
-        Box::pin(async move { json(leaderboard(s.store, s.pool()?, r).await) })
+        Box::pin(async move { json(leaderboard(s.store(), s.pool()?, r).await) })
     })
     .pool("sol_mev_cache"),
     super::super::Handler::new("sol_mev_cache_host_metrics", |s, r| {
-        Box::pin(async move { json(host_metrics(s.mev_cache, s.pool()?, r)) })
+        Box::pin(async move { json(host_metrics(s.mev_cache(), s.pool()?, r)) })
     })
     .pool("sol_mev_cache"),
     super::super::Handler::new("sol_mev_cache_host_series", |s, r| {
-        Box::pin(async move { json(host_series(s.store, s.pool()?, r).await) })
+        Box::pin(async move { json(host_series(s.store(), s.pool()?, r).await) })
     })
     .pool("sol_mev_cache"),
 ];

@@ -204,11 +204,11 @@ fn tenant_of<'a>(req: &'a Request<'_>) -> &'a str {
 
 pub const HANDLERS: &[super::super::Handler] = &[
     super::super::Handler::new("sol_sender_tx", |s, r| {
-        Box::pin(async move { tx(s.gateway, s.pool()?, s.sent, s.sol_mempool, r).await })
+        Box::pin(async move { tx(s.gateway, s.pool()?, s.sent(), s.sol_mempool(), r).await })
     })
     .pool("sol_rpc"),
     super::super::Handler::new("sol_sender_bundle", |s, r| {
-        Box::pin(async move { bundle(s.gateway, s.pool()?, s.sol_mempool, r).await })
+        Box::pin(async move { bundle(s.gateway, s.pool()?, s.sol_mempool(), r).await })
     })
     .pool("sol_block_engine"),
 ];

@@ -48,16 +48,16 @@ fn no_snapshot(what: String) -> ApiError {
 
 pub const HANDLERS: &[super::super::Handler] = &[
     super::super::Handler::new("sol_stake_latest", |s, r| {
-        Box::pin(serve(s.store, Asked::Latest, r))
+        Box::pin(serve(s.store(), Asked::Latest, r))
     }),
     super::super::Handler::new("sol_stake_epoch", |s, r| {
-        Box::pin(serve(s.store, Asked::Epoch, r))
+        Box::pin(serve(s.store(), Asked::Epoch, r))
     }),
     super::super::Handler::new("sol_stake_by_voter", |s, r| {
-        Box::pin(serve(s.store, Asked::ByVoter, r))
+        Box::pin(serve(s.store(), Asked::ByVoter, r))
     }),
     super::super::Handler::new("sol_stake_history", |s, r| {
-        Box::pin(serve(s.store, Asked::History, r))
+        Box::pin(serve(s.store(), Asked::History, r))
     }),
 ];
 

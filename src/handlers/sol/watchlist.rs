@@ -71,19 +71,19 @@ fn not_found(id: &str) -> ApiError {
 
 pub const HANDLERS: &[super::super::Handler] = &[
     super::super::Handler::new("sol_watchlist_list", |s, r| {
-        Box::pin(serve(s.store, s.sol_watch, Asked::List, r))
+        Box::pin(serve(s.store(), s.sol_watch(), Asked::List, r))
     }),
     super::super::Handler::new("sol_watchlist_create", |s, r| {
-        Box::pin(serve(s.store, s.sol_watch, Asked::Create, r))
+        Box::pin(serve(s.store(), s.sol_watch(), Asked::Create, r))
     }),
     super::super::Handler::new("sol_watchlist_get", |s, r| {
-        Box::pin(serve(s.store, s.sol_watch, Asked::Get, r))
+        Box::pin(serve(s.store(), s.sol_watch(), Asked::Get, r))
     }),
     super::super::Handler::new("sol_watchlist_delete", |s, r| {
-        Box::pin(serve(s.store, s.sol_watch, Asked::Delete, r))
+        Box::pin(serve(s.store(), s.sol_watch(), Asked::Delete, r))
     }),
     super::super::Handler::new("sol_watchlist_dead_letters", |s, r| {
-        Box::pin(serve(s.store, s.sol_watch, Asked::DeadLetters, r))
+        Box::pin(serve(s.store(), s.sol_watch(), Asked::DeadLetters, r))
     }),
 ];
 
