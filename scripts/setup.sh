@@ -30,14 +30,16 @@ if ((${#apt_pkgs[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${apt_pkgs[@]}" >/dev/null
 fi
 
-# A real Ethereum JSON-RPC node (anvil), Playwright (browser tests), ethers and viem
+# A real Ethereum JSON-RPC node (anvil), Playwright and axe-core (browser tests: the
+# console driven in Chromium, and checked for accessibility), ethers and viem
 # (docs/examples.md is run by the tests) and Lodestar's light client (the beacon
 # stand-in's light-client data is checked by it) from npm, into the repository. One
 # install command: a later --no-save install would prune the others.
 if [ ! -x node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil ] || [ ! -d node_modules/playwright-core ] \
-   || [ ! -d node_modules/ethers ] || [ ! -d node_modules/viem ] || [ ! -d node_modules/@lodestar/light-client ]; then
-  echo "setup: npm install anvil playwright-core ethers viem @lodestar/light-client"
-  npm install --no-save --no-audit --no-fund --loglevel=error @foundry-rs/anvil-linux-amd64 playwright-core ethers@6 viem@2 @lodestar/light-client@1.28.1 >/dev/null
+   || [ ! -d node_modules/ethers ] || [ ! -d node_modules/viem ] || [ ! -d node_modules/@lodestar/light-client ] \
+   || [ ! -f node_modules/axe-core/axe.min.js ]; then
+  echo "setup: npm install anvil playwright-core axe-core ethers viem @lodestar/light-client"
+  npm install --no-save --no-audit --no-fund --loglevel=error @foundry-rs/anvil-linux-amd64 playwright-core axe-core@4 ethers@6 viem@2 @lodestar/light-client@1.28.1 >/dev/null
 fi
 
 # Python test clients (web3.py, eth-account) and the API contract tester (schemathesis) in a venv.

@@ -6,6 +6,8 @@ use crate::reply::Reply;
 
 const INDEX: &str = include_str!("page/index.html");
 const APP_JS: &str = include_str!("page/app.js");
+const SHELL_JS: &str = include_str!("page/shell.js");
+const FORMAT_JS: &str = include_str!("page/format.js");
 const TEAM_JS: &str = include_str!("page/team.js");
 const BREAKDOWN_JS: &str = include_str!("page/breakdown.js");
 
@@ -17,6 +19,8 @@ pub fn serve(file: &str) -> Result<Reply, ApiError> {
     let (content_type, body) = match file {
         "" | "index.html" => ("text/html; charset=utf-8", INDEX),
         "app.js" => ("text/javascript; charset=utf-8", APP_JS),
+        "shell.js" => ("text/javascript; charset=utf-8", SHELL_JS),
+        "format.js" => ("text/javascript; charset=utf-8", FORMAT_JS),
         "team.js" => ("text/javascript; charset=utf-8", TEAM_JS),
         "breakdown.js" => ("text/javascript; charset=utf-8", BREAKDOWN_JS),
         _ => return Err(ApiError::new(404, "not_found", "no such console file")),

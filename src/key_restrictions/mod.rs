@@ -150,6 +150,14 @@ fn level(named: Option<&str>) -> Result<Option<&'static str>, String> {
     }
 }
 
+/// A list's error ("allowed_origins: ...") naming the entry ("allowed_origins[2]: ...").
+fn at_entry(error: String, index: usize) -> String {
+    match error.split_once(": ") {
+        Some((list, why)) => format!("{list}[{index}]: {why}"),
+        None => error,
+    }
+}
+
 /// The refusal of a restricted key, naming the restriction.
 fn refused(restriction: &'static str, message: String) -> ApiError {
     ApiError::new(403, "key_restricted", message).with_field("restriction", restriction)
@@ -187,41 +195,44 @@ impl Restrictions {
             require_verified: None,
         };
         let mut shown = RestrictionsDoc::default();
-        for o in &doc.allowed_origins {
-            let (rule, text) = origin_rule(o)?;
+        for (i, o) in doc.allowed_origins.iter().enumerate() {
+            let (rule, text) = origin_rule(o).map_err(|e| at_entry(e, i))?;
             if !out.origins.contains(&rule) {
                 out.origins.push(rule);
                 shown.allowed_origins.push(text);
             }
         }
-        for ip in &doc.allowed_ips {
+        for (i, ip) in doc.allowed_ips.iter().enumerate() {
             let cidr = Cidr::parse(ip)
                 .filter(|_| ip.len() <= 45)
-                .ok_or_else(|| format!("allowed_ips: '{ip}' is not an address or a range"))?;
+                .ok_or_else(|| format!("allowed_ips[{i}]: '{ip}' is not an address or a range"))?;
             if !out.ips.contains(&cidr) {
                 out.ips.push(cidr);
                 shown.allowed_ips.push(ip.trim().to_ascii_lowercase());
             }
         }
-        for c in &doc.allowed_chains {
+        for (i, c) in doc.allowed_chains.iter().enumerate() {
             let chain = CHAINS.iter().find(|k| **k == c.as_str()).ok_or_else(|| {
-                format!("allowed_chains: '{c}' is not one of {}", CHAINS.join(", "))
+                format!(
+                    "allowed_chains[{i}]: '{c}' is not one of {}",
+                    CHAINS.join(", ")
+                )
             })?;
             if !out.chains.contains(chain) {
                 out.chains.push(chain);
                 shown.allowed_chains.push(chain.to_string());
             }
         }
-        for m in &doc.allowed_methods {
-            let rule = method_rule(m)?;
+        for (i, m) in doc.allowed_methods.iter().enumerate() {
+            let rule = method_rule(m).map_err(|e| at_entry(e, i))?;
             if !out.methods.contains(&rule) {
                 out.methods.push(rule);
                 shown.allowed_methods.push(m.clone());
             }
         }
-        for c in &doc.allowed_contracts {
+        for (i, c) in doc.allowed_contracts.iter().enumerate() {
             let a = address(c).ok_or_else(|| {
-                format!("allowed_contracts: '{c}' is not an address (0x + 40 hex digits)")
+                format!("allowed_contracts[{i}]: '{c}' is not an address (0x + 40 hex digits)")
             })?;
             if !out.contracts.contains(&a) {
                 out.contracts.push(a);

@@ -262,3 +262,34 @@ fn restrictions_are_read_from_an_object_only() {
         serde_json::from_str(&serde_json::to_string(&doc).unwrap()).unwrap();
     assert_eq!(again, doc);
 }
+
+#[test]
+fn a_wrong_entry_is_named_by_its_list_and_index() {
+    let cases = [
+        (
+            json!({"allowed_ips": ["10.0.0.1", "::1", "nope"]}),
+            "allowed_ips[2]: 'nope'",
+        ),
+        (
+            json!({"allowed_origins": ["https://a.example", "ftp://b"]}),
+            "allowed_origins[1]: 'ftp://b'",
+        ),
+        (
+            json!({"allowed_chains": ["xyz"]}),
+            "allowed_chains[0]: 'xyz'",
+        ),
+        (
+            json!({"allowed_methods": ["eth_call", "eth call"]}),
+            "allowed_methods[1]: 'eth call'",
+        ),
+        (
+            json!({"allowed_contracts": ["0x12"]}),
+            "allowed_contracts[0]: '0x12'",
+        ),
+    ];
+    for (asked, named) in cases {
+        let doc: RestrictionsDoc = serde_json::from_value(asked.clone()).unwrap();
+        let e = Restrictions::compile(&doc).err().unwrap();
+        assert!(e.starts_with(named), "{asked}: {e}");
+    }
+}

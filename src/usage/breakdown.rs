@@ -39,6 +39,18 @@ pub fn bucket(latency_us: u64) -> usize {
         .unwrap_or(BUCKET_BOUNDS_MS.len())
 }
 
+/// What a request counts under: a JSON-RPC call by its method (`method_label`); a REST
+/// request (an HTTP method) by its route's name (`eth.wallet.balance`), which the route
+/// table bounds, so "GET" never hides which product was asked.
+pub fn label<'a>(f: &Finished<'a>) -> &'a str {
+    const HTTP: &[&str] = &["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
+    if HTTP.contains(&f.method) {
+        method_label(f.route, None)
+    } else {
+        method_label(f.method, f.error)
+    }
+}
+
 /// How a method is counted: as asked when it is a plain name (a table refusal of an
 /// unknown name counts as `unknown`, so a caller cannot grow its rows with made-up
 /// names), else `other`.
@@ -73,7 +85,7 @@ impl KeyGroups {
     /// Count one request of the key; false when it would pass the bound (not counted).
     pub fn add(&mut self, f: &Finished<'_>) -> bool {
         let chain = crate::key_restrictions::chain_of_route(f.route).unwrap_or("other");
-        let method = method_label(f.method, f.error);
+        let method = label(f);
         let slot = f.at_us.div_euclid(1_000_000 * SLOT_SECS) * SLOT_SECS;
         let failed = f.status >= 400 || f.status == 0 || f.error.is_some();
         let found = self
@@ -137,6 +149,17 @@ mod tests {
             latency_us,
             upstream: None,
         }
+    }
+
+    #[test]
+    fn rest_requests_count_under_their_route() {
+        let mut rest = finished("GET", 1_000, 200);
+        rest.route = "eth.wallet.balance";
+        assert_eq!(label(&rest), "eth.wallet.balance");
+        assert_eq!(label(&finished("eth_call", 1_000, 200)), "eth_call");
+        let mut unknown = finished("made_up", 1_000, 403);
+        unknown.error = Some("method_unknown");
+        assert_eq!(label(&unknown), "unknown");
     }
 
     #[test]

@@ -29,6 +29,23 @@ const [base, outbox, screenshotFile] = process.argv.slice(2);
 const shot = async (p, name) =>
   writeFileSync(screenshotFile.replace(/[^/]*$/, name + ".png"), await p.screenshot({ fullPage: true }));
 const email = "browser@example.com";
+// axe-core (npm): the page's serious and critical accessibility violations, as
+// "rule: where" lines. Evaluated through the DevTools protocol, so the page's CSP,
+// which refuses inline scripts, does not stop it.
+const axeSource = readFileSync(new URL("../../node_modules/axe-core/axe.min.js", import.meta.url), "utf8");
+async function axeViolations(p) {
+  if (!(await p.evaluate(() => typeof window.axe === "object"))) await p.evaluate(axeSource);
+  return p.evaluate(async () => {
+    const r = await window.axe.run(document, { resultTypes: ["violations"] });
+    return r.violations.filter((v) => v.impact === "serious" || v.impact === "critical")
+      .map((v) => v.id + ": " + v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join(", "));
+  });
+}
+// Open one of the console's views from its navigation, as a user would.
+const go = async (p, view) => {
+  await p.click(`nav.side a[data-nav="${view}"]`);
+  await p.waitForSelector(`[data-view="${view}"]:not([hidden])`);
+};
 
 // The newest message to `to` whose body matches `pattern`: its first group.
 async function codeFromOutbox(to = email, pattern = /code is (\d{6})/) {
@@ -56,6 +73,7 @@ try {
 
   // Sign in with an email code.
   await page.waitForSelector("#signin:not([hidden])");
+  assert.deepEqual(await axeViolations(page), [], "accessibility of the sign-in page");
   await page.fill("#email", email);
   await page.click("#send-code");
   await page.waitForSelector("#code-form:not([hidden])");
@@ -89,6 +107,11 @@ try {
   // The default key is shown once, with its secret.
   const raw = await page.textContent("#default-raw");
   assert.match(raw, /^ce_[A-Za-z0-9_-]{43}$/);
+  // The shell: the overview first, the account and the role in the header.
+  await page.waitForSelector('[data-view="overview"]:not([hidden])');
+  assert.equal(await page.getAttribute('nav.side a[data-nav="overview"]', "aria-current"), "page");
+  assert.equal(await page.textContent("#role-badge"), "owner");
+  await go(page, "keys");
   await page.waitForSelector("#keys tr");
   assert.equal(await page.locator("#keys tr").count(), 1);
 
@@ -115,6 +138,7 @@ try {
 
   // Plans: every plan listed, the tenant's own marked; asking for another (not
   // self-service here) leaves a pending request on the page.
+  await go(page, "plan");
   await page.waitForSelector("#plans-list tr.current");
   assert.equal(await page.locator("#plans-list tr").count(), 6);
   assert.match(await page.textContent("#plans-list tr.current"), /^free \(yours\)/);
@@ -137,6 +161,7 @@ try {
     }).then((r) => r.status);
   for (let i = 0; i < 5; i++) assert.equal(await rpc("eth_blockNumber"), 200);
   for (let i = 0; i < 2; i++) assert.equal(await rpc("admin_nodeInfo"), 403);
+  await go(page, "usage");
   for (const window of ["24h", "30d"]) {
     const button = page.locator(`.windows button[data-window="${window}"]`);
     for (let i = 0; ; i++) {
@@ -221,8 +246,10 @@ try {
   console.log("library snippets: web3.py, ethers and viem answered block 16");
 
   // Transactions: none sent with the default key yet (the list is asked for with it).
+  await go(page, "transactions");
   await page.waitForSelector("#txs-empty", { state: "visible" });
   assert.equal(await page.locator("#txs tr").count(), 0);
+  await go(page, "keys");
 
   // Create (with the scopes chosen), rename, rotate, revoke (each asks first: accepted
   // here; the rename prompt answered with the new name).
@@ -241,7 +268,9 @@ try {
   const row = page.locator("#keys tr", { hasText: "renamed-key" });
   // The default key's row says when it was last used (the calls above); the new one's, never.
   const usedCell = (name) => page.locator("#keys tr", { hasText: name }).locator("td").nth(4).textContent();
-  assert.match(await usedCell("(default)"), /^\d{4}-\d\d-\d\d \d\d:\d\d$/);
+  assert.match(await usedCell("(default)"), /^(just now|\d+ minutes? ago)$/);
+  const usedAt = await page.locator("#keys tr", { hasText: "(default)" }).locator("td").nth(4).locator("time").getAttribute("datetime");
+  assert.ok(Math.abs(Date.parse(usedAt) - Date.now()) < 600_000, usedAt);
   assert.equal(await usedCell("renamed-key"), "never");
 
   // Restrictions: narrowed to one method under a cap, the row says so, a call of another
@@ -264,13 +293,27 @@ try {
   assert.equal(refusedStatus, 403, JSON.stringify(refused));
   assert.equal(refused.error.data.restriction, "allowed_methods", JSON.stringify(refused));
   await row.locator("button.restrict").click();
+  await page.waitForSelector("#restrict:not([hidden])");
   assert.equal(await page.inputValue("#r-methods"), "eth_blockNumber\nnet_*");
-  await page.fill("#r-ips", "not-an-address");
+  // What does not parse is named beside its field, by the line it is on.
+  await page.fill("#r-ips", "10.0.0.0/8\n\nnot-an-address");
   await page.click("#restrict-save");
-  await page.waitForSelector("#status.error");
-  assert.match(await page.textContent("#status"), /do not parse/);
+  await page.waitForSelector("#r-ips-error");
+  assert.equal(await page.textContent("#r-ips-error"), "line 3: 'not-an-address' is not an address or a range");
+  assert.equal(await page.getAttribute("#r-ips", "aria-invalid"), "true");
+  assert.equal(await page.evaluate(() => document.activeElement.id), "r-ips");
+  assert.match(await page.textContent("#status"), /not saved/);
   await page.click("#restrict-cancel");
   assert.ok(await page.locator("#restrict").isHidden());
+  // A key's restrictions have an address of their own, and the back button returns.
+  const renamedId = await row.getAttribute("data-id");
+  await page.goto(base + "/console/#/keys/" + renamedId);
+  await page.waitForSelector("#restrict:not([hidden])");
+  assert.equal(await page.textContent("#restrict-name"), "renamed-key");
+  await go(page, "audit");
+  await page.goBack();
+  await page.waitForSelector('[data-view="keys"]:not([hidden]) #restrict:not([hidden])');
+  await page.click("#restrict-cancel");
   await shot(page, "keys-and-restrictions");
   console.log("restrictions: saved from the page, enforced on the key, bad input explained");
 
@@ -342,9 +385,43 @@ try {
   assert.ok(await page.locator("#new-raw-wrap").isVisible(), "the new secret shown");
   console.log(`accessibility: every control named, ${revokeNames.length} key buttons name their key, a key created by keyboard`);
 
+  // Every view at a desktop and a phone width: nothing wider than the window (a table
+  // scrolls inside its own box), one screenshot each (test artifacts).
+  const views = await page.locator("nav.side a").evaluateAll((as) => as.map((a) => a.dataset.nav));
+  for (const [width, height] of [[1280, 800], [390, 844]]) {
+    await page.setViewportSize({ width, height });
+    for (const view of views) {
+      await go(page, view);
+      const overflow = await page.evaluate(() => {
+        const wide = document.documentElement.scrollWidth - window.innerWidth;
+        const sticking = [...document.querySelectorAll("body *")]
+          .filter((e) => e.getClientRects().length && !e.closest(".table-wrap"))
+          .filter((e) => e.getBoundingClientRect().right > window.innerWidth + 1)
+          .map((e) => e.tagName + (e.id ? "#" + e.id : ""));
+        return { wide, sticking: sticking.slice(0, 5) };
+      });
+      assert.ok(overflow.wide <= 0 && overflow.sticking.length === 0,
+        `${view} at ${width}px scrolls sideways: ${JSON.stringify(overflow)}`);
+      assert.deepEqual(await axeViolations(page), [], `accessibility of ${view} at ${width}px`);
+      await shot(page, `view-${view}-${width}`);
+    }
+  }
+  await page.setViewportSize({ width: 1280, height: 800 });
+  // What the page weighs: its HTML, scripts and styles as served.
+  const weight = await page.evaluate(async () => {
+    const files = ["/console/", "/console/app.js", "/console/shell.js", "/console/team.js", "/console/breakdown.js"];
+    let total = 0;
+    for (const f of files) total += (await (await fetch(f)).arrayBuffer()).byteLength;
+    return total;
+  });
+  assert.ok(weight < 80_000, `the console weighs ${weight} bytes`);
+  const loaded = await page.evaluate(() => performance.getEntriesByType("navigation")[0].domContentLoadedEventEnd);
+  console.log(`views: ${views.join(", ")} at 1280 and 390 px, none scrolls sideways, axe: no serious or critical violation; page ${weight} bytes, DOM ready in ${loaded.toFixed(1)} ms`);
+
   // Team: the owner invites a viewer from the page; the viewer signs in elsewhere, joins
   // with the emailed code, and is offered nothing it may not do.
   const viewerEmail = "viewer@example.com";
+  await go(page, "team");
   await page.fill("#invite-email", viewerEmail);
   await page.selectOption("#invite-role", "viewer");
   await page.click("#invite");
@@ -361,15 +438,18 @@ try {
   await viewer.fill("#code", await codeFromOutbox(viewerEmail));
   await viewer.click("#verify-code");
   await viewer.waitForSelector("#app:not([hidden])");
+  await go(viewer, "team");
   await viewer.fill("#join-code", inviteCode);
   await viewer.click("#join");
   await viewer.waitForFunction(() => document.getElementById("team-role").textContent === "viewer"
     && document.querySelectorAll("#members tr").length === 2);
+  assert.ok(await viewer.locator("#invite-form").isHidden());
+  assert.equal(await viewer.textContent("#role-badge"), "viewer");
+  await go(viewer, "keys");
   assert.ok(await viewer.locator("#create-form").isHidden(), "a viewer creates no key");
   assert.ok(await viewer.locator("#default-raw-wrap").isHidden(), "no secret on screen in the team");
   assert.equal(await viewer.locator("#keys button.rotate").count(), 0, "nor rotates one");
   assert.equal(await viewer.locator("#plans-list button.ask-plan").count(), 0);
-  assert.ok(await viewer.locator("#invite-form").isHidden());
   assert.ok((await viewer.locator("#keys tr").count()) >= 1, "the team's keys are listed");
   await shot(viewer, "team-as-viewer");
   await viewerContext.close();

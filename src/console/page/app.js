@@ -17,13 +17,22 @@ async function api(method, path, body) {
   });
   const text = await r.text();
   const data = text ? JSON.parse(text) : {};
-  if (!r.ok) throw new Error(data.error || ("HTTP " + r.status));
+  if (!r.ok) {
+    const e = new Error(data.error || ("HTTP " + r.status));
+    // What is wrong, naming the field and entry (`restrictions.allowed_ips[2]: ...`).
+    e.detail = r.headers.get("X-Chainedge-Error-Detail");
+    throw e;
+  }
   return data;
 }
 
+// A notice at the bottom of the window; one that is not an error goes after a while.
+let statusTimer = null;
 function status(msg, isError) {
+  clearTimeout(statusTimer);
   $("status").textContent = msg || "";
   $("status").className = isError ? "error" : "";
+  if (msg && !isError) statusTimer = setTimeout(() => status(""), 4000);
 }
 
 async function load() {
@@ -32,15 +41,19 @@ async function load() {
     me = await api("GET", "/v1/auth/me");
   } catch (e) {
     $("app").hidden = true;
+    $("account").hidden = true;
     $("signin").hidden = false;
     await showProviders();
     return;
   }
   $("signin").hidden = true;
   $("app").hidden = false;
+  $("account").hidden = false;
   $("who").textContent = me.user.email || me.user.id;
   $("provider").textContent = me.provider || "unknown";
   role = me.tenant ? me.tenant.role : "owner";
+  $("tenant-name").textContent = me.tenant ? me.tenant.name : "your account";
+  $("role-badge").textContent = role;
   const home = !me.tenants || !me.tenant || me.tenants[0].tenant_id === me.tenant.id;
   const dk = me.default_key;
   $("default-key").textContent = dk ? dk.key_prefix + "… (" + dk.scopes.join(", ") + ")"
@@ -57,6 +70,7 @@ async function load() {
   await showPlans(me.plan && me.plan.name);
   await listKeys();
   await showTeam(me);
+  route(false);
 }
 
 // Every plan, the tenant's own marked; another can be asked for (applied at once where
@@ -88,7 +102,7 @@ async function showPlans(current) {
         await load();
         $("plan-request").textContent = answer.request.status === "applied"
           ? "Your plan is now " + p.name + "." : $("plan-request").textContent;
-      });
+      }, b);
       action.append(b);
     }
     tr.append(action);
@@ -171,42 +185,68 @@ let usageWindow = "24h";
 // The signed-in member's role in the account it acts in: what the page offers to do.
 let role = "owner";
 
-// The account's audit log, newest first.
-async function showAudit() {
-  const { events } = await api("GET", "/v1/audit");
+// The account's audit log, newest first, a page at a time (`before`: the cursor of
+// the page asked for; none: the newest). Keys by name where the account still has them,
+// members by email, other ids shortened.
+const AUDIT_PAGE = 25;
+let auditPages = [null];
+
+async function showAudit(before) {
+  if (before === undefined) auditPages = [null];
+  const at = before ?? null;
+  const { events, next } = await api("GET", "/v1/audit?limit=" + AUDIT_PAGE +
+    (at ? "&before=" + encodeURIComponent(at) : ""));
+  const names = new Map(listedKeys.map((k) => [k.id, k.name]));
   const tbody = $("audit-list");
   tbody.replaceChildren();
   for (const e of events) {
     const tr = document.createElement("tr");
-    const cells = [e.at.slice(0, 19).replace("T", " "), e.user ?? (e.user_id ? e.user_id : "operator"),
-      e.action, e.target, e.detail];
-    for (const c of cells) {
-      const td = document.createElement("td");
-      td.textContent = String(c);
-      tr.append(td);
-    }
+    cellOf(tr, when(e.at));
+    cellOf(tr, e.user ?? (e.user_id ? shortId(e.user_id, "member") : "operator"));
+    cellOf(tr, e.action);
+    cellOf(tr, names.has(e.target) ? names.get(e.target)
+      : e.target && e.target.length > 14 ? shortId(e.target) : e.target);
+    cellOf(tr, e.detail);
     tbody.append(tr);
   }
+  const pager = $("audit-pager");
+  pager.replaceChildren();
+  const index = auditPages.indexOf(at);
+  const newer = document.createElement("button");
+  newer.type = "button";
+  newer.textContent = "Newer";
+  newer.disabled = index <= 0;
+  newer.onclick = () => act(() => showAudit(auditPages[index - 1]), newer);
+  const older = document.createElement("button");
+  older.type = "button";
+  older.textContent = "Older";
+  older.disabled = !next;
+  older.onclick = () => act(async () => {
+    if (!auditPages.includes(next)) auditPages.push(next);
+    await showAudit(next);
+  }, older);
+  pager.append(newer, " page " + (index + 1) + " ", older);
 }
+
+// The keys as last listed, for `#/keys/{id}`.
+let listedKeys = [];
 
 async function listKeys() {
   const { keys } = await api("GET", "/v1/keys");
-  act(showAudit);
+  listedKeys = keys;
+  act(() => showAudit());
   fillUsageKeys(keys);
   const tbody = $("keys");
   tbody.replaceChildren();
   for (const k of keys) {
     const tr = document.createElement("tr");
     tr.dataset.id = k.id;
-    const created = (k.created_at || "").slice(0, 10);
-    const used = k.last_used_at ? k.last_used_at.slice(0, 16).replace("T", " ") : "never";
-    const cells = [k.name + (k.is_default ? " (default)" : ""), k.key_prefix + "…", k.scopes.join(", "),
-      created, used, describeRestrictions(k.restrictions)];
-    for (const t of cells) {
-      const td = document.createElement("td");
-      td.textContent = t;
-      tr.append(td);
-    }
+    cellOf(tr, k.name + (k.is_default ? " (default)" : ""));
+    cellOf(tr, k.key_prefix + "…");
+    cellOf(tr, k.scopes.join(", "));
+    cellOf(tr, when(k.created_at));
+    cellOf(tr, when(k.last_used_at));
+    cellOf(tr, describeRestrictions(k.restrictions));
     const actions = document.createElement("td");
     const rename = document.createElement("button");
     rename.textContent = "Rename";
@@ -216,14 +256,14 @@ async function listKeys() {
       if (name === null || name.trim() === "" || name.trim() === k.name) return;
       await api("PATCH", "/v1/keys/" + k.id, { name: name.trim() });
       await listKeys();
-    });
+    }, rename);
     const rotate = document.createElement("button");
     rotate.textContent = "Rotate";
     rotate.className = "rotate";
     rotate.onclick = () => act(async () => {
       if (!confirm("Rotate " + k.name + "? The old secret stops working now.")) return;
       showRaw(await api("POST", "/v1/keys/" + k.id + "/rotate"));
-    });
+    }, rotate);
     const revoke = document.createElement("button");
     revoke.textContent = "Revoke";
     revoke.className = "revoke";
@@ -231,11 +271,11 @@ async function listKeys() {
       if (!confirm("Revoke " + k.name + "? Calls with it are refused from now on.")) return;
       await api("DELETE", "/v1/keys/" + k.id);
       await listKeys();
-    });
+    }, revoke);
     const restrict = document.createElement("button");
     restrict.textContent = "Restrictions";
     restrict.className = "restrict";
-    restrict.onclick = () => editRestrictions(k);
+    restrict.onclick = () => { location.hash = "#/keys/" + encodeURIComponent(k.id); };
     // Each button names its key for screen readers ("Revoke ci", not four "Revoke"s).
     for (const b of [rename, restrict, rotate, revoke]) b.setAttribute("aria-label", b.textContent + " " + k.name);
     if (role !== "viewer") actions.append(rename, " ", restrict, " ", rotate, " ", revoke);
@@ -262,8 +302,20 @@ function describeRestrictions(r) {
 let restricting = null;
 const lines = (id) => $(id).value.split("\n").map((l) => l.trim()).filter(Boolean);
 
+// `#/keys/{id}`: that key's restrictions in the editor; `#/keys`: the editor closed.
+function showKeyRoute(id) {
+  const k = id && listedKeys.find((key) => key.id === id);
+  if (k) {
+    if (!restricting || restricting.id !== k.id || $("restrict").hidden) editRestrictions(k);
+  } else {
+    $("restrict").hidden = true;
+    if (id && listedKeys.length) status("No key " + id + " in this account.", true);
+  }
+}
+
 function editRestrictions(k) {
   restricting = k;
+  clearFieldErrors($("restrict-form"));
   const r = k.restrictions || {};
   $("restrict-name").textContent = k.name;
   $("r-origins").value = (r.allowed_origins || []).join("\n");
@@ -277,8 +329,49 @@ function editRestrictions(k) {
   $("r-origins").focus();
 }
 
+// Each restriction's field and its error line, by the member the API names.
+const RESTRICTION_FIELDS = {
+  allowed_origins: "r-origins", allowed_ips: "r-ips", allowed_chains: "r-chains",
+  allowed_methods: "r-methods", allowed_contracts: "r-contracts", max_rps: "r-rps", expires_at: "r-expires",
+};
+
+function clearFieldErrors(form) {
+  for (const e of form.querySelectorAll(".field-error")) e.remove();
+  for (const f of form.querySelectorAll("[aria-invalid]")) {
+    f.removeAttribute("aria-invalid");
+    f.removeAttribute("aria-describedby");
+  }
+}
+
+// Show `detail` ("restrictions.allowed_ips[2]: 'x' is not ...") beside its field, the
+// entry named by its line in the box; false when it names no field of the form.
+function showFieldError(detail) {
+  const m = /^restrictions\.(\w+)(?:\[(\d+)\])?: (.*)$/.exec(detail || "");
+  const id = m && RESTRICTION_FIELDS[m[1]];
+  if (!id) return false;
+  const field = $(id);
+  let why = m[3];
+  if (m[2] !== undefined && field.tagName === "TEXTAREA") {
+    // The API counts the entries; the box also has blank lines.
+    const rows = field.value.split("\n");
+    let seen = -1;
+    const line = rows.findIndex((l) => l.trim() && ++seen === Number(m[2]));
+    if (line >= 0) why = "line " + (line + 1) + ": " + why;
+  }
+  const p = document.createElement("p");
+  p.className = "field-error error";
+  p.id = id + "-error";
+  p.textContent = why;
+  field.after(p);
+  field.setAttribute("aria-invalid", "true");
+  field.setAttribute("aria-describedby", p.id);
+  field.focus();
+  return true;
+}
+
 $("restrict-form").onsubmit = (ev) => {
   ev.preventDefault();
+  clearFieldErrors($("restrict-form"));
   act(async () => {
     const r = {
       allowed_origins: lines("r-origins"),
@@ -292,17 +385,22 @@ $("restrict-form").onsubmit = (ev) => {
     try {
       await api("PATCH", "/v1/keys/" + restricting.id, { restrictions: r });
     } catch (e) {
-      throw new Error(e.message === "invalid_request"
-        ? "these restrictions do not parse: check each line (origins with https://, addresses or CIDR ranges, 0x contract addresses, an expiry in the future)"
-        : e.message);
+      if (e.message !== "invalid_request") throw e;
+      throw new Error(showFieldError(e.detail)
+        ? "Restrictions not saved: one entry does not parse (marked)."
+        : "Restrictions not saved: " + (e.detail || "they do not parse").replace(/^restrictions\./, ""));
     }
-    $("restrict").hidden = true;
     status("Restrictions of " + restricting.name + " saved.");
+    location.hash = "#/keys";
     await listKeys();
-  });
+  }, ev.currentTarget);
 };
 
-$("restrict-cancel").onclick = () => { $("restrict").hidden = true; };
+$("restrict-cancel").onclick = () => {
+  clearFieldErrors($("restrict-form"));
+  $("restrict").hidden = true;
+  location.hash = "#/keys";
+};
 
 // Usage chart: one bar per point of the window (calls), errors and 429s stacked in red.
 function fillUsageKeys(keys) {
@@ -336,23 +434,17 @@ async function showUsage() {
   await showBreakdown();
 }
 
-// The key's newest requests, one row each; refused ones marked.
+// The key's newest requests, one row each, 25 a page; refused ones marked.
 async function showRequests(id) {
   const { requests } = await api("GET", "/v1/keys/" + encodeURIComponent(id) + "/requests");
-  const tbody = $("requests-list");
-  tbody.replaceChildren();
-  for (const r of requests) {
+  paged($("requests-list"), $("requests-pager"), requests, 25, (r) => {
     const tr = document.createElement("tr");
-    const cells = [r.at.slice(0, 23).replace("T", " "), r.route, r.method, r.status,
-      r.error || "", r.latency_ms.toFixed(1), r.upstream || ""];
-    for (const c of cells) {
-      const td = document.createElement("td");
-      td.textContent = String(c);
-      tr.append(td);
+    for (const c of [when(r.at), r.route, r.method, r.status, r.error || "", r.latency_ms.toFixed(1), r.upstream || ""]) {
+      cellOf(tr, c);
     }
     if (r.error) tr.className = "error";
-    tbody.append(tr);
-  }
+    return tr;
+  });
   $("requests-empty").hidden = requests.length > 0;
 }
 
@@ -363,13 +455,10 @@ async function showTxs(id) {
   tbody.replaceChildren();
   for (const t of txs) {
     const tr = document.createElement("tr");
-    tr.title = t.hash + (t.replaced_by ? " (replaced by " + t.replaced_by + ")" : "");
-    const cells = [t.hash.slice(0, 10) + "…" + t.hash.slice(-6), t.chain, t.status,
-      t.block_number ?? "", t.confirmations ?? "", t.updated_at.replace("T", " ").replace("Z", "")];
-    for (const c of cells) {
-      const td = document.createElement("td");
-      td.textContent = String(c);
-      tr.append(td);
+    tr.title = t.replaced_by ? "replaced by " + t.replaced_by : "";
+    for (const c of [shortId(t.hash, "transaction hash"), t.chain, t.status, t.block_number ?? "",
+      t.confirmations ?? "", when(t.updated_at)]) {
+      cellOf(tr, c);
     }
     tr.className = "tx-" + t.status;
     tbody.append(tr);
@@ -428,8 +517,21 @@ async function showRaw(key) {
   await listKeys();
 }
 
-async function act(f) {
-  try { status(""); await f(); } catch (e) { status(e.message, true); }
+// Run an action, its errors shown; the form or button that started it is busy (and
+// cannot be used again) until it ends.
+async function act(f, busy) {
+  const controls = busy ? (busy.tagName === "FORM" ? [...busy.querySelectorAll("button")] : [busy]) : [];
+  for (const c of controls) c.disabled = true;
+  if (busy) busy.setAttribute("aria-busy", "true");
+  try {
+    if ($("status").className === "error") status("");
+    await f();
+  } catch (e) {
+    status(e.message, true);
+  } finally {
+    for (const c of controls) c.disabled = false;
+    if (busy) busy.removeAttribute("aria-busy");
+  }
 }
 
 $("email-form").onsubmit = (ev) => {
@@ -438,7 +540,7 @@ $("email-form").onsubmit = (ev) => {
     await api("POST", "/v1/auth/email/start", { email: $("email").value });
     $("code-form").hidden = false;
     status("A code is on its way.");
-  });
+  }, ev.currentTarget);
 };
 
 $("code-form").onsubmit = (ev) => {
@@ -447,7 +549,7 @@ $("code-form").onsubmit = (ev) => {
     await api("POST", "/v1/auth/email/verify", { email: $("email").value, code: $("code").value });
     status("");
     await load();
-  });
+  }, ev.currentTarget);
 };
 
 // The sign-in ways this gateway offers: email only with delivery configured, Google only
@@ -499,7 +601,7 @@ $("create-form").onsubmit = (ev) => {
   act(async () => {
     if (scopes.length === 0) throw new Error("choose at least one scope");
     showRaw(await api("POST", "/v1/keys", { name: $("key-name").value, scopes }));
-  });
+  }, ev.currentTarget);
 };
 
 $("logout").onclick = () => act(async () => {

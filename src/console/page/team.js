@@ -31,7 +31,10 @@ async function showTeam(me) {
   for (const m of team.members) {
     const tr = document.createElement("tr");
     tr.dataset.user = m.user_id;
-    cell(tr, (m.name || m.user_id) + (m.you ? " (you)" : ""));
+    // A member signed in by wallet only has no email: its id, shortened.
+    const who = cell(tr, m.name || "");
+    if (!m.name) who.append(shortId(m.user_id, "member"));
+    if (m.you) who.append(" (you)");
     const roleCell = cell(tr, owner ? "" : m.role);
     if (owner) {
       const pick = document.createElement("select");
@@ -50,7 +53,7 @@ async function showTeam(me) {
       });
       roleCell.append(pick);
     }
-    cell(tr, m.joined_at.slice(0, 10));
+    cell(tr, "").append(when(m.joined_at));
     const actions = cell(tr, "");
     if (owner || m.you) {
       const b = document.createElement("button");
@@ -75,7 +78,7 @@ async function showTeam(me) {
     const tr = document.createElement("tr");
     cell(tr, i.email);
     cell(tr, i.role);
-    cell(tr, i.expires_at.slice(0, 16).replace("T", " "));
+    cell(tr, "").append(when(i.expires_at));
     const b = document.createElement("button");
     b.className = "withdraw-invite";
     b.textContent = "Withdraw";
@@ -104,7 +107,7 @@ $("invite-form").onsubmit = (ev) => {
     $("invite-email").value = "";
     await load();
     status("Invitation sent to " + i.email + ".");
-  });
+  }, ev.currentTarget);
 };
 
 $("join-form").onsubmit = (ev) => {
@@ -114,5 +117,5 @@ $("join-form").onsubmit = (ev) => {
     $("join-code").value = "";
     await load();
     status("You joined " + j.name + " as " + j.role + ".");
-  });
+  }, ev.currentTarget);
 };

@@ -229,7 +229,7 @@ async fn keys_update(
 fn restrictions_of(asked: &RestrictionsDoc, now: i64) -> Result<RestrictionsDoc, ApiError> {
     asked
         .checked(now)
-        .map_err(|m| ApiError::new(400, "invalid_request", m))
+        .map_err(|m| bad("invalid_request", &format!("restrictions.{m}")))
 }
 
 /// A key's name: at most 64 characters as sent, none a control character, and something
@@ -358,8 +358,16 @@ pub(super) fn not_found() -> ApiError {
     ApiError::new(404, "not_found", "no such key")
 }
 
+/// A 400 in the console's envelope (the code only, as SPEC has it); what is wrong, for
+/// the page to show beside the field (`restrictions.allowed_ips[2]: ...`), goes in
+/// `X-Chainedge-Error-Detail`: printable ASCII, at most 300 characters.
 pub(super) fn bad(code: &'static str, message: &str) -> ApiError {
-    ApiError::new(400, code, message)
+    let detail: String = message
+        .chars()
+        .map(|c| if (' '..='~').contains(&c) { c } else { '?' })
+        .take(300)
+        .collect();
+    ApiError::new(400, code, message).with_header("X-Chainedge-Error-Detail", detail)
 }
 
 /// A budget spent: 429 with `Retry-After` (the console's envelope carries the code only).
