@@ -521,6 +521,28 @@ async fn method_breakdown(store: &Store) {
         .await
         .unwrap()
         .is_empty());
+    // Over time: per slot, then per hour (both slots in the hour from 0), each summed
+    // over chains and methods; another tenant's never in it.
+    let slots = store
+        .method_usage_series("mt", None, 0, 1800, 600)
+        .await
+        .unwrap();
+    let per_slot: Vec<_> = slots
+        .iter()
+        .map(|(at, c)| (*at, c.calls, c.errors))
+        .collect();
+    assert_eq!(per_slot, [(600, 8, 2), (1200, 2, 0)]);
+    assert_eq!(slots[0].1.buckets[9], 2, "eth_getLogs' bucket");
+    let hourly = store
+        .method_usage_series("mt", Some("mk-a"), 0, 7200, 3600)
+        .await
+        .unwrap();
+    assert_eq!(hourly.len(), 1);
+    assert_eq!((hourly[0].0, hourly[0].1.calls), (0, 10));
+    assert!(store
+        .method_usage_series("mt", None, 0, 1800, 0)
+        .await
+        .is_err());
     assert_eq!(store.prune_method_usage(1200).await.unwrap(), 3);
 }
 

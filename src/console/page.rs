@@ -8,6 +8,10 @@ const INDEX: &str = include_str!("page/index.html");
 const APP_JS: &str = include_str!("page/app.js");
 const SHELL_JS: &str = include_str!("page/shell.js");
 const FORMAT_JS: &str = include_str!("page/format.js");
+const CHARTS_JS: &str = include_str!("page/charts.js");
+/// uPlot 1.6.32 (MIT), vendored: `page/vendor/README.md`.
+const UPLOT_JS: &str = include_str!("page/vendor/uplot.min.js");
+const UPLOT_CSS: &str = include_str!("page/vendor/uplot.min.css");
 const TEAM_JS: &str = include_str!("page/team.js");
 const BREAKDOWN_JS: &str = include_str!("page/breakdown.js");
 
@@ -21,6 +25,9 @@ pub fn serve(file: &str) -> Result<Reply, ApiError> {
         "app.js" => ("text/javascript; charset=utf-8", APP_JS),
         "shell.js" => ("text/javascript; charset=utf-8", SHELL_JS),
         "format.js" => ("text/javascript; charset=utf-8", FORMAT_JS),
+        "charts.js" => ("text/javascript; charset=utf-8", CHARTS_JS),
+        "uplot.js" => ("text/javascript; charset=utf-8", UPLOT_JS),
+        "uplot.css" => ("text/css; charset=utf-8", UPLOT_CSS),
         "team.js" => ("text/javascript; charset=utf-8", TEAM_JS),
         "breakdown.js" => ("text/javascript; charset=utf-8", BREAKDOWN_JS),
         _ => return Err(ApiError::new(404, "not_found", "no such console file")),

@@ -150,6 +150,54 @@ impl Store {
         rows.iter().map(method_row).collect()
     }
 
+    /// A tenant's breakdown over slots in `[from, to)`, optionally of one key, summed
+    /// per `step` seconds (positive; a multiple of the ten-minute slot to sum whole
+    /// slots): each step's start and counts, oldest first; steps with nothing are absent.
+    pub async fn method_usage_series(
+        &self,
+        tenant: &str,
+        key: Option<&str>,
+        from: i64,
+        to: i64,
+        step: i64,
+    ) -> Result<Vec<(i64, MethodCounts)>, StoreError> {
+        if step <= 0 {
+            return Err(StoreError::other(format!("a series step of {step} s")));
+        }
+        let sums: Vec<String> = (0..BUCKETS)
+            .map(|i| format!("CAST(SUM(b{i}) AS BIGINT)"))
+            .collect();
+        // The step is a checked number, written into the statement so both dialects
+        // divide integers of the slot's own type.
+        let sql = format!(
+            "SELECT CAST((slot / {step}) * {step} AS BIGINT) AS at, CAST(SUM(calls) AS BIGINT),
+                    CAST(SUM(errors) AS BIGINT), CAST(SUM(latency_us) AS BIGINT), {}
+             FROM method_usage WHERE tenant_id = $1 AND slot >= $2 AND slot < $3
+             AND ($4 = '' OR key_id = $4)
+             GROUP BY 1 ORDER BY 1",
+            sums.join(", ")
+        );
+        let rows = self
+            .db
+            .query(&sql, params![tenant, from, to, key.unwrap_or("")])
+            .await?;
+        rows.iter()
+            .map(|r| {
+                let mut buckets = [0; BUCKETS];
+                for (i, b) in buckets.iter_mut().enumerate() {
+                    *b = r.int(4 + i)?;
+                }
+                let counts = MethodCounts {
+                    calls: r.int(1)?,
+                    errors: r.int(2)?,
+                    latency_us: r.int(3)?,
+                    buckets,
+                };
+                Ok((r.int(0)?, counts))
+            })
+            .collect()
+    }
+
     /// Drop slots before `before`: rows removed.
     pub async fn prune_method_usage(&self, before: i64) -> Result<u64, StoreError> {
         self.db

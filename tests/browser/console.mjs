@@ -195,9 +195,15 @@ try {
       }
       return { blue, red, width: c.width, height: c.height };
     }, png.toString("base64"));
-    // 6 of 8 calls in blue over most of the chart's height, 2 in red above them.
+    // 8 calls in blue over most of the chart's height, the 2 failed in red over their foot.
     assert.ok(pixels.blue > 100 && pixels.red > 30, `${window}: ${JSON.stringify(pixels)}`);
     assert.ok(pixels.blue > pixels.red, `${window}: ${JSON.stringify(pixels)}`);
+    // Pointing at the newest bar shows its values in the chart's legend.
+    const over = page.locator("#usage-chart .u-over");
+    const box = await over.boundingBox();
+    await page.mouse.move(box.x + box.width - 2, box.y + box.height / 2);
+    const legend = (await page.locator("#usage-chart .u-legend").textContent()).replace(/\s+/g, " ");
+    assert.match(legend, /calls\s*8(?!\d).*failed\s*2(?!\d)/, legend);
     console.log(`usage chart ${window}: ${totals}; screenshot ${pixels.width}x${pixels.height}, ${pixels.blue} blue and ${pixels.red} red pixels`);
   }
 
@@ -228,6 +234,10 @@ try {
   const csv = await page.evaluate(async () => (await fetch(document.getElementById("usage-csv").href)).text());
   assert.ok(/,eth,eth_blockNumber,6,0,/.test(csv), csv);
   await shot(page, "usage");
+  // The account's charts and both latency charts are drawn (uPlot's canvas).
+  for (const id of ["usage-latency", "account-chart", "account-latency-chart"]) {
+    assert.equal(await page.locator(`#${id} canvas`).count(), 1, id);
+  }
   console.log(`account usage: ${methodRows.length} chain and method rows, CSV ${csv.split("\n").length - 2} lines`);
 
   // The web3.py, ethers and viem snippets work as shown: each prints the node's block
@@ -409,12 +419,14 @@ try {
   await page.setViewportSize({ width: 1280, height: 800 });
   // What the page weighs: its HTML, scripts and styles as served.
   const weight = await page.evaluate(async () => {
-    const files = ["/console/", "/console/app.js", "/console/shell.js", "/console/team.js", "/console/breakdown.js"];
+    const files = ["/console/", "/console/app.js", "/console/format.js", "/console/shell.js", "/console/charts.js",
+      "/console/team.js", "/console/breakdown.js", "/console/uplot.js", "/console/uplot.css"];
     let total = 0;
     for (const f of files) total += (await (await fetch(f)).arrayBuffer()).byteLength;
     return total;
   });
-  assert.ok(weight < 80_000, `the console weighs ${weight} bytes`);
+  // uPlot is 53 KB of it; the whole page stays under 160 KB.
+  assert.ok(weight < 160_000, `the console weighs ${weight} bytes`);
   const loaded = await page.evaluate(() => performance.getEntriesByType("navigation")[0].domContentLoadedEventEnd);
   console.log(`views: ${views.join(", ")} at 1280 and 390 px, none scrolls sideways, axe: no serious or critical violation; page ${weight} bytes, DOM ready in ${loaded.toFixed(1)} ms`);
 

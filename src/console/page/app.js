@@ -419,16 +419,17 @@ function fillUsageKeys(keys) {
 
 async function showUsage() {
   const id = $("usage-key").value;
-  const svg = $("usage-chart");
-  svg.replaceChildren();
   $("usage-totals").textContent = "";
   if (!id) return;
-  const u = await api("GET", "/v1/keys/" + encodeURIComponent(id) + "/usage?window=" + usageWindow);
-  drawUsage(svg, u);
+  const [u, breakdown] = await Promise.all([
+    api("GET", "/v1/keys/" + encodeURIComponent(id) + "/usage?window=" + usageWindow),
+    api("GET", "/v1/usage?window=" + usageWindow + "&key_id=" + encodeURIComponent(id)),
+  ]);
   const t = u.totals;
   $("usage-totals").textContent = t.calls + " calls · " + t.compute_units + " compute units · " +
     t.errors + " errors · " + t.rate_limited + " rate-limited";
-  svg.setAttribute("aria-label", "calls per interval over the last " + u.window + ": " + $("usage-totals").textContent);
+  drawKeyCalls($("usage-chart"), u, "calls per interval over the last " + u.window + ": " + $("usage-totals").textContent);
+  drawLatency($("usage-latency"), breakdown.series, "this key");
   await showRequests(id);
   await showTxs(id);
   await showBreakdown();
@@ -464,42 +465,6 @@ async function showTxs(id) {
     tbody.append(tr);
   }
   $("txs-empty").hidden = txs.length > 0;
-}
-
-function drawUsage(svg, u) {
-  const NS = "http://www.w3.org/2000/svg";
-  const W = 720, H = 180, top = 12, bottom = 18;
-  const points = u.points;
-  const max = Math.max(1, ...points.map((p) => p.calls));
-  const slot = W / points.length;
-  const scale = (n) => (n / max) * (H - top - bottom);
-  const add = (name, attrs, text) => {
-    const el = document.createElementNS(NS, name);
-    for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, v);
-    if (text !== undefined) el.textContent = text;
-    svg.append(el);
-    return el;
-  };
-  add("line", { class: "axis", x1: 0, x2: W, y1: H - bottom, y2: H - bottom });
-  add("text", { x: 2, y: 10 }, String(max));
-  points.forEach((p, i) => {
-    const failed = Math.min(p.calls, p.errors + p.rate_limited);
-    const ok = p.calls - failed;
-    const x = i * slot + slot * 0.1, w = Math.max(1, slot * 0.8);
-    let y = H - bottom;
-    if (ok > 0) {
-      const h = Math.max(1, scale(ok));
-      y -= h;
-      add("rect", { class: "calls", x, y, width: w, height: h }).append(
-        Object.assign(document.createElementNS(NS, "title"), { textContent: p.start + ": " + p.calls + " calls" }));
-    }
-    if (failed > 0) {
-      const h = Math.max(1, scale(failed));
-      add("rect", { class: "failed", x, y: y - h, width: w, height: h });
-    }
-  });
-  add("text", { x: 2, y: H - 4 }, points[0].start.slice(0, 16).replace("T", " "));
-  add("text", { x: W - 2, y: H - 4, "text-anchor": "end" }, "now (UTC)");
 }
 
 $("usage-key").onchange = () => act(showUsage);

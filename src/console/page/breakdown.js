@@ -1,6 +1,6 @@
 // chainedge console: the account's usage over the chart's window: totals over every key,
 // latency, and calls, errors and latency per chain and method, with a CSV download.
-// Uses app.js's api, $ and usageWindow; loaded after it.
+// Uses app.js's api, $ and usageWindow, and charts.js; loaded after them.
 "use strict";
 
 function ms(v) {
@@ -29,5 +29,7 @@ async function showBreakdown() {
     tbody.append(tr);
   }
   $("breakdown-empty").hidden = u.by_method.length > 0;
+  drawAccountCalls($("account-chart"), u.series);
+  drawLatency($("account-latency-chart"), u.series, "every key");
   $("usage-csv").href = "/v1/usage?format=csv&window=" + encodeURIComponent(usageWindow);
 }

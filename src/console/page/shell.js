@@ -26,6 +26,8 @@ function route(moved) {
   const current = document.querySelector(`[data-view="${view}"]`);
   document.title = current.dataset.label + " · chainedge console";
   if (view === "keys") showKeyRoute(id);
+  // Charts drawn while their view was hidden take its width now.
+  if (typeof resizeCharts === "function") resizeCharts();
   if (moved) {
     const heading = current.querySelector("section:not([hidden]) h2");
     if (heading) {

@@ -97,6 +97,7 @@ pub(super) async fn breakdown(console: &Console, req: &Request<'_>) -> Result<Re
     if csv {
         return Ok(csv_reply(&rows));
     }
+    let series = series(console, &m.tenant_id, key.as_deref(), w.step, slot_from, to).await?;
     let all = summed(&rows, |_| ())
         .pop()
         .map(|(_, c)| c)
@@ -114,11 +115,47 @@ pub(super) async fn breakdown(console: &Console, req: &Request<'_>) -> Result<Re
         "by_chain": by_chain.iter().map(|(c, n)| group_json(json!({"chain": c}), n)).collect::<Vec<_>>(),
         "by_method": by_method.iter().map(|((c, me), n)| group_json(json!({"chain": c, "method": me}), n)).collect::<Vec<_>>(),
         "by_key": by_key.iter().map(|(k, n)| group_json(json!({"key_id": k}), n)).collect::<Vec<_>>(),
+        "series": series,
     });
     Ok(no_store_cache(Reply::json(
         200,
         serde_json::to_vec(&body).unwrap_or_default(),
     )))
+}
+
+/// Calls, errors and latency percentiles over the window, one point per step (the
+/// window's own, at least the breakdown's ten-minute slot: 6 points for 1h, 144 for
+/// 24h, 168 for 7d, 30 for 30d), every step present (no call: zeros and null latency).
+async fn series(
+    console: &Console,
+    tenant: &str,
+    key: Option<&str>,
+    window_step: i64,
+    from: i64,
+    to: i64,
+) -> Result<Value, ApiError> {
+    let step = window_step.max(SLOT_SECS);
+    let first = from.div_euclid(step) * step;
+    let found: BTreeMap<i64, MethodCounts> = console
+        .store
+        .method_usage_series(tenant, key, first, to, step)
+        .await
+        .map_err(store_failure)?
+        .into_iter()
+        .collect();
+    let points: Vec<Value> = (first..to)
+        .step_by(step as usize)
+        .map(|at| {
+            let c = found.get(&at).cloned().unwrap_or_default();
+            json!({
+                "at": super::super::rfc3339(at),
+                "calls": c.calls,
+                "errors": c.errors,
+                "latency_ms": latency_json(&c),
+            })
+        })
+        .collect();
+    Ok(json!({"step_secs": step, "points": points}))
 }
 
 /// One line per key, chain and method: what a spreadsheet needs to slice it again.
