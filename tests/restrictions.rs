@@ -440,6 +440,22 @@ fn a_cap_an_expiry_and_a_change_apply_at_once_and_only_the_owner_sees_them() {
         );
         assert_eq!(r.status, 400, "{bad}: {}", r.text());
     }
+    // The console's envelope stays the code alone; what is wrong, naming the list and
+    // the entry, is in a header the page shows beside the field.
+    let r = s.owner.send(
+        "POST",
+        "/v1/keys",
+        Some(json!({"name": "bad", "restrictions": {"allowed_ips": ["10.0.0.1", "no\r\npe"]}})),
+        None,
+    );
+    assert_eq!(
+        (r.status, r.json()),
+        (400, json!({"error": "invalid_request"}))
+    );
+    assert_eq!(
+        r.header("x-chainedge-error-detail"),
+        Some("restrictions.allowed_ips[1]: 'no??pe' is not an address or a range")
+    );
     let keys_before = s.owner.send("GET", "/v1/keys", None, None).json()["keys"]
         .as_array()
         .unwrap()
