@@ -209,23 +209,13 @@ async function showAudit(before) {
     cellOf(tr, e.detail);
     tbody.append(tr);
   }
-  const pager = $("audit-pager");
-  pager.replaceChildren();
   const index = auditPages.indexOf(at);
-  const newer = document.createElement("button");
-  newer.type = "button";
-  newer.textContent = "Newer";
-  newer.disabled = index <= 0;
-  newer.onclick = () => act(() => showAudit(auditPages[index - 1]), newer);
-  const older = document.createElement("button");
-  older.type = "button";
-  older.textContent = "Older";
-  older.disabled = !next;
-  older.onclick = () => act(async () => {
-    if (!auditPages.includes(next)) auditPages.push(next);
-    await showAudit(next);
-  }, older);
-  pager.append(newer, " page " + (index + 1) + " ", older);
+  pagerButtons($("audit-pager"), "page " + (index + 1),
+    index > 0 && (() => showAudit(auditPages[index - 1])),
+    next && (async () => {
+      if (!auditPages.includes(next)) auditPages.push(next);
+      await showAudit(next);
+    }));
 }
 
 // The keys as last listed, for `#/keys/{id}`.

@@ -21,9 +21,7 @@ async function showBreakdown() {
     const tr = document.createElement("tr");
     const lm = m.latency_ms;
     for (const c of [m.chain, m.method, m.calls, m.errors, ms(lm.mean), ms(lm.p50), ms(lm.p95), ms(lm.p99)]) {
-      const td = document.createElement("td");
-      td.textContent = String(c);
-      tr.append(td);
+      cellOf(tr, c);
     }
     if (m.errors > 0) tr.className = "error";
     tbody.append(tr);

@@ -14,7 +14,6 @@ function resizeCharts() {
   }
 }
 window.addEventListener("resize", resizeCharts);
-window.addEventListener("hashchange", () => setTimeout(resizeCharts));
 
 // Draw (again) the chart in `box`: `series` are uPlot's, `data` [times, ...values].
 function drawChart(box, series, data, label) {

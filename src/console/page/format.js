@@ -55,26 +55,28 @@ function cellOf(tr, content) {
   return td;
 }
 
+// Newer/Older buttons in `pager` around `label`; a missing handler disables its button.
+function pagerButtons(pager, label, toNewer, toOlder) {
+  const button = (text, go) => {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.textContent = text;
+    b.disabled = !go;
+    if (go) b.onclick = () => act(go, b);
+    return b;
+  };
+  pager.replaceChildren(button("Newer", toNewer), " " + label + " ", button("Older", toOlder));
+}
+
 // `rows` into `tbody` a page of `size` at a time, with Newer/Older buttons in `pager`;
 // `render(row)` makes a <tr>.
 function paged(tbody, pager, rows, size, render) {
-  let page = 0;
   const pages = Math.max(1, Math.ceil(rows.length / size));
-  const show = () => {
+  const show = (page) => {
     tbody.replaceChildren(...rows.slice(page * size, (page + 1) * size).map(render));
-    pager.replaceChildren();
-    if (pages < 2) return;
-    const newer = document.createElement("button");
-    newer.type = "button";
-    newer.textContent = "Newer";
-    newer.disabled = page === 0;
-    newer.onclick = () => { page--; show(); };
-    const older = document.createElement("button");
-    older.type = "button";
-    older.textContent = "Older";
-    older.disabled = page === pages - 1;
-    older.onclick = () => { page++; show(); };
-    pager.append(newer, " page " + (page + 1) + " of " + pages + " ", older);
+    if (pages < 2) return pager.replaceChildren();
+    pagerButtons(pager, "page " + (page + 1) + " of " + pages,
+      page > 0 && (async () => show(page - 1)), page < pages - 1 && (async () => show(page + 1)));
   };
-  show();
+  show(0);
 }

@@ -1,15 +1,9 @@
 // chainedge console: the team (members, roles, invitations, which account to act in).
-// Uses app.js's api, act, $ and load; loaded after it.
+// Uses app.js's api, act, $ and load, and format.js's cellOf, when and shortId;
+// loaded after them.
 "use strict";
 
 const ROLES = ["owner", "developer", "viewer"];
-
-function cell(tr, text) {
-  const td = document.createElement("td");
-  td.textContent = text;
-  tr.append(td);
-  return td;
-}
 
 // The accounts the user belongs to (its own first), the team's members and, for an
 // owner, the pending invitations.
@@ -32,10 +26,10 @@ async function showTeam(me) {
     const tr = document.createElement("tr");
     tr.dataset.user = m.user_id;
     // A member signed in by wallet only has no email: its id, shortened.
-    const who = cell(tr, m.name || "");
+    const who = cellOf(tr, m.name || "");
     if (!m.name) who.append(shortId(m.user_id, "member"));
     if (m.you) who.append(" (you)");
-    const roleCell = cell(tr, owner ? "" : m.role);
+    const roleCell = cellOf(tr, owner ? "" : m.role);
     if (owner) {
       const pick = document.createElement("select");
       pick.className = "member-role";
@@ -53,8 +47,8 @@ async function showTeam(me) {
       });
       roleCell.append(pick);
     }
-    cell(tr, "").append(when(m.joined_at));
-    const actions = cell(tr, "");
+    cellOf(tr, when(m.joined_at));
+    const actions = cellOf(tr, "");
     if (owner || m.you) {
       const b = document.createElement("button");
       b.className = "remove-member";
@@ -76,9 +70,9 @@ async function showTeam(me) {
   invites.replaceChildren();
   for (const i of team.invites) {
     const tr = document.createElement("tr");
-    cell(tr, i.email);
-    cell(tr, i.role);
-    cell(tr, "").append(when(i.expires_at));
+    cellOf(tr, i.email);
+    cellOf(tr, i.role);
+    cellOf(tr, when(i.expires_at));
     const b = document.createElement("button");
     b.className = "withdraw-invite";
     b.textContent = "Withdraw";
@@ -88,7 +82,7 @@ async function showTeam(me) {
       await api("DELETE", "/v1/team/invites/" + i.id);
       await load();
     });
-    cell(tr, "").append(b);
+    cellOf(tr, b);
     invites.append(tr);
   }
 }
