@@ -35,6 +35,12 @@ pub fn rfc3339(unix_secs: i64) -> String {
     humantime::format_rfc3339_seconds(at).to_string()
 }
 
+/// Unix milliseconds as RFC 3339 UTC with milliseconds (`2026-11-26T05:00:00.250Z`).
+pub fn rfc3339_ms(unix_ms: i64) -> String {
+    let at = UNIX_EPOCH + std::time::Duration::from_millis(unix_ms.max(0) as u64);
+    humantime::format_rfc3339_millis(at).to_string()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -42,5 +48,9 @@ mod tests {
         assert!(super::now() > 1_790_000_000);
         assert_eq!(super::rfc3339(1_795_669_200), "2026-11-26T05:00:00Z");
         assert_eq!(super::rfc3339(-5), "1970-01-01T00:00:00Z");
+        assert_eq!(
+            super::rfc3339_ms(1_795_669_200_250),
+            "2026-11-26T05:00:00.250Z"
+        );
     }
 }

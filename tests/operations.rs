@@ -1072,9 +1072,11 @@ fn what_the_contract_allows_the_demo_stack_accepts() {
         "sol_sender_tx",
         "sol_sender_bundle",
         "polygon_trace_replay_tx",
-        // a URL resolving to an allowed address (tests/txs.rs, sol_watch.rs)
+        // a URL resolving to an allowed address (tests/txs.rs, sol_watch.rs, team.rs)
         "eth_tx_hooks_create",
         "sol_watchlist_create",
+        "console_tx_hooks_create",
+        "console_sol_watchlist_create",
         // a page cursor the server issued (tests/index.rs)
         "eth_wallet_history",
         "polygon_wallet_history",

@@ -307,6 +307,64 @@ fn failed_deliveries_are_retried_then_dead_lettered_and_redirects_not_followed()
         3,
         "the redirect target was never asked"
     );
+
+    // The delivery log says the same. A dead letter sent again counts its attempt while
+    // the endpoint fails (4), and once it answers is delivered under its own delivery
+    // id, signed, as attempt 5, and leaves.
+    let id = e500["id"].as_str().unwrap();
+    let deliveries = format!("/v1/sol/watchlist/{id}/deliveries");
+    let log = call(&gw, &key, "GET", &deliveries, None).json();
+    assert_eq!(log["items"][0]["delivered"], false, "{log}");
+    assert_eq!(log["items"][0]["attempts"], 3, "{log}");
+    let letters = format!("/v1/sol/watchlist/{id}/dead-letters");
+    let letter = call(&gw, &key, "GET", &letters, None).json()["items"][0].clone();
+    let letter_id = letter["id"].as_str().unwrap();
+    let retry = format!("{letters}/{letter_id}/retry");
+    let again = call(&gw, &key, "POST", &retry, None).json();
+    assert_eq!(
+        (&again["delivered"], &again["attempts"]),
+        (&json!(false), &json!(4)),
+        "{again}"
+    );
+    failing.answer(200);
+    let again = call(&gw, &key, "POST", &retry, None).json();
+    assert_eq!(again["delivered"], true, "{again}");
+    assert_eq!(again["attempts"], 5, "{again}");
+    let hit = failing.hits().last().unwrap().clone();
+    assert_eq!(hit.header("X-Chainedge-Attempt"), Some("5"));
+    assert_eq!(
+        hit.header("X-Chainedge-Delivery"),
+        letter["payload"]["delivery_id"].as_str()
+    );
+    verify(e500["signing_secret"].as_str().unwrap(), &hit);
+    assert_eq!(
+        call(&gw, &key, "GET", &letters, None).json()["items"],
+        json!([])
+    );
+    assert_eq!(
+        call(&gw, &key, "POST", &retry, None).status,
+        404,
+        "a letter is sent once"
+    );
+    let log = call(&gw, &key, "GET", &deliveries, None).json();
+    assert_eq!(log["items"][0]["delivered"], true);
+    // A test delivery reaches the endpoint now, signed, marked as a test.
+    let test = call(
+        &gw,
+        &key,
+        "POST",
+        &format!("/v1/sol/watchlist/{id}/test"),
+        None,
+    )
+    .json();
+    assert_eq!(test["delivered"], true, "{test}");
+    let hit = failing.hits().last().unwrap().clone();
+    let body: serde_json::Value = serde_json::from_str(&hit.body).unwrap();
+    assert_eq!(
+        (body["type"].as_str(), body["entry_id"].as_str()),
+        (Some("test"), Some(id))
+    );
+    verify(e500["signing_secret"].as_str().unwrap(), &hit);
 }
 
 #[test]

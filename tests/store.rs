@@ -1009,15 +1009,74 @@ async fn watchlists(store: &Store) {
         .add_dead_letter(Letters::TxHooks, &letter)
         .await
         .unwrap();
-    assert_eq!(
-        store.dead_letters(Letters::TxHooks, "h1").await.unwrap(),
-        [letter]
-    );
+    let kept = store.dead_letters(Letters::TxHooks, "h1").await.unwrap();
+    assert_eq!(kept, std::slice::from_ref(&letter));
     assert!(store
         .dead_letters(Letters::SolWatchlist, "h1")
         .await
         .unwrap()
         .is_empty());
+    // A retry that failed counts its attempt; one that delivered takes the letter; a
+    // second retry of a taken letter changes nothing.
+    let mut again = letter.clone();
+    (again.attempts, again.last_error) = (3, "HTTP 503".into());
+    let of = Letters::TxHooks;
+    assert!(store.retried_dead_letter(of, &again, false).await.unwrap());
+    assert_eq!(
+        store.dead_letter(of, "h1", "tx-1-h1").await.unwrap(),
+        Some(again.clone())
+    );
+    assert!(store.retried_dead_letter(of, &again, true).await.unwrap());
+    assert!(!store.retried_dead_letter(of, &again, true).await.unwrap());
+    assert_eq!(store.dead_letter(of, "h1", "tx-1-h1").await.unwrap(), None);
+    store.add_dead_letter(of, &letter).await.unwrap();
+
+    // The delivery log: a repeat of a delivery replaces its row, each push's apart, the
+    // newest DELIVERIES_KEPT per entry, newest first.
+    use chainedge::store::deliveries::{Delivery, DELIVERIES_KEPT};
+    let delivery = |n: i64, delivered: bool| Delivery {
+        delivery_id: format!("d{n:04}"),
+        at_ms: 1_000 + n,
+        delivered,
+        attempts: 1,
+        error: if delivered {
+            String::new()
+        } else {
+            "HTTP 500".into()
+        },
+    };
+    store
+        .record_delivery(of, "h1", &delivery(0, false))
+        .await
+        .unwrap();
+    store
+        .record_delivery(of, "h1", &delivery(0, true))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.deliveries(of, "h1").await.unwrap(),
+        [delivery(0, true)]
+    );
+    assert!(store
+        .deliveries(Letters::SolWatchlist, "h1")
+        .await
+        .unwrap()
+        .is_empty());
+    for n in 1..=DELIVERIES_KEPT + 2 {
+        store
+            .record_delivery(of, "h1", &delivery(n, n % 2 == 0))
+            .await
+            .unwrap();
+    }
+    let kept = store.deliveries(of, "h1").await.unwrap();
+    assert_eq!(kept.len() as i64, DELIVERIES_KEPT);
+    assert_eq!(kept[0], delivery(DELIVERIES_KEPT + 2, true), "newest first");
+    assert_eq!(
+        kept.last().unwrap().delivery_id,
+        "d0003",
+        "the oldest dropped"
+    );
+
     assert!(!store.delete_tx_hook("t-other", "h1").await.unwrap());
     assert!(store.delete_tx_hook("t-h", "h1").await.unwrap());
     assert!(store
@@ -1025,6 +1084,10 @@ async fn watchlists(store: &Store) {
         .await
         .unwrap()
         .is_empty());
+    assert!(
+        store.deliveries(of, "h1").await.unwrap().is_empty(),
+        "the log goes with its hook"
+    );
 }
 
 /// Stake snapshots: a capture killed between vote accounts resumes after the last one

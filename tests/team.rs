@@ -483,3 +483,272 @@ fn invitation_mails_and_renames_are_budgeted_and_security_events_stay() {
     let r = ada.send("GET", "/v1/audit?limit=0", None, None);
     assert_eq!(error(&r), (400, json!("invalid_request")));
 }
+
+/// A gateway that pushes transaction webhooks and watchlist entries to receivers on
+/// 127.0.0.1 (trusting `dir`'s certificate), issues firehose tokens, and lets a console
+/// user move to business at once.
+fn pushing_gateway(node: &Fixture, dir: &std::path::Path) -> (Gateway, std::path::PathBuf) {
+    let outbox = dir.join("outbox.jsonl");
+    let webhook = format!(
+        "  webhook: {{allow_private: [\"127.0.0.0/8\"], ca_file: \"{}\", backoff_ms: 50, max_attempts: 2, timeout_ms: 2000}}\n",
+        dir.join("cert.pem").display()
+    );
+    let gw = Gateway::start(GatewayOpts {
+        pools: format!(
+            "  eth_el:\n    hosts:\n      - {{id: el-1, url: \"{u}\", family: el-geth}}\n  polygon_bor:\n    hosts:\n      - {{id: bor-1, url: \"{u}\", family: bor}}\n",
+            u = node.url()
+        ),
+        console_yaml: format!(
+            "  email:\n    outbox: {}\n  self_service_plans: [business]\n  plan_prices:\n    business: {{amount: 499}}\n",
+            outbox.display()
+        ),
+        extra_yaml: format!(
+            "{UNLIMITED}tx_tracking:\n  signing_secret: env:HOOK_SECRET\n{webhook}solana:\n  watchlist:\n    signing_secret: env:WATCH_SECRET\n  {webhook}streams:\n  firehose:\n    secret: env:FIREHOSE_SECRET\n"
+        ),
+        env: ["HOOK_SECRET", "WATCH_SECRET", "FIREHOSE_SECRET"]
+            .map(|n| (n.to_string(), format!("{n:0<40}")))
+            .to_vec(),
+        ..Default::default()
+    });
+    (gw, outbox)
+}
+
+/// The console's webhooks, watchlist and firehose screens are the key routes' own
+/// functions for the session's tenant: another tenant's entries are 404 to every route
+/// behind them, a viewer reads but neither changes nor delivers nor gets a token,
+/// changes need the CSRF token, the tenant's plan meets the key route's tier, and a test
+/// delivery and a dead letter's retry reach a real HTTPS endpoint signed.
+#[test]
+fn webhooks_watchlists_and_firehose_tokens_hold_each_tenants_line() {
+    let node = Fixture::json_rpc();
+    let dir = tempdir("team-pushes");
+    localhost_cert(&dir);
+    let rx = Receiver::start(&dir, 200);
+    let (gw, outbox) = pushing_gateway(&node, &dir);
+    let (mut ada, me) = signed_in(&gw, &outbox, "ada@example.com");
+    let ada_key = me["default_key"]["id"].as_str().unwrap().to_string();
+    let hooks = "/v1/console/tx-hooks";
+
+    // Bad endpoints are refused beside the field, before anything is stored.
+    let r = ada.send(
+        "POST",
+        hooks,
+        Some(json!({"callback_url": "http://x.example/h"})),
+        None,
+    );
+    assert_eq!(error(&r), (400, json!("callback_not_allowed")));
+    assert!(
+        r.header("X-Chainedge-Error-Detail")
+            .is_some_and(|d| d.contains("https")),
+        "{:?}",
+        r.headers
+    );
+    let r = ada.send(
+        "POST",
+        hooks,
+        Some(json!({"callback_url": rx.url()})),
+        Some(""),
+    );
+    assert_eq!(r.status, 403, "no CSRF: {}", r.text());
+    let made = ada.send("POST", hooks, Some(json!({"callback_url": rx.url()})), None);
+    assert_eq!(made.status, 201, "{}", made.text());
+    let hook = made.json();
+    let (id, secret) = (
+        hook["id"].as_str().unwrap(),
+        hook["signing_secret"].as_str().unwrap(),
+    );
+    let listed = ada.send("GET", hooks, None, None).json();
+    assert_eq!(listed[0]["id"], hook["id"]);
+    assert!(
+        listed[0].get("signing_secret").is_none(),
+        "the secret is shown once"
+    );
+
+    // A test delivery: signed, marked, logged.
+    let test = ada.send("POST", &format!("{hooks}/{id}/test"), None, None);
+    assert_eq!(test.status, 200, "{}", test.text());
+    assert_eq!(test.json()["delivered"], true, "{}", test.text());
+    let hit = rx.hits().last().unwrap().clone();
+    verify(secret, &hit);
+    let body: Value = serde_json::from_str(&hit.body).unwrap();
+    assert_eq!(
+        (body["type"].as_str(), body["hook_id"].as_str()),
+        (Some("test"), Some(id))
+    );
+    let log = ada
+        .send("GET", &format!("{hooks}/{id}/deliveries"), None, None)
+        .json();
+    assert_eq!(log["items"][0]["delivery_id"], test.json()["delivery_id"]);
+    assert_eq!(log["items"][0]["delivered"], true);
+    rx.answer(503);
+    let failed = ada
+        .send("POST", &format!("{hooks}/{id}/test"), None, None)
+        .json();
+    assert_eq!(failed["delivered"], false);
+    assert!(
+        failed["error"].as_str().unwrap().contains("503"),
+        "{failed}"
+    );
+    rx.answer(200);
+
+    // Another tenant: every route behind the hook is 404, its list empty.
+    let (mut eve, eve_me) = signed_in(&gw, &outbox, "eve@example.com");
+    assert_eq!(eve.send("GET", hooks, None, None).json(), json!([]));
+    for (method, path) in [
+        ("GET", format!("{hooks}/{id}/deliveries")),
+        ("GET", format!("{hooks}/{id}/dead-letters")),
+        ("POST", format!("{hooks}/{id}/test")),
+        ("POST", format!("{hooks}/{id}/dead-letters/any/retry")),
+        ("DELETE", format!("{hooks}/{id}")),
+        ("POST", format!("/v1/keys/{ada_key}/firehose/logs")),
+    ] {
+        let r = eve.send(method, &path, None, None);
+        assert_eq!(r.status, 404, "eve {method} {path}: {}", r.text());
+    }
+    // A key of hers cannot reach ada's hook through the key routes either.
+    let eve_raw = eve_me["default_key"]["raw"].as_str().unwrap();
+    let r = request(
+        gw.port,
+        "POST",
+        &format!("/v1/tx/hooks/{id}/test"),
+        &[("x-token", eve_raw)],
+        b"",
+    )
+    .unwrap();
+    assert_eq!(r.status, 404, "{}", r.text());
+    let hits = rx.hits().len();
+
+    // A viewer of ada's team reads, and cannot change, deliver or take a token.
+    let r = ada.send(
+        "POST",
+        "/v1/team/invites",
+        Some(json!({"email": "vic@example.com", "role": "viewer"})),
+        None,
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    let (mut vic, _) = signed_in(&gw, &outbox, "vic@example.com");
+    let code = invite_code(&outbox, "vic@example.com");
+    assert_eq!(
+        vic.send("POST", "/v1/team/join", Some(json!({"code": code})), None)
+            .status,
+        200
+    );
+    assert_eq!(
+        vic.send("GET", hooks, None, None).json()[0]["id"],
+        hook["id"]
+    );
+    for (method, path, body) in [
+        (
+            "POST",
+            hooks.to_string(),
+            Some(json!({"callback_url": rx.url()})),
+        ),
+        ("POST", format!("{hooks}/{id}/test"), None),
+        ("DELETE", format!("{hooks}/{id}"), None),
+        ("POST", format!("/v1/keys/{ada_key}/firehose/logs"), None),
+    ] {
+        let r = vic.send(method, &path, body, None);
+        assert_eq!(
+            error(&r),
+            (403, json!("role_insufficient")),
+            "vic {method} {path}"
+        );
+    }
+    assert_eq!(rx.hits().len(), hits, "nothing reached the endpoint");
+
+    // The watchlist is a business route: the free plan is told so, then meets it.
+    let watch = "/v1/console/sol-watchlist";
+    let r = ada.send("GET", watch, None, None);
+    assert_eq!(error(&r), (403, json!("tier_insufficient")));
+    assert!(r
+        .header("X-Chainedge-Error-Detail")
+        .is_some_and(|d| d.contains("business")));
+    let r = ada.send(
+        "POST",
+        "/v1/plan/request",
+        Some(json!({"plan": "business"})),
+        None,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let entry = json!({"pubkey": "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin", "callback_type": "ws", "callback_url": "indexer-1"});
+    let made = ada.send("POST", watch, Some(entry), None);
+    assert_eq!(made.status, 201, "{}", made.text());
+    let wid = made.json()["id"].as_str().unwrap().to_string();
+    let r = ada.send("POST", &format!("{watch}/{wid}/test"), None, None);
+    assert_eq!(error(&r), (409, json!("not_a_webhook")));
+    assert_eq!(
+        eve.send("DELETE", &format!("{watch}/{wid}"), None, None)
+            .status,
+        403,
+        "eve's plan is free"
+    );
+    assert_eq!(
+        vic.send("DELETE", &format!("{watch}/{wid}"), None, None)
+            .status,
+        403
+    );
+    assert_eq!(
+        ada.send("DELETE", &format!("{watch}/{wid}"), None, None)
+            .status,
+        204
+    );
+
+    // A firehose token for ada's own key: bound to it, for the asked channel only.
+    let r = ada.send(
+        "POST",
+        &format!("/v1/keys/{ada_key}/firehose/other"),
+        None,
+        None,
+    );
+    assert_eq!(r.status, 404);
+    let r = ada.send(
+        "POST",
+        &format!("/v1/keys/{ada_key}/firehose/logs"),
+        None,
+        None,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("Cache-Control"), Some("no-store"));
+    let token = r.json()["token"].as_str().unwrap().to_string();
+    let claims = token.split('.').nth(1).unwrap();
+    use base64::Engine;
+    let claims: Value = serde_json::from_slice(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(claims)
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (claims["sub"].as_str(), claims["channel"].as_str()),
+        (Some(ada_key.as_str()), Some("logs"))
+    );
+    assert_eq!(claims["plan"], "business");
+
+    // Plans say what they cost and open.
+    let plans = request(gw.port, "GET", "/v1/plans", &[], b"")
+        .unwrap()
+        .json()["plans"]
+        .clone();
+    let business = plans
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "business")
+        .unwrap();
+    assert_eq!(
+        business["price"],
+        json!({"amount": 499.0, "currency": "USD", "per": "month"})
+    );
+    let opened: Vec<&str> = business["opens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert!(opened.contains(&"sol.watchlist.create"), "{opened:?}");
+    assert!(
+        !opened.contains(&"eth.tx_hooks.create"),
+        "free routes are the free plan's: {opened:?}"
+    );
+    assert_eq!(plans[0]["price"], Value::Null);
+}

@@ -2,6 +2,7 @@
 
 mod advice;
 mod check;
+mod check_console;
 pub mod limits;
 mod pool_check;
 pub use pool_check::{HostSecrets, URL_KEY_PLACE};
@@ -330,7 +331,7 @@ pub fn load(path: &Path, purpose: Purpose) -> Result<Loaded, Vec<ConfigError>> {
     let (admin_listen, admin_token) = check::admin(&app, &serving, &mut bad);
     let (watchlist_secret, tx_hook_secret) = check::pushes(&app, &serving, &mut bad);
     let firehose_secret = check::streams(&app, &serving, &mut bad);
-    let (smtp_credentials, google_secret) = check::console(&app, &serving, &mut bad);
+    let (smtp_credentials, google_secret) = check_console::console(&app, &serving, &mut bad);
     let (store_postgres, state_dir) = check::store(&app, &rel, &mut bad);
     let cluster_redis = check::cluster(&app, &mut bad);
     check::capture(&app, &mut bad);

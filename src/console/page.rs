@@ -14,6 +14,8 @@ const UPLOT_JS: &str = include_str!("page/vendor/uplot.min.js");
 const UPLOT_CSS: &str = include_str!("page/vendor/uplot.min.css");
 const TEAM_JS: &str = include_str!("page/team.js");
 const BREAKDOWN_JS: &str = include_str!("page/breakdown.js");
+const PUSHES_JS: &str = include_str!("page/pushes.js");
+const PLANS_JS: &str = include_str!("page/plans.js");
 
 /// Scripts only from this origin, no framing, no inline script.
 const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; \
@@ -30,6 +32,8 @@ pub fn serve(file: &str) -> Result<Reply, ApiError> {
         "uplot.css" => ("text/css; charset=utf-8", UPLOT_CSS),
         "team.js" => ("text/javascript; charset=utf-8", TEAM_JS),
         "breakdown.js" => ("text/javascript; charset=utf-8", BREAKDOWN_JS),
+        "pushes.js" => ("text/javascript; charset=utf-8", PUSHES_JS),
+        "plans.js" => ("text/javascript; charset=utf-8", PLANS_JS),
         _ => return Err(ApiError::new(404, "not_found", "no such console file")),
     };
     let mut r = Reply::json(200, body.as_bytes().to_vec());

@@ -93,6 +93,7 @@ impl Edge {
             shared: &st.shared,
             config: &st.config,
             openapi: &st.openapi,
+            routes: st.matcher.routes(),
             pools: &st.pools,
             gateway: &st.gateway,
             pool_name: route.pool.as_deref().or(handler.pool),

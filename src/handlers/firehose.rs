@@ -168,15 +168,32 @@ async fn info_route(s: &super::Services<'_>, req: &Request<'_>) -> Result<Reply,
     } else {
         "logs"
     };
-    source_ready(s.mempools(), s.pools, channel)?;
+    let key = req.key().ok_or_else(|| {
+        ApiError::new(
+            403,
+            "api_key_required",
+            "a firehose token is issued to an API key",
+        )
+    })?;
     // A token outlives the request: it is issued only on the key as the store has it
     // now, never on a cached (perhaps revoked) record.
-    if let Some(key) = req.key() {
-        match s.keys().fresh(&key.secret_sha256).await? {
-            Some(rec) => crate::auth::check_standing(&rec, crate::clock::now())?,
-            None => return Err(ApiError::new(401, "unauthorized", "unknown API key")),
-        }
-    }
+    let rec = match s.keys().fresh(&key.secret_sha256).await? {
+        Some(rec) => rec,
+        None => return Err(ApiError::new(401, "unauthorized", "unknown API key")),
+    };
+    connection(s, channel, &rec)
+}
+
+/// Where `channel` is and a token that opens it for `key` (a record fresh from the
+/// store, whose standing is checked here): the key route's answer, and the console's
+/// for one of the tenant's keys.
+pub fn connection(
+    s: &super::Services<'_>,
+    channel: &str,
+    key: &crate::store::KeyRecord,
+) -> Result<Reply, ApiError> {
+    source_ready(s.mempools(), s.pools, channel)?;
+    crate::auth::check_standing(key, crate::clock::now())?;
     let app = &s.config.app;
     info(
         s.config
@@ -186,7 +203,7 @@ async fn info_route(s: &super::Services<'_>, req: &Request<'_>) -> Result<Reply,
         app.streams.firehose.token_ttl_secs,
         &public_url(app),
         channel,
-        req,
+        key,
     )
 }
 
@@ -196,7 +213,7 @@ pub fn info(
     ttl_secs: u64,
     public_url: &str,
     channel: &str,
-    req: &Request<'_>,
+    key: &crate::store::KeyRecord,
 ) -> Result<Reply, ApiError> {
     let Some(secret) = secret else {
         return Err(ApiError::new(
@@ -205,13 +222,6 @@ pub fn info(
             "the firehose is not configured here (streams.firehose.secret)",
         ));
     };
-    let key = req.key().ok_or_else(|| {
-        ApiError::new(
-            403,
-            "api_key_required",
-            "a firehose token is issued to an API key",
-        )
-    })?;
     let expires = crate::clock::now() as u64 + ttl_secs;
     let grant = Grant {
         channel: channel.to_string(),

@@ -95,6 +95,32 @@ pub fn dead_letters_json(
     serde_json::json!({"entry_id": entry_id, "items": items})
 }
 
+/// An entry's delivery log (`.../deliveries`), newest first.
+pub fn deliveries_json(
+    entry_id: &str,
+    log: &[crate::store::deliveries::Delivery],
+) -> serde_json::Value {
+    let items: Vec<serde_json::Value> = log
+        .iter()
+        .map(|d| {
+            serde_json::json!({
+                "delivery_id": d.delivery_id,
+                "at": crate::clock::rfc3339_ms(d.at_ms),
+                "delivered": d.delivered,
+                "attempts": d.attempts,
+                "error": (!d.delivered).then_some(&d.error),
+            })
+        })
+        .collect();
+    serde_json::json!({"entry_id": entry_id, "items": items})
+}
+
+/// 404 for a dead letter an entry does not hold (or no longer: another retry took it).
+pub fn no_dead_letter(id: &str) -> crate::errors::ApiError {
+    let shown: String = id.chars().take(60).collect();
+    crate::errors::ApiError::new(404, "not_found", format!("no dead letter {shown}"))
+}
+
 impl Request<'_> {
     /// The last `{param}` (a tail route's tail), or "".
     pub fn tail(&self) -> &str {

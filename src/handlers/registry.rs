@@ -63,6 +63,9 @@ pub struct Services<'a> {
     pub config: &'a Loaded,
     /// The API's OpenAPI document.
     pub openapi: &'a bytes::Bytes,
+    /// Every route of this configuration (what a plan opens; the console checks the
+    /// key routes it stands in for against them).
+    pub routes: &'a [Arc<crate::routes::Route>],
     pub pools: &'a Pools,
     pub gateway: &'a Arc<Gateway>,
     /// The route's pool: the manifest's `pool:`, else the handler's own.
@@ -96,6 +99,7 @@ const TABLES: &[&[Handler]] = &[
     base_page::HANDLERS,
     openapi::HANDLERS,
     console::HANDLERS,
+    console::pushes::HANDLERS,
     mesh::HANDLERS,
     usage::HANDLERS,
     metrics_mirror::HANDLERS,

@@ -6,6 +6,7 @@
 //! peer-graph snapshots, MEV-Share stream slots). Producers (`capture`) and handlers
 //! import from here; nothing here imports either.
 
+pub mod deliveries;
 pub mod mempool;
 pub mod metrics_cache;
 pub mod mev_snapshots;

@@ -20,7 +20,7 @@ use crate::config::secrets::Secret;
 use crate::config::WatchlistConf;
 use crate::pools::Pools;
 use crate::rpc::Gateway;
-use crate::state::webhook;
+use crate::state::{deliveries, webhook};
 use crate::store::sol_watchlist::{DeadLetter, Letters, WatchEntry};
 use crate::store::Store;
 use bytes::Bytes;
@@ -134,6 +134,11 @@ impl SolWatch {
     }
 
     /// The ranges callbacks may resolve to besides public addresses.
+    /// The client entries are delivered with (tests and retries by hand use it too).
+    pub fn sender(&self) -> &webhook::Sender {
+        &self.sender
+    }
+
     pub fn allow(&self) -> &[crate::net_policy::Cidr] {
         self.sender.allow()
     }
@@ -241,7 +246,7 @@ impl SolWatch {
                 self.in_flight.fetch_sub(1, Ordering::SeqCst);
                 let this = self.clone();
                 tokio::spawn(async move {
-                    this.dead_letter(&entry, body, 0, "delivery queue full")
+                    this.dead_letter(&entry, body, &delivery_id, (0, "delivery queue full"))
                         .await;
                 });
                 continue;
@@ -257,8 +262,8 @@ impl SolWatch {
     /// Every attempt of one webhook delivery, then a dead letter if none succeeded.
     async fn deliver(&self, entry: WatchEntry, body: String, delivery_id: String) {
         let Some(secret) = self.entry_secret(&entry.id) else {
-            self.dead_letter(&entry, body, 0, "webhooks are not configured here")
-                .await;
+            let failed = (0, "webhooks are not configured here");
+            self.dead_letter(&entry, body, &delivery_id, failed).await;
             return;
         };
         let bytes = Bytes::from(body.clone());
@@ -266,22 +271,45 @@ impl SolWatch {
             .sender
             .deliver(&entry.callback_url, &bytes, &secret, &delivery_id)
             .await;
-        if let Err((attempts, last)) = sent {
-            log::info!(
-                "watchlist: delivery {delivery_id} of entry {} failed {attempts} times: {last}",
-                entry.id
-            );
-            self.dead_letter(&entry, body, attempts as i64, &last).await;
+        match sent {
+            Ok(n) => {
+                let (store, of) = (&self.store, Letters::SolWatchlist);
+                deliveries::record(store, of, &entry.id, &delivery_id, Ok(n)).await;
+            }
+            Err((attempts, last)) => {
+                log::info!(
+                    "watchlist: delivery {delivery_id} of entry {} failed {attempts} times: {last}",
+                    entry.id
+                );
+                self.dead_letter(&entry, body, &delivery_id, (attempts, &last))
+                    .await;
+            }
         }
     }
 
-    async fn dead_letter(&self, entry: &WatchEntry, payload: String, attempts: i64, why: &str) {
+    /// A delivery that failed every attempt: logged, and kept under its delivery id.
+    async fn dead_letter(
+        &self,
+        entry: &WatchEntry,
+        payload: String,
+        delivery_id: &str,
+        (attempts, why): (u32, &str),
+    ) {
+        let of = Letters::SolWatchlist;
+        deliveries::record(
+            &self.store,
+            of,
+            &entry.id,
+            delivery_id,
+            Err((attempts, why)),
+        )
+        .await;
         let d = DeadLetter {
-            id: uuid::Uuid::new_v4().to_string(),
+            id: delivery_id.to_string(),
             entry_id: entry.id.clone(),
             tenant_id: entry.tenant_id.clone(),
             payload,
-            attempts,
+            attempts: attempts as i64,
             last_error: why.chars().take(500).collect(),
             created_at: crate::clock::now(),
         };

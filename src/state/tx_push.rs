@@ -18,7 +18,7 @@
 
 use crate::config::secrets::Secret;
 use crate::config::usage::TxTrackingConf;
-use crate::state::webhook;
+use crate::state::{deliveries, webhook};
 use crate::store::sol_watchlist::{DeadLetter, Letters};
 use crate::store::tx_push::{TxEvent, TxHook};
 use crate::store::txs::{TrackedTx, TxChange};
@@ -133,6 +133,11 @@ impl TxPush {
     }
 
     /// The ranges callbacks may resolve to besides public addresses.
+    /// The client hooks are delivered with (tests and retries by hand use it too).
+    pub fn sender(&self) -> &webhook::Sender {
+        &self.sender
+    }
+
     pub fn allow(&self) -> &[crate::net_policy::Cidr] {
         self.sender.allow()
     }
@@ -185,14 +190,14 @@ impl TxPush {
                 hooks.insert(&e.tenant_id, of_tenant);
             }
         }
-        let mut deliveries: Vec<Pin<Box<dyn Future<Output = ()> + Send + '_>>> = Vec::new();
+        let mut sends: Vec<Pin<Box<dyn Future<Output = ()> + Send + '_>>> = Vec::new();
         for e in &events {
             for h in &hooks[e.tenant_id.as_str()] {
-                deliveries.push(Box::pin(self.deliver(e, h)));
+                sends.push(Box::pin(self.deliver(e, h)));
             }
         }
         let at_once = self.conf.webhook.max_pending.max(1);
-        futures_util::stream::iter(deliveries)
+        futures_util::stream::iter(sends)
             .buffer_unordered(at_once)
             .collect::<Vec<()>>()
             .await;
@@ -217,12 +222,18 @@ impl TxPush {
             None => (0, "webhooks are not configured here".to_string()),
             Some(secret) => {
                 let bytes = Bytes::from(body.clone());
-                match self
+                let sent = self
                     .sender
                     .deliver(&hook.callback_url, &bytes, &secret, &delivery_id)
-                    .await
-                {
-                    Ok(()) => return,
+                    .await;
+                let ended = match &sent {
+                    Ok(n) => Ok(*n),
+                    Err((n, why)) => Err((*n, why.as_str())),
+                };
+                deliveries::record(&self.store, Letters::TxHooks, &hook.id, &delivery_id, ended)
+                    .await;
+                match sent {
+                    Ok(_) => return,
                     Err(failed) => failed,
                 }
             }

@@ -151,28 +151,20 @@ impl Sender {
     }
 
     /// Every attempt of one delivery, signed with `entry_secret`, the wait doubling
-    /// between attempts; `Err` with the attempts made and the last failure when none
-    /// was answered 2xx.
+    /// between attempts: the attempts it took, or `Err` with the attempts made and the
+    /// last failure when none was answered 2xx.
     pub async fn deliver(
         &self,
         url: &str,
         body: &Bytes,
         entry_secret: &str,
         delivery_id: &str,
-    ) -> Result<(), (u32, String)> {
+    ) -> Result<u32, (u32, String)> {
         let mut wait = self.backoff;
         let mut last = String::new();
         for n in 1..=self.attempts {
-            let ts = crate::clock::now();
-            let header = |name: &str, value: &str| (name.to_string(), Secret::not_secret(value));
-            let headers = [
-                header("X-Chainedge-Signature", &signature(entry_secret, ts, body)),
-                header("X-Chainedge-Timestamp", &ts.to_string()),
-                header("X-Chainedge-Delivery", delivery_id),
-                header("X-Chainedge-Attempt", &n.to_string()),
-            ];
-            match self.attempt(url, body, &headers, delivery_id).await {
-                Ok(()) => return Ok(()),
+            match self.once(url, body, entry_secret, delivery_id, n).await {
+                Ok(()) => return Ok(n),
                 Err(e) => last = e,
             }
             if n < self.attempts {
@@ -181,6 +173,27 @@ impl Sender {
             }
         }
         Err((self.attempts, last))
+    }
+
+    /// One signed attempt (number `n` of its delivery): a test, a retry by hand, or one
+    /// of `deliver`'s.
+    pub async fn once(
+        &self,
+        url: &str,
+        body: &Bytes,
+        entry_secret: &str,
+        delivery_id: &str,
+        n: u32,
+    ) -> Result<(), String> {
+        let ts = crate::clock::now();
+        let header = |name: &str, value: &str| (name.to_string(), Secret::not_secret(value));
+        let headers = [
+            header("X-Chainedge-Signature", &signature(entry_secret, ts, body)),
+            header("X-Chainedge-Timestamp", &ts.to_string()),
+            header("X-Chainedge-Delivery", delivery_id),
+            header("X-Chainedge-Attempt", &n.to_string()),
+        ];
+        self.attempt(url, body, &headers, delivery_id).await
     }
 
     pub fn allow(&self) -> &[Cidr] {

@@ -570,4 +570,19 @@ CREATE TABLE sign_in_guards (
     PRIMARY KEY (email, client)
 );
 "#,
+    // The newest deliveries of each push entry, delivered or not, for the console and
+    // the `.../deliveries` routes (`store/deliveries.rs`).
+    r#"
+CREATE TABLE push_deliveries (
+    push TEXT NOT NULL,
+    entry_id TEXT NOT NULL,
+    delivery_id TEXT NOT NULL,
+    at_ms INTEGER NOT NULL,
+    delivered INTEGER NOT NULL,
+    attempts INTEGER NOT NULL,
+    error TEXT NOT NULL,
+    PRIMARY KEY (push, entry_id, delivery_id)
+);
+CREATE INDEX push_deliveries_by_entry ON push_deliveries(push, entry_id, at_ms);
+"#,
 ];

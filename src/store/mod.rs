@@ -14,6 +14,7 @@ pub mod requests;
 /// What an owner may narrow a key to, as stored with it.
 pub use crate::key_restrictions::RestrictionsDoc;
 pub mod deadline;
+pub mod deliveries;
 pub mod index;
 pub mod index_balances;
 pub mod index_history;

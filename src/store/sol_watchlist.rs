@@ -29,7 +29,15 @@ pub enum Letters {
 }
 
 impl Letters {
-    fn table(self) -> &'static str {
+    /// The push's name in the delivery log (`store/deliveries.rs`).
+    pub fn push(self) -> &'static str {
+        match self {
+            Letters::SolWatchlist => "sol_watchlist",
+            Letters::TxHooks => "tx_hooks",
+        }
+    }
+
+    pub(super) fn table(self) -> &'static str {
         match self {
             Letters::SolWatchlist => "sol_watchlist_dead_letters",
             Letters::TxHooks => "tx_hook_dead_letters",
@@ -146,7 +154,8 @@ impl Store {
         rows.first().map(entry).transpose()
     }
 
-    /// Delete an entry `tenant_id` owns, with its dead letters: whether it existed.
+    /// Delete an entry `tenant_id` owns, with its dead letters and delivery log: whether
+    /// it existed.
     pub async fn delete_watch_entry(&self, tenant_id: &str, id: &str) -> Result<bool, StoreError> {
         let mut tx = self.db.begin().await?;
         let n = tx
@@ -158,6 +167,11 @@ impl Store {
         if n > 0 {
             tx.execute(
                 "DELETE FROM sol_watchlist_dead_letters WHERE entry_id = $1",
+                params![id],
+            )
+            .await?;
+            tx.execute(
+                "DELETE FROM push_deliveries WHERE push = 'sol_watchlist' AND entry_id = $1",
                 params![id],
             )
             .await?;

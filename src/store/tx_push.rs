@@ -155,7 +155,8 @@ impl Store {
         rows.first().map(hook).transpose()
     }
 
-    /// Delete a hook `tenant_id` owns, with its dead letters: whether it existed.
+    /// Delete a hook `tenant_id` owns, with its dead letters and delivery log: whether it
+    /// existed.
     pub async fn delete_tx_hook(&self, tenant_id: &str, id: &str) -> Result<bool, StoreError> {
         let mut tx = self.db.begin().await?;
         let n = tx
@@ -167,6 +168,11 @@ impl Store {
         if n > 0 {
             tx.execute(
                 "DELETE FROM tx_hook_dead_letters WHERE entry_id = $1",
+                params![id],
+            )
+            .await?;
+            tx.execute(
+                "DELETE FROM push_deliveries WHERE push = 'tx_hooks' AND entry_id = $1",
                 params![id],
             )
             .await?;

@@ -1,7 +1,7 @@
 // Drives the console page in headless Chromium: email sign-in, cookie attributes,
 // default key, the key's usage chart (with a screenshot whose pixels must show the
 // bars), create / rotate / revoke, a forged cross-site POST, sign-out.
-// Usage: node console.mjs BASE_URL OUTBOX_FILE SCREENSHOT_FILE   (exit 0 = all passed)
+// Usage: node console.mjs BASE_URL OUTBOX_FILE SCREENSHOT_FILE HOOK_URL   (exit 0 = all passed)
 import { chromium } from "playwright-core";
 import { readFileSync, existsSync, writeFileSync } from "node:fs";
 import assert from "node:assert/strict";
@@ -24,7 +24,7 @@ function base58(bytes) {
   return out;
 }
 
-const [base, outbox, screenshotFile] = process.argv.slice(2);
+const [base, outbox, screenshotFile, hookUrl] = process.argv.slice(2);
 // A full-page screenshot of a flow, kept beside the chart's as a test artifact.
 const shot = async (p, name) =>
   writeFileSync(screenshotFile.replace(/[^/]*$/, name + ".png"), await p.screenshot({ fullPage: true }));
@@ -67,6 +67,9 @@ const browser = await chromium.launch({
 try {
   const context = await browser.newContext();
   const page = await context.newPage();
+  // A script error fails the run with its message (not a timeout far from its cause).
+  const scriptErrors = [];
+  page.on("pageerror", (e) => { scriptErrors.push(e.message); console.log("page error: " + e.message); });
   const resp = await page.goto(base + "/console/");
   assert.equal(resp.status(), 200);
   assert.match(resp.headers()["content-security-policy"], /script-src 'self'/);
@@ -108,7 +111,9 @@ try {
   const raw = await page.textContent("#default-raw");
   assert.match(raw, /^ce_[A-Za-z0-9_-]{43}$/);
   // The shell: the overview first, the account and the role in the header.
-  await page.waitForSelector('[data-view="overview"]:not([hidden])');
+  await page.waitForSelector('[data-view="overview"]:not([hidden])', { timeout: 5000 }).catch(async (e) => {
+    throw new Error("no overview; the page says: " + await page.textContent("#status") + "; " + e.message);
+  });
   assert.equal(await page.getAttribute('nav.side a[data-nav="overview"]', "aria-current"), "page");
   assert.equal(await page.textContent("#role-badge"), "owner");
   await go(page, "keys");
@@ -142,6 +147,8 @@ try {
   await page.waitForSelector("#plans-list tr.current");
   assert.equal(await page.locator("#plans-list tr").count(), 6);
   assert.match(await page.textContent("#plans-list tr.current"), /^free \(yours\)/);
+  // Each plan with its price (none configured here) and the routes it opens.
+  assert.match(await page.textContent('#plans-list tr[data-plan="business"]'), /price on request.*all of pro \+ \d+ routes/);
   page.once("dialog", (d) => d.accept());
   await page.locator('#plans-list tr[data-plan="pro"] button.ask-plan').click();
   await page.waitForFunction(() => document.getElementById("plan-request").textContent.startsWith("Waiting for an operator: pro"));
@@ -341,6 +348,25 @@ try {
   assert.deepEqual(audit, ["key.revoke", "key.rotate", "key.restrict", "key.rename", "key.create", "plan.request", "key.create"], audit.join(","));
   assert.equal(await page.textContent("#audit-list tr td:nth-child(2)"), email);
   console.log(`audit log: ${audit.join(", ")}`);
+  // More than a page of it (25 a page): Older shows the rest, Newer comes back.
+  const defaultId = await page.locator("#keys tr").first().getAttribute("data-id");
+  await page.evaluate(async (id) => {
+    for (let i = 1; i < 20; i++) await api("PATCH", "/v1/keys/" + id, { restrictions: { max_rps: i } });
+    await api("PATCH", "/v1/keys/" + id, { restrictions: {} });
+  }, defaultId);
+  await page.evaluate(() => showAudit());
+  await go(page, "audit");
+  await page.waitForFunction(() => document.querySelectorAll("#audit-list tr").length === 25);
+  assert.ok(await page.locator("#audit-pager button:has-text('Newer')").isDisabled());
+  await page.click("#audit-pager button:has-text('Older')");
+  await page.waitForFunction(() => document.querySelectorAll("#audit-list tr").length === 2);
+  const older = await page.locator("#audit-list tr td:nth-child(3)").allTextContents();
+  assert.deepEqual(older, ["plan.request", "key.create"], "the oldest two on page 2");
+  assert.ok(await page.locator("#audit-pager button:has-text('Older')").isDisabled());
+  await page.click("#audit-pager button:has-text('Newer')");
+  await page.waitForFunction(() => document.querySelectorAll("#audit-list tr").length === 25);
+  console.log("audit log paged: 25, then the oldest 2, and back");
+  await go(page, "keys");
 
   // A forged cross-site POST: another site auto-submits a form to /v1/keys. The session
   // cookie (SameSite=Lax) is not sent on a cross-site POST and there is no CSRF header.
@@ -395,6 +421,85 @@ try {
   assert.ok(await page.locator("#new-raw-wrap").isVisible(), "the new secret shown");
   console.log(`accessibility: every control named, ${revokeNames.length} key buttons name their key, a key created by keyboard`);
 
+  // Webhooks & streams, by keyboard alone: the view from the navigation, a webhook whose
+  // bad URL is explained beside the field, then added (its secret shown once), a test
+  // delivery, its delivery log; the watchlist says what plan it needs; a firehose token.
+  const tabTo = async (selector, most = 80) => {
+    for (let i = 0; i < most; i++) {
+      if (await page.evaluate((s) => document.activeElement?.matches(s), selector)) return;
+      await page.keyboard.press("Tab");
+    }
+    throw new Error(`Tab never reached ${selector}`);
+  };
+  await page.focus('nav.side a[data-nav="webhooks"]');
+  await page.keyboard.press("Enter");
+  await page.waitForSelector('[data-view="webhooks"]:not([hidden])');
+  await tabTo("#tx-hook-url");
+  await page.keyboard.type("http://example.com/hook");
+  await page.keyboard.press("Enter");
+  await page.waitForSelector("#tx-hook-url-error");
+  assert.match(await page.textContent("#tx-hook-url-error"), /https/);
+  assert.equal(await page.evaluate(() => document.activeElement.id), "tx-hook-url");
+  await page.keyboard.press("Control+A");
+  await page.keyboard.type(hookUrl);
+  await page.keyboard.press("Enter");
+  await page.waitForSelector("#tx-hooks-list tr[data-id]");
+  assert.match(await page.textContent("#hook-secret"), /^[0-9a-f]{64}$/);
+  assert.equal(await page.locator("#tx-hook-url-error").count(), 0, "the error goes with the fix");
+  await tabTo("#tx-hooks-list button.test");
+  await page.keyboard.press("Enter");
+  await page.waitForFunction(() => /Test delivered in \d+ ms/.test(document.getElementById("status").textContent));
+  await tabTo("#tx-hooks-list button.deliveries");
+  await page.keyboard.press("Enter");
+  await page.waitForSelector("#deliveries:not([hidden]) #deliveries-list tr");
+  assert.equal(await page.textContent("#deliveries-list tr td:nth-child(3)"), "delivered");
+  assert.match(await page.textContent("#sol-watch-off"), /^Not available to this account: this route needs plan business or above\. Compare plans$/);
+  assert.equal(await page.textContent("#letters-list"), "None yet.");
+  await tabTo("#firehose-key");
+  await tabTo("#firehose-form button[type=submit]", 5);
+  await page.keyboard.press("Enter");
+  // The firehose is a business route: the page says so where the user asked (the
+  // token itself is tested through the same route in tests/team.rs).
+  await page.waitForFunction(() => /^No token: /.test(document.getElementById("status").textContent));
+  assert.match(await page.textContent("#status"), /needs plan business or above/);
+  assert.ok(await page.locator("#firehose-info").isHidden());
+  await shot(page, "webhooks-and-streams");
+  await tabTo("#tx-hooks-list button.delete");
+  await page.keyboard.press("Enter");
+  await page.waitForFunction(() => !document.querySelector("#tx-hooks-list tr[data-id]"));
+  console.log("webhooks & streams by keyboard: bad URL explained, hook added, test delivered and logged, watchlist and firehose plans named, hook deleted");
+
+  // Keyboard alone reaches every control a view shows (Tab walks them all, none is a
+  // mouse-only element), and the focused one is visibly marked.
+  async function everyControlByTab(view) {
+    await page.evaluate(() => {
+      document.activeElement?.blur();
+      window.getSelection()?.removeAllRanges();
+    });
+    for (let i = 0; i < 400; i++) {
+      await page.keyboard.press("Tab");
+      const at = await page.evaluate(() => {
+        const e = document.activeElement;
+        if (!e || e === document.body) return null;
+        if (e.dataset.tabbed) return { again: true };
+        e.dataset.tabbed = "1";
+        const style = getComputedStyle(e);
+        return { id: e.outerHTML.slice(0, 60), marked: style.outlineStyle !== "none" || style.boxShadow !== "none" };
+      });
+      if (at === null) continue;
+      if (at.again) break;
+      assert.ok(at.marked, `${view}: focus on ${at.id} is not visible`);
+    }
+    const missed = await page.evaluate(() => {
+      const shown = (e) => !e.closest("[hidden]") && e.getClientRects().length > 0 && !e.disabled;
+      const controls = [...document.querySelectorAll("button, input, select, textarea, a[href], summary, [onclick]")].filter(shown);
+      const out = controls.filter((e) => !e.dataset.tabbed).map((e) => e.outerHTML.slice(0, 80));
+      for (const e of document.querySelectorAll("[data-tabbed]")) delete e.dataset.tabbed;
+      return out;
+    });
+    assert.deepEqual(missed, [], `${view}: controls Tab never reaches`);
+  }
+
   // Every view at a desktop and a phone width: nothing wider than the window (a table
   // scrolls inside its own box), one screenshot each (test artifacts).
   const views = await page.locator("nav.side a").evaluateAll((as) => as.map((a) => a.dataset.nav));
@@ -413,6 +518,7 @@ try {
       assert.ok(overflow.wide <= 0 && overflow.sticking.length === 0,
         `${view} at ${width}px scrolls sideways: ${JSON.stringify(overflow)}`);
       assert.deepEqual(await axeViolations(page), [], `accessibility of ${view} at ${width}px`);
+      if (width === 1280) await everyControlByTab(view);
       await shot(page, `view-${view}-${width}`);
     }
   }
@@ -420,7 +526,7 @@ try {
   // What the page weighs: its HTML, scripts and styles as served.
   const weight = await page.evaluate(async () => {
     const files = ["/console/", "/console/app.js", "/console/format.js", "/console/shell.js", "/console/charts.js",
-      "/console/team.js", "/console/breakdown.js", "/console/uplot.js", "/console/uplot.css"];
+      "/console/team.js", "/console/breakdown.js", "/console/pushes.js", "/console/plans.js", "/console/uplot.js", "/console/uplot.css"];
     let total = 0;
     for (const f of files) total += (await (await fetch(f)).arrayBuffer()).byteLength;
     return total;
@@ -428,7 +534,7 @@ try {
   // uPlot is 53 KB of it; the whole page stays under 160 KB.
   assert.ok(weight < 160_000, `the console weighs ${weight} bytes`);
   const loaded = await page.evaluate(() => performance.getEntriesByType("navigation")[0].domContentLoadedEventEnd);
-  console.log(`views: ${views.join(", ")} at 1280 and 390 px, none scrolls sideways, axe: no serious or critical violation; page ${weight} bytes, DOM ready in ${loaded.toFixed(1)} ms`);
+  console.log(`views: ${views.join(", ")} at 1280 and 390 px, none scrolls sideways, Tab reaches every control with its focus shown, axe: no serious or critical violation; page ${weight} bytes, DOM ready in ${loaded.toFixed(1)} ms`);
 
   // Team: the owner invites a viewer from the page; the viewer signs in elsewhere, joins
   // with the emailed code, and is offered nothing it may not do.
@@ -503,6 +609,7 @@ try {
   assert.equal(await walletPage.textContent("#provider"), "wallet_solana");
   console.log(`solana wallet sign-in: ${address}`);
 
+  assert.deepEqual(scriptErrors, [], "script errors on the page");
   console.log("console page: all browser checks passed");
 } finally {
   await browser.close();

@@ -5,6 +5,7 @@ use hmac::{Hmac, Mac};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -34,6 +35,7 @@ impl Hit {
 pub struct Receiver {
     pub port: u16,
     hits: Arc<Mutex<Vec<Hit>>>,
+    status: Arc<AtomicU16>,
 }
 
 impl Receiver {
@@ -48,10 +50,13 @@ impl Receiver {
         let port = listener.local_addr().unwrap().port();
         let hits = Arc::new(Mutex::new(Vec::new()));
         let seen = hits.clone();
+        let answering = Arc::new(AtomicU16::new(status));
+        let current = answering.clone();
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
                 let acceptor = acceptor.clone();
                 let seen = seen.clone();
+                let current = current.clone();
                 std::thread::spawn(move || {
                     let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
                     let Ok(tls) = acceptor.accept(stream) else {
@@ -89,6 +94,7 @@ impl Receiver {
                             headers,
                             body: String::from_utf8_lossy(&body).into_owned(),
                         });
+                        let status = current.load(Ordering::SeqCst);
                         let extra = if (300..400).contains(&status) {
                             "Location: http://169.254.169.254/latest/meta-data\r\n"
                         } else {
@@ -103,7 +109,16 @@ impl Receiver {
                 });
             }
         });
-        Receiver { port, hits }
+        Receiver {
+            port,
+            hits,
+            status: answering,
+        }
+    }
+
+    /// Answer every request from now on with `status`.
+    pub fn answer(&self, status: u16) {
+        self.status.store(status, Ordering::SeqCst);
     }
 
     pub fn url(&self) -> String {

@@ -36,6 +36,28 @@ pub struct ConsoleConf {
     /// plan waits for an operator (`chainedge tenants approve-plan`).
     #[serde(default)]
     pub self_service_plans: Vec<String>,
+    /// What each plan costs, as the plans page shows it (a plan without one reads
+    /// "price on request").
+    #[serde(default)]
+    pub plan_prices: std::collections::BTreeMap<String, PlanPrice>,
+}
+
+/// A plan's price: `amount` in `currency` (ISO 4217) per `per` (month or year).
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanPrice {
+    pub amount: f64,
+    #[serde(default = "d_currency")]
+    pub currency: String,
+    #[serde(default = "d_per")]
+    pub per: String,
+}
+
+fn d_currency() -> String {
+    "USD".into()
+}
+fn d_per() -> String {
+    "month".into()
 }
 
 /// An OIDC provider (Google by default; endpoints configurable for tests and other IdPs).
@@ -88,6 +110,7 @@ impl Default for ConsoleConf {
             max_challenges_per_subject: d_challenges_per_subject(),
             google: None,
             self_service_plans: Vec::new(),
+            plan_prices: Default::default(),
         }
     }
 }

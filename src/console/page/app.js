@@ -70,69 +70,8 @@ async function load() {
   await showPlans(me.plan && me.plan.name);
   await listKeys();
   await showTeam(me);
+  await showPushes();
   route(false);
-}
-
-// Every plan, the tenant's own marked; another can be asked for (applied at once where
-// the operator made it self-service, else sent for approval).
-async function showPlans(current) {
-  const [{ plans }, { request }] = await Promise.all([
-    api("GET", "/v1/plans"), api("GET", "/v1/plan/request")]);
-  const tbody = $("plans-list");
-  tbody.replaceChildren();
-  for (const p of plans) {
-    const tr = document.createElement("tr");
-    tr.dataset.plan = p.name;
-    if (p.name === current) tr.className = "current";
-    const cells = [p.name + (p.name === current ? " (yours)" : ""), p.requests_per_second ?? "no limit set",
-      p.compute_units_per_second ?? "—", p.burst + "\u00d7"];
-    for (const c of cells) {
-      const td = document.createElement("td");
-      td.textContent = String(c);
-      tr.append(td);
-    }
-    const action = document.createElement("td");
-    if (p.name !== current && role === "owner") {
-      const b = document.createElement("button");
-      b.className = "ask-plan";
-      b.textContent = p.self_service ? "Switch" : "Request";
-      b.onclick = () => act(async () => {
-        if (!confirm((p.self_service ? "Switch to " : "Ask an operator for ") + p.name + "?")) return;
-        const answer = await api("POST", "/v1/plan/request", { plan: p.name });
-        await load();
-        $("plan-request").textContent = answer.request.status === "applied"
-          ? "Your plan is now " + p.name + "." : $("plan-request").textContent;
-      }, b);
-      action.append(b);
-    }
-    tr.append(action);
-    tbody.append(tr);
-  }
-  $("plan-request").textContent = request && request.status === "pending"
-    ? "Waiting for an operator: " + request.plan + " (asked " + request.requested_at.replace("T", " ").replace("Z", " UTC") + ")."
-    : request ? "Last request: " + request.plan + ", " + request.status + "." : "";
-}
-
-// The tenant's plan and what it allows: requests/s (the default and each category that
-// sets its own), the burst over it, compute units/s.
-function showPlan(plan) {
-  const list = $("plan-categories");
-  list.replaceChildren();
-  if (!plan) {
-    $("plan").textContent = "Plan not available.";
-    return;
-  }
-  const rate = (r) => (r == null ? "no limit set" : r + " requests/s");
-  let text = plan.name + ": " + rate(plan.requests_per_second) +
-    " (bursts to " + plan.burst + "\u00d7)";
-  if (plan.compute_units_per_second != null) text += ", " + plan.compute_units_per_second + " compute units/s";
-  if (plan.trial_ends_at) text += "; trial until " + plan.trial_ends_at;
-  $("plan").textContent = text;
-  for (const [category, r] of Object.entries(plan.categories || {})) {
-    const li = document.createElement("li");
-    li.textContent = category + ": " + rate(r);
-    list.appendChild(li);
-  }
 }
 
 // Where to call, from this page's own origin, and a request that works as shown (with
@@ -348,14 +287,7 @@ function showFieldError(detail) {
     const line = rows.findIndex((l) => l.trim() && ++seen === Number(m[2]));
     if (line >= 0) why = "line " + (line + 1) + ": " + why;
   }
-  const p = document.createElement("p");
-  p.className = "field-error error";
-  p.id = id + "-error";
-  p.textContent = why;
-  field.after(p);
-  field.setAttribute("aria-invalid", "true");
-  field.setAttribute("aria-describedby", p.id);
-  field.focus();
+  markField(field, why);
   return true;
 }
 

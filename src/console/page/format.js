@@ -80,3 +80,16 @@ function paged(tbody, pager, rows, size, render) {
   };
   show(0);
 }
+
+// `why` beside `field` (announced with it, the field marked and focused); cleared by
+// app.js's clearFieldErrors.
+function markField(field, why) {
+  const p = document.createElement("p");
+  p.className = "field-error error";
+  p.id = field.id + "-error";
+  p.textContent = why;
+  field.after(p);
+  field.setAttribute("aria-invalid", "true");
+  field.setAttribute("aria-describedby", p.id);
+  field.focus();
+}

@@ -22,6 +22,7 @@ pub use crate::auth::{DEFAULT_SCOPES, SCOPES};
 
 mod audit;
 mod plans;
+pub mod pushes;
 mod sign_in;
 mod team;
 mod usage;
@@ -71,7 +72,7 @@ pub const HANDLERS: &[Handler] = &[
     })
     .form(),
     Handler::new("console_plans", |s, _| {
-        Box::pin(async move { plans::list(s.config) })
+        Box::pin(async move { plans::list(s.config, s.routes) })
     }),
     Handler::new("console_plan_request", |s, r| {
         Box::pin(plans::ask(s.config, s.console(), s.keys(), r))
@@ -362,12 +363,19 @@ pub(super) fn not_found() -> ApiError {
 /// the page to show beside the field (`restrictions.allowed_ips[2]: ...`), goes in
 /// `X-Chainedge-Error-Detail`: printable ASCII, at most 300 characters.
 pub(super) fn bad(code: &'static str, message: &str) -> ApiError {
-    let detail: String = message
+    explained(ApiError::new(400, code, message))
+}
+
+/// Any console error with its message in `X-Chainedge-Error-Detail` (printable ASCII,
+/// at most 300 characters), for the page to say what went wrong and where.
+pub(super) fn explained(e: ApiError) -> ApiError {
+    let detail: String = e
+        .message
         .chars()
         .map(|c| if (' '..='~').contains(&c) { c } else { '?' })
         .take(300)
         .collect();
-    ApiError::new(400, code, message).with_header("X-Chainedge-Error-Detail", detail)
+    e.with_header("X-Chainedge-Error-Detail", detail)
 }
 
 /// A budget spent: 429 with `Retry-After` (the console's envelope carries the code only).

@@ -11,10 +11,13 @@ use crate::console::{db, Console};
 use crate::errors::ApiError;
 use crate::handlers::Request;
 use crate::reply::Reply;
+use crate::routes::spec::Credential;
+use crate::routes::Route;
 use crate::store::plan_requests::PlanRequest;
 use crate::store::team::Role;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use std::sync::Arc;
 
 /// A plan's limits as the console shows them: the request rate of every rate category
 /// (the default, and the categories that set their own), the burst over it, the compute
@@ -34,9 +37,10 @@ pub(super) fn plan_limits(limits: &LimitsConf, plan: &str) -> Value {
     })
 }
 
-/// `GET /v1/plans`: every configured plan, lowest first, and whether a user may move
-/// to it without an operator.
-pub(super) fn list(config: &Loaded) -> Result<Reply, ApiError> {
+/// `GET /v1/plans`: every configured plan, lowest first: its limits and price, whether
+/// a user may move to it without an operator, and the key routes it opens that the plan
+/// below it does not (`opens`; a plan opens everything below it too).
+pub(super) fn list(config: &Loaded, routes: &[Arc<Route>]) -> Result<Reply, ApiError> {
     let app = &config.app;
     let plans: Vec<Value> = app
         .plans
@@ -44,10 +48,37 @@ pub(super) fn list(config: &Loaded) -> Result<Reply, ApiError> {
         .map(|p| {
             let mut v = plan_limits(&app.limits, p);
             v["self_service"] = json!(app.console.self_service_plans.contains(p));
+            v["price"] = json!(app.console.plan_prices.get(p));
+            v["opens"] = opened_at(routes, p, p == &app.plans[0]);
             v
         })
         .collect();
     json_reply(200, json!({ "plans": plans }))
+}
+
+/// The enabled key routes whose lowest plan is `plan` (for the lowest plan, those that
+/// name none too), as `{name, methods, path}`.
+fn opened_at(routes: &[Arc<Route>], plan: &str, lowest: bool) -> Value {
+    let opened: Vec<Value> = routes
+        .iter()
+        .filter(|r| {
+            let keyed = [
+                Credential::ApiKey,
+                Credential::OptionalApiKey,
+                Credential::AdminOrApiKey,
+            ];
+            r.enabled && keyed.contains(&r.credential)
+        })
+        .filter(|r| match r.min_plan_name.as_deref() {
+            Some(p) => p == plan,
+            None => lowest,
+        })
+        .map(|r| {
+            let methods: Vec<&str> = r.methods.iter().map(|m| m.as_str()).collect();
+            json!({"name": r.name, "methods": methods, "path": r.path, "websocket": r.websocket})
+        })
+        .collect();
+    Value::Array(opened)
 }
 
 #[derive(Deserialize)]

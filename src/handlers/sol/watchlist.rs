@@ -1,12 +1,15 @@
 //! Watchlist entries (SPEC "SolWatchlistEntry"): `GET/POST /v1/sol/watchlist`,
-//! `GET/DELETE /v1/sol/watchlist/{id}`, and `GET /v1/sol/watchlist/{id}/dead-letters`.
-//! The tenant is the credential's; another tenant's id is 404, as an unknown one is.
-//! Push itself is `src/capture/sol/watch/`.
+//! `GET/DELETE /v1/sol/watchlist/{id}`, and (not in SPEC) an entry's
+//! `.../deliveries`, `.../dead-letters`, `POST .../test` and
+//! `POST .../dead-letters/{letter_id}/retry`. The tenant is the credential's (the
+//! console's routes call the same with the session's); another tenant's id is 404, as
+//! an unknown one is. Push itself is `src/capture/sol/watch/` and `state::sol_watch`.
 
 use super::Request;
 use crate::errors::ApiError;
 use crate::reply::Reply;
 use crate::sol_tx;
+use crate::state::deliveries::{self, Endpoint};
 use crate::state::sol_watch::SolWatch;
 use crate::state::webhook;
 use crate::store::sol_watchlist::{Letters, WatchEntry};
@@ -71,39 +74,61 @@ fn not_found(id: &str) -> ApiError {
 
 pub const HANDLERS: &[super::super::Handler] = &[
     super::super::Handler::new("sol_watchlist_list", |s, r| {
-        Box::pin(serve(s.store(), s.sol_watch(), Asked::List, r))
+        Box::pin(by_key(s, r, Asked::List))
     }),
     super::super::Handler::new("sol_watchlist_create", |s, r| {
-        Box::pin(serve(s.store(), s.sol_watch(), Asked::Create, r))
+        Box::pin(by_key(s, r, Asked::Create))
     }),
     super::super::Handler::new("sol_watchlist_get", |s, r| {
-        Box::pin(serve(s.store(), s.sol_watch(), Asked::Get, r))
+        Box::pin(by_key(s, r, Asked::Get))
     }),
     super::super::Handler::new("sol_watchlist_delete", |s, r| {
-        Box::pin(serve(s.store(), s.sol_watch(), Asked::Delete, r))
+        Box::pin(by_key(s, r, Asked::Delete))
+    }),
+    super::super::Handler::new("sol_watchlist_deliveries", |s, r| {
+        Box::pin(by_key(s, r, Asked::Deliveries))
     }),
     super::super::Handler::new("sol_watchlist_dead_letters", |s, r| {
-        Box::pin(serve(s.store(), s.sol_watch(), Asked::DeadLetters, r))
+        Box::pin(by_key(s, r, Asked::DeadLetters))
+    }),
+    super::super::Handler::new("sol_watchlist_test", |s, r| {
+        Box::pin(by_key(s, r, Asked::Test))
+    }),
+    super::super::Handler::new("sol_watchlist_retry", |s, r| {
+        Box::pin(by_key(s, r, Asked::Retry))
     }),
 ];
 
-/// What a watchlist route asks.
-#[derive(Clone, Copy)]
-enum Asked {
+/// What a watchlist route asks (the key's routes and the console's ask the same).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Asked {
     List,
     Create,
     Get,
     Delete,
+    Deliveries,
     DeadLetters,
+    Test,
+    Retry,
 }
 
-async fn serve(
+async fn by_key(
+    s: &crate::handlers::Services<'_>,
+    req: &Request<'_>,
+    asked: Asked,
+) -> Result<Reply, ApiError> {
+    serve(s.store(), s.sol_watch(), asked, tenant(req)?, req).await
+}
+
+/// One watchlist route for `tenant`: `{id}` is the route's first parameter, a dead
+/// letter's id its second.
+pub async fn serve(
     store: &Store,
     watch: &SolWatch,
     asked: Asked,
+    tenant: &str,
     req: &Request<'_>,
 ) -> Result<Reply, ApiError> {
-    let tenant = tenant(req)?;
     let id = req.params.first().map(String::as_str).unwrap_or("");
     match asked {
         Asked::List => {
@@ -131,20 +156,78 @@ async fn serve(
             watch.removed(id);
             Ok(Reply::empty(204))
         }
-        Asked::DeadLetters => {
-            store
+        _ => {
+            let entry = store
                 .watch_entry(tenant, id)
                 .await
                 .map_err(store_error)?
                 .ok_or_else(|| not_found(id))?;
-            let letters = store
-                .dead_letters(Letters::SolWatchlist, id)
-                .await
-                .map_err(store_error)?;
-            let answer = super::super::dead_letters_json(id, &letters);
+            let answer = by_hand(store, watch, asked, &entry, req).await?;
             Ok(Reply::json(200, answer.to_string()))
         }
     }
+}
+
+/// An entry's delivery log and dead letters, and the deliveries made by hand: a test,
+/// a dead letter's retry (webhook entries only: a `ws` entry has no endpoint to call).
+async fn by_hand(
+    store: &Store,
+    watch: &SolWatch,
+    asked: Asked,
+    entry: &WatchEntry,
+    req: &Request<'_>,
+) -> Result<Value, ApiError> {
+    let (of, id) = (Letters::SolWatchlist, entry.id.as_str());
+    if asked == Asked::Deliveries {
+        let log = store.deliveries(of, id).await.map_err(store_error)?;
+        return Ok(crate::handlers::deliveries_json(id, &log));
+    }
+    if asked == Asked::DeadLetters {
+        let letters = store.dead_letters(of, id).await.map_err(store_error)?;
+        return Ok(crate::handlers::dead_letters_json(id, &letters));
+    }
+    if entry.callback_type != "webhook" {
+        return Err(ApiError::new(
+            409,
+            "not_a_webhook",
+            "this entry pushes over the ws channel: there is no endpoint to deliver to",
+        ));
+    }
+    let secret = watch.entry_secret(id).ok_or_else(|| {
+        ApiError::new(
+            503,
+            "webhooks_not_configured",
+            "webhook delivery is not configured here (solana.watchlist.signing_secret)",
+        )
+    })?;
+    let to = Endpoint {
+        url: &entry.callback_url,
+        secret: &secret,
+    };
+    if asked == Asked::Test {
+        let body = json!({
+            "type": "test",
+            "delivery_id": format!("test-{}", uuid::Uuid::new_v4()),
+            "entry_id": id,
+            "pubkey": entry.pubkey,
+            "commitment": entry.commitment,
+            "sent_at": crate::clock::now(),
+        });
+        return Ok(deliveries::test(watch.sender(), store, of, id, to, &body)
+            .await
+            .json());
+    }
+    let letter_id = req.params.get(1).map(String::as_str).unwrap_or("");
+    let letter = store
+        .dead_letter(of, id, letter_id)
+        .await
+        .map_err(store_error)?;
+    let letter = letter.ok_or_else(|| crate::handlers::no_dead_letter(letter_id))?;
+    let sent = deliveries::retry(watch.sender(), store, of, letter, to).await;
+    Ok(sent
+        .map_err(store_error)?
+        .ok_or_else(|| crate::handlers::no_dead_letter(letter_id))?
+        .json())
 }
 
 /// `POST /v1/sol/watchlist`: checked whole before anything is stored; a webhook's URL
