@@ -14,7 +14,7 @@
 # every machine, so a finding reproduces and CI does not fail on a lucky draw that the
 # last local run did not meet. Without it, runs grow corpus/ and draw a new seed.
 #
-#   fuzz/run.sh [seconds per target] [target ...]     targets: jsonrpc routes scrub upstream_head chunked request_head http_differential signed_tx sol_tx proxy_protocol
+#   FUZZ_JOBS=n fuzz/run.sh [seconds per target] [target ...]     targets: jsonrpc routes scrub upstream_head chunked request_head http_differential signed_tx sol_tx proxy_protocol
 set -euo pipefail
 cd "$(dirname "$0")"
 secs=${1:-60}
@@ -35,10 +35,9 @@ echo "== fuzz: building the targets (sanitizer: $sanitizer)"
   tail -30 build.log >&2
   exit 1
 }
-failed=()
-for t in "${targets[@]}"; do
-  corpus="corpus/$t"
-  seed_flag=()
+# One target's run; its exit status is libFuzzer's.
+fuzz_one() {
+  local t=$1 corpus="corpus/$1" seed_flag=()
   if [ -n "${FUZZ_SEED:-}" ]; then
     corpus="corpus-smoke/$t"
     rm -rf "$corpus"
@@ -47,17 +46,33 @@ for t in "${targets[@]}"; do
   mkdir -p "$corpus"
   # Seeds: the committed examples for this target (real request shapes).
   cp -n seeds/"$t"/* "$corpus/" 2>/dev/null || true
-  echo "== fuzz $t for ${secs}s"
-  rc=0
   "${fuzz[@]}" run --release -s "$sanitizer" "$t" "$corpus" -- \
     -max_total_time="$secs" -max_len=4096 -rss_limit_mb=2048 -print_final_stats=1 "${seed_flag[@]}" \
-    >"run-$t.log" 2>&1 || rc=$?
-  grep -E '^(INFO: Running|#[0-9]+ *DONE|stat::number_of_executed_units|stat::peak_rss_mb|==[0-9]+==|SUMMARY|thread .* panicked|Failing input|artifact_prefix)' "run-$t.log" || true
-  if [ "$rc" -ne 0 ]; then
-    tail -20 "run-$t.log" >&2
-    echo "fuzz: $t failed (exit $rc); inputs: $(ls artifacts/$t 2>/dev/null)" >&2
-    failed+=("$t")
-  fi
+    >"run-$t.log" 2>&1
+}
+# The targets run FUZZ_JOBS at a time (default: one per core), each on its own core:
+# the smoke run's wall is the seconds times the targets over the cores.
+jobs=${FUZZ_JOBS:-$(nproc)}
+failed=()
+for ((i = 0; i < ${#targets[@]}; i += jobs)); do
+  batch=("${targets[@]:i:jobs}")
+  pids=()
+  for t in "${batch[@]}"; do
+    echo "== fuzz $t for ${secs}s"
+    fuzz_one "$t" &
+    pids+=($!)
+  done
+  for k in "${!batch[@]}"; do
+    t=${batch[$k]}
+    rc=0
+    wait "${pids[$k]}" || rc=$?
+    grep -E '^(INFO: Running|#[0-9]+ *DONE|stat::number_of_executed_units|stat::peak_rss_mb|==[0-9]+==|SUMMARY|thread .* panicked|Failing input|artifact_prefix)' "run-$t.log" || true
+    if [ "$rc" -ne 0 ]; then
+      tail -20 "run-$t.log" >&2
+      echo "fuzz: $t failed (exit $rc); inputs: $(ls artifacts/$t 2>/dev/null)" >&2
+      failed+=("$t")
+    fi
+  done
 done
 [ ${#failed[@]} -eq 0 ] || { echo "fuzz: failures in ${failed[*]}" >&2; exit 1; }
 echo "fuzz: no failures"
