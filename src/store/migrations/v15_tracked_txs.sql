@@ -1,0 +1,2 @@
+
+ALTER TABLE tracked_txs ADD COLUMN revert_reason TEXT;

@@ -1,0 +1,2 @@
+
+ALTER TABLE api_keys ADD COLUMN restrictions TEXT;
