@@ -49,16 +49,16 @@ pub(super) fn list(config: &Loaded, routes: &[Arc<Route>]) -> Result<Reply, ApiE
             let mut v = plan_limits(&app.limits, p);
             v["self_service"] = json!(app.console.self_service_plans.contains(p));
             v["price"] = json!(app.console.plan_prices.get(p));
-            v["opens"] = opened_at(routes, p, p == &app.plans[0]);
+            v["opens"] = opened_at(config, routes, p, p == &app.plans[0]);
             v
         })
         .collect();
     json_reply(200, json!({ "plans": plans }))
 }
 
-/// The enabled key routes whose lowest plan is `plan` (for the lowest plan, those that
-/// name none too), as `{name, methods, path}`.
-fn opened_at(routes: &[Arc<Route>], plan: &str, lowest: bool) -> Value {
+/// The key routes served now (enabled, their switch on) whose lowest plan is `plan`
+/// (for the lowest plan, those that name none too), as `{name, methods, path}`.
+fn opened_at(config: &Loaded, routes: &[Arc<Route>], plan: &str, lowest: bool) -> Value {
     let opened: Vec<Value> = routes
         .iter()
         .filter(|r| {
@@ -67,7 +67,8 @@ fn opened_at(routes: &[Arc<Route>], plan: &str, lowest: bool) -> Value {
                 Credential::OptionalApiKey,
                 Credential::AdminOrApiKey,
             ];
-            r.enabled && keyed.contains(&r.credential)
+            let switched_on = r.switch.as_deref().is_none_or(|w| config.switch(w));
+            r.enabled && switched_on && keyed.contains(&r.credential)
         })
         .filter(|r| match r.min_plan_name.as_deref() {
             Some(p) => p == plan,

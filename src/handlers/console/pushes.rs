@@ -74,19 +74,22 @@ pub const HANDLERS: &[Handler] = &[
     Handler::new("console_keys_firehose", |s, r| Box::pin(firehose(s, r))).form(),
 ];
 
-/// The key route a console route stands in for: its plan, scopes and features.
+/// The key route a console route stands in for: its plan, scopes and features. One
+/// the operator switched off is off here too, as the edge answers it (503).
 fn key_route<'a>(s: &'a Services<'_>, name: &str) -> Result<&'a crate::routes::Route, ApiError> {
-    s.routes
-        .iter()
-        .find(|r| r.name == name)
-        .map(|r| &**r)
-        .ok_or_else(|| {
-            ApiError::new(
-                404,
-                "route_disabled",
-                format!("{name} is not served by this gateway"),
-            )
-        })
+    let route = s.routes.iter().find(|r| r.name == name).ok_or_else(|| {
+        ApiError::new(
+            404,
+            "route_disabled",
+            format!("{name} is not served by this gateway"),
+        )
+    })?;
+    let switched_on = route.switch.as_deref().is_none_or(|w| s.config.switch(w));
+    if !route.enabled || !switched_on {
+        let why = format!("{} is switched off", route.name);
+        return Err(ApiError::new(503, "route_disabled", why));
+    }
+    Ok(route)
 }
 
 /// The session's member, when its role may do `asked` (reads: anyone; changes and
