@@ -218,6 +218,7 @@ impl TxPush {
                 ("delivery_id", json!(delivery_id)),
             ],
         );
+        let (store, of) = (&self.store, Letters::TxHooks);
         let (attempts, why) = match self.hook_secret(&hook.id) {
             None => (0, "webhooks are not configured here".to_string()),
             Some(secret) => {
@@ -226,18 +227,18 @@ impl TxPush {
                     .sender
                     .deliver(&hook.callback_url, &bytes, &secret, &delivery_id)
                     .await;
-                let ended = match &sent {
-                    Ok(n) => Ok(*n),
-                    Err((n, why)) => Err((*n, why.as_str())),
-                };
-                deliveries::record(&self.store, Letters::TxHooks, &hook.id, &delivery_id, ended)
-                    .await;
                 match sent {
-                    Ok(_) => return,
+                    Ok(n) => {
+                        deliveries::record(store, of, &hook.id, &delivery_id, Ok(n)).await;
+                        return;
+                    }
                     Err(failed) => failed,
                 }
             }
         };
+        // Every failure is logged as the watchlist's are, then kept as a dead letter.
+        let failed = Err((attempts, why.as_str()));
+        deliveries::record(store, of, &hook.id, &delivery_id, failed).await;
         let letter = DeadLetter {
             id: delivery_id,
             entry_id: hook.id.clone(),

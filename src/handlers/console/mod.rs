@@ -366,9 +366,13 @@ pub(super) fn bad(code: &'static str, message: &str) -> ApiError {
     explained(ApiError::new(400, code, message))
 }
 
-/// Any console error with its message in `X-Chainedge-Error-Detail` (printable ASCII,
-/// at most 300 characters), for the page to say what went wrong and where.
+/// A console error the caller can mend (4xx) with its message in
+/// `X-Chainedge-Error-Detail` (printable ASCII, at most 300 characters), for the page to
+/// say what went wrong and where; a server's own failure keeps its words to its log.
 pub(super) fn explained(e: ApiError) -> ApiError {
+    if e.status >= 500 {
+        return e;
+    }
     let detail: String = e
         .message
         .chars()
