@@ -44,6 +44,7 @@ pub mod parsers {
     pub use crate::front::proxy_protocol::{parse as parse_proxy_header, Parsed as ProxyHeader};
     pub use crate::front::request::{Head, Parsed};
     pub use crate::handlers::beacon::policy as beacon_policy;
+    pub use crate::handlers::channels::traits as channel_traits;
     pub use crate::handlers::registry::names as handler_names;
     pub use crate::handlers::relay::check as relay_check;
     pub use crate::jsonrpc::methods::{block_need, classify, MethodClass};

@@ -5,7 +5,7 @@
 #![no_main]
 
 use chainedge::config;
-use chainedge::parsers::{beacon_policy, handler_names, load_routes, relay_check, Match, Matcher, NormalizedPath, RouteContext};
+use chainedge::parsers::{beacon_policy, channel_traits, handler_names, load_routes, relay_check, Match, Matcher, NormalizedPath, RouteContext};
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;
 
@@ -17,9 +17,11 @@ fn matcher() -> &'static Matcher {
             .to_vec();
         let pools = config::POOL_NAMES.to_vec();
         let handlers = handler_names();
+        let channels = channel_traits();
         let ctx = RouteContext {
             plans: &plans,
             handlers: &handlers,
+            channels: &channels,
             pools: &pools,
             switches: config::SWITCHES,
             base_edge: true,

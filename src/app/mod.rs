@@ -83,9 +83,11 @@ pub fn load(
     let matcher = app.as_ref().and_then(|app| {
         let pools: Vec<&str> = config::POOL_NAMES.to_vec();
         let handler_names = handlers::registry::names();
+        let channels = handlers::channels::traits();
         let ctx = routes::RouteContext {
             plans: &app.app.plans,
             handlers: &handler_names,
+            channels: &channels,
             pools: &pools,
             switches: config::SWITCHES,
             base_edge: app.app.base_mode == config::BaseMode::Edge,

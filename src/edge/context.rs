@@ -4,9 +4,9 @@
 use crate::address::HostAddr;
 use crate::auth::Principal;
 use crate::errors::Envelope;
-use crate::handlers::beacon::BeaconPolicy;
 use crate::pools::{Host, Service};
 use crate::reply::{EventStream, Reply};
+use crate::routes::spec::PathRule;
 use crate::routes::Route;
 use pingora_core::upstreams::peer::HttpPeer;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,8 +31,9 @@ pub struct Ctx {
     pub(super) rate_headers: Vec<(&'static str, String)>,
     /// `Set-Cookie` values (console sign-in, sliding refresh).
     pub(super) cookies: Vec<String>,
-    /// The beacon path and its policy, checked before authentication.
-    pub(super) beacon: Option<(String, BeaconPolicy)>,
+    /// What the route's channel decided of the path before authentication (its plan
+    /// and rate category: the beacon API's groups).
+    pub(super) path_rule: Option<PathRule>,
     /// A request handed to Pingora's proxy phases.
     pub(super) pass: Option<Pass>,
     /// Values of the route's `{param}`s (a tail is the rest of the path).
@@ -144,7 +145,7 @@ impl Ctx {
             error_answers: 0,
             rpc_method: None,
             cookies: Vec::new(),
-            beacon: None,
+            path_rule: None,
             pass: None,
         }
     }

@@ -1,19 +1,32 @@
-//! Dispatch: passthroughs become a `Pass` for the proxy phases (lean front or Pingora);
-//! JSON-RPC goes through the gateway; the MEV-Share stream and local handlers answer here.
+//! Dispatch: JSON-RPC goes through the gateway; a channel (`handlers::channels`) opens
+//! and its outcome is run here: a passthrough becomes a `Pass` for the proxy phases
+//! (lean front or Pingora), an event stream is written, a push feed gets its held
+//! socket; local handlers answer here.
 
 use super::{Ctx, Downstream, Edge, Outcome, Pass};
 use crate::auth::Principal;
 use crate::errors::{ApiError, Envelope};
-use crate::handlers;
+use crate::handlers::channels::{self, ChannelRequest, Holder, Opener, ProxyTo, PushChannel};
 use crate::jsonrpc::Response;
-use crate::pools::{Host, Pool, Service};
-use crate::reply::{EventStream, Reply};
+use crate::pools::Pool;
+use crate::reply::Reply;
 use crate::routes::spec::HandlerKind;
 use crate::routes::Route;
 use crate::rpc::{id_of, Entered, Incoming, RpcReply};
-use crate::streams::events::{topics_of, EventsRequest};
 use crate::verify::Verified;
 use std::sync::Arc;
+
+/// The caller of a request the guard let through without a principal.
+static ANONYMOUS: Principal = Principal::Anonymous;
+
+/// A request's headers as a channel reads them.
+pub(super) struct HeaderView<'a, D: ?Sized>(pub(super) &'a D);
+
+impl<D: Downstream + ?Sized> channels::Headers for HeaderView<'_, D> {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.0.header(name)
+    }
+}
 
 impl Edge {
     /// Passthroughs become a `Pass` for Pingora's proxy phases; the rest answer here.
@@ -33,75 +46,15 @@ impl Edge {
                     .await
                     .map(|up| Outcome::WebSocket(Box::new(up)))
             }
-            // Polygon firehose channels, opened by a signed token (`firehose.rs`).
-            HandlerKind::FirehoseWs if session.is_upgrade() => {
-                Box::pin(self.firehose_upgrade(session, ctx, route))
-                    .await
-                    .map(|up| Outcome::WebSocket(Box::new(up)))
-            }
-            // The watchlist channel of a tenant's client id (`sol_watch_ws.rs`).
-            HandlerKind::SolWatchlistWs if session.is_upgrade() => {
-                Box::pin(self.sol_watch_upgrade(session, ctx, route))
-                    .await
-                    .map(|up| Outcome::WebSocket(Box::new(up)))
-            }
-            // A tenant's transaction status changes (`tx_ws.rs`).
-            HandlerKind::TxStatusWs if session.is_upgrade() => {
-                Box::pin(self.tx_channel_upgrade(session, ctx, route))
-                    .await
-                    .map(|up| Outcome::WebSocket(Box::new(up)))
-            }
-            // One node stream per topic set, shared by every client (`streams::events`).
-            HandlerKind::BeaconEvents => Box::pin(self.beacon_events(session, ctx, route))
-                .await
-                .map(Outcome::Stream),
-            HandlerKind::BeaconProxy => {
-                let (rest, pol) = ctx.beacon.clone().ok_or_else(ApiError::route_not_found)?;
-                let pool = self.passthrough_pool(route)?;
-                let hosts = beacon_hosts(pool, &pol);
-                let rest = match session.query() {
-                    Some(q) => format!("{rest}?{q}"),
-                    None => rest,
-                };
-                Ok(Outcome::Proxy(self.pass(pool, hosts, rest, pol.stream)?))
-            }
-            // Base portal channels: WebSocket frames go to the portal pool untouched.
-            HandlerKind::BasePortalWs => {
-                let pool = self.passthrough_pool(route)?;
-                let rest = session.path().trim_start_matches('/').to_string();
-                let hosts = pool.candidates(None);
-                Ok(Outcome::Proxy(self.pass(pool, hosts, rest, true)?))
-            }
+            HandlerKind::Channel(index) => self.open_channel(session, ctx, route, index).await,
             // The route's tail, raw as the client sent it, to the route's pool.
-            HandlerKind::Passthrough | HandlerKind::HeimdallProxy => {
-                if ctx.path_suspicious {
-                    return Err(ApiError::new(
-                        400,
-                        "invalid_path",
-                        "path segments may not be '.', '..' or contain encoded slashes",
-                    ));
-                }
-                let pool = self.passthrough_pool(route)?;
-                let tail = raw_tail(session.path(), route.segments_before_tail());
-                let rest = match session.query() {
-                    Some(q) => format!("{tail}?{q}"),
-                    None => tail.to_string(),
-                };
-                let hosts = pool.candidates(None);
-                let mut pass = self.pass(pool, hosts, rest, false)?;
-                if route.handler == HandlerKind::HeimdallProxy {
-                    pass.service = handlers::heimdall::service_of(session.method(), tail);
-                }
-                Ok(Outcome::Proxy(pass))
+            HandlerKind::Passthrough => {
+                let services = self.services(route, None);
+                let headers = HeaderView(&*session);
+                let req = channel_request(&*session, &headers, ctx, route);
+                let to = channels::passthrough(&services, &req)?;
+                Ok(Outcome::Proxy(pass_of(to)))
             }
-            HandlerKind::RelayData => {
-                let tail = ctx.params.last().cloned().unwrap_or_default();
-                let rest = handlers::relay::check(&tail, session.query())?;
-                let pool = self.passthrough_pool(route)?;
-                let hosts = pool.candidates(None);
-                Ok(Outcome::Proxy(self.pass(pool, hosts, rest, false)?))
-            }
-            HandlerKind::MevShareSse => Box::pin(self.mev_share(ctx)).await.map(Outcome::Stream),
             _ => self
                 .dispatch_local(session, ctx, route)
                 .await
@@ -109,57 +62,66 @@ impl Edge {
         }
     }
 
-    /// The caller's MEV-Share event stream (one per user), opened before any byte goes out.
-    async fn mev_share(&self, ctx: &mut Ctx) -> Result<EventStream, ApiError> {
-        let user = match &ctx.principal {
-            Some(Principal::Key(k)) => k.user_id.clone().unwrap_or_else(|| k.tenant_id.clone()),
-            _ => return Err(ApiError::new(401, "unauthorized", "a key is required")),
-        };
-        let st = &*self.state;
-        let stream = handlers::mev_share::open(
-            st.stream_slots(),
-            &user,
-            st.pools.get("eth_mev_share").map(|p| &**p),
-            &st.gateway.client,
-            &st.config.app.streams,
-            &ctx.request_id,
-        )
-        .await?;
-        ctx.upstream = stream.upstream.clone();
-        Ok(stream)
-    }
-
-    /// The beacon event stream: the shared node stream for the client's topic set.
-    async fn beacon_events<D: Downstream + ?Sized>(
+    /// A channel of the registry opened, and its outcome made one the servers run.
+    async fn open_channel<D: Downstream + ?Sized>(
         &self,
         session: &D,
         ctx: &mut Ctx,
-        route: &Route,
-    ) -> Result<EventStream, ApiError> {
-        let (_, pol) = ctx.beacon.clone().ok_or_else(ApiError::route_not_found)?;
-        let pool = self.passthrough_pool(route)?;
-        let hosts = beacon_hosts(pool, &pol);
-        let topics = topics_of(session.query())?;
-        let st = &*self.state;
-        let request = EventsRequest {
-            pool: pool.name.clone(),
-            hosts,
-            // The node gets the canonical query, never the client's raw one.
-            rest: format!("eth/v1/events?topics={}", topics.join(",")),
-            topics,
-            last_event_id: session.header("last-event-id").map(str::to_string),
-            ping_every: std::time::Duration::from_secs(st.config.app.streams.ping_interval_secs),
-        };
-        let stream = st
-            .events()
-            .subscribe(&st.gateway.client, request, &ctx.request_id)
-            .await?;
-        ctx.upstream = stream.upstream.clone();
-        Ok(stream)
+        route: &Arc<Route>,
+        index: u16,
+    ) -> Result<Outcome, ApiError> {
+        let channel = channels::get(index).ok_or_else(|| ApiError::not_implemented(&route.name))?;
+        let services = self.services(route, None);
+        let headers = HeaderView(session);
+        let req = channel_request(session, &headers, ctx, route);
+        match channel.open {
+            Opener::Proxy(open) => open(&services, &req).map(|to| Outcome::Proxy(pass_of(to))),
+            Opener::Stream(open) => {
+                let stream = open(&services, &req).await?;
+                ctx.upstream = stream.upstream.clone();
+                Ok(Outcome::Stream(stream))
+            }
+            Opener::Push(_) if !session.is_upgrade() => {
+                Err(
+                    ApiError::new(426, "upgrade_required", "this route is a WebSocket channel")
+                        .with_header("Upgrade", "websocket"),
+                )
+            }
+            Opener::Push(open) => {
+                let push = open(&services, &req).await?;
+                let client_ip = req.client;
+                Ok(Outcome::WebSocket(Box::new(
+                    self.push_upgrade(ctx, push, client_ip),
+                )))
+            }
+        }
     }
 
-    pub(super) fn passthrough_pool(&self, route: &Route) -> Result<&Pool, ApiError> {
-        self.pool(route.passthrough_pool().unwrap_or_default())
+    /// A push channel as the upgrade the held socket runs.
+    fn push_upgrade(
+        &self,
+        ctx: &Ctx,
+        push: PushChannel,
+        client_ip: Option<std::net::IpAddr>,
+    ) -> super::WsUpgrade {
+        let (principal, grant) = match push.holder {
+            Holder::Caller => (ctx.principal.clone().unwrap_or(Principal::Anonymous), None),
+            Holder::Grant { key_id, expires } => (Principal::Anonymous, Some((key_id, expires))),
+        };
+        super::WsUpgrade {
+            accept: push.accept,
+            protocol: push.protocol,
+            push: Some(push.source),
+            pool: String::new(),
+            principal,
+            client_ip,
+            category: None,
+            request_id: ctx.request_id.clone(),
+            route: ctx.route.clone(),
+            grant,
+            required: Verified::None,
+            _slot: push.slot,
+        }
     }
 
     /// A pool by name, borrowed (no reference count touched on the request path).
@@ -170,30 +132,6 @@ impl Edge {
                 "pool_not_configured",
                 format!("no {name} pool is configured"),
             )
-        })
-    }
-
-    pub(super) fn pass(
-        &self,
-        pool: &Pool,
-        hosts: Vec<Arc<Host>>,
-        rest: String,
-        stream: bool,
-    ) -> Result<Pass, ApiError> {
-        if hosts.is_empty() {
-            return Err(ApiError::new(
-                503,
-                "no_upstream",
-                format!("no healthy host in pool {} can serve this route", pool.name),
-            ));
-        }
-        Ok(Pass {
-            hosts,
-            next: 0,
-            rest,
-            stream,
-            service: Service::Main,
-            current: None,
         })
     }
 
@@ -398,35 +336,36 @@ fn min_block(header: Option<&str>) -> Result<u64, ApiError> {
     })
 }
 
-/// `raw` (a request path) without its first `prefix` segments, still percent-encoded.
-pub(crate) fn raw_tail(raw: &str, prefix: usize) -> &str {
-    let mut rest = raw.trim_start_matches('/');
-    for _ in 0..prefix {
-        rest = match rest.find('/') {
-            Some(i) => rest[i..].trim_start_matches('/'),
-            None => "",
-        };
+/// What a channel's opener is given of the request.
+fn channel_request<'a, D: Downstream + ?Sized>(
+    session: &'a D,
+    headers: &'a HeaderView<'a, D>,
+    ctx: &'a Ctx,
+    route: &'a Route,
+) -> ChannelRequest<'a> {
+    ChannelRequest {
+        route,
+        path: session.path(),
+        path_suspicious: ctx.path_suspicious,
+        params: &ctx.params,
+        query: session.query(),
+        method: session.method(),
+        headers,
+        path_rule: ctx.path_rule,
+        caller: ctx.principal.as_ref().unwrap_or(&ANONYMOUS),
+        request_id: &ctx.request_id,
+        client: ctx.client(session.client_ip()),
     }
-    rest
 }
 
-/// The pool's hosts, in order, of the client families a beacon path group needs.
-fn beacon_hosts(pool: &Pool, pol: &handlers::beacon::BeaconPolicy) -> Vec<Arc<Host>> {
-    pool.candidates(None)
-        .into_iter()
-        .filter(|h| pol.families.is_none_or(|f| f.contains(&h.family.as_str())))
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::raw_tail;
-
-    #[test]
-    fn raw_tail_skips_the_route_prefix_and_keeps_encoding() {
-        assert_eq!(raw_tail("/v1/polygon/heimdall/a%20b/c", 3), "a%20b/c");
-        assert_eq!(raw_tail("//v1//polygon/heimdall//x", 3), "x");
-        assert_eq!(raw_tail("/v1/polygon/heimdall", 3), "");
-        assert_eq!(raw_tail("/bench/plain/", 2), "");
+/// A passthrough's hosts and path as the proxy phases take them.
+fn pass_of(to: ProxyTo) -> Pass {
+    Pass {
+        hosts: to.hosts,
+        next: 0,
+        rest: to.rest,
+        stream: to.stream,
+        service: to.service,
+        current: None,
     }
 }

@@ -51,6 +51,24 @@ impl Edge {
         Box::pin(self.product_handler(session, ctx, route)).await
     }
 
+    /// What a handler or channel may use; its pool is the route's, else `default_pool`.
+    pub(super) fn services<'s>(
+        &'s self,
+        route: &'s Route,
+        default_pool: Option<&'static str>,
+    ) -> Services<'s> {
+        let st = &*self.state;
+        Services {
+            shared: &st.shared,
+            config: &st.config,
+            openapi: &st.openapi,
+            routes: st.matcher.routes(),
+            pools: &st.pools,
+            gateway: &st.gateway,
+            pool_name: route.pool.as_deref().or(default_pool),
+        }
+    }
+
     /// A local handler of the registry: the body read within the handler's bound, then
     /// the handler called with the state's services.
     async fn product_handler<D: Downstream + ?Sized>(
@@ -89,15 +107,7 @@ impl Edge {
             request_id: &ctx.request_id,
             client: ctx.client(session.client_ip()),
         };
-        let services = Services {
-            shared: &st.shared,
-            config: &st.config,
-            openapi: &st.openapi,
-            routes: st.matcher.routes(),
-            pools: &st.pools,
-            gateway: &st.gateway,
-            pool_name: route.pool.as_deref().or(handler.pool),
-        };
+        let services = self.services(route, handler.pool);
         let reply = (handler.serve)(&services, &req).await;
         reply.map(|mut r| {
             ctx.upstream = r.upstream.take();

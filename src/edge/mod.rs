@@ -6,11 +6,11 @@
 //! | `context.rs` | the request's state (`Ctx`), what the pipeline decided (`Outcome`), request ids |
 //! | `pipeline.rs` | classify → CORS → switches → guard → dispatch |
 //! | `guard.rs` | authenticate, authorize (plans, scopes, features), rate limits |
-//! | `dispatch.rs` | passthroughs become a `Pass`; JSON-RPC goes to the gateway |
+//! | `dispatch.rs` | JSON-RPC goes to the gateway; a channel (`handlers::channels`) opens and its outcome becomes a `Pass`, a stream or a held socket |
 //! | `local.rs` | which local handler answers a route |
 //! | `hop.rs` | what never crosses a hop toward a node or back |
 //! | `retry.rs` | when a passthrough goes on to the next host |
-//! | `websocket.rs` | WebSocket JSON-RPC: the upgrade, then each message under the same policy |
+//! | `websocket.rs` | WebSocket JSON-RPC: the upgrade, then each message under the same policy; the held socket of every WebSocket session, push channels' too |
 //! | `live.rs` | the state as last (re)loaded, taken by each request at its start |
 //! | `lease.rs` | how long a held session or channel may live: key revoked or lapsed, token expired |
 //! | `proxy_http.rs` | Pingora's `ProxyHttp` phases around the pipeline, and the access log |
@@ -25,7 +25,6 @@ mod context;
 mod cors;
 mod dispatch;
 mod downstream;
-mod firehose;
 mod guard;
 mod hop;
 mod lease;
@@ -33,12 +32,9 @@ mod live;
 mod local;
 mod pipeline;
 mod proxy_http;
-mod push_channel;
 mod respond;
 pub(crate) mod retry;
 mod servers;
-mod sol_watch_ws;
-mod tx_ws;
 mod websocket;
 mod ws_conn;
 mod ws_upgrade;

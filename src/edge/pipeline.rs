@@ -60,15 +60,10 @@ impl Edge {
         };
         let admin_here = self.open_to(session, ctx, &route, origin.as_deref())?;
 
-        // Beacon paths are checked (traversal, group) before anything else is done.
-        if matches!(
-            route.handler,
-            HandlerKind::BeaconProxy | HandlerKind::BeaconEvents
-        ) {
-            ctx.beacon = Some(crate::handlers::beacon::policy(
-                session.path(),
-                "/rpc/eth-beacon",
-            )?);
+        // A channel's path rule (the beacon API's groups: traversal refused, the group's
+        // plan and rate) is checked before anything else is done.
+        if let Some(rule) = route.channel.and_then(|c| c.path_rule) {
+            ctx.path_rule = Some(rule(session.path())?);
         }
 
         self.guard(session, ctx, &route, admin_here, trusted, &method)
@@ -206,11 +201,11 @@ impl Edge {
             }
         }
         let mut category = route.rate.clone();
-        if let Some((_, pol)) = &ctx.beacon {
+        if let Some(rule) = &ctx.path_rule {
             if let Principal::Key(rec) = &principal {
-                self.require_plan(rec, pol.min_plan)?;
+                self.require_plan(rec, rule.min_plan)?;
             }
-            category = Some(pol.rate.to_string());
+            category = Some(rule.rate.to_string());
         }
         if let Principal::User(s) = &principal {
             // SPEC order: session first (401), then the double-submit CSRF check (403).

@@ -87,10 +87,6 @@ pub(super) async fn serve_upgraded<S>(state: Arc<State>, up: Box<WsUpgrade>, io:
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    if up.push.is_some() {
-        // Boxed: a JSON-RPC session's future does not carry a channel's.
-        return Box::pin(super::push_channel::serve(state, up, io)).await;
-    }
     super::websocket::serve(state, up, io).await
 }
 

@@ -8,19 +8,22 @@
 //! Bounds: open connections per key (by plan), subscriptions per connection, message
 //! size (`rpc.max_body_bytes`, close 1009), a bounded send queue (a slow consumer is
 //! closed with 1008), ping/pong with an idle timeout, and "going away" (1001) when the
-//! server shuts down for an upgrade.
+//! server shuts down for an upgrade. The same held socket carries the push channels
+//! (`handlers::channels`), whose items come from the channel's source.
 
 use super::ws_conn::WsConn;
-use super::ws_upgrade::{connection_cap_reached, going_away, handshake_accept, WsUpgrade};
+use super::ws_upgrade::{going_away, WsUpgrade};
 use super::{Ctx, Downstream, Edge, State};
 use crate::auth::Principal;
 use crate::errors::ApiError;
+use crate::handlers::channels::admit::{connection_cap_reached, handshake_accept};
 use crate::jsonrpc::methods::MethodClass;
 use crate::jsonrpc::Response;
 use crate::observe::{access_log, metrics};
 use crate::routes::Route;
 use crate::rpc::compute_units::{error_answers, Cost};
 use crate::rpc::{refusal_of, CallView, Incoming};
+use crate::streams::push::{Item, PushSource};
 use crate::streams::subscriptions::{ClientSubscriptions, Ended, KINDS};
 use crate::usage::Tally;
 use bytes::Bytes;
@@ -87,7 +90,7 @@ impl Edge {
         route: &Route,
     ) -> Result<WsUpgrade, ApiError> {
         let st = &*self.state;
-        let accept = handshake_accept(session)?;
+        let accept = handshake_accept(&super::dispatch::HeaderView(session))?;
         // A level asked on the upgrade (or by the key or its plan) holds for every answer
         // of the session.
         let asked =
@@ -408,25 +411,26 @@ impl Edge {
     }
 }
 
-/// Run one session on `io` (the client's bytes after the 101) until either side ends it.
 /// Calls of one connection answered at once (beyond it, reading the next message waits).
 const MAX_IN_FLIGHT: usize = 16;
+/// The largest message a push channel's client may send (it sends nothing but control
+/// frames).
+const PUSH_MAX_MESSAGE: usize = 4096;
 
-pub async fn serve<S>(state: Arc<State>, up: Box<WsUpgrade>, io: S)
+/// The held socket: one session on `io` (the client's bytes after the 101) until either
+/// side ends it, for a JSON-RPC session and a push channel alike. A JSON-RPC session's
+/// messages are calls; a push channel's client is only heard (control frames, idle
+/// timeout), and its items come from the channel's source. Both: a bounded send queue
+/// (a slow consumer is closed with 1008), ping and idle timeout, "going away" (1001) at
+/// shutdown, and the end of the key's or token's lease.
+pub async fn serve<S>(state: Arc<State>, mut up: Box<WsUpgrade>, io: S)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let edge = Edge { state, live: None };
+    let mut push = up.push.take();
     let conf = edge.state.config.app.streams.websocket.clone();
-    let max_message = edge.state.config.app.rpc.max_body_bytes;
-    let max_response = edge.state.config.app.rpc.max_response_bytes;
-    let config = WebSocketConfig::default()
-        // 1 KiB: most JSON-RPC messages fit; a larger one grows the buffer for itself.
-        .read_buffer_size(1024)
-        .write_buffer_size(0)
-        .max_write_buffer_size(max_response.saturating_mul(2).max(1 << 20))
-        .max_message_size(Some(max_message))
-        .max_frame_size(Some(max_message));
+    let (config, max_message) = socket_config(&edge.state, push.is_some());
     // Boxed (as is `up`): what a held session's task carries is the loop's state alone.
     let mut conn = Box::pin(WsConn::accept(io, config, conf.send_queue)).await;
     let mut subs = ClientSubscriptions::new(conf.max_subscriptions_per_connection);
@@ -462,6 +466,9 @@ where
                     }
                     Some(Err(_)) => break None,
                 };
+                if push.is_some() {
+                    continue;
+                }
                 n += 1;
                 let rid = format!("{}-{n}", up.request_id);
                 if Edge::is_subscription_call(&body) {
@@ -483,13 +490,14 @@ where
                     }
                 }
             }
-            note = subs.next() => match note {
-                Ok(note) => {
-                    if conn.send(Message::text(note)).is_err() {
+            item = next_item(&mut push, &mut subs) => match item {
+                Item::Send(m) => {
+                    if conn.send(m).is_err() {
                         break Some(slow());
                     }
                 }
-                Err(Ended::Lagged) => break Some(slow()),
+                Item::Lagged => break Some(slow()),
+                Item::End(code, reason) => break Some((code, reason)),
             },
             _ = ping.tick() => {
                 if heard.elapsed() > idle {
@@ -507,9 +515,43 @@ where
             }
         }
     };
-    drop(subs);
+    drop((subs, push));
     metrics::WS_SESSIONS.dec();
     Box::pin(conn.finish(close)).await;
+}
+
+/// The socket's bounds: a JSON-RPC session's messages up to `rpc.max_body_bytes` and a
+/// send buffer for two of its largest answers; a push channel's client sends nothing
+/// but control frames.
+fn socket_config(state: &State, push: bool) -> (WebSocketConfig, usize) {
+    let rpc = &state.config.app.rpc;
+    let (max_message, max_write) = match push {
+        true => (PUSH_MAX_MESSAGE, 1 << 20),
+        false => (
+            rpc.max_body_bytes,
+            rpc.max_response_bytes.saturating_mul(2).max(1 << 20),
+        ),
+    };
+    let config = WebSocketConfig::default()
+        // 1 KiB: most JSON-RPC messages fit; a larger one grows the buffer for itself.
+        .read_buffer_size(1024)
+        .write_buffer_size(0)
+        .max_write_buffer_size(max_write)
+        .max_message_size(Some(max_message))
+        .max_frame_size(Some(max_message));
+    (config, max_message)
+}
+
+/// What the server sends next of its own: a push channel's next item, or a JSON-RPC
+/// session's next subscription notification.
+async fn next_item(push: &mut Option<Box<dyn PushSource>>, subs: &mut ClientSubscriptions) -> Item {
+    match push {
+        Some(source) => source.next().await,
+        None => match subs.next().await {
+            Ok(note) => Item::Send(Message::text(note)),
+            Err(Ended::Lagged) => Item::Lagged,
+        },
+    }
 }
 
 /// Answers and notifications are JSON, so text frames; bytes that are not UTF-8 (a

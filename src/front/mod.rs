@@ -364,13 +364,11 @@ impl LeanFront {
         };
         // The Base portal's WebSocket channels stay on Pingora; passthroughs only to pools
         // of plain-HTTP nodes. Event streams are written here (`stream`).
-        let lean = match route.route.handler {
-            HandlerKind::BasePortalWs => false,
-            _ => route
+        let lean = !route.route.proxies_websocket()
+            && route
                 .route
                 .passthrough_pool()
-                .is_none_or(|p| self.plain_pools.contains(p)),
-        };
+                .is_none_or(|p| self.plain_pools.contains(p));
         if lean {
             Lean::Yes(Some(route))
         } else {

@@ -11,6 +11,7 @@ use crate::errors::ApiError;
 use crate::pools::Pool;
 use crate::reply::EventStream;
 use crate::state::stream_slots::StreamSlots;
+use crate::streams::first_host::{open_first, StreamAsk};
 use crate::upstream::UpstreamClient;
 use bytes::Bytes;
 use std::sync::Arc;
@@ -37,29 +38,21 @@ pub async fn open(
             "no healthy MEV-Share host",
         ));
     }
-    let mut upstream = None;
-    let mut last = String::new();
-    for host in &hosts {
-        let call = host.call("GET", &host.addr.path, request_id);
-        match client.open(call, Duration::from_secs(5)).await {
-            Ok((200, s)) => {
-                upstream = Some((host.id.clone(), s));
-                break;
-            }
-            Ok((status, _)) => last = format!("{}: HTTP {status}", host.id),
-            Err(e) => {
-                host.record_failure(&format!("mev-share: {e}"));
-                last = format!("{}: {e}", host.id);
-            }
-        }
-    }
-    let Some((host_id, mut up)) = upstream else {
-        return Err(ApiError::new(
+    let ask = StreamAsk {
+        rest: "",
+        last_event_id: None,
+        request_id,
+        timeout: Duration::from_secs(5),
+        what: "mev-share",
+    };
+    let (host, mut up) = open_first(client, &hosts, &ask).await.map_err(|last| {
+        ApiError::new(
             502,
             "mev_share_unavailable",
             format!("no MEV-Share upstream answered ({last})"),
-        ));
-    };
+        )
+    })?;
+    let host_id = host.id.clone();
     let window = Duration::from_secs(conf.mev_share_window_secs);
     let ping_every = Duration::from_secs(conf.ping_interval_secs);
     let headers = vec![

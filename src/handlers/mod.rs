@@ -15,6 +15,7 @@
 
 pub mod base_page;
 pub mod beacon;
+pub mod channels;
 pub mod console;
 pub mod firehose;
 pub mod heimdall;

@@ -6,7 +6,9 @@ pub mod spec;
 use crate::config::ConfigError;
 use crate::errors::Envelope;
 use matcher::{parse_pattern, Matcher, Seg};
-use spec::{CorsPolicy, Credential, HandlerKind, HttpMethod, Manifest};
+use spec::{
+    ChannelTraits, ChannelTransport, CorsPolicy, Credential, HandlerKind, HttpMethod, Manifest,
+};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,6 +28,8 @@ pub struct Route {
     pub segments: Vec<Seg>,
     pub param_names: Vec<String>,
     pub handler: HandlerKind,
+    /// What the route table knows of the route's channel (`HandlerKind::Channel`).
+    pub channel: Option<ChannelTraits>,
     pub credential: Credential,
     /// Lowest admitted plan, as its rank in the configured plan order.
     pub min_plan: Option<usize>,
@@ -49,15 +53,24 @@ impl Route {
         matches!(self.segments.last(), Some(matcher::Seg::Tail(_)))
     }
 
-    /// The pool a passthrough route proxies to (`None`: the route is not a passthrough).
+    /// The pool a passthrough route or channel talks to (`None`: the route talks to no
+    /// node directly).
     pub fn passthrough_pool(&self) -> Option<&str> {
-        match self.handler {
-            HandlerKind::BeaconProxy | HandlerKind::BeaconEvents => Some("eth_cl"),
-            HandlerKind::RelayData => Some("eth_mev_relay"),
-            HandlerKind::BasePortalWs => Some("base_portal"),
-            HandlerKind::Passthrough | HandlerKind::HeimdallProxy => self.pool.as_deref(),
+        match (self.handler, self.channel) {
+            (HandlerKind::Passthrough, _) => self.pool.as_deref(),
+            (HandlerKind::Channel(_), Some(c))
+                if c.transport != ChannelTransport::PushWebSocket =>
+            {
+                c.pool.or(self.pool.as_deref())
+            }
             _ => None,
         }
+    }
+
+    /// A channel whose WebSocket frames go to a node as they are (Pingora's to serve).
+    pub fn proxies_websocket(&self) -> bool {
+        self.channel
+            .is_some_and(|c| c.transport == ChannelTransport::ProxyWebSocket)
     }
 
     /// Path segments before the `{*tail}` (all of them for a route without one).
@@ -76,6 +89,8 @@ pub struct RouteContext<'a> {
     pub plans: &'a [String],
     /// The local handlers' names, in registry order (`handlers::registry::names`).
     pub handlers: &'a [&'a str],
+    /// The channels, in registry order (`handlers::channels::traits`).
+    pub channels: &'a [ChannelTraits],
     pub pools: &'a [&'a str],
     pub switches: &'a [&'a str],
     /// An edge deployment: `edge_only` routes (the Base page and `/rpc/base` upgrades)
@@ -214,11 +229,11 @@ fn route_of(
     ctx: &RouteContext,
     bad: &mut dyn FnMut(&str, String),
 ) -> Option<Route> {
-    let Some(handler) = HandlerKind::resolve(&spec.handler, ctx.handlers) else {
+    let Some(handler) = HandlerKind::resolve(&spec.handler, ctx.channels, ctx.handlers) else {
         bad(
             "handler",
             format!(
-                "unknown handler '{}': neither a transport nor a handler this binary has",
+                "unknown handler '{}': neither a transport, a channel nor a handler this binary has",
                 spec.handler
             ),
         );
@@ -261,6 +276,10 @@ fn route_of(
         segments,
         param_names,
         handler,
+        channel: match handler {
+            HandlerKind::Channel(i) => ctx.channels.get(usize::from(i)).copied(),
+            _ => None,
+        },
         credential: spec.credential.unwrap_or(defaults.credential),
         min_plan,
         min_plan_name: spec.tier,
@@ -298,14 +317,19 @@ fn check_policy(
         },
         None => None,
     };
+    let channel = match handler {
+        HandlerKind::Channel(i) => ctx.channels.get(usize::from(i)),
+        _ => None,
+    };
     // SPEC: the MEV-Share stream is "Scale plan only", while a route's tier means
     // "this plan and above": that holds only while its plan is the highest.
-    if handler == HandlerKind::MevShareSse {
+    if let Some(c) = channel.filter(|c| c.one_plan) {
         if let Some(rank) = min_plan.filter(|r| r + 1 < ctx.plans.len()) {
             bad(
                 "tier",
                 format!(
-                    "the MEV-Share stream is for one plan only (SPEC), so its tier must be the highest plan; plans above '{}': {:?}",
+                    "{} is for one plan only (SPEC), so its tier must be the highest plan; plans above '{}': {:?}",
+                    c.title,
                     ctx.plans[rank],
                     &ctx.plans[rank + 1..]
                 ),
@@ -320,7 +344,8 @@ fn check_policy(
             );
         }
     }
-    if handler == HandlerKind::Passthrough && spec.pool.is_none() {
+    let needs_pool = handler == HandlerKind::Passthrough || channel.is_some_and(|c| c.needs_pool);
+    if needs_pool && spec.pool.is_none() {
         bad(
             "pool",
             "a passthrough route needs the pool it forwards to".into(),

@@ -154,56 +154,121 @@ pub enum CorsPolicy {
     None,
 }
 
-/// What serves a route: one of the edge's own transports, or a local handler of the
-/// registry (`handlers::registry`) by its place there. The manifest names either; a name
-/// that is neither is a configuration error (`chainedge -t`).
+/// What serves a route: one of the edge's generic transports, a channel of the channel
+/// registry (`handlers::channels`), or a local handler of the handler registry
+/// (`handlers::registry`), each by its place there. The manifest names one; a name that
+/// is none of them is a configuration error (`chainedge -t`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum HandlerKind {
+    /// A JSON-RPC body (or WebSocket session) through the gateway.
     JsonRpc,
-    BeaconProxy,
-    BeaconEvents,
-    MevShareSse,
-    RelayData,
+    /// JSON-RPC to one named host of the route's pool.
     HostRpc,
-    HeimdallProxy,
     /// The route's `{*tail}` (and query) to its pool as it is: an operator's own
     /// passthrough to any node API (`pool` required).
     Passthrough,
-    BasePortalWs,
-    FirehoseWs,
-    SolWatchlistWs,
-    TxStatusWs,
+    /// A channel: its index in the channel registry.
+    Channel(u16),
     /// A local handler: its index in the registry.
     Local(u16),
 }
 
-/// The transports' manifest names.
+/// The generic transports' manifest names.
 const TRANSPORTS: &[(&str, HandlerKind)] = &[
     ("json_rpc", HandlerKind::JsonRpc),
-    ("beacon_proxy", HandlerKind::BeaconProxy),
-    ("beacon_events", HandlerKind::BeaconEvents),
-    ("mev_share_sse", HandlerKind::MevShareSse),
-    ("relay_data", HandlerKind::RelayData),
     ("host_rpc", HandlerKind::HostRpc),
-    ("heimdall_proxy", HandlerKind::HeimdallProxy),
     ("passthrough", HandlerKind::Passthrough),
-    ("base_portal_ws", HandlerKind::BasePortalWs),
-    ("firehose_ws", HandlerKind::FirehoseWs),
-    ("sol_watchlist_ws", HandlerKind::SolWatchlistWs),
-    ("tx_status_ws", HandlerKind::TxStatusWs),
 ];
 
+/// How a channel answers: what the servers need to know of it before it opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChannelTransport {
+    /// The node's answer through a rewriting passthrough (HTTP).
+    Proxy,
+    /// WebSocket frames to a node, untouched (served by Pingora's phases).
+    ProxyWebSocket,
+    /// An event stream (SSE) the edge writes.
+    EventStream,
+    /// A server-to-client WebSocket feed the edge writes.
+    PushWebSocket,
+}
+
+/// What a channel's path decides before the guard runs (the beacon API's groups): the
+/// plan and rate category of the path, the node families that serve it, and whether
+/// its answer is a long-lived stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathRule {
+    pub min_plan: &'static str,
+    pub rate: &'static str,
+    /// Host families that serve the path; `None`: every host of the pool.
+    pub families: Option<&'static [&'static str]>,
+    /// A long-lived answer (events): no read timeout, no compression.
+    pub stream: bool,
+}
+
+/// A channel's path rule from the request path: the rule, or why the path is refused.
+pub type PathRuleOf = fn(&str) -> Result<PathRule, crate::errors::ApiError>;
+
+/// What the route table needs of a channel: its manifest name, its transport, the pool
+/// it always uses (`None`: the route's own `pool`, which is then required), and its
+/// rules that are checked when the table loads or before the guard.
+#[derive(Debug, Clone, Copy)]
+pub struct ChannelTraits {
+    pub name: &'static str,
+    /// What it is, in words for messages ("the MEV-Share stream").
+    pub title: &'static str,
+    pub transport: ChannelTransport,
+    pub pool: Option<&'static str>,
+    /// The route must name a pool (a passthrough to the route's own pool).
+    pub needs_pool: bool,
+    /// The channel is for one plan only, so its tier must be the highest plan.
+    pub one_plan: bool,
+    /// The path's own plan and rate category, checked before the guard.
+    pub path_rule: Option<PathRuleOf>,
+}
+
+impl ChannelTraits {
+    /// A channel with no pool of its own and no rules.
+    pub const fn new(name: &'static str, title: &'static str, transport: ChannelTransport) -> Self {
+        ChannelTraits {
+            name,
+            title,
+            transport,
+            pool: None,
+            needs_pool: false,
+            one_plan: false,
+            path_rule: None,
+        }
+    }
+
+    /// The pool it always talks to.
+    pub const fn pool(mut self, pool: &'static str) -> Self {
+        self.pool = Some(pool);
+        self
+    }
+}
+
 impl HandlerKind {
-    /// The kind a manifest's `handler:` names: a transport, else the local handler of
-    /// that name in `handlers` (the registry's names, in order).
-    pub fn resolve(name: &str, handlers: &[&str]) -> Option<HandlerKind> {
+    /// The kind a manifest's `handler:` names: a generic transport, else the channel of
+    /// that name in `channels`, else the local handler of that name in `handlers` (each
+    /// registry in order).
+    pub fn resolve(
+        name: &str,
+        channels: &[ChannelTraits],
+        handlers: &[&str],
+    ) -> Option<HandlerKind> {
+        let place = |at: usize| u16::try_from(at).ok();
         TRANSPORTS
             .iter()
             .find(|(n, _)| *n == name)
             .map(|(_, k)| *k)
             .or_else(|| {
+                let at = channels.iter().position(|c| c.name == name)?;
+                place(at).map(HandlerKind::Channel)
+            })
+            .or_else(|| {
                 let at = handlers.iter().position(|h| *h == name)?;
-                u16::try_from(at).ok().map(HandlerKind::Local)
+                place(at).map(HandlerKind::Local)
             })
     }
 }

@@ -14,11 +14,11 @@
 //! (it reconnects with `Last-Event-ID`) rather than buffered. The last client to leave
 //! stops the driver and the node stream.
 
-use crate::config::secrets::Secret;
 use crate::errors::ApiError;
 use crate::observe::metrics;
 use crate::pools::Host;
 use crate::reply::EventStream;
+use crate::streams::first_host::{open_first, StreamAsk};
 use crate::upstream::UpstreamClient;
 use bytes::{Bytes, BytesMut};
 use std::collections::{HashMap, VecDeque};
@@ -349,33 +349,21 @@ async fn drive(
         let mut order = hosts.clone();
         // The host that just failed goes last, not out: it may be the only one.
         order.sort_by_key(|h| Some(&h.id) == failed.as_ref());
-        let mut opened = None;
-        let mut last_error = String::new();
-        for host in &order {
-            let path = format!("{}/{}", host.addr.path.trim_end_matches('/'), rest);
-            let mut headers = host.headers.clone();
-            if let Some(id) = &node_last_id {
-                headers.push(("Last-Event-ID".to_string(), Secret::not_secret(id)));
+        let ask = StreamAsk {
+            rest: &rest,
+            last_event_id: node_last_id.as_deref(),
+            request_id: &request_id,
+            timeout: OPEN_TIMEOUT,
+            what: "events",
+        };
+        let (host, mut session) = match open_first(&client, &order, &ask).await {
+            Ok(opened) => opened,
+            Err(last_error) => {
+                let _ = serving.send(NodeState::Failing(last_error));
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                continue;
             }
-            let mut call = host.call("GET", &path, &request_id);
-            call.headers = &headers;
-            match client.open(call, OPEN_TIMEOUT).await {
-                Ok((200, session)) => {
-                    opened = Some((host.clone(), session));
-                    break;
-                }
-                Ok((status, _)) => last_error = format!("{}: HTTP {status}", host.id),
-                Err(e) => {
-                    host.record_failure(&format!("events: {e}"));
-                    last_error = format!("{}: {e}", host.id);
-                }
-            }
-        }
-        let Some((host, mut session)) = opened else {
-            let _ = serving.send(NodeState::Failing(last_error));
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(MAX_BACKOFF);
-            continue;
         };
         backoff = Duration::from_millis(100);
         let _ = serving.send(NodeState::Serving(host.id.clone()));
