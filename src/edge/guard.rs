@@ -256,39 +256,6 @@ impl Edge {
         }
     }
 
-    /// A finished request (or WebSocket message) of a key in its request log: what a
-    /// developer debugging it needs, never a body or a secret.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn log_key_request(
-        &self,
-        principal: Option<&Principal>,
-        route: &str,
-        method: &str,
-        status: u16,
-        error: Option<&str>,
-        latency_us: u64,
-        upstream: Option<&str>,
-    ) {
-        let st = &*self.state;
-        let Some(Principal::Key(key)) = principal else {
-            return;
-        };
-        if !st.requests().enabled() || !st.config.app.usage.enabled {
-            return;
-        }
-        st.requests().add(&crate::usage::requests::Finished {
-            key_id: &key.key_id,
-            tenant_id: &key.tenant_id,
-            at_us: crate::clock::now_us(),
-            route,
-            method,
-            status,
-            error,
-            latency_us,
-            upstream,
-        });
-    }
-
     /// A finished request in its key's usage: a JSON-RPC body's calls and units (or the
     /// route's cost), by the status it was answered with.
     pub(super) fn count_request(&self, ctx: &Ctx, status: u16) {

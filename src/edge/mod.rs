@@ -13,7 +13,8 @@
 //! | `websocket.rs` | WebSocket JSON-RPC: the upgrade, then each message under the same policy; the held socket of every WebSocket session, push channels' too |
 //! | `live.rs` | the state as last (re)loaded, taken by each request at its start |
 //! | `lease.rs` | how long a held session or channel may live: key revoked or lapsed, token expired |
-//! | `proxy_http.rs` | Pingora's `ProxyHttp` phases around the pipeline, and the access log |
+//! | `proxy_http.rs` | Pingora's `ProxyHttp` phases around the pipeline |
+//! | `finish.rs` | the finish step: metrics, usage, the access log and the request log of every finished request |
 //! | `respond.rs` | writing a local `Reply` on Pingora's session |
 //! | `downstream.rs` | the one view of a client request both servers give the pipeline |
 //! | `servers.rs` | the rest of what the two servers use of the edge |
@@ -25,6 +26,7 @@ mod context;
 mod cors;
 mod dispatch;
 mod downstream;
+mod finish;
 mod guard;
 mod hop;
 mod lease;

@@ -7,9 +7,8 @@ use super::hop::{
 };
 use super::ws_upgrade::WsUpgrade;
 use super::{respond, retry, Ctx, Downstream, Edge, Outcome, PASS_READ_TIMEOUT};
-use crate::auth::Principal;
 use crate::errors::ApiError;
-use crate::observe::{access_log, metrics};
+use crate::observe::metrics;
 use crate::reply::Reply;
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -343,62 +342,6 @@ impl Edge {
             abort.abort();
         }
         let _ = session.write_response_body(None, true).await;
-    }
-
-    /// Metrics and the access log line of a finished request (`status` 0: no answer sent).
-    pub(crate) fn request_done(
-        &self,
-        ctx: &Ctx,
-        method: &str,
-        path: &str,
-        client: &str,
-        status: u16,
-        error: Option<&str>,
-    ) {
-        let elapsed = ctx.started.elapsed().as_secs_f64();
-        metrics::request_done(ctx.route_name(), status, elapsed);
-        self.count_request(ctx, status);
-        self.log_key_request(
-            ctx.principal.as_ref(),
-            ctx.route_name(),
-            ctx.rpc_method.as_deref().unwrap_or(method),
-            status,
-            ctx.error_code.or(error),
-            (elapsed * 1e6).round() as u64,
-            ctx.upstream.as_deref(),
-        );
-        // Behind a trusted proxy the log names the client, not the proxy.
-        let forwarded = ctx.forwarded_client.map(|ip| ip.to_string());
-        let client = forwarded.as_deref().unwrap_or(client);
-        access_log::with_timestamp(|ts| {
-            access_log::write(&access_log::AccessLine {
-                ts,
-                request_id: &ctx.request_id,
-                client,
-                method,
-                path,
-                route: ctx.route_name(),
-                surface: ctx.route.as_ref().map(|r| r.surface.as_str()).unwrap_or(""),
-                tenant: match &ctx.principal {
-                    Some(Principal::Key(k)) => Some(k.tenant_id.as_str()),
-                    _ => None,
-                },
-                key_id: match &ctx.principal {
-                    Some(Principal::Key(k)) => Some(k.key_id.as_str()),
-                    _ => None,
-                },
-                user: match &ctx.principal {
-                    Some(Principal::Key(k)) => k.user_id.as_deref(),
-                    Some(Principal::User(s)) => Some(s.user_id.as_str()),
-                    _ => None,
-                },
-                status,
-                latency_us: (elapsed * 1e6).round() as u64,
-                upstream: ctx.upstream.as_deref(),
-                error: ctx.error_code.or(error),
-                verified: ctx.verified,
-            })
-        });
     }
 }
 

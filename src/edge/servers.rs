@@ -1,6 +1,6 @@
 //! What the two servers (the lean front of `src/front/`, and Pingora's phases in
 //! `proxy_http.rs`) use of the edge besides the pipeline itself (`Edge::pipeline`) and the
-//! access log (`Edge::request_done`): start a request, turn a refusal into a reply, and
+//! finish step (`Edge::request_done`, `finish.rs`): start a request, turn a refusal into a reply, and
 //! the few facts about routes, nodes and clients the front needs to decide what it serves
 //! itself.
 

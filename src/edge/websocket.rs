@@ -19,7 +19,7 @@ use crate::errors::ApiError;
 use crate::handlers::channels::admit::{connection_cap_reached, handshake_accept};
 use crate::jsonrpc::methods::MethodClass;
 use crate::jsonrpc::Response;
-use crate::observe::{access_log, metrics};
+use crate::observe::metrics;
 use crate::routes::Route;
 use crate::rpc::compute_units::{error_answers, Cost};
 use crate::rpc::{refusal_of, CallView, Incoming};
@@ -225,44 +225,20 @@ impl Edge {
     fn log_message(&self, up: &WsUpgrade, request_id: &str, started: Instant, a: &Answered) {
         let client = up.client_ip.map(|ip| ip.to_string()).unwrap_or_default();
         let route = up.route.as_deref();
-        let key = match &up.principal {
-            Principal::Key(k) => Some(k),
-            _ => None,
-        };
-        access_log::with_timestamp(|ts| {
-            access_log::write(&access_log::AccessLine {
-                ts,
-                request_id,
-                client: &client,
-                method: "WS",
-                path: route.map_or("", |r| r.path.as_str()),
-                route: route.map_or("", |r| r.name.as_str()),
-                surface: route.map_or("", |r| r.surface.as_str()),
-                tenant: key.map(|k| k.tenant_id.as_str()),
-                key_id: key.map(|k| k.key_id.as_str()),
-                user: match &up.principal {
-                    Principal::Key(k) => k.user_id.as_deref(),
-                    Principal::User(s) => Some(s.user_id.as_str()),
-                    _ => None,
-                },
-                status: a.status,
-                latency_us: started.elapsed().as_micros() as u64,
-                upstream: a.upstream.as_deref(),
-                error: a.error,
-                verified: a.verified,
-            })
+        self.log_finished(&super::finish::Finished {
+            request_id,
+            client: &client,
+            method: "WS",
+            path: route.map_or("", |r| r.path.as_str()),
+            route,
+            principal: Some(&up.principal),
+            status: a.status,
+            latency_us: started.elapsed().as_micros() as u64,
+            upstream: a.upstream.as_deref(),
+            error: a.error,
+            verified: a.verified,
+            logged_as: a.method.as_deref(),
         });
-        if let Some(method) = &a.method {
-            self.log_key_request(
-                Some(&up.principal),
-                route.map_or("", |r| r.name.as_str()),
-                method,
-                a.status,
-                a.error,
-                started.elapsed().as_micros() as u64,
-                a.upstream.as_deref(),
-            );
-        }
     }
 
     /// `eth_subscribe` / `eth_unsubscribe`, admitted like any call.
