@@ -24,6 +24,7 @@ lint: setup
 	python3 scripts/check_shape.py
 	cargo fmt --all -- --check
 	cargo clippy --release --all-targets --features scenario -- -D warnings
+	cargo clippy --release -p chainedge-harness -- -D warnings
 
 # Cargo.lock against the RustSec advisory database on disk (../shared/advisory-db, or
 # ADVISORY_DB=...); accepted advisories and their reasons: .ci/advisories-accepted.toml.

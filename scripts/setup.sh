@@ -12,9 +12,9 @@ command -v pkg-config >/dev/null || apt_pkgs+=(pkg-config)
 command -v promtool >/dev/null || apt_pkgs+=(prometheus)
 command -v curl >/dev/null || apt_pkgs+=(curl)
 [ -x /usr/bin/chromium ] || apt_pkgs+=(chromium)
-# The PostgreSQL store's tests start their own server (tests/common/postgres.rs).
+# The PostgreSQL store's tests start their own server (tests/harness/src/postgres.rs).
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || apt_pkgs+=(postgresql)
-# ... and their own Redis (tests/common/redis.rs).
+# ... and their own Redis (tests/harness/src/redis.rs).
 command -v redis-server >/dev/null || apt_pkgs+=(redis-server)
 # Real proxies in front of the edge (tests/cluster.rs, tests/security.rs).
 command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || apt_pkgs+=(haproxy)

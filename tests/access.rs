@@ -1,7 +1,6 @@
 //! Identity, plans, scopes and rate limits through the real binary (issue 3): every
 //! 401 / 403 / 429 code, and that a refused request never reaches an upstream.
 
-mod common;
 use common::*;
 use serde_json::json;
 use std::time::{Duration, Instant};

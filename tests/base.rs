@@ -1,7 +1,6 @@
 //! The planned Base route (issue 6 point 6): release switch, origin and edge modes,
 //! keys refused before any upstream, the portal for every WebSocket upgrade.
 
-mod common;
 use common::*;
 use serde_json::json;
 

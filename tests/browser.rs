@@ -1,6 +1,5 @@
 //! The console page in headless Chromium (Playwright), against the real binary.
 
-mod common;
 use common::*;
 
 #[test]

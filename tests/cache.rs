@@ -3,7 +3,6 @@
 //! `anvil_reorg` never lets an answer from the orphaned branch be served once the edge
 //! has seen it; finalized answers served after their node is gone.
 
-mod common;
 use common::*;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};

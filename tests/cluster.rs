@@ -3,8 +3,6 @@
 //! is refused by the other within 1 s; with Redis killed each instance keeps serving
 //! under its own limits, and sharing comes back by itself.
 
-mod common;
-
 use common::*;
 use serde_json::json;
 use std::time::{Duration, Instant};

@@ -3,7 +3,6 @@
 //! node and once through `/rpc/eth` with an enterprise key: the answers must be the same
 //! JSON-RPC answer, except the documented refusals (`docs/rpc.md`).
 
-mod common;
 use common::*;
 use serde_json::{json, Value};
 

@@ -2,7 +2,6 @@
 //! cookies, CSRF, `/v1/auth/me` default-key rules, keys CRUD, revocation on the chain
 //! routes at once, logout, sliding refresh and expiry.
 
-mod common;
 use common::*;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};

@@ -4,7 +4,6 @@
 //! missing, tampered, foreign-channel and expired tokens are refused at the upgrade;
 //! an open channel ends when its token expires or its key is revoked; the switched-off
 //! channels refuse every upgrade.
-mod common;
 
 use common::*;
 use serde_json::{json, Value};

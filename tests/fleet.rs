@@ -1,7 +1,6 @@
 //! Pools, health checks, mesh admin and the metrics mirror (issue 5), through the real
 //! binary against real anvil nodes and fixture metrics endpoints.
 
-mod common;
 use common::*;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

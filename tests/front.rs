@@ -2,8 +2,6 @@
 //! pipelining, what it hands to Pingora on the same connection, and passthroughs that
 //! relay a node's answer as it arrives (length, chunked, until close).
 
-mod common;
-
 use common::*;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

@@ -3,7 +3,6 @@
 //! `tests/standins.rs`): one chain read through either generation's REST server becomes
 //! the same product resource; bad ids never reach a node; unknown ids are 404 in both
 //! generations' ways of saying so; a failing host is passed over.
-mod common;
 
 use common::*;
 use serde_json::{json, Value};

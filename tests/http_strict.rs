@@ -3,8 +3,6 @@
 //! request, never reaching a node; a hostile node's framing is refused, not relayed;
 //! forwarding headers are the edge's; memory follows what clients actually sent.
 
-mod common;
-
 use common::*;
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -2,7 +2,6 @@
 //! from the node once, then follows the indexed transfers (in, out, to oneself) with no
 //! node call, still answers with the node gone, and a reorg below the balance's block
 //! makes the node be asked again (on SQLite and PostgreSQL).
-mod common;
 
 use common::evm::*;
 use common::*;

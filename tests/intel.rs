@@ -2,7 +2,6 @@
 //! a validator's state mapped to SPEC's fields; a malformed index or an unknown
 //! validator is 404 `invalid_params` (a malformed one never reaches a node); a failing
 //! host is passed over; the tier is business.
-mod common;
 
 use common::*;
 use serde_json::{json, Value};

@@ -4,7 +4,6 @@
 //! fits. Against a node that caps its answers as providers do, and against anvil with
 //! real logs (the merged answer equals the node's own).
 
-mod common;
 use common::*;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};

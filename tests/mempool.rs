@@ -1,7 +1,6 @@
 //! Mempool snapshot and stats on a real node (anvil, not mining): what the watcher polls
 //! from `txpool_content` is served from memory, ordered, windowed and bounded; bad
 //! parameters are 400, the plan is enforced, mined transactions leave the snapshot.
-mod common;
 
 use common::*;
 use serde_json::{json, Value};

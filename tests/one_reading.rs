@@ -6,8 +6,6 @@
 //! WebSocket messages, the per-host route, the builder and private-transaction
 //! endpoints; the node's own record of what it executed is the verdict.
 
-mod common;
-
 use common::*;
 use serde_json::Value;
 use std::time::Duration;

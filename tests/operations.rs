@@ -1,6 +1,5 @@
 //! `chainedge -t` validation and the graceful upgrade under load.
 
-mod common;
 use common::*;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

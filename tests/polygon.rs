@@ -1,7 +1,6 @@
 //! Polygon's product endpoints against real nodes: the raw sender's three dispatch
 //! routes with transactions signed by eth-account (one route down, one refusing, one a
 //! real anvil chain 137), resends answered once, and every refusal before any node.
-mod common;
 
 use common::*;
 use serde_json::{json, Value};

@@ -5,7 +5,6 @@
 //! state gets the client errors naming the failed proof, never the lie; honest hosts
 //! answer exactly what the node says, `X-Chainedge-Verified: proof`.
 
-mod common;
 use common::evm::*;
 use common::*;
 use serde_json::{json, Value};

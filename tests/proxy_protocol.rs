@@ -4,7 +4,6 @@
 //! one that never completes) and through real proxies: haproxy `send-proxy` (v1) and
 //! `send-proxy-v2`, on the plain and the TLS listener, and nginx's `stream` module with
 //! `proxy_protocol on`.
-mod common;
 
 use common::*;
 use serde_json::Value;

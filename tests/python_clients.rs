@@ -1,7 +1,6 @@
 //! Real client libraries against the real binary: the console sign-in flows driven by
 //! Python (aiosmtpd as the SMTP server, eth-account and PyNaCl as wallets).
 
-mod common;
 use common::*;
 
 #[test]

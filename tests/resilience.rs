@@ -2,7 +2,6 @@
 //! costs no caller an error nor more than a moment, a slow host is hedged to the next
 //! one, and each method class has a budget of its own.
 
-mod common;
 use common::*;
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -4,7 +4,6 @@
 //! WebSocket messages, batches and the REST senders; a forged `X-Forwarded-For` or
 //! `Origin` does not get past; a change applies at once, open sessions included; and
 //! another user can neither see nor change the restrictions.
-mod common;
 
 use common::*;
 use serde_json::{json, Value};

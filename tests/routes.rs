@@ -1,7 +1,6 @@
 //! Every route of every manifest is classified and answered in its surface's envelope,
 //! through the real binary.
 
-mod common;
 use common::*;
 use serde_json::{json, Value};
 

@@ -1,6 +1,5 @@
 //! JSON-RPC gateway behaviours through the real binary against two anvil nodes (issue 6).
 
-mod common;
 use common::*;
 use serde_json::json;
 

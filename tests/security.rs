@@ -1,8 +1,6 @@
 //! The security tier: each trust boundary attacked the way an outsider (or another
 //! tenant) would, against the real binary. docs/security.md says what each promises.
 
-mod common;
-
 use common::*;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};

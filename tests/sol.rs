@@ -2,7 +2,6 @@
 //! JSON-RPC, `tests/standins/sol_node.py`), driven by a wallet that signs real transactions:
 //! account and wallet reads, the transaction sender and the bundle sender (all or none),
 //! every refusal before any node, and reads moving off an unhealthy node.
-mod common;
 
 use common::*;
 use serde_json::{json, Value};

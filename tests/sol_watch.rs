@@ -3,7 +3,6 @@
 //! the tenant's WebSocket channel, one node subscription for every watcher of an
 //! account, retries and dead letters, redirects not followed, SSRF refusals, tenant
 //! isolation, and the push surviving the node dropping its PubSub connection.
-mod common;
 
 use common::*;
 use serde_json::{json, Value};

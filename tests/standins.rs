@@ -2,7 +2,6 @@
 //! vendored under `tests/standins/vendor/` (see its README): `validate.py` asks each
 //! stand-in what the edge asks and checks each answer against the spec's schema, and
 //! first checks that the checks refuse answers the specs refuse.
-mod common;
 
 use common::run_python;
 

@@ -2,8 +2,6 @@
 //! PostgreSQL (a server this test starts, `common::PgServer`). Every repository call, the
 //! transactions' guarantees under concurrency, and the migrations run twice.
 
-mod common;
-
 use chainedge::store::capacity::{HostMinute, SeriesPoint};
 use chainedge::store::console::{
     Challenge, ChallengeBounds, CodeBounds, CodeCheck, GuessGuard, Identity, Issued,

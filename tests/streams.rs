@@ -1,7 +1,6 @@
 //! Passthroughs (issue 7): the beacon REST proxy and its event stream, through the real
 //! binary against fixture beacon nodes; JSON-RPC over WebSocket (issue 6).
 
-mod common;
 use common::*;
 use serde_json::{json, Value};
 use std::io::{Read, Write};

@@ -4,7 +4,6 @@
 //! tenant one does not belong to, a viewer writing keys or asking for a secret, writes
 //! without CSRF, removing the last owner.
 
-mod common;
 use common::*;
 use serde_json::{json, Value};
 

@@ -3,7 +3,6 @@
 //! dropped by every node and sent again by the edge; asked for by the tenant whose key
 //! sent them (another tenant is told nothing); each change pushed on the tenant's
 //! channel (`/ws/txs`) and to its webhooks (a real HTTPS receiver, signatures checked).
-mod common;
 
 use common::*;
 use serde_json::{json, Value};

@@ -3,8 +3,6 @@
 //! usage (calls, units, errors, 429s) and found in the store after a flush, through the
 //! admin export (JSON and CSV) and the console's `GET /v1/keys/{id}/usage`.
 
-mod common;
-
 use common::*;
 use serde_json::{json, Value};
 use std::net::TcpStream;

@@ -5,7 +5,6 @@
 //! logged and counted, and it is cordoned after three. An answer the edge cannot check
 //! is served and said unchecked; `observe` mode serves lies and counts them.
 
-mod common;
 use common::evm::*;
 use common::*;
 use serde_json::{json, Value};

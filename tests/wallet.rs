@@ -1,6 +1,5 @@
 //! Wallet endpoints on real nodes (anvil as the Ethereum and the Polygon bor pool):
 //! native balances at a block, and every parameter refused before any node is called.
-mod common;
 
 use common::*;
 use serde_json::{json, Value};

@@ -1,7 +1,6 @@
 //! WebSocket JSON-RPC at the edge (issue 17): the same calls get the same answers over
 //! HTTP and over WebSocket, what HTTP refuses is refused over WebSocket before any node,
 //! every call counts against the rate limit, and the session's bounds hold.
-mod common;
 
 use common::*;
 use serde_json::{json, Value};

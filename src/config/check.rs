@@ -2,8 +2,9 @@
 //! reports every problem through `bad` (key path, reason), and returns what it resolved
 //! (addresses, secrets, directories). `load` runs them all.
 
+use super::check_rpc::check_rpc_timing;
 use super::secrets::{Secret, SecretRef};
-use super::{check_chain, check_rpc_timing, secret_url, AppConfig, SWITCHES};
+use super::{check_chain, secret_url, AppConfig, SWITCHES};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 

@@ -16,7 +16,7 @@ use crate::pools::Pool;
 use crate::reply::Reply;
 use crate::rpc::Gateway;
 use crate::store::index_history::{HistoryRef, HistorySink, Position};
-use crate::store::index_nfts::{HoldingRef, HoldingSink};
+use crate::store::nft_pages::{HoldingRef, HoldingSink};
 use crate::store::Store;
 use base64::Engine;
 use serde::Serialize;

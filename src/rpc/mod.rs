@@ -10,6 +10,7 @@ mod beacon_finality;
 mod cache;
 mod call;
 mod checked;
+mod checked_blocks;
 mod coalesce;
 mod complete_logs;
 pub mod compute_units;
@@ -60,7 +61,7 @@ pub struct Gateway {
     /// Accepted transactions, queued for the follower (`capture::txs`).
     pub txlog: Arc<crate::tracking::TxLog>,
     /// Checked blocks' facts and receipts by hash, for the answers that name them.
-    pub checked: Arc<checked::CheckedBlocks>,
+    pub checked: Arc<checked_blocks::CheckedBlocks>,
 }
 
 #[derive(Clone)]

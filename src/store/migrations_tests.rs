@@ -136,7 +136,7 @@ async fn the_index_tables_keep_their_rows_when_rebuilt_by_key() {
 /// transfers paid 16-60 ms a page when they did) and never sorts.
 #[tokio::test]
 async fn the_wallet_pages_read_by_key() {
-    use super::{index_balances, index_history, index_nfts};
+    use super::{index_balances, index_history, index_nfts, nft_pages};
     let store = Scratch::migrated().await;
     // chain, address, then the limits.
     let plan = |sql: String, limits: usize| {
@@ -161,7 +161,7 @@ async fn the_wallet_pages_read_by_key() {
         transfers
             && (line.starts_with("SCAN") || line.ends_with("PRIMARY KEY (chain=? AND address=?)"))
     };
-    let nfts = plan(index_nfts::PAGE.into(), 2).await;
+    let nfts = plan(nft_pages::PAGE.into(), 2).await;
     assert!(
         nfts.iter()
             .any(|l| l.starts_with("SEARCH h USING PRIMARY KEY (chain=? AND address=?)")),

@@ -24,6 +24,7 @@ pub mod mev_cache;
 mod migrations;
 #[cfg(test)]
 mod migrations_tests;
+pub mod nft_pages;
 pub mod postgres;
 mod postgres_reads;
 mod postgres_wire;

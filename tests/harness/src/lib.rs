@@ -37,8 +37,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The repository (this crate is `tests/harness/` in it).
 pub fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    here.join("../..").canonicalize().unwrap_or(here)
 }
 
 /// The tests' Python (web3.py, eth-account, solders, schemathesis), from `make setup`.
@@ -65,8 +67,27 @@ pub fn run_python<S: AsRef<std::ffi::OsStr>>(script: &str, args: &[S]) -> String
     stdout
 }
 
+/// The `chainedge` binary Cargo built with the test binaries: beside their `deps/`
+/// folder (`CHAINEDGE_BIN` overrides it).
 pub fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_chainedge")
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Ok(p) = std::env::var("CHAINEDGE_BIN") {
+            return p;
+        }
+        let exe = std::env::current_exe().expect("the test binary's path");
+        let dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("target/<profile>/deps");
+        let bin = dir.join("chainedge");
+        assert!(
+            bin.exists(),
+            "{} is missing: build the binary with the tests",
+            bin.display()
+        );
+        bin.to_string_lossy().into_owned()
+    })
 }
 
 /// Whether process `pid` holds the listening socket on `port` (another test's gateway
