@@ -12,7 +12,7 @@ demo: build
 
 # Every test tier: unit and pipeline tests, and the scenario tests that start the real
 # binary (`cargo test` alone runs the first two, with no external tool). cargo-nextest
-# runs each test in its own process, four at a time across binaries (most of a scenario
+# runs each test in its own process, six at a time across binaries (most of a scenario
 # test waits on its fleet), and every test even after one fails, so one run shows every
 # failure (.config/nextest.toml; docs/testing.md#time). Cargo builds the binary the
 # scenario tests start with the test binaries, so no separate build step; `--lib --tests`

@@ -1,13 +1,13 @@
 //! One JSON line per request on stdout. Never a secret: no query string, no headers
-//! beyond what is listed, no credential. Lines are queued and written in batches by a
-//! background thread, like nginx's `access_log ... buffer=`: the proxy path never makes
-//! a syscall to log.
+//! beyond what is listed, no credential. Each worker thread writes its lines into a
+//! buffer of its own, and a background thread writes every buffer out in batches, like
+//! nginx's `access_log ... buffer=`: the proxy path makes no syscall and no allocation
+//! to log (the line is written straight into the buffer's spare room).
 
 use super::metrics;
 use once_cell::sync::Lazy;
 use std::io::Write;
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub struct AccessLine<'a> {
@@ -32,22 +32,22 @@ pub struct AccessLine<'a> {
     pub verified: Option<&'a str>,
 }
 
-/// Lines waiting for the writer; beyond this (stdout stalled) new lines are dropped and
-/// counted rather than blocking the proxy.
-const QUEUE_LINES: usize = 65_536;
-/// How often the writer drains the queue. Requests never wake it, so logging costs a
-/// queue push per request, not a syscall.
+/// Bytes one thread's lines may wait for the writer; beyond this (stdout stalled) new
+/// lines are dropped and counted rather than blocking the proxy.
+const PENDING_BYTES: usize = 4 << 20;
+/// Room a buffer starts with again after the writer took its lines.
+const BUFFER_START: usize = 16 << 10;
+/// How often the writer drains the buffers. Requests never wake it, so logging costs a
+/// write into memory per request, not a syscall.
 const DRAIN_EVERY: Duration = Duration::from_millis(50);
 
-struct Queue {
-    tx: SyncSender<Vec<u8>>,
-    rx: Mutex<Receiver<Vec<u8>>>,
-}
+/// One thread's lines waiting for the writer: locked by that thread per line and by the
+/// writer once per drain, so the lock is all but never contended.
+type Pending = Arc<Mutex<Vec<u8>>>;
 
-/// Created on the first line, i.e. after Pingora has daemonised (a thread started before
-/// the fork would not survive it).
-static QUEUE: Lazy<Queue> = Lazy::new(|| {
-    let (tx, rx) = sync_channel(QUEUE_LINES);
+/// Every thread's buffer. Created with the first line, i.e. after Pingora has
+/// daemonised (a thread started before the fork would not survive it).
+static BUFFERS: Lazy<Mutex<Vec<Pending>>> = Lazy::new(|| {
     std::thread::Builder::new()
         .name("access-log".into())
         .spawn(|| loop {
@@ -55,11 +55,18 @@ static QUEUE: Lazy<Queue> = Lazy::new(|| {
             flush();
         })
         .expect("spawn the access-log writer");
-    Queue {
-        tx,
-        rx: Mutex::new(rx),
-    }
+    Mutex::new(Vec::new())
 });
+
+thread_local! {
+    static MINE: Pending = {
+        let pending: Pending = Arc::new(Mutex::new(Vec::with_capacity(BUFFER_START)));
+        if let Ok(mut all) = BUFFERS.lock() {
+            all.push(pending.clone());
+        }
+        pending
+    };
+}
 
 /// The current time as RFC 3339 with milliseconds, formatted once per millisecond and
 /// thread (every request logs it).
@@ -84,38 +91,51 @@ pub fn with_timestamp<T>(f: impl FnOnce(&str) -> T) -> T {
 }
 
 pub fn write(line: &AccessLine) {
-    if QUEUE.tx.try_send(line.to_json()).is_err() {
+    let kept = MINE.with(|pending| {
+        let Ok(mut buf) = pending.lock() else {
+            return false;
+        };
+        if buf.len() >= PENDING_BYTES {
+            return false;
+        }
+        line.write_json(&mut buf);
+        true
+    });
+    if !kept {
         metrics::ACCESS_LOG_DROPPED.inc();
     }
 }
 
 impl AccessLine<'_> {
-    /// The line as JSON, newline-terminated. Fields are written one by one with
-    /// serde_json's value writers: deriving `Serialize` for the whole line (a map with a
-    /// float) cost more than the rest of the log path together, and it runs per request.
+    /// The line as JSON, newline-terminated.
+    #[cfg(test)]
     fn to_json(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(320);
-        out.push(b'{');
-        str_field(&mut out, "ts", Some(self.ts));
-        for (name, value) in [
-            ("request_id", Some(self.request_id)),
-            ("client", Some(self.client)),
-            ("method", Some(self.method)),
-            ("path", Some(self.path)),
-            ("route", Some(self.route)),
-            ("surface", Some(self.surface)),
-            ("tenant", self.tenant),
-            ("key_id", self.key_id),
-            ("user", self.user),
-        ] {
-            out.push(b',');
-            str_field(&mut out, name, value);
-        }
-        out.push(b',');
-        field(&mut out, "status", &self.status);
+        let mut out = Vec::new();
+        self.write_json(&mut out);
+        out
+    }
+
+    /// The line as JSON, newline-terminated, onto `out`. Fields are written one by one
+    /// with serde_json's value writers: deriving `Serialize` for the whole line (a map
+    /// with a float) cost more than the rest of the log path together, and it runs per
+    /// request.
+    fn write_json(&self, out: &mut Vec<u8>) {
+        str_field(out, b"{\"ts\":", Some(self.ts));
+        str_field(out, b",\"request_id\":", Some(self.request_id));
+        str_field(out, b",\"client\":", Some(self.client));
+        str_field(out, b",\"method\":", Some(self.method));
+        str_field(out, b",\"path\":", Some(self.path));
+        str_field(out, b",\"route\":", Some(self.route));
+        str_field(out, b",\"surface\":", Some(self.surface));
+        str_field(out, b",\"tenant\":", self.tenant);
+        str_field(out, b",\"key_id\":", self.key_id);
+        str_field(out, b",\"user\":", self.user);
+        let mut digits = itoa::Buffer::new();
+        out.extend_from_slice(b",\"status\":");
+        out.extend_from_slice(digits.format(self.status).as_bytes());
         // Milliseconds with three decimals, from whole microseconds (no float to format).
-        out.push(b',');
-        field(&mut out, "latency_ms", &(self.latency_us / 1000));
+        out.extend_from_slice(b",\"latency_ms\":");
+        out.extend_from_slice(digits.format(self.latency_us / 1000).as_bytes());
         let frac = self.latency_us % 1000;
         out.extend_from_slice(&[
             b'.',
@@ -123,34 +143,20 @@ impl AccessLine<'_> {
             b'0' + (frac / 10 % 10) as u8,
             b'0' + (frac % 10) as u8,
         ]);
-        for (name, value) in [("upstream", self.upstream), ("error", self.error)] {
-            out.push(b',');
-            str_field(&mut out, name, value);
-        }
+        str_field(out, b",\"upstream\":", self.upstream);
+        str_field(out, b",\"error\":", self.error);
         if let Some(verified) = self.verified {
-            out.push(b',');
-            str_field(&mut out, "verified", Some(verified));
+            str_field(out, b",\"verified\":", Some(verified));
         }
         out.extend_from_slice(b"}\n");
-        out
     }
 }
 
-/// `"name":value`, the value as serde_json writes it (strings escaped, `None` as null).
-fn field(out: &mut Vec<u8>, name: &str, value: &impl serde::Serialize) {
-    out.push(b'"');
-    out.extend_from_slice(name.as_bytes());
-    out.extend_from_slice(b"\":");
-    // Writing into a Vec cannot fail, and these values always serialize.
-    let _ = serde_json::to_writer(&mut *out, value);
-}
-
-/// `"name":"value"` (`null` for `None`). Almost every value (ids, routes, addresses,
-/// paths) has nothing to escape and is copied as is; serde_json escapes the rest.
-fn str_field(out: &mut Vec<u8>, name: &str, value: Option<&str>) {
-    out.push(b'"');
-    out.extend_from_slice(name.as_bytes());
-    out.extend_from_slice(b"\":");
+/// A field: its `prefix` (`,"name":`), then the value as a JSON string (`null` for
+/// `None`). Almost every value (ids, routes, addresses, paths) has nothing to escape and
+/// is copied as is; serde_json escapes the rest.
+fn str_field(out: &mut Vec<u8>, prefix: &[u8], value: Option<&str>) {
+    out.extend_from_slice(prefix);
     match value {
         None => out.extend_from_slice(b"null"),
         Some(v) if !needs_escape(v.as_bytes()) => {
@@ -159,6 +165,7 @@ fn str_field(out: &mut Vec<u8>, name: &str, value: Option<&str>) {
             out.push(b'"');
         }
         Some(v) => {
+            // Writing into a Vec cannot fail.
             let _ = serde_json::to_writer(&mut *out, v);
         }
     }
@@ -182,14 +189,34 @@ fn needs_escape(bytes: &[u8]) -> bool {
     (chunks.remainder().iter()).any(|&b| b < 0x20 || b == b'"' || b == b'\\')
 }
 
-/// Write every queued line to stdout in one go (the writer thread, and once at exit).
+/// Write every thread's waiting lines to stdout in one go (the writer thread, and once
+/// at exit).
 pub fn flush() {
-    let Ok(rx) = QUEUE.rx.lock() else {
-        return;
+    let buffers: Vec<Pending> = match BUFFERS.lock() {
+        Ok(mut all) => {
+            // A thread that ended left its buffer to this writer alone: once written, gone.
+            all.retain(|p| Arc::strong_count(p) > 1 || p.lock().is_ok_and(|b| !b.is_empty()));
+            all.clone()
+        }
+        Err(_) => return,
     };
     let mut out = Vec::new();
-    while let Ok(line) = rx.try_recv() {
-        out.extend_from_slice(&line);
+    for pending in &buffers {
+        let Ok(mut buf) = pending.lock() else {
+            continue;
+        };
+        if buf.is_empty() {
+            continue;
+        }
+        // The thread gets fresh room and goes on; its lines are written outside its lock.
+        let room = buf.len().clamp(BUFFER_START, PENDING_BYTES);
+        let lines = std::mem::replace(&mut *buf, Vec::with_capacity(room));
+        drop(buf);
+        if out.is_empty() {
+            out = lines;
+        } else {
+            out.extend_from_slice(&lines);
+        }
     }
     if !out.is_empty() {
         let mut stdout = std::io::stdout().lock();
