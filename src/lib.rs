@@ -14,8 +14,9 @@
 //! - **Top**: `app` (the server assembled), `cli` (the operator's subcommands).
 //! - **Servers**: `front` (the lean HTTP/1.1 front of plain listeners), `edge` (the
 //!   request pipeline over either server, and Pingora's `ProxyHttp` phases).
-//! - **Surfaces**: `handlers` (a plain `handlers::Request` in, a `reply::Reply` or
-//!   `reply::EventStream` out).
+//! - **Surfaces**: `handlers` (a plain `handlers::Request` in, a `reply::Reply` out;
+//!   and the channels, `handlers::channels`: a plain `ChannelRequest` in, a generic
+//!   outcome out, a passthrough's hosts and path, a `reply::EventStream` or a push feed).
 //! - **Capture**: `capture`, every background producer behind one contract (indexers,
 //!   mempool watchers, Solana's producers, the capacity series, the usage flusher).
 //!   Only the top (`app`) imports it: what handlers read of what it wrote is in `state`.

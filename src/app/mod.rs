@@ -80,43 +80,9 @@ pub fn load(
             None
         }
     };
-    let matcher = app.as_ref().and_then(|app| {
-        let pools: Vec<&str> = config::POOL_NAMES.to_vec();
-        let handler_names = handlers::registry::names();
-        let channels = handlers::channels::traits();
-        let ctx = routes::RouteContext {
-            plans: &app.app.plans,
-            handlers: &handler_names,
-            channels: &channels,
-            pools: &pools,
-            switches: config::SWITCHES,
-            base_edge: app.app.base_mode == config::BaseMode::Edge,
-        };
-        match routes::load(&app.plugins_dir, &ctx) {
-            Ok(m) => Some(m),
-            Err(mut e) => {
-                errors.append(&mut e);
-                None
-            }
-        }
-    });
-    // A limit for a category no route uses is almost certainly a typo.
+    let matcher = app.as_ref().and_then(|app| route_table(app, &mut errors));
     if let (Some(app), Some(m)) = (&app, &matcher) {
-        let used: std::collections::BTreeSet<&str> = m
-            .routes()
-            .iter()
-            .filter_map(|r| r.rate.as_deref())
-            .chain(handlers::beacon::RATE_CATEGORIES.iter().copied())
-            .collect();
-        for cat in app.app.limits.categories.keys() {
-            if !used.contains(cat.as_str()) {
-                errors.push(config::ConfigError::new(
-                    &app.path,
-                    &format!("limits.categories.{cat}"),
-                    format!("no route uses this rate category; categories are {used:?}"),
-                ));
-            }
-        }
+        unused_rate_categories(app, m, &mut errors);
     }
     let contract = match (&app, &matcher) {
         (Some(app), Some(m)) => {
@@ -140,6 +106,55 @@ pub fn load(
             })
         }
         _ => Err(errors),
+    }
+}
+
+/// The route table from the manifests, against the configuration's plans, pools and
+/// switches and the binary's channels and handlers.
+fn route_table(
+    app: &config::Loaded,
+    errors: &mut Vec<config::ConfigError>,
+) -> Option<routes::matcher::Matcher> {
+    let pools: Vec<&str> = config::POOL_NAMES.to_vec();
+    let handler_names = handlers::registry::names();
+    let channels = handlers::channels::traits();
+    let ctx = routes::RouteContext {
+        plans: &app.app.plans,
+        handlers: &handler_names,
+        channels: &channels,
+        pools: &pools,
+        switches: config::SWITCHES,
+        base_edge: app.app.base_mode == config::BaseMode::Edge,
+    };
+    match routes::load(&app.plugins_dir, &ctx) {
+        Ok(m) => Some(m),
+        Err(mut e) => {
+            errors.append(&mut e);
+            None
+        }
+    }
+}
+
+/// A limit for a category no route uses is almost certainly a typo.
+fn unused_rate_categories(
+    app: &config::Loaded,
+    matcher: &routes::matcher::Matcher,
+    errors: &mut Vec<config::ConfigError>,
+) {
+    let used: std::collections::BTreeSet<&str> = matcher
+        .routes()
+        .iter()
+        .filter_map(|r| r.rate.as_deref())
+        .chain(handlers::beacon::RATE_CATEGORIES.iter().copied())
+        .collect();
+    for cat in app.app.limits.categories.keys() {
+        if !used.contains(cat.as_str()) {
+            errors.push(config::ConfigError::new(
+                &app.path,
+                &format!("limits.categories.{cat}"),
+                format!("no route uses this rate category; categories are {used:?}"),
+            ));
+        }
     }
 }
 

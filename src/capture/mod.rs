@@ -86,6 +86,20 @@ pub fn producers(i: &Inputs) -> Vec<Arc<dyn Producer>> {
             store: i.store().clone(),
         }));
     }
+    all.extend(solana_producers(i));
+    if app.tx_tracking.enabled {
+        all.extend(tx_producers(i));
+    }
+    all.extend(usage_producers(i));
+    all
+}
+
+/// Solana's producers, for the pools configured: stake snapshots, the mempool, MEV-cache
+/// analytics, the watchlist's push.
+fn solana_producers(i: &Inputs) -> Vec<Arc<dyn Producer>> {
+    let app = &i.config.app;
+    let has = |pool: &str| i.pools.get(pool).is_some();
+    let mut all: Vec<Arc<dyn Producer>> = Vec::new();
     let stake = &app.solana.stake_snapshots;
     if stake.enabled && has(sol::stake::POOL) {
         all.push(Arc::new(sol::stake::Capture {
@@ -114,38 +128,44 @@ pub fn producers(i: &Inputs) -> Vec<Arc<dyn Producer>> {
     if app.solana.watchlist.push && has(sol::watch::upstream::POOL) {
         all.push(Arc::new(sol::watch::Push(i.sol_watch().clone())));
     }
-    if app.tx_tracking.enabled {
-        all.push(Arc::new(txs::Recorder {
-            conf: app.tx_tracking.clone(),
-            store: i.store().clone(),
-            queue: std::sync::Mutex::new(i.gateway.txlog.take_receiver()),
-        }));
-        let link = i
-            .config
-            .cluster_redis
-            .as_ref()
-            .map(|url| Arc::new(crate::cluster::link::Link::new(url.expose())));
-        let leases = Arc::new(crate::cluster::leases::Leases::new(link));
-        all.push(Arc::new(txs::push::Push {
-            push: i.tx_push().clone(),
+    all
+}
+
+/// Following sent transactions: the recorder of accepted sends, the push of their
+/// changes, a follower per chain with a pool.
+fn tx_producers(i: &Inputs) -> Vec<Arc<dyn Producer>> {
+    let app = &i.config.app;
+    let has = |pool: &str| i.pools.get(pool).is_some();
+    let mut all: Vec<Arc<dyn Producer>> = Vec::new();
+    all.push(Arc::new(txs::Recorder {
+        conf: app.tx_tracking.clone(),
+        store: i.store().clone(),
+        queue: std::sync::Mutex::new(i.gateway.txlog.take_receiver()),
+    }));
+    let link = i
+        .config
+        .cluster_redis
+        .as_ref()
+        .map(|url| Arc::new(crate::cluster::link::Link::new(url.expose())));
+    let leases = Arc::new(crate::cluster::leases::Leases::new(link));
+    all.push(Arc::new(txs::push::Push {
+        push: i.tx_push().clone(),
+        leases: leases.clone(),
+    }));
+    for chain in ["eth", "polygon", "sol"] {
+        let Some(pool) = crate::tracking::pool_of_chain(chain).filter(|p| has(p)) else {
+            continue;
+        };
+        all.push(Arc::new(txs::Follower {
             leases: leases.clone(),
+            chain,
+            pool,
+            conf: app.tx_tracking.clone(),
+            pools: i.pools.clone(),
+            gateway: i.gateway.clone(),
+            store: i.store().clone(),
         }));
-        for chain in ["eth", "polygon", "sol"] {
-            let Some(pool) = crate::tracking::pool_of_chain(chain).filter(|p| has(p)) else {
-                continue;
-            };
-            all.push(Arc::new(txs::Follower {
-                leases: leases.clone(),
-                chain,
-                pool,
-                conf: app.tx_tracking.clone(),
-                pools: i.pools.clone(),
-                gateway: i.gateway.clone(),
-                store: i.store().clone(),
-            }));
-        }
     }
-    all.extend(usage_producers(i));
     all
 }
 

@@ -432,19 +432,16 @@ where
             // either way.
             msg = conn.next(in_flight.len() < MAX_IN_FLIGHT) => {
                 heard = Instant::now();
-                let body = match msg {
-                    Some(Ok(Message::Text(t))) => Bytes::from(t),
-                    Some(Ok(Message::Binary(b))) => b,
-                    Some(Ok(Message::Close(_))) | None => break None,
-                    Some(Ok(_)) => continue,
-                    Some(Err(tokio_tungstenite::tungstenite::Error::Capacity(_))) => {
+                let body = match Heard::of(msg) {
+                    // A push channel's client is only heard.
+                    Heard::Data(_) | Heard::Control if push.is_some() => continue,
+                    Heard::Data(body) => body,
+                    Heard::Control => continue,
+                    Heard::Gone => break None,
+                    Heard::TooLarge => {
                         break Some((CloseCode::Size, format!("messages are limited to {max_message} bytes")));
                     }
-                    Some(Err(_)) => break None,
                 };
-                if push.is_some() {
-                    continue;
-                }
                 n += 1;
                 let rid = format!("{}-{n}", up.request_id);
                 if Edge::is_subscription_call(&body) {
@@ -494,6 +491,31 @@ where
     drop((subs, push));
     metrics::WS_SESSIONS.dec();
     Box::pin(conn.finish(close)).await;
+}
+
+/// What a client's message comes to.
+enum Heard {
+    /// A text or binary message: a call, for a JSON-RPC session.
+    Data(Bytes),
+    /// A ping or pong (tungstenite answers pings itself).
+    Control,
+    /// A close, the end of the stream, or a broken one.
+    Gone,
+    /// Past the socket's message bound.
+    TooLarge,
+}
+
+impl Heard {
+    fn of(msg: Option<Result<Message, tokio_tungstenite::tungstenite::Error>>) -> Heard {
+        match msg {
+            Some(Ok(Message::Text(t))) => Heard::Data(Bytes::from(t)),
+            Some(Ok(Message::Binary(b))) => Heard::Data(b),
+            Some(Ok(Message::Close(_))) | None => Heard::Gone,
+            Some(Ok(_)) => Heard::Control,
+            Some(Err(tokio_tungstenite::tungstenite::Error::Capacity(_))) => Heard::TooLarge,
+            Some(Err(_)) => Heard::Gone,
+        }
+    }
 }
 
 /// The socket's bounds: a JSON-RPC session's messages up to `rpc.max_body_bytes` and a

@@ -186,36 +186,7 @@ async fn walk(gateway: &Gateway, pool: &Pool, depth: u8, rid: &str) -> Result<Va
             answered += 1;
             for peer in peers_of(&list) {
                 let (from, to) = (host.id.clone(), name_of(&peer.id));
-                let direction = if peer.inbound { "inbound" } else { "outbound" };
-                let key = if from < to {
-                    (from.clone(), to.clone())
-                } else {
-                    (to.clone(), from.clone())
-                };
-                match edges.get_mut(&key) {
-                    // The other end reported the same connection, or a second one.
-                    Some(e) => {
-                        // Seen from the other end, one connection has the other direction.
-                        let same_connection = if e.from == to {
-                            e.direction != direction
-                        } else {
-                            e.direction == direction
-                        };
-                        if !same_connection {
-                            e.direction = "bidirectional";
-                        }
-                    }
-                    None => {
-                        let edge = Edge {
-                            from,
-                            to,
-                            direction,
-                            client: peer.client.clone(),
-                            latency_ms: peer.latency_ms,
-                        };
-                        edges.insert(key, edge);
-                    }
-                }
+                record_edge(&mut edges, from, to, &peer);
                 if let Some(h) = fleet.get(&peer.id) {
                     next.push(h.clone());
                 }
@@ -237,6 +208,46 @@ async fn walk(gateway: &Gateway, pool: &Pool, depth: u8, rid: &str) -> Result<Va
         })
         .collect();
     Ok(json!({"observed_at": observed_at(), "depth": depth, "edges": edges}))
+}
+
+/// One end's report of a connection, into the edges keyed by the pair (smaller name
+/// first): a new edge, or the same connection seen from its other end, or a second
+/// connection the other way (then the edge is bidirectional).
+fn record_edge(
+    edges: &mut BTreeMap<(String, String), Edge>,
+    from: String,
+    to: String,
+    peer: &Peer,
+) {
+    let direction = if peer.inbound { "inbound" } else { "outbound" };
+    let key = if from < to {
+        (from.clone(), to.clone())
+    } else {
+        (to.clone(), from.clone())
+    };
+    match edges.get_mut(&key) {
+        Some(e) => {
+            // Seen from the other end, one connection has the other direction.
+            let same_connection = if e.from == to {
+                e.direction != direction
+            } else {
+                e.direction == direction
+            };
+            if !same_connection {
+                e.direction = "bidirectional";
+            }
+        }
+        None => {
+            let edge = Edge {
+                from,
+                to,
+                direction,
+                client: peer.client.clone(),
+                latency_ms: peer.latency_ms,
+            };
+            edges.insert(key, edge);
+        }
+    }
 }
 
 /// `GET /v1/eth/intel/peer-graph/host/{host}`: one admin host's neighbours, read now.

@@ -197,30 +197,39 @@ pub async fn export(store: &Store, req: &Request<'_>, now: i64) -> Result<Reply,
         )
         .with_field("max_rows", MAX_EXPORT_ROWS));
     }
-    if csv {
-        let mut out =
-            String::from("start,key_id,tenant_id,calls,compute_units,errors,rate_limited\n");
-        for r in &rows {
-            let c = &r.counts;
-            out.push_str(&format!(
-                "{},{},{},{},{},{},{}\n",
-                super::rfc3339(r.start),
-                r.key_id,
-                r.tenant_id,
-                c.calls,
-                c.compute_units,
-                c.errors,
-                c.rate_limited
-            ));
-        }
-        let mut reply = Reply::json(200, out);
-        reply.content_type = Some("text/csv; charset=utf-8");
-        return Ok(no_store_cache(reply));
+    match csv {
+        true => Ok(export_csv(&rows)),
+        false => Ok(export_json(&rows, from, to, &step_name)),
     }
+}
+
+/// The export's rows as CSV, one line per key and step.
+fn export_csv(rows: &[crate::store::usage::ExportRow]) -> Reply {
+    let mut out = String::from("start,key_id,tenant_id,calls,compute_units,errors,rate_limited\n");
+    for r in rows {
+        let c = &r.counts;
+        out.push_str(&format!(
+            "{},{},{},{},{},{},{}\n",
+            super::rfc3339(r.start),
+            r.key_id,
+            r.tenant_id,
+            c.calls,
+            c.compute_units,
+            c.errors,
+            c.rate_limited
+        ));
+    }
+    let mut reply = Reply::json(200, out);
+    reply.content_type = Some("text/csv; charset=utf-8");
+    no_store_cache(reply)
+}
+
+/// The export's rows as JSON, with the whole steps the range was widened to.
+fn export_json(rows: &[crate::store::usage::ExportRow], from: i64, to: i64, step: &str) -> Reply {
     let body = json!({
         "from": super::rfc3339(from),
         "to": super::rfc3339(to),
-        "step": step_name,
+        "step": step,
         "rows": rows.iter().map(|r| {
             let mut v = counts_json(&r.counts);
             v["start"] = json!(super::rfc3339(r.start));
@@ -229,10 +238,10 @@ pub async fn export(store: &Store, req: &Request<'_>, now: i64) -> Result<Reply,
             v
         }).collect::<Vec<_>>(),
     });
-    Ok(no_store_cache(Reply::json(
+    no_store_cache(Reply::json(
         200,
         serde_json::to_vec(&body).unwrap_or_default(),
-    )))
+    ))
 }
 
 pub const HANDLERS: &[super::Handler] = &[super::Handler::new("admin_usage", |s, r| {

@@ -163,26 +163,31 @@ fn refused(restriction: &'static str, message: String) -> ApiError {
     ApiError::new(403, "key_restricted", message).with_field("restriction", restriction)
 }
 
+/// Each list of a restrictions document within its bound.
+fn check_bounds(doc: &RestrictionsDoc) -> Result<(), String> {
+    let bounded = |name: &str, n: usize, max: usize| {
+        if n > max {
+            Err(format!("{name} holds at most {max} entries"))
+        } else {
+            Ok(())
+        }
+    };
+    bounded("allowed_origins", doc.allowed_origins.len(), MAX_ENTRIES)?;
+    bounded("allowed_ips", doc.allowed_ips.len(), MAX_ENTRIES)?;
+    bounded("allowed_chains", doc.allowed_chains.len(), CHAINS.len())?;
+    bounded("allowed_methods", doc.allowed_methods.len(), MAX_METHODS)?;
+    bounded(
+        "allowed_contracts",
+        doc.allowed_contracts.len(),
+        MAX_CONTRACTS,
+    )
+}
+
 impl Restrictions {
     /// Check and compile what an owner asked for; the error says which entry is wrong.
     /// `Ok(None)`: nothing is restricted.
     pub fn compile(doc: &RestrictionsDoc) -> Result<Option<Restrictions>, String> {
-        let bounded = |name: &str, n: usize, max: usize| {
-            if n > max {
-                Err(format!("{name} holds at most {max} entries"))
-            } else {
-                Ok(())
-            }
-        };
-        bounded("allowed_origins", doc.allowed_origins.len(), MAX_ENTRIES)?;
-        bounded("allowed_ips", doc.allowed_ips.len(), MAX_ENTRIES)?;
-        bounded("allowed_chains", doc.allowed_chains.len(), CHAINS.len())?;
-        bounded("allowed_methods", doc.allowed_methods.len(), MAX_METHODS)?;
-        bounded(
-            "allowed_contracts",
-            doc.allowed_contracts.len(),
-            MAX_CONTRACTS,
-        )?;
+        check_bounds(doc)?;
         let mut out = Restrictions {
             doc: RestrictionsDoc::default(),
             origins: Vec::new(),

@@ -187,26 +187,30 @@ impl Gateway {
             }
         }
         metrics::quorum_read(&pool.name, "dispute");
-        let said: Vec<String> = tally
-            .iter()
-            .map(|(_, hs)| {
-                hs.iter()
-                    .map(|(h, _)| h.id.as_str())
-                    .collect::<Vec<_>>()
-                    .join("+")
-            })
-            .collect();
-        Err(ApiError::bad_gateway(
-            "quorum_dispute",
-            format!(
-                "{} of {asked} hosts must agree; they answered {} ways ({})",
-                q.agree,
-                tally.len(),
-                said.join(" / ")
-            ),
-        )
-        .with_field("answers", tally.len()))
+        Err(dispute(&tally, q.agree, asked))
     }
+}
+
+/// No answer reached `agree` of the `asked` hosts: which hosts gave which answer.
+fn dispute(tally: &[Side], agree: usize, asked: usize) -> ApiError {
+    let said: Vec<String> = tally
+        .iter()
+        .map(|(_, hs)| {
+            hs.iter()
+                .map(|(h, _)| h.id.as_str())
+                .collect::<Vec<_>>()
+                .join("+")
+        })
+        .collect();
+    ApiError::bad_gateway(
+        "quorum_dispute",
+        format!(
+            "{agree} of {asked} hosts must agree; they answered {} ways ({})",
+            tally.len(),
+            said.join(" / ")
+        ),
+    )
+    .with_field("answers", tally.len())
 }
 
 fn body_of(hosts: &[(Arc<Host>, Bytes)]) -> &[u8] {

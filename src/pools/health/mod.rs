@@ -15,7 +15,7 @@
 
 mod probe;
 
-use super::{Pool, Pools};
+use super::{Host, Pool, Pools};
 use crate::config::HealthConf;
 use crate::observe::metrics;
 use crate::upstream::UpstreamClient;
@@ -158,30 +158,7 @@ pub async fn check_pool(client: &UpstreamClient, pool: &Pool, conf: &HealthConf)
     let now_ms = crate::clock::now_ms() as u64;
     // Heads first: the pool head is the majority's head of this round.
     for (h, (r, latency)) in pool.hosts.iter().zip(&results) {
-        let hh = &h.health;
-        hh.checked_at_ms.store(now_ms, Ordering::Relaxed);
-        hh.latency_us
-            .store(latency.as_micros() as u64, Ordering::Relaxed);
-        match r {
-            Ok(o) => {
-                hh.failures.store(0, Ordering::Relaxed);
-                hh.ever_ok.store(true, Ordering::Relaxed);
-                if let Some(head) = o.head {
-                    hh.head.store(head, Ordering::Relaxed);
-                }
-                if let Ok(mut e) = hh.last_error.lock() {
-                    if e.as_deref() == Some("awaiting first health check") {
-                        *e = None;
-                    }
-                }
-            }
-            Err(e) => {
-                hh.failures.fetch_add(1, Ordering::Relaxed);
-                if let Ok(mut last) = hh.last_error.lock() {
-                    *last = Some(format!("health check: {e}"));
-                }
-            }
-        }
+        record_probe(h, r, *latency, now_ms);
     }
     let heads = pool.hosts.iter().zip(&results);
     let ok_heads = heads
@@ -232,6 +209,34 @@ pub async fn check_pool(client: &UpstreamClient, pool: &Pool, conf: &HealthConf)
             );
         }
         metrics::host_health(&pool.name, &h.id, state as u8, hh.head(), lag, *latency);
+    }
+}
+
+/// One host's probe in its health record: when, how long, and its head or its error.
+fn record_probe(h: &Host, r: &Result<Observation, String>, latency: Duration, now_ms: u64) {
+    let hh = &h.health;
+    hh.checked_at_ms.store(now_ms, Ordering::Relaxed);
+    hh.latency_us
+        .store(latency.as_micros() as u64, Ordering::Relaxed);
+    match r {
+        Ok(o) => {
+            hh.failures.store(0, Ordering::Relaxed);
+            hh.ever_ok.store(true, Ordering::Relaxed);
+            if let Some(head) = o.head {
+                hh.head.store(head, Ordering::Relaxed);
+            }
+            if let Ok(mut e) = hh.last_error.lock() {
+                if e.as_deref() == Some("awaiting first health check") {
+                    *e = None;
+                }
+            }
+        }
+        Err(e) => {
+            hh.failures.fetch_add(1, Ordering::Relaxed);
+            if let Ok(mut last) = hh.last_error.lock() {
+                *last = Some(format!("health check: {e}"));
+            }
+        }
     }
 }
 

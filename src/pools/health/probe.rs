@@ -72,42 +72,11 @@ pub async fn probe(
         timeout,
     };
     let base = host.addr.path.trim_end_matches('/');
-    // A host that follows a chain (its head), and one that only answers.
-    let (follows, answers) = (Observation::at, Observation::default());
+    // A host that only answers (no head to follow).
+    let answers = Observation::default();
     match ProbeKind::for_family(&host.family) {
-        ProbeKind::Execution => {
-            let v = p
-                .post(vec![
-                    Request::new(Id::index(1), "eth_blockNumber", json!([])),
-                    Request::new(Id::index(2), "eth_syncing", json!([])),
-                ])
-                .await?;
-            let head = result_by_id(&v, 1)?
-                .as_str()
-                .and_then(parse_hex)
-                .ok_or("eth_blockNumber: not a hex quantity")?;
-            let syncing = !matches!(result_by_id(&v, 2)?, Value::Bool(false));
-            Ok(Observation {
-                syncing,
-                ..follows(head)
-            })
-        }
-        ProbeKind::Solana => {
-            let v = p
-                .post(vec![
-                    Request::new(Id::index(1), "getHealth", json!([])),
-                    Request::new(Id::index(2), "getSlot", json!([])),
-                ])
-                .await?;
-            let healthy = result_by_id(&v, 1).is_ok_and(|r| r == "ok");
-            let slot = result_by_id(&v, 2)?
-                .as_u64()
-                .ok_or("getSlot: not a number")?;
-            Ok(Observation {
-                syncing: !healthy,
-                ..follows(slot)
-            })
-        }
+        ProbeKind::Execution => p.execution().await,
+        ProbeKind::Solana => p.solana().await,
         ProbeKind::BlockEngine => {
             let call = Request::new(Id::index(1), "getTipAccounts", json!([]));
             let accounts = result_by_id(&p.post(vec![call]).await?, 1)?.is_array();
@@ -115,34 +84,8 @@ pub async fn probe(
                 .then_some(answers)
                 .ok_or_else(|| "getTipAccounts: not a list".into())
         }
-        ProbeKind::Beacon => {
-            let v = p
-                .json(Service::Main, format!("{base}/eth/v1/node/syncing"))
-                .await?;
-            let head = v["data"]["head_slot"]
-                .as_str()
-                .and_then(|s| s.parse().ok())
-                .ok_or("syncing: no data.head_slot")?;
-            Ok(Observation {
-                syncing: v["data"]["is_syncing"].as_bool().unwrap_or(false),
-                ..follows(head)
-            })
-        }
-        ProbeKind::Heimdall => {
-            // `/status` is Tendermint RPC's, on its own port when the host has `rpc_url`.
-            let (rpc, _) = host.service(Service::Rpc);
-            let path = format!("{}/status", rpc.path.trim_end_matches('/'));
-            let v = p.json(Service::Rpc, path).await?;
-            let info = &v["result"]["sync_info"];
-            let head = info["latest_block_height"]
-                .as_str()
-                .and_then(|s| s.parse().ok())
-                .ok_or("status: no latest_block_height")?;
-            Ok(Observation {
-                syncing: info["catching_up"].as_bool().unwrap_or(false),
-                ..follows(head)
-            })
-        }
+        ProbeKind::Beacon => p.beacon(base).await,
+        ProbeKind::Heimdall => p.heimdall().await,
         ProbeKind::Relay => {
             let r = p.get(format!("{base}/eth/v1/builder/status")).await?;
             if r.status != 200 {
@@ -157,6 +100,77 @@ pub async fn probe(
             }
             Ok(answers)
         }
+    }
+}
+
+/// The probes of hosts that follow a chain: its head, and whether it is syncing.
+impl Prober<'_> {
+    /// An execution client: `eth_blockNumber` and `eth_syncing` in one batch.
+    async fn execution(&self) -> Result<Observation, String> {
+        let v = self
+            .post(vec![
+                Request::new(Id::index(1), "eth_blockNumber", json!([])),
+                Request::new(Id::index(2), "eth_syncing", json!([])),
+            ])
+            .await?;
+        let head = result_by_id(&v, 1)?
+            .as_str()
+            .and_then(parse_hex)
+            .ok_or("eth_blockNumber: not a hex quantity")?;
+        let syncing = !matches!(result_by_id(&v, 2)?, Value::Bool(false));
+        Ok(Observation {
+            syncing,
+            ..Observation::at(head)
+        })
+    }
+
+    /// A Solana RPC node: `getHealth` and `getSlot` in one batch.
+    async fn solana(&self) -> Result<Observation, String> {
+        let v = self
+            .post(vec![
+                Request::new(Id::index(1), "getHealth", json!([])),
+                Request::new(Id::index(2), "getSlot", json!([])),
+            ])
+            .await?;
+        let healthy = result_by_id(&v, 1).is_ok_and(|r| r == "ok");
+        let slot = result_by_id(&v, 2)?
+            .as_u64()
+            .ok_or("getSlot: not a number")?;
+        Ok(Observation {
+            syncing: !healthy,
+            ..Observation::at(slot)
+        })
+    }
+
+    /// A beacon node: `/eth/v1/node/syncing` under its base path.
+    async fn beacon(&self, base: &str) -> Result<Observation, String> {
+        let v = self
+            .json(Service::Main, format!("{base}/eth/v1/node/syncing"))
+            .await?;
+        let head = v["data"]["head_slot"]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .ok_or("syncing: no data.head_slot")?;
+        Ok(Observation {
+            syncing: v["data"]["is_syncing"].as_bool().unwrap_or(false),
+            ..Observation::at(head)
+        })
+    }
+
+    /// Heimdall: Tendermint RPC's `/status`, on its own port when the host has `rpc_url`.
+    async fn heimdall(&self) -> Result<Observation, String> {
+        let (rpc, _) = self.host.service(Service::Rpc);
+        let path = format!("{}/status", rpc.path.trim_end_matches('/'));
+        let v = self.json(Service::Rpc, path).await?;
+        let info = &v["result"]["sync_info"];
+        let head = info["latest_block_height"]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .ok_or("status: no latest_block_height")?;
+        Ok(Observation {
+            syncing: info["catching_up"].as_bool().unwrap_or(false),
+            ..Observation::at(head)
+        })
     }
 }
 
