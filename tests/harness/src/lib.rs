@@ -699,19 +699,25 @@ impl Gateway {
     /// Whether this gateway's edge answers within `within` (`false` once it exited).
     /// Only the edge stamps `X-Request-Id`: another gateway's metrics listener, which
     /// also says `Server: chainedge`, may hold the port.
+    /// Its metrics listener must be its own too: a test alongside may hold that port
+    /// (Pingora then keeps retrying the bind), and the gateway is started again.
     fn ready(&mut self, within: Duration) -> bool {
         let start = Instant::now();
+        let mut edge_since: Option<Instant> = None;
         loop {
             if let Ok(r) = request(self.port, "GET", "/__ready", &[], b"") {
-                let ours = self
-                    .proc
-                    .as_ref()
-                    .is_none_or(|p| listens_on(p.pid(), self.port));
+                let holds = |port| self.proc.as_ref().is_none_or(|p| listens_on(p.pid(), port));
                 if r.header("server") == Some("chainedge")
                     && r.header("x-request-id").is_some()
-                    && ours
+                    && holds(self.port)
                 {
-                    return true;
+                    if holds(self.metrics_port) {
+                        return true;
+                    }
+                    let since = *edge_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() > Duration::from_secs(3) {
+                        return false;
+                    }
                 }
             }
             let exited = self
