@@ -141,11 +141,12 @@ fn unused_rate_categories(
     matcher: &routes::matcher::Matcher,
     errors: &mut Vec<config::ConfigError>,
 ) {
+    let channels = handlers::channels::traits();
     let used: std::collections::BTreeSet<&str> = matcher
         .routes()
         .iter()
         .filter_map(|r| r.rate.as_deref())
-        .chain(handlers::beacon::RATE_CATEGORIES.iter().copied())
+        .chain(channels.iter().flat_map(|c| c.path_rates.iter().copied()))
         .collect();
     for cat in app.app.limits.categories.keys() {
         if !used.contains(cat.as_str()) {

@@ -225,6 +225,9 @@ pub struct ChannelTraits {
     pub one_plan: bool,
     /// The path's own plan and rate category, checked before the guard.
     pub path_rule: Option<PathRuleOf>,
+    /// Every rate category the path rule may choose (a limit configured for one of
+    /// them is used even though no route names it).
+    pub path_rates: &'static [&'static str],
 }
 
 impl ChannelTraits {
@@ -238,6 +241,7 @@ impl ChannelTraits {
             needs_pool: false,
             one_plan: false,
             path_rule: None,
+            path_rates: &[],
         }
     }
 

@@ -23,6 +23,7 @@ pub const CHANNELS: &[Channel] = &[
     Channel {
         traits: ChannelTraits {
             path_rule: Some(beacon_rule),
+            path_rates: beacon::RATE_CATEGORIES,
             ..ChannelTraits::new("beacon_proxy", "the beacon API", ChannelTransport::Proxy)
                 .pool("eth_cl")
         },
@@ -31,6 +32,7 @@ pub const CHANNELS: &[Channel] = &[
     Channel {
         traits: ChannelTraits {
             path_rule: Some(beacon_rule),
+            path_rates: beacon::RATE_CATEGORIES,
             ..ChannelTraits::new(
                 "beacon_events",
                 "the beacon event stream",
