@@ -107,6 +107,7 @@ mod clock;
 mod crypto;
 mod deadline;
 mod errors;
+pub mod heap_tidy;
 mod jsonrpc;
 mod key_restrictions;
 mod net_policy;

@@ -27,8 +27,6 @@ pub struct Conn {
     pub(super) shutdown: ShutdownWatch,
     /// Times reads and writes on the client side (one lazily moved timer).
     pub(super) deadline: Deadline,
-    /// When the head being read must be complete (from its first byte).
-    pub(super) head_deadline: Option<std::time::Instant>,
 }
 
 impl Conn {
@@ -52,7 +50,6 @@ impl Conn {
             trusted_proxy: false,
             shutdown,
             deadline: Deadline::default(),
-            head_deadline: None,
         }
     }
 
@@ -71,6 +68,16 @@ impl Conn {
         if matches!(self.io, ClientIo::Tcp(_)) && self.buf.is_empty() {
             self.buf = BytesMut::new();
         }
+    }
+
+    /// Until the client's bytes can be read, within `wait` (a TLS stream: at once). The
+    /// operation itself, not an `async fn` around it: this is what an idle connection
+    /// waits on.
+    pub(super) fn readable_within(
+        &mut self,
+        wait: Duration,
+    ) -> impl std::future::Future<Output = std::io::Result<()>> + '_ {
+        self.deadline.run(Some(wait), self.io.readable())
     }
 
     /// Read what arrives within `wait`.
