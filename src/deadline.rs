@@ -28,6 +28,9 @@ pub fn body_deadline(len: usize) -> Duration {
 #[derive(Default)]
 pub struct Deadline {
     timer: Option<Pin<Box<Sleep>>>,
+    /// The end of the operation running now (`Run`'s, kept here so that `Run` is two
+    /// references: it nests in every idle connection's task).
+    until: Option<Instant>,
 }
 
 impl Deadline {
@@ -53,11 +56,8 @@ impl Deadline {
                 None => self.timer = Some(Box::pin(tokio::time::sleep_until(until))),
             }
         }
-        Run {
-            op,
-            until,
-            timer: &mut self.timer,
-        }
+        self.until = until;
+        Run { op, deadline: self }
     }
 }
 
@@ -69,8 +69,7 @@ pin_project_lite::pin_project! {
     pub struct Run<'a, F> {
         #[pin]
         op: F,
-        until: Option<Instant>,
-        timer: &'a mut Option<Pin<Box<Sleep>>>,
+        deadline: &'a mut Deadline,
     }
 }
 
@@ -85,7 +84,8 @@ where
         if let Poll::Ready(done) = this.op.poll(cx) {
             return Poll::Ready(done);
         }
-        let (Some(until), Some(timer)) = (*this.until, this.timer.as_mut()) else {
+        let Deadline { timer, until } = &mut **this.deadline;
+        let (Some(until), Some(timer)) = (*until, timer.as_mut()) else {
             return Poll::Pending;
         };
         while timer.as_mut().poll(cx).is_ready() {

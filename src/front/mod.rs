@@ -177,8 +177,7 @@ impl ServerApp for LeanFront {
             match proxy_protocol::read_header(&mut io).await {
                 Ok((named, rest)) => {
                     let named = named.unwrap_or(proxy_protocol::UNKNOWN_CLIENT);
-                    client_slot =
-                        Some(Box::new(self.admission.admit(None, Some(named.ip())).ok()?));
+                    client_slot = Some(self.admission.admit(None, Some(named.ip())).ok()?);
                     (client, unread) = (Some(named), rest);
                 }
                 Err(_) => {
@@ -199,7 +198,7 @@ impl ServerApp for LeanFront {
         // boxed for the request's length, so an idle keep-alive connection holds its
         // socket and little more (bench/RESULTS.md: idle connections).
         let front = self.clone();
-        tokio::spawn(front.serve_connection(conn, (slot, client_slot)));
+        tokio::spawn(front.serve_connection(conn, Box::new((slot, client_slot))));
         None
     }
 
@@ -210,20 +209,20 @@ impl ServerApp for LeanFront {
 
 impl LeanFront {
     /// Serve one client connection's requests until it closes or a session (WebSocket,
-    /// event stream) takes it over; `_slots` are its places under the connection caps
-    /// (the listener's, and the client's once a PROXY header named it).
+    /// event stream) takes it over; `slots` are its places under the connection caps
+    /// (the listener's, and the client's once a PROXY header named it), held to the end.
     ///
     /// Between requests the task holds only this loop and `idle_wait`: reading the next
-    /// head and serving it are boxed (`answer`) from the first byte to the answer's end,
-    /// so thousands of idle keep-alive clients each hold a few hundred bytes.
-    ///
-    /// A plain function returning its future: an `async fn` keeps room for its
-    /// arguments twice (rust-lang/rust#62958), 96 bytes more in every connection's task.
+    /// head and serving it are boxed (`answer`) from the first byte to the answer's end.
+    /// The future is 152 bytes, so the task (tokio's header and trailer, 128-byte
+    /// aligned) is 256: the slots are boxed, and this is a plain function returning its
+    /// future (an `async fn` keeps room for its arguments twice, rust-lang/rust#62958).
+    /// bench/idle.sh measures what an idle connection costs.
     #[allow(clippy::manual_async_fn)]
     fn serve_connection(
         self: Arc<Self>,
         mut conn: Box<Conn>,
-        slots: (Slot, Option<Box<Slot>>),
+        slots: Box<(Slot, Option<Slot>)>,
     ) -> impl std::future::Future<Output = ()> + Send {
         async move {
             let _slots = &slots;
@@ -510,12 +509,15 @@ impl LeanFront {
 /// connection is to close (false): idle past `KEEPALIVE_IDLE`, or a shutdown began and
 /// nothing arrived within `SHUTDOWN_GRACE` (a client that sent a request as the old
 /// process stopped still gets its answer). This is the whole state of an idle
-/// connection's task, so it holds the socket's readiness and the shutdown signal only:
-/// no buffer, no head.
+/// connection's task, so it holds the socket's readiness and the thread's shutdown
+/// signal only: no buffer, no head, no channel receiver.
 async fn idle_wait(conn: &mut Conn) -> bool {
-    let mut shutdown = conn.shutdown.clone();
-    tokio::select! {
-        r = conn.readable_within(KEEPALIVE_IDLE) => r.is_ok(),
-        _ = shutdown.changed() => conn.readable_within(SHUTDOWN_GRACE).await.is_ok(),
+    let raised = crate::shutdown::this_thread_signal().notified();
+    if !crate::shutdown::this_thread_signal().is_set() {
+        tokio::select! {
+            r = conn.readable_within(KEEPALIVE_IDLE) => return r.is_ok(),
+            _ = raised => {}
+        }
     }
+    conn.readable_within(SHUTDOWN_GRACE).await.is_ok()
 }
