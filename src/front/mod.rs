@@ -177,7 +177,8 @@ impl ServerApp for LeanFront {
             match proxy_protocol::read_header(&mut io).await {
                 Ok((named, rest)) => {
                     let named = named.unwrap_or(proxy_protocol::UNKNOWN_CLIENT);
-                    client_slot = Some(self.admission.admit(None, Some(named.ip())).ok()?);
+                    let admitted = self.admission.admit(None, Some(named.ip())).ok()?;
+                    client_slot = Some(Box::new(admitted));
                     (client, unread) = (Some(named), rest);
                 }
                 Err(_) => {
@@ -222,7 +223,7 @@ impl LeanFront {
     fn serve_connection(
         self: Arc<Self>,
         mut conn: Box<Conn>,
-        slots: Box<(Slot, Option<Slot>)>,
+        slots: Box<(Slot, Option<Box<Slot>>)>,
     ) -> impl std::future::Future<Output = ()> + Send {
         async move {
             let _slots = &slots;
@@ -325,10 +326,19 @@ impl LeanFront {
                     *head_deadline.get_or_insert_with(|| std::time::Instant::now() + HEAD_TIMEOUT);
                 deadline.saturating_duration_since(std::time::Instant::now())
             };
-            let mut shutdown = conn.shutdown.clone();
+            // Shutdown matters to a connection with nothing read yet (a TLS one waits
+            // here between requests): it then takes a request arriving within the grace.
+            let signal = crate::shutdown::this_thread_signal();
+            let raised = signal.notified();
+            let watch_shutdown = idle && !grace;
+            if watch_shutdown && signal.is_set() {
+                grace = true;
+                continue;
+            }
             let read = tokio::select! {
+                biased;
                 r = conn.read_more_within(wait) => r,
-                _ = shutdown.changed(), if idle && !grace => {
+                _ = raised, if watch_shutdown => {
                     grace = true;
                     continue;
                 }
