@@ -173,6 +173,8 @@ http {
     listen 127.0.0.1:$UP backlog=4096;
     access_log off;
     default_type application/json;
+    # A synced beacon node's answer to the health probe, for pools of beacon hosts.
+    location = /eth/v1/node/syncing { return 200 '{"data":{"head_slot":"100","sync_distance":"0","is_syncing":false}}'; }
     location / { return 200 '{"jsonrpc":"2.0","id":1,"result":"0x1"}'; }
   }
 }
@@ -219,4 +221,34 @@ plugins_with_plain_route() {
   cat >> "$work/plugins/eth.yaml" <<'ROUTE'
   - {name: bench.plain, methods: [GET, POST], path: "/bench/plain/{*rest}", handler: passthrough, credential: none, pool: eth_el}
 ROUTE
+}
+
+# Memory of processes, in KiB from /proc: resident now, peak, summed over PIDS.
+hwm_kib() { awk '/VmHWM/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+sum_kib() { local f=$1 total=0; shift; for p in "$@"; do total=$((total + $($f "$p"))); done; echo $total; }
+# nginx_pids NAME: the master plus its workers (children of the pid in its pid file).
+nginx_pids() { local m; m=$(cat "$work/$1.pid"); echo "$m $(pgrep -P "$m" | tr '\n' ' ')"; }
+
+# held_kib "PIDS" PORT PATH N [headers]: the RSS PIDS add while N client connections are
+# held, each after one GET of PATH (bench/hold_conns.py), read 2 s after the last answer
+# (what the requests left behind has settled); "n/a(why)" unless all N were answered.
+held_kib() {
+  local pids_=$1 port=$2 path=$3 n=$4; shift 4
+  local before after fifo=$work/hold.$port
+  # shellcheck disable=SC2086
+  before=$(sum_kib rss_kib $pids_)
+  mkfifo "$fifo"
+  python3 bench/hold_conns.py "$port" "$path" "$n" "$@" < "$fifo" > "$work/held.$port" 2>&1 &
+  local holder=$!
+  exec 7>"$fifo"
+  for _ in $(seq 1 600); do grep -q '^held' "$work/held.$port" 2>/dev/null && break; ! kill -0 $holder 2>/dev/null && break; sleep 0.1; done
+  sleep 2
+  # shellcheck disable=SC2086
+  after=$(sum_kib rss_kib $pids_)
+  local held; held=$(awk '/^held/ {print $2}' "$work/held.$port")
+  exec 7>&-
+  wait $holder 2>/dev/null || true
+  rm -f "$fifo"
+  if [ "${held:-0}" = "$n" ]; then echo $((after - before)); else echo "n/a($(tail -1 "$work/held.$port"))"; fi
 }

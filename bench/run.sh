@@ -230,11 +230,6 @@ to_ms() { # wrk prints 1.23ms / 456.00us / 1.02s
     *) echo "n/a";;
   esac
 }
-hwm_kib() { awk '/VmHWM/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
-rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
-# nginx: the master plus its workers (children of the pid in its pid file).
-nginx_pids() { local m; m=$(cat "$work/$1.pid"); echo "$m $(pgrep -P "$m" | tr '\n' ' ')"; }
-sum_kib() { local f=$1 total=0; shift; for p in "$@"; do total=$((total + $($f "$p"))); done; echo $total; }
 
 if [ -n "${HOLD:-}" ]; then
   echo "upstream :$UP  nginx :$NGX  bare :$BARE  floor :$FLOOR  chainedge :$CE (pid $ce_pid)  key $key  baseline key ${key_old:-none}  scripts $work" >&2
@@ -304,26 +299,6 @@ added=$(awk -v x="$dh50" -v y="$ah50" 'BEGIN{ if (x == "n/a" || y == "n/a") prin
 
 # Memory for 1,000 open SSE streams, then for 10,000 idle keep-alive client connections
 # (each after one request): RSS with them held minus RSS just before.
-held_kib() { # held_kib "PIDS" PORT PATH N [headers] -> KiB of RSS added while N are held
-  local pids=$1 port=$2 path=$3 n=$4; shift 4
-  local before after fifo=$work/hold.$port
-  # shellcheck disable=SC2086
-  before=$(sum_kib rss_kib $pids)
-  mkfifo "$fifo"
-  python3 bench/hold_conns.py "$port" "$path" "$n" "$@" < "$fifo" > "$work/held.$port" 2>&1 &
-  local holder=$!
-  exec 7>"$fifo"
-  for _ in $(seq 1 600); do grep -q '^held' "$work/held.$port" 2>/dev/null && break; ! kill -0 $holder 2>/dev/null && break; sleep 0.1; done
-  # Held 2 s more before RSS is read: what the requests left behind has settled.
-  sleep 2
-  # shellcheck disable=SC2086
-  after=$(sum_kib rss_kib $pids)
-  local held; held=$(awk '/^held/ {print $2}' "$work/held.$port")
-  exec 7>&-
-  wait $holder 2>/dev/null || true
-  rm -f "$fifo"
-  if [ "${held:-0}" = "$n" ]; then echo $((after - before)); else echo "n/a($(tail -1 "$work/held.$port"))"; fi
-}
 streams=1000
 ce_sse=$(held_kib "$ce_pid" $CE "/rpc/eth-beacon/eth/v1/events?topics=head" $streams "x-token: $key")
 ngx_sse=$(held_kib "$(nginx_pids nginx)" $NGX "/eth/v1/events?topics=head" $streams)
