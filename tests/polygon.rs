@@ -53,8 +53,9 @@ fn refusing_node(sent: Arc<AtomicUsize>) -> Fixture {
     })
 }
 
+/// The transaction's receipt once it is mined (up to 10 s), else null.
 fn receipt(chain: &Anvil, hash: &str) -> Value {
-    for _ in 0..60 {
+    for _ in 0..200 {
         let r = chain.call("eth_getTransactionReceipt", json!([hash]));
         if !r.is_null() {
             return r;
@@ -173,6 +174,7 @@ fn polygon_sender_tries_its_routes_in_order_and_answers_a_resend_once() {
         (r.status, r.json()["path_used"].as_str()),
         (200, Some("upstreamc_no_auth"))
     );
+    let third = r.json()["tx_hash"].as_str().unwrap().to_string();
 
     // Free keys are not served; bad input never reaches a node.
     let r = send(&free, json!({"raw_tx": txs[3]}));
@@ -215,6 +217,9 @@ fn polygon_sender_tries_its_routes_in_order_and_answers_a_resend_once() {
         refused_before,
         "refused input reached a node"
     );
+    // The node mines each accepted transaction on its own time: the count is read once
+    // the third is in a block (under load that took longer than the requests above).
+    assert_eq!(receipt(&chain, &third)["status"], "0x1");
     assert_eq!(
         chain.call(
             "eth_getTransactionCount",

@@ -733,6 +733,13 @@ fn private_transactions_are_sent_again_privately_and_bundled_ones_never_alone() 
     wait_until("a private resend", || {
         private_sends.load(Ordering::SeqCst) >= 2
     });
+    // The relay counts a send when it arrives and hands it to the node after: mine once
+    // the node holds it again (under load the block came first and missed it).
+    wait_until("the resend in the node's pool", || {
+        !node
+            .call("eth_getTransactionByHash", json!([hash]))
+            .is_null()
+    });
     node.mine(1);
     let landed = until_status(&gw, &key, &hash, "included");
     assert_eq!(landed["route"], "private", "{landed}");
