@@ -29,7 +29,7 @@ thread_local! {
 /// This thread's shutdown as a flag and a wake-up, set by the same relay as its channel:
 /// what an idle keep-alive connection waits on. Its `Notified` is 64 bytes where a
 /// channel receiver and its `changed()` future are 136, and every idle connection's task
-/// holds one (the difference takes the task from 512 to 384 bytes).
+/// holds one (with the rest of `front::idle_wait`, the task fits 256 bytes).
 pub struct ThreadSignal {
     set: AtomicBool,
     notify: Notify,
