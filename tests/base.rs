@@ -83,7 +83,7 @@ fn base_origin_mode_keys_before_upstream() {
     // The smoke check.
     let r = chain_id(&gw, Some(&good));
     assert_eq!(r.json()["result"], "0x2105", "{}", r.text());
-    assert_eq!(node.hits(), 1);
+    assert_eq!(node.hits(), 1, "the node saw:{}", node.client_requests());
     // At the origin, anything but POST to exactly /rpc/base: 405 Allow: POST.
     for method in ["GET", "HEAD", "PUT", "DELETE"] {
         let r = request(gw.port, method, "/rpc/base", &[], b"").unwrap();

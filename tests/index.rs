@@ -79,6 +79,18 @@ fn every_kind(postgres: Option<String>) {
     );
     send(&node, Some(&multi), &batch, "0x0");
     wait_indexed(&gw, node.block_number());
+    // Token metadata is fetched in the background after the block that first shows the
+    // token is committed: the symbols are what this test reads, so wait for them.
+    let until = Instant::now() + Duration::from_secs(15);
+    while get(&gw, &key, &format!("/v1/eth/wallet/{ALICE}/tokens"))["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["symbol"].is_null())
+    {
+        assert!(Instant::now() < until, "token metadata not fetched in 15 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 
     let history = all_history(&gw, &key, ALICE, 3);
     let kinds: Vec<(&str, &str, &str)> = history

@@ -154,6 +154,22 @@ impl Fixture {
         self.hits.load(Ordering::SeqCst)
     }
 
+    /// The client requests it answered (health checks aside), one line each: request id,
+    /// method, path and body, for an assertion's message.
+    pub fn client_requests(&self) -> String {
+        let seen = self.seen.lock().unwrap();
+        let mut out = String::new();
+        for r in seen.iter() {
+            let id = r.header("x-request-id").unwrap_or("-");
+            if id == "chainedge-health-check" {
+                continue;
+            }
+            let body = String::from_utf8_lossy(&r.body);
+            out.push_str(&format!("\n  {id} {} {} {body}", r.method, r.path));
+        }
+        out
+    }
+
     /// Connections accepted so far (health checks' included).
     pub fn accepted(&self) -> usize {
         self.conns.lock().unwrap().len()
