@@ -199,6 +199,8 @@ impl Edge {
             ctx.error_answers = crate::rpc::compute_units::error_answers(&reply.body);
         }
         let mut answer = Reply::json(200, reply.body);
+        // The headers below (at most five), in one allocation.
+        answer.headers.reserve(5);
         if let Some(block) = reply.block {
             answer.headers.push((BLOCK_HEADER, block.to_string()));
         }

@@ -8,8 +8,10 @@ pub mod methods;
 pub mod quantity;
 pub mod strict;
 
+use memchr::memmem::Finder;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
+use std::sync::LazyLock;
 
 /// A request id as the client sent it: a number, a string or null (JSON-RPC 2.0 §4).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -140,6 +142,31 @@ impl<'a> Outgoing<'a> {
 
     pub fn to_bytes(&self) -> bytes::Bytes {
         bytes::Bytes::from(serde_json::to_vec(self).unwrap_or_default())
+    }
+
+    pub fn params(&self) -> Option<&'a Value> {
+        self.params
+    }
+
+    /// `to_bytes`, the params given already written (`params_json`: what serde_json
+    /// writes for `self.params`, which the read path has in the call's cache key):
+    /// writing them was most of a distinct read's serialization.
+    pub fn to_bytes_with_params(&self, params_json: &[u8]) -> bytes::Bytes {
+        let mut out = Vec::with_capacity(48 + self.method.len() + params_json.len());
+        out.extend_from_slice(br#"{"jsonrpc":"2.0""#);
+        // Writing into a `Vec` cannot fail.
+        if let Some(id) = self.id {
+            out.extend_from_slice(br#","id":"#);
+            let _ = serde_json::to_writer(&mut out, id);
+        }
+        out.extend_from_slice(br#","method":"#);
+        let _ = serde_json::to_writer(&mut out, self.method);
+        if self.params.is_some() {
+            out.extend_from_slice(br#","params":"#);
+            out.extend_from_slice(params_json);
+        }
+        out.push(b'}');
+        bytes::Bytes::from(out)
     }
 
     /// The id an answer to this call carries (null for a notification's).
@@ -273,6 +300,20 @@ fn null_id() -> Id {
     Id::Null
 }
 
+/// Whether an answer's bytes hold `"error"` anywhere: the look taken before parsing an
+/// answer for its error, as nearly every answer is a result. The searchers are built
+/// once: building one costs more than searching a short answer.
+pub fn mentions_error(body: &[u8]) -> bool {
+    static ERROR: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"error\""));
+    ERROR.find(body).is_some()
+}
+
+/// Where `"result"` first appears in an answer's bytes.
+pub fn find_result_member(body: &[u8]) -> Option<usize> {
+    static RESULT: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"result\""));
+    RESULT.find(body)
+}
+
 /// A member that is present, null included (serde's `Option` reads null as absent).
 pub(crate) fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     d: D,
@@ -284,6 +325,37 @@ pub(crate) fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_call_written_with_its_params_given_is_the_call_written_whole() {
+        let ids = [
+            None,
+            Some(Id::Null),
+            Some(Id::String("a\"b\\c\u{1}é".into())),
+            Some(Id::Number(18446744073709551615u64.into())),
+            Some(Id::Number(serde_json::Number::from_f64(-1.5).unwrap())),
+        ];
+        let params = [
+            None,
+            Some(json!([])),
+            Some(json!(["0xab", "pending"])),
+            Some(json!([{"to": "0x1", "data": "0x\"2", "b": [1, 2.5, null, true]}])),
+            Some(json!({"z": 1, "a": "\u{7f}\n"})),
+        ];
+        for id in &ids {
+            for p in &params {
+                for method in ["eth_getBalance", "odd\"method\n"] {
+                    let call = Outgoing::new(id.as_ref(), method, p.as_ref());
+                    let written = p.as_ref().map(|p| serde_json::to_vec(p).unwrap());
+                    assert_eq!(
+                        call.to_bytes_with_params(written.as_deref().unwrap_or_default()),
+                        call.to_bytes(),
+                        "{id:?} {p:?} {method}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn ids_keep_their_type_and_null_is_not_absent() {

@@ -209,7 +209,9 @@ pub fn flush() {
             continue;
         }
         // The thread gets fresh room and goes on; its lines are written outside its lock.
-        let room = buf.len().clamp(BUFFER_START, PENDING_BYTES);
+        // Half again the last window's lines: sized by them exactly, any busier window
+        // grew the buffer, copying its lines (a realloc most windows under load).
+        let room = (buf.len() + buf.len() / 2).clamp(BUFFER_START, PENDING_BYTES);
         let lines = std::mem::replace(&mut *buf, Vec::with_capacity(room));
         drop(buf);
         if out.is_empty() {

@@ -222,7 +222,9 @@ pub(super) enum NodeState {
 /// A single response whose error says the node cannot answer now (not the call's fault).
 pub(super) fn node_state_error(body: &[u8]) -> Option<String> {
     // Nearly every answer is a result: skip parsing those.
-    memchr::memmem::find(body, b"\"error\"")?;
+    if !crate::jsonrpc::mentions_error(body) {
+        return None;
+    }
     let answer: Response = serde_json::from_slice(body).ok()?;
     let err = answer.error_object()?;
     let (code, msg) = (err.code, err.message.as_str());
@@ -236,7 +238,7 @@ pub(super) fn node_state_error(body: &[u8]) -> Option<String> {
 
 /// Whether a JSON-RPC answer's `result` is `null`.
 fn result_is_null(body: &[u8]) -> bool {
-    let Some(at) = memchr::memmem::find(body, b"\"result\"") else {
+    let Some(at) = crate::jsonrpc::find_result_member(body) else {
         return false;
     };
     let rest = &body[at + 8..];

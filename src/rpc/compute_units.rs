@@ -139,7 +139,7 @@ pub fn error_answers(body: &[u8]) -> u32 {
         #[serde(default)]
         error: Option<serde::de::IgnoredAny>,
     }
-    if memchr::memmem::find(body, b"\"error\"").is_none() {
+    if !crate::jsonrpc::mentions_error(body) {
         return 0;
     }
     if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {

@@ -36,6 +36,9 @@ const SHARDS: usize = 8;
 const MAX_IDLE_AGE: Duration = Duration::from_secs(30);
 /// Largest response head accepted.
 const MAX_HEAD: usize = 64 * 1024;
+/// The end of an answer's head, searched for after every read of one.
+static HEAD_END: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+    std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\r\n\r\n"));
 /// Read size toward nodes.
 const READ_CHUNK: usize = 16 * 1024;
 
@@ -308,7 +311,7 @@ async fn send_and_read_head(
     loop {
         // Only the head's end is found here (the caller parses and checks it); an
         // informational answer is parsed to be skipped.
-        let end = buf.windows(4).position(|w| w == b"\r\n\r\n");
+        let end = HEAD_END.find(&buf);
         // A line ended by a bare LF: the head would never end as HTTP/1.1 says (the
         // caller would wait out its deadline), and a lenient reader would see other
         // lines than a strict one. Refused at once.

@@ -318,11 +318,11 @@ async fn every_call_counts_and_the_budget_comes_back_with_time() {
     assert_eq!(refused(run(&s.edge, &mut call()).await).1, "method_unknown");
 }
 
-/// The pipeline's future is part of every connection's task (its largest state sizes
-/// the task's allocation, idle keep-alives and open event streams included): local
-/// handlers, stream openers, the JSON-RPC general path and calls through Pingora's
-/// client are boxed, so it stays at the size of the fast paths' (1.0 KiB; 3.0 before
-/// the single-call read was boxed, 11.6 at first).
+/// The pipeline's future is part of each request's boxed future, written whole into its
+/// box when the request begins (and it sized every connection's task before the idle
+/// wait left the request): local handlers, stream openers, the JSON-RPC general path
+/// and calls through Pingora's client are boxed, so it stays at the size of the fast
+/// paths' (2.0 KiB; 3.0 before the single-call read was boxed, 11.6 at first).
 #[tokio::test]
 async fn the_pipeline_future_stays_small() {
     let s = setup().await;

@@ -54,9 +54,7 @@ pub struct HeadInfo<'b> {
 
 /// Whether `head` has a LF that no CR comes before.
 pub(super) fn has_bare_lf(head: &[u8]) -> bool {
-    head.iter()
-        .enumerate()
-        .any(|(i, &b)| b == b'\n' && (i == 0 || head[i - 1] != b'\r'))
+    memchr::memchr_iter(b'\n', head).any(|i| i == 0 || head[i - 1] != b'\r')
 }
 
 /// Parse a response head, showing each header to `visit`; `None` while it is incomplete.
