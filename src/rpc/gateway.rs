@@ -164,9 +164,9 @@ impl Gateway {
             let body = match same_params {
                 true => {
                     let at = params_at(&pool.name, floor, method);
-                    sent.to_bytes_with_params(&key.as_bytes()[at..])
+                    sent.to_vec_with_params(&key.as_bytes()[at..])
                 }
-                false => sent.to_bytes(),
+                false => serde_json::to_vec(sent).unwrap_or_default(),
             };
             let read = async {
                 if self.conf.root.is_some() {

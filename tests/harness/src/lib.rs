@@ -160,6 +160,16 @@ pub fn metric_sum(gw: &Gateway, line_start: &str) -> f64 {
     metric_values(gw, line_start).iter().sum()
 }
 
+/// `N` distinct free ports: each held until all are chosen (two `free_port` calls in a
+/// row may be given the same port, and a gateway with its edge and metrics listeners
+/// on one port would pass for started while a metrics listener can answer its edge).
+pub fn free_ports<const N: usize>() -> [u16; N] {
+    let held: Vec<TcpListener> = (0..N)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    std::array::from_fn(|i| held[i].local_addr().unwrap().port())
+}
+
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -584,8 +594,7 @@ impl Gateway {
 
     fn configure(opts: &GatewayOpts) -> Gateway {
         let dir = tempdir("gw");
-        let port = free_port();
-        let metrics_port = free_port();
+        let [port, metrics_port, tls_port, proxied_port] = free_ports::<4>();
         let mut env = opts.env.clone();
         let admin = match &opts.admin_token {
             Some(t) => {
@@ -598,7 +607,7 @@ impl Gateway {
             None if !opts.admin_yaml.is_empty() => format!("admin:\n{}", opts.admin_yaml),
             None => String::new(),
         };
-        let tls_port = opts.tls.then(free_port);
+        let tls_port = opts.tls.then_some(tls_port);
         let tls = match tls_port {
             Some(p) => {
                 self_signed_cert(&dir);
@@ -609,7 +618,7 @@ impl Gateway {
             }
             None => String::new(),
         };
-        let proxied_port = opts.proxy_protocol.then(free_port);
+        let proxied_port = opts.proxy_protocol.then_some(proxied_port);
         let proxied = match proxied_port {
             Some(p) => {
                 let tls = tls_port
