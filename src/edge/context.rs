@@ -170,8 +170,13 @@ impl Ctx {
 
     /// Whether a node's header `name` gives way to one of `edge_headers`.
     pub(crate) fn replaces(&self, name: &str) -> bool {
-        self.edge_headers()
-            .any(|(k, _)| k != "Set-Cookie" && k.eq_ignore_ascii_case(name))
+        // `edge_headers` but its cookies, which add up; checked for every header of a
+        // node's answer, so without building that chain.
+        name.eq_ignore_ascii_case("server")
+            || name.eq_ignore_ascii_case("x-request-id")
+            || (self.cors_headers.iter())
+                .chain(self.rate_headers.iter())
+                .any(|(k, _)| k.eq_ignore_ascii_case(name))
     }
 
     pub(super) fn route_name(&self) -> &str {

@@ -18,7 +18,7 @@ use crate::deadline::Deadline;
 use crate::edge::retry::{self, Failure};
 use crate::edge::{
     connection_options, forwarded_for, has_underscore, sets_console_cookie, Ctx, Downstream, Pass,
-    CALLER_ONLY_HEADERS, PASS_READ_TIMEOUT,
+    PASS_READ_TIMEOUT,
 };
 use crate::errors::ApiError;
 use crate::observe::metrics;
@@ -31,19 +31,44 @@ use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::net::TcpStream;
 
-/// Hop-by-hop headers (RFC 9110 §7.6.1) stay on their own hop, and the framing headers
-/// are the edge's to write on each side.
-const HOP_BY_HOP: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "upgrade",
-    "transfer-encoding",
-    "content-length",
-    "expect",
-];
+/// Which of the edge's lists a header name is on, one `match` on its lowercase form
+/// instead of a comparison per listed name (a passthrough checks every header of the
+/// request and of the answer). Names longer than any listed one are on none.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Listed {
+    /// Hop-by-hop headers (RFC 9110 §7.6.1) stay on their own hop, and the framing
+    /// headers are the edge's to write on each side.
+    HopByHop,
+    /// `CALLER_ONLY_HEADERS` (a test holds the two equal).
+    CallerOnly,
+    /// `Host` and `X-Request-Id`: the edge writes its own toward the node.
+    EdgeWritten,
+    None,
+}
+
+fn listed(name: &str) -> Listed {
+    let mut lower = [0u8; 20];
+    let Some(room) = lower.get_mut(..name.len()) else {
+        return Listed::None;
+    };
+    room.copy_from_slice(name.as_bytes());
+    room.make_ascii_lowercase();
+    match &*room {
+        b"connection" | b"keep-alive" | b"proxy-connection" | b"te" | b"trailer" | b"upgrade"
+        | b"transfer-encoding" | b"content-length" | b"expect" => Listed::HopByHop,
+        b"authorization"
+        | b"proxy-authorization"
+        | b"x-token"
+        | b"cookie"
+        | b"x-admin-token"
+        | b"x-csrf-token"
+        | b"x-forwarded-for"
+        | b"forwarded"
+        | b"x-real-ip" => Listed::CallerOnly,
+        b"host" | b"x-request-id" => Listed::EdgeWritten,
+        _ => Listed::None,
+    }
+}
 
 /// (status written, keep the client connection, error for the access log).
 type Served = (u16, bool, Option<String>);
@@ -156,11 +181,7 @@ fn encode_request(
         connection_options(&connection)
     };
     let ours = |name: &str| {
-        ["host", "x-request-id"]
-            .iter()
-            .chain(HOP_BY_HOP)
-            .chain(CALLER_ONLY_HEADERS)
-            .any(|h| h.eq_ignore_ascii_case(name))
+        listed(name) != Listed::None
             || has_underscore(name)
             || (pass.stream && name.eq_ignore_ascii_case("accept-encoding"))
             || options.iter().any(|o| o.eq_ignore_ascii_case(name))
@@ -231,7 +252,7 @@ fn answer_head(
         if name.eq_ignore_ascii_case("connection") {
             options.push(value);
         }
-        let skip = HOP_BY_HOP.iter().any(|h| h.eq_ignore_ascii_case(name))
+        let skip = listed(name) == Listed::HopByHop
             || ctx.replaces(name)
             || (name.eq_ignore_ascii_case("set-cookie") && sets_console_cookie(value));
         if !skip {
@@ -485,6 +506,51 @@ fn encode_chunk(out: &mut Vec<u8>, data: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn header_names_are_listed_whatever_their_case_and_no_others() {
+        let hop = [
+            "connection",
+            "keep-alive",
+            "proxy-connection",
+            "te",
+            "trailer",
+            "upgrade",
+            "transfer-encoding",
+            "content-length",
+            "expect",
+        ];
+        let lists = [
+            (&hop[..], Listed::HopByHop),
+            (crate::edge::CALLER_ONLY_HEADERS, Listed::CallerOnly),
+            (&["host", "x-request-id"][..], Listed::EdgeWritten),
+        ];
+        for (names, list) in lists {
+            for name in names {
+                for spelled in [name.to_string(), name.to_ascii_uppercase(), {
+                    let mut mixed = name.to_string();
+                    mixed[..1].make_ascii_uppercase();
+                    mixed
+                }] {
+                    assert_eq!(listed(&spelled), list, "{spelled}");
+                }
+            }
+        }
+        let others = [
+            "",
+            "content-type",
+            "x-tokens",
+            "hos",
+            "te ",
+            "x-forwarded-for-x",
+            "a-name-longer-than-any-listed-one",
+            "proxy-authorization-and-more",
+            "accept-encoding",
+        ];
+        for name in others {
+            assert_eq!(listed(name), Listed::None, "{name}");
+        }
+    }
 
     fn reframe(framing: Framing, parts: &[&[u8]]) -> Result<(Vec<u8>, bool), &'static str> {
         let mut r = Reframe::new(framing);
