@@ -402,17 +402,23 @@ impl Store {
 
     /// Run a transaction, again from the start when a concurrent one won (PostgreSQL's
     /// serializable transactions, a unique index two first sign-ins both reached).
+    /// The waits between tries double (5 ms to 160 ms) and each is drawn at random up
+    /// to its bound: with fixed waits, transactions that conflicted once wait the same
+    /// and meet again (three writers creating keys on PostgreSQL exhausted five tries
+    /// of 5-20 ms under load, a 500 to a caller).
     async fn retry_conflicts<T, F, Fut>(&self, mut attempt: F) -> Result<T, StoreError>
     where
         F: FnMut(Box<dyn Tx>) -> Fut,
         Fut: Future<Output = Result<T, StoreError>>,
     {
-        const ATTEMPTS: usize = 5;
+        const ATTEMPTS: u32 = 8;
         for n in 1.. {
             let tx = self.db.begin().await?;
             match attempt(tx).await {
                 Err(e) if e.kind == ErrorKind::Conflict && n < ATTEMPTS => {
-                    tokio::time::sleep(std::time::Duration::from_millis(5 * n as u64)).await;
+                    let bound_ms = 5u64 << (n - 1).min(5);
+                    let wait = rand::Rng::gen_range(&mut rand::thread_rng(), 1..=bound_ms);
+                    tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
                 }
                 other => return other,
             }
