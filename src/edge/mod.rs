@@ -55,9 +55,10 @@ pub use live::Live;
 // passthrough follows, and the wire form of the edge's own headers.
 pub(crate) use context::{Ctx, Outcome, Pass, PASS_READ_TIMEOUT};
 pub(crate) use downstream::{payload_too_large, unreadable_body, Downstream, PreMatch};
-pub(crate) use hop::{connection_options, forwarded_for, has_underscore, sets_console_cookie};
-// The lean front matches these names itself (`front::proxy::listed`); its test holds the
-// two lists equal.
+pub(crate) use hop::{
+    connection_options, forwarded_for, has_underscore, listed, sets_console_cookie, Listed,
+};
+// `listed` matches these names itself; the lean front's test holds the two equal.
 #[cfg(test)]
 pub(crate) use hop::CALLER_ONLY_HEADERS;
 pub(crate) use respond::each_header;

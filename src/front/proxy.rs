@@ -17,8 +17,8 @@ use crate::address::plain_inet;
 use crate::deadline::Deadline;
 use crate::edge::retry::{self, Failure};
 use crate::edge::{
-    connection_options, forwarded_for, has_underscore, sets_console_cookie, Ctx, Downstream, Pass,
-    PASS_READ_TIMEOUT,
+    connection_options, forwarded_for, has_underscore, listed, sets_console_cookie, Ctx,
+    Downstream, Listed, Pass, PASS_READ_TIMEOUT,
 };
 use crate::errors::ApiError;
 use crate::observe::metrics;
@@ -30,45 +30,6 @@ use crate::upstream::h1::{
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::net::TcpStream;
-
-/// Which of the edge's lists a header name is on, one `match` on its lowercase form
-/// instead of a comparison per listed name (a passthrough checks every header of the
-/// request and of the answer). Names longer than any listed one are on none.
-#[derive(Clone, Copy, PartialEq, Debug)]
-enum Listed {
-    /// Hop-by-hop headers (RFC 9110 §7.6.1) stay on their own hop, and the framing
-    /// headers are the edge's to write on each side.
-    HopByHop,
-    /// `CALLER_ONLY_HEADERS` (a test holds the two equal).
-    CallerOnly,
-    /// `Host` and `X-Request-Id`: the edge writes its own toward the node.
-    EdgeWritten,
-    None,
-}
-
-fn listed(name: &str) -> Listed {
-    let mut lower = [0u8; 20];
-    let Some(room) = lower.get_mut(..name.len()) else {
-        return Listed::None;
-    };
-    room.copy_from_slice(name.as_bytes());
-    room.make_ascii_lowercase();
-    match &*room {
-        b"connection" | b"keep-alive" | b"proxy-connection" | b"te" | b"trailer" | b"upgrade"
-        | b"transfer-encoding" | b"content-length" | b"expect" => Listed::HopByHop,
-        b"authorization"
-        | b"proxy-authorization"
-        | b"x-token"
-        | b"cookie"
-        | b"x-admin-token"
-        | b"x-csrf-token"
-        | b"x-forwarded-for"
-        | b"forwarded"
-        | b"x-real-ip" => Listed::CallerOnly,
-        b"host" | b"x-request-id" => Listed::EdgeWritten,
-        _ => Listed::None,
-    }
-}
 
 /// (status written, keep the client connection, error for the access log).
 type Served = (u16, bool, Option<String>);
