@@ -4,11 +4,15 @@
 use crate::errors::{ApiError, Envelope};
 use bytes::Bytes;
 
+/// A header value of an answer: static text borrowed, built text owned.
+pub type HeaderText = std::borrow::Cow<'static, str>;
+
 /// A response produced by the edge or a local handler (no Pingora types inside).
 pub struct Reply {
     pub status: u16,
     pub content_type: Option<&'static str>,
-    pub headers: Vec<(&'static str, String)>,
+    /// Most values are static text (`X-Cache-Status: HIT`): borrowed, not copied.
+    pub headers: Vec<(&'static str, HeaderText)>,
     pub body: Bytes,
     /// The node that served it, for the access log (never sent to the client).
     pub upstream: Option<String>,
@@ -37,7 +41,7 @@ impl Reply {
 
     pub fn error(e: &ApiError, envelope: Envelope, request_id: &str) -> Self {
         let mut r = Reply::json(e.status, e.body(envelope, request_id));
-        r.headers.extend(e.headers.iter().cloned());
+        (r.headers).extend(e.headers.iter().map(|(k, v)| (*k, v.clone().into())));
         r
     }
 
@@ -47,7 +51,7 @@ impl Reply {
         self
     }
 
-    pub fn with_headers(mut self, h: Vec<(&'static str, String)>) -> Self {
+    pub fn with_headers(mut self, h: Vec<(&'static str, HeaderText)>) -> Self {
         self.headers.extend(h);
         self
     }

@@ -16,7 +16,7 @@ use std::time::Instant;
 /// Per-request state carried across Pingora's phases.
 pub struct Ctx {
     pub(super) started: Instant,
-    pub(crate) request_id: String,
+    pub(crate) request_id: RequestId,
     pub(super) route: Option<Arc<Route>>,
     pub(crate) envelope: Envelope,
     pub(super) cors_headers: Vec<(&'static str, String)>,
@@ -28,7 +28,7 @@ pub struct Ctx {
     pub(crate) required: crate::verify::Verified,
     pub(super) principal: Option<Principal>,
     /// `X-RateLimit-*` headers for an admitted, rate-limited request.
-    pub(super) rate_headers: Vec<(&'static str, String)>,
+    pub(super) rate_headers: super::guard::RateHeaders,
     /// `Set-Cookie` values (console sign-in, sliding refresh).
     pub(super) cookies: Vec<String>,
     /// What the route's channel decided of the path before authentication (its plan
@@ -50,7 +50,7 @@ pub struct Ctx {
     /// JSON-RPC answers that were errors (for usage).
     pub(super) error_answers: u32,
     /// What a key's JSON-RPC body asked for (`Incoming::label`), for its request log.
-    pub(super) rpc_method: Option<Box<str>>,
+    pub(super) rpc_method: Option<crate::rpc::MethodLabel>,
 }
 
 /// A passthrough: the hosts to try in order, and the path under each host's base path.
@@ -128,7 +128,7 @@ impl Ctx {
     pub(crate) fn new() -> Self {
         Ctx {
             started: Instant::now(),
-            request_id: String::new(),
+            request_id: RequestId::default(),
             route: None,
             envelope: Envelope::ChainRest,
             cors_headers: Vec::new(),
@@ -137,7 +137,7 @@ impl Ctx {
             verified: None,
             required: Default::default(),
             principal: None,
-            rate_headers: Vec::new(),
+            rate_headers: Default::default(),
             params: Vec::new(),
             path_suspicious: false,
             forwarded_client: None,
@@ -153,30 +153,38 @@ impl Ctx {
     /// Headers the edge sets on every response of this request, local or proxied:
     /// `Server`, `X-Request-Id`, CORS, rate and cookies. On a node's answer they replace
     /// the node's own (`replaces`), except cookies, which add up.
-    pub(crate) fn edge_headers(&self) -> impl Iterator<Item = (&'static str, &str)> {
-        [
-            ("Server", "chainedge"),
-            ("X-Request-Id", self.request_id.as_str()),
-        ]
-        .into_iter()
-        .chain(
-            self.cors_headers
-                .iter()
-                .chain(self.rate_headers.iter())
-                .map(|(k, v)| (*k, v.as_str())),
-        )
-        .chain(self.cookies.iter().map(|c| ("Set-Cookie", c.as_str())))
+    pub(crate) fn try_edge_headers<E>(
+        &self,
+        mut f: impl FnMut(&'static str, &str) -> Result<(), E>,
+    ) -> Result<(), E> {
+        f("Server", "chainedge")?;
+        f("X-Request-Id", &self.request_id)?;
+        for (k, v) in &self.cors_headers {
+            f(k, v)?;
+        }
+        self.rate_headers.each(&mut f)?;
+        for c in &self.cookies {
+            f("Set-Cookie", c)?;
+        }
+        Ok(())
     }
 
-    /// Whether a node's header `name` gives way to one of `edge_headers`.
+    /// `try_edge_headers` for a writer that cannot fail.
+    pub(crate) fn edge_headers(&self, mut f: impl FnMut(&'static str, &str)) {
+        let Ok(()) = self.try_edge_headers(|k, v| {
+            f(k, v);
+            Ok::<(), std::convert::Infallible>(())
+        });
+    }
+
+    /// Whether a node's header `name` gives way to one of `try_edge_headers`.
     pub(crate) fn replaces(&self, name: &str) -> bool {
-        // `edge_headers` but its cookies, which add up; checked for every header of a
+        // `try_edge_headers` but its cookies, which add up; checked for every header of a
         // node's answer, so without building that chain.
         name.eq_ignore_ascii_case("server")
             || name.eq_ignore_ascii_case("x-request-id")
-            || (self.cors_headers.iter())
-                .chain(self.rate_headers.iter())
-                .any(|(k, _)| k.eq_ignore_ascii_case(name))
+            || (self.cors_headers.iter()).any(|(k, _)| k.eq_ignore_ascii_case(name))
+            || self.rate_headers.names(name)
     }
 
     pub(super) fn route_name(&self) -> &str {
@@ -188,15 +196,9 @@ impl Ctx {
 }
 
 /// Keep a caller's well-formed `X-Request-Id` (for tracing across hops); otherwise mint one.
-pub(crate) fn request_id(given: Option<&[u8]>) -> String {
-    if let Some(g) = given {
-        if !g.is_empty()
-            && g.len() <= 64
-            && g.iter()
-                .all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(c))
-        {
-            return String::from_utf8_lossy(g).into_owned();
-        }
+pub(crate) fn request_id(given: Option<&[u8]>) -> RequestId {
+    if let Some(id) = given.and_then(RequestId::given) {
+        return id;
     }
     // A random process prefix, then a per-thread block (the top 8 bits) and a per-thread
     // count: unique without a counter shared between worker threads on every request.
@@ -212,17 +214,73 @@ pub(crate) fn request_id(given: Option<&[u8]>) -> String {
         next.set((n & !0xff_ffff_ffff) | ((n + 1) & 0xff_ffff_ffff));
         n
     });
-    let mut id = String::with_capacity(20);
-    push_hex(&mut id, u64::from(*PREFIX), 8);
-    push_hex(&mut id, n, 12);
+    let mut id = RequestId::default();
+    id.push_hex(u64::from(*PREFIX), 8);
+    id.push_hex(n, 12);
     id
 }
 
-/// `digits` lower-case hex digits of `v`, zero-padded.
-fn push_hex(out: &mut String, v: u64, digits: u32) {
-    for i in (0..digits).rev() {
-        let nibble = ((v >> (i * 4)) & 0xf) as u8;
-        out.push(char::from(b"0123456789abcdef"[usize::from(nibble)]));
+/// A request's id, kept inline rather than on the heap (one allocation less per
+/// request): a caller's id of at most `MAX` bytes of `[A-Za-z0-9._-]`, or a minted one
+/// of 20 hex digits. Only ASCII is ever stored, so its bytes are always a `str`.
+#[derive(Clone, Copy)]
+pub(crate) struct RequestId {
+    len: u8,
+    bytes: [u8; RequestId::MAX],
+}
+
+impl RequestId {
+    /// The longest caller's id kept.
+    const MAX: usize = 64;
+
+    fn given(g: &[u8]) -> Option<Self> {
+        let fits = !g.is_empty() && g.len() <= Self::MAX;
+        let plain = g
+            .iter()
+            .all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(c));
+        (fits && plain).then(|| {
+            let mut id = RequestId::default();
+            id.bytes[..g.len()].copy_from_slice(g);
+            id.len = g.len() as u8;
+            id
+        })
+    }
+
+    /// `digits` lower-case hex digits of `v`, zero-padded.
+    fn push_hex(&mut self, v: u64, digits: u32) {
+        for i in (0..digits).rev() {
+            let nibble = ((v >> (i * 4)) & 0xf) as usize;
+            self.bytes[usize::from(self.len)] = b"0123456789abcdef"[nibble];
+            self.len += 1;
+        }
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        let ascii = &self.bytes[..usize::from(self.len)];
+        // Only `given` (checked ASCII) and `push_hex` (hex digits) write the bytes.
+        std::str::from_utf8(ascii).unwrap_or_default()
+    }
+}
+
+impl Default for RequestId {
+    fn default() -> Self {
+        RequestId {
+            len: 0,
+            bytes: [0; RequestId::MAX],
+        }
+    }
+}
+
+impl std::ops::Deref for RequestId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::fmt::Debug for RequestId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.as_str().fmt(f)
     }
 }
 
@@ -234,8 +292,12 @@ mod tests {
         let b = super::request_id(None);
         assert_eq!(a.len(), 20);
         assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
-        assert_ne!(a, b);
-        assert_eq!(super::request_id(Some(b"abc-1")), "abc-1");
+        assert_ne!(*a, *b);
+        assert_eq!(&*super::request_id(Some(b"abc-1")), "abc-1");
         assert_eq!(super::request_id(Some(b"bad id")).len(), 20);
+        let longest = [b'x'; 64];
+        assert_eq!(super::request_id(Some(&longest)).as_bytes(), longest);
+        assert_eq!(super::request_id(Some(&[b'x'; 65])).len(), 20);
+        assert_eq!(super::request_id(Some(b"")).len(), 20);
     }
 }

@@ -116,7 +116,7 @@ impl Edge {
             principal,
             client_ip,
             category: None,
-            request_id: ctx.request_id.clone(),
+            request_id: ctx.request_id.to_string(),
             route: ctx.route.clone(),
             grant,
             required: Verified::None,
@@ -149,7 +149,7 @@ impl Edge {
         let incoming = Incoming::parse(&body);
         let principal = ctx.principal.clone().unwrap_or(Principal::Anonymous);
         if matches!(principal, Principal::Key(_)) && st.requests().enabled() {
-            ctx.rpc_method = Some(incoming.label(Some(&pool.methods)).into());
+            ctx.rpc_method = Some(incoming.label(Some(&pool.methods)));
         }
         let mut caller = self.rpc_caller(&principal);
         let asked = min_block(session.header(MIN_BLOCK_HEADER))
@@ -159,9 +159,14 @@ impl Edge {
                 ctx.required = self.required_of(&principal, required);
                 caller.min_block = floor;
                 let client = ctx.client(session.client_ip());
-                let limit = |cost| match route.rate.as_deref() {
-                    Some(category) => self.limit(client, &principal, category, cost),
-                    None => Ok(Vec::new()),
+                // Written into the context when admitted, not carried through the
+                // read's future.
+                let rate_headers = &mut ctx.rate_headers;
+                let limit = |cost| {
+                    if let Some(category) = route.rate.as_deref() {
+                        *rate_headers = self.limit(client, &principal, category, cost)?;
+                    }
+                    Ok(())
                 };
                 let prices = &st.compute_units;
                 st.gateway
@@ -170,12 +175,10 @@ impl Edge {
             }
             Err(e) => Entered {
                 cost: incoming.cost(&st.compute_units),
-                admitted: None,
                 reply: Err(e),
             },
         };
         ctx.usage = Some(entered.cost);
-        ctx.rate_headers = entered.admitted.unwrap_or_default();
         let reply = entered.reply.and_then(|r| unverified(r, ctx.required));
         match reply {
             Ok(reply) => Ok(self.rpc_answer(ctx, &principal, reply)),
@@ -185,7 +188,7 @@ impl Edge {
                 ctx.error_code = Some(e.code);
                 let answer = Response::error(id_of(&body), e.error_object(&ctx.request_id));
                 let mut reply = Reply::json(e.status, answer.to_bytes());
-                reply.headers.extend(e.headers);
+                (reply.headers).extend(e.headers.into_iter().map(|(k, v)| (k, v.into())));
                 Ok(reply)
             }
             Err(e) => Err(e),
@@ -202,25 +205,20 @@ impl Edge {
         // The headers below (at most five), in one allocation.
         answer.headers.reserve(5);
         if let Some(block) = reply.block {
-            answer.headers.push((BLOCK_HEADER, block.to_string()));
+            answer
+                .headers
+                .push((BLOCK_HEADER, block.to_string().into()));
         }
         let verified = reply.verified.as_str();
         ctx.verified = Some(verified);
-        answer
-            .headers
-            .push(("X-Chainedge-Verified", verified.to_string()));
+        let headers = &mut answer.headers;
+        headers.push(("X-Chainedge-Verified", verified.into()));
         if let Some(anchor) = reply.verified.anchor() {
-            answer
-                .headers
-                .push(("X-Chainedge-Anchor", anchor.to_string()));
+            headers.push(("X-Chainedge-Anchor", anchor.to_string().into()));
         }
         if let Some(note) = reply.cache {
-            answer
-                .headers
-                .push(("X-Cache-Status", note.status.as_str().to_string()));
-            answer
-                .headers
-                .push(("X-Cache-Reason", note.reason.to_string()));
+            headers.push(("X-Cache-Status", note.status.as_str().into()));
+            headers.push(("X-Cache-Reason", note.reason.into()));
         }
         answer
     }

@@ -140,9 +140,9 @@ impl Edge {
         principal: &Principal,
         category: &str,
         cost: Cost,
-    ) -> Result<Vec<(&'static str, String)>, ApiError> {
+    ) -> Result<RateHeaders, ApiError> {
         let (caller, tier) = match principal {
-            Principal::Admin | Principal::User(_) => return Ok(Vec::new()),
+            Principal::Admin | Principal::User(_) => return Ok(RateHeaders::default()),
             Principal::Key(rec) => (
                 Caller::Tenant {
                     id: &rec.tenant_id,
@@ -165,9 +165,9 @@ impl Edge {
             }
         };
         let d = limiter.check_weighted(&caller, category, cost.calls);
-        let limit = format_rps(d.limit_rps);
         if !d.admitted {
             give_back_cap();
+            let limit = format_rps(d.limit_rps);
             return Err(rate_limited(
                 format!("over {limit} requests/s for {category} on plan {tier}"),
                 &d,
@@ -178,22 +178,16 @@ impl Edge {
             .with_header("X-RateLimit-Limit", limit));
         }
         // The lower of the two limits is the one the headers show.
-        let mut headers = match &key_cap {
-            Some((_, rps, k)) if *rps < d.limit_rps => vec![
-                ("X-RateLimit-Limit", format_rps(*rps)),
-                (
-                    "X-RateLimit-Remaining",
-                    k.remaining.min(d.remaining).to_string(),
-                ),
-            ],
-            _ => vec![
-                ("X-RateLimit-Limit", limit),
-                ("X-RateLimit-Remaining", d.remaining.to_string()),
-            ],
+        let mut headers = RateHeaders {
+            calls: Some(match &key_cap {
+                Some((_, rps, k)) if *rps < d.limit_rps => (*rps, k.remaining.min(d.remaining)),
+                _ => (d.limit_rps, d.remaining),
+            }),
+            units: None,
         };
         if let Some(u) = limiter.check_compute_units(&caller, cost.compute_units) {
-            let units = format_rps(u.limit_rps);
             if !u.admitted {
+                let units = format_rps(u.limit_rps);
                 limiter.refund(&caller, category, cost.calls);
                 give_back_cap();
                 return Err(rate_limited(
@@ -209,8 +203,7 @@ impl Edge {
                 .with_field("compute_units", cost.compute_units)
                 .with_header("X-ComputeUnits-Limit", units));
             }
-            headers.push(("X-ComputeUnits-Limit", units));
-            headers.push(("X-ComputeUnits-Remaining", u.remaining.to_string()));
+            headers.units = Some((u.limit_rps, u.remaining));
         }
         Ok(headers)
     }
@@ -307,10 +300,109 @@ fn rate_limited(message: String, d: &Decision, tier: &str, category: &str) -> Ap
 }
 
 /// `10` rather than `10.0`; fractional rates keep their decimals.
+/// The `X-RateLimit-*` and `X-ComputeUnits-*` values of an admitted request, kept as
+/// numbers and written as text only into the answer's head: formatted here, they were
+/// three allocations on every keyed request.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct RateHeaders {
+    /// Calls per second and calls left now (the lower of the plan's and the key's cap).
+    pub(crate) calls: Option<(f64, u64)>,
+    /// Compute units per second and units left now, when the plan limits them.
+    pub(crate) units: Option<(f64, u64)>,
+}
+
+impl RateHeaders {
+    /// Whether a node's header `name` is one of these (ours replace it).
+    pub(crate) fn names(&self, name: &str) -> bool {
+        let calls = self.calls.is_some()
+            && (name.eq_ignore_ascii_case("x-ratelimit-limit")
+                || name.eq_ignore_ascii_case("x-ratelimit-remaining"));
+        let units = self.units.is_some()
+            && (name.eq_ignore_ascii_case("x-computeunits-limit")
+                || name.eq_ignore_ascii_case("x-computeunits-remaining"));
+        calls || units
+    }
+
+    /// Each header as name and text, the numbers written on the stack.
+    pub(crate) fn each<E>(
+        &self,
+        mut f: impl FnMut(&'static str, &str) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let pairs = [
+            (self.calls, "X-RateLimit-Limit", "X-RateLimit-Remaining"),
+            (
+                self.units,
+                "X-ComputeUnits-Limit",
+                "X-ComputeUnits-Remaining",
+            ),
+        ];
+        for (value, limit_name, remaining_name) in pairs {
+            let Some((limit, remaining)) = value else {
+                continue;
+            };
+            let mut whole = itoa::Buffer::new();
+            let limit_text = match whole_rps(limit) {
+                Some(n) => std::borrow::Cow::Borrowed(whole.format(n)),
+                None => std::borrow::Cow::Owned(format!("{limit}")),
+            };
+            f(limit_name, &limit_text)?;
+            f(remaining_name, itoa::Buffer::new().format(remaining))?;
+        }
+        Ok(())
+    }
+}
+
+/// A limit that is a whole number, as one (`5000`, not `5000.0`).
+fn whole_rps(rps: f64) -> Option<u64> {
+    (rps.fract() == 0.0).then_some(rps as u64)
+}
+
 fn format_rps(rps: f64) -> String {
-    if rps.fract() == 0.0 {
-        format!("{}", rps as u64)
+    if let Some(n) = whole_rps(rps) {
+        n.to_string()
     } else {
         format!("{rps}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RateHeaders;
+
+    fn written(h: &RateHeaders) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        let Ok(()) = h.each(|k, v| {
+            out.push((k, v.to_string()));
+            Ok::<(), std::convert::Infallible>(())
+        });
+        out
+    }
+
+    #[test]
+    fn rate_headers_are_written_as_the_limit_stage_formatted_them() {
+        assert!(written(&RateHeaders::default()).is_empty());
+        let h = RateHeaders {
+            calls: Some((5000.0, 4998)),
+            units: Some((0.5, 0)),
+        };
+        let expected = [
+            ("X-RateLimit-Limit", "5000"),
+            ("X-RateLimit-Remaining", "4998"),
+            ("X-ComputeUnits-Limit", "0.5"),
+            ("X-ComputeUnits-Remaining", "0"),
+        ];
+        let got = written(&h);
+        assert_eq!(got.len(), expected.len());
+        for ((k, v), (ek, ev)) in got.iter().zip(expected) {
+            assert_eq!((*k, v.as_str()), (ek, ev));
+            assert!(h.names(&k.to_ascii_lowercase()), "{k} is one of ours");
+        }
+        let calls_only = RateHeaders {
+            calls: Some((2.25, 1)),
+            units: None,
+        };
+        assert_eq!(written(&calls_only)[0].1, super::format_rps(2.25));
+        assert!(!calls_only.names("X-ComputeUnits-Limit"));
+        assert!(!calls_only.names("x-ratelimit-reset"));
     }
 }

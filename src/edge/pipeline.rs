@@ -91,6 +91,7 @@ impl Edge {
         match cors::check(&route, Some(origin), self.console_origin(), same) {
             cors::Verdict::Allow(mut h) => {
                 h.extend(cors::preflight_headers(&route));
+                let h = h.into_iter().map(|(k, v)| (k, v.into())).collect();
                 Ok(Some(Reply::empty(204).with_headers(h)))
             }
             _ => Err(ApiError::new(

@@ -253,15 +253,14 @@ impl ProxyHttp for Edge {
                 resp.append_header("set-cookie", c)?;
             }
         }
-        for (k, v) in ctx.edge_headers() {
+        ctx.try_edge_headers(|k, v| {
             // Ours replace a node's own; cookies add up.
             if k == "Set-Cookie" {
-                resp.append_header(k, v)?;
+                resp.append_header(k, v).map(|_| ())
             } else {
-                resp.insert_header(k, v)?;
+                resp.insert_header(k, v)
             }
-        }
-        Ok(())
+        })
     }
 
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Ctx) {
@@ -294,9 +293,9 @@ impl Edge {
         let Ok(mut h) = ResponseHeader::build(101, Some(8)) else {
             return;
         };
-        for (k, v) in ctx.edge_headers() {
+        ctx.edge_headers(|k, v| {
             let _ = h.append_header(k.to_string(), v);
-        }
+        });
         for (k, v) in super::ws_upgrade::handshake_headers(&up) {
             let _ = h.insert_header(k, v);
         }

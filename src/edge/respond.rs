@@ -15,9 +15,7 @@ pub fn each_header<E>(
     reply: &Reply,
     mut f: impl FnMut(&str, &str) -> std::result::Result<(), E>,
 ) -> std::result::Result<(), E> {
-    for (k, v) in ctx.edge_headers() {
-        f(k, v)?;
-    }
+    ctx.try_edge_headers(&mut f)?;
     if let Some(ct) = reply.content_type {
         f("Content-Type", ct)?;
     }
@@ -51,9 +49,7 @@ pub async fn write(session: &mut Session, ctx: &Ctx, reply: Reply) -> Result<()>
 /// stream stops the producer).
 pub async fn write_stream(session: &mut Session, ctx: &Ctx, mut stream: EventStream) -> Result<()> {
     let mut h = ResponseHeader::build(200, Some(8 + stream.headers.len()))?;
-    for (k, v) in ctx.edge_headers() {
-        h.append_header(k.to_string(), v)?;
-    }
+    ctx.try_edge_headers(|k, v| h.append_header(k.to_string(), v).map(|_| ()))?;
     h.append_header("Content-Type", stream.content_type)?;
     for (k, v) in &stream.headers {
         h.append_header(k.to_string(), v.as_str())?;

@@ -22,7 +22,7 @@ use crate::jsonrpc::Response;
 use crate::observe::metrics;
 use crate::routes::Route;
 use crate::rpc::compute_units::{error_answers, Cost};
-use crate::rpc::{refusal_of, CallView, Incoming};
+use crate::rpc::{refusal_of, CallView, Incoming, MethodLabel};
 use crate::streams::push::{Item, PushSource};
 use crate::streams::subscriptions::{ClientSubscriptions, Ended, KINDS};
 use crate::usage::Tally;
@@ -47,7 +47,7 @@ struct Answered {
     /// How the answer was checked (`x-chainedge-verified` over HTTP).
     verified: Option<&'static str>,
     /// What the message asked for (`Incoming::label`), for a key's request log.
-    method: Option<Box<str>>,
+    method: Option<MethodLabel>,
 }
 
 impl Answered {
@@ -124,7 +124,7 @@ impl Edge {
             principal,
             client_ip,
             category: route.rate.clone(),
-            request_id: ctx.request_id.clone(),
+            request_id: ctx.request_id.to_string(),
             route: ctx.route.clone(),
             grant: None,
             required,
@@ -212,10 +212,10 @@ impl Edge {
     }
 
     /// A message's method for its key's request log (none when nothing is logged).
-    fn logged_method(&self, up: &WsUpgrade, incoming: &Incoming<'_>) -> Option<Box<str>> {
+    fn logged_method(&self, up: &WsUpgrade, incoming: &Incoming<'_>) -> Option<MethodLabel> {
         (matches!(up.principal, Principal::Key(_)) && self.state.requests().enabled()).then(|| {
             let methods = self.state.pools.get(&up.pool).map(|p| &*p.methods);
-            incoming.label(methods).into()
+            incoming.label(methods)
         })
     }
 

@@ -28,9 +28,9 @@ pub(super) fn local_answer(ctx: &Ctx, reply: &Reply, closing: bool, head_only: b
 pub(super) fn switching_protocols(ctx: &Ctx, up: &WsUpgrade) -> Vec<u8> {
     let mut out = Vec::with_capacity(256);
     status_line(&mut out, 101, "");
-    for (k, v) in ctx.edge_headers() {
+    ctx.edge_headers(|k, v| {
         header(&mut out, k, v.as_bytes());
-    }
+    });
     for (k, v) in handshake_headers(up) {
         header(&mut out, k, v.as_bytes());
     }

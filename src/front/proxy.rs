@@ -249,9 +249,9 @@ fn answer_head(
     if !dated {
         date_header(&mut bytes);
     }
-    for (k, v) in ctx.edge_headers() {
+    ctx.edge_headers(|k, v| {
         header(&mut bytes, k, v.as_bytes());
-    }
+    });
     match info.framing {
         Framing::Length(n) => content_length(&mut bytes, n),
         Framing::Chunked | Framing::UntilClose => {

@@ -50,9 +50,7 @@ async fn write_stream(
     let mut out = Vec::with_capacity(512);
     status_line(&mut out, 200, "");
     date_header(&mut out);
-    for (k, v) in ctx.edge_headers() {
-        header(&mut out, k, v.as_bytes());
-    }
+    ctx.edge_headers(|k, v| header(&mut out, k, v.as_bytes()));
     header(&mut out, "Content-Type", stream.content_type.as_bytes());
     for (k, v) in &stream.headers {
         header(&mut out, k, v.as_bytes());

@@ -29,8 +29,8 @@ pub const HANDLERS: &[super::Handler] = &[
 
 fn answer(body: Value, source: &str) -> Reply {
     Reply::json(200, serde_json::to_vec(&body).unwrap_or_default()).with_headers(vec![
-        ("X-Mesh-Source", source.to_string()),
-        ("Cache-Control", "no-store".to_string()),
+        ("X-Mesh-Source", source.to_string().into()),
+        ("Cache-Control", "no-store".into()),
     ])
 }
 

@@ -102,7 +102,7 @@ async fn serve(
     let (body, cached) = cache.get(host, req.request_id).await?;
     let mut reply = Reply::json(200, body).served_by(Some(host.id.clone()));
     reply.content_type = Some("text/plain; version=0.0.4; charset=utf-8");
-    Ok(reply.with_headers(vec![("X-Cache-Status", cached.to_string())]))
+    Ok(reply.with_headers(vec![("X-Cache-Status", cached.to_string().into())]))
 }
 
 /// Stream-envelope error of the mirror.

@@ -164,24 +164,42 @@ const FILTERS: &[&str] = &[
 ];
 
 pub fn classify(method: &str) -> MethodClass {
-    if READS.contains(&method) {
-        MethodClass::Read
-    } else if FILTERS.contains(&method) {
-        MethodClass::Filter
-    } else if method == "eth_sendRawTransaction" {
-        MethodClass::Write
-    } else if method == "eth_subscribe" || method == "eth_unsubscribe" {
-        MethodClass::Subscription
-    } else if TRACES.contains(&method) {
-        MethodClass::Trace
-    } else if DEBUG_READS.contains(&method) {
-        MethodClass::Debug
-    } else if TXPOOL_READS.contains(&method) {
-        MethodClass::TxPool
-    } else {
-        MethodClass::Unknown
-    }
+    known(method).map_or(MethodClass::Unknown, |(_, class)| class)
 }
+
+/// The table's own spelling of `method` (a name that outlives the call) and its class,
+/// when the table lists it.
+pub fn known(method: &str) -> Option<(&'static str, MethodClass)> {
+    TABLE
+        .get_key_value(method)
+        .map(|(name, class)| (*name, *class))
+}
+
+/// Every listed method by name: one hash per call where searching the lists compared
+/// the name with up to 80 others, more than once per call.
+static TABLE: std::sync::LazyLock<foldhash::HashMap<&'static str, MethodClass>> =
+    std::sync::LazyLock::new(|| {
+        let lists: [(&[&'static str], MethodClass); 7] = [
+            (READS, MethodClass::Read),
+            (FILTERS, MethodClass::Filter),
+            (&["eth_sendRawTransaction"], MethodClass::Write),
+            (
+                &["eth_subscribe", "eth_unsubscribe"],
+                MethodClass::Subscription,
+            ),
+            (TRACES, MethodClass::Trace),
+            (DEBUG_READS, MethodClass::Debug),
+            (TXPOOL_READS, MethodClass::TxPool),
+        ];
+        let mut table = foldhash::HashMap::default();
+        for (names, class) in lists {
+            for name in names {
+                // The first list naming a method decides, as the lists' order did.
+                table.entry(*name).or_insert(class);
+            }
+        }
+        table
+    });
 
 /// The class a method of a capability namespace has by its prefix: what an operator's
 /// `methods.allow` entry outside the table is routed as (a `debug_` method to a debug

@@ -9,11 +9,14 @@ use super::call::{id_of, CallView, ReadCall};
 use super::compute_units::{ComputeUnits, Cost};
 use super::{Caller, Gateway, RpcReply};
 use crate::errors::ApiError;
-use crate::jsonrpc::methods::{classify_on, MethodClass, MethodsConf};
+use crate::jsonrpc::methods::{classify_on, known, MethodClass, MethodsConf};
 use crate::jsonrpc::{strict, Id, Outgoing, Request};
 use crate::pools::Pool;
 use serde::Deserialize;
 use serde_json::Value;
+
+/// What a JSON-RPC body asked for, in a word (`Incoming::label`).
+pub type MethodLabel = std::borrow::Cow<'static, str>;
 
 /// A JSON-RPC body as it came in, parsed once.
 pub struct Incoming<'a> {
@@ -66,12 +69,16 @@ impl<'a> Incoming<'a> {
     /// single call's method when the pool's method table (`methods`) knows it, else
     /// `unknown`; `batch`; `invalid` for what is not a call. Never a
     /// name of the caller's choosing: what is stored is bounded by the table.
-    pub fn label(&self, methods: Option<&MethodsConf>) -> &str {
+    /// The table's own name is borrowed, not copied; only a method an operator's
+    /// `allow` adds is.
+    pub fn label(&self, methods: Option<&MethodsConf>) -> MethodLabel {
         match (&self.form, self.method(), methods) {
-            (Form::Tree(Value::Array(_)), _, _) => "batch",
-            (_, Some(m), Some(table)) if classify_on(table, m) != MethodClass::Unknown => m,
-            (_, Some(_), _) => "unknown",
-            (_, None, _) => "invalid",
+            (Form::Tree(Value::Array(_)), _, _) => "batch".into(),
+            (_, Some(m), Some(table)) if classify_on(table, m) != MethodClass::Unknown => {
+                known(m).map_or_else(|| m.to_string().into(), |(name, _)| name.into())
+            }
+            (_, Some(_), _) => "unknown".into(),
+            (_, None, _) => "invalid".into(),
         }
     }
 
@@ -124,10 +131,9 @@ impl<'a> Incoming<'a> {
 }
 
 /// What became of a body: what it cost (counted in usage whether or not it was
-/// served), what the limit stage gave back when it admitted it, and the answer.
-pub struct Entered<T> {
+/// served) and the answer.
+pub struct Entered {
     pub cost: Cost,
-    pub admitted: Option<T>,
     pub reply: Result<RpcReply, ApiError>,
 }
 
@@ -135,30 +141,23 @@ impl Gateway {
     /// A body from `caller`: priced, the batch cap (a batch that can never be served
     /// costs nothing), then `limit` (the way in's limit stage, given the cost), then
     /// served.
-    pub async fn enter<T>(
+    pub async fn enter(
         &self,
         pool: &Pool,
         body: Incoming<'_>,
         caller: &Caller<'_>,
         request_id: &str,
         prices: &ComputeUnits,
-        limit: impl FnOnce(Cost) -> Result<T, ApiError>,
-    ) -> Entered<T> {
+        limit: impl FnOnce(Cost) -> Result<(), ApiError>,
+    ) -> Entered {
         let cost = body.cost(prices);
         let admitted = super::check_batch_size(cost.calls as usize, self.conf.max_batch)
             .and_then(|()| limit(cost));
-        match admitted {
-            Ok(admitted) => Entered {
-                cost,
-                reply: self.serve(pool, body, request_id, caller).await,
-                admitted: Some(admitted),
-            },
-            Err(e) => Entered {
-                cost,
-                admitted: None,
-                reply: Err(e),
-            },
-        }
+        let reply = match admitted {
+            Ok(()) => self.serve(pool, body, request_id, caller).await,
+            Err(e) => Err(e),
+        };
+        Entered { cost, reply }
     }
 
     /// An admitted body: a plain single read takes the fast path; batches, writes,

@@ -33,7 +33,7 @@ pub use crate::signed_tx::tx_hash;
 pub use cache::{CacheNote, ResponseCache, Tracker as CacheTracker};
 pub use call::{error_from, id_of, method_of, refusal_of, CallView};
 pub use coalesce::InFlight;
-pub use entry::{Entered, Incoming};
+pub use entry::{Entered, Incoming, MethodLabel};
 pub use filters::FilterHosts;
 pub use forward::{BUILDER_METHODS, PRIVATE_TX_METHODS};
 pub use light_client::Follower as LightClientFollower;

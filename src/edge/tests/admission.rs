@@ -17,7 +17,7 @@ async fn call(s: &super::Setup, body: &'static str) -> (serde_json::Value, Strin
         .headers
         .iter()
         .find(|(k, _)| *k == "X-Cache-Status")
-        .map(|(_, v)| v.clone())
+        .map(|(_, v)| v.to_string())
         .unwrap_or_default();
     (serde_json::from_slice(&r.body).unwrap(), status)
 }

@@ -8,7 +8,7 @@ use crate::auth::keys::KeyAuth;
 use crate::console::{clear_cookies, db, Console, ConsoleSession};
 use crate::errors::ApiError;
 use crate::key_restrictions::RestrictionsDoc;
-use crate::reply::Reply;
+use crate::reply::{HeaderText, Reply};
 use crate::store::console::UserRow;
 use crate::store::team::{Member, Role};
 use crate::store::{self, KeyInfo};
@@ -203,8 +203,11 @@ pub(super) fn json_reply(status: u16, v: Value) -> Result<Reply, ApiError> {
     )
 }
 
-pub(super) fn set_cookies(cookies: Vec<String>) -> Vec<(&'static str, String)> {
-    cookies.into_iter().map(|c| ("Set-Cookie", c)).collect()
+pub(super) fn set_cookies(cookies: Vec<String>) -> Vec<(&'static str, HeaderText)> {
+    cookies
+        .into_iter()
+        .map(|c| ("Set-Cookie", c.into()))
+        .collect()
 }
 
 /// A console body: a JSON object of the route's shape. (serde would also read a struct

@@ -317,11 +317,11 @@ pub(super) async fn google_start(console: &Console, req: &Request<'_>) -> Result
         .await?,
     )?;
     Ok(Reply::empty(302).with_headers(vec![
-        ("Location", location),
+        ("Location", location.into()),
         ("Cache-Control", "no-store".into()),
         (
             "Set-Cookie",
-            state_cookie(&state, crate::console::google::FLOW_TTL_SECS, req.secure),
+            state_cookie(&state, crate::console::google::FLOW_TTL_SECS, req.secure).into(),
         ),
     ]))
 }
@@ -361,8 +361,8 @@ pub(super) async fn google_callback(
     let plan = console.signup_plan.clone();
     let user_id = db(console.store.user_for(&identity, &plan)).await?;
     let mut headers = set_cookies(console.start_session(user_id, provider, req.secure).await?);
-    headers.push(("Set-Cookie", state_cookie("", 0, req.secure)));
-    headers.push(("Location", oidc.after_login.clone()));
+    headers.push(("Set-Cookie", state_cookie("", 0, req.secure).into()));
+    headers.push(("Location", oidc.after_login.clone().into()));
     headers.push(("Cache-Control", "no-store".into()));
     Ok(Reply::empty(302).with_headers(headers))
 }

@@ -30,7 +30,7 @@ fn reply(v: Value, served: Served) -> Reply {
         .served_by(served.host)
         .with_headers(vec![(
             "x-chainedge-verified",
-            served.verified.as_str().to_string(),
+            served.verified.as_str().into(),
         )])
 }
 

@@ -116,7 +116,7 @@ fn execution(number: u64) -> ExecutionPayloadHeader {
         timestamp: 1_700_000_000 + number,
         extra_data: ExtraData(Bytes::from_static(b"anvil")),
         base_fee_per_gas: U256::from(7u64),
-        block_hash: B256::repeat_byte(0x40 + number as u8),
+        block_hash: B256::repeat_byte(0x40u8.wrapping_add(number as u8)),
         transactions_root: B256::repeat_byte(5),
         withdrawals_root: B256::repeat_byte(6),
         blob_gas_used: 0,
