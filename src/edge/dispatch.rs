@@ -147,16 +147,18 @@ impl Edge {
         let st = &*self.state;
         let body = session.read_body(st.config.app.rpc.max_body_bytes).await?;
         let incoming = Incoming::parse(&body);
-        let principal = ctx.principal.clone().unwrap_or(Principal::Anonymous);
-        if matches!(principal, Principal::Key(_)) && st.requests().enabled() {
+        // Borrowed, not cloned: a key's reference count is written by every worker thread.
+        let principal = ctx.principal.as_ref().unwrap_or(&Principal::Anonymous);
+        let keyed = matches!(principal, Principal::Key(_));
+        if keyed && st.requests().enabled() {
             ctx.rpc_method = Some(incoming.label(Some(&pool.methods)));
         }
-        let mut caller = self.rpc_caller(&principal);
+        let mut caller = self.rpc_caller(principal);
         let asked = min_block(session.header(MIN_BLOCK_HEADER))
             .and_then(|floor| Ok((floor, required_level(session.header(REQUIRE_HEADER))?)));
         let entered = match asked {
             Ok((floor, required)) => {
-                ctx.required = self.required_of(&principal, required);
+                ctx.required = self.required_of(principal, required);
                 caller.min_block = floor;
                 let client = ctx.client(session.client_ip());
                 // Written into the context when admitted, not carried through the
@@ -164,7 +166,7 @@ impl Edge {
                 let rate_headers = &mut ctx.rate_headers;
                 let limit = |cost| {
                     if let Some(category) = route.rate.as_deref() {
-                        *rate_headers = self.limit(client, &principal, category, cost)?;
+                        *rate_headers = self.limit(client, principal, category, cost)?;
                     }
                     Ok(())
                 };
@@ -181,7 +183,7 @@ impl Edge {
         ctx.usage = Some(entered.cost);
         let reply = entered.reply.and_then(|r| unverified(r, ctx.required));
         match reply {
-            Ok(reply) => Ok(self.rpc_answer(ctx, &principal, reply)),
+            Ok(reply) => Ok(self.rpc_answer(ctx, keyed, reply)),
             // On `/rpc/eth` a refusal is the JSON-RPC error answer to the call, with its
             // id (a batch refused whole gets one answer with a null id).
             Err(e) if route.envelope == Envelope::JsonRpc => {
@@ -196,9 +198,9 @@ impl Edge {
     }
 
     /// The gateway's answer over HTTP: which block it is from, how the cache took part.
-    fn rpc_answer(&self, ctx: &mut Ctx, principal: &Principal, reply: RpcReply) -> Reply {
+    fn rpc_answer(&self, ctx: &mut Ctx, keyed: bool, reply: RpcReply) -> Reply {
         ctx.upstream = reply.upstream;
-        if matches!(principal, Principal::Key(_)) {
+        if keyed {
             ctx.error_answers = crate::rpc::compute_units::error_answers(&reply.body);
         }
         let mut answer = Reply::json(200, reply.body);

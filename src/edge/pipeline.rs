@@ -190,9 +190,11 @@ impl Edge {
                         .any(|h| session.header(h).is_some()),
             });
         let principal = self.authenticate(session, route, admin_origin).await?;
-        // The principal is recorded first so a refusal still counts in the key's usage.
-        ctx.principal = Some(principal.clone());
-        if let Principal::Key(rec) = &principal {
+        // The principal is recorded first so a refusal still counts in the key's usage;
+        // then borrowed from there (a key's reference count is every thread's to write).
+        ctx.principal = Some(principal);
+        let principal = ctx.principal.as_ref().unwrap_or(&Principal::Anonymous);
+        if let Principal::Key(rec) = principal {
             if let Some(r) = &rec.restrictions {
                 r.request(
                     session.header("origin"),
@@ -201,14 +203,14 @@ impl Edge {
                 )?;
             }
         }
-        let mut category = route.rate.clone();
+        let mut category = route.rate.as_deref();
         if let Some(rule) = &ctx.path_rule {
-            if let Principal::Key(rec) = &principal {
+            if let Principal::Key(rec) = principal {
                 self.require_plan(rec, rule.min_plan)?;
             }
-            category = Some(rule.rate.to_string());
+            category = Some(rule.rate);
         }
-        if let Principal::User(s) = &principal {
+        if let Principal::User(s) = principal {
             // SPEC order: session first (401), then the double-submit CSRF check (403).
             crate::console::check_csrf(method, s.csrf.as_deref(), session.header("x-csrf-token"))?;
             let cookies = session.cookies();
@@ -220,10 +222,10 @@ impl Edge {
         // (`rpc::Gateway::enter`, after the batch cap), and a WebSocket upgrade counts
         // once, then each message counts its calls.
         let per_call = matches!(route.handler, HandlerKind::JsonRpc | HandlerKind::HostRpc);
-        if let Some(category) = category.as_deref().filter(|_| !per_call) {
+        if let Some(category) = category.filter(|_| !per_call) {
             let cost = Cost::request(st.compute_units.route(&route.name));
             let client = ctx.client(session.client_ip());
-            ctx.rate_headers = self.limit(client, &principal, category, cost)?;
+            ctx.rate_headers = self.limit(client, principal, category, cost)?;
         }
         Ok(())
     }

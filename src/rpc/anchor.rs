@@ -137,7 +137,7 @@ impl Gateway {
         let mut answers: FuturesUnordered<_> = voters
             .into_iter()
             .map(|host| async move {
-                let answer = self.attempt(host.clone(), body, rid, budget.attempt).await;
+                let answer = self.attempt(&host, body, rid, budget.attempt).await;
                 (host, answer)
             })
             .collect();

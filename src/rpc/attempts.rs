@@ -162,7 +162,7 @@ impl Gateway {
     /// One call to one host; transport errors, timeouts and 5xx/429 count as failures.
     pub(super) async fn attempt(
         &self,
-        host: Arc<Host>,
+        host: &Host,
         body: &[u8],
         rid: &str,
         timeout: Duration,
@@ -270,26 +270,27 @@ impl Attempts {
     /// within `max`): the first answer worth returning wins and the other attempts are
     /// dropped (their connections closed).
     /// After a failure the next host is tried at once.
-    pub(super) async fn run<F, Fut>(
+    /// Hosts are borrowed, never counted: their reference counts are shared by every
+    /// worker thread, and each count written moves the count's cache line between cores.
+    pub(super) async fn run<'h, F, Fut>(
         self,
-        hosts: &[Arc<Host>],
+        hosts: &'h [Arc<Host>],
         attempt: F,
     ) -> Result<RpcReply, ApiError>
     where
-        F: Fn(Arc<Host>, Duration) -> Fut,
+        F: Fn(&'h Arc<Host>, Duration) -> Fut,
         Fut: Future<Output = Result<(Bytes, Verified), String>>,
     {
         let budget = self.budget;
         let deadline = Instant::now() + budget.total;
         let mut queue = hosts.iter().take(self.max);
-        let launch = |host: &Arc<Host>, began: Instant| {
+        let launch = |host: &'h Arc<Host>, began: Instant| {
             let share = deadline
                 .saturating_duration_since(began)
                 .min(budget.attempt);
             // `map`, not an `async move` block awaiting `call`: such a block keeps room
             // for the call twice (rust-lang/rust#62958), and this is the whole exchange.
-            let host = host.clone();
-            attempt(host.clone(), share).map(move |outcome| (host, began, outcome))
+            attempt(host, share).map(move |outcome| (host, began, outcome))
         };
         let mut race = Race::new(self.on_node_state, self.ask_past_empty);
         let Some(first_host) = queue.next() else {
@@ -301,7 +302,7 @@ impl Attempts {
         let began = Instant::now();
         let mut hedge_at = hedge_deadline(budget, first_host, began, queue.len());
         race.first_began = Some(began);
-        race.in_flight.push((first_host.clone(), began));
+        race.in_flight.push((first_host, began));
         let first = launch(first_host, began);
         tokio::pin!(first);
         let mut first_running = true;
@@ -315,7 +316,7 @@ impl Attempts {
                 match queue.next() {
                     Some(host) if now < deadline => {
                         hedge_at = hedge_deadline(budget, host, now, queue.len());
-                        race.in_flight.push((host.clone(), now));
+                        race.in_flight.push((host, now));
                         later
                             .get_or_insert_with(FuturesUnordered::new)
                             .push(launch(host, now));
@@ -370,12 +371,12 @@ fn hedge_deadline(budget: Budget, host: &Arc<Host>, now: Instant, left: usize) -
 }
 
 /// What a read's attempts have come to so far.
-struct Race {
+struct Race<'h> {
     on_node_state: NodeState,
     /// Empty answers still to pass over before one is served.
     empties_left: usize,
     /// Hosts of the attempts in flight, with when each began (to tell who lost a race).
-    in_flight: Vec<(Arc<Host>, Instant)>,
+    in_flight: Vec<(&'h Arc<Host>, Instant)>,
     hedged: bool,
     first_began: Option<Instant>,
     last_error: String,
@@ -384,7 +385,7 @@ struct Race {
     empty_answer: Option<RpcReply>,
 }
 
-impl Race {
+impl<'h> Race<'h> {
     fn new(on_node_state: NodeState, ask_past_empty: usize) -> Self {
         Race {
             on_node_state,
@@ -401,11 +402,11 @@ impl Race {
     /// One attempt's outcome: the answer to return, or `None` to go on with the others.
     fn settle(
         &mut self,
-        host: Arc<Host>,
+        host: &'h Arc<Host>,
         began: Instant,
         outcome: Result<(Bytes, Verified), String>,
     ) -> Option<RpcReply> {
-        self.in_flight.retain(|(h, _)| !Arc::ptr_eq(h, &host));
+        self.in_flight.retain(|(h, _)| !Arc::ptr_eq(h, host));
         let (body, verified) = match outcome {
             Ok(answer) => answer,
             Err(e) => {
@@ -420,7 +421,7 @@ impl Race {
             metrics::upstream_failure(&host.pool, &host.id, "node_state");
             self.last_error = format!("{}: {reason}", host.id);
             if self.on_node_state == NodeState::NextHostElseAnswer {
-                self.last_answer = Some(RpcReply::from_host(body, &host));
+                self.last_answer = Some(RpcReply::from_host(body, host));
             }
             return None;
         }
@@ -431,7 +432,7 @@ impl Race {
             metrics::empty_answer_passed(&host.pool);
             self.last_error = format!("{}: an empty answer", host.id);
             self.empty_answer
-                .get_or_insert(RpcReply::from_host(body, &host));
+                .get_or_insert(RpcReply::from_host(body, host));
             return None;
         }
         // Attempts begun before this one and still silent lost a race.
@@ -444,7 +445,7 @@ impl Race {
             let first = self.first_began == Some(began);
             metrics::hedged_read(&host.pool, if first { "first" } else { "other" });
         }
-        let mut reply = RpcReply::from_host(body, &host);
+        let mut reply = RpcReply::from_host(body, host);
         reply.verified = verified;
         Some(reply)
     }

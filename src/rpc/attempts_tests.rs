@@ -44,7 +44,7 @@ impl Fleet {
     }
 
     /// One attempt as the transport makes it: within its share, else a timeout.
-    async fn attempt(&self, host: Arc<Host>, share: Duration) -> Result<Bytes, String> {
+    async fn attempt(&self, host: &Host, share: Duration) -> Result<Bytes, String> {
         self.called.lock().unwrap().push(host.id.clone());
         let (after, outcome) = match self.does[&host.id] {
             Does::Answer(body, ms) => (MS * ms as u32, Ok(Bytes::from_static(body.as_bytes()))),

@@ -87,17 +87,17 @@ impl Gateway {
     pub(super) async fn judged_attempt(
         &self,
         pool: &Pool,
-        host: Arc<Host>,
+        host: &Arc<Host>,
         body: &[u8],
         rid: &str,
         share: Duration,
         judged: Judged<'_>,
     ) -> Result<(Bytes, Verified), String> {
         let began = tokio::time::Instant::now();
-        let answer = self.attempt(host.clone(), body, rid, share).await?;
+        let answer = self.attempt(host, body, rid, share).await?;
         let left = share.saturating_sub(began.elapsed());
         let check = judged.check.name();
-        let mut outcome = self.judge(&host, judged, answer.clone(), rid, left).await;
+        let mut outcome = self.judge(host, judged, answer.clone(), rid, left).await;
         if let Outcome::Serve(body, Verified::SelfConsistent, Some(about)) = outcome {
             outcome = self.anchored(pool, body, about, rid).await;
         }
@@ -375,10 +375,7 @@ impl Gateway {
             "eth_getBlockReceipts",
             json!([hash.to_string()]),
         );
-        let Ok(answer) = self
-            .attempt(host.clone(), &call.to_bytes(), rid, left)
-            .await
-        else {
+        let Ok(answer) = self.attempt(host, &call.to_bytes(), rid, left).await else {
             return Verdict::Unchecked("the block's receipts were not fetched".into());
         };
         let mut response: Value = serde_json::from_slice(&answer).unwrap_or(Value::Null);
@@ -441,10 +438,7 @@ impl Gateway {
             Want::Tag => return Verdict::Unchecked("a block by tag moves".into()),
         };
         let call = Request::new(Id::index(1), method, json!([param, true]));
-        let Ok(answer) = self
-            .attempt(host.clone(), &call.to_bytes(), rid, left)
-            .await
-        else {
+        let Ok(answer) = self.attempt(host, &call.to_bytes(), rid, left).await else {
             return Verdict::Unchecked("the block the receipts name was not fetched".into());
         };
         let response: Value = serde_json::from_slice(&answer).unwrap_or(Value::Null);

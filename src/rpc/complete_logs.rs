@@ -77,16 +77,14 @@ impl Gateway {
     /// One host's answer for the range, held to the anchored chain's receipts.
     async fn complete_attempt(
         &self,
-        host: Arc<Host>,
+        host: &Arc<Host>,
         range: &RangeRead<'_>,
         share: Duration,
     ) -> Result<(Bytes, Verified), String> {
         let began = tokio::time::Instant::now();
-        let answer = self
-            .attempt(host.clone(), range.body, range.rid, share)
-            .await?;
+        let answer = self.attempt(host, range.body, range.rid, share).await?;
         let left = share.saturating_sub(began.elapsed());
-        let verdict = self.judge_range(&host, range, &answer, left).await;
+        let verdict = self.judge_range(host, range, &answer, left).await;
         let why = match verdict {
             Verdict::Proven(()) => {
                 metrics::checked_answer(&host.pool, "complete_logs", "proven");

@@ -188,7 +188,7 @@ impl Gateway {
             return Ok((jsonrpc_error(&id, -32000, "filter not found"), None));
         };
         let timeout = self.conf.timeout;
-        match self.attempt(host.clone(), &body, rid, timeout).await {
+        match self.attempt(&host, &body, rid, timeout).await {
             Ok(b) => {
                 let answer = answer_of(&b);
                 if method == "eth_uninstallFilter"

@@ -143,11 +143,11 @@ impl Gateway {
             .map(|host| async move {
                 let answer = match judged {
                     Some(j) => {
-                        self.judged_attempt(pool, host.clone(), body, rid, budget.attempt, j)
+                        self.judged_attempt(pool, &host, body, rid, budget.attempt, j)
                             .await
                     }
                     None => self
-                        .attempt(host.clone(), body, rid, budget.attempt)
+                        .attempt(&host, body, rid, budget.attempt)
                         .await
                         .map(|b| (b, Verified::None)),
                 };

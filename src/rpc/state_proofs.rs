@@ -109,7 +109,7 @@ impl Gateway {
     /// One host's proof of the read, checked; the answer written from it.
     async fn proven_attempt(
         &self,
-        host: Arc<Host>,
+        host: &Arc<Host>,
         read: &ProvenRead<'_>,
         share: Duration,
     ) -> Result<(Bytes, Verified), String> {
@@ -122,9 +122,7 @@ impl Gateway {
             "eth_getProof",
             json!([call.address.to_string(), slots, block]),
         );
-        let answer = self
-            .attempt(host.clone(), &ask.to_bytes(), read.rid, share)
-            .await?;
+        let answer = self.attempt(host, &ask.to_bytes(), read.rid, share).await?;
         let result = node_result(&answer, "eth_getProof")?;
         let checked =
             state::check_account(&result, call.address, &slots, read.anchor.header.state_root);
@@ -135,7 +133,7 @@ impl Gateway {
                 match call.field {
                     StateField::Code if account.code_hash != KECCAK_EMPTY => {
                         let left = share.saturating_sub(began.elapsed());
-                        (self.proven_code(&host, read, account.code_hash, left)).await
+                        (self.proven_code(host, read, account.code_hash, left)).await
                     }
                     StateField::Code => Ok(json!("0x")),
                     _ => call
@@ -147,7 +145,7 @@ impl Gateway {
         };
         let value = match value {
             Ok(value) => value,
-            Err(why) => return self.disproved(&host, read, &why, &answer, share).await,
+            Err(why) => return self.disproved(host, read, &why, &answer, share).await,
         };
         metrics::checked_answer(&host.pool, "proof", "proven");
         let body = Response::result(read.id.clone(), value).to_bytes();
@@ -168,9 +166,7 @@ impl Gateway {
             "eth_getCode",
             json!([read.call.address.to_string(), block]),
         );
-        let answer = self
-            .attempt(host.clone(), &ask.to_bytes(), read.rid, left)
-            .await?;
+        let answer = self.attempt(host, &ask.to_bytes(), read.rid, left).await?;
         let code = node_result(&answer, "eth_getCode")?;
         match state::check_code(&code, code_hash) {
             Verdict::Proven(()) => {
@@ -205,9 +201,7 @@ impl Gateway {
         };
         seen.record(host);
         if self.conf.verify == VerifyMode::Observe {
-            let answer = self
-                .attempt(host.clone(), read.body, read.rid, share)
-                .await?;
+            let answer = self.attempt(host, read.body, read.rid, share).await?;
             return Ok((answer, Verified::None));
         }
         Err(format!(
