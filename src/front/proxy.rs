@@ -151,11 +151,10 @@ fn encode_request(
                 .iter()
                 .any(|(h, _)| h.eq_ignore_ascii_case(name))
     };
-    let mut headers: Vec<(&str, &[u8])> = req
-        .head
-        .header_lines()
-        .filter(|(name, _)| !ours(name))
-        .collect();
+    // The caller's lines kept, then Host, X-Request-Id, X-Forwarded-For and the host's.
+    let mut headers: Vec<(&str, &[u8])> =
+        Vec::with_capacity(req.head.headers.len() + 3 + host.headers.len());
+    headers.extend(req.head.header_lines().filter(|(name, _)| !ours(name)));
     let (addr, _) = pass.endpoint(host, false);
     headers.push(("Host", addr.authority().as_bytes()));
     headers.push(("X-Request-Id", ctx.request_id().as_bytes()));
@@ -205,7 +204,9 @@ fn answer_head(
     head_request: bool,
     closing: bool,
 ) -> Result<AnswerHead, String> {
-    let mut lines: Vec<u8> = Vec::with_capacity(node.len());
+    // The client's head in one buffer: the header lines first, the status line moved in
+    // front of them once the parse has read it (a rotation, not a second buffer).
+    let mut lines: Vec<u8> = Vec::with_capacity(node.len() + 256);
     let mut dated = false;
     let mut options: Vec<&[u8]> = Vec::new();
     let info = parse_head_visit(node, head_request, |name, value| {
@@ -225,15 +226,13 @@ fn answer_head(
     if info.status < 200 {
         return Err(format!("unexpected {} answer", info.status));
     }
-    let mut bytes = Vec::with_capacity(lines.len() + 256);
-    status_line(&mut bytes, info.status, info.reason);
     if options
         .iter()
         .any(|v| !lists_token(v, "close") && !lists_token(v, "keep-alive"))
     {
         // Headers the node's `Connection` names stay on the node's hop.
         let named = connection_options(&options);
-        let mut kept = Vec::with_capacity(lines.len());
+        let mut kept = Vec::with_capacity(lines.capacity());
         for line in lines.split_inclusive(|&b| b == b'\n') {
             let name = line.split(|&b| b == b':').next().unwrap_or_default();
             if !named
@@ -245,7 +244,11 @@ fn answer_head(
         }
         lines = kept;
     }
-    bytes.extend_from_slice(&lines);
+    let mut bytes = lines;
+    let lines_end = bytes.len();
+    status_line(&mut bytes, info.status, info.reason);
+    let status_len = bytes.len() - lines_end;
+    bytes.rotate_right(status_len);
     if !dated {
         date_header(&mut bytes);
     }

@@ -122,7 +122,7 @@ impl Gateway {
                     answer: &answer,
                     winning: None,
                 };
-                seen.record(&host);
+                seen.record(host);
                 if self.conf.verify == VerifyMode::Observe {
                     return Ok((answer, Verified::None));
                 }

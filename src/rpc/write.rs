@@ -162,7 +162,7 @@ impl Gateway {
     ) -> Vec<(String, Result<Bytes, String>)> {
         let mut out = Vec::new();
         for host in hosts.iter().take(self.conf.max_attempts) {
-            let r = self.attempt(&host, &body, rid, self.conf.timeout).await;
+            let r = self.attempt(host, &body, rid, self.conf.timeout).await;
             let accepted = r
                 .as_ref()
                 .is_ok_and(|b| write_outcome(b) != WriteOutcome::Rejected);

@@ -259,7 +259,10 @@ impl IdleConn {
 /// carries one, gets its `Content-Length`.
 pub fn encode(req: &H1Request<'_>) -> Vec<u8> {
     let body = req.body.unwrap_or_default();
-    let mut w = Vec::with_capacity(256 + body.len());
+    // Sized once: the request line, each header line, a `Content-Length` line.
+    let headers: usize = req.headers.iter().map(|(n, v)| n.len() + v.len() + 4).sum();
+    let head = req.method.len() + req.path.len() + 12 + headers + 40;
+    let mut w = Vec::with_capacity(head + body.len());
     for part in [req.method, " ", req.path, " HTTP/1.1\r\n"] {
         w.extend_from_slice(part.as_bytes());
     }
