@@ -238,12 +238,21 @@ impl Pool {
     /// lag first), then those in a passive cool-down; quarantined hosts never.
     /// `capability` filters out hosts that lack it.
     pub fn candidates(&self, capability: Option<&str>) -> Vec<Arc<Host>> {
+        (self.candidates_borrowed(capability).into_iter())
+            .cloned()
+            .collect()
+    }
+
+    /// `candidates`, borrowed from the pool: the request path's form, which writes no
+    /// host's reference count (every worker thread writes those, and each write moves
+    /// the count's cache line between cores).
+    pub fn candidates_borrowed(&self, capability: Option<&str>) -> Vec<&Arc<Host>> {
         let n = self.hosts.len();
         if n == 0 {
             return Vec::new();
         }
         if self.pinned {
-            return self.hosts.clone();
+            return self.hosts.iter().collect();
         }
         let start = self.rotation.iter(&[]).next().map_or(0, token_index) % n;
         let mut available = Vec::with_capacity(n);
@@ -256,9 +265,9 @@ impl Pool {
             }
             match h.health.state() {
                 HealthState::Quarantined => continue,
-                _ if h.set_aside() || h.conduct.cordoned() => aside.push(h.clone()),
-                HealthState::Available => available.push(h.clone()),
-                HealthState::Degraded => degraded.push(h.clone()),
+                _ if h.set_aside() || h.conduct.cordoned() => aside.push(h),
+                HealthState::Available => available.push(h),
+                HealthState::Degraded => degraded.push(h),
             }
         }
         degraded.sort_by_key(|h| h.health.lag());

@@ -171,6 +171,7 @@ impl Gateway {
             .into_iter()
             .filter(|h| h.health.head() >= floor || h.health.head() == 0)
             .take(ask.max(1))
+            .cloned()
             .collect();
         if voters.is_empty() {
             let why = format!("no host of pool {} has block {}", pool.name, at.param());

@@ -73,12 +73,12 @@ impl Gateway {
     /// `hosts_for`, keeping only hosts at or past the need's floor; when none has reached
     /// it yet, waits for one (heads move with each health round) up to
     /// `rpc.min_block_wait_ms`, then 503 `block_not_reached`.
-    pub(super) async fn hosts_reaching(
+    pub(super) async fn hosts_reaching<'p>(
         &self,
-        pool: &Pool,
+        pool: &'p Pool,
         capability: Option<&str>,
         need: Need,
-    ) -> Result<Vec<Arc<Host>>, ApiError> {
+    ) -> Result<Vec<&'p Arc<Host>>, ApiError> {
         if need.floor == 0 {
             return self.hosts_for(pool, capability, need);
         }
@@ -108,13 +108,13 @@ impl Gateway {
         }
     }
 
-    pub(super) fn hosts_for(
+    pub(super) fn hosts_for<'p>(
         &self,
-        pool: &Pool,
+        pool: &'p Pool,
         capability: Option<&str>,
         need: Need,
-    ) -> Result<Vec<Arc<Host>>, ApiError> {
-        let hosts = order_by_need(pool.candidates(capability), need);
+    ) -> Result<Vec<&'p Arc<Host>>, ApiError> {
+        let hosts = order_by_need(pool.candidates_borrowed(capability), need);
         if hosts.is_empty() {
             return Err(ApiError::new(
                 503,
@@ -135,7 +135,7 @@ impl Gateway {
     /// one call to one host.
     pub(super) async fn try_hosts(
         &self,
-        hosts: &[Arc<Host>],
+        hosts: &[&Arc<Host>],
         body: &[u8],
         rid: &str,
         on_node_state: NodeState,
@@ -274,7 +274,7 @@ impl Attempts {
     /// worker thread, and each count written moves the count's cache line between cores.
     pub(super) async fn run<'h, F, Fut>(
         self,
-        hosts: &'h [Arc<Host>],
+        hosts: &[&'h Arc<Host>],
         attempt: F,
     ) -> Result<RpcReply, ApiError>
     where
@@ -283,7 +283,7 @@ impl Attempts {
     {
         let budget = self.budget;
         let deadline = Instant::now() + budget.total;
-        let mut queue = hosts.iter().take(self.max);
+        let mut queue = hosts.iter().copied().take(self.max);
         let launch = |host: &'h Arc<Host>, began: Instant| {
             let share = deadline
                 .saturating_duration_since(began)
@@ -452,7 +452,7 @@ impl<'h> Race<'h> {
 
     /// Every attempt failed: the last node-state answer when the caller takes one, else
     /// 502 with the last failure.
-    fn give_up(self, hosts: &[Arc<Host>]) -> Result<RpcReply, ApiError> {
+    fn give_up(self, hosts: &[&Arc<Host>]) -> Result<RpcReply, ApiError> {
         if let Some(pool) = self
             .hedged
             .then(|| hosts.first())

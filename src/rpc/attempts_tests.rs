@@ -63,8 +63,9 @@ impl Fleet {
     /// paused clock's time taken.
     async fn run(&self, policy: Attempts) -> (Result<String, String>, Duration) {
         let began = Instant::now();
+        let hosts: Vec<&Arc<Host>> = self.hosts.iter().collect();
         let out = policy
-            .run(&self.hosts, |host, share| async move {
+            .run(&hosts, |host, share| async move {
                 let body = self.attempt(host, share).await?;
                 Ok((body, crate::verify::Verified::None))
             })

@@ -96,6 +96,7 @@ impl Gateway {
                 "no healthy host for this endpoint",
             ));
         }
+        let hosts: Vec<&Arc<Host>> = hosts.iter().collect();
         self.try_hosts(
             &hosts,
             &sent,

@@ -71,11 +71,11 @@ pub(super) fn need_from(head: u64, block: BlockNeed, mut need: Need) -> Need {
 
 /// Stable reorder: hosts whose head covers the need (archive ones first when asked) ahead
 /// of the rest, which stay as fallbacks.
-pub(super) fn order_by_need(hosts: Vec<Arc<Host>>, need: Need) -> Vec<Arc<Host>> {
+pub(super) fn order_by_need(hosts: Vec<&Arc<Host>>, need: Need) -> Vec<&Arc<Host>> {
     if need == Need::default() {
         return hosts;
     }
-    let rank = |h: &Arc<Host>| {
+    let rank = |h: &&Arc<Host>| {
         let covers = h.health.head() >= need.min_head;
         let archive_ok = !need.archive || h.has("archive");
         match (covers, archive_ok) {

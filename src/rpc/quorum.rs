@@ -122,7 +122,7 @@ impl Gateway {
         judged: Option<Judged<'_>>,
     ) -> Result<RpcReply, ApiError> {
         let hosts = self.hosts_reaching(pool, class.capability(), need).await?;
-        let voters: Vec<Arc<Host>> = hosts.into_iter().take(q.ask).collect();
+        let voters: Vec<Arc<Host>> = hosts.into_iter().take(q.ask).cloned().collect();
         if voters.len() < q.agree {
             metrics::quorum_read(&pool.name, "unavailable");
             return Err(ApiError::new(
