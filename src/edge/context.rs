@@ -180,7 +180,7 @@ impl Ctx {
     /// Whether a node's header `name` gives way to one of `try_edge_headers`.
     pub(crate) fn replaces(&self, name: &str) -> bool {
         // `try_edge_headers` but its cookies, which add up; checked for every header of a
-        // node's answer, so without building that chain.
+        // node's answer, so by name alone (no value is formatted).
         name.eq_ignore_ascii_case("server")
             || name.eq_ignore_ascii_case("x-request-id")
             || (self.cors_headers.iter()).any(|(k, _)| k.eq_ignore_ascii_case(name))
