@@ -9,6 +9,11 @@
 #
 #   bench/profile.sh [BIN, default target/release/chainedge] [requests, default 5000]
 #   TOP=40 bench/profile.sh ...   how many functions each route's profile lists
+#   CACHE=1 bench/profile.sh ...  callgrind's cache model on: first-level instruction-
+#                                 and data-cache misses per request as two more columns
+#                                 (about twice as slow)
+#   CONNS=64 bench/profile.sh ... connections the load uses (default 4); more spread a
+#                                 request's state over more memory, as the rate benches do
 #
 # Writes bench/RESULTS-profile.md (the table) and, per route, the functions with the most
 # inclusive instructions to $PROFILE_DIR (default target/profile/) with the raw
@@ -59,7 +64,7 @@ chain_id='{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}'
 
 # load N ROUTE: N requests, 4 connections, to one of the routes.
 load() {
-  local args=(--no-tui -n "$1" -c 4 -m POST -H "Content-Type: application/json")
+  local args=(--no-tui -n "$1" -c "${CONNS:-4}" -m POST -H "Content-Type: application/json")
   case $2 in
     plain) oha "${args[@]}" -d "$chain_id" "http://127.0.0.1:$CE/bench/plain/" ;;
     hit) oha "${args[@]}" -H "x-token: $key" -d "$chain_id" "http://127.0.0.1:$CE/rpc/eth" ;;
@@ -81,10 +86,11 @@ start() { # start WHO [TOOL...]: chainedge or nginx under TOOL, its pid in $star
 }
 answered_all() { grep -q "\[200\] $2 responses" "$1" || { echo "profile: not every answer was 200:" >&2; grep -A4 "Status code distribution" "$1" >&2; exit 1; }; }
 
-declare -A instr allocs syscalls
+declare -A instr allocs syscalls i1miss d1miss
+cache_sim=(); [ -n "${CACHE:-}" ] && cache_sim=(--cache-sim=yes)
 # Instructions and allocations: callgrind, counters zeroed after a warm-up.
 for who in chainedge nginx; do
-  start $who valgrind --tool=callgrind --callgrind-out-file="$work/cg.$who.%p"
+  start $who valgrind --tool=callgrind "${cache_sim[@]}" --callgrind-out-file="$work/cg.$who.%p"
   vpid=$started
   for route in $(routes_of $who); do load 3000 $route >/dev/null 2>&1; done
   for route in $(routes_of $who); do
@@ -94,8 +100,9 @@ for who in chainedge nginx; do
     callgrind_control -d "$route" $vpid >/dev/null 2>&1
     sleep 1
     files=$(ls "$work"/cg.$who.$vpid.* 2>/dev/null | grep -v '\.0$' || true)
-    read -r total alloc <<<"$(python3 bench/callgrind_counts.py $files)"
+    read -r total alloc i1 d1 <<<"$(python3 bench/callgrind_counts.py $files)"
     instr[$route]=$((total / n)); allocs[$route]=$(awk -v a="$alloc" -v n="$n" 'BEGIN{printf "%.1f", a/n}')
+    [ -n "${i1:-}" ] && i1miss[$route]=$((i1 / n)) && d1miss[$route]=$((d1 / n))
     { callgrind_annotate --inclusive=yes $files 2>/dev/null || true; } | head -n $((top + 25)) > "$out/$route.txt" || true
     mkdir -p "$out/raw"; for f in $files; do mv "$f" "$out/raw/$route.$(basename "$f")"; done
   done
@@ -114,7 +121,7 @@ for who in chainedge nginx; do
     load "$n" $route > "$work/oha.$route" 2>&1
     answered_all "$work/oha.$route" "$n"
     kill -INT $tpid; wait $tpid 2>/dev/null || true
-    calls=$(awk '$NF == "total" {print $(NF-2)}' "$work/strace.$route")
+    calls=$(awk '$NF == "total" {print $4}' "$work/strace.$route")
     syscalls[$route]=$(awk -v a="${calls:-0}" -v n="$n" 'BEGIN{printf "%.1f", a/n}')
     sed -n '1,14p' "$work/strace.$route" > "$out/$route.syscalls.txt"
   done
@@ -138,16 +145,27 @@ if command -v perf >/dev/null; then
   stop_last
 fi
 
+# row LABEL ROUTE: one path's row (the cache columns only with CACHE=1).
+row() {
+  local cache=""
+  [ -n "${CACHE:-}" ] && cache=" ${i1miss[$2]:-} | ${d1miss[$2]:-} |"
+  echo "| $1 | ${instr[$2]} | ${allocs[$2]}$([ "$2" = nginx ] && echo " (its pools)") | ${syscalls[$2]} |$cache"
+}
 {
-  echo "Per request, $n requests over 4 connections after 3,000 to warm up; one worker thread"
+  echo "Per request, $n requests over ${CONNS:-4} connections after 3,000 to warm up; one worker thread"
   echo "(nginx: one process, no master); the node a static nginx. \`$bin\`."
   echo
-  echo "| path | instructions | allocations | syscalls |"
-  echo "|---|---|---|---|"
-  echo "| nginx proxying the distinct reads | ${instr[nginx]} | ${allocs[nginx]} (its pools) | ${syscalls[nginx]} |"
-  echo "| chainedge plain passthrough | ${instr[plain]} | ${allocs[plain]} | ${syscalls[plain]} |"
-  echo "| chainedge cache hit (\`eth_chainId\`) | ${instr[hit]} | ${allocs[hit]} | ${syscalls[hit]} |"
-  echo "| chainedge distinct read (\`eth_getBalance\` at \`pending\`) | ${instr[distinct]} | ${allocs[distinct]} | ${syscalls[distinct]} |"
+  if [ -n "${CACHE:-}" ]; then
+    echo "| path | instructions | allocations | syscalls | L1i misses | L1d misses |"
+    echo "|---|---|---|---|---|---|"
+  else
+    echo "| path | instructions | allocations | syscalls |"
+    echo "|---|---|---|---|"
+  fi
+  row "nginx proxying the distinct reads" nginx
+  row "chainedge plain passthrough" plain
+  row "chainedge cache hit (\`eth_chainId\`)" hit
+  row "chainedge distinct read (\`eth_getBalance\` at \`pending\`)" distinct
   echo
   echo "Each path's functions by inclusive instructions: \`$out/<path>.txt\`; syscalls by name: \`$out/<path>.syscalls.txt\`."
 } | publish RESULTS-profile.md
