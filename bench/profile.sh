@@ -62,7 +62,7 @@ key=$("$bin" --app "$work/edge.yaml" keys create --tenant "$tenant" 2>/dev/null)
 distinct_reads "$work/distinct.txt"
 chain_id='{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}'
 
-# load N ROUTE: N requests, 4 connections, to one of the routes.
+# load N ROUTE: N requests, $CONNS connections (4), to one of the routes.
 load() {
   local args=(--no-tui -n "$1" -c "${CONNS:-4}" -m POST -H "Content-Type: application/json")
   case $2 in

@@ -79,6 +79,9 @@ load() { # load SECONDS ARGS...: 64 connections for that long
   oha --no-tui -z "${secs}s" -c 64 "$@" >/dev/null 2>&1
 }
 rpc="http://127.0.0.1:$CE/rpc/eth"
+# A profile of refusals would lay out the wrong paths: the edge must answer a keyed read.
+curl -sf -o /dev/null -H "Content-Type: application/json" -H "x-token: $key" -d "$(head -1 "$work/distinct.txt")" "$rpc" \
+  || { echo "pgo: the instrumented edge did not answer a keyed read ($work/edge.log)" >&2; cat "$work/edge.log" >&2; exit 1; }
 load 20 "${json[@]}" -H "x-token: $key" -Z "$work/distinct.txt" "$rpc"
 load 10 "${json[@]}" -H "x-token: $key" -d '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}' "$rpc"
 load 5 "${json[@]}" -H "x-token: $key" \
@@ -91,9 +94,13 @@ load 2 -H "x-token: $key" "http://127.0.0.1:$CE/v1/eth/wallet/0x0000000000000000
 # The profile is written as the process exits (SIGINT: Pingora's fast shutdown).
 stop_all
 pids=()
-ls "$data"/*.profraw >/dev/null
+ls "$data"/*.profraw >/dev/null 2>&1 || { echo "pgo: the training run wrote no profile to $data" >&2; exit 1; }
 
 "$profdata" merge -o "$data/merged.profdata" "$data"
-RUSTFLAGS="-Cprofile-use=$data/merged.profdata" \
+# Named by its content: cargo rebuilds when RUSTFLAGS change, not when a file they name
+# does, and every crate's layout comes from this profile.
+used="$data/$(sha256sum "$data/merged.profdata" | cut -c1-16).profdata"
+mv "$data/merged.profdata" "$used"
+RUSTFLAGS="-Cprofile-use=$used" \
   cargo build --profile "$profile" -q --bin chainedge --target-dir target/pgo
 echo "pgo: target/pgo/$profile/chainedge"
