@@ -30,6 +30,7 @@ command -v nginx >/dev/null || { SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo; $SU
 command -v oha >/dev/null || cargo install oha --locked -q
 if [ -n "${BENCH_BIN:-}" ]; then
   bin=$BENCH_BIN
+  [ -x "$bin" ] || { echo "rpc: BENCH_BIN=$bin is not an executable (scripts/pgo.sh builds one)" >&2; exit 2; }
 else
   cargo build --profile ${BENCH_PROFILE:-dist} -q --bin chainedge
   bin=target/${BENCH_PROFILE:-dist}/chainedge

@@ -3,15 +3,16 @@
 # and inlined by what the proxy's hot paths run, measured rather than guessed.
 #
 # Why: a request's instructions are not where chainedge loses to nginx. Counted with
-# callgrind's cache model, the plain passthrough runs 1.14x nginx's instructions per
-# request but misses the instruction cache 1.5x as often, a distinct JSON-RPC read 2.8x
-# (docs/benchmarks.md#profile-guided-build): the code a request walks through is spread
-# over more lines than the cache holds. PGO puts the hot paths' code together and
+# callgrind's cache model on the `dist` build, the plain passthrough runs 1.06x nginx's
+# instructions per request but misses the instruction cache 1.35x as often, a distinct
+# JSON-RPC read 2.6x (docs/benchmarks.md#profile-guided-build): the code a request walks
+# through is spread over more lines than the cache holds. PGO puts the hot paths' code together and
 # moves the cold code (errors, rare branches) out of their way.
 #
-#   scripts/pgo.sh                 build target/pgo/dist/chainedge
+#   scripts/pgo.sh                 build target/pgo/dist/chainedge (about 20 minutes
+#                                  on 2 cores from cold)
 #   PGO_PROFILE=release ...        instrument and optimise the release profile instead
-#                                  (minutes instead of half an hour; for A/B against
+#                                  (about 12 minutes; for A/B against
 #                                  target/release/chainedge)
 #
 # Three steps: an instrumented build (target/pgo-train), a training run of it against a
