@@ -36,7 +36,9 @@ impl Conduct {
     }
 
     pub fn cordoned(&self) -> bool {
-        super::now_ms() < self.cordoned_until_ms.load(Ordering::Relaxed)
+        // 0: never cordoned (`now_ms` starts at 1); no clock read per candidate list.
+        let until = self.cordoned_until_ms.load(Ordering::Relaxed);
+        until != 0 && super::now_ms() < until
     }
 }
 

@@ -167,7 +167,10 @@ impl Host {
     }
 
     pub fn set_aside(&self) -> bool {
-        now_ms() < self.set_aside_until_ms.load(Ordering::Relaxed)
+        // 0: never set aside, or cleared by an answer; no clock read on every call's
+        // candidate list.
+        let until = self.set_aside_until_ms.load(Ordering::Relaxed);
+        until != 0 && now_ms() < until
     }
 
     /// Record a failed call: the host is tried last for the cool-down.
